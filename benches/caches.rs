@@ -1,0 +1,72 @@
+//! Criterion benches: per-cache admit/finish throughput on a shared-prefix workload, radix
+//! tree insert+match, and whole replays of the bundled sample. Throughput is reported in
+//! requests (or tokens) per second.
+
+use cachesim::cache::{CacheSpec, Policy};
+use cachesim::replay::{replay, ReplayOptions};
+use cachesim::trace::{self, ReadOptions};
+use cachesim::workload::gen::{gsp, write_jsonl, GspSpec, DEFAULT_VOCAB};
+use cachesim::workload::{build, BuildOptions, Workload};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::path::Path;
+
+fn gsp_workload() -> Workload {
+    let spec = GspSpec {
+        num_groups: 16,
+        prompts_per_group: 16,
+        system_prompt_len: 1024,
+        question_len: 128,
+        output_len: 64,
+        range_ratio: 1.0,
+        ordered: false,
+        vocab: DEFAULT_VOCAB,
+        seed: 7,
+    };
+    let mut bytes = Vec::new();
+    write_jsonl(&gsp(&spec).unwrap(), &mut bytes).unwrap();
+    let file = trace::parse(Path::new("gsp.jsonl"), &bytes, &ReadOptions::default()).unwrap();
+    build(file, &BuildOptions::default()).unwrap()
+}
+
+fn spec(policy: Policy, capacity: Option<u64>) -> CacheSpec {
+    CacheSpec { policy, block_size: Some(16), page_size: Some(1), capacity_tokens: capacity }
+}
+
+fn cache_ops(c: &mut Criterion) {
+    let w = gsp_workload();
+    let tokens: u64 = w.requests.iter().map(|r| r.final_kv_tokens() as u64).sum();
+    let mut g = c.benchmark_group("replay_gsp_256req");
+    g.throughput(Throughput::Elements(w.requests.len() as u64));
+    for policy in Policy::ALL {
+        for (label, cap) in [("unlimited", None), ("64k", Some(65_536))] {
+            g.bench_with_input(BenchmarkId::new(policy.name(), label), &cap, |b, &cap| {
+                b.iter(|| replay(&w, spec(policy, cap), ReplayOptions { inflight: 8 }, &|| ()))
+            });
+        }
+    }
+    g.finish();
+    let mut g = c.benchmark_group("replay_gsp_tokens");
+    g.throughput(Throughput::Elements(tokens));
+    g.bench_function("paged_block16_evicting", |b| {
+        b.iter(|| replay(&w, spec(Policy::Paged, Some(32_768)), ReplayOptions { inflight: 4 }, &|| ()))
+    });
+    g.bench_function("radix_evicting", |b| {
+        b.iter(|| replay(&w, spec(Policy::Radix, Some(32_768)), ReplayOptions { inflight: 4 }, &|| ()))
+    });
+    g.finish();
+}
+
+fn sample_replay(c: &mut Criterion) {
+    let w = cachesim::load_workload(None, &ReadOptions::default(), &BuildOptions::default()).unwrap();
+    let mut g = c.benchmark_group("replay_bundled_sample");
+    g.throughput(Throughput::Elements(w.requests.len() as u64));
+    for policy in Policy::ALL {
+        g.bench_function(policy.name(), |b| {
+            b.iter(|| replay(&w, spec(policy, None), ReplayOptions::default(), &|| ()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, cache_ops, sample_replay);
+criterion_main!(benches);

@@ -1,0 +1,409 @@
+//! vLLM v1 automatic prefix caching (ENGINE_SPEC §1): a pool of fixed-size blocks with a null
+//! block 0; chained hashes over full blocks of prompt and output; lookup limited to
+//! `num_tokens − 1` rounded down to whole blocks; a free queue that starts in ascending block id
+//! order, hands out its head (evicting a cached block on the spot) and takes released blocks at
+//! its tail, a request's last block first; reference counts; no de-duplication (a hash may map
+//! to several blocks; lookup returns the oldest). Blocks are hashed when they are allocated for
+//! scheduled tokens, so requests later in the same step can already hit them.
+
+use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, Usage};
+use crate::workload::tokens::{chain_hash, ROOT_HASH};
+use crate::workload::{SeqId, TokenStore};
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+const NIL: u32 = u32::MAX;
+const NO_HASH: u64 = u64::MAX;
+
+struct ReqState {
+    seq: SeqId,
+    /// Block table, in token order.
+    blocks: Vec<u32>,
+    /// Chained hashes of the request's full blocks, computed lazily.
+    hashes: Vec<u64>,
+    /// Leading blocks already registered in the hash map.
+    cached_blocks: usize,
+    /// Tokens the block table was sized for.
+    tokens: usize,
+}
+
+/// vLLM v1 block pool + prefix cache.
+pub struct PagedCache {
+    store: Arc<TokenStore>,
+    block: usize,
+    /// Blocks including the null block; `None` = unlimited.
+    num_blocks: Option<u32>,
+    ref_cnt: Vec<u32>,
+    hash: Vec<u64>,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    dup_next: Vec<u32>,
+    /// Never-used blocks `fresh_next..num_blocks` sit at the head of the free queue, in order.
+    fresh_next: u32,
+    head: u32,
+    tail: u32,
+    list_len: u64,
+    map: FxHashMap<u64, u32>,
+    reqs: Vec<Option<ReqState>>,
+    in_use: u64,
+    cached_free: u64,
+    stats: CacheStats,
+}
+
+impl PagedCache {
+    /// A cache of `capacity_tokens / block` usable blocks (plus the null block); unlimited when `None`.
+    pub fn new(store: Arc<TokenStore>, block: u32, capacity_tokens: Option<u64>) -> Self {
+        let num_blocks = capacity_tokens.map(|c| (c / block as u64).min(u32::MAX as u64 - 2) as u32 + 1);
+        Self::with_blocks(store, block, num_blocks)
+    }
+
+    /// A cache of exactly `num_gpu_blocks` blocks, block 0 being the null block (as vLLM).
+    pub fn with_blocks(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>) -> Self {
+        assert!((1..=crate::workload::tokens::MAX_BLOCK_TOKENS as u32).contains(&block), "block size out of range");
+        Self {
+            store,
+            block: block as usize,
+            num_blocks: num_gpu_blocks,
+            ref_cnt: vec![0],
+            hash: vec![NO_HASH],
+            prev: vec![NIL],
+            next: vec![NIL],
+            dup_next: vec![NIL],
+            fresh_next: 1,
+            head: NIL,
+            tail: NIL,
+            list_len: 0,
+            map: FxHashMap::default(),
+            reqs: Vec::new(),
+            in_use: 0,
+            cached_free: 0,
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// Length of the free queue (never-used + released blocks).
+    pub fn free_len(&self) -> u64 {
+        match self.num_blocks {
+            Some(n) => (n - self.fresh_next) as u64 + self.list_len,
+            None => u64::MAX,
+        }
+    }
+
+    /// The free queue, head first (for tests; O(queue)).
+    pub fn free_queue(&self) -> Vec<u32> {
+        let mut q: Vec<u32> = (self.fresh_next..self.num_blocks.unwrap_or(self.fresh_next)).collect();
+        let mut b = self.head;
+        while b != NIL {
+            q.push(b);
+            b = self.next[b as usize];
+        }
+        q
+    }
+
+    /// The block table of a live request (for tests).
+    pub fn block_table(&self, req: ReqId) -> Option<&[u32]> {
+        self.reqs.get(req as usize)?.as_ref().map(|r| &r.blocks[..])
+    }
+
+    /// Whether a block currently carries a hash (is cached).
+    pub fn is_cached(&self, block: u32) -> bool {
+        self.hash.get(block as usize).is_some_and(|&h| h != NO_HASH)
+    }
+
+    fn block_hash(&self, seq: SeqId, parent: u64, i: usize) -> u64 {
+        let b = self.block;
+        chain_hash(parent, self.store.fingerprint(seq, i * b, b), b)
+    }
+
+    /// Hits for `seq[..known]`: leading cached blocks, at most `(known − 1) / B` of them.
+    /// Hashes computed on the way are appended to `hashes` (which holds a prefix of them).
+    fn walk(&self, seq: SeqId, known: usize, hashes: &mut Vec<u64>, hits: &mut Vec<u32>) {
+        let max_blocks = known.saturating_sub(1) / self.block;
+        for i in 0..max_blocks {
+            if hashes.len() <= i {
+                let parent = if i == 0 { ROOT_HASH } else { hashes[i - 1] };
+                hashes.push(self.block_hash(seq, parent, i));
+            }
+            match self.map.get(&hashes[i]) {
+                Some(&blk) => hits.push(blk),
+                None => break,
+            }
+        }
+    }
+
+    fn unlink(&mut self, b: u32) {
+        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+        self.prev[b as usize] = NIL;
+        self.next[b as usize] = NIL;
+        self.list_len -= 1;
+    }
+
+    fn push_tail(&mut self, b: u32) {
+        self.prev[b as usize] = self.tail;
+        self.next[b as usize] = NIL;
+        if self.tail == NIL {
+            self.head = b;
+        } else {
+            self.next[self.tail as usize] = b;
+        }
+        self.tail = b;
+        self.list_len += 1;
+    }
+
+    fn uncache(&mut self, b: u32) {
+        let h = self.hash[b as usize];
+        let first = self.map[&h];
+        if first == b {
+            match self.dup_next[b as usize] {
+                NIL => {
+                    self.map.remove(&h);
+                }
+                n => {
+                    self.map.insert(h, n);
+                }
+            }
+        } else {
+            let mut p = first;
+            while self.dup_next[p as usize] != b {
+                p = self.dup_next[p as usize];
+            }
+            self.dup_next[p as usize] = self.dup_next[b as usize];
+        }
+        self.dup_next[b as usize] = NIL;
+        self.hash[b as usize] = NO_HASH;
+    }
+
+    fn register(&mut self, b: u32, h: u64) {
+        self.hash[b as usize] = h;
+        match self.map.get(&h) {
+            None => {
+                self.map.insert(h, b);
+            }
+            Some(&first) => {
+                let mut p = first;
+                while self.dup_next[p as usize] != NIL {
+                    p = self.dup_next[p as usize];
+                }
+                self.dup_next[p as usize] = b;
+            }
+        }
+    }
+
+    /// Pops the free-queue head, evicting it if cached; the caller checked `free_len`.
+    fn pop_head(&mut self) -> u32 {
+        let b = if self.num_blocks.is_none_or(|n| self.fresh_next < n) {
+            let b = self.fresh_next;
+            self.fresh_next += 1;
+            self.ref_cnt.push(0);
+            self.hash.push(NO_HASH);
+            self.prev.push(NIL);
+            self.next.push(NIL);
+            self.dup_next.push(NIL);
+            b
+        } else {
+            let b = self.head;
+            debug_assert_ne!(b, NIL, "pop from an empty free queue");
+            self.unlink(b);
+            if self.hash[b as usize] != NO_HASH {
+                self.uncache(b);
+                self.cached_free -= 1;
+                self.stats.evicted_tokens += self.block as u64;
+            }
+            b
+        };
+        self.ref_cnt[b as usize] = 1;
+        self.in_use += 1;
+        b
+    }
+
+    fn touch(&mut self, b: u32) {
+        if self.ref_cnt[b as usize] == 0 {
+            self.unlink(b);
+            self.cached_free -= 1;
+            self.in_use += 1;
+        }
+        self.ref_cnt[b as usize] += 1;
+    }
+
+    fn release(&mut self, b: u32) {
+        self.ref_cnt[b as usize] -= 1;
+        if self.ref_cnt[b as usize] == 0 {
+            self.push_tail(b);
+            self.in_use -= 1;
+            if self.hash[b as usize] != NO_HASH {
+                self.cached_free += 1;
+            }
+        }
+    }
+
+    fn note_peak(&mut self) {
+        let used = (self.in_use + self.cached_free) * self.block as u64;
+        self.stats.peak_used_tokens = self.stats.peak_used_tokens.max(used);
+    }
+
+    /// Registers the request's full blocks within its first `total` tokens.
+    fn cache_full_blocks(&mut self, st: &mut ReqState, total: usize) {
+        let full = total / self.block;
+        while st.cached_blocks < full {
+            let i = st.cached_blocks;
+            if st.hashes.len() <= i {
+                let parent = if i == 0 { ROOT_HASH } else { st.hashes[i - 1] };
+                st.hashes.push(self.block_hash(st.seq, parent, i));
+            }
+            self.register(st.blocks[i], st.hashes[i]);
+            st.cached_blocks += 1;
+        }
+    }
+
+    fn take_state(&mut self, req: ReqId) -> ReqState {
+        self.reqs.get_mut(req as usize).and_then(Option::take).expect("request not admitted")
+    }
+
+    fn put_state(&mut self, req: ReqId, st: ReqState) {
+        let i = req as usize;
+        if self.reqs.len() <= i {
+            self.reqs.resize_with(i + 1, || None);
+        }
+        self.reqs[i] = Some(st);
+    }
+
+    fn free_request(&mut self, req: ReqId) {
+        let st = self.take_state(req);
+        self.stats.partial_block_waste_tokens += (st.blocks.len() * self.block - st.tokens) as u64;
+        for &b in st.blocks.iter().rev() {
+            self.release(b);
+        }
+    }
+}
+
+impl PrefixCache for PagedCache {
+    fn spec(&self) -> CacheSpec {
+        CacheSpec {
+            policy: Policy::Paged,
+            block_size: Some(self.block as u32),
+            page_size: None,
+            capacity_tokens: self.num_blocks.map(|n| (n as u64 - 1) * self.block as u64),
+        }
+    }
+
+    fn peek(&self, seq: SeqId, known: usize) -> usize {
+        let (mut hashes, mut hits) = (Vec::new(), Vec::new());
+        self.walk(seq, known, &mut hashes, &mut hits);
+        hits.len() * self.block
+    }
+
+    fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
+        debug_assert!(self.reqs.get(req as usize).is_none_or(Option::is_none), "request admitted twice");
+        let mut st = ReqState { seq, blocks: Vec::new(), hashes: Vec::new(), cached_blocks: 0, tokens: 0 };
+        let mut hits = Vec::new();
+        self.walk(seq, known, &mut st.hashes, &mut hits);
+        let hit = hits.len() * self.block;
+        let total = hit + (known - hit).min(max_new_tokens);
+        let need = total.div_ceil(self.block) - hits.len();
+        let evictable_hits = hits.iter().filter(|&&b| self.ref_cnt[b as usize] == 0).count();
+        if (need + evictable_hits) as u64 > self.free_len() {
+            return None;
+        }
+        for &b in &hits {
+            self.touch(b);
+        }
+        st.blocks = hits;
+        st.cached_blocks = st.blocks.len();
+        for _ in 0..need {
+            let b = self.pop_head();
+            st.blocks.push(b);
+        }
+        st.tokens = total;
+        self.cache_full_blocks(&mut st, total);
+        self.put_state(req, st);
+        self.note_peak();
+        Some(Admitted { hit_tokens: hit, allocated_tokens: total })
+    }
+
+    fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
+        let mut st = self.take_state(req);
+        debug_assert!(total_tokens <= self.store.seq_len(st.seq), "scheduling unknown tokens");
+        let need = total_tokens.div_ceil(self.block).saturating_sub(st.blocks.len());
+        if need as u64 > self.free_len() {
+            self.put_state(req, st);
+            return false;
+        }
+        for _ in 0..need {
+            let b = self.pop_head();
+            st.blocks.push(b);
+        }
+        st.tokens = st.tokens.max(total_tokens);
+        self.cache_full_blocks(&mut st, total_tokens);
+        self.put_state(req, st);
+        self.note_peak();
+        true
+    }
+
+    fn computed(&mut self, _req: ReqId, _computed_tokens: usize) {
+        // vLLM registers block hashes at allocation time; nothing happens after the step.
+    }
+
+    fn finish(&mut self, req: ReqId) {
+        self.free_request(req);
+    }
+
+    fn preempt(&mut self, req: ReqId) {
+        // Recompute mode: blocks freed (tail first), still hashed, likely re-hit on resume.
+        self.free_request(req);
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            used_tokens: (self.in_use + self.cached_free) * self.block as u64,
+            evictable_tokens: self.cached_free * self.block as u64,
+            capacity_tokens: self.spec().capacity_tokens,
+        }
+    }
+
+    fn stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    fn check_invariants(&self) {
+        let minted = self.fresh_next as usize;
+        let mut refs = vec![0u32; minted];
+        for st in self.reqs.iter().flatten() {
+            assert_eq!(st.blocks.len(), st.tokens.div_ceil(self.block), "block table size");
+            for &b in &st.blocks {
+                refs[b as usize] += 1;
+            }
+        }
+        assert_eq!(refs, self.ref_cnt, "ref counts != block-table membership");
+        let in_list = self.free_queue();
+        let released = &in_list[in_list.len() - self.list_len as usize..];
+        assert!(released.iter().all(|&b| self.ref_cnt[b as usize] == 0), "in-use block in the free queue");
+        let in_use = self.ref_cnt.iter().filter(|&&r| r > 0).count() as u64;
+        assert_eq!(in_use, self.in_use, "in-use count");
+        assert_eq!(in_use + self.list_len, minted as u64 - 1, "blocks not conserved");
+        let cached_free = released.iter().filter(|&&b| self.is_cached(b)).count() as u64;
+        assert_eq!(cached_free, self.cached_free, "cached free count");
+        let mut chained = 0;
+        for (&h, &first) in &self.map {
+            let mut b = first;
+            while b != NIL {
+                assert_eq!(self.hash[b as usize], h, "hash map chain");
+                chained += 1;
+                b = self.dup_next[b as usize];
+            }
+        }
+        assert_eq!(chained, self.hash.iter().filter(|&&h| h != NO_HASH).count(), "cached blocks not in the map");
+    }
+}
+
+#[cfg(test)]
+mod tests;

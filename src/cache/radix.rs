@@ -1,0 +1,243 @@
+//! Token-pool caches built on the radix tree: SGLang RadixAttention (ENGINE_SPEC §3.1–3.3)
+//! and LightLLM TokenAttention with its prompt cache (§4.1, §4.4) differ only in a few rules,
+//! gathered in [`Rules`]: page size, when a request's KV enters the tree, how much eviction
+//! asks for, and what preemption keeps. Slots a request holds but the tree does not are its
+//! private slots; slots whose content the tree already had are freed as duplicates on insert.
+
+use super::tree::{NodeId, RadixTree, ROOT};
+use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, SlotPool, Usage};
+use crate::workload::{SeqId, TokenStore};
+use std::sync::Arc;
+
+/// The engine-specific rules of a tree cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    pub policy: Policy,
+    /// Match/insert granularity in tokens (SGLang `--page-size`; LightLLM 1).
+    pub page_size: usize,
+    /// SGLang: the computed prompt (each chunk) is inserted when its prefill step ends.
+    /// LightLLM: nothing enters the tree before the request finishes or is paused.
+    pub insert_after_prefill: bool,
+    /// SGLang `evict_from_tree_cache(n)` asks the tree for all `n` tokens when fewer than `n`
+    /// are free; LightLLM asks for the deficit `n − free` only.
+    pub evict_deficit_only: bool,
+    /// LightLLM inserts a paused request's computed tokens before freeing them; SGLang's
+    /// retraction frees everything not already in the tree.
+    pub insert_on_preempt: bool,
+}
+
+struct ReqState {
+    seq: SeqId,
+    /// Locked node ending the request's cached prefix.
+    node: NodeId,
+    /// Tokens of the request covered by the tree (its locked path).
+    cached: usize,
+    /// Tokens the request holds slots for (cached ones included).
+    allocated: usize,
+    computed: usize,
+    /// Known tokens at admission: the (re-)prefill ends there.
+    prefill_end: usize,
+}
+
+/// A token-granular KV pool with a radix prefix cache.
+pub struct TreeCache {
+    store: Arc<TokenStore>,
+    rules: Rules,
+    tree: RadixTree,
+    pool: SlotPool,
+    /// Slots held by requests and not by the tree.
+    private: u64,
+    reqs: Vec<Option<ReqState>>,
+    evicted: u64,
+}
+
+impl TreeCache {
+    /// SGLang RadixAttention with `page_size` tokens per page.
+    pub fn sglang(store: Arc<TokenStore>, page_size: u32, capacity_tokens: Option<u64>) -> Self {
+        let rules = Rules {
+            policy: Policy::Radix,
+            page_size: page_size as usize,
+            insert_after_prefill: true,
+            evict_deficit_only: false,
+            insert_on_preempt: false,
+        };
+        // SGLang rounds the pool down to whole pages.
+        Self::new(store, rules, capacity_tokens.map(|c| c - c % page_size as u64))
+    }
+
+    /// A tree cache with explicit rules.
+    pub fn new(store: Arc<TokenStore>, rules: Rules, capacity_tokens: Option<u64>) -> Self {
+        Self {
+            store,
+            rules,
+            tree: RadixTree::new(rules.page_size),
+            pool: SlotPool::new(capacity_tokens),
+            private: 0,
+            reqs: Vec::new(),
+            evicted: 0,
+        }
+    }
+
+    /// The tree (for tests and analysis).
+    pub fn tree(&self) -> &RadixTree {
+        &self.tree
+    }
+
+    fn take_state(&mut self, req: ReqId) -> ReqState {
+        self.reqs.get_mut(req as usize).and_then(Option::take).expect("request not admitted")
+    }
+
+    fn put_state(&mut self, req: ReqId, st: ReqState) {
+        let i = req as usize;
+        if self.reqs.len() <= i {
+            self.reqs.resize_with(i + 1, || None);
+        }
+        self.reqs[i] = Some(st);
+    }
+
+    /// Frees room for `n` new slots the engine's way; false when even a full eviction of
+    /// unlocked entries would not make room.
+    fn make_room(&mut self, n: u64) -> bool {
+        let free = self.pool.available();
+        if n <= free {
+            return true;
+        }
+        if n - free > self.tree.evictable_tokens() {
+            return false;
+        }
+        let ask = if self.rules.evict_deficit_only { n - free } else { n };
+        let freed = self.tree.evict(ask);
+        self.evicted += freed;
+        self.pool.put(freed);
+        true
+    }
+
+    fn alloc(&mut self, n: u64) -> bool {
+        if !self.make_room(n) {
+            return false;
+        }
+        self.pool.take(n);
+        self.private += n;
+        true
+    }
+
+    /// Inserts the request's first `len` tokens (page-aligned), frees its duplicate slots and
+    /// moves its lock to the new end node (SGLang `cache_unfinished_req`).
+    fn insert(&mut self, st: &mut ReqState, len: usize) {
+        let len = self.tree.align(len);
+        if len <= st.cached {
+            return;
+        }
+        let (present, node) = self.tree.insert(&self.store, st.seq, len);
+        debug_assert!(present >= st.cached, "the tree lost part of a locked prefix");
+        // [cached, present) were already in the tree: the request's copies are duplicates.
+        let dup = (present - st.cached) as u64;
+        self.pool.put(dup);
+        self.private -= (len - st.cached) as u64;
+        self.tree.lock(node);
+        self.tree.unlock(st.node);
+        st.node = node;
+        st.cached = len;
+    }
+
+    /// Frees the request's private slots and unlocks its path.
+    fn release(&mut self, st: ReqState) {
+        let private = (st.allocated - st.cached) as u64;
+        self.pool.put(private);
+        self.private -= private;
+        self.tree.unlock(st.node);
+    }
+}
+
+impl PrefixCache for TreeCache {
+    fn spec(&self) -> CacheSpec {
+        CacheSpec {
+            policy: self.rules.policy,
+            block_size: None,
+            page_size: (self.rules.policy == Policy::Radix).then_some(self.rules.page_size as u32),
+            capacity_tokens: self.pool.capacity,
+        }
+    }
+
+    fn peek(&self, seq: SeqId, known: usize) -> usize {
+        self.tree.peek(&self.store, seq, known.saturating_sub(1))
+    }
+
+    fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
+        debug_assert!(self.reqs.get(req as usize).is_none_or(Option::is_none), "request admitted twice");
+        // At least the last known token is recomputed; the match is page-aligned.
+        let (hit, node) = self.tree.match_prefix(&self.store, seq, known.saturating_sub(1));
+        let new = (known - hit).min(max_new_tokens);
+        self.tree.lock(node);
+        if !self.alloc(new as u64) {
+            self.tree.unlock(node);
+            return None;
+        }
+        let st = ReqState { seq, node, cached: hit, allocated: hit + new, computed: hit, prefill_end: known };
+        self.put_state(req, st);
+        Some(Admitted { hit_tokens: hit, allocated_tokens: hit + new })
+    }
+
+    fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
+        let mut st = self.take_state(req);
+        let need = total_tokens.saturating_sub(st.allocated) as u64;
+        let ok = self.alloc(need);
+        if ok {
+            st.allocated += need as usize;
+        }
+        self.put_state(req, st);
+        ok
+    }
+
+    fn computed(&mut self, req: ReqId, computed_tokens: usize) {
+        let mut st = self.take_state(req);
+        debug_assert!(computed_tokens <= st.allocated, "computed tokens without slots");
+        st.computed = st.computed.max(computed_tokens);
+        if self.rules.insert_after_prefill && computed_tokens <= st.prefill_end {
+            self.insert(&mut st, computed_tokens);
+        }
+        self.put_state(req, st);
+    }
+
+    fn finish(&mut self, req: ReqId) {
+        let mut st = self.take_state(req);
+        // Everything computed (prompt + output − 1) enters the tree; the unaligned tail is freed.
+        let computed = st.computed;
+        self.insert(&mut st, computed);
+        self.release(st);
+    }
+
+    fn preempt(&mut self, req: ReqId) {
+        let mut st = self.take_state(req);
+        if self.rules.insert_on_preempt {
+            let computed = st.computed;
+            self.insert(&mut st, computed);
+        }
+        self.release(st);
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            used_tokens: self.pool.used,
+            evictable_tokens: self.tree.evictable_tokens(),
+            capacity_tokens: self.pool.capacity,
+        }
+    }
+
+    fn stats(&self) -> CacheStats {
+        CacheStats { evicted_tokens: self.evicted, peak_used_tokens: self.pool.peak, partial_block_waste_tokens: 0 }
+    }
+
+    fn check_invariants(&self) {
+        self.tree.check_invariants();
+        let private: u64 = self.reqs.iter().flatten().map(|s| (s.allocated - s.cached) as u64).sum();
+        assert_eq!(private, self.private, "private slot count");
+        assert_eq!(self.pool.used, self.private + self.tree.size(), "slots not conserved");
+        if self.reqs.iter().all(Option::is_none) {
+            assert_eq!(self.tree.protected_tokens(), 0, "idle cache with locked nodes");
+        }
+        for st in self.reqs.iter().flatten() {
+            assert!(st.cached <= st.allocated && st.node != ROOT || st.cached == 0, "request state");
+        }
+    }
+}

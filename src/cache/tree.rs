@@ -1,0 +1,413 @@
+//! A compressed token radix tree as SGLang's `RadixCache` and LightLLM's prompt cache keep it
+//! (ENGINE_SPEC §3.2, §4.4): node keys are runs of tokens (stored as views into the workload's
+//! sequences, never copied); children are keyed by their first token, or first page when the
+//! page size is above 1; partial matches split nodes; `lock_ref` protects paths; eviction takes
+//! whole unlocked leaves in order of last access (ties: older node first) and re-queues parents
+//! that become leaves. A logical clock stands for SGLang's monotonic time.
+
+use crate::workload::{SeqId, TokenStore};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
+
+/// Node handle.
+pub type NodeId = u32;
+/// The root node (empty key, always locked).
+pub const ROOT: NodeId = 0;
+
+#[derive(Debug, Clone)]
+struct Node {
+    parent: NodeId,
+    seq: SeqId,
+    off: u32,
+    len: u32,
+    /// Child key under the parent (first token, or fingerprint of the first page).
+    key: u64,
+    children: u32,
+    lock_ref: u32,
+    last_access: u64,
+    alive: bool,
+}
+
+/// Token radix tree with lock counts and LRU leaf eviction.
+pub struct RadixTree {
+    page: usize,
+    nodes: Vec<Node>,
+    free_nodes: Vec<NodeId>,
+    children: FxHashMap<(NodeId, u64), NodeId>,
+    /// Unlocked leaves by (last access, id): the eviction order.
+    leaves: BTreeSet<(u64, NodeId)>,
+    clock: u64,
+    evictable: u64,
+    protected: u64,
+}
+
+impl RadixTree {
+    /// An empty tree matching in units of `page` tokens.
+    pub fn new(page: usize) -> Self {
+        assert!((1..=crate::workload::tokens::MAX_BLOCK_TOKENS).contains(&page), "page size out of range");
+        let root = Node {
+            parent: ROOT,
+            seq: 0,
+            off: 0,
+            len: 0,
+            key: 0,
+            children: 0,
+            lock_ref: 1,
+            last_access: 0,
+            alive: true,
+        };
+        Self {
+            page,
+            nodes: vec![root],
+            free_nodes: Vec::new(),
+            children: FxHashMap::default(),
+            leaves: BTreeSet::new(),
+            clock: 0,
+            evictable: 0,
+            protected: 0,
+        }
+    }
+
+    /// Tokens in unlocked nodes (evictable).
+    pub fn evictable_tokens(&self) -> u64 {
+        self.evictable
+    }
+
+    /// Tokens in locked nodes.
+    pub fn protected_tokens(&self) -> u64 {
+        self.protected
+    }
+
+    /// All tokens held by the tree.
+    pub fn size(&self) -> u64 {
+        self.evictable + self.protected
+    }
+
+    /// Rounds a length down to whole pages.
+    pub fn align(&self, len: usize) -> usize {
+        len - len % self.page
+    }
+
+    fn child_key(&self, store: &TokenStore, seq: SeqId, pos: usize) -> u64 {
+        if self.page == 1 {
+            store.token(seq, pos) as u64
+        } else {
+            store.fingerprint(seq, pos, self.page)
+        }
+    }
+
+    fn leaf_key(&self, n: NodeId) -> (u64, NodeId) {
+        (self.nodes[n as usize].last_access, n)
+    }
+
+    fn is_evictable_leaf(&self, n: NodeId) -> bool {
+        let node = &self.nodes[n as usize];
+        n != ROOT && node.alive && node.lock_ref == 0 && node.children == 0
+    }
+
+    fn set_access(&mut self, n: NodeId, t: u64) {
+        let in_set = self.is_evictable_leaf(n);
+        if in_set {
+            self.leaves.remove(&self.leaf_key(n));
+        }
+        self.nodes[n as usize].last_access = t;
+        if in_set {
+            self.leaves.insert(self.leaf_key(n));
+        }
+    }
+
+    fn new_node(&mut self, node: Node) -> NodeId {
+        match self.free_nodes.pop() {
+            Some(id) => {
+                self.nodes[id as usize] = node;
+                id
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as NodeId
+            }
+        }
+    }
+
+    /// Splits `child` after `k` tokens; returns the new upper node.
+    fn split(&mut self, store: &TokenStore, child: NodeId, k: usize, now: u64) -> NodeId {
+        let c = self.nodes[child as usize].clone();
+        debug_assert!(k > 0 && k < c.len as usize && k.is_multiple_of(self.page));
+        let upper = self.new_node(Node {
+            parent: c.parent,
+            seq: c.seq,
+            off: c.off,
+            len: k as u32,
+            key: c.key,
+            children: 1,
+            lock_ref: c.lock_ref,
+            last_access: now,
+            alive: true,
+        });
+        let lower_key = self.child_key(store, c.seq, c.off as usize + k);
+        let cn = &mut self.nodes[child as usize];
+        cn.parent = upper;
+        cn.off += k as u32;
+        cn.len -= k as u32;
+        cn.key = lower_key;
+        self.children.insert((c.parent, c.key), upper);
+        self.children.insert((upper, lower_key), child);
+        upper
+    }
+
+    /// One step down from `node` at `seq[pos..len]`: the child whose key starts there and
+    /// how many (page-aligned) tokens of it match.
+    fn step(&self, store: &TokenStore, seq: SeqId, pos: usize, len: usize, node: NodeId) -> Option<(NodeId, usize)> {
+        let child = *self.children.get(&(node, self.child_key(store, seq, pos)))?;
+        let c = &self.nodes[child as usize];
+        let same = self.align(store.lcp((seq, pos), (c.seq, c.off as usize), (c.len as usize).min(len - pos)));
+        (same > 0).then_some((child, same))
+    }
+
+    /// Walks `seq[..len]` (page-aligned) from the root, splitting a partially matched node and
+    /// stamping every visited node. Returns (matched tokens, last matched node).
+    fn walk(&mut self, store: &TokenStore, seq: SeqId, len: usize) -> (usize, NodeId) {
+        let len = self.align(len);
+        let now = self.clock;
+        let (mut node, mut pos) = (ROOT, 0);
+        self.set_access(ROOT, now);
+        while pos < len {
+            let Some((child, same)) = self.step(store, seq, pos, len, node) else { break };
+            pos += same;
+            if same < self.nodes[child as usize].len as usize {
+                node = self.split(store, child, same, now);
+                break;
+            }
+            self.set_access(child, now);
+            node = child;
+        }
+        (pos, node)
+    }
+
+    /// Longest cached prefix of `seq[..len]` (page-aligned), read-only.
+    pub fn peek(&self, store: &TokenStore, seq: SeqId, len: usize) -> usize {
+        let len = self.align(len);
+        let (mut node, mut pos) = (ROOT, 0);
+        while pos < len {
+            let Some((child, same)) = self.step(store, seq, pos, len, node) else { break };
+            pos += same;
+            if same < self.nodes[child as usize].len as usize {
+                break;
+            }
+            node = child;
+        }
+        pos
+    }
+
+    /// SGLang `match_prefix`: longest cached prefix of `seq[..len]`, splitting a partially
+    /// matched node and refreshing the access time of the path. Does not lock.
+    pub fn match_prefix(&mut self, store: &TokenStore, seq: SeqId, len: usize) -> (usize, NodeId) {
+        self.clock += 1;
+        self.walk(store, seq, len)
+    }
+
+    /// SGLang `insert`: adds `seq[..len]` (page-aligned). Returns the length that was already
+    /// present (whose slots the caller frees as duplicates) and the node ending the key.
+    pub fn insert(&mut self, store: &TokenStore, seq: SeqId, len: usize) -> (usize, NodeId) {
+        self.clock += 1;
+        let len = self.align(len);
+        let (present, node) = self.walk(store, seq, len);
+        if present == len {
+            return (present, node);
+        }
+        let key = self.child_key(store, seq, present);
+        let was_leaf = self.is_evictable_leaf(node);
+        let leaf = self.new_node(Node {
+            parent: node,
+            seq,
+            off: present as u32,
+            len: (len - present) as u32,
+            key,
+            children: 0,
+            lock_ref: 0,
+            last_access: self.clock,
+            alive: true,
+        });
+        if was_leaf {
+            self.leaves.remove(&self.leaf_key(node));
+        }
+        self.nodes[node as usize].children += 1;
+        self.children.insert((node, key), leaf);
+        self.leaves.insert(self.leaf_key(leaf));
+        self.evictable += (len - present) as u64;
+        (present, leaf)
+    }
+
+    /// Locks the path from `node` to the root.
+    pub fn lock(&mut self, mut node: NodeId) {
+        while node != ROOT {
+            if self.nodes[node as usize].lock_ref == 0 {
+                if self.is_evictable_leaf(node) {
+                    self.leaves.remove(&self.leaf_key(node));
+                }
+                let len = self.nodes[node as usize].len as u64;
+                self.evictable -= len;
+                self.protected += len;
+            }
+            self.nodes[node as usize].lock_ref += 1;
+            node = self.nodes[node as usize].parent;
+        }
+    }
+
+    /// Unlocks the path from `node` to the root.
+    pub fn unlock(&mut self, mut node: NodeId) {
+        while node != ROOT {
+            let n = &mut self.nodes[node as usize];
+            debug_assert!(n.lock_ref > 0, "unlock of an unlocked node");
+            n.lock_ref -= 1;
+            if n.lock_ref == 0 {
+                let len = n.len as u64;
+                self.evictable += len;
+                self.protected -= len;
+                if self.is_evictable_leaf(node) {
+                    self.leaves.insert(self.leaf_key(node));
+                }
+            }
+            node = self.nodes[node as usize].parent;
+        }
+    }
+
+    /// Evicts least-recently-used unlocked leaves until at least `tokens` are freed or none is
+    /// left; whole nodes, so it may overshoot. Returns the tokens freed.
+    pub fn evict(&mut self, tokens: u64) -> u64 {
+        let mut freed = 0;
+        while freed < tokens {
+            let Some((_, n)) = self.leaves.pop_first() else { break };
+            let node = self.nodes[n as usize].clone();
+            freed += node.len as u64;
+            self.evictable -= node.len as u64;
+            self.children.remove(&(node.parent, node.key));
+            self.nodes[n as usize].alive = false;
+            self.free_nodes.push(n);
+            let p = node.parent;
+            self.nodes[p as usize].children -= 1;
+            if self.is_evictable_leaf(p) {
+                self.leaves.insert(self.leaf_key(p));
+            }
+        }
+        freed
+    }
+
+    /// Debug check of the size counters and the leaf set.
+    pub fn check_invariants(&self) {
+        let (mut ev, mut pr) = (0, 0);
+        let mut kids = vec![0u32; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            if i == ROOT as usize || !n.alive {
+                continue;
+            }
+            kids[n.parent as usize] += 1;
+            if n.lock_ref == 0 {
+                ev += n.len as u64;
+            } else {
+                pr += n.len as u64;
+                assert!(self.nodes[n.parent as usize].lock_ref > 0, "locked node under an unlocked parent");
+            }
+        }
+        assert_eq!((ev, pr), (self.evictable, self.protected), "tree size counters");
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.alive {
+                assert_eq!(kids[i], n.children, "child count of node {i}");
+                let leaf = self.is_evictable_leaf(i as NodeId);
+                assert_eq!(leaf, self.leaves.contains(&(n.last_access, i as NodeId)), "leaf set membership of {i}");
+            }
+        }
+        assert_eq!(self.children.len(), self.nodes.iter().skip(1).filter(|n| n.alive).count(), "child map size");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(seqs: &[&[u32]]) -> TokenStore {
+        let mut s = TokenStore::new();
+        for t in seqs {
+            s.begin_seq();
+            s.push_tokens(t);
+            s.end_seq();
+        }
+        s
+    }
+
+    /// ENGINE_SPEC §3.10: SGLang's own radix_cache self-test.
+    #[test]
+    fn sglang_self_test_vector() {
+        let s = store(&[
+            &[1, 2, 3],
+            &[1, 2, 3],
+            &[1, 2, 4, 5],
+            &[1, 2, 4, 5, 6, 7],
+            &[8, 9, 10, 11, 12],
+            &[1, 2, 3, 13, 14],
+        ]);
+        let mut t = RadixTree::new(1);
+        assert_eq!(t.insert(&s, 0, 3).0, 0);
+        assert_eq!(t.insert(&s, 1, 3).0, 3);
+        assert_eq!(t.insert(&s, 2, 4).0, 2);
+        assert_eq!(t.insert(&s, 3, 6).0, 4);
+        assert_eq!(t.insert(&s, 4, 5).0, 0);
+        assert_eq!(t.evictable_tokens(), 12);
+        let (m, node) = t.match_prefix(&s, 5, 5);
+        assert_eq!(m, 3);
+        assert_eq!(t.nodes[node as usize].len, 1); // node [3]
+        assert_eq!(t.peek(&s, 3, 6), 6);
+        // Structure: root → [1,2] → {[3], [4,5] → [6,7]}; root → [8..12].
+        let lens: Vec<u32> = t.nodes.iter().skip(1).filter(|n| n.alive).map(|n| n.len).collect();
+        let mut sorted = lens.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![1, 2, 2, 2, 5]);
+        t.check_invariants();
+    }
+
+    #[test]
+    fn lru_eviction_of_leaves_and_parents() {
+        let s = store(&[&[1, 2, 3, 4], &[1, 2, 7, 8], &[9, 9]]);
+        let mut t = RadixTree::new(1);
+        t.insert(&s, 0, 4);
+        t.insert(&s, 1, 4); // splits [1,2,3,4] → [1,2] + {[3,4], [7,8]}
+        t.insert(&s, 2, 2);
+        t.match_prefix(&s, 0, 4); // refresh [1,2] and [3,4]
+                                  // Oldest leaf is [7,8], then [9,9], then [3,4], then [1,2] once childless.
+        assert_eq!(t.evict(1), 2);
+        assert_eq!(t.peek(&s, 1, 4), 2);
+        assert_eq!(t.evict(3), 4); // [9,9] then [3,4]
+        assert_eq!(t.size(), 2);
+        t.check_invariants();
+        assert_eq!(t.evict(100), 2);
+        assert_eq!(t.size(), 0);
+        t.check_invariants();
+    }
+
+    #[test]
+    fn locked_paths_are_never_evicted() {
+        let s = store(&[&[1, 2, 3, 4], &[1, 2, 7, 8]]);
+        let mut t = RadixTree::new(1);
+        let (_, a) = t.insert(&s, 0, 4);
+        t.lock(a);
+        t.insert(&s, 1, 4);
+        assert_eq!(t.protected_tokens(), 4);
+        assert_eq!(t.evict(100), 2);
+        assert_eq!(t.peek(&s, 0, 4), 4);
+        t.unlock(a);
+        t.check_invariants();
+        assert_eq!(t.evict(100), 4);
+    }
+
+    #[test]
+    fn pages_align_matches_and_inserts() {
+        let s = store(&[&[1, 2, 3, 4, 5, 6, 7], &[1, 2, 3, 9, 9, 9]]);
+        let mut t = RadixTree::new(2);
+        assert_eq!(t.insert(&s, 0, 7), (0, 1));
+        assert_eq!(t.size(), 6);
+        assert_eq!(t.peek(&s, 1, 6), 2); // [1,2] matches, page [3,9] differs from [3,4]
+        let (m, _) = t.match_prefix(&s, 1, 6);
+        assert_eq!(m, 2);
+        t.check_invariants();
+    }
+}

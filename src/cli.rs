@@ -1,0 +1,315 @@
+//! Command-line arguments (clap) and their validation into library options. Flag names follow
+//! vLLM and SGLang where they exist (`--block-size`/`--block`, `--page-size`,
+//! `--num-prompts`, `--random-range-ratio`-style `--range-ratio`, `--gsp-*` as plain names).
+
+use cachesim::cache::{CacheSpec, Policy};
+use cachesim::tokenize::TokenizerKind;
+use cachesim::trace::{Format, ReadOptions};
+use cachesim::workload::gen;
+use cachesim::workload::{BuildOptions, Turns};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+const ABOUT: &str = "Predicts how an LLM serving deployment behaves: replays request traces \
+through engine-faithful prefix caches (vLLM paged blocks, SGLang radix tree, LightLLM token pool).";
+
+const AFTER: &str = "Examples:
+  cachesim cache                                   # the bundled sample, every policy, unlimited capacity
+  cachesim cache --trace conv.jsonl --policy paged --block 16,32 --capacity-tokens unlimited,1M
+  cachesim cache --trace sharegpt.jsonl.gz --policy all --inflight 8 --json
+  cachesim gen gsp --num-groups 8 --prompts-per-group 4 -o gsp.jsonl";
+
+/// cachesim command line.
+#[derive(Debug, Parser)]
+#[command(name = "cachesim", version, about = ABOUT, after_help = AFTER)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a trace through prefix caches without timing and compare their hit ratios,
+    /// side by side, at one or many capacities.
+    Cache(CacheArgs),
+    /// Generate a synthetic workload as native JSONL (to a file with -o, else to stdout).
+    #[command(subcommand)]
+    Gen(GenCommand),
+}
+
+/// Where requests come from and how they become tokens.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Trace file (.gz read transparently). Without it, the bundled sample
+    /// (traces/sessions.jsonl: 40 multi-turn sessions sharing a system prompt).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Trace format; detected from the content when omitted.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Skip malformed records (reporting how many and why) instead of stopping at the first.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Tokenizer for text: cl100k (default; offline BPE), o200k, chars4 (1 token per 4
+    /// characters), or hf:PATH (a local tokenizer.json; needs the `hf` build feature).
+    #[arg(long, default_value = "cl100k", value_parser = parse_tokenizer)]
+    pub tokenizer: TokenizerKind,
+    /// ShareGPT: `all` makes every user turn a request whose prompt is the conversation so far;
+    /// `first` is the benchmark clients' shape (first message → first reply's length).
+    #[arg(long, value_enum, default_value = "all")]
+    pub turns: Turns,
+    /// Mooncake: tokens per `hash_ids` block.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub trace_block_size: u32,
+}
+
+impl TraceArgs {
+    /// Reader options.
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions { format: self.format, lenient: self.lenient }
+    }
+    /// Workload options.
+    pub fn build_options(&self) -> BuildOptions {
+        BuildOptions {
+            tokenizer: self.tokenizer.clone(),
+            turns: self.turns,
+            trace_block_size: self.trace_block_size,
+            lenient: self.lenient,
+        }
+    }
+}
+
+/// `cachesim cache`.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// Cache models, comma-separated, or `all`: paged (vLLM v1 blocks), radix (SGLang),
+    /// token (LightLLM), none (no reuse).
+    #[arg(long, default_value = "all", value_parser = parse_policies)]
+    pub policy: Policies,
+    /// Paged block size(s) in tokens, comma-separated (vLLM --block-size; CUDA backends use
+    /// 16 or 32, MLA 64/128). Up to 512, so Mooncake traces can be replayed at their own block.
+    #[arg(long = "block", visible_alias = "block-size", default_value = "16", value_delimiter = ',',
+          value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub block: Vec<u32>,
+    /// Radix page size(s) in tokens, 1..=512, comma-separated (SGLang --page-size).
+    #[arg(long, default_value = "1", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=512))]
+    pub page_size: Vec<u32>,
+    /// KV capacity in tokens, comma-separated: numbers (k = 1e3, M = 1e6, G = 1e9 allowed)
+    /// or `unlimited`. Several values give a hit-ratio-vs-capacity table.
+    #[arg(long, default_value = "unlimited", value_delimiter = ',', value_parser = parse_capacity)]
+    pub capacity_tokens: Vec<Capacity>,
+    /// Requests holding KV at once (pinned, not evictable). 1 replays one request at a time.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub inflight: u32,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The `--policy` list, in the order given, without repeats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policies(pub Vec<Policy>);
+
+/// A capacity in tokens; `None` = unlimited.
+pub type Capacity = Option<u64>;
+
+impl CacheArgs {
+    /// Every (policy, granularity, capacity) to replay, in report order.
+    pub fn specs(&self) -> Vec<CacheSpec> {
+        let mut out = Vec::new();
+        for &cap in &self.capacity_tokens {
+            for &policy in &self.policy.0 {
+                let spec = CacheSpec { policy, block_size: None, page_size: None, capacity_tokens: cap };
+                match policy {
+                    Policy::Paged => out.extend(self.block.iter().map(|&b| CacheSpec { block_size: Some(b), ..spec })),
+                    Policy::Radix => {
+                        out.extend(self.page_size.iter().map(|&p| CacheSpec { page_size: Some(p), ..spec }))
+                    }
+                    Policy::Token | Policy::None => out.push(spec),
+                }
+            }
+        }
+        out
+    }
+}
+
+fn parse_tokenizer(s: &str) -> Result<TokenizerKind, String> {
+    s.parse().map_err(|e: cachesim::Error| e.to_string())
+}
+
+fn parse_policies(s: &str) -> Result<Policies, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        if part == "all" {
+            out.extend(Policy::ALL);
+            continue;
+        }
+        let p = <Policy as clap::ValueEnum>::from_str(part, true)
+            .map_err(|_| format!("unknown policy `{part}` (expected paged, radix, token, none or all)"))?;
+        out.push(p);
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|p| seen.insert(*p));
+    Ok(Policies(out))
+}
+
+/// Parses `unlimited`, `inf`, `12345`, `512k`, `1.5M`, `2G`.
+pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
+    let t = s.trim();
+    if matches!(t, "unlimited" | "inf" | "none") {
+        return Ok(None);
+    }
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        Some('G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a token count (e.g. 65536, 512k, 2M, unlimited)"))?;
+    let tokens = v * mult;
+    if !(1.0..=1e15).contains(&tokens) || tokens.fract() != 0.0 {
+        return Err(format!("`{s}` must be a whole number of tokens between 1 and 1e15"));
+    }
+    Ok(Some(tokens as u64))
+}
+
+/// `cachesim gen`.
+#[derive(Debug, Subcommand)]
+pub enum GenCommand {
+    /// Independent prompts of random token ids (SGLang random-ids).
+    Random(GenRandom),
+    /// SGLang generated-shared-prefix: groups of requests sharing a system prompt.
+    Gsp(GenGsp),
+    /// Multi-turn sessions sharing a system prompt, with arrival times and think times.
+    Sessions(GenSessions),
+}
+
+/// Options every generator takes.
+#[derive(Debug, Args)]
+pub struct GenCommon {
+    /// Output file (native JSONL); stdout when omitted.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Random seed: the same arguments and seed give the same bytes.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Token ids are drawn from [0, VOCAB).
+    #[arg(long, default_value_t = gen::DEFAULT_VOCAB, value_parser = clap::value_parser!(u32).range(1..1 << 30))]
+    pub vocab: u32,
+    /// Length spread, SGLang semantics: lengths uniform on [max(1, L·r), L]; 1.0 = fixed.
+    #[arg(long)]
+    pub range_ratio: Option<f64>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `gen random`.
+#[derive(Debug, Args)]
+pub struct GenRandom {
+    #[arg(long, default_value_t = 1000)]
+    pub num_prompts: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub input_len: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub output_len: u32,
+    #[command(flatten)]
+    pub common: GenCommon,
+}
+
+/// `gen gsp`.
+#[derive(Debug, Args)]
+pub struct GenGsp {
+    #[arg(long, default_value_t = 64)]
+    pub num_groups: u32,
+    #[arg(long, default_value_t = 16)]
+    pub prompts_per_group: u32,
+    #[arg(long, default_value_t = 2048)]
+    pub system_prompt_len: u32,
+    #[arg(long, default_value_t = 128)]
+    pub question_len: u32,
+    #[arg(long, default_value_t = 256)]
+    pub output_len: u32,
+    /// Keep group order instead of shuffling (SGLang --gsp-ordered).
+    #[arg(long)]
+    pub ordered: bool,
+    #[command(flatten)]
+    pub common: GenCommon,
+}
+
+/// `gen sessions`.
+#[derive(Debug, Args)]
+pub struct GenSessions {
+    #[arg(long, default_value_t = 100)]
+    pub num_sessions: u32,
+    /// User turns per session.
+    #[arg(long, default_value_t = 4)]
+    pub turns: u32,
+    /// Tokens of the system prompt all sessions share.
+    #[arg(long, default_value_t = 1024)]
+    pub system_prompt_len: u32,
+    /// Tokens of each user message.
+    #[arg(long, default_value_t = 128)]
+    pub user_len: u32,
+    #[arg(long, default_value_t = 256)]
+    pub output_len: u32,
+    /// Sessions started per second (Poisson).
+    #[arg(long, default_value_t = 1.0)]
+    pub session_rate: f64,
+    /// Mean seconds from one turn's arrival to the next (exponential).
+    #[arg(long, default_value_t = 10.0)]
+    pub think_time_s: f64,
+    #[command(flatten)]
+    pub common: GenCommon,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacities() {
+        assert_eq!(parse_capacity("unlimited"), Ok(None));
+        assert_eq!(parse_capacity("512k"), Ok(Some(512_000)));
+        assert_eq!(parse_capacity("1.5M"), Ok(Some(1_500_000)));
+        assert_eq!(parse_capacity("4096"), Ok(Some(4096)));
+        assert!(parse_capacity("0").is_err());
+        assert!(parse_capacity("-5").is_err());
+        assert!(parse_capacity("1.5").is_err());
+        assert!(parse_capacity("lots").is_err());
+    }
+
+    #[test]
+    fn policies_and_specs() {
+        assert_eq!(parse_policies("all").unwrap().0, Policy::ALL.to_vec());
+        assert_eq!(parse_policies("radix,paged,radix").unwrap().0, vec![Policy::Radix, Policy::Paged]);
+        assert!(parse_policies("lru").is_err());
+        let cli = Cli::parse_from([
+            "cachesim",
+            "cache",
+            "--policy",
+            "paged,none",
+            "--block",
+            "16,32",
+            "--capacity-tokens",
+            "1k,unlimited",
+        ]);
+        let Command::Cache(args) = cli.command else { panic!("cache") };
+        let specs = args.specs();
+        assert_eq!(specs.len(), 6);
+        assert_eq!(specs[1].block_size, Some(32));
+        assert_eq!(specs[2].policy, Policy::None);
+        assert_eq!(specs[3].capacity_tokens, None);
+    }
+
+    #[test]
+    fn rejects_bad_numbers() {
+        assert!(Cli::try_parse_from(["cachesim", "cache", "--block", "0"]).is_err());
+        assert!(Cli::try_parse_from(["cachesim", "cache", "--block", "513"]).is_err());
+        assert!(Cli::try_parse_from(["cachesim", "cache", "--inflight", "0"]).is_err());
+        assert!(Cli::try_parse_from(["cachesim", "cache", "--tokenizer", "gpt9"]).is_err());
+    }
+}

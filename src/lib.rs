@@ -1,0 +1,33 @@
+//! cachesim predicts how an LLM serving deployment behaves before anyone spends GPU time.
+//! This crate holds the library behind the `cachesim` binary: trace readers ([`trace`]),
+//! tokenization ([`tokenize`]), workloads over shared token storage ([`workload`]),
+//! engine-faithful prefix caches ([`cache`]), the cache-only replay ([`replay`]) and reports
+//! ([`report`]).
+
+pub mod cache;
+pub mod error;
+pub mod replay;
+pub mod report;
+pub mod tokenize;
+pub mod trace;
+pub mod workload;
+
+pub use error::{Error, Result};
+
+/// The bundled sample trace (`traces/sessions.jsonl`), used when no `--trace` is given.
+pub const SAMPLE_TRACE: &[u8] = include_bytes!("../traces/sessions.jsonl");
+/// The name the bundled sample goes by in reports.
+pub const SAMPLE_TRACE_NAME: &str = "traces/sessions.jsonl (built-in sample)";
+
+/// Reads and builds a workload: from `path`, or from the bundled sample when `None`.
+pub fn load_workload(
+    path: Option<&std::path::Path>,
+    read: &trace::ReadOptions,
+    build: &workload::BuildOptions,
+) -> Result<workload::Workload> {
+    let file = match path {
+        Some(p) => trace::read(p, read)?,
+        None => trace::parse(std::path::Path::new(SAMPLE_TRACE_NAME), SAMPLE_TRACE, read)?,
+    };
+    workload::build(file, build)
+}

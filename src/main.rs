@@ -1,0 +1,133 @@
+//! The `cachesim` binary: parses the command line, calls the library, prints reports.
+//! Errors are reported with `anyhow` context; nothing here panics on user input.
+
+mod cli;
+
+use anyhow::Context;
+use cachesim::replay::{replay_all, ReplayOptions};
+use cachesim::report::{cache_table, thousands, trace_summary, CacheReport};
+use cachesim::workload::gen::{self, GenRecord};
+use clap::Parser;
+use cli::{CacheArgs, Cli, Command, GenCommand, GenCommon};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write;
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Cache(args) => cache(&args),
+        Command::Gen(g) => generate(&g),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn spinner(msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    pb
+}
+
+fn cache(args: &CacheArgs) -> anyhow::Result<()> {
+    let sp = spinner("reading and tokenizing the trace");
+    let w =
+        cachesim::load_workload(args.trace.trace.as_deref(), &args.trace.read_options(), &args.trace.build_options())
+            .context("cannot load the trace")?;
+    sp.finish_and_clear();
+    let specs = args.specs();
+    let pb = ProgressBar::new((w.requests.len() * specs.len()) as u64);
+    pb.set_style(
+        ProgressStyle::with_template("replaying {bar:40} {pos}/{len} requests ({per_sec}, eta {eta})")
+            .expect("static template"),
+    );
+    let tick = || pb.inc(1);
+    let results = replay_all(&w, &specs, ReplayOptions { inflight: args.inflight as usize }, &tick);
+    pb.finish_and_clear();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &CacheReport { trace: &w.info, results: &results })?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", trace_summary(&w.info))?;
+        writeln!(out, "Replay:         arrival order, {} request(s) holding KV at once\n", args.inflight)?;
+        write!(out, "{}", cache_table(&results))?;
+    }
+    Ok(())
+}
+
+fn generate(g: &GenCommand) -> anyhow::Result<()> {
+    let (kind, common, records): (&str, &GenCommon, Vec<GenRecord>) = match g {
+        GenCommand::Random(a) => (
+            "random",
+            &a.common,
+            gen::random(&gen::RandomSpec {
+                num_prompts: a.num_prompts,
+                input_len: a.input_len,
+                output_len: a.output_len,
+                range_ratio: a.common.range_ratio.unwrap_or(0.0),
+                vocab: a.common.vocab,
+                seed: a.common.seed,
+            })?,
+        ),
+        GenCommand::Gsp(a) => (
+            "gsp",
+            &a.common,
+            gen::gsp(&gen::GspSpec {
+                num_groups: a.num_groups,
+                prompts_per_group: a.prompts_per_group,
+                system_prompt_len: a.system_prompt_len,
+                question_len: a.question_len,
+                output_len: a.output_len,
+                range_ratio: a.common.range_ratio.unwrap_or(1.0),
+                ordered: a.ordered,
+                vocab: a.common.vocab,
+                seed: a.common.seed,
+            })?,
+        ),
+        GenCommand::Sessions(a) => (
+            "sessions",
+            &a.common,
+            gen::sessions(&gen::SessionsSpec {
+                num_sessions: a.num_sessions,
+                turns: a.turns,
+                system_prompt_len: a.system_prompt_len,
+                user_len: a.user_len,
+                output_len: a.output_len,
+                range_ratio: a.common.range_ratio.unwrap_or(1.0),
+                session_rate: a.session_rate,
+                think_time_s: a.think_time_s,
+                vocab: a.common.vocab,
+                seed: a.common.seed,
+            })?,
+        ),
+    };
+    let prompt_ids: u64 = records.iter().map(|r| r.prompt_ids.len() as u64).sum();
+    let output: u64 = records.iter().map(|r| r.output_len as u64).sum();
+    match &common.output {
+        Some(path) => {
+            let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            gen::write_jsonl(&records, std::io::BufWriter::new(f))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        None => gen::write_jsonl(&records, std::io::stdout().lock())?,
+    }
+    let dest = common.output.as_ref().map_or("stdout".to_string(), |p| p.display().to_string());
+    if common.json {
+        let summary = serde_json::json!({
+            "kind": kind, "requests": records.len(), "prompt_ids_written": prompt_ids,
+            "output_tokens": output, "seed": common.seed, "output": dest,
+        });
+        eprintln!("{summary}");
+    } else {
+        eprintln!(
+            "gen {kind}: {} requests, {} prompt ids written, {} output tokens → {dest}",
+            thousands(records.len() as u64),
+            thousands(prompt_ids),
+            thousands(output)
+        );
+    }
+    Ok(())
+}

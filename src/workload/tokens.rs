@@ -1,0 +1,391 @@
+//! Token storage shared by every request of a workload. A *sequence* is a list of segments:
+//! slices of one flat token arena (tokenized text) or *runs* `base, base+1, …` that stand for
+//! tokens never materialised (Mooncake hash blocks, length-only traces, synthetic outputs).
+//! Requests are prefixes of sequences, so the turns of a conversation share one sequence.
+//! This module also owns the content fingerprint of a token range (used for block hashes and
+//! radix child keys), computed run-wise in O(1) per run.
+
+/// A token id.
+pub type Token = u32;
+/// Index of a sequence in a [`TokenStore`].
+pub type SeqId = u32;
+
+/// Longest block or page, in tokens, the fingerprint tables cover.
+pub const MAX_BLOCK_TOKENS: usize = 512;
+
+/// A contiguous piece of a sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chunk<'a> {
+    /// Tokens stored in the arena.
+    Slice(&'a [Token]),
+    /// Tokens `base, base+1, …, base+len-1`.
+    Run { base: Token, len: u32 },
+}
+
+impl Chunk<'_> {
+    /// Number of tokens in the chunk.
+    pub fn len(&self) -> usize {
+        match self {
+            Chunk::Slice(s) => s.len(),
+            Chunk::Run { len, .. } => *len as usize,
+        }
+    }
+    /// True when the chunk holds no token.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Token at index `i` of the chunk.
+    pub fn get(&self, i: usize) -> Token {
+        match self {
+            Chunk::Slice(s) => s[i],
+            Chunk::Run { base, .. } => base.wrapping_add(i as u32),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    /// Arena offset (slice) or first token (run).
+    start: usize,
+    len: u32,
+    /// Offset of the segment's first token inside its sequence.
+    pos: u32,
+    run: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SeqMeta {
+    first_seg: u32,
+    num_segs: u32,
+    len: u32,
+}
+
+/// Arena of token sequences; read-only once built, shared (`Arc`) by caches and runs.
+#[derive(Debug, Default)]
+pub struct TokenStore {
+    arena: Vec<Token>,
+    segments: Vec<Segment>,
+    seqs: Vec<SeqMeta>,
+    open: Option<SeqMeta>,
+}
+
+impl TokenStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts a new sequence; tokens pushed until [`end_seq`](Self::end_seq) belong to it.
+    pub fn begin_seq(&mut self) {
+        debug_assert!(self.open.is_none(), "begin_seq while a sequence is open");
+        self.open = Some(SeqMeta { first_seg: self.segments.len() as u32, num_segs: 0, len: 0 });
+    }
+
+    /// Appends stored tokens to the open sequence.
+    pub fn push_tokens(&mut self, tokens: &[Token]) {
+        if tokens.is_empty() {
+            return;
+        }
+        let start = self.arena.len();
+        self.arena.extend_from_slice(tokens);
+        self.push_segment(start, tokens.len() as u32, false);
+    }
+
+    /// Appends the run `base, base+1, …` of `len` tokens to the open sequence.
+    pub fn push_run(&mut self, base: Token, len: u32) {
+        if len > 0 {
+            self.push_segment(base as usize, len, true);
+        }
+    }
+
+    fn push_segment(&mut self, start: usize, len: u32, run: bool) {
+        let meta = self.open.as_mut().expect("push outside begin_seq/end_seq");
+        if meta.num_segs > 0 {
+            let last = self.segments.last_mut().expect("open sequence has a segment");
+            if last.run == run && last.start + last.len as usize == start {
+                last.len += len;
+                meta.len += len;
+                return;
+            }
+        }
+        self.segments.push(Segment { start, len, pos: meta.len, run });
+        meta.num_segs += 1;
+        meta.len += len;
+    }
+
+    /// Closes the open sequence and returns its id.
+    pub fn end_seq(&mut self) -> SeqId {
+        let meta = self.open.take().expect("end_seq without begin_seq");
+        self.seqs.push(meta);
+        (self.seqs.len() - 1) as SeqId
+    }
+
+    /// Number of tokens pushed so far into the open sequence.
+    pub fn open_len(&self) -> usize {
+        self.open.map_or(0, |m| m.len as usize)
+    }
+
+    /// Number of sequences.
+    pub fn num_seqs(&self) -> usize {
+        self.seqs.len()
+    }
+
+    /// Length of a sequence in tokens.
+    pub fn seq_len(&self, seq: SeqId) -> usize {
+        self.seqs[seq as usize].len as usize
+    }
+
+    /// Tokens held in the arena (materialised tokens only).
+    pub fn stored_tokens(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// Approximate heap bytes used by the store.
+    pub fn heap_bytes(&self) -> usize {
+        self.arena.capacity() * 4
+            + self.segments.capacity() * std::mem::size_of::<Segment>()
+            + self.seqs.capacity() * std::mem::size_of::<SeqMeta>()
+    }
+
+    fn segs(&self, seq: SeqId) -> &[Segment] {
+        let m = self.seqs[seq as usize];
+        &self.segments[m.first_seg as usize..(m.first_seg + m.num_segs) as usize]
+    }
+
+    /// Iterates the chunks covering `seq[from..to]`.
+    pub fn chunks(&self, seq: SeqId, from: usize, to: usize) -> Chunks<'_> {
+        debug_assert!(from <= to && to <= self.seq_len(seq));
+        let segs = self.segs(seq);
+        let idx = segs.partition_point(|s| (s.pos as usize + s.len as usize) <= from);
+        Chunks { store: self, segs, idx, pos: from, end: to }
+    }
+
+    /// Token at position `i` of a sequence.
+    pub fn token(&self, seq: SeqId, i: usize) -> Token {
+        self.chunks(seq, i, i + 1).next().expect("position inside the sequence").get(0)
+    }
+
+    /// Copies `seq[from..to]` into `out` (cleared first). For tests and small ranges.
+    pub fn fill(&self, seq: SeqId, from: usize, to: usize, out: &mut Vec<Token>) {
+        out.clear();
+        for c in self.chunks(seq, from, to) {
+            match c {
+                Chunk::Slice(s) => out.extend_from_slice(s),
+                Chunk::Run { base, len } => out.extend((0..len).map(|i| base.wrapping_add(i))),
+            }
+        }
+    }
+
+    /// Length of the longest common prefix of `a.0[a.1..]` and `b.0[b.1..]`, at most `max`.
+    /// Works chunk by chunk: two runs compare in O(1).
+    pub fn lcp(&self, a: (SeqId, usize), b: (SeqId, usize), max: usize) -> usize {
+        let max = max.min(self.seq_len(a.0) - a.1).min(self.seq_len(b.0) - b.1);
+        let mut ia = self.chunks(a.0, a.1, a.1 + max);
+        let mut ib = self.chunks(b.0, b.1, b.1 + max);
+        let (mut ca, mut cb) = (ia.next(), ib.next());
+        let mut done = 0;
+        while let (Some(x), Some(y)) = (ca, cb) {
+            let n = x.len().min(y.len());
+            let same = common_prefix(&x, &y, n);
+            done += same;
+            if same < n {
+                return done;
+            }
+            ca = advance(x, n).or_else(|| ia.next());
+            cb = advance(y, n).or_else(|| ib.next());
+        }
+        done
+    }
+
+    /// Content fingerprint of `seq[from..from+len]` (`len <= MAX_BLOCK_TOKENS`): a polynomial
+    /// hash modulo 2^61−1, the same for equal token contents however they are stored.
+    pub fn fingerprint(&self, seq: SeqId, from: usize, len: usize) -> u64 {
+        let t = tables();
+        let mut acc: u64 = 0;
+        let mut off = 0usize;
+        for c in self.chunks(seq, from, from + len) {
+            match c {
+                Chunk::Slice(s) => {
+                    for (j, &tok) in s.iter().enumerate() {
+                        acc = add61(acc, mul61(tok as u64, t.pow[off + j]));
+                    }
+                }
+                Chunk::Run { base, len } => {
+                    let l = len as usize;
+                    let inner = add61(mul61(base as u64, t.s0[l]), t.s1[l]);
+                    acc = add61(acc, mul61(inner, t.pow[off]));
+                }
+            }
+            off += c.len();
+        }
+        acc
+    }
+}
+
+/// Chained block key: what vLLM's `hash_block_tokens(parent, block_tokens)` stands for.
+/// 64-bit; we assume no collisions among the distinct blocks of one run (documented).
+pub fn chain_hash(parent: u64, fingerprint: u64, len: usize) -> u64 {
+    splitmix(parent ^ splitmix(fingerprint ^ ((len as u64) << 56)))
+}
+
+/// Parent key of the first block of every sequence (vLLM's `NONE_HASH`).
+pub const ROOT_HASH: u64 = 0x6a09_e667_f3bc_c908;
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn common_prefix(x: &Chunk<'_>, y: &Chunk<'_>, n: usize) -> usize {
+    match (x, y) {
+        (Chunk::Run { base: a, .. }, Chunk::Run { base: b, .. }) => {
+            if a == b {
+                n
+            } else {
+                0
+            }
+        }
+        (Chunk::Slice(a), Chunk::Slice(b)) => a[..n].iter().zip(&b[..n]).take_while(|(p, q)| p == q).count(),
+        _ => (0..n).take_while(|&i| x.get(i) == y.get(i)).count(),
+    }
+}
+
+fn advance(c: Chunk<'_>, n: usize) -> Option<Chunk<'_>> {
+    let rest = match c {
+        Chunk::Slice(s) => Chunk::Slice(&s[n..]),
+        Chunk::Run { base, len } => Chunk::Run { base: base.wrapping_add(n as u32), len: len - n as u32 },
+    };
+    (!rest.is_empty()).then_some(rest)
+}
+
+/// Iterator over the chunks of a sequence range.
+pub struct Chunks<'a> {
+    store: &'a TokenStore,
+    segs: &'a [Segment],
+    idx: usize,
+    pos: usize,
+    end: usize,
+}
+
+impl<'a> Iterator for Chunks<'a> {
+    type Item = Chunk<'a>;
+    fn next(&mut self) -> Option<Chunk<'a>> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let s = self.segs[self.idx];
+        let skip = self.pos - s.pos as usize;
+        let take = (s.len as usize - skip).min(self.end - self.pos);
+        self.pos += take;
+        self.idx += 1;
+        Some(if s.run {
+            Chunk::Run { base: (s.start as Token).wrapping_add(skip as u32), len: take as u32 }
+        } else {
+            let a = s.start + skip;
+            Chunk::Slice(&self.store.arena[a..a + take])
+        })
+    }
+}
+
+const P61: u64 = (1 << 61) - 1;
+const BASE: u64 = 0x1f3d_5b79_a2c4_e681 % P61;
+
+fn mul61(a: u64, b: u64) -> u64 {
+    let p = a as u128 * b as u128;
+    let r = ((p as u64) & P61) + ((p >> 61) as u64);
+    if r >= P61 {
+        r - P61
+    } else {
+        r
+    }
+}
+
+fn add61(a: u64, b: u64) -> u64 {
+    let r = a + b;
+    if r >= P61 {
+        r - P61
+    } else {
+        r
+    }
+}
+
+struct Tables {
+    /// BASE^j
+    pow: Vec<u64>,
+    /// Σ_{j<l} BASE^j
+    s0: Vec<u64>,
+    /// Σ_{j<l} j·BASE^j
+    s1: Vec<u64>,
+}
+
+fn tables() -> &'static Tables {
+    static T: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        let n = MAX_BLOCK_TOKENS + 1;
+        let mut pow = vec![1u64; n];
+        for j in 1..n {
+            pow[j] = mul61(pow[j - 1], BASE);
+        }
+        let (mut s0, mut s1) = (vec![0u64; n], vec![0u64; n]);
+        for l in 1..n {
+            s0[l] = add61(s0[l - 1], pow[l - 1]);
+            s1[l] = add61(s1[l - 1], mul61((l - 1) as u64, pow[l - 1]));
+        }
+        Tables { pow, s0, s1 }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_with(parts: &[&[Token]], runs: &[(Token, u32)]) -> (TokenStore, SeqId, SeqId) {
+        let mut s = TokenStore::new();
+        s.begin_seq();
+        for p in parts {
+            s.push_tokens(p);
+        }
+        let a = s.end_seq();
+        s.begin_seq();
+        for &(b, l) in runs {
+            s.push_run(b, l);
+        }
+        let b = s.end_seq();
+        (s, a, b)
+    }
+
+    #[test]
+    fn runs_and_slices_fingerprint_alike() {
+        let (s, a, b) = store_with(&[&[5, 6, 7], &[8, 9, 20, 21]], &[(5, 5), (20, 2)]);
+        assert_eq!(s.seq_len(a), 7);
+        assert_eq!(s.seq_len(b), 7);
+        for from in 0..7 {
+            for len in 0..=(7 - from) {
+                assert_eq!(s.fingerprint(a, from, len), s.fingerprint(b, from, len), "{from}+{len}");
+            }
+        }
+        assert_ne!(s.fingerprint(a, 0, 3), s.fingerprint(a, 1, 3));
+    }
+
+    #[test]
+    fn lcp_across_chunk_kinds() {
+        let (s, a, b) = store_with(&[&[5, 6, 7, 8, 9, 99]], &[(5, 5), (20, 2)]);
+        assert_eq!(s.lcp((a, 0), (b, 0), 100), 5);
+        assert_eq!(s.lcp((a, 1), (b, 1), 3), 3);
+        assert_eq!(s.lcp((a, 0), (b, 1), 100), 0);
+        assert_eq!(s.lcp((b, 0), (b, 0), 100), 7);
+        let mut v = Vec::new();
+        s.fill(b, 3, 7, &mut v);
+        assert_eq!(v, vec![8, 9, 20, 21]);
+        assert_eq!(s.token(b, 5), 20);
+    }
+
+    #[test]
+    fn adjacent_runs_merge() {
+        let (s, _, b) = store_with(&[], &[(0, 512), (512, 100)]);
+        assert_eq!(s.segs(b).len(), 1);
+        assert_eq!(s.seq_len(b), 612);
+    }
+}
