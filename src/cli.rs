@@ -59,6 +59,10 @@ pub struct TraceArgs {
     /// `first` is the benchmark clients' shape (first message → first reply's length).
     #[arg(long, value_enum, default_value = "all")]
     pub turns: Turns,
+    /// ShareGPT with `--turns first`: fixed output length (as the benchmark clients'
+    /// --sharegpt-output-len); records with a single message become usable.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    pub sharegpt_output_len: Option<u32>,
     /// Mooncake: tokens per `hash_ids` block.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub trace_block_size: u32,
@@ -75,6 +79,7 @@ impl TraceArgs {
             tokenizer: self.tokenizer.clone(),
             turns: self.turns,
             trace_block_size: self.trace_block_size,
+            sharegpt_output_len: self.sharegpt_output_len,
             lenient: self.lenient,
         }
     }

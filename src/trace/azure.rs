@@ -17,26 +17,25 @@ struct Raw {
     generated_tokens: u64,
 }
 
-/// Seconds since the Unix epoch of an Azure time stamp (fraction of any length up to 9 digits).
-pub fn parse_timestamp(s: &str) -> Option<f64> {
-    let t = chrono::NaiveDateTime::parse_from_str(s.trim(), "%Y-%m-%d %H:%M:%S%.f").ok()?;
-    let utc = t.and_utc();
-    Some(utc.timestamp() as f64 + utc.timestamp_subsec_nanos() as f64 * 1e-9)
+/// An Azure time stamp (fraction of any length up to 9 digits).
+pub fn parse_timestamp(s: &str) -> Option<chrono::NaiveDateTime> {
+    chrono::NaiveDateTime::parse_from_str(s.trim(), "%Y-%m-%d %H:%M:%S%.f").ok()
 }
 
 /// Parses an Azure CSV; arrivals are milliseconds after the first row.
 pub fn parse(bytes: &[u8], lenient: bool, skipped: &mut Skipped) -> Result<Vec<LengthRecord>, RecordError> {
-    let mut first: Option<f64> = None;
+    let mut first: Option<chrono::NaiveDateTime> = None;
     read_csv(bytes, lenient, skipped, |r: Raw| {
         let ts = parse_timestamp(&r.timestamp).ok_or_else(|| {
             ("TIMESTAMP".to_string(), format!("`{}` is not a `YYYY-MM-DD HH:MM:SS.fffffff` time", r.timestamp))
         })?;
         let t0 = *first.get_or_insert(ts);
-        if ts < t0 {
-            return Err(("TIMESTAMP".to_string(), "earlier than the first row".to_string()));
-        }
+        let since_ns = (ts - t0)
+            .num_nanoseconds()
+            .filter(|&ns| ns >= 0)
+            .ok_or_else(|| ("TIMESTAMP".to_string(), "earlier than the first row (or years after it)".to_string()))?;
         Ok(Some(LengthRecord {
-            arrival_ms: (ts - t0) * 1000.0,
+            arrival_ms: since_ns as f64 / 1e6,
             input_tokens: check_tokens("ContextTokens", r.context_tokens)?,
             output_tokens: check_tokens("GeneratedTokens", r.generated_tokens)?,
         }))

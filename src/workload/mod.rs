@@ -54,12 +54,21 @@ pub struct BuildOptions {
     pub turns: Turns,
     /// Tokens per Mooncake `hash_ids` block.
     pub trace_block_size: u32,
+    /// ShareGPT `--turns first`: a fixed output length instead of the reply's (the clients'
+    /// `--sharegpt-output-len`); records then need only a first message.
+    pub sharegpt_output_len: Option<u32>,
     pub lenient: bool,
 }
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        Self { tokenizer: TokenizerKind::Cl100k, turns: Turns::All, trace_block_size: 512, lenient: false }
+        Self {
+            tokenizer: TokenizerKind::Cl100k,
+            turns: Turns::All,
+            trace_block_size: 512,
+            sharegpt_output_len: None,
+            lenient: false,
+        }
     }
 }
 
@@ -185,7 +194,7 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
             if opts.turns == Turns::All {
                 notes.push("multi-turn: each user turn's prompt is the conversation so far (chat template markers between messages)".into());
             }
-            (convs.len(), build_sharegpt(&convs, &tok, opts.turns, &mut skipped))
+            (convs.len(), build_sharegpt(&convs, &tok, opts, &mut skipped)?)
         }
         Records::Mooncake(recs) => {
             info_block = Some(opts.trace_block_size);
@@ -248,7 +257,13 @@ fn order_and_link(requests: &mut [Request]) {
     }
 }
 
-fn build_sharegpt(convs: &[Conversation], tok: &Tokenizer, turns: Turns, skipped: &mut Skipped) -> Builder {
+fn build_sharegpt(
+    convs: &[Conversation],
+    tok: &Tokenizer,
+    opts: &BuildOptions,
+    skipped: &mut Skipped,
+) -> Result<Builder> {
+    let turns = opts.turns;
     // Tokenize every message in parallel, conversation by conversation.
     let tokenized: Vec<Vec<Vec<u32>>> = convs
         .par_iter()
@@ -264,19 +279,30 @@ fn build_sharegpt(convs: &[Conversation], tok: &Tokenizer, turns: Turns, skipped
     for (c, toks) in convs.iter().zip(&tokenized) {
         match turns {
             Turns::First => {
-                if toks.len() < 2 {
+                let fixed = opts.sharegpt_output_len;
+                if toks.len() < 2 - fixed.is_some() as usize {
                     skipped.add_reason("fewer than 2 messages");
                     continue;
                 }
-                if toks[0].is_empty() || toks[1].is_empty() {
+                if toks[0].is_empty() || (fixed.is_none() && toks[1].is_empty()) {
                     skipped.add_reason("empty first prompt or reply");
                     continue;
                 }
                 b.store.begin_seq();
                 b.store.push_tokens(&toks[0]);
-                b.store.push_tokens(&toks[1]);
+                let output_len = match fixed {
+                    Some(n) => {
+                        let base = b.synthetic.take(n)?;
+                        b.store.push_run(base, n);
+                        n as usize
+                    }
+                    None => {
+                        b.store.push_tokens(&toks[1]);
+                        toks[1].len()
+                    }
+                };
                 let seq = b.store.end_seq();
-                b.request(seq, toks[0].len(), toks[1].len(), None, None);
+                b.request(seq, toks[0].len(), output_len, None, None);
             }
             Turns::All => {
                 let session = b.sessions as u32;
@@ -316,7 +342,7 @@ fn build_sharegpt(convs: &[Conversation], tok: &Tokenizer, turns: Turns, skipped
             }
         }
     }
-    b
+    Ok(b)
 }
 
 fn build_mooncake(

@@ -1,0 +1,155 @@
+//! The binary end to end: the quick-start run, JSON keys, errors naming file/line/field,
+//! lenience, generators' determinism, and byte-identical output whatever the thread count.
+
+mod common;
+
+use common::{cachesim, fails, ok};
+use std::process::Command;
+
+#[test]
+fn quick_start_runs_on_the_bundled_sample() {
+    let out = ok(&["cache"]);
+    assert!(out.contains("traces/sessions.jsonl (built-in sample)"), "{out}");
+    for policy in ["paged", "radix", "token", "none"] {
+        assert!(out.lines().any(|l| l.starts_with(policy)), "no {policy} row:\n{out}");
+    }
+}
+
+#[test]
+fn json_report_has_the_documented_keys() {
+    let out =
+        ok(&["cache", "--policy", "paged,radix", "--block", "16,32", "--capacity-tokens", "unlimited,4k", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["trace"]["requests"], 160);
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 6);
+    for key in [
+        "policy",
+        "block_size",
+        "page_size",
+        "capacity_tokens",
+        "requests",
+        "prompt_tokens",
+        "hit_tokens",
+        "hit_ratio",
+        "mean_request_hit_ratio",
+        "evicted_tokens",
+        "peak_used_tokens",
+    ] {
+        assert!(results.iter().all(|r| r.get(key).is_some()), "missing {key}");
+    }
+    assert!(results[0]["capacity_tokens"].is_null());
+    assert_eq!(results[3]["capacity_tokens"], 4000);
+    // Smaller capacity, fewer hits; every row within its capacity.
+    assert!(results[3]["hit_tokens"].as_u64() <= results[0]["hit_tokens"].as_u64());
+    assert!(results[3]["peak_used_tokens"].as_u64().unwrap() <= 4000);
+}
+
+#[test]
+fn bad_input_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &path,
+        "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n\
+         {\"timestamp\": 0, \"input_length\": \"ten\", \"output_length\": 2, \"hash_ids\": [1]}\n",
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let err = fails(&["cache", "--trace", p]);
+    assert!(err.contains("bad.jsonl") && err.contains("line 2") && err.contains("input_length"), "{err}");
+    let out = ok(&["cache", "--trace", p, "--lenient"]);
+    assert!(out.contains("Skipped:        1 records"), "{out}");
+    let missing = fails(&["cache", "--trace", "/nonexistent/trace.jsonl"]);
+    assert!(missing.contains("/nonexistent/trace.jsonl"), "{missing}");
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    assert!(fails(&["cache", "--trace", empty.to_str().unwrap()]).contains("empty"));
+}
+
+#[test]
+fn gzip_is_read_transparently() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl.gz");
+    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&path).unwrap(), flate2::Compression::fast());
+    gz.write_all(
+        b"{\"prompt\": \"hello world\", \"output_len\": 2}\n{\"prompt\": \"hello world\", \"output_len\": 2}\n",
+    )
+    .unwrap();
+    gz.finish().unwrap();
+    let out = ok(&["cache", "--trace", path.to_str().unwrap(), "--policy", "radix", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["trace"]["format"], "native");
+    // "hello world" is 2 cl100k tokens; the repeat hits 1 (the last is recomputed).
+    assert_eq!(v["results"][0]["hit_tokens"], 1);
+}
+
+#[test]
+fn generators_are_seeded_and_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    let c = dir.path().join("c.jsonl");
+    let args = |p: &std::path::Path, seed: &str| {
+        vec![
+            "gen",
+            "gsp",
+            "--num-groups",
+            "4",
+            "--prompts-per-group",
+            "3",
+            "--system-prompt-len",
+            "64",
+            "--question-len",
+            "8",
+            "--seed",
+            seed,
+            "-o",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([p.to_str().unwrap().to_string()])
+        .collect::<Vec<_>>()
+    };
+    for (p, seed) in [(&a, "1"), (&b, "1"), (&c, "2")] {
+        let v = args(p, seed);
+        ok(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    let (ba, bb, bc) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), std::fs::read(&c).unwrap());
+    assert_eq!(ba, bb);
+    assert_ne!(ba, bc);
+    let out = ok(&["cache", "--trace", a.to_str().unwrap(), "--policy", "radix", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["results"][0]["requests"], 12);
+    // 4 groups × 3 prompts: every prompt after a group's first reuses the 64-token system prompt.
+    assert!(v["results"][0]["hit_tokens"].as_u64().unwrap() >= 8 * 64);
+    assert!(fails(&["gen", "random", "--input-len", "0"]).contains("--input-len"));
+    assert!(fails(&["gen", "sessions", "--range-ratio", "2"]).contains("--range-ratio"));
+}
+
+#[test]
+fn output_is_identical_whatever_the_thread_count() {
+    let run = |threads: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cachesim"))
+            .args(["cache", "--capacity-tokens", "unlimited,3k,8k", "--block", "8,16", "--inflight", "3", "--json"])
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        out.stdout
+    };
+    assert_eq!(run("1"), run("2"));
+    assert_eq!(run("1"), run("4"));
+}
+
+#[test]
+fn help_teaches() {
+    let out = cachesim(&["cache", "--help"]);
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in
+        ["--policy", "--block", "--page-size", "--capacity-tokens", "--inflight", "--lenient", "--tokenizer", "--turns"]
+    {
+        assert!(help.contains(flag), "{flag} missing from --help");
+    }
+}

@@ -1,0 +1,42 @@
+//! Shared helpers for integration tests: where the real data lives, and running the binary.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The shared data folder (`$CACHESIM_DATA`, else `../shared/data` beside the repository).
+/// `None` (with the reason printed) when absent, unless `CACHESIM_REQUIRE_DATA=1`, which makes
+/// a missing folder a failure.
+pub fn data_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("CACHESIM_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    if dir.join("traces").is_dir() {
+        return Some(dir);
+    }
+    if std::env::var("CACHESIM_REQUIRE_DATA").as_deref() == Ok("1") {
+        panic!("CACHESIM_REQUIRE_DATA=1 but {} has no traces/ folder", dir.display());
+    }
+    eprintln!("skipping: no real data at {} (set CACHESIM_DATA)", dir.display());
+    None
+}
+
+/// Runs the cachesim binary with `args`.
+pub fn cachesim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cachesim")).args(args).output().expect("run cachesim")
+}
+
+/// Runs the binary, asserts success, returns stdout.
+pub fn ok(args: &[&str]) -> String {
+    let out = cachesim(args);
+    assert!(out.status.success(), "cachesim {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// Runs the binary, asserts failure, returns stderr.
+pub fn fails(args: &[&str]) -> String {
+    let out = cachesim(args);
+    assert!(!out.status.success(), "cachesim {args:?} should have failed");
+    String::from_utf8(out.stderr).expect("utf-8 output")
+}

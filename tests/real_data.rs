@@ -1,0 +1,121 @@
+//! Replays of the real traces in the shared data folder, checked against independent counts.
+//! Skipped (with a printed reason) when the data is absent, unless CACHESIM_REQUIRE_DATA=1.
+
+mod common;
+
+use cachesim::cache::{CacheSpec, Policy};
+use cachesim::replay::{replay, replay_all, ReplayOptions};
+use cachesim::trace::{self, ReadOptions, Records};
+use cachesim::workload::{build, BuildOptions, Turns};
+use std::collections::HashMap;
+
+fn spec(policy: Policy, block: u32) -> CacheSpec {
+    CacheSpec { policy, block_size: Some(block), page_size: Some(1), capacity_tokens: None }
+}
+
+/// vLLM's rules applied to Mooncake hash ids directly: a request may hit the leading full
+/// 512-token blocks of its first `input − 1` tokens whose whole chain of ids was a full prompt
+/// block of an earlier request (blocks that mix prompt and output are unique to a request).
+fn independent_mooncake_hits(recs: &[trace::mooncake::MooncakeRecord]) -> (u64, u64) {
+    let mut order: Vec<&trace::mooncake::MooncakeRecord> = recs.iter().collect();
+    order.sort_by(|a, b| a.timestamp_ms.partial_cmp(&b.timestamp_ms).unwrap());
+    let mut trie: HashMap<(u32, u64), u32> = HashMap::new();
+    let (mut hits, mut prompt) = (0u64, 0u64);
+    for r in order {
+        let input = r.input_length as usize;
+        prompt += input as u64;
+        let mut parent = 0u32;
+        for &h in &r.hash_ids[..(input - 1) / 512] {
+            match trie.get(&(parent, h)) {
+                Some(&id) => {
+                    hits += 512;
+                    parent = id;
+                }
+                None => break,
+            }
+        }
+        let mut parent = 0u32;
+        for &h in &r.hash_ids[..input / 512] {
+            let next = trie.len() as u32 + 1;
+            parent = *trie.entry((parent, h)).or_insert(next);
+        }
+    }
+    (hits, prompt)
+}
+
+#[test]
+fn mooncake_paged_512_matches_an_independent_count() {
+    let Some(data) = common::data_dir() else { return };
+    let path = data.join("traces/mooncake/conversation_trace.jsonl");
+    let file = trace::read(&path, &ReadOptions::default()).unwrap();
+    let Records::Mooncake(recs) = &file.records else { panic!("not detected as Mooncake") };
+    let (want_hits, want_prompt) = independent_mooncake_hits(recs);
+    let w = build(file, &BuildOptions::default()).unwrap();
+    assert_eq!(w.requests.len(), 12_031);
+    let r = replay(&w, spec(Policy::Paged, 512), ReplayOptions::default(), &|| ());
+    assert_eq!(r.prompt_tokens, want_prompt);
+    assert_eq!(r.hit_tokens, want_hits);
+    assert!(want_hits > 0);
+    // Finer blocks and the radix tree can only find more.
+    let finer = replay_all(&w, &[spec(Policy::Paged, 16), spec(Policy::Radix, 16)], ReplayOptions::default(), &|| ());
+    assert!(finer[0].hit_tokens >= want_hits && finer[1].hit_tokens >= finer[0].hit_tokens);
+}
+
+#[test]
+fn sharegpt_multi_turn_ordering_of_policies() {
+    let Some(data) = common::data_dir() else { return };
+    let path = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz");
+    let w = cachesim::load_workload(Some(&path), &ReadOptions::default(), &BuildOptions::default()).unwrap();
+    assert_eq!(w.info.records, 17_671);
+    assert!(w.info.sessions > 13_000, "{}", w.info.sessions);
+    let specs = [spec(Policy::Radix, 1), spec(Policy::Paged, 16), spec(Policy::Paged, 32), spec(Policy::None, 1)];
+    let r = replay_all(&w, &specs, ReplayOptions::default(), &|| ());
+    let hits: Vec<u64> = r.iter().map(|x| x.hit_tokens).collect();
+    assert!(hits[0] >= hits[1] && hits[1] >= hits[2] && hits[2] > hits[3] && hits[3] == 0, "{hits:?}");
+    // Multi-turn reuse of earlier replies is real: most prompt tokens are hits.
+    assert!(r[0].hit_ratio > 0.5, "{}", r[0].hit_ratio);
+}
+
+#[test]
+fn sharegpt_array_cut_mid_record() {
+    let Some(data) = common::data_dir() else { return };
+    let path = data.join("traces/sharegpt/ShareGPT_V3_filtered_1000.json");
+    let bytes = std::fs::read(&path).unwrap();
+    let opts = BuildOptions { turns: Turns::First, ..BuildOptions::default() };
+    let opts_again = opts.clone();
+    let whole = trace::read(&path, &ReadOptions::default()).unwrap();
+    let Records::Sharegpt(convs) = &whole.records else { panic!("not ShareGPT") };
+    let convs = convs.clone();
+    assert_eq!(convs.len(), 1000);
+    // This subset holds first human turns only: requests need a fixed output length.
+    assert!(build(whole, &opts).is_err());
+    let fixed = BuildOptions { sharegpt_output_len: Some(128), ..opts_again };
+    let w = cachesim::load_workload(Some(&path), &ReadOptions::default(), &fixed).unwrap();
+    assert_eq!(w.requests.len(), 1000);
+    assert!(w.requests.iter().all(|r| r.output_len == 128));
+    // Cut the array in the middle of a record, as the packaged full file is cut.
+    let cut = &bytes[..bytes.len() / 2];
+    let dir = tempfile::tempdir().unwrap();
+    let cut_path = dir.path().join("cut.json");
+    std::fs::write(&cut_path, cut).unwrap();
+    let err = trace::read(&cut_path, &ReadOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("cut.json") && err.contains("byte offset") && err.contains("cut off"), "{err}");
+    let lenient = trace::read(&cut_path, &ReadOptions { format: None, lenient: true }).unwrap();
+    let Records::Sharegpt(kept) = &lenient.records else { panic!("not ShareGPT") };
+    assert!(kept.len() > 400 && kept.len() < 600, "{}", kept.len());
+    assert_eq!(&kept[..], &convs[..kept.len()]);
+    assert_eq!(lenient.skipped.total(), 1);
+}
+
+#[test]
+fn azure_prompts_never_share() {
+    let Some(data) = common::data_dir() else { return };
+    let path = data.join("traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv");
+    let w = cachesim::load_workload(Some(&path), &ReadOptions::default(), &BuildOptions::default()).unwrap();
+    assert_eq!(w.requests.len(), 19_366);
+    let specs = [spec(Policy::Paged, 16), spec(Policy::Radix, 1), spec(Policy::Token, 1)];
+    for r in replay_all(&w, &specs, ReplayOptions::default(), &|| ()) {
+        assert_eq!(r.hit_tokens, 0, "{}", r.policy);
+    }
+    assert!(w.requests.windows(2).all(|p| p[0].arrival_ms <= p[1].arrival_ms));
+}
