@@ -115,19 +115,25 @@ fn generate(g: &GenCommand) -> anyhow::Result<()> {
         None => gen::write_jsonl(&records, std::io::stdout().lock())?,
     }
     let dest = common.output.as_ref().map_or("stdout".to_string(), |p| p.display().to_string());
-    if common.json {
-        let summary = serde_json::json!({
+    let summary = if common.json {
+        serde_json::json!({
             "kind": kind, "requests": records.len(), "prompt_ids_written": prompt_ids,
             "output_tokens": output, "seed": common.seed, "output": dest,
-        });
-        eprintln!("{summary}");
+        })
+        .to_string()
     } else {
-        eprintln!(
+        format!(
             "gen {kind}: {} requests, {} prompt ids written, {} output tokens → {dest}",
             thousands(records.len() as u64),
             thousands(prompt_ids),
             thousands(output)
-        );
+        )
+    };
+    // The summary goes to stdout unless the records themselves do.
+    if common.output.is_some() {
+        println!("{summary}");
+    } else {
+        eprintln!("{summary}");
     }
     Ok(())
 }

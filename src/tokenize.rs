@@ -94,17 +94,20 @@ impl Tokenizer {
     }
 
     /// Token ids of `text` (no special tokens added).
-    pub fn encode(&self, text: &str) -> Vec<u32> {
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         match &self.inner {
-            Inner::Bpe(t) => t.encode(text),
-            Inner::Chars4 => chars4(text),
+            Inner::Bpe(t) => Ok(t.encode(text)),
+            Inner::Chars4 => Ok(chars4(text)),
             #[cfg(feature = "hf")]
-            Inner::Hf(t) => t.encode(text, false).map(|e| e.get_ids().to_vec()).unwrap_or_default(),
+            Inner::Hf(t) => t
+                .encode(text, false)
+                .map(|e| e.get_ids().to_vec())
+                .map_err(|e| Error::Tokenizer { name: self.kind.to_string(), message: e.to_string() }),
         }
     }
 
     /// Tokenizes many texts in parallel; the output order matches the input.
-    pub fn encode_batch<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<Vec<u32>> {
+    pub fn encode_batch<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<Vec<u32>>> {
         texts.par_iter().map(|t| self.encode(t.as_ref())).collect()
     }
 }
@@ -142,19 +145,45 @@ mod tests {
     #[test]
     fn chars4_counts_and_is_deterministic() {
         let t = Tokenizer::new(&TokenizerKind::Chars4).unwrap();
-        assert_eq!(t.encode("").len(), 0);
-        assert_eq!(t.encode("abcd").len(), 1);
-        assert_eq!(t.encode("abcde").len(), 2);
-        assert_eq!(t.encode("héllo wörld").len(), 3); // 11 scalar values
-        assert_eq!(t.encode("abcdabcd")[0], t.encode("abcdabcd")[1]);
+        let n = |s: &str| t.encode(s).unwrap().len();
+        assert_eq!(n(""), 0);
+        assert_eq!(n("abcd"), 1);
+        assert_eq!(n("abcde"), 2);
+        assert_eq!(n("héllo wörld"), 3); // 11 scalar values
+        let ids = t.encode("abcdabcd").unwrap();
+        assert_eq!(ids[0], ids[1]);
     }
 
     #[test]
     fn cl100k_is_real_bpe() {
         let t = Tokenizer::new(&TokenizerKind::Cl100k).unwrap();
         // "hello world" is two tokens in cl100k_base: [15339, 1917].
-        assert_eq!(t.encode("hello world"), vec![15339, 1917]);
-        let batch = t.encode_batch(&["a b", "hello world"]);
+        assert_eq!(t.encode("hello world").unwrap(), vec![15339, 1917]);
+        let batch = t.encode_batch(&["a b", "hello world"]).unwrap();
         assert_eq!(batch[1], vec![15339, 1917]);
+    }
+
+    #[cfg(feature = "hf")]
+    #[test]
+    fn hf_tokenizer_json_loads_from_a_local_file() {
+        let json = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+            "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"hello":0,"world":1,"[UNK]":2},"unk_token":"[UNK]"}}"#;
+        let dir = std::env::temp_dir().join(format!("cachesim-hf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokenizer.json");
+        std::fs::write(&path, json).unwrap();
+        let kind: TokenizerKind = format!("hf:{}", path.display()).parse().unwrap();
+        let t = Tokenizer::new(&kind).unwrap();
+        assert_eq!(t.encode("hello world again").unwrap(), vec![0, 1, 2]);
+        assert!(Tokenizer::new(&TokenizerKind::Hf(dir.join("missing.json").display().to_string())).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(not(feature = "hf"))]
+    #[test]
+    fn hf_without_the_feature_says_how_to_get_it() {
+        let e = Tokenizer::new(&TokenizerKind::Hf("x.json".into())).err().unwrap().to_string();
+        assert!(e.contains("--features hf"), "{e}");
     }
 }

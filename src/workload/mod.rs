@@ -23,6 +23,8 @@ pub use tokens::{Chunk, SeqId, Token, TokenStore};
 pub const RESERVED_TOKEN_BASE: u32 = 1 << 30;
 /// First template marker id; markers are `MARKER_BASE + k`.
 pub const MARKER_BASE: u32 = 0xFFFF_FF00;
+/// Longest sequence (a conversation or session with all its turns), in tokens.
+pub const MAX_SEQ_TOKENS: usize = 1 << 31;
 /// Marker closing every message of the chat template.
 pub const MARK_END: u32 = MARKER_BASE + 3;
 
@@ -203,7 +205,7 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
         }
         Records::Lengths(recs) => {
             notes.push("lengths only: prompts are unique tokens (no sharing)".into());
-            (recs.len(), build_lengths(&recs)?)
+            (recs.len(), build_lengths(&recs, &mut skipped)?)
         }
         Records::Native(recs) => {
             let has_text =
@@ -272,9 +274,9 @@ fn build_sharegpt(
                 Turns::All => &c.conversations[..],
                 Turns::First => &c.conversations[..c.conversations.len().min(2)],
             };
-            msgs.iter().map(|m| tok.encode(&m.text)).collect()
+            msgs.iter().map(|m| tok.encode(&m.text)).collect::<Result<Vec<_>>>()
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let mut b = Builder::new(RESERVED_TOKEN_BASE as u64);
     for (c, toks) in convs.iter().zip(&tokenized) {
         match turns {
@@ -395,9 +397,13 @@ fn build_mooncake(
     Ok(b)
 }
 
-fn build_lengths(recs: &[LengthRecord]) -> Result<Builder> {
+fn build_lengths(recs: &[LengthRecord], skipped: &mut Skipped) -> Result<Builder> {
     let mut b = Builder::new(RESERVED_TOKEN_BASE as u64);
     for r in recs {
+        if r.input_tokens == 0 {
+            skipped.add_reason("empty prompt (0 tokens)");
+            continue;
+        }
         b.store.begin_seq();
         let p = b.synthetic.take(r.input_tokens)?;
         b.store.push_run(p, r.input_tokens);
@@ -425,14 +431,20 @@ fn build_native(
         let r = recs.iter().find(|r| r.timestamp_ms.is_none()).expect("one lacks a time");
         return Err(bad(r.line, "timestamp_ms", "missing, while other records have one (give all or none)".into()));
     }
-    let encode = |c: &Content| -> Vec<u32> {
+    let encode = |line: u64, c: &Content| -> std::result::Result<Vec<u32>, RecordError> {
         match c {
-            Content::Ids(ids) => ids.clone(),
-            Content::Text(t) => tok.expect("a tokenizer for text").encode(t),
+            Content::Ids(ids) => Ok(ids.clone()),
+            Content::Text(t) => {
+                tok.expect("a tokenizer for text").encode(t).map_err(|e| bad(line, "prompt", e.to_string()))
+            }
         }
     };
-    let prompts: Vec<Vec<u32>> = recs.par_iter().map(|r| encode(&r.prompt)).collect();
-    let outputs: Vec<Option<Vec<u32>>> = recs.par_iter().map(|r| r.output.as_ref().map(encode)).collect();
+    let prompts: Vec<Vec<u32>> =
+        recs.par_iter().map(|r| encode(r.line, &r.prompt)).collect::<std::result::Result<_, _>>()?;
+    let outputs: Vec<Option<Vec<u32>>> = recs
+        .par_iter()
+        .map(|r| r.output.as_ref().map(|o| encode(r.line, o)).transpose())
+        .collect::<std::result::Result<_, _>>()?;
     // Group records by session, keeping file order; records without a session stand alone.
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut by_key: HashMap<&str, usize> = HashMap::new();
@@ -463,6 +475,11 @@ fn build_native(
                     continue;
                 }
                 last_time = t;
+            }
+            if b.store.open_len() + prompts[i].len() + r.output_len.unwrap_or(0) as usize > MAX_SEQ_TOKENS {
+                let e = bad(r.line, "session", format!("the session's history exceeds {MAX_SEQ_TOKENS} tokens"));
+                crate::trace::json::handle_bad(e, lenient, skipped)?;
+                continue;
             }
             b.store.push_tokens(&prompts[i]);
             let prompt_len = b.store.open_len();
