@@ -138,6 +138,8 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<TraceFile> {
 
 /// Parses trace content already in memory; `path` names it in errors and reports.
 pub fn parse(path: &Path, bytes: &[u8], opts: &ReadOptions) -> Result<TraceFile> {
+    // A UTF-8 byte-order mark (common in CSV exported on Windows) is not content.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let format = match opts.format {
         Some(f) => f,
         None => detect(bytes).map_err(|why| Error::UnknownFormat { path: path.to_path_buf(), why })?,
@@ -241,5 +243,14 @@ mod tests {
         assert!(detect(b"").is_err());
         assert!(detect(b"a,b,c\n1,2,3").unwrap_err().contains("a,b,c"));
         assert!(detect(b"{\"x\":1}").unwrap_err().contains("x"));
+        assert!(detect(b"[1, 2]").unwrap_err().contains("not a JSON object"));
+    }
+
+    #[test]
+    fn byte_order_mark_is_ignored() {
+        let doc = b"\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n";
+        let t = parse(Path::new("bom.csv"), doc, &ReadOptions::default()).unwrap();
+        assert_eq!(t.format, Format::Azure);
+        assert!(matches!(&t.records, Records::Lengths(r) if r.len() == 1));
     }
 }
