@@ -2,6 +2,7 @@
 //! vLLM and SGLang where they exist (`--block-size`/`--block`, `--page-size`,
 //! `--num-prompts`, `--random-range-ratio`-style `--range-ratio`, `--gsp-*` as plain names).
 
+use cachesim::analyze::{AnalyzeOptions, RepetitionOptions, Scope, Unit};
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::tokenize::TokenizerKind;
 use cachesim::trace::{Format, ReadOptions};
@@ -33,6 +34,10 @@ pub enum Command {
     /// Replay a trace through prefix caches without timing and compare their hit ratios,
     /// side by side, at one or many capacities.
     Cache(CacheArgs),
+    /// Can this data set show prefix caching at all? The prefix repetition degree (shared
+    /// prefixes per conversation), the most shared prefixes, and hit-ratio upper bounds per block
+    /// size and against KV capacity.
+    Analyze(AnalyzeArgs),
     /// Generate a synthetic workload as native JSONL (to a file with -o, else to stdout).
     #[command(subcommand)]
     Gen(GenCommand),
@@ -117,6 +122,57 @@ pub struct CacheArgs {
 /// The `--policy` list, in the order given, without repeats.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policies(pub Vec<Policy>);
+
+/// `cachesim analyze`.
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// N: a shared prefix is a radix-tree node reached by at least N conversations whose
+    /// children are each reached by fewer.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    pub min_count: u64,
+    /// L: keep shared prefixes strictly longer than this (120 characters ≈ one 32-token block).
+    #[arg(long, default_value_t = 120)]
+    pub min_len: u64,
+    /// Unit of lengths: chars (Unicode scalar values) or tokens (--tokenizer for text; the
+    /// trace's own ids or blocks otherwise). Default: chars when the trace has text, else tokens.
+    #[arg(long, value_enum)]
+    pub unit: Option<Unit>,
+    /// conversation: every message's value concatenated; first-turn: the first user message.
+    #[arg(long, value_enum, default_value = "conversation")]
+    pub scope: Scope,
+    /// Skip the hit-ratio bounds (the cache replays), e.g. for a quick text-only look.
+    #[arg(long)]
+    pub no_bounds: bool,
+    /// KV bytes per token, to express capacities in GB (default: Llama-3.1-8B in bf16,
+    /// 2 × 8 KV heads × 128 dims × 32 layers × 2 bytes).
+    #[arg(long, default_value_t = 131_072, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kv_bytes_per_token: u64,
+    /// Draw the bounds and the histogram of shared-prefix lengths to this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl AnalyzeArgs {
+    /// Library options.
+    pub fn options(&self) -> AnalyzeOptions {
+        AnalyzeOptions {
+            repetition: RepetitionOptions {
+                min_count: self.min_count as usize,
+                min_len: self.min_len as usize,
+                unit: self.unit.unwrap_or(Unit::Chars),
+                scope: self.scope,
+            },
+            bounds: !self.no_bounds,
+            tokens_without_text: self.unit.is_none(),
+            kv_bytes_per_token: self.kv_bytes_per_token,
+        }
+    }
+}
 
 /// A capacity in tokens; `None` = unlimited.
 pub type Capacity = Option<u64>;

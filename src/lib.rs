@@ -4,8 +4,10 @@
 //! engine-faithful prefix caches ([`cache`]), the cache-only replay ([`replay`]) and reports
 //! ([`report`]).
 
+pub mod analyze;
 pub mod cache;
 pub mod error;
+pub mod plot;
 pub mod replay;
 pub mod report;
 pub mod tokenize;
@@ -19,15 +21,19 @@ pub const SAMPLE_TRACE: &[u8] = include_bytes!("../traces/sessions.jsonl");
 /// The name the bundled sample goes by in reports.
 pub const SAMPLE_TRACE_NAME: &str = "traces/sessions.jsonl (built-in sample)";
 
+/// Reads a trace file: `path`, or the bundled sample when `None`.
+pub fn read_trace(path: Option<&std::path::Path>, read: &trace::ReadOptions) -> Result<trace::TraceFile> {
+    match path {
+        Some(p) => trace::read(p, read),
+        None => trace::parse(std::path::Path::new(SAMPLE_TRACE_NAME), SAMPLE_TRACE, read),
+    }
+}
+
 /// Reads and builds a workload: from `path`, or from the bundled sample when `None`.
 pub fn load_workload(
     path: Option<&std::path::Path>,
     read: &trace::ReadOptions,
     build: &workload::BuildOptions,
 ) -> Result<workload::Workload> {
-    let file = match path {
-        Some(p) => trace::read(p, read)?,
-        None => trace::parse(std::path::Path::new(SAMPLE_TRACE_NAME), SAMPLE_TRACE, read)?,
-    };
-    workload::build(file, build)
+    workload::build(read_trace(path, read)?, build)
 }

@@ -5,10 +5,10 @@ mod cli;
 
 use anyhow::Context;
 use cachesim::replay::{replay_all, ReplayOptions};
-use cachesim::report::{cache_table, thousands, trace_summary, CacheReport};
+use cachesim::report::{analysis_text, cache_table, thousands, trace_summary, CacheReport};
 use cachesim::workload::gen::{self, GenRecord};
 use clap::Parser;
-use cli::{CacheArgs, Cli, Command, GenCommand, GenCommon};
+use cli::{AnalyzeArgs, CacheArgs, Cli, Command, GenCommand, GenCommon};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 
@@ -16,6 +16,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Cache(args) => cache(&args),
+        Command::Analyze(args) => analyze(&args),
         Command::Gen(g) => generate(&g),
     };
     if let Err(e) = result {
@@ -54,6 +55,40 @@ fn cache(args: &CacheArgs) -> anyhow::Result<()> {
         write!(out, "{}", trace_summary(&w.info))?;
         writeln!(out, "Replay:         arrival order, {} request(s) holding KV at once\n", args.inflight)?;
         write!(out, "{}", cache_table(&results))?;
+    }
+    Ok(())
+}
+
+fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.plot {
+        cachesim::plot::check_plot_path(p)?;
+    }
+    let opts = args.options();
+    let sp = spinner("reading the trace");
+    let file = cachesim::read_trace(args.trace.trace.as_deref(), &args.trace.read_options())
+        .context("cannot read the trace")?;
+    let title = file.path.display().to_string();
+    let records = file.records_len();
+    sp.set_message("analysing shared prefixes and replaying the bounds");
+    let a = cachesim::analyze::run(file, &args.trace.build_options(), &opts, &|| ()).context("analysis failed")?;
+    sp.finish_and_clear();
+    if let Some(p) = &args.plot {
+        cachesim::plot::analysis_svg(p, &title, &a.repetition, a.bounds.as_ref())?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &a)?;
+        writeln!(out)?;
+    } else {
+        match &a.trace {
+            Some(t) => write!(out, "{}", trace_summary(t))?,
+            None => writeln!(out, "Trace:          {title} ({records} records)")?,
+        }
+        writeln!(out)?;
+        write!(out, "{}", analysis_text(&a))?;
+        if let Some(p) = &args.plot {
+            writeln!(out, "\nPlot:           {}", p.display())?;
+        }
     }
     Ok(())
 }

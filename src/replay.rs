@@ -34,9 +34,11 @@ pub struct ReplayResult {
     /// `None` = unlimited.
     pub capacity_tokens: Option<u64>,
     pub inflight: usize,
-    /// Requests admitted (each counted once, at its first admission).
+    /// Requests replayed (unfit ones included).
     pub requests: u64,
+    /// Prompt tokens of every request (unfit ones count as misses).
     pub prompt_tokens: u64,
+    /// Prompt tokens served from the cache at each request's first admission.
     pub hit_tokens: u64,
     /// hit_tokens / prompt_tokens.
     pub hit_ratio: f64,
@@ -67,7 +69,7 @@ struct Run<'a> {
     hit_tokens: u64,
     prompt_tokens: u64,
     ratio_sum: f64,
-    admitted: u64,
+    requests: u64,
     preemptions: u64,
     unfit: u64,
 }
@@ -137,13 +139,13 @@ impl Run<'_> {
             self.finish(oldest);
             self.drain_readmits();
         }
+        let prompt = self.w.requests[i as usize].prompt_len as u64;
+        self.prompt_tokens += prompt;
+        self.requests += 1;
         match self.admit(i) {
             Some(hit) => {
-                let prompt = self.w.requests[i as usize].prompt_len as u64;
                 self.hit_tokens += hit as u64;
-                self.prompt_tokens += prompt;
                 self.ratio_sum += hit as f64 / prompt.max(1) as f64;
-                self.admitted += 1;
             }
             None => {
                 self.unfit += 1;
@@ -165,7 +167,7 @@ pub fn replay(w: &Workload, spec: CacheSpec, opts: ReplayOptions, tick: &(dyn Fn
         hit_tokens: 0,
         prompt_tokens: 0,
         ratio_sum: 0.0,
-        admitted: 0,
+        requests: 0,
         preemptions: 0,
         unfit: 0,
     };
@@ -193,11 +195,11 @@ pub fn replay(w: &Workload, spec: CacheSpec, opts: ReplayOptions, tick: &(dyn Fn
         page_size: spec.page_size,
         capacity_tokens: spec.capacity_tokens,
         inflight: window,
-        requests: run.admitted,
+        requests: run.requests,
         prompt_tokens: run.prompt_tokens,
         hit_tokens: run.hit_tokens,
         hit_ratio: run.hit_tokens as f64 / run.prompt_tokens.max(1) as f64,
-        mean_request_hit_ratio: run.ratio_sum / run.admitted.max(1) as f64,
+        mean_request_hit_ratio: run.ratio_sum / run.requests.max(1) as f64,
         evicted_tokens: stats.evicted_tokens,
         peak_used_tokens: stats.peak_used_tokens,
         partial_block_waste_tokens: spec.block_size.map(|_| stats.partial_block_waste_tokens),

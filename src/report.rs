@@ -1,6 +1,7 @@
-//! Human-readable and JSON reports. For now: the `cachesim cache` table (one row per policy
-//! and capacity) with the trace summary above it, and its JSON document.
+//! Human-readable and JSON reports: the trace summary, the `cachesim cache` table (one row
+//! per policy and capacity) and its JSON document, and the `cachesim analyze` report.
 
+use crate::analyze::{Analysis, Unit};
 use crate::replay::ReplayResult;
 use crate::workload::TraceInfo;
 use serde::Serialize;
@@ -124,6 +125,66 @@ pub fn cache_table(results: &[ReplayResult]) -> String {
     let _ = writeln!(s, "{}", "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
     for row in &rows {
         line(&mut s, &mut row.iter().map(String::as_str));
+    }
+    s
+}
+
+/// The `cachesim analyze` report as text.
+pub fn analysis_text(a: &Analysis) -> String {
+    let r = &a.repetition;
+    let unit = match r.unit {
+        Unit::Chars => "chars",
+        Unit::Tokens => "tokens",
+    };
+    let pct = |x: f64| format!("{:.2}%", x * 100.0);
+    let mut s = String::new();
+    let scope = serde_json::to_value(r.scope).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+    let _ = writeln!(s, "Prefix repetition (N = {}, L > {} {unit}, scope {scope}):", r.min_count, r.min_len);
+    let _ = writeln!(s, "  conversations        {}", thousands(r.conversations as u64));
+    let _ = writeln!(
+        s,
+        "  shared prefixes      {}  (pruned leaves at count ≥ N, longer than L)",
+        thousands(r.leaves as u64)
+    );
+    let _ = writeln!(s, "  repetition           {}  (shared prefixes / conversations)", pct(r.repetition));
+    let _ = writeln!(s, "  coverage             {}  (conversations under a shared prefix)", pct(r.coverage));
+    let _ = writeln!(
+        s,
+        "  prefix length        mean {:.1}, median {:.1}, max {} {unit}",
+        r.mean_prefix_len, r.median_prefix_len, r.max_prefix_len
+    );
+    if !r.top_prefixes.is_empty() {
+        let _ = writeln!(s, "\nMost shared prefixes:\n  {:>7}  {:>8}  prefix", "count", "length");
+        for p in &r.top_prefixes {
+            let _ =
+                writeln!(s, "  {:>7}  {:>8}  \"{}\"", thousands(p.count as u64), thousands(p.length as u64), p.text);
+        }
+    }
+    if let Some(b) = &a.bounds {
+        let _ = writeln!(s, "\nWhat a cache could gain (tokens, one request at a time, unlimited KV;");
+        let _ = writeln!(s, "paged block 1 equals the radix tree there):");
+        for x in &b.unlimited {
+            let name = x.block_size.map_or_else(|| "radix / block 1".to_string(), |bs| format!("paged, block {bs}"));
+            let _ = writeln!(s, "  {name:<16} {:>8}   peak {} tokens", pct(x.hit_ratio), thousands(x.peak_used_tokens));
+        }
+        let _ = writeln!(s, "\nHit ratio against KV capacity ({} bytes per token):", thousands(b.kv_bytes_per_token));
+        let _ = writeln!(
+            s,
+            "  {:>14}  {:>9}  {:>16}  {:>16}",
+            "capacity tok", "KV GB", "paged-16 (bound)", "radix (bound)"
+        );
+        for pair in b.capacity.chunks(2) {
+            let cell =
+                |p: &crate::analyze::CapacityPoint| format!("{} ({:.0}%)", pct(p.hit_ratio), p.share_of_bound * 100.0);
+            let _ = writeln!(
+                s,
+                "  {:>14}  {:>9.3}  {:>16}  {:>16}",
+                thousands(pair[0].capacity_tokens),
+                pair[0].kv_gb,
+                cell(&pair[0]),
+                pair.get(1).map(cell).unwrap_or_default()
+            );
+        }
     }
     s
 }

@@ -153,3 +153,61 @@ fn help_teaches() {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
 }
+
+#[test]
+fn analyze_reports_json_keys_and_draws_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("a.svg");
+    let out =
+        ok(&["analyze", "--trace", "traces/gsp.jsonl", "--min-len", "100", "--json", "--plot", svg.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for key in [
+        "conversations",
+        "min_count",
+        "min_len",
+        "unit",
+        "scope",
+        "leaves",
+        "repetition",
+        "coverage",
+        "mean_prefix_len",
+        "median_prefix_len",
+        "max_prefix_len",
+        "top_prefixes",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    // 8 groups of 6 share a 256-token system prompt: 8 shared prefixes of 256 tokens.
+    assert_eq!(v["unit"], "tokens");
+    assert_eq!((v["conversations"].as_u64(), v["leaves"].as_u64()), (Some(48), Some(8)));
+    assert_eq!(v["max_prefix_len"], 256);
+    assert_eq!(v["coverage"], 1.0);
+    assert_eq!(v["bounds"]["unlimited"].as_array().unwrap().len(), 5);
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg") && drawn.contains("Hit ratio vs KV capacity"));
+    assert!(fails(&["analyze", "--plot", "x.png"]).contains("only .svg"));
+}
+
+#[test]
+fn analyze_in_characters_needs_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.jsonl");
+    std::fs::write(&path, "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n")
+        .unwrap();
+    let err = fails(&["analyze", "--trace", path.to_str().unwrap(), "--unit", "chars"]);
+    assert!(err.contains("carries no text") && err.contains("--unit tokens"), "{err}");
+    let text = dir.path().join("t.jsonl");
+    std::fs::write(
+        &text,
+        "{\"prompt\": \"You are a helpful assistant. Tell me a joke about cats\", \"output_len\": 4}\n\
+         {\"prompt\": \"You are a helpful assistant. Tell me a joke about dogs\", \"output_len\": 4}\n",
+    )
+    .unwrap();
+    let out = ok(&["analyze", "--trace", text.to_str().unwrap(), "--min-len", "10", "--no-bounds", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["unit"].as_str(), v["leaves"].as_u64(), v["max_prefix_len"].as_u64()),
+        (Some("chars"), Some(1), Some(50))
+    );
+    assert_eq!(v["top_prefixes"][0]["text"], "You are a helpful assistant. Tell me a joke about ");
+}

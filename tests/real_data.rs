@@ -119,3 +119,63 @@ fn azure_prompts_never_share() {
     }
     assert!(w.requests.windows(2).all(|p| p[0].arrival_ms <= p[1].arrival_ms));
 }
+
+/// An independent count of pruned leaves: recursive MSD partitioning of the sequences by the
+/// symbol after their common prefix (no sorting, no LCP array). Returns sorted (len, count).
+fn msd_pruned_leaves(seqs: &[Vec<u32>], n: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    if seqs.len() < n {
+        return out;
+    }
+    let mut work: Vec<(Vec<usize>, usize)> = vec![((0..seqs.len()).collect(), 0)];
+    while let Some((group, mut depth)) = work.pop() {
+        let parts = loop {
+            let mut parts: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+            let mut ended = 0;
+            for &i in &group {
+                match seqs[i].get(depth) {
+                    Some(&c) => parts.entry(c).or_default().push(i),
+                    None => ended += 1,
+                }
+            }
+            if ended == 0 && parts.len() == 1 {
+                depth += 1; // everyone agrees on the next symbol: same node, deeper
+                continue;
+            }
+            break parts;
+        };
+        if parts.values().all(|p| p.len() < n) {
+            out.push((depth, group.len()));
+        } else {
+            work.extend(parts.into_values().filter(|p| p.len() >= n).map(|p| (p, depth + 1)));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn sharegpt_repetition_agrees_with_an_independent_count() {
+    use cachesim::analyze::items::{texts, Texts};
+    use cachesim::analyze::prefix_tree::pruned_leaves;
+    use cachesim::analyze::Scope;
+    let Some(data) = common::data_dir() else { return };
+    let path = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz");
+    let file = trace::read(&path, &ReadOptions::default()).unwrap();
+    for scope in [Scope::FirstTurn, Scope::Conversation] {
+        let t = texts(&file.records, scope).unwrap();
+        let points: Vec<Vec<u32>> = t.iter().map(|s| s.chars().map(|c| c as u32).collect()).collect();
+        let items = Texts::new(t);
+        for n in [2, 3, 5] {
+            let mut fast: Vec<(usize, usize)> = pruned_leaves(&items, n).iter().map(|l| (l.len, l.count)).collect();
+            fast.sort();
+            let slow = msd_pruned_leaves(&points, n);
+            assert_eq!(fast, slow, "{scope:?} N={n}");
+            for l in [0, 120, 1000] {
+                let kept = |v: &[(usize, usize)]| v.iter().filter(|x| x.0 > l).count();
+                assert_eq!(kept(&fast), kept(&slow));
+            }
+            assert!(!fast.is_empty());
+        }
+    }
+}

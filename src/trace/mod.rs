@@ -118,6 +118,18 @@ pub struct TraceFile {
     pub skipped: Skipped,
 }
 
+impl TraceFile {
+    /// Number of records read.
+    pub fn records_len(&self) -> usize {
+        match &self.records {
+            Records::Sharegpt(r) => r.len(),
+            Records::Mooncake(r) => r.len(),
+            Records::Lengths(r) => r.len(),
+            Records::Native(r) => r.len(),
+        }
+    }
+}
+
 /// Reads the whole file, decompressing gzip when the name ends in `.gz` or the content is gzip.
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     let io = |source| Error::Io { path: path.to_path_buf(), source };

@@ -50,6 +50,11 @@ fn sharegpt_first_turn_is_the_benchmark_shape() {
     assert_eq!(w.requests.len(), 1);
     assert_eq!((w.requests[0].prompt_len, w.requests[0].output_len), (2, 1));
     assert_eq!(w.info.skipped.reasons["fewer than 2 messages"], 1);
+    // A fixed output length (the clients' --sharegpt-output-len) accepts single messages.
+    let fixed = BuildOptions { sharegpt_output_len: Some(5), ..opts };
+    let w = load(doc, &fixed).unwrap();
+    assert_eq!(w.requests.iter().map(|r| (r.prompt_len, r.output_len)).collect::<Vec<_>>(), vec![(2, 5), (1, 5)]);
+    assert!(w.store.token(w.requests[0].seq, 2) >= RESERVED_TOKEN_BASE);
 }
 
 #[test]

@@ -1,0 +1,143 @@
+//! SVG pictures (plotters' SVG backend: no system fonts or C libraries needed). For now the
+//! analysis figure: hit-ratio bound against block size, hit ratio against KV capacity, and the
+//! histogram of kept shared-prefix lengths, side by side.
+
+use crate::analyze::{Bounds, Repetition, Unit};
+use crate::error::{Error, Result};
+use plotters::prelude::*;
+use std::path::Path;
+
+fn plot_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Io { path: path.to_path_buf(), source: std::io::Error::other(e.to_string()) }
+}
+
+/// Checks that `path` names a format we can draw (SVG).
+pub fn check_plot_path(path: &Path) -> Result<()> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("svg") => Ok(()),
+        _ => Err(Error::invalid("--plot", format!("{}: only .svg files can be drawn in this build", path.display()))),
+    }
+}
+
+/// Draws the analysis figure to an SVG file.
+pub fn analysis_svg(path: &Path, title: &str, rep: &Repetition, bounds: Option<&Bounds>) -> Result<()> {
+    check_plot_path(path)?;
+    let root = SVGBackend::new(path, (1500, 460)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
+    let root = root.titled(title, ("sans-serif", 20)).map_err(|e| plot_err(path, e))?;
+    let panels = root.split_evenly((1, 3));
+    if let Some(b) = bounds {
+        bound_panel(&panels[0], b).map_err(|e| plot_err(path, e))?;
+        capacity_panel(&panels[1], b).map_err(|e| plot_err(path, e))?;
+    }
+    histogram_panel(&panels[2], rep).map_err(|e| plot_err(path, e))?;
+    root.present().map_err(|e| plot_err(path, e))?;
+    Ok(())
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+fn bound_panel(area: &Area<'_>, b: &Bounds) -> DrawResult {
+    let labels: Vec<String> = b
+        .unlimited
+        .iter()
+        .map(|x| x.block_size.map_or_else(|| "radix = block 1".to_string(), |bs| format!("block {bs}")))
+        .collect();
+    let mut chart = ChartBuilder::on(area)
+        .caption("Hit-ratio bound, unlimited KV", ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(-0.5f64..(labels.len() as f64 - 0.5), 0f64..100f64)?;
+    chart
+        .configure_mesh()
+        .x_labels(labels.len())
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("prompt tokens served from cache (%)")
+        .x_desc("paged block size (tokens) / radix tree")
+        .draw()?;
+    chart.draw_series(b.unlimited.iter().enumerate().map(|(i, x)| {
+        let color = if x.block_size.is_none() { RED } else { BLUE };
+        Rectangle::new([(i as f64 - 0.3, 0.0), (i as f64 + 0.3, x.hit_ratio * 100.0)], color.mix(0.7).filled())
+    }))?;
+    chart.draw_series(b.unlimited.iter().enumerate().map(|(i, x)| {
+        Text::new(
+            format!("{:.1}%", x.hit_ratio * 100.0),
+            (i as f64 - 0.3, x.hit_ratio * 100.0 + 4.0),
+            ("sans-serif", 13),
+        )
+    }))?;
+    Ok(())
+}
+
+fn capacity_panel(area: &Area<'_>, b: &Bounds) -> DrawResult {
+    let gb: Vec<f64> = b.capacity.iter().map(|p| p.kv_gb).collect();
+    let lo = gb.iter().copied().fold(f64::INFINITY, f64::min).max(1e-9);
+    let hi = gb.iter().copied().fold(0.0, f64::max).max(lo * 1.01);
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("Hit ratio vs KV capacity ({} B/token)", b.kv_bytes_per_token), ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d((lo * 0.8..hi * 1.25).log_scale(), 0f64..100f64)?;
+    chart
+        .configure_mesh()
+        .x_desc("KV cache capacity (GB, log scale)")
+        .y_desc("prompt tokens served from cache (%)")
+        .x_label_formatter(&|x| format!("{x:.3}"))
+        .draw()?;
+    for (policy, color) in [("paged", BLUE), ("radix", RED)] {
+        let pts: Vec<(f64, f64)> =
+            b.capacity.iter().filter(|p| p.policy == policy).map(|p| (p.kv_gb, p.hit_ratio * 100.0)).collect();
+        let label = if policy == "paged" { "paged, block 16" } else { "radix" };
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart.configure_series_labels().position(SeriesLabelPosition::UpperLeft).border_style(BLACK).draw()?;
+    Ok(())
+}
+
+fn histogram_panel(area: &Area<'_>, rep: &Repetition) -> DrawResult {
+    let unit = match rep.unit {
+        Unit::Chars => "characters",
+        Unit::Tokens => "tokens",
+    };
+    let lengths = &rep.kept_lengths;
+    let max = lengths.iter().copied().max().unwrap_or(1).max(1);
+    let bins = 20usize;
+    let width = max.div_ceil(bins).max(1);
+    let mut counts = vec![0usize; bins + 1];
+    for &l in lengths {
+        counts[(l / width).min(bins)] += 1;
+    }
+    let top = counts.iter().copied().max().unwrap_or(0).max(1);
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!("Shared prefixes kept (N={}, L>{}): {}", rep.min_count, rep.min_len, rep.leaves),
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0usize..(width * (bins + 1)), 0usize..(top + top / 10 + 1))?;
+    chart.configure_mesh().x_desc(format!("shared prefix length ({unit})")).y_desc("pruned leaves").draw()?;
+    chart.draw_series(
+        counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| Rectangle::new([(i * width, 0), ((i + 1) * width, c)], GREEN.mix(0.7).filled())),
+    )?;
+    Ok(())
+}
