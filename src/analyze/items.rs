@@ -7,7 +7,7 @@ use super::Scope;
 use crate::trace::native::Content;
 use crate::trace::sharegpt::Role;
 use crate::trace::Records;
-use crate::workload::{SeqId, TokenStore, Workload};
+use crate::workload::{Chunk, SeqId, TokenStore, Workload, RESERVED_TOKEN_BASE};
 use std::cmp::Ordering;
 
 /// Conversations as text; lengths and common prefixes in characters.
@@ -60,13 +60,40 @@ pub struct Tokens<'a> {
 }
 
 impl Tokens<'_> {
-    /// The first `len` token ids of item `i`, at most `max` of them.
-    pub fn describe(&self, i: usize, len: usize, max: usize) -> String {
+    /// The first `len` tokens of item `i`, at most `max` pieces: token ids, `h12` for a whole
+    /// Mooncake hash block (`h12..h15` for a run of them, `h16(100)` for a partial one) when
+    /// `trace_block` is given, `s<offset>+<len>` for other synthetic runs.
+    pub fn describe(&self, i: usize, len: usize, max: usize, trace_block: Option<u32>) -> String {
         let (seq, _) = self.items[i];
-        let mut ids = Vec::new();
-        self.store.fill(seq, 0, len.min(max), &mut ids);
-        let shown: Vec<String> = ids.iter().map(u32::to_string).collect();
-        format!("[{}{}]", shown.join(" "), if len > max { " …" } else { "" })
+        let mut parts: Vec<String> = Vec::new();
+        for c in self.store.chunks(seq, 0, len) {
+            match c {
+                Chunk::Slice(ids) => parts.extend(ids.iter().map(u32::to_string)),
+                Chunk::Run { base, len } => {
+                    let off = base.wrapping_sub(RESERVED_TOKEN_BASE);
+                    match trace_block {
+                        Some(b) if base >= RESERVED_TOKEN_BASE && off % b == 0 => {
+                            let (first, full, rest) = (off / b, len / b, len % b);
+                            if full == 1 {
+                                parts.push(format!("h{first}"));
+                            } else if full > 1 {
+                                parts.push(format!("h{first}..h{}", first + full - 1));
+                            }
+                            if rest > 0 {
+                                parts.push(format!("h{}({rest})", first + full));
+                            }
+                        }
+                        _ => parts.push(format!("s{off}+{len}")),
+                    }
+                }
+            }
+            if parts.len() > max {
+                break;
+            }
+        }
+        let more = parts.len() > max;
+        parts.truncate(max);
+        format!("[{}{}]", parts.join(" "), if more { " …" } else { "" })
     }
 }
 

@@ -236,6 +236,8 @@ pub struct Analysis {
 
 /// Characters of a prefix shown in reports.
 pub const SHOWN_CHARS: usize = 80;
+/// Token ids (or runs) of a prefix shown in reports.
+pub const SHOWN_TOKENS: usize = 16;
 
 /// Runs the analysis of a trace file.
 pub fn run(file: TraceFile, build: &BuildOptions, opts: &AnalyzeOptions, tick: &(dyn Fn() + Sync)) -> Result<Analysis> {
@@ -270,12 +272,12 @@ pub fn run(file: TraceFile, build: &BuildOptions, opts: &AnalyzeOptions, tick: &
                 })
                 .collect();
             let tok = Tokens { store: &store, items };
-            repetition(&tok, r, |i, l| tok.describe(i, l, SHOWN_CHARS / 4))
+            repetition(&tok, r, |i, l| tok.describe(i, l, SHOWN_TOKENS, None))
         }
         (_, None) => {
             let w = w.as_ref().expect("built for token sequences");
             let tok = Tokens { store: &w.store, items: items::workload_tokens(w, r.scope) };
-            repetition(&tok, r, |i, l| tok.describe(i, l, SHOWN_CHARS / 4))
+            repetition(&tok, r, |i, l| tok.describe(i, l, SHOWN_TOKENS, w.info.trace_block_size))
         }
     };
     let bounds = match (&w, opts.bounds) {
