@@ -4,8 +4,12 @@
 
 use cachesim::analyze::{AnalyzeOptions, RepetitionOptions, Scope, Unit};
 use cachesim::cache::{CacheSpec, Policy};
+use cachesim::config::RunOptions;
+use cachesim::engine::EngineKind;
+use cachesim::report::ReportStyle;
 use cachesim::tokenize::TokenizerKind;
 use cachesim::trace::{Format, ReadOptions};
+use cachesim::workload::arrivals::{ArrivalOptions, Rate};
 use cachesim::workload::gen;
 use cachesim::workload::{BuildOptions, Turns};
 use clap::{Args, Parser, Subcommand};
@@ -15,6 +19,9 @@ const ABOUT: &str = "Predicts how an LLM serving deployment behaves: replays req
 through engine-faithful prefix caches (vLLM paged blocks, SGLang radix tree, LightLLM token pool).";
 
 const AFTER: &str = "Examples:
+  cachesim                                         # simulate vLLM serving the bundled sample (llama-3.1-8b, h100-sxm)
+  cachesim --trace conv.jsonl --max-num-seqs 256 --num-gpu-blocks-override 16384 --report-style vllm
+  cachesim --num-prompts 50 --request-rate 20 --max-num-seqs 16 --max-num-batched-tokens 2048
   cachesim cache                                   # the bundled sample, every policy, unlimited capacity
   cachesim cache --trace conv.jsonl --policy paged --block 16,32 --capacity-tokens unlimited,1M
   cachesim cache --trace sharegpt.jsonl.gz --policy all --inflight 8 --json
@@ -22,15 +29,21 @@ const AFTER: &str = "Examples:
 
 /// cachesim command line.
 #[derive(Debug, Parser)]
-#[command(name = "cachesim", version, about = ABOUT, after_help = AFTER)]
+#[command(name = "cachesim", version, about = ABOUT, after_help = AFTER, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+    /// Without a subcommand, cachesim runs `run` with these options.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Simulate serving the trace (the default): schedule steps as the engine does, price them
+    /// with a roofline step-time model, and print the benchmark client's report.
+    Run(Box<RunArgs>),
     /// Replay a trace through prefix caches without timing and compare their hit ratios,
     /// side by side, at one or many capacities.
     Cache(CacheArgs),
@@ -88,6 +101,137 @@ impl TraceArgs {
             lenient: self.lenient,
         }
     }
+}
+
+/// `cachesim run` (and cachesim without a subcommand).
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// Serving engine whose scheduler is simulated.
+    #[arg(long, value_enum, default_value = "vllm", help_heading = "Engine")]
+    pub engine: EngineKind,
+    /// Model profile (built in: see models/models.toml).
+    #[arg(long, default_value = "llama-3.1-8b", help_heading = "Engine")]
+    pub model: String,
+    /// A TOML file with a [[model]] table, instead of --model.
+    #[arg(long, value_name = "FILE", help_heading = "Engine")]
+    pub model_file: Option<PathBuf>,
+    /// GPU profile (built in: see models/gpus.toml).
+    #[arg(long, default_value = "h100-sxm", help_heading = "Engine")]
+    pub gpu: String,
+    /// A TOML file with a [[gpu]] table, instead of --gpu.
+    #[arg(long, value_name = "FILE", help_heading = "Engine")]
+    pub gpu_file: Option<PathBuf>,
+    /// Tensor-parallel GPUs (adds two all-reduces per layer).
+    #[arg(long, visible_alias = "tensor-parallel-size", default_value_t = 1, help_heading = "Engine")]
+    pub tp: u64,
+    /// Cache model; default: the engine's own (vLLM: paged). Another one is a what-if.
+    #[arg(long, value_enum, help_heading = "Engine")]
+    pub policy: Option<Policy>,
+    /// KV block size in tokens (vLLM --block-size).
+    #[arg(long = "block-size", visible_alias = "block", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=512), help_heading = "Engine")]
+    pub block_size: u32,
+    /// Radix page size in tokens (SGLang --page-size).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=512), help_heading = "Engine")]
+    pub page_size: u32,
+    /// Share of GPU memory the engine may use (vLLM --gpu-memory-utilization).
+    #[arg(long, default_value_t = 0.9, help_heading = "Engine")]
+    pub gpu_memory_utilization: f64,
+    /// Memory kept for activations and the runtime per GPU, GB (vLLM measures it by profiling).
+    #[arg(long, default_value_t = 2.0, help_heading = "Engine")]
+    pub activation_reserve_gb: f64,
+    /// Number of KV blocks, null block included (vLLM --num-gpu-blocks-override).
+    #[arg(long, help_heading = "Engine")]
+    pub num_gpu_blocks_override: Option<u64>,
+    /// KV capacity in tokens for token-level caches (SGLang --max-total-tokens).
+    #[arg(long, help_heading = "Engine")]
+    pub max_total_tokens: Option<u64>,
+    /// Requests running at once (vLLM --max-num-seqs; default by GPU class: 1024 or 256).
+    #[arg(long, help_heading = "Engine")]
+    pub max_num_seqs: Option<u32>,
+    /// Tokens per step (vLLM --max-num-batched-tokens; default by GPU class: 8192 or 2048).
+    #[arg(long, help_heading = "Engine")]
+    pub max_num_batched_tokens: Option<u32>,
+    /// Turn chunked prefill off (vLLM --no-enable-chunked-prefill).
+    #[arg(long, help_heading = "Engine")]
+    pub no_enable_chunked_prefill: bool,
+    /// Cap on one request's prefill chunk per step, 0 = off (vLLM --long-prefill-token-threshold).
+    #[arg(long, default_value_t = 0, help_heading = "Engine")]
+    pub long_prefill_token_threshold: u32,
+    /// Longest context (default: the model's).
+    #[arg(long, help_heading = "Engine")]
+    pub max_model_len: Option<u64>,
+    /// Requests per second (`inf` = all at once). Default: the trace's time stamps when it has
+    /// them, else inf.
+    #[arg(long, value_parser = parse_rate, help_heading = "Load")]
+    pub request_rate: Option<Rate>,
+    /// Gamma shape of inter-arrival gaps (1 = Poisson; <1 burstier), vLLM semantics.
+    #[arg(long, default_value_t = 1.0, help_heading = "Load")]
+    pub burstiness: f64,
+    /// Client-side limit on requests in flight (closed loop).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Load")]
+    pub max_concurrency: Option<u32>,
+    /// Multiplies trace time stamps (2 = half the load).
+    #[arg(long, default_value_t = 1.0, help_heading = "Load")]
+    pub time_scale: f64,
+    /// Send only N requests (the first N of a timed or multi-turn trace, else a seeded sample).
+    #[arg(long, help_heading = "Load")]
+    pub num_prompts: Option<usize>,
+    /// Seed of sampling and arrivals.
+    #[arg(long, default_value_t = 0, help_heading = "Load")]
+    pub seed: u64,
+    /// Report layout: sglang bench_serving or vllm bench serve.
+    #[arg(long, value_enum, default_value = "sglang", help_heading = "Output")]
+    pub report_style: ReportStyle,
+    /// Print JSON (sglang's result keys, plus cache stats and the resolved config).
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
+    /// Write one row per request (times in seconds) to this CSV file.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub requests_csv: Option<PathBuf>,
+    /// Write one row per engine step to this CSV file.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub timeline_csv: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// Library options.
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            engine: self.engine,
+            model: self.model.clone(),
+            model_file: self.model_file.clone(),
+            gpu: self.gpu.clone(),
+            gpu_file: self.gpu_file.clone(),
+            tp: self.tp,
+            policy: self.policy,
+            block_size: self.block_size,
+            page_size: self.page_size,
+            gpu_memory_utilization: self.gpu_memory_utilization,
+            activation_reserve_gb: self.activation_reserve_gb,
+            num_gpu_blocks_override: self.num_gpu_blocks_override,
+            max_total_tokens: self.max_total_tokens,
+            max_num_seqs: self.max_num_seqs,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            enable_chunked_prefill: !self.no_enable_chunked_prefill,
+            long_prefill_token_threshold: self.long_prefill_token_threshold,
+            max_model_len: self.max_model_len,
+            arrivals: ArrivalOptions {
+                rate: self.request_rate,
+                burstiness: self.burstiness,
+                time_scale: self.time_scale,
+                num_prompts: self.num_prompts,
+                seed: self.seed,
+            },
+            max_concurrency: self.max_concurrency,
+        }
+    }
+}
+
+fn parse_rate(s: &str) -> Result<Rate, String> {
+    s.parse()
 }
 
 /// `cachesim cache`.
@@ -358,7 +502,7 @@ mod tests {
             "--capacity-tokens",
             "1k,unlimited",
         ]);
-        let Command::Cache(args) = cli.command else { panic!("cache") };
+        let Some(Command::Cache(args)) = cli.command else { panic!("cache") };
         let specs = args.specs();
         assert_eq!(specs.len(), 6);
         assert_eq!(specs[1].block_size, Some(32));

@@ -6,10 +6,16 @@
 
 pub mod analyze;
 pub mod cache;
+pub mod config;
+pub mod cost;
+pub mod engine;
 pub mod error;
+pub mod metrics;
 pub mod plot;
+pub mod profile;
 pub mod replay;
 pub mod report;
+pub mod sim;
 pub mod tokenize;
 pub mod trace;
 pub mod workload;

@@ -8,16 +8,18 @@ use cachesim::replay::{replay_all, ReplayOptions};
 use cachesim::report::{analysis_text, cache_table, thousands, trace_summary, CacheReport};
 use cachesim::workload::gen::{self, GenRecord};
 use clap::Parser;
-use cli::{AnalyzeArgs, CacheArgs, Cli, Command, GenCommand, GenCommon};
+use cli::{AnalyzeArgs, CacheArgs, Cli, Command, GenCommand, GenCommon, RunArgs};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Cache(args) => cache(&args),
-        Command::Analyze(args) => analyze(&args),
-        Command::Gen(g) => generate(&g),
+        None => run(&cli.run),
+        Some(Command::Run(args)) => run(&args),
+        Some(Command::Cache(args)) => cache(&args),
+        Some(Command::Analyze(args)) => analyze(&args),
+        Some(Command::Gen(g)) => generate(&g),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
@@ -30,6 +32,58 @@ fn spinner(msg: &str) -> ProgressBar {
     pb.set_message(msg.to_string());
     pb.enable_steady_tick(std::time::Duration::from_millis(120));
     pb
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let cfg = cachesim::config::resolve(&args.options())?;
+    let sp = spinner("reading and tokenizing the trace");
+    let w =
+        cachesim::load_workload(args.trace.trace.as_deref(), &args.trace.read_options(), &args.trace.build_options())
+            .context("cannot load the trace")?;
+    sp.set_message("simulating");
+    let out = cachesim::sim::simulate(&w, &cfg, args.timeline_csv.is_some())?;
+    sp.finish_and_clear();
+    if let Some(p) = &args.requests_csv {
+        write_csv(p, &out.sim.records)?;
+    }
+    if let Some(p) = &args.timeline_csv {
+        write_csv(p, &out.sim.timeline)?;
+    }
+    let load = cachesim::report::LoadEcho {
+        backend: "vllm".to_string(),
+        request_rate: match cfg.arrivals.rate {
+            Some(cachesim::workload::arrivals::Rate::PerSecond(r)) => Some(r),
+            _ => None,
+        },
+        trace_times: cfg.arrivals.rate.is_none() && w.requests.iter().all(|r| r.arrival_ms.is_some()),
+        max_concurrency: cfg.max_concurrency,
+    };
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        let doc = cachesim::report::RunReport {
+            summary: &out.summary,
+            cache: &out.sim.cache,
+            steps: out.sim.steps,
+            trace: &w.info,
+            config: &cfg,
+        };
+        serde_json::to_writer_pretty(&mut stdout, &doc)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", trace_summary(&w.info))?;
+        write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
+        write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load, &out.summary))?;
+    }
+    Ok(())
+}
+
+fn write_csv<T: serde::Serialize>(path: &std::path::Path, rows: &[T]) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
+    for r in rows {
+        w.serialize(r).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    w.flush()?;
+    Ok(())
 }
 
 fn cache(args: &CacheArgs) -> anyhow::Result<()> {

@@ -2,6 +2,7 @@
 //! per policy and capacity) and its JSON document, and the `cachesim analyze` report.
 
 use crate::analyze::{Analysis, Unit};
+use crate::metrics::Summary;
 use crate::replay::ReplayResult;
 use crate::workload::TraceInfo;
 use serde::Serialize;
@@ -189,9 +190,307 @@ pub fn analysis_text(a: &Analysis) -> String {
     s
 }
 
+/// The `cachesim run --json` document: sglang's result keys at the top level.
+#[derive(Debug, Serialize)]
+pub struct RunReport<'a> {
+    #[serde(flatten)]
+    pub summary: &'a Summary,
+    pub cache: &'a crate::cache::CacheStats,
+    pub steps: u64,
+    pub trace: &'a TraceInfo,
+    pub config: &'a crate::config::RunConfig,
+}
+
+/// Every resolved setting and the cache outcome, before the benchmark report.
+pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> String {
+    let mut s = String::new();
+    let e = &c.engine;
+    let _ = writeln!(
+        s,
+        "Engine:         vllm v1 · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {}",
+        e.max_num_seqs,
+        e.max_num_batched_tokens,
+        if e.enable_chunked_prefill { "on" } else { "off" },
+        e.long_prefill_token_threshold
+    );
+    let _ = writeln!(
+        s,
+        "Model / GPU:    {} on {} × {} (TP {}) · max_model_len {} · {} KV bytes/token",
+        c.model.name,
+        c.tp,
+        c.gpu.name,
+        c.tp,
+        thousands(c.max_model_len),
+        thousands(c.kv_bytes_per_token)
+    );
+    let blocks = c
+        .num_gpu_blocks
+        .map(|b| format!(" ({} blocks of {} incl. the null block)", thousands(b), c.cache.block_size.unwrap_or(16)))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "KV cache:       {} · {} tokens{} · gpu_memory_utilization {} · activation reserve {} GB",
+        c.cache.policy.name(),
+        thousands(c.kv_capacity_tokens),
+        blocks,
+        c.gpu_memory_utilization,
+        c.activation_reserve_gb
+    );
+    let m = &o.summary;
+    let prompt = m.total_input_tokens.max(1);
+    let _ = writeln!(
+        s,
+        "Cache outcome:  {} of {} prompt tokens reused ({:.2}%) · {} evicted · peak {} tokens · {} preemptions · {} steps",
+        thousands(m.cached_prompt_tokens),
+        thousands(m.total_input_tokens),
+        m.cached_prompt_tokens as f64 * 100.0 / prompt as f64,
+        thousands(o.sim.cache.evicted_tokens),
+        thousands(o.sim.cache.peak_used_tokens),
+        thousands(m.preemptions),
+        thousands(o.sim.steps)
+    );
+    s
+}
+
+/// Which benchmark client's layout to print (`--report-style`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ReportStyle {
+    /// `python -m sglang.bench_serving`.
+    Sglang,
+    /// `vllm bench serve`.
+    Vllm,
+}
+
+/// What the report header says about the load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadEcho {
+    /// Backend label (the engine).
+    pub backend: String,
+    /// `None` = inf; `Some(None)` style is covered by `trace_times`.
+    pub request_rate: Option<f64>,
+    /// Sends followed the trace's time stamps.
+    pub trace_times: bool,
+    pub max_concurrency: Option<u32>,
+}
+
+fn row(s: &mut String, label: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(s, "{:<40} {:<10}", label, value);
+}
+
+fn rowf(s: &mut String, label: &str, value: f64) {
+    let _ = writeln!(s, "{:<40} {:<10.2}", label, value);
+}
+
+fn section(s: &mut String, title: &str) {
+    let _ = writeln!(s, "{title:-^50}");
+}
+
+/// Python's `repr` of a float as the clients print the rate (`20.0`, `0.5`).
+fn py_float(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e16 {
+        format!("{x:.1}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// The report in the chosen client's exact layout (ENGINE_SPEC §7.3).
+pub fn bench_report(style: ReportStyle, load: &LoadEcho, m: &Summary) -> String {
+    let mut s = String::new();
+    match style {
+        ReportStyle::Sglang => {
+            let _ = writeln!(s);
+            let _ = writeln!(s, "{:=^50}", " Serving Benchmark Result ");
+            row(&mut s, "Backend:", &load.backend);
+            let rate = if load.trace_times {
+                "trace".to_string()
+            } else {
+                load.request_rate.map_or_else(|| "inf".to_string(), py_float)
+            };
+            row(&mut s, "Traffic request rate:", rate);
+            row(
+                &mut s,
+                "Max request concurrency:",
+                load.max_concurrency.map_or_else(|| "not set".to_string(), |c| c.to_string()),
+            );
+            row(&mut s, "Successful requests:", m.completed);
+            rowf(&mut s, "Benchmark duration (s):", m.duration);
+            row(&mut s, "Total input tokens:", m.total_input_tokens);
+            row(&mut s, "Total input text tokens:", m.total_input_tokens);
+            row(&mut s, "Total generated tokens:", m.total_output_tokens);
+            row(&mut s, "Total generated tokens (retokenized):", m.total_output_tokens);
+            rowf(&mut s, "Request throughput (req/s):", m.request_throughput);
+            rowf(&mut s, "Input token throughput (tok/s):", m.input_throughput);
+            rowf(&mut s, "Output token throughput (tok/s):", m.output_throughput);
+            rowf(&mut s, "Peak output token throughput (tok/s):", m.peak_output_throughput);
+            row(&mut s, "Peak concurrent requests:", m.peak_concurrent_requests);
+            rowf(&mut s, "Total token throughput (tok/s):", m.total_throughput);
+            rowf(&mut s, "Concurrency:", m.concurrency);
+            section(&mut s, "End-to-End Latency");
+            rowf(&mut s, "Mean E2E Latency (ms):", m.mean_e2e_latency_ms);
+            rowf(&mut s, "Median E2E Latency (ms):", m.median_e2e_latency_ms);
+            rowf(&mut s, "P90 E2E Latency (ms):", m.p90_e2e_latency_ms);
+            rowf(&mut s, "P99 E2E Latency (ms):", m.p99_e2e_latency_ms);
+            section(&mut s, "Time to First Token");
+            rowf(&mut s, "Mean TTFT (ms):", m.mean_ttft_ms);
+            rowf(&mut s, "Median TTFT (ms):", m.median_ttft_ms);
+            rowf(&mut s, "P99 TTFT (ms):", m.p99_ttft_ms);
+            section(&mut s, "Time per Output Token (excl. 1st token)");
+            rowf(&mut s, "Mean TPOT (ms):", m.mean_tpot_ms);
+            rowf(&mut s, "Median TPOT (ms):", m.median_tpot_ms);
+            rowf(&mut s, "P99 TPOT (ms):", m.p99_tpot_ms);
+            section(&mut s, "Inter-Token Latency");
+            rowf(&mut s, "Mean ITL (ms):", m.mean_itl_ms);
+            rowf(&mut s, "Median ITL (ms):", m.median_itl_ms);
+            rowf(&mut s, "P95 ITL (ms):", m.p95_itl_ms);
+            rowf(&mut s, "P99 ITL (ms):", m.p99_itl_ms);
+            rowf(&mut s, "Max ITL (ms):", m.max_itl_ms);
+        }
+        ReportStyle::Vllm => {
+            let _ = writeln!(s, "{:=^50}", " Serving Benchmark Result ");
+            row(&mut s, "Successful requests:", m.completed);
+            row(&mut s, "Failed requests:", m.failed);
+            if let Some(c) = load.max_concurrency {
+                row(&mut s, "Maximum request concurrency:", c);
+            }
+            if let (Some(r), false) = (load.request_rate, load.trace_times) {
+                rowf(&mut s, "Request rate configured (RPS):", r);
+            }
+            rowf(&mut s, "Benchmark duration (s):", m.duration);
+            row(&mut s, "Total input tokens:", m.total_input_tokens);
+            row(&mut s, "Total generated tokens:", m.total_output_tokens);
+            rowf(&mut s, "Request throughput (req/s):", m.request_throughput);
+            rowf(&mut s, "Output token throughput (tok/s):", m.output_throughput);
+            rowf(&mut s, "Peak output token throughput (tok/s):", m.peak_output_throughput);
+            rowf(&mut s, "Peak concurrent requests:", m.peak_concurrent_requests as f64);
+            rowf(&mut s, "Total token throughput (tok/s):", m.total_throughput);
+            section(&mut s, "Time to First Token");
+            rowf(&mut s, "Mean TTFT (ms):", m.mean_ttft_ms);
+            rowf(&mut s, "Median TTFT (ms):", m.median_ttft_ms);
+            rowf(&mut s, "P99 TTFT (ms):", m.p99_ttft_ms);
+            section(&mut s, "Time per Output Token (excl. 1st token)");
+            rowf(&mut s, "Mean TPOT (ms):", m.mean_tpot_ms);
+            rowf(&mut s, "Median TPOT (ms):", m.median_tpot_ms);
+            rowf(&mut s, "P99 TPOT (ms):", m.p99_tpot_ms);
+            section(&mut s, "Inter-token Latency");
+            rowf(&mut s, "Mean ITL (ms):", m.mean_itl_ms);
+            rowf(&mut s, "Median ITL (ms):", m.median_itl_ms);
+            rowf(&mut s, "P99 ITL (ms):", m.p99_itl_ms);
+        }
+    }
+    let _ = writeln!(s, "{}", "=".repeat(50));
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn summary() -> Summary {
+        let mut log = crate::metrics::TokenLog::default();
+        let r = crate::metrics::RequestRecord {
+            id: 0,
+            send_s: 0.0,
+            first_token_s: 0.25,
+            last_token_s: 1.25,
+            prompt_tokens: 200,
+            output_tokens: 101,
+            cached_prompt_tokens: 0,
+            preemptions: 0,
+            first_scheduled_s: 0.0,
+        };
+        for k in 0..101 {
+            log.token(0.25 + k as f64 * 0.01, (k > 0).then(|| 0.25 + (k - 1) as f64 * 0.01));
+        }
+        Summary::new(&[r], 0, &mut log)
+    }
+
+    /// The exact sglang bench_serving layout (ENGINE_SPEC §7.3): 40-char labels, 10-char values.
+    #[test]
+    fn golden_sglang_layout() {
+        let load =
+            LoadEcho { backend: "vllm".into(), request_rate: Some(20.0), trace_times: false, max_concurrency: None };
+        let got = bench_report(ReportStyle::Sglang, &load, &summary());
+        let want = [
+            "",
+            "============ Serving Benchmark Result ============",
+            "Backend:                                 vllm      ",
+            "Traffic request rate:                    20.0      ",
+            "Max request concurrency:                 not set   ",
+            "Successful requests:                     1         ",
+            "Benchmark duration (s):                  1.25      ",
+            "Total input tokens:                      200       ",
+            "Total input text tokens:                 200       ",
+            "Total generated tokens:                  101       ",
+            "Total generated tokens (retokenized):    101       ",
+            "Request throughput (req/s):              0.80      ",
+            "Input token throughput (tok/s):          160.00    ",
+            "Output token throughput (tok/s):         80.80     ",
+            "Peak output token throughput (tok/s):    75.00     ",
+            "Peak concurrent requests:                1         ",
+            "Total token throughput (tok/s):          240.80    ",
+            "Concurrency:                             1.00      ",
+            "----------------End-to-End Latency----------------",
+            "Mean E2E Latency (ms):                   1250.00   ",
+            "Median E2E Latency (ms):                 1250.00   ",
+            "P90 E2E Latency (ms):                    1250.00   ",
+            "P99 E2E Latency (ms):                    1250.00   ",
+            "---------------Time to First Token----------------",
+            "Mean TTFT (ms):                          250.00    ",
+            "Median TTFT (ms):                        250.00    ",
+            "P99 TTFT (ms):                           250.00    ",
+            "-----Time per Output Token (excl. 1st token)------",
+            "Mean TPOT (ms):                          10.00     ",
+            "Median TPOT (ms):                        10.00     ",
+            "P99 TPOT (ms):                           10.00     ",
+            "---------------Inter-Token Latency----------------",
+            "Mean ITL (ms):                           10.00     ",
+            "Median ITL (ms):                         10.00     ",
+            "P95 ITL (ms):                            10.00     ",
+            "P99 ITL (ms):                            10.00     ",
+            "Max ITL (ms):                            10.00     ",
+            "==================================================",
+        ];
+        assert_eq!(got.lines().collect::<Vec<_>>(), want);
+    }
+
+    /// The exact `vllm bench serve` layout, with its conditional rows.
+    #[test]
+    fn golden_vllm_layout() {
+        let load =
+            LoadEcho { backend: "vllm".into(), request_rate: Some(20.0), trace_times: false, max_concurrency: Some(8) };
+        let got = bench_report(ReportStyle::Vllm, &load, &summary());
+        let want = [
+            "============ Serving Benchmark Result ============",
+            "Successful requests:                     1         ",
+            "Failed requests:                         0         ",
+            "Maximum request concurrency:             8         ",
+            "Request rate configured (RPS):           20.00     ",
+            "Benchmark duration (s):                  1.25      ",
+            "Total input tokens:                      200       ",
+            "Total generated tokens:                  101       ",
+            "Request throughput (req/s):              0.80      ",
+            "Output token throughput (tok/s):         80.80     ",
+            "Peak output token throughput (tok/s):    75.00     ",
+            "Peak concurrent requests:                1.00      ",
+            "Total token throughput (tok/s):          240.80    ",
+            "---------------Time to First Token----------------",
+            "Mean TTFT (ms):                          250.00    ",
+            "Median TTFT (ms):                        250.00    ",
+            "P99 TTFT (ms):                           250.00    ",
+            "-----Time per Output Token (excl. 1st token)------",
+            "Mean TPOT (ms):                          10.00     ",
+            "Median TPOT (ms):                        10.00     ",
+            "P99 TPOT (ms):                           10.00     ",
+            "---------------Inter-token Latency----------------",
+            "Mean ITL (ms):                           10.00     ",
+            "Median ITL (ms):                         10.00     ",
+            "P99 ITL (ms):                            10.00     ",
+            "==================================================",
+        ];
+        assert_eq!(got.lines().collect::<Vec<_>>(), want);
+    }
 
     #[test]
     fn thousands_groups_digits() {

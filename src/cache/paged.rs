@@ -15,6 +15,12 @@ use std::sync::Arc;
 const NIL: u32 = u32::MAX;
 const NO_HASH: u64 = u64::MAX;
 
+#[derive(Default)]
+struct Parked {
+    hashes: Vec<u64>,
+    hits: Vec<u32>,
+}
+
 struct ReqState {
     seq: SeqId,
     /// Block table, in token order.
@@ -45,6 +51,10 @@ pub struct PagedCache {
     list_len: u64,
     map: FxHashMap<u64, u32>,
     reqs: Vec<Option<ReqState>>,
+    /// Requests not currently admitted (failed admission, preempted): their block hashes, kept
+    /// as vLLM keeps `request.block_hashes`, and the hits of their last lookup, re-validated
+    /// cheaply on the next try (a block still carrying its hash is still the map's answer).
+    parked: FxHashMap<ReqId, Parked>,
     in_use: u64,
     cached_free: u64,
     stats: CacheStats,
@@ -75,6 +85,7 @@ impl PagedCache {
             list_len: 0,
             map: FxHashMap::default(),
             reqs: Vec::new(),
+            parked: FxHashMap::default(),
             in_use: 0,
             cached_free: 0,
             stats: CacheStats::default(),
@@ -117,9 +128,14 @@ impl PagedCache {
 
     /// Hits for `seq[..known]`: leading cached blocks, at most `(known − 1) / B` of them.
     /// Hashes computed on the way are appended to `hashes` (which holds a prefix of them).
+    /// `hits` may hold an earlier lookup's answer: the prefix whose blocks still carry their
+    /// hash is kept (each is still the first block of its hash), the rest looked up again.
     fn walk(&self, seq: SeqId, known: usize, hashes: &mut Vec<u64>, hits: &mut Vec<u32>) {
         let max_blocks = known.saturating_sub(1) / self.block;
-        for i in 0..max_blocks {
+        let valid =
+            hits.iter().zip(hashes.iter()).take(max_blocks).take_while(|(&b, &h)| self.hash[b as usize] == h).count();
+        hits.truncate(valid);
+        for i in valid..max_blocks {
             if hashes.len() <= i {
                 let parent = if i == 0 { ROOT_HASH } else { hashes[i - 1] };
                 hashes.push(self.block_hash(seq, parent, i));
@@ -277,12 +293,13 @@ impl PagedCache {
         self.reqs[i] = Some(st);
     }
 
-    fn free_request(&mut self, req: ReqId) {
+    fn free_request(&mut self, req: ReqId) -> Vec<u64> {
         let st = self.take_state(req);
         self.stats.partial_block_waste_tokens += (st.blocks.len() * self.block - st.tokens) as u64;
         for &b in st.blocks.iter().rev() {
             self.release(b);
         }
+        st.hashes
     }
 }
 
@@ -304,14 +321,19 @@ impl PrefixCache for PagedCache {
 
     fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
         debug_assert!(self.reqs.get(req as usize).is_none_or(Option::is_none), "request admitted twice");
-        let mut st = ReqState { seq, blocks: Vec::new(), hashes: Vec::new(), cached_blocks: 0, tokens: 0 };
-        let mut hits = Vec::new();
+        // Any admission needs at least one new block (the last known token is never a hit).
+        if self.free_len() == 0 {
+            return None;
+        }
+        let Parked { hashes, mut hits } = self.parked.remove(&req).unwrap_or_default();
+        let mut st = ReqState { seq, blocks: Vec::new(), hashes, cached_blocks: 0, tokens: 0 };
         self.walk(seq, known, &mut st.hashes, &mut hits);
         let hit = hits.len() * self.block;
         let total = hit + (known - hit).min(max_new_tokens);
         let need = total.div_ceil(self.block) - hits.len();
         let evictable_hits = hits.iter().filter(|&&b| self.ref_cnt[b as usize] == 0).count();
         if (need + evictable_hits) as u64 > self.free_len() {
+            self.parked.insert(req, Parked { hashes: st.hashes, hits });
             return None;
         }
         for &b in &hits {
@@ -359,7 +381,8 @@ impl PrefixCache for PagedCache {
 
     fn preempt(&mut self, req: ReqId) {
         // Recompute mode: blocks freed (tail first), still hashed, likely re-hit on resume.
-        self.free_request(req);
+        let hashes = self.free_request(req);
+        self.parked.insert(req, Parked { hashes, hits: Vec::new() });
     }
 
     fn usage(&self) -> Usage {

@@ -4,6 +4,7 @@
 //! materialised. The id space: real tokens below [`RESERVED_TOKEN_BASE`], synthetic runs above
 //! it, chat-template markers at the very top.
 
+pub mod arrivals;
 pub mod gen;
 pub mod tokens;
 

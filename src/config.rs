@@ -1,0 +1,220 @@
+//! A serving run's configuration: what the user set ([`RunOptions`]) resolved into every value
+//! the engine will use ([`RunConfig`]), engine defaults included — vLLM's limits by GPU class
+//! (ENGINE_SPEC §2.2) and its KV capacity from `gpu_memory_utilization` (§1.1). The resolved
+//! config is echoed in every report, so a run can be compared with a real `vllm serve`.
+
+use crate::cache::{CacheSpec, Policy};
+use crate::cost::{Efficiency, Roofline};
+use crate::engine::{EngineConfig, EngineKind};
+use crate::error::{Error, Result};
+use crate::profile::{self, Gpu, Model};
+use crate::workload::arrivals::ArrivalOptions;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// What the user asked for; `None` means "the engine's default".
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub engine: EngineKind,
+    pub model: String,
+    pub model_file: Option<PathBuf>,
+    pub gpu: String,
+    pub gpu_file: Option<PathBuf>,
+    pub tp: u64,
+    /// Cache model; default: the engine's own (vLLM → paged).
+    pub policy: Option<Policy>,
+    pub block_size: u32,
+    pub page_size: u32,
+    pub gpu_memory_utilization: f64,
+    /// Weights aside, memory the engine keeps for activations and runtime, per GPU (GB).
+    pub activation_reserve_gb: f64,
+    pub num_gpu_blocks_override: Option<u64>,
+    pub max_total_tokens: Option<u64>,
+    pub max_num_seqs: Option<u32>,
+    pub max_num_batched_tokens: Option<u32>,
+    pub enable_chunked_prefill: bool,
+    pub long_prefill_token_threshold: u32,
+    pub max_model_len: Option<u64>,
+    pub arrivals: ArrivalOptions,
+    pub max_concurrency: Option<u32>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            engine: EngineKind::Vllm,
+            model: "llama-3.1-8b".into(),
+            model_file: None,
+            gpu: "h100-sxm".into(),
+            gpu_file: None,
+            tp: 1,
+            policy: None,
+            block_size: 16,
+            page_size: 1,
+            gpu_memory_utilization: 0.9,
+            activation_reserve_gb: 2.0,
+            num_gpu_blocks_override: None,
+            max_total_tokens: None,
+            max_num_seqs: None,
+            max_num_batched_tokens: None,
+            enable_chunked_prefill: true,
+            long_prefill_token_threshold: 0,
+            max_model_len: None,
+            arrivals: ArrivalOptions::default(),
+            max_concurrency: None,
+        }
+    }
+}
+
+/// Every value the run uses.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfig {
+    pub engine: EngineConfig,
+    pub cache: CacheSpec,
+    pub model: Model,
+    pub gpu: Gpu,
+    pub tp: u64,
+    pub max_model_len: u64,
+    pub gpu_memory_utilization: f64,
+    pub activation_reserve_gb: f64,
+    /// vLLM's block count, the null block included (paged caches).
+    pub num_gpu_blocks: Option<u64>,
+    pub kv_capacity_tokens: u64,
+    pub kv_bytes_per_token: u64,
+    pub arrivals: ArrivalOptions,
+    pub max_concurrency: Option<u32>,
+    pub efficiency: Efficiency,
+}
+
+impl RunConfig {
+    /// The step-time model of this configuration.
+    pub fn cost(&self) -> Roofline {
+        Roofline::new(&self.gpu, &self.model, self.tp, self.efficiency)
+    }
+}
+
+fn positive(field: &str, v: f64) -> Result<f64> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(Error::invalid(field, format!("{v} must be a positive number")))
+    }
+}
+
+/// Resolves options into a full configuration.
+pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
+    let model = profile::model(&o.model, o.model_file.as_deref())?;
+    let gpu = profile::gpu(&o.gpu, o.gpu_file.as_deref())?;
+    if o.tp == 0 || o.tp > 64 {
+        return Err(Error::invalid("--tp", format!("{} must be between 1 and 64", o.tp)));
+    }
+    if o.model_file.is_none() && model.heads % o.tp != 0 {
+        return Err(Error::invalid("--tp", format!("{} attention heads do not split over {} GPUs", model.heads, o.tp)));
+    }
+    let util = positive("--gpu-memory-utilization", o.gpu_memory_utilization)?;
+    if util > 1.0 {
+        return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
+    }
+    let max_model_len = o.max_model_len.unwrap_or(model.max_context);
+    // vLLM serve defaults by device class, then its post-processing (ENGINE_SPEC §2.2).
+    let large = gpu.vllm_large();
+    let (seqs_default, tokens_default) = if large { (1024, 8192) } else { (256, 2048) };
+    let mut max_num_seqs = o.max_num_seqs.unwrap_or(seqs_default);
+    let mut max_num_batched_tokens = o.max_num_batched_tokens.unwrap_or(tokens_default);
+    if o.max_num_batched_tokens.is_none() {
+        if !o.enable_chunked_prefill {
+            max_num_batched_tokens = max_num_batched_tokens.max(max_model_len.min(u32::MAX as u64) as u32);
+        }
+        max_num_batched_tokens =
+            (max_num_batched_tokens as u64).min(max_num_seqs as u64 * max_model_len).min(u32::MAX as u64) as u32;
+    }
+    if o.max_num_seqs.is_none() {
+        max_num_seqs = max_num_seqs.min(max_num_batched_tokens);
+    }
+    if max_num_seqs == 0 || max_num_batched_tokens < max_num_seqs {
+        return Err(Error::invalid(
+            "--max-num-batched-tokens",
+            format!("{max_num_batched_tokens} must be at least --max-num-seqs ({max_num_seqs})"),
+        ));
+    }
+    let policy = o.policy.unwrap_or(match o.engine {
+        EngineKind::Vllm => Policy::Paged,
+    });
+    let kv_tokens = profile::vllm_kv_tokens(&gpu, &model, o.tp, util, o.activation_reserve_gb);
+    let (num_gpu_blocks, capacity) = match policy {
+        Policy::Paged => {
+            let blocks = o.num_gpu_blocks_override.unwrap_or(kv_tokens / o.block_size as u64);
+            if blocks < 2 {
+                return Err(Error::invalid(
+                    "--num-gpu-blocks-override",
+                    format!(
+                        "{blocks} KV blocks: the model does not fit (weights {:.1} GB per GPU)",
+                        model.weight_bytes(2) / o.tp as f64 / 1e9
+                    ),
+                ));
+            }
+            (Some(blocks), (blocks - 1) * o.block_size as u64)
+        }
+        _ => (None, o.max_total_tokens.unwrap_or(kv_tokens)),
+    };
+    if capacity == 0 {
+        return Err(Error::invalid("--gpu-memory-utilization", "no memory left for the KV cache"));
+    }
+    Ok(RunConfig {
+        engine: EngineConfig {
+            engine: o.engine,
+            max_num_seqs,
+            max_num_batched_tokens,
+            enable_chunked_prefill: o.enable_chunked_prefill,
+            long_prefill_token_threshold: o.long_prefill_token_threshold,
+        },
+        cache: CacheSpec {
+            policy,
+            block_size: (policy == Policy::Paged).then_some(o.block_size),
+            page_size: (policy == Policy::Radix).then_some(o.page_size),
+            capacity_tokens: Some(capacity),
+        },
+        kv_bytes_per_token: model.kv_bytes_per_token(2),
+        model,
+        gpu,
+        tp: o.tp,
+        max_model_len,
+        gpu_memory_utilization: util,
+        activation_reserve_gb: o.activation_reserve_gb,
+        num_gpu_blocks,
+        kv_capacity_tokens: capacity,
+        arrivals: o.arrivals,
+        max_concurrency: o.max_concurrency,
+        efficiency: Efficiency::default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vllm_defaults_by_gpu_class() {
+        let c = resolve(&RunOptions::default()).unwrap();
+        assert_eq!((c.engine.max_num_seqs, c.engine.max_num_batched_tokens), (1024, 8192));
+        assert_eq!(c.cache.block_size, Some(16));
+        let blocks = c.num_gpu_blocks.unwrap();
+        assert_eq!(c.kv_capacity_tokens, (blocks - 1) * 16);
+        let a100 = resolve(&RunOptions { gpu: "a100-80gb".into(), ..Default::default() }).unwrap();
+        assert_eq!((a100.engine.max_num_seqs, a100.engine.max_num_batched_tokens), (256, 2048));
+        let o = RunOptions { num_gpu_blocks_override: Some(16384), ..Default::default() };
+        assert_eq!(resolve(&o).unwrap().kv_capacity_tokens, 16383 * 16);
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = resolve(&RunOptions { max_num_seqs: Some(64), max_num_batched_tokens: Some(32), ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("--max-num-batched-tokens"));
+        let e = resolve(&RunOptions { model: "llama-3.1-70b".into(), gpu: "a10".into(), ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("does not fit"));
+        let e = resolve(&RunOptions { tp: 3, ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("--tp"));
+        let e = resolve(&RunOptions { gpu_memory_utilization: 1.5, ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("above 1"));
+    }
+}

@@ -1,0 +1,118 @@
+//! Serving engines: the per-request runtime state every scheduler works on ([`ReqRt`]), the
+//! [`Scheduler`] seam, and the engine limits ([`EngineConfig`]). One scheduler per engine
+//! family; each follows ENGINE_SPEC exactly (vLLM v1: §2.1). A scheduler decides which
+//! requests compute how many tokens in the next step; it owns its queues and talks to the
+//! prefix cache; the event loop ([`crate::sim`]) prices the step and emits tokens.
+
+pub mod vllm;
+
+use crate::cache::{PrefixCache, ReqId};
+use crate::cost::BatchShape;
+use crate::workload::SeqId;
+use serde::Serialize;
+
+/// Engine families (`--engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineKind {
+    /// vLLM v1: one token budget per step, running requests first, chunked prefill.
+    Vllm,
+}
+
+/// Scheduler limits, named as the engines name them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EngineConfig {
+    pub engine: EngineKind,
+    /// vLLM `--max-num-seqs`: requests in `running` at most.
+    pub max_num_seqs: u32,
+    /// vLLM `--max-num-batched-tokens`: new tokens per step at most.
+    pub max_num_batched_tokens: u32,
+    /// vLLM `--enable-chunked-prefill` (v1 default on).
+    pub enable_chunked_prefill: bool,
+    /// vLLM `--long-prefill-token-threshold` (0 = off): cap on one request's chunk.
+    pub long_prefill_token_threshold: u32,
+}
+
+/// A request as the engine sees it while it runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReqRt {
+    pub seq: SeqId,
+    pub prompt_len: u32,
+    pub output_len: u32,
+    /// Tokens known: prompt + outputs sampled so far.
+    pub num_tokens: u32,
+    /// Tokens whose KV is computed (or reused from the cache).
+    pub num_computed: u32,
+    /// Outputs sampled so far.
+    pub generated: u32,
+    pub preemptions: u32,
+    /// Prompt tokens reused from the cache at the first admission.
+    pub cached_prompt_tokens: u32,
+    /// When it was first scheduled (seconds), `NaN` before.
+    pub first_scheduled_s: f64,
+    /// Admitted at least once (so `cached_prompt_tokens` is set).
+    pub admitted: bool,
+}
+
+impl ReqRt {
+    /// A request not yet seen by the engine.
+    pub fn new(seq: SeqId, prompt_len: u32, output_len: u32) -> Self {
+        Self {
+            seq,
+            prompt_len,
+            output_len: output_len.max(1),
+            num_tokens: prompt_len,
+            num_computed: 0,
+            generated: 0,
+            preemptions: 0,
+            cached_prompt_tokens: 0,
+            first_scheduled_s: f64::NAN,
+            admitted: false,
+        }
+    }
+}
+
+/// What a scheduler put in a step.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// (request, new tokens) in scheduling order.
+    pub items: Vec<(ReqId, u32)>,
+    pub shape: BatchShape,
+    /// Requests preempted while forming this batch.
+    pub preempted: u32,
+}
+
+impl Batch {
+    /// Empties the batch for reuse.
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.shape = BatchShape::default();
+        self.preempted = 0;
+    }
+    /// Adds `new` tokens of request `r`.
+    pub fn push(&mut self, id: ReqId, r: &ReqRt, new: u32) {
+        self.items.push((id, new));
+        self.shape.add(r.num_computed as u64, new as u64);
+    }
+}
+
+/// A scheduler: queues plus the engine's rule for forming a batch.
+pub trait Scheduler: Send {
+    /// An arrived request joins the waiting queue.
+    fn enqueue(&mut self, id: ReqId);
+    /// Forms the next batch at time `now` into `out` (cleared first).
+    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch);
+    /// A request finished (its KV is already released): forget it.
+    fn finished(&mut self, id: ReqId);
+    /// Requests waiting and running.
+    fn queued(&self) -> (usize, usize);
+    /// Drops the waiting head (it can never run, e.g. larger than the KV cache); returns it.
+    fn reject_head(&mut self) -> Option<ReqId>;
+}
+
+/// Builds the scheduler of an engine.
+pub fn scheduler(cfg: &EngineConfig) -> Box<dyn Scheduler> {
+    match cfg.engine {
+        EngineKind::Vllm => Box::new(vllm::VllmV1::new(*cfg)),
+    }
+}

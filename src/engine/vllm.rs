@@ -1,0 +1,122 @@
+//! vLLM v1 scheduler (ENGINE_SPEC §2.1). One token budget per step: running requests first,
+//! in admission order (decodes and unfinished prefill chunks alike), each taking
+//! `min(remaining, budget)` tokens; when KV cannot grow, the *last* running request is
+//! preempted (recompute: blocks freed, outputs kept, prepended to waiting) until it fits or
+//! the request itself was the victim. Waiting requests are admitted in FCFS order only when
+//! nothing was preempted in this step, under `max_num_seqs`, with their prefix-cache hit free
+//! of budget; the first that cannot be allocated blocks everyone behind it.
+
+use super::{Batch, EngineConfig, ReqRt, Scheduler};
+use crate::cache::{PrefixCache, ReqId};
+use std::collections::VecDeque;
+
+/// The v1 scheduler's queues.
+pub struct VllmV1 {
+    cfg: EngineConfig,
+    running: Vec<ReqId>,
+    waiting: VecDeque<ReqId>,
+}
+
+impl VllmV1 {
+    /// An idle scheduler.
+    pub fn new(cfg: EngineConfig) -> Self {
+        Self { cfg, running: Vec::new(), waiting: VecDeque::new() }
+    }
+
+    fn cap(&self, n: u32) -> u32 {
+        let t = self.cfg.long_prefill_token_threshold;
+        if t > 0 && n > t {
+            t
+        } else {
+            n
+        }
+    }
+}
+
+impl Scheduler for VllmV1 {
+    fn enqueue(&mut self, id: ReqId) {
+        self.waiting.push_back(id);
+    }
+
+    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
+        out.clear();
+        let mut budget = self.cfg.max_num_batched_tokens;
+        // Phase A: running requests, in list order.
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let id = self.running[i];
+            let r = reqs[id as usize];
+            let n = self.cap(r.num_tokens - r.num_computed).min(budget);
+            if n == 0 {
+                i += 1;
+                continue;
+            }
+            let mut self_preempted = false;
+            while !cache.grow(id, (r.num_computed + n) as usize) {
+                let victim = self.running.pop().expect("the request itself is running");
+                cache.preempt(victim);
+                let v = &mut reqs[victim as usize];
+                v.num_computed = 0;
+                v.preemptions += 1;
+                self.waiting.push_front(victim);
+                out.preempted += 1;
+                if victim == id {
+                    self_preempted = true;
+                    break;
+                }
+            }
+            if self_preempted {
+                break;
+            }
+            out.push(id, &r, n);
+            budget -= n;
+            i += 1;
+        }
+        // Phase B: waiting requests, only if nothing was preempted.
+        if out.preempted > 0 {
+            return;
+        }
+        while budget > 0 && self.running.len() < self.cfg.max_num_seqs as usize {
+            let Some(&id) = self.waiting.front() else { break };
+            let r = reqs[id as usize];
+            let known = r.num_tokens as usize;
+            if !self.cfg.enable_chunked_prefill {
+                let hit = cache.peek(r.seq, known);
+                if (self.cap((known - hit) as u32)) > budget {
+                    break;
+                }
+            }
+            let max_new = budget.min(self.cap(u32::MAX));
+            let Some(a) = cache.admit(id, r.seq, known, max_new as usize) else { break };
+            let n = (a.allocated_tokens - a.hit_tokens) as u32;
+            let r = &mut reqs[id as usize];
+            r.num_computed = a.hit_tokens as u32;
+            if !r.admitted {
+                r.admitted = true;
+                r.cached_prompt_tokens = a.hit_tokens as u32;
+            }
+            if r.first_scheduled_s.is_nan() {
+                r.first_scheduled_s = now;
+            }
+            self.waiting.pop_front();
+            self.running.push(id);
+            let r = *r;
+            out.push(id, &r, n);
+            budget -= n;
+        }
+    }
+
+    fn finished(&mut self, id: ReqId) {
+        if let Some(p) = self.running.iter().position(|&x| x == id) {
+            self.running.remove(p);
+        }
+    }
+
+    fn queued(&self) -> (usize, usize) {
+        (self.waiting.len(), self.running.len())
+    }
+
+    fn reject_head(&mut self) -> Option<ReqId> {
+        self.waiting.pop_front()
+    }
+}

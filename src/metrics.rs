@@ -1,0 +1,273 @@
+//! Per-request records → the benchmark clients' summary (ENGINE_SPEC §7.1–7.2): TTFT, TPOT
+//! excluding the first token (requests with one output token have none), ITL pooled over all
+//! requests, E2E latency, throughputs over the duration, Concurrency = Σ latency / duration,
+//! peak output throughput and peak concurrent requests over 1-second bins. Statistics are
+//! numpy's: mean, median, population std, percentiles with linear interpolation; an empty list
+//! counts as `[0]`.
+
+use serde::Serialize;
+
+/// One request as the client saw it (seconds from the benchmark start).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RequestRecord {
+    pub id: u32,
+    /// When the client sent it (after waiting for a concurrency slot, if any).
+    pub send_s: f64,
+    pub first_token_s: f64,
+    pub last_token_s: f64,
+    pub prompt_tokens: u32,
+    pub output_tokens: u32,
+    pub cached_prompt_tokens: u32,
+    pub preemptions: u32,
+    /// When the engine first scheduled it.
+    pub first_scheduled_s: f64,
+}
+
+impl RequestRecord {
+    /// Time to first token.
+    pub fn ttft_s(&self) -> f64 {
+        self.first_token_s - self.send_s
+    }
+    /// End-to-end latency.
+    pub fn latency_s(&self) -> f64 {
+        self.last_token_s - self.send_s
+    }
+    /// Time per output token after the first; `None` with one output token.
+    pub fn tpot_s(&self) -> Option<f64> {
+        (self.output_tokens > 1).then(|| (self.latency_s() - self.ttft_s()) / (self.output_tokens - 1) as f64)
+    }
+}
+
+/// numpy statistics of a list (ms values in reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Stats {
+    pub mean: f64,
+    pub median: f64,
+    pub std: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// numpy.percentile with linear interpolation over sorted data.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = p / 100.0 * (sorted.len() - 1) as f64;
+    let lo = rank.floor() as usize;
+    let hi = rank.ceil() as usize;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+}
+
+impl Stats {
+    /// Statistics of `v` (sorted in place); an empty list counts as `[0]`.
+    pub fn of(v: &mut [f64]) -> Self {
+        if v.is_empty() {
+            return Self::default();
+        }
+        v.sort_unstable_by(f64::total_cmp);
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+        Self {
+            mean,
+            median: percentile(v, 50.0),
+            std: var.sqrt(),
+            p90: percentile(v, 90.0),
+            p95: percentile(v, 95.0),
+            p99: percentile(v, 99.0),
+            max: v[v.len() - 1],
+        }
+    }
+    fn ms(self) -> Self {
+        Self {
+            mean: self.mean * 1e3,
+            median: self.median * 1e3,
+            std: self.std * 1e3,
+            p90: self.p90 * 1e3,
+            p95: self.p95 * 1e3,
+            p99: self.p99 * 1e3,
+            max: self.max * 1e3,
+        }
+    }
+}
+
+/// Collects token times while the simulation runs, without storing them per request.
+#[derive(Debug, Default)]
+pub struct TokenLog {
+    /// Every inter-token gap, pooled (seconds).
+    pub itl_s: Vec<f64>,
+    /// Output tokens per 1-second bin from the benchmark start.
+    pub per_second: Vec<u32>,
+}
+
+impl TokenLog {
+    /// A token arrived at `t`; `prev` is the same request's previous token time.
+    pub fn token(&mut self, t: f64, prev: Option<f64>) {
+        if let Some(p) = prev {
+            self.itl_s.push(t - p);
+        }
+        let bin = t.max(0.0) as usize;
+        if self.per_second.len() <= bin {
+            self.per_second.resize(bin + 1, 0);
+        }
+        self.per_second[bin] += 1;
+    }
+}
+
+/// The summary both clients print, in milliseconds where they do.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub completed: u64,
+    pub failed: u64,
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub duration: f64,
+    pub request_throughput: f64,
+    pub input_throughput: f64,
+    pub output_throughput: f64,
+    pub total_throughput: f64,
+    pub peak_output_throughput: f64,
+    pub peak_concurrent_requests: u64,
+    pub concurrency: f64,
+    pub mean_ttft_ms: f64,
+    pub median_ttft_ms: f64,
+    pub std_ttft_ms: f64,
+    pub p99_ttft_ms: f64,
+    pub mean_tpot_ms: f64,
+    pub median_tpot_ms: f64,
+    pub std_tpot_ms: f64,
+    pub p99_tpot_ms: f64,
+    pub mean_itl_ms: f64,
+    pub median_itl_ms: f64,
+    pub std_itl_ms: f64,
+    pub p95_itl_ms: f64,
+    pub p99_itl_ms: f64,
+    pub max_itl_ms: f64,
+    pub mean_e2e_latency_ms: f64,
+    pub median_e2e_latency_ms: f64,
+    pub std_e2e_latency_ms: f64,
+    pub p90_e2e_latency_ms: f64,
+    pub p99_e2e_latency_ms: f64,
+    pub cached_prompt_tokens: u64,
+    pub preemptions: u64,
+}
+
+impl Summary {
+    /// Summarises completed requests; `log` holds the pooled ITLs and per-second token counts.
+    pub fn new(records: &[RequestRecord], failed: u64, log: &mut TokenLog) -> Self {
+        let start = records.iter().map(|r| r.send_s).fold(f64::INFINITY, f64::min).min(0.0);
+        let end = records.iter().map(|r| r.last_token_s).fold(0.0, f64::max);
+        let duration = end - start.min(0.0);
+        let per = |x: f64| if duration > 0.0 { x / duration } else { 0.0 };
+        let input: u64 = records.iter().map(|r| r.prompt_tokens as u64).sum();
+        let output: u64 = records.iter().map(|r| r.output_tokens as u64).sum();
+        let mut ttft: Vec<f64> = records.iter().map(RequestRecord::ttft_s).collect();
+        let mut tpot: Vec<f64> = records.iter().filter_map(RequestRecord::tpot_s).collect();
+        let mut e2e: Vec<f64> = records.iter().map(RequestRecord::latency_s).collect();
+        let latency_sum: f64 = e2e.iter().sum();
+        let (t, p, i, e) = (
+            Stats::of(&mut ttft).ms(),
+            Stats::of(&mut tpot).ms(),
+            Stats::of(&mut log.itl_s).ms(),
+            Stats::of(&mut e2e).ms(),
+        );
+        // Requests in flight per second: [send, send + latency] covers bins floor(send)..=floor(end).
+        let bins = end.max(0.0) as usize + 2;
+        let mut diff = vec![0i64; bins + 1];
+        for r in records {
+            diff[r.send_s.max(0.0) as usize] += 1;
+            diff[r.last_token_s.max(0.0) as usize + 1] -= 1;
+        }
+        let mut cur = 0i64;
+        let peak_conc = diff.iter().map(|d| {
+            cur += d;
+            cur
+        });
+        Self {
+            completed: records.len() as u64,
+            failed,
+            total_input_tokens: input,
+            total_output_tokens: output,
+            duration,
+            request_throughput: per(records.len() as f64),
+            input_throughput: per(input as f64),
+            output_throughput: per(output as f64),
+            total_throughput: per((input + output) as f64),
+            peak_output_throughput: log.per_second.iter().copied().max().unwrap_or(0) as f64,
+            peak_concurrent_requests: peak_conc.max().unwrap_or(0).max(0) as u64,
+            concurrency: per(latency_sum),
+            mean_ttft_ms: t.mean,
+            median_ttft_ms: t.median,
+            std_ttft_ms: t.std,
+            p99_ttft_ms: t.p99,
+            mean_tpot_ms: p.mean,
+            median_tpot_ms: p.median,
+            std_tpot_ms: p.std,
+            p99_tpot_ms: p.p99,
+            mean_itl_ms: i.mean,
+            median_itl_ms: i.median,
+            std_itl_ms: i.std,
+            p95_itl_ms: i.p95,
+            p99_itl_ms: i.p99,
+            max_itl_ms: i.max,
+            mean_e2e_latency_ms: e.mean,
+            median_e2e_latency_ms: e.median,
+            std_e2e_latency_ms: e.std,
+            p90_e2e_latency_ms: e.p90,
+            p99_e2e_latency_ms: e.p99,
+            cached_prompt_tokens: records.iter().map(|r| r.cached_prompt_tokens as u64).sum(),
+            preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numpy_percentiles() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile(&v, 50.0), 2.5);
+        assert!((percentile(&v, 99.0) - 3.97).abs() < 1e-12);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        let s = Stats::of(&mut [4.0, 1.0, 3.0, 2.0]);
+        assert_eq!((s.mean, s.median, s.max), (2.5, 2.5, 4.0));
+        assert!((s.std - 1.118033988749895).abs() < 1e-12);
+        assert_eq!(Stats::of(&mut []), Stats::default());
+    }
+
+    #[test]
+    fn summary_by_hand() {
+        let r = |id, send, first, last, out| RequestRecord {
+            id,
+            send_s: send,
+            first_token_s: first,
+            last_token_s: last,
+            prompt_tokens: 10,
+            output_tokens: out,
+            cached_prompt_tokens: 0,
+            preemptions: 0,
+            first_scheduled_s: send,
+        };
+        let recs = [r(0, 0.0, 0.1, 0.5, 5), r(1, 0.0, 0.2, 0.2, 1)];
+        let mut log = TokenLog::default();
+        for t in [0.1, 0.2, 0.3, 0.4, 0.5] {
+            log.token(t, if t > 0.15 { Some(t - 0.1) } else { None });
+        }
+        log.token(0.2, None);
+        let s = Summary::new(&recs, 0, &mut log);
+        assert_eq!(s.duration, 0.5);
+        assert_eq!(s.total_output_tokens, 6);
+        assert!((s.mean_ttft_ms - 150.0).abs() < 1e-9);
+        // TPOT only for the 5-token request: (0.5 − 0.1) / 4.
+        assert!((s.mean_tpot_ms - 100.0).abs() < 1e-9);
+        assert!((s.concurrency - 0.7 / 0.5).abs() < 1e-12);
+        assert_eq!(s.peak_output_throughput, 6.0);
+        assert_eq!(s.peak_concurrent_requests, 2);
+        assert!((s.median_itl_ms - 100.0).abs() < 1e-9);
+    }
+}
