@@ -15,8 +15,8 @@ use std::sync::Arc;
 const NIL: u32 = u32::MAX;
 const NO_HASH: u64 = u64::MAX;
 
-#[derive(Default)]
 struct Parked {
+    seq: SeqId,
     hashes: Vec<u64>,
     hits: Vec<u32>,
 }
@@ -325,7 +325,10 @@ impl PrefixCache for PagedCache {
         if self.free_len() == 0 {
             return None;
         }
-        let Parked { hashes, mut hits } = self.parked.remove(&req).unwrap_or_default();
+        let (hashes, mut hits) = match self.parked.remove(&req) {
+            Some(p) if p.seq == seq => (p.hashes, p.hits),
+            _ => (Vec::new(), Vec::new()),
+        };
         let mut st = ReqState { seq, blocks: Vec::new(), hashes, cached_blocks: 0, tokens: 0 };
         self.walk(seq, known, &mut st.hashes, &mut hits);
         let hit = hits.len() * self.block;
@@ -333,7 +336,7 @@ impl PrefixCache for PagedCache {
         let need = total.div_ceil(self.block) - hits.len();
         let evictable_hits = hits.iter().filter(|&&b| self.ref_cnt[b as usize] == 0).count();
         if (need + evictable_hits) as u64 > self.free_len() {
-            self.parked.insert(req, Parked { hashes: st.hashes, hits });
+            self.parked.insert(req, Parked { seq, hashes: st.hashes, hits });
             return None;
         }
         for &b in &hits {
@@ -377,12 +380,14 @@ impl PrefixCache for PagedCache {
 
     fn finish(&mut self, req: ReqId) {
         self.free_request(req);
+        self.parked.remove(&req);
     }
 
     fn preempt(&mut self, req: ReqId) {
         // Recompute mode: blocks freed (tail first), still hashed, likely re-hit on resume.
+        let seq = self.reqs[req as usize].as_ref().expect("request admitted").seq;
         let hashes = self.free_request(req);
-        self.parked.insert(req, Parked { hashes, hits: Vec::new() });
+        self.parked.insert(req, Parked { seq, hashes, hits: Vec::new() });
     }
 
     fn usage(&self) -> Usage {
