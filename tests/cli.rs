@@ -211,3 +211,60 @@ fn analyze_in_characters_needs_text() {
     );
     assert_eq!(v["top_prefixes"][0]["text"], "You are a helpful assistant. Tell me a joke about ");
 }
+
+#[test]
+fn default_command_simulates_serving_in_both_layouts() {
+    let sglang = ok(&[]);
+    assert!(sglang.contains("============ Serving Benchmark Result ============"), "{sglang}");
+    assert!(sglang.contains("Successful requests:                     160"), "{sglang}");
+    assert!(sglang.contains("----------------End-to-End Latency----------------"));
+    assert!(sglang.contains("Engine:         vllm v1 · max_num_seqs 1024 · max_num_batched_tokens 8192"));
+    let vllm = ok(&["run", "--report-style", "vllm"]);
+    assert!(vllm.contains("Failed requests:                         0"), "{vllm}");
+    assert!(vllm.contains("---------------Inter-token Latency----------------"));
+    let v: serde_json::Value = serde_json::from_str(&ok(&["--json", "--num-prompts", "40"])).unwrap();
+    for key in [
+        "completed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "duration",
+        "request_throughput",
+        "input_throughput",
+        "output_throughput",
+        "total_throughput",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "median_tpot_ms",
+        "p99_tpot_ms",
+        "mean_itl_ms",
+        "median_itl_ms",
+        "p95_itl_ms",
+        "p99_itl_ms",
+        "mean_e2e_latency_ms",
+        "median_e2e_latency_ms",
+        "concurrency",
+    ] {
+        assert!(v.get(key).is_some_and(|x| x.is_number()), "missing {key}");
+    }
+    assert_eq!(v["completed"], 40);
+    assert_eq!(v["config"]["engine"]["max_num_seqs"], 1024);
+    assert!(v["median_ttft_ms"].as_f64().unwrap() > 0.0);
+    // Unknown profiles list the known ones.
+    assert!(fails(&["--gpu", "tpu"]).contains("h100-sxm"));
+}
+
+#[test]
+fn run_writes_request_and_step_csvs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (req, steps) = (dir.path().join("req.csv"), dir.path().join("steps.csv"));
+    ok(&["--num-prompts", "20", "--requests-csv", req.to_str().unwrap(), "--timeline-csv", steps.to_str().unwrap()]);
+    let req = std::fs::read_to_string(req).unwrap();
+    assert!(req.starts_with("id,send_s,first_token_s,last_token_s,prompt_tokens,output_tokens"), "{req}");
+    assert_eq!(req.lines().count(), 21);
+    let steps = std::fs::read_to_string(steps).unwrap();
+    assert!(
+        steps.starts_with("start_s,duration_s,batch_size,prefill_tokens,decode_tokens,kv_used_tokens,waiting,running")
+    );
+}
