@@ -5,7 +5,7 @@
 use cachesim::analyze::{AnalyzeOptions, RepetitionOptions, Scope, Unit};
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::config::RunOptions;
-use cachesim::engine::EngineKind;
+use cachesim::engine::{EngineKind, SchedulePolicy};
 use cachesim::report::ReportStyle;
 use cachesim::tokenize::TokenizerKind;
 use cachesim::trace::{Format, ReadOptions};
@@ -163,6 +163,24 @@ pub struct RunArgs {
     /// Longest context (default: the model's).
     #[arg(long, help_heading = "Engine")]
     pub max_model_len: Option<u64>,
+    /// SGLang: requests running at once (default: min(pool / 2, requests the pool can index)).
+    #[arg(long, help_heading = "Engine")]
+    pub max_running_requests: Option<u32>,
+    /// SGLang: tokens per prefill chunk (default by GPU memory, 8192 on 80-141 GB; -1 = off).
+    #[arg(long, allow_negative_numbers = true, help_heading = "Engine")]
+    pub chunked_prefill_size: Option<i64>,
+    /// SGLang: new tokens per prefill batch.
+    #[arg(long, default_value_t = 16384, help_heading = "Engine")]
+    pub max_prefill_tokens: u32,
+    /// SGLang: order of the waiting queue.
+    #[arg(long, value_enum, default_value = "fcfs", help_heading = "Engine")]
+    pub schedule_policy: SchedulePolicy,
+    /// SGLang: scales the initial decode-memory reservation ratio (0.7 × this).
+    #[arg(long, default_value_t = 1.0, help_heading = "Engine")]
+    pub schedule_conservativeness: f64,
+    /// SGLang: share of GPU memory for weights and KV (default derived from GPU memory).
+    #[arg(long, help_heading = "Engine")]
+    pub mem_fraction_static: Option<f64>,
     /// Requests per second (`inf` = all at once). Default: the trace's time stamps when it has
     /// them, else inf.
     #[arg(long, value_parser = parse_rate, help_heading = "Load")]
@@ -218,6 +236,12 @@ impl RunArgs {
             enable_chunked_prefill: !self.no_enable_chunked_prefill,
             long_prefill_token_threshold: self.long_prefill_token_threshold,
             max_model_len: self.max_model_len,
+            max_running_requests: self.max_running_requests,
+            chunked_prefill_size: self.chunked_prefill_size,
+            max_prefill_tokens: self.max_prefill_tokens,
+            schedule_policy: self.schedule_policy,
+            schedule_conservativeness: self.schedule_conservativeness,
+            mem_fraction_static: self.mem_fraction_static,
             arrivals: ArrivalOptions {
                 rate: self.request_rate,
                 burstiness: self.burstiness,

@@ -5,7 +5,7 @@
 
 use crate::cache::{CacheSpec, Policy};
 use crate::cost::{Efficiency, Roofline};
-use crate::engine::{EngineConfig, EngineKind};
+use crate::engine::{EngineConfig, EngineKind, SchedulePolicy};
 use crate::error::{Error, Result};
 use crate::profile::{self, Gpu, Model};
 use crate::workload::arrivals::ArrivalOptions;
@@ -35,6 +35,15 @@ pub struct RunOptions {
     pub enable_chunked_prefill: bool,
     pub long_prefill_token_threshold: u32,
     pub max_model_len: Option<u64>,
+    /// SGLang `--max-running-requests` (default derived from the pool).
+    pub max_running_requests: Option<u32>,
+    /// SGLang `--chunked-prefill-size` (default by GPU memory; 0 or less = off).
+    pub chunked_prefill_size: Option<i64>,
+    pub max_prefill_tokens: u32,
+    pub schedule_policy: SchedulePolicy,
+    pub schedule_conservativeness: f64,
+    /// SGLang `--mem-fraction-static` (default derived from GPU memory).
+    pub mem_fraction_static: Option<f64>,
     pub arrivals: ArrivalOptions,
     pub max_concurrency: Option<u32>,
 }
@@ -60,6 +69,12 @@ impl Default for RunOptions {
             enable_chunked_prefill: true,
             long_prefill_token_threshold: 0,
             max_model_len: None,
+            max_running_requests: None,
+            chunked_prefill_size: None,
+            max_prefill_tokens: 16384,
+            schedule_policy: SchedulePolicy::Fcfs,
+            schedule_conservativeness: 1.0,
+            mem_fraction_static: None,
             arrivals: ArrivalOptions::default(),
             max_concurrency: None,
         }
@@ -77,6 +92,8 @@ pub struct RunConfig {
     pub max_model_len: u64,
     pub gpu_memory_utilization: f64,
     pub activation_reserve_gb: f64,
+    /// SGLang's static memory fraction (SGLang engine only).
+    pub mem_fraction_static: Option<f64>,
     /// vLLM's block count, the null block included (paged caches).
     pub num_gpu_blocks: Option<u64>,
     pub kv_capacity_tokens: u64,
@@ -101,24 +118,9 @@ fn positive(field: &str, v: f64) -> Result<f64> {
     }
 }
 
-/// Resolves options into a full configuration.
-pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
-    let model = profile::model(&o.model, o.model_file.as_deref())?;
-    let gpu = profile::gpu(&o.gpu, o.gpu_file.as_deref())?;
-    if o.tp == 0 || o.tp > 64 {
-        return Err(Error::invalid("--tp", format!("{} must be between 1 and 64", o.tp)));
-    }
-    if o.model_file.is_none() && model.heads % o.tp != 0 {
-        return Err(Error::invalid("--tp", format!("{} attention heads do not split over {} GPUs", model.heads, o.tp)));
-    }
-    let util = positive("--gpu-memory-utilization", o.gpu_memory_utilization)?;
-    if util > 1.0 {
-        return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
-    }
-    let max_model_len = o.max_model_len.unwrap_or(model.max_context);
-    // vLLM serve defaults by device class, then its post-processing (ENGINE_SPEC §2.2).
-    let large = gpu.vllm_large();
-    let (seqs_default, tokens_default) = if large { (1024, 8192) } else { (256, 2048) };
+/// vLLM serve's limits by device class, then its post-processing (ENGINE_SPEC §2.2).
+fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u32)> {
+    let (seqs_default, tokens_default) = if gpu.vllm_large() { (1024, 8192) } else { (256, 2048) };
     let mut max_num_seqs = o.max_num_seqs.unwrap_or(seqs_default);
     let mut max_num_batched_tokens = o.max_num_batched_tokens.unwrap_or(tokens_default);
     if o.max_num_batched_tokens.is_none() {
@@ -137,10 +139,54 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             format!("{max_num_batched_tokens} must be at least --max-num-seqs ({max_num_seqs})"),
         ));
     }
+    Ok((max_num_seqs, max_num_batched_tokens))
+}
+
+/// Resolves options into a full configuration.
+pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
+    let model = profile::model(&o.model, o.model_file.as_deref())?;
+    let gpu = profile::gpu(&o.gpu, o.gpu_file.as_deref())?;
+    if o.tp == 0 || o.tp > 64 {
+        return Err(Error::invalid("--tp", format!("{} must be between 1 and 64", o.tp)));
+    }
+    if o.model_file.is_none() && model.heads % o.tp != 0 {
+        return Err(Error::invalid("--tp", format!("{} attention heads do not split over {} GPUs", model.heads, o.tp)));
+    }
+    let util = positive("--gpu-memory-utilization", o.gpu_memory_utilization)?;
+    if util > 1.0 {
+        return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
+    }
+    let max_model_len = o.max_model_len.unwrap_or(model.max_context);
     let policy = o.policy.unwrap_or(match o.engine {
         EngineKind::Vllm => Policy::Paged,
+        EngineKind::Sglang => Policy::Radix,
     });
-    let kv_tokens = profile::vllm_kv_tokens(&gpu, &model, o.tp, util, o.activation_reserve_gb);
+    let (limits, kv_tokens, mem_fraction_static) = match o.engine {
+        EngineKind::Vllm => {
+            let (seqs, tokens) = vllm_limits(o, &gpu, max_model_len)?;
+            let kv = profile::vllm_kv_tokens(&gpu, &model, o.tp, util, o.activation_reserve_gb);
+            ((seqs, tokens, 0u32), kv, None)
+        }
+        EngineKind::Sglang => {
+            let (chunk_default, graphs) = profile::sglang_memory_defaults(&gpu, o.tp);
+            let chunk = match o.chunked_prefill_size {
+                None => chunk_default,
+                Some(c) if c <= 0 => 0,
+                Some(c) => c.min(u32::MAX as i64) as u32,
+            };
+            let frac = match o.mem_fraction_static {
+                Some(f) if f > 0.0 && f <= 1.0 => f,
+                Some(f) => return Err(Error::invalid("--mem-fraction-static", format!("{f} is not in (0, 1]"))),
+                None => profile::sglang_mem_fraction_static(&gpu, o.tp, chunk.max(chunk_default), graphs),
+            };
+            let kv = profile::sglang_kv_tokens(&gpu, &model, o.tp, frac);
+            let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
+            let max_num_reqs = ((kv as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
+            let running = o.max_running_requests.map_or((kv / 2).min(max_num_reqs).max(1) as u32, |r| r.max(1));
+            ((running, o.max_prefill_tokens, chunk), kv, Some(frac))
+        }
+    };
+    let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) = limits;
     let (num_gpu_blocks, capacity) = match policy {
         Policy::Paged => {
             let blocks = o.num_gpu_blocks_override.unwrap_or(kv_tokens / o.block_size as u64);
@@ -155,10 +201,14 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             }
             (Some(blocks), (blocks - 1) * o.block_size as u64)
         }
+        Policy::Radix => (None, o.max_total_tokens.unwrap_or(kv_tokens) / o.page_size as u64 * o.page_size as u64),
         _ => (None, o.max_total_tokens.unwrap_or(kv_tokens)),
     };
     if capacity == 0 {
-        return Err(Error::invalid("--gpu-memory-utilization", "no memory left for the KV cache"));
+        return Err(Error::invalid(
+            "--gpu-memory-utilization",
+            "no memory left for the KV cache: the model does not fit",
+        ));
     }
     Ok(RunConfig {
         engine: EngineConfig {
@@ -167,6 +217,12 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             max_num_batched_tokens,
             enable_chunked_prefill: o.enable_chunked_prefill,
             long_prefill_token_threshold: o.long_prefill_token_threshold,
+            chunked_prefill_size,
+            max_prefill_tokens: o.max_prefill_tokens,
+            schedule_policy: o.schedule_policy,
+            schedule_conservativeness: o.schedule_conservativeness,
+            page_size: o.page_size,
+            seed: o.arrivals.seed,
         },
         cache: CacheSpec {
             policy,
@@ -181,6 +237,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         max_model_len,
         gpu_memory_utilization: util,
         activation_reserve_gb: o.activation_reserve_gb,
+        mem_fraction_static,
         num_gpu_blocks,
         kv_capacity_tokens: capacity,
         arrivals: o.arrivals,
@@ -204,6 +261,19 @@ mod tests {
         assert_eq!((a100.engine.max_num_seqs, a100.engine.max_num_batched_tokens), (256, 2048));
         let o = RunOptions { num_gpu_blocks_override: Some(16384), ..Default::default() };
         assert_eq!(resolve(&o).unwrap().kv_capacity_tokens, 16383 * 16);
+    }
+
+    #[test]
+    fn sglang_defaults() {
+        let c = resolve(&RunOptions { engine: EngineKind::Sglang, ..Default::default() }).unwrap();
+        assert_eq!(c.cache.policy, Policy::Radix);
+        assert_eq!(c.mem_fraction_static, Some(0.836));
+        assert_eq!((c.engine.chunked_prefill_size, c.engine.max_prefill_tokens), (8192, 16384));
+        // max_running_requests = min(tokens / 2, clamp(tokens / context × 512, 2048, 4096)).
+        assert_eq!(c.engine.max_num_seqs, 2048);
+        let small =
+            resolve(&RunOptions { engine: EngineKind::Sglang, max_total_tokens: Some(3000), ..Default::default() });
+        assert_eq!(small.unwrap().engine.max_num_seqs, 1500);
     }
 
     #[test]

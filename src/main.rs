@@ -50,7 +50,10 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         write_csv(p, &out.sim.timeline)?;
     }
     let load = cachesim::report::LoadEcho {
-        backend: "vllm".to_string(),
+        backend: match cfg.engine.engine {
+            cachesim::engine::EngineKind::Vllm => "vllm".to_string(),
+            cachesim::engine::EngineKind::Sglang => "sglang".to_string(),
+        },
         request_rate: match cfg.arrivals.rate {
             Some(cachesim::workload::arrivals::Rate::PerSecond(r)) => Some(r),
             _ => None,

@@ -30,8 +30,11 @@ pub struct Gpu {
 impl Gpu {
     /// vLLM's device class: "large" = memory ≥ 70 GiB and not an A100 (ENGINE_SPEC §2.2).
     pub fn vllm_large(&self) -> bool {
-        let gib = self.memory_gb * 1e9 / (1u64 << 30) as f64;
-        gib >= 70.0 && !self.description.to_lowercase().contains("a100") && !self.name.contains("a100")
+        self.memory_gb >= 70.0 && !self.description.to_lowercase().contains("a100") && !self.name.contains("a100")
+    }
+    /// Device memory in bytes: datasheet "GB" of HBM are binary (an "80 GB" H100 has 80 GiB).
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gb * (1u64 << 30) as f64
     }
     /// One-direction bandwidth between GPUs of one node, bytes/s.
     pub fn link_bytes_per_s(&self) -> f64 {
@@ -161,9 +164,44 @@ pub fn vllm_kv_tokens(
     activation_reserve_gb: f64,
 ) -> u64 {
     let budget =
-        gpu.memory_gb * 1e9 * gpu_memory_utilization - model.weight_bytes(2) / tp as f64 - activation_reserve_gb * 1e9;
+        gpu.memory_bytes() * gpu_memory_utilization - model.weight_bytes(2) / tp as f64 - activation_reserve_gb * 1e9;
     let per_token = model.kv_bytes_per_token(2) as f64 / tp as f64;
     (budget / per_token).max(0.0) as u64
+}
+
+/// SGLang's defaults that depend on GPU memory (ENGINE_SPEC §3.1): chunked_prefill_size and
+/// cuda_graph_max_bs.
+pub fn sglang_memory_defaults(gpu: &Gpu, tp: u64) -> (u32, u32) {
+    let gb = gpu.memory_gb;
+    let big_tp = tp >= 4;
+    match gb {
+        g if g < 20.0 => (2048, 8),
+        g if g < 35.0 => (2048, if big_tp { 80 } else { 24 }),
+        g if g < 60.0 => (4096, if big_tp { 160 } else { 32 }),
+        g if g < 160.0 => (8192, if big_tp { 512 } else { 256 }),
+        _ => (16384, 512),
+    }
+}
+
+/// SGLang's default `mem_fraction_static` (ENGINE_SPEC §3.1): the GPU memory minus a reserve
+/// for activations, CUDA graphs and communication, rounded to 3 decimals.
+pub fn sglang_mem_fraction_static(gpu: &Gpu, tp: u64, chunked_prefill_size: u32, cuda_graph_max_bs: u32) -> f64 {
+    let gpu_mb = gpu.memory_bytes() / (1u64 << 20) as f64;
+    let mut reserved = 512.0
+        + (chunked_prefill_size.max(2048) as f64) * 1.5
+        + cuda_graph_max_bs as f64 * 2.0
+        + tp as f64 / 8.0 * 1024.0;
+    if gpu.memory_gb > 60.0 {
+        reserved = reserved.max(10240.0);
+    }
+    (((gpu_mb - reserved) / gpu_mb) * 1000.0).round() / 1000.0
+}
+
+/// KV capacity in tokens as SGLang computes it: `mem_fraction_static × memory − weights/TP`,
+/// over KV bytes per token per rank.
+pub fn sglang_kv_tokens(gpu: &Gpu, model: &Model, tp: u64, mem_fraction_static: f64) -> u64 {
+    let budget = gpu.memory_bytes() * mem_fraction_static - model.weight_bytes(2) / tp as f64;
+    (budget / (model.kv_bytes_per_token(2) as f64 / tp as f64)).max(0.0) as u64
 }
 
 #[cfg(test)]
@@ -180,9 +218,20 @@ mod tests {
         assert!(h100.vllm_large());
         assert!(!gpu("a100-80gb", None).unwrap().vllm_large());
         assert!(!gpu("l40s", None).unwrap().vllm_large());
-        // 80 GB × 0.9 − 16.06 GB weights − 1 GB activations = 54.94 GB / 131072 B ≈ 419k tokens.
+        // 80 GiB × 0.9 − 16.06 GB weights − 1 GB activations = 60.25 GB / 131072 B ≈ 459.7k tokens.
         let kv = vllm_kv_tokens(&h100, &m, 1, 0.9, 1.0);
-        assert!((419_000..420_000).contains(&kv), "{kv}");
+        assert!((459_000..460_500).contains(&kv), "{kv}");
+    }
+
+    #[test]
+    fn sglang_defaults_follow_the_spec_example() {
+        // H100-80GB, TP1: reserved = max(512 + 8192 × 1.5 + 256 × 2 + 128, 10240) = 13440 MB
+        // of 81920 MB → 0.836 (the spec's 0.835 uses torch's 81559 MB).
+        let h100 = gpu("h100-sxm", None).unwrap();
+        let (chunk, graphs) = sglang_memory_defaults(&h100, 1);
+        assert_eq!((chunk, graphs), (8192, 256));
+        assert_eq!(sglang_mem_fraction_static(&h100, 1, chunk, graphs), 0.836);
+        assert_eq!(sglang_memory_defaults(&gpu("a100-40gb", None).unwrap(), 1), (4096, 32));
     }
 
     #[test]

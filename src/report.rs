@@ -205,14 +205,25 @@ pub struct RunReport<'a> {
 pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> String {
     let mut s = String::new();
     let e = &c.engine;
-    let _ = writeln!(
-        s,
-        "Engine:         vllm v1 · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {}",
-        e.max_num_seqs,
-        e.max_num_batched_tokens,
-        if e.enable_chunked_prefill { "on" } else { "off" },
-        e.long_prefill_token_threshold
-    );
+    let _ = match e.engine {
+        crate::engine::EngineKind::Vllm => writeln!(
+            s,
+            "Engine:         vllm v1 · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {}",
+            e.max_num_seqs,
+            e.max_num_batched_tokens,
+            if e.enable_chunked_prefill { "on" } else { "off" },
+            e.long_prefill_token_threshold
+        ),
+        crate::engine::EngineKind::Sglang => writeln!(
+            s,
+            "Engine:         sglang · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {}",
+            e.max_num_seqs,
+            e.chunked_prefill_size,
+            e.max_prefill_tokens,
+            serde_json::to_value(e.schedule_policy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            e.schedule_conservativeness
+        ),
+    };
     let _ = writeln!(
         s,
         "Model / GPU:    {} on {} × {} (TP {}) · max_model_len {} · {} KV bytes/token",
@@ -227,14 +238,20 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
         .num_gpu_blocks
         .map(|b| format!(" ({} blocks of {} incl. the null block)", thousands(b), c.cache.block_size.unwrap_or(16)))
         .unwrap_or_default();
+    let memory = match c.mem_fraction_static {
+        Some(f) => format!("mem_fraction_static {f}"),
+        None => format!(
+            "gpu_memory_utilization {} · activation reserve {} GB",
+            c.gpu_memory_utilization, c.activation_reserve_gb
+        ),
+    };
+    let page = c.cache.page_size.map(|p| format!(" (page {p})")).unwrap_or_default();
     let _ = writeln!(
         s,
-        "KV cache:       {} · {} tokens{} · gpu_memory_utilization {} · activation reserve {} GB",
+        "KV cache:       {}{page} · {} tokens{} · {memory}",
         c.cache.policy.name(),
         thousands(c.kv_capacity_tokens),
         blocks,
-        c.gpu_memory_utilization,
-        c.activation_reserve_gb
     );
     let m = &o.summary;
     let prompt = m.total_input_tokens.max(1);

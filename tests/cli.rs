@@ -268,3 +268,16 @@ fn run_writes_request_and_step_csvs() {
         steps.starts_with("start_s,duration_s,batch_size,prefill_tokens,decode_tokens,kv_used_tokens,waiting,running")
     );
 }
+
+#[test]
+fn sglang_engine_runs_with_its_own_defaults() {
+    let out = ok(&["--engine", "sglang", "--num-prompts", "40", "--schedule-policy", "lpm"]);
+    assert!(out.contains("Engine:         sglang · max_running_requests"), "{out}");
+    assert!(out.contains("KV cache:       radix (page 1)"), "{out}");
+    assert!(out.contains("Backend:                                 sglang"), "{out}");
+    assert!(out.contains("Successful requests:                     40"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["--engine", "sglang", "--json", "--mem-fraction-static", "0.8"])).unwrap();
+    assert_eq!(v["config"]["mem_fraction_static"], 0.8);
+    assert!(fails(&["--engine", "sglang", "--mem-fraction-static", "1.5"]).contains("--mem-fraction-static"));
+}

@@ -4,6 +4,7 @@
 //! requests compute how many tokens in the next step; it owns its queues and talks to the
 //! prefix cache; the event loop ([`crate::sim`]) prices the step and emits tokens.
 
+pub mod sglang;
 pub mod vllm;
 
 use crate::cache::{PrefixCache, ReqId};
@@ -17,6 +18,23 @@ use serde::Serialize;
 pub enum EngineKind {
     /// vLLM v1: one token budget per step, running requests first, chunked prefill.
     Vllm,
+    /// SGLang: a step is a prefill batch or a decode batch (prefill first), decode-memory
+    /// reservation with new_token_ratio, retraction of the requests with the fewest outputs.
+    Sglang,
+}
+
+/// SGLang `--schedule-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulePolicy {
+    /// Arrival order (SGLang's default since 2025).
+    Fcfs,
+    /// Longest prefix match first; falls back to the current order above 128 waiting requests.
+    Lpm,
+    /// Longest output first.
+    Lof,
+    /// Seeded shuffle.
+    Random,
 }
 
 /// Scheduler limits, named as the engines name them.
@@ -31,6 +49,18 @@ pub struct EngineConfig {
     pub enable_chunked_prefill: bool,
     /// vLLM `--long-prefill-token-threshold` (0 = off): cap on one request's chunk.
     pub long_prefill_token_threshold: u32,
+    /// SGLang `--chunked-prefill-size` (tokens per prefill batch chunk; 0 = chunking off).
+    pub chunked_prefill_size: u32,
+    /// SGLang `--max-prefill-tokens`: new tokens per prefill batch.
+    pub max_prefill_tokens: u32,
+    /// SGLang `--schedule-policy`.
+    pub schedule_policy: SchedulePolicy,
+    /// SGLang `--schedule-conservativeness` (scales the initial new_token_ratio).
+    pub schedule_conservativeness: f64,
+    /// SGLang page size (prefill chunks are page-aligned).
+    pub page_size: u32,
+    /// Seed for the random policy.
+    pub seed: u64,
 }
 
 /// A request as the engine sees it while it runs.
@@ -114,5 +144,6 @@ pub trait Scheduler: Send {
 pub fn scheduler(cfg: &EngineConfig) -> Box<dyn Scheduler> {
     match cfg.engine {
         EngineKind::Vllm => Box::new(vllm::VllmV1::new(*cfg)),
+        EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg)),
     }
 }

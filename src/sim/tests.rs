@@ -31,6 +31,12 @@ fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
             max_num_batched_tokens: tokens,
             enable_chunked_prefill: true,
             long_prefill_token_threshold: 0,
+            chunked_prefill_size: 0,
+            max_prefill_tokens: 16384,
+            schedule_policy: crate::engine::SchedulePolicy::Fcfs,
+            schedule_conservativeness: 1.0,
+            page_size: 1,
+            seed: 0,
         },
         cache: CacheSpec {
             policy: Policy::Paged,
@@ -155,4 +161,57 @@ fn conservation_and_determinism_on_the_sample() {
     let b = run(&w, &sends, &c, &COST, true);
     assert_eq!(a.records, b.records);
     assert_eq!(a.timeline, b.timeline);
+}
+
+fn sglang_cfg(running: u32, chunk: u32, capacity: Option<u64>) -> SimConfig {
+    let mut c = cfg(running, 16384, None);
+    c.engine.engine = EngineKind::Sglang;
+    c.engine.max_prefill_tokens = 16384;
+    c.engine.chunked_prefill_size = chunk;
+    c.cache = CacheSpec { policy: Policy::Radix, block_size: None, page_size: Some(1), capacity_tokens: capacity };
+    c
+}
+
+#[test]
+fn sglang_prefill_has_priority_over_decode() {
+    let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 2)]);
+    let r = run(&w, &[(0, 0.0), (1, 0.03)], &sglang_cfg(8, 0, None), &COST, true);
+    let (a, b) = (rec(&r, 0), rec(&r, 1));
+    // t=0 prefill A (0.020); t=0.020 decode A (0.012); t=0.032 B has arrived: prefill B alone
+    // (0.030) while A's decode stalls; t=0.062 decode A and B (0.014).
+    assert!(close(a.ttft_s(), 0.020));
+    assert!(close(b.first_token_s, 0.062) && close(b.ttft_s(), 0.032), "{b:?}");
+    assert!(close(a.last_token_s, 0.076) && close(b.last_token_s, 0.076));
+    let kinds: Vec<(u64, u32)> = r.timeline.iter().map(|s| (s.prefill_tokens, s.decode_tokens)).collect();
+    assert_eq!(kinds, vec![(10, 0), (0, 1), (20, 0), (0, 2)]);
+}
+
+#[test]
+fn sglang_chunks_stall_decodes_and_share_after_each_chunk() {
+    let w = workload(&[((0..4).collect(), 4), ((100..120).collect(), 1)]);
+    let r = run(&w, &[(0, 0.0), (1, 0.001)], &sglang_cfg(8, 8, None), &COST, true);
+    let kinds: Vec<(u64, u32)> = r.timeline.iter().map(|s| (s.prefill_tokens, s.decode_tokens)).collect();
+    // A prefills (4), then B's 20 tokens go in chunks of 8, 8, 4, each a prefill step; A's
+    // decodes wait for the last chunk.
+    assert_eq!(kinds, vec![(4, 0), (8, 0), (8, 0), (4, 0), (0, 1), (0, 1), (0, 1)]);
+    assert_eq!(rec(&r, 1).output_tokens, 1);
+}
+
+#[test]
+fn sglang_retracts_the_request_with_the_fewest_outputs() {
+    // A pool of 64 tokens. A (prompt 8, 30 outputs) starts first. At 0.05 s SGLang admits B
+    // (12 prompt + 30 reserved outputs fit in what is left) but not C. A and B together outgrow
+    // the pool (37 + 41 tokens of KV): the victim is the one with the fewest outputs, B, which
+    // goes to the end of the waiting queue and is prefilled again later.
+    let w = workload(&[((0..8).collect(), 30), ((100..112).collect(), 30), ((200..208).collect(), 30)]);
+    let mut c = sglang_cfg(8, 0, Some(64));
+    c.engine.schedule_conservativeness = 0.0; // reserve nothing for future decodes: admit all three
+    let r = run(&w, &[(0, 0.0), (1, 0.05), (2, 0.05)], &c, &COST, true);
+    assert_eq!(r.records.len(), 3);
+    let (a, b, cc) = (rec(&r, 0), rec(&r, 1), rec(&r, 2));
+    assert_eq!(a.preemptions, 0);
+    assert!(b.preemptions >= 1, "{b:?}");
+    assert!(b.preemptions >= cc.preemptions);
+    assert!(b.last_token_s > a.last_token_s);
+    assert!(r.timeline.iter().all(|s| s.kv_used_tokens <= 64));
 }
