@@ -36,18 +36,25 @@ fn spinner(msg: &str) -> ProgressBar {
 
 fn run(args: &RunArgs) -> anyhow::Result<()> {
     let cfg = cachesim::config::resolve(&args.options())?;
+    if let Some(p) = &args.plot {
+        cachesim::plot::check_plot_path(p)?;
+    }
     let sp = spinner("reading and tokenizing the trace");
     let w =
         cachesim::load_workload(args.trace.trace.as_deref(), &args.trace.read_options(), &args.trace.build_options())
             .context("cannot load the trace")?;
     sp.set_message("simulating");
-    let out = cachesim::sim::simulate(&w, &cfg, args.timeline_csv.is_some())?;
+    let out = cachesim::sim::simulate(&w, &cfg, args.timeline_csv.is_some() || args.plot.is_some())?;
     sp.finish_and_clear();
     if let Some(p) = &args.requests_csv {
         write_csv(p, &out.sim.records)?;
     }
     if let Some(p) = &args.timeline_csv {
         write_csv(p, &out.sim.timeline)?;
+    }
+    if let Some(p) = &args.plot {
+        let title = format!("{} · {} on {}", w.info.path.display(), cfg.model.name, cfg.gpu.name);
+        cachesim::plot::run_svg(p, &title, &out.sim.records, &out.sim.timeline, cfg.kv_capacity_tokens)?;
     }
     let load = cachesim::report::LoadEcho {
         backend: match cfg.engine.engine {

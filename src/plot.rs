@@ -1,9 +1,12 @@
-//! SVG pictures (plotters' SVG backend: no system fonts or C libraries needed). For now the
-//! analysis figure: hit-ratio bound against block size, hit ratio against KV capacity, and the
-//! histogram of kept shared-prefix lengths, side by side.
+//! SVG pictures (plotters' SVG backend: no system fonts or C libraries needed): the analysis
+//! figure (hit-ratio bound against block size, hit ratio against KV capacity, histogram of
+//! kept shared-prefix lengths) and the serving figure (TTFT and TPOT CDFs, KV usage and queue
+//! lengths over time).
 
 use crate::analyze::{Bounds, Repetition, Unit};
 use crate::error::{Error, Result};
+use crate::metrics::RequestRecord;
+use crate::sim::StepRecord;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -139,5 +142,80 @@ fn histogram_panel(area: &Area<'_>, rep: &Repetition) -> DrawResult {
             .filter(|(_, &c)| c > 0)
             .map(|(i, &c)| Rectangle::new([(i * width, 0), ((i + 1) * width, c)], GREEN.mix(0.7).filled())),
     )?;
+    Ok(())
+}
+
+/// Draws the serving figure: TTFT and TPOT CDFs, KV usage and queues over time.
+pub fn run_svg(
+    path: &Path,
+    title: &str,
+    records: &[RequestRecord],
+    steps: &[StepRecord],
+    kv_capacity: u64,
+) -> Result<()> {
+    check_plot_path(path)?;
+    let root = SVGBackend::new(path, (1200, 800)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
+    let root = root.titled(title, ("sans-serif", 20)).map_err(|e| plot_err(path, e))?;
+    let panels = root.split_evenly((2, 2));
+    let ttft: Vec<f64> = records.iter().map(|r| r.ttft_s() * 1e3).collect();
+    let tpot: Vec<f64> = records.iter().filter_map(|r| r.tpot_s()).map(|t| t * 1e3).collect();
+    cdf_panel(&panels[0], "TTFT distribution", "time to first token (ms)", ttft).map_err(|e| plot_err(path, e))?;
+    cdf_panel(&panels[1], "TPOT distribution", "time per output token, excl. the first (ms)", tpot)
+        .map_err(|e| plot_err(path, e))?;
+    let every = steps.len().div_ceil(2000).max(1);
+    let sampled: Vec<&StepRecord> = steps.iter().step_by(every).collect();
+    let kv: Vec<(f64, f64)> =
+        sampled.iter().map(|s| (s.start_s, s.kv_used_tokens as f64 * 100.0 / kv_capacity.max(1) as f64)).collect();
+    series_panel(&panels[2], "KV cache usage", "KV slots held by requests (%)", &[("KV used", kv, BLUE)], Some(100.0))
+        .map_err(|e| plot_err(path, e))?;
+    let waiting: Vec<(f64, f64)> = sampled.iter().map(|s| (s.start_s, s.waiting as f64)).collect();
+    let running: Vec<(f64, f64)> = sampled.iter().map(|s| (s.start_s, s.running as f64)).collect();
+    series_panel(&panels[3], "Queues", "requests", &[("waiting", waiting, RED), ("running", running, GREEN)], None)
+        .map_err(|e| plot_err(path, e))?;
+    root.present().map_err(|e| plot_err(path, e))?;
+    Ok(())
+}
+
+fn cdf_panel(area: &Area<'_>, caption: &str, x_desc: &str, mut v: Vec<f64>) -> DrawResult {
+    v.sort_unstable_by(f64::total_cmp);
+    let hi = v.last().copied().unwrap_or(1.0).max(1e-9) * 1.05;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0f64..hi, 0f64..100f64)?;
+    chart.configure_mesh().x_desc(x_desc).y_desc("requests at or below (%)").draw()?;
+    let n = v.len().max(1) as f64;
+    let every = v.len().div_ceil(2000).max(1);
+    let pts: Vec<(f64, f64)> =
+        v.iter().enumerate().step_by(every).map(|(i, &x)| (x, (i + 1) as f64 * 100.0 / n)).collect();
+    chart.draw_series(LineSeries::new(pts, BLUE.stroke_width(2)))?;
+    Ok(())
+}
+
+/// A labelled line: (label, points, colour).
+type Series<'a> = (&'a str, Vec<(f64, f64)>, RGBColor);
+
+fn series_panel(area: &Area<'_>, caption: &str, y_desc: &str, series: &[Series<'_>], y_max: Option<f64>) -> DrawResult {
+    let x_hi = series.iter().flat_map(|s| s.1.iter().map(|p| p.0)).fold(0.0, f64::max).max(1e-9);
+    let y_hi =
+        y_max.unwrap_or_else(|| series.iter().flat_map(|s| s.1.iter().map(|p| p.1)).fold(0.0, f64::max).max(1.0) * 1.1);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0f64..x_hi, 0f64..y_hi)?;
+    chart.configure_mesh().x_desc("simulated time (s)").y_desc(y_desc).draw()?;
+    for (label, pts, color) in series {
+        let color = *color;
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(1)))?
+            .label(*label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+    }
+    chart.configure_series_labels().position(SeriesLabelPosition::UpperRight).border_style(BLACK).draw()?;
     Ok(())
 }

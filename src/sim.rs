@@ -32,6 +32,7 @@ pub struct StepRecord {
     pub batch_size: u32,
     pub prefill_tokens: u64,
     pub decode_tokens: u32,
+    /// KV slots held by requests (cached but evictable entries count as free, as vLLM's usage).
     pub kv_used_tokens: u64,
     pub waiting: u32,
     pub running: u32,
@@ -143,7 +144,10 @@ pub fn run(
                     batch_size: batch.shape.seqs,
                     prefill_tokens: batch.shape.prefill_tokens,
                     decode_tokens: batch.shape.decode_seqs,
-                    kv_used_tokens: cache.usage().used_tokens,
+                    kv_used_tokens: {
+                        let u = cache.usage();
+                        u.used_tokens - u.evictable_tokens
+                    },
                     waiting: waiting as u32,
                     running: running as u32,
                 });

@@ -281,3 +281,13 @@ fn sglang_engine_runs_with_its_own_defaults() {
     assert_eq!(v["config"]["mem_fraction_static"], 0.8);
     assert!(fails(&["--engine", "sglang", "--mem-fraction-static", "1.5"]).contains("--mem-fraction-static"));
 }
+
+#[test]
+fn run_draws_its_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("run.svg");
+    ok(&["--num-prompts", "30", "--plot", svg.to_str().unwrap()]);
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg") && drawn.contains("TTFT distribution") && drawn.contains("Queues"));
+    assert!(fails(&["--plot", "run.png"]).contains("only .svg"));
+}
