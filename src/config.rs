@@ -160,6 +160,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     let policy = o.policy.unwrap_or(match o.engine {
         EngineKind::Vllm => Policy::Paged,
         EngineKind::Sglang => Policy::Radix,
+        EngineKind::Lightllm => Policy::Token,
     });
     let (limits, kv_tokens, mem_fraction_static) = match o.engine {
         EngineKind::Vllm => {
@@ -184,6 +185,24 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             let max_num_reqs = ((kv as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
             let running = o.max_running_requests.map_or((kv / 2).min(max_num_reqs).max(1) as u32, |r| r.max(1));
             ((running, o.max_prefill_tokens, chunk), kv, Some(frac))
+        }
+        EngineKind::Lightllm => {
+            // api_cli defaults: running_max_req_size 1000, chunked_prefill_size 4096,
+            // batch_max_tokens = min(max_req_total_len 16384, 2 × chunk + 256); mem_fraction 0.9.
+            let chunk = match o.chunked_prefill_size {
+                None => 4096,
+                Some(c) if c <= 0 => 0,
+                Some(c) => c.min(u32::MAX as i64) as u32,
+            };
+            let batch_max =
+                o.max_num_batched_tokens.unwrap_or(if chunk == 0 { 16384 } else { (2 * chunk + 256).min(16384) });
+            let frac = o.mem_fraction_static.unwrap_or(0.9);
+            if !(frac > 0.0 && frac <= 1.0) {
+                return Err(Error::invalid("--mem-fraction-static", format!("{frac} is not in (0, 1]")));
+            }
+            let kv = profile::sglang_kv_tokens(&gpu, &model, o.tp, frac);
+            let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
+            ((o.max_num_seqs.unwrap_or(1000), batch_max, chunk), kv, Some(frac))
         }
     };
     let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) = limits;
@@ -261,6 +280,17 @@ mod tests {
         assert_eq!((a100.engine.max_num_seqs, a100.engine.max_num_batched_tokens), (256, 2048));
         let o = RunOptions { num_gpu_blocks_override: Some(16384), ..Default::default() };
         assert_eq!(resolve(&o).unwrap().kv_capacity_tokens, 16383 * 16);
+    }
+
+    #[test]
+    fn lightllm_defaults() {
+        let c = resolve(&RunOptions { engine: EngineKind::Lightllm, ..Default::default() }).unwrap();
+        assert_eq!(c.cache.policy, Policy::Token);
+        assert_eq!(
+            (c.engine.max_num_seqs, c.engine.max_num_batched_tokens, c.engine.chunked_prefill_size),
+            (1000, 8448, 4096)
+        );
+        assert_eq!(c.mem_fraction_static, Some(0.9));
     }
 
     #[test]

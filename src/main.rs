@@ -60,6 +60,7 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         backend: match cfg.engine.engine {
             cachesim::engine::EngineKind::Vllm => "vllm".to_string(),
             cachesim::engine::EngineKind::Sglang => "sglang".to_string(),
+            cachesim::engine::EngineKind::Lightllm => "lightllm".to_string(),
         },
         request_rate: match cfg.arrivals.rate {
             Some(cachesim::workload::arrivals::Rate::PerSecond(r)) => Some(r),

@@ -133,7 +133,8 @@ pub fn run(
                 }
             }
         } else {
-            let dt = cost.step_time(&batch.shape);
+            let price = |b: &crate::cost::BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b) };
+            let dt = price(&batch.shape) + price(&batch.second_pass);
             let end = now + dt;
             steps += 1;
             if keep_timeline {
@@ -141,9 +142,9 @@ pub fn run(
                 timeline.push(StepRecord {
                     start_s: now,
                     duration_s: dt,
-                    batch_size: batch.shape.seqs,
-                    prefill_tokens: batch.shape.prefill_tokens,
-                    decode_tokens: batch.shape.decode_seqs,
+                    batch_size: batch.shape.seqs + batch.second_pass.seqs,
+                    prefill_tokens: batch.shape.prefill_tokens + batch.second_pass.prefill_tokens,
+                    decode_tokens: batch.shape.decode_seqs + batch.second_pass.decode_seqs,
                     kv_used_tokens: {
                         let u = cache.usage();
                         u.used_tokens - u.evictable_tokens

@@ -291,3 +291,11 @@ fn run_draws_its_svg() {
     assert!(drawn.starts_with("<svg") && drawn.contains("TTFT distribution") && drawn.contains("Queues"));
     assert!(fails(&["--plot", "run.png"]).contains("only .svg"));
 }
+
+#[test]
+fn lightllm_engine_runs() {
+    let out = ok(&["--engine", "lightllm", "--num-prompts", "40", "--report-style", "vllm"]);
+    assert!(out.contains("Engine:         lightllm · running_max_req_size 1000 · batch_max_tokens 8448"), "{out}");
+    assert!(out.contains("KV cache:       token"), "{out}");
+    assert!(out.contains("Successful requests:                     40"), "{out}");
+}

@@ -321,8 +321,8 @@ impl PrefixCache for PagedCache {
 
     fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
         debug_assert!(self.reqs.get(req as usize).is_none_or(Option::is_none), "request admitted twice");
-        // Any admission needs at least one new block (the last known token is never a hit).
-        if self.free_len() == 0 {
+        // Scheduling any token needs a new block (the last known token is never a hit).
+        if self.free_len() == 0 && max_new_tokens > 0 {
             return None;
         }
         let (hashes, mut hits) = match self.parked.remove(&req) {

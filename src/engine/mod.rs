@@ -4,6 +4,7 @@
 //! requests compute how many tokens in the next step; it owns its queues and talks to the
 //! prefix cache; the event loop ([`crate::sim`]) prices the step and emits tokens.
 
+pub mod lightllm;
 pub mod sglang;
 pub mod vllm;
 
@@ -21,6 +22,8 @@ pub enum EngineKind {
     /// SGLang: a step is a prefill batch or a decode batch (prefill first), decode-memory
     /// reservation with new_token_ratio, retraction of the requests with the fewest outputs.
     Sglang,
+    /// LightLLM: peak-footprint admission on a token pool; a decode pass then a prefill pass.
+    Lightllm,
 }
 
 /// SGLang `--schedule-policy`.
@@ -108,6 +111,8 @@ pub struct Batch {
     /// (request, new tokens) in scheduling order.
     pub items: Vec<(ReqId, u32)>,
     pub shape: BatchShape,
+    /// A second forward pass in the same step (LightLLM's prefill after its decode).
+    pub second_pass: BatchShape,
     /// Requests preempted while forming this batch.
     pub preempted: u32,
 }
@@ -117,6 +122,7 @@ impl Batch {
     pub fn clear(&mut self) {
         self.items.clear();
         self.shape = BatchShape::default();
+        self.second_pass = BatchShape::default();
         self.preempted = 0;
     }
     /// Adds `new` tokens of request `r`.
@@ -145,5 +151,6 @@ pub fn scheduler(cfg: &EngineConfig) -> Box<dyn Scheduler> {
     match cfg.engine {
         EngineKind::Vllm => Box::new(vllm::VllmV1::new(*cfg)),
         EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg)),
+        EngineKind::Lightllm => Box::new(lightllm::Lightllm::new(*cfg)),
     }
 }

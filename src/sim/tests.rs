@@ -215,3 +215,36 @@ fn sglang_retracts_the_request_with_the_fewest_outputs() {
     assert!(b.last_token_s > a.last_token_s);
     assert!(r.timeline.iter().all(|s| s.kv_used_tokens <= 64));
 }
+
+fn lightllm_cfg(capacity: Option<u64>) -> SimConfig {
+    let mut c = cfg(1000, 8448, None);
+    c.engine.engine = EngineKind::Lightllm;
+    c.engine.chunked_prefill_size = 4096;
+    c.cache = CacheSpec { policy: Policy::Token, block_size: None, page_size: None, capacity_tokens: capacity };
+    c
+}
+
+#[test]
+fn lightllm_decode_pass_then_prefill_pass() {
+    let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 2)]);
+    let r = run(&w, &[(0, 0.0), (1, 0.03)], &lightllm_cfg(None), &COST, false);
+    let (a, b) = (rec(&r, 0), rec(&r, 1));
+    // t=0 prefill A (0.020); t=0.020 decode A (0.012); t=0.032 decode A (0.012) and then, in a
+    // second forward, prefill B (0.030); t=0.074 decode B (0.012).
+    assert!(close(a.ttft_s(), 0.020));
+    assert!(close(a.last_token_s, 0.074), "{a:?}");
+    assert!(close(b.ttft_s(), 0.044) && close(b.last_token_s, 0.086), "{b:?}");
+}
+
+#[test]
+fn lightllm_admits_by_estimated_peak_footprint() {
+    // Each request holds 11 tokens and may grow by 19 + 6 + 7 (one chunk of delay): alone the
+    // peak is 43, together 86. With 50 slots B waits for A, though both prompts fit at once.
+    let w = workload(&[((0..10).collect(), 20), ((100..110).collect(), 20)]);
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &lightllm_cfg(Some(50)), &COST, false);
+    let (a, b) = (rec(&r, 0), rec(&r, 1));
+    assert!(b.first_scheduled_s >= a.last_token_s, "{a:?} {b:?}");
+    assert_eq!((a.preemptions, b.preemptions), (0, 0));
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &lightllm_cfg(Some(87)), &COST, false);
+    assert!(close(rec(&r, 1).first_scheduled_s, 0.0));
+}
