@@ -61,24 +61,40 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
 }
 
+/// numpy.percentile (linear interpolation) by selection, O(n): the two order statistics around
+/// the rank, without sorting.
+pub fn select_percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let rank = p / 100.0 * (v.len() - 1) as f64;
+    let lo = rank.floor() as usize;
+    let (_, &mut low, rest) = v.select_nth_unstable_by(lo, f64::total_cmp);
+    if rank == lo as f64 || rest.is_empty() {
+        return low;
+    }
+    let high = rest.iter().copied().fold(f64::INFINITY, f64::min);
+    low + (high - low) * (rank - lo as f64)
+}
+
 impl Stats {
-    /// Statistics of `v` (sorted in place); an empty list counts as `[0]`.
+    /// Statistics of `v` (reordered in place, not fully sorted); an empty list counts as `[0]`.
     pub fn of(v: &mut [f64]) -> Self {
         if v.is_empty() {
             return Self::default();
         }
-        v.sort_unstable_by(f64::total_cmp);
         let n = v.len() as f64;
         let mean = v.iter().sum::<f64>() / n;
         let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         Self {
             mean,
-            median: percentile(v, 50.0),
+            median: select_percentile(v, 50.0),
             std: var.sqrt(),
-            p90: percentile(v, 90.0),
-            p95: percentile(v, 95.0),
-            p99: percentile(v, 99.0),
-            max: v[v.len() - 1],
+            p90: select_percentile(v, 90.0),
+            p95: select_percentile(v, 95.0),
+            p99: select_percentile(v, 99.0),
+            max,
         }
     }
     fn ms(self) -> Self {
@@ -227,6 +243,16 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn selection_matches_sorting(mut v in proptest::collection::vec(-1e3f64..1e3, 1..60), p in 0f64..=100.0) {
+            let mut sorted = v.clone();
+            sorted.sort_by(f64::total_cmp);
+            let want = percentile(&sorted, p);
+            proptest::prop_assert!((select_percentile(&mut v, p) - want).abs() < 1e-9);
+        }
+    }
 
     #[test]
     fn numpy_percentiles() {

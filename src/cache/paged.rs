@@ -55,6 +55,8 @@ pub struct PagedCache {
     /// as vLLM keeps `request.block_hashes`, and the hits of their last lookup, re-validated
     /// cheaply on the next try (a block still carrying its hash is still the map's answer).
     parked: FxHashMap<ReqId, Parked>,
+    /// Reused buffer for block fingerprints.
+    scratch: Vec<u64>,
     in_use: u64,
     cached_free: u64,
     stats: CacheStats,
@@ -86,6 +88,7 @@ impl PagedCache {
             map: FxHashMap::default(),
             reqs: Vec::new(),
             parked: FxHashMap::default(),
+            scratch: Vec::new(),
             in_use: 0,
             cached_free: 0,
             stats: CacheStats::default(),
@@ -270,12 +273,21 @@ impl PagedCache {
     /// Registers the request's full blocks within its first `total` tokens.
     fn cache_full_blocks(&mut self, st: &mut ReqState, total: usize) {
         let full = total / self.block;
+        if st.hashes.len() < full {
+            // Hash the missing blocks in one pass, then chain them.
+            let from = st.hashes.len();
+            let mut fp = std::mem::take(&mut self.scratch);
+            fp.clear();
+            self.store.block_fingerprints(st.seq, from, full - from, self.block, &mut fp);
+            for (k, &f) in fp.iter().enumerate() {
+                let i = from + k;
+                let parent = if i == 0 { ROOT_HASH } else { st.hashes[i - 1] };
+                st.hashes.push(chain_hash(parent, f, self.block));
+            }
+            self.scratch = fp;
+        }
         while st.cached_blocks < full {
             let i = st.cached_blocks;
-            if st.hashes.len() <= i {
-                let parent = if i == 0 { ROOT_HASH } else { st.hashes[i - 1] };
-                st.hashes.push(self.block_hash(st.seq, parent, i));
-            }
             self.register(st.blocks[i], st.hashes[i]);
             st.cached_blocks += 1;
         }

@@ -222,6 +222,43 @@ impl TokenStore {
     }
 }
 
+impl TokenStore {
+    /// Fingerprints of the `count` consecutive `block`-token blocks starting at block `first`
+    /// of `seq`, appended to `out`: the same values as [`fingerprint`](Self::fingerprint) per
+    /// block, in one pass over the chunks.
+    pub fn block_fingerprints(&self, seq: SeqId, first: usize, count: usize, block: usize, out: &mut Vec<u64>) {
+        let t = tables();
+        let (mut acc, mut off) = (0u64, 0usize);
+        for c in self.chunks(seq, first * block, (first + count) * block) {
+            let mut c = c;
+            while !c.is_empty() {
+                let take = c.len().min(block - off);
+                match c {
+                    Chunk::Slice(s) => {
+                        for (j, &tok) in s[..take].iter().enumerate() {
+                            acc = add61(acc, mul61(tok as u64, t.pow[off + j]));
+                        }
+                    }
+                    Chunk::Run { base, .. } => {
+                        let inner = add61(mul61(base as u64, t.s0[take]), t.s1[take]);
+                        acc = add61(acc, mul61(inner, t.pow[off]));
+                    }
+                }
+                off += take;
+                if off == block {
+                    out.push(acc);
+                    acc = 0;
+                    off = 0;
+                }
+                match advance(c, take) {
+                    Some(rest) => c = rest,
+                    None => break,
+                }
+            }
+        }
+    }
+}
+
 /// Chained block key: what vLLM's `hash_block_tokens(parent, block_tokens)` stands for.
 /// 64-bit; we assume no collisions among the distinct blocks of one run (documented).
 pub fn chain_hash(parent: u64, fingerprint: u64, len: usize) -> u64 {
@@ -367,6 +404,26 @@ mod tests {
             }
         }
         assert_ne!(s.fingerprint(a, 0, 3), s.fingerprint(a, 1, 3));
+    }
+
+    #[test]
+    fn block_fingerprints_match_one_by_one() {
+        let (s, a, b) = store_with(&[&[5, 6, 7], &[8, 9, 20, 21, 1, 2, 3, 4, 5]], &[(5, 5), (20, 2), (1, 700)]);
+        for (seq, len) in [(a, 12), (b, 707)] {
+            for block in [1, 2, 3, 4, 16] {
+                let n = len / block;
+                if n == 0 {
+                    continue;
+                }
+                let mut batch = Vec::new();
+                s.block_fingerprints(seq, 0, n, block, &mut batch);
+                let one: Vec<u64> = (0..n).map(|i| s.fingerprint(seq, i * block, block)).collect();
+                assert_eq!(batch, one, "block {block}");
+                let mut tail = Vec::new();
+                s.block_fingerprints(seq, 1, n - 1, block, &mut tail);
+                assert_eq!(tail, one[1..]);
+            }
+        }
     }
 
     #[test]
