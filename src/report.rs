@@ -308,6 +308,18 @@ fn section(s: &mut String, title: &str) {
     let _ = writeln!(s, "{title:-^50}");
 }
 
+/// The TTFT and TPOT sections, alike in both clients.
+fn ttft_tpot_sections(s: &mut String, m: &Summary) {
+    section(s, "Time to First Token");
+    rowf(s, "Mean TTFT (ms):", m.mean_ttft_ms);
+    rowf(s, "Median TTFT (ms):", m.median_ttft_ms);
+    rowf(s, "P99 TTFT (ms):", m.p99_ttft_ms);
+    section(s, "Time per Output Token (excl. 1st token)");
+    rowf(s, "Mean TPOT (ms):", m.mean_tpot_ms);
+    rowf(s, "Median TPOT (ms):", m.median_tpot_ms);
+    rowf(s, "P99 TPOT (ms):", m.p99_tpot_ms);
+}
+
 /// Python's `repr` of a float as the clients print the rate (`20.0`, `0.5`).
 fn py_float(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e16 {
@@ -354,14 +366,7 @@ pub fn bench_report(style: ReportStyle, load: &LoadEcho, m: &Summary) -> String 
             rowf(&mut s, "Median E2E Latency (ms):", m.median_e2e_latency_ms);
             rowf(&mut s, "P90 E2E Latency (ms):", m.p90_e2e_latency_ms);
             rowf(&mut s, "P99 E2E Latency (ms):", m.p99_e2e_latency_ms);
-            section(&mut s, "Time to First Token");
-            rowf(&mut s, "Mean TTFT (ms):", m.mean_ttft_ms);
-            rowf(&mut s, "Median TTFT (ms):", m.median_ttft_ms);
-            rowf(&mut s, "P99 TTFT (ms):", m.p99_ttft_ms);
-            section(&mut s, "Time per Output Token (excl. 1st token)");
-            rowf(&mut s, "Mean TPOT (ms):", m.mean_tpot_ms);
-            rowf(&mut s, "Median TPOT (ms):", m.median_tpot_ms);
-            rowf(&mut s, "P99 TPOT (ms):", m.p99_tpot_ms);
+            ttft_tpot_sections(&mut s, m);
             section(&mut s, "Inter-Token Latency");
             rowf(&mut s, "Mean ITL (ms):", m.mean_itl_ms);
             rowf(&mut s, "Median ITL (ms):", m.median_itl_ms);
@@ -387,14 +392,7 @@ pub fn bench_report(style: ReportStyle, load: &LoadEcho, m: &Summary) -> String 
             rowf(&mut s, "Peak output token throughput (tok/s):", m.peak_output_throughput);
             rowf(&mut s, "Peak concurrent requests:", m.peak_concurrent_requests as f64);
             rowf(&mut s, "Total token throughput (tok/s):", m.total_throughput);
-            section(&mut s, "Time to First Token");
-            rowf(&mut s, "Mean TTFT (ms):", m.mean_ttft_ms);
-            rowf(&mut s, "Median TTFT (ms):", m.median_ttft_ms);
-            rowf(&mut s, "P99 TTFT (ms):", m.p99_ttft_ms);
-            section(&mut s, "Time per Output Token (excl. 1st token)");
-            rowf(&mut s, "Mean TPOT (ms):", m.mean_tpot_ms);
-            rowf(&mut s, "Median TPOT (ms):", m.median_tpot_ms);
-            rowf(&mut s, "P99 TPOT (ms):", m.p99_tpot_ms);
+            ttft_tpot_sections(&mut s, m);
             section(&mut s, "Inter-token Latency");
             rowf(&mut s, "Mean ITL (ms):", m.mean_itl_ms);
             rowf(&mut s, "Median ITL (ms):", m.median_itl_ms);

@@ -22,13 +22,7 @@ fn all_specs(capacity: Option<u64>) -> Vec<CacheSpec> {
 }
 
 fn store(seqs: &[Vec<u32>]) -> Arc<TokenStore> {
-    let mut s = TokenStore::new();
-    for t in seqs {
-        s.begin_seq();
-        s.push_tokens(t);
-        s.end_seq();
-    }
-    Arc::new(s)
+    Arc::new(TokenStore::from_seqs(seqs))
 }
 
 /// Alignment unit of a spec (1 for token-level caches).

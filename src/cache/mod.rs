@@ -147,6 +147,43 @@ pub trait PrefixCache: Send {
     fn check_invariants(&self);
 }
 
+/// Per-request state of a cache, indexed by request id (dense: ids are workload indices).
+#[derive(Debug)]
+pub struct ReqSlots<T>(Vec<Option<T>>);
+
+impl<T> Default for ReqSlots<T> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<T> ReqSlots<T> {
+    /// Takes the state of an admitted request out (put it back with [`put`](Self::put)).
+    pub fn take(&mut self, req: ReqId) -> T {
+        self.0.get_mut(req as usize).and_then(Option::take).expect("request not admitted")
+    }
+    /// Stores a request's state.
+    pub fn put(&mut self, req: ReqId, st: T) {
+        let i = req as usize;
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, || None);
+        }
+        self.0[i] = Some(st);
+    }
+    /// The state of a live request.
+    pub fn get(&self, req: ReqId) -> Option<&T> {
+        self.0.get(req as usize)?.as_ref()
+    }
+    /// Whether the request holds state now.
+    pub fn is_live(&self, req: ReqId) -> bool {
+        self.get(req).is_some()
+    }
+    /// Every live request's state.
+    pub fn live(&self) -> impl Iterator<Item = &T> {
+        self.0.iter().flatten()
+    }
+}
+
 /// Token-slot accounting shared by the token-granular caches: capacity, free slots, peak.
 #[derive(Debug, Clone, Copy)]
 pub struct SlotPool {

@@ -6,7 +6,7 @@
 //! to several blocks; lookup returns the oldest). Blocks are hashed when they are allocated for
 //! scheduled tokens, so requests later in the same step can already hit them.
 
-use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, Usage};
+use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, Usage};
 use crate::workload::tokens::{chain_hash, ROOT_HASH};
 use crate::workload::{SeqId, TokenStore};
 use rustc_hash::FxHashMap;
@@ -50,7 +50,7 @@ pub struct PagedCache {
     tail: u32,
     list_len: u64,
     map: FxHashMap<u64, u32>,
-    reqs: Vec<Option<ReqState>>,
+    reqs: ReqSlots<ReqState>,
     /// Requests not currently admitted (failed admission, preempted): their block hashes, kept
     /// as vLLM keeps `request.block_hashes`, and the hits of their last lookup, re-validated
     /// cheaply on the next try (a block still carrying its hash is still the map's answer).
@@ -86,7 +86,7 @@ impl PagedCache {
             tail: NIL,
             list_len: 0,
             map: FxHashMap::default(),
-            reqs: Vec::new(),
+            reqs: ReqSlots::default(),
             parked: FxHashMap::default(),
             scratch: Vec::new(),
             in_use: 0,
@@ -116,7 +116,7 @@ impl PagedCache {
 
     /// The block table of a live request (for tests).
     pub fn block_table(&self, req: ReqId) -> Option<&[u32]> {
-        self.reqs.get(req as usize)?.as_ref().map(|r| &r.blocks[..])
+        self.reqs.get(req).map(|r| &r.blocks[..])
     }
 
     /// Whether a block currently carries a hash (is cached).
@@ -293,20 +293,8 @@ impl PagedCache {
         }
     }
 
-    fn take_state(&mut self, req: ReqId) -> ReqState {
-        self.reqs.get_mut(req as usize).and_then(Option::take).expect("request not admitted")
-    }
-
-    fn put_state(&mut self, req: ReqId, st: ReqState) {
-        let i = req as usize;
-        if self.reqs.len() <= i {
-            self.reqs.resize_with(i + 1, || None);
-        }
-        self.reqs[i] = Some(st);
-    }
-
     fn free_request(&mut self, req: ReqId) -> Vec<u64> {
-        let st = self.take_state(req);
+        let st = self.reqs.take(req);
         self.stats.partial_block_waste_tokens += (st.blocks.len() * self.block - st.tokens) as u64;
         for &b in st.blocks.iter().rev() {
             self.release(b);
@@ -332,7 +320,7 @@ impl PrefixCache for PagedCache {
     }
 
     fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
-        debug_assert!(self.reqs.get(req as usize).is_none_or(Option::is_none), "request admitted twice");
+        debug_assert!(!self.reqs.is_live(req), "request admitted twice");
         // Scheduling any token needs a new block (the last known token is never a hit).
         if self.free_len() == 0 && max_new_tokens > 0 {
             return None;
@@ -362,17 +350,17 @@ impl PrefixCache for PagedCache {
         }
         st.tokens = total;
         self.cache_full_blocks(&mut st, total);
-        self.put_state(req, st);
+        self.reqs.put(req, st);
         self.note_peak();
         Some(Admitted { hit_tokens: hit, allocated_tokens: total })
     }
 
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
-        let mut st = self.take_state(req);
+        let mut st = self.reqs.take(req);
         debug_assert!(total_tokens <= self.store.seq_len(st.seq), "scheduling unknown tokens");
         let need = total_tokens.div_ceil(self.block).saturating_sub(st.blocks.len());
         if need as u64 > self.free_len() {
-            self.put_state(req, st);
+            self.reqs.put(req, st);
             return false;
         }
         for _ in 0..need {
@@ -381,7 +369,7 @@ impl PrefixCache for PagedCache {
         }
         st.tokens = st.tokens.max(total_tokens);
         self.cache_full_blocks(&mut st, total_tokens);
-        self.put_state(req, st);
+        self.reqs.put(req, st);
         self.note_peak();
         true
     }
@@ -397,7 +385,7 @@ impl PrefixCache for PagedCache {
 
     fn preempt(&mut self, req: ReqId) {
         // Recompute mode: blocks freed (tail first), still hashed, likely re-hit on resume.
-        let seq = self.reqs[req as usize].as_ref().expect("request admitted").seq;
+        let seq = self.reqs.get(req).expect("request admitted").seq;
         let hashes = self.free_request(req);
         self.parked.insert(req, Parked { seq, hashes, hits: Vec::new() });
     }
@@ -417,7 +405,7 @@ impl PrefixCache for PagedCache {
     fn check_invariants(&self) {
         let minted = self.fresh_next as usize;
         let mut refs = vec![0u32; minted];
-        for st in self.reqs.iter().flatten() {
+        for st in self.reqs.live() {
             assert_eq!(st.blocks.len(), st.tokens.div_ceil(self.block), "block table size");
             for &b in &st.blocks {
                 refs[b as usize] += 1;

@@ -5,7 +5,7 @@
 //! private slots; slots whose content the tree already had are freed as duplicates on insert.
 
 use super::tree::{NodeId, RadixTree, ROOT};
-use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, SlotPool, Usage};
+use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, SlotPool, Usage};
 use crate::workload::{SeqId, TokenStore};
 use std::sync::Arc;
 
@@ -47,7 +47,7 @@ pub struct TreeCache {
     pool: SlotPool,
     /// Slots held by requests and not by the tree.
     private: u64,
-    reqs: Vec<Option<ReqState>>,
+    reqs: ReqSlots<ReqState>,
     evicted: u64,
 }
 
@@ -73,7 +73,7 @@ impl TreeCache {
             tree: RadixTree::new(rules.page_size),
             pool: SlotPool::new(capacity_tokens),
             private: 0,
-            reqs: Vec::new(),
+            reqs: ReqSlots::default(),
             evicted: 0,
         }
     }
@@ -81,18 +81,6 @@ impl TreeCache {
     /// The tree (for tests and analysis).
     pub fn tree(&self) -> &RadixTree {
         &self.tree
-    }
-
-    fn take_state(&mut self, req: ReqId) -> ReqState {
-        self.reqs.get_mut(req as usize).and_then(Option::take).expect("request not admitted")
-    }
-
-    fn put_state(&mut self, req: ReqId, st: ReqState) {
-        let i = req as usize;
-        if self.reqs.len() <= i {
-            self.reqs.resize_with(i + 1, || None);
-        }
-        self.reqs[i] = Some(st);
     }
 
     /// Frees room for `n` new slots the engine's way; false when even a full eviction of
@@ -164,7 +152,7 @@ impl PrefixCache for TreeCache {
     }
 
     fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
-        debug_assert!(self.reqs.get(req as usize).is_none_or(Option::is_none), "request admitted twice");
+        debug_assert!(!self.reqs.is_live(req), "request admitted twice");
         // At least the last known token is recomputed; the match is page-aligned.
         let (hit, node) = self.tree.match_prefix(&self.store, seq, known.saturating_sub(1));
         let new = (known - hit).min(max_new_tokens);
@@ -174,33 +162,33 @@ impl PrefixCache for TreeCache {
             return None;
         }
         let st = ReqState { seq, node, cached: hit, allocated: hit + new, computed: hit, prefill_end: known };
-        self.put_state(req, st);
+        self.reqs.put(req, st);
         Some(Admitted { hit_tokens: hit, allocated_tokens: hit + new })
     }
 
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
-        let mut st = self.take_state(req);
+        let mut st = self.reqs.take(req);
         let need = total_tokens.saturating_sub(st.allocated) as u64;
         let ok = self.alloc(need);
         if ok {
             st.allocated += need as usize;
         }
-        self.put_state(req, st);
+        self.reqs.put(req, st);
         ok
     }
 
     fn computed(&mut self, req: ReqId, computed_tokens: usize) {
-        let mut st = self.take_state(req);
+        let mut st = self.reqs.take(req);
         debug_assert!(computed_tokens <= st.allocated, "computed tokens without slots");
         st.computed = st.computed.max(computed_tokens);
         if self.rules.insert_after_prefill && computed_tokens <= st.prefill_end {
             self.insert(&mut st, computed_tokens);
         }
-        self.put_state(req, st);
+        self.reqs.put(req, st);
     }
 
     fn finish(&mut self, req: ReqId) {
-        let mut st = self.take_state(req);
+        let mut st = self.reqs.take(req);
         // Everything computed (prompt + output − 1) enters the tree; the unaligned tail is freed.
         let computed = st.computed;
         self.insert(&mut st, computed);
@@ -208,7 +196,7 @@ impl PrefixCache for TreeCache {
     }
 
     fn preempt(&mut self, req: ReqId) {
-        let mut st = self.take_state(req);
+        let mut st = self.reqs.take(req);
         if self.rules.insert_on_preempt {
             let computed = st.computed;
             self.insert(&mut st, computed);
@@ -230,13 +218,13 @@ impl PrefixCache for TreeCache {
 
     fn check_invariants(&self) {
         self.tree.check_invariants();
-        let private: u64 = self.reqs.iter().flatten().map(|s| (s.allocated - s.cached) as u64).sum();
+        let private: u64 = self.reqs.live().map(|s| (s.allocated - s.cached) as u64).sum();
         assert_eq!(private, self.private, "private slot count");
         assert_eq!(self.pool.used, self.private + self.tree.size(), "slots not conserved");
-        if self.reqs.iter().all(Option::is_none) {
+        if self.reqs.live().next().is_none() {
             assert_eq!(self.tree.protected_tokens(), 0, "idle cache with locked nodes");
         }
-        for st in self.reqs.iter().flatten() {
+        for st in self.reqs.live() {
             assert!(st.cached <= st.allocated && st.node != ROOT || st.cached == 0, "request state");
         }
     }

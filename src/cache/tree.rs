@@ -326,13 +326,7 @@ mod tests {
     use super::*;
 
     fn store(seqs: &[&[u32]]) -> TokenStore {
-        let mut s = TokenStore::new();
-        for t in seqs {
-            s.begin_seq();
-            s.push_tokens(t);
-            s.end_seq();
-        }
-        s
+        TokenStore::from_seqs(seqs)
     }
 
     /// ENGINE_SPEC §3.10: SGLang's own radix_cache self-test.

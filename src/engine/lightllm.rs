@@ -105,15 +105,7 @@ impl Lightllm {
             }
             // Lookup (all known tokens but the last) and pin; the chunks are allocated per pass.
             let Some(a) = cache.admit(id, r.seq, r.num_tokens as usize, 0) else { break };
-            let rr = &mut reqs[id as usize];
-            rr.num_computed = a.hit_tokens as u32;
-            if !rr.admitted {
-                rr.admitted = true;
-                rr.cached_prompt_tokens = a.hit_tokens as u32;
-            }
-            if rr.first_scheduled_s.is_nan() {
-                rr.first_scheduled_s = now;
-            }
+            reqs[id as usize].admitted_with(a.hit_tokens, now);
             pairs = trial;
             first_step += first;
             self.waiting.pop_front();
@@ -148,9 +140,7 @@ impl Lightllm {
             // Back to the front of the waiting list, in their original order.
             for &id in &group {
                 cache.preempt(id);
-                let r = &mut reqs[id as usize];
-                r.num_computed = 0;
-                r.preemptions += 1;
+                reqs[id as usize].preempted();
                 self.waiting.push_front(id);
                 paused += 1;
             }

@@ -105,6 +105,27 @@ impl ReqRt {
     }
 }
 
+impl ReqRt {
+    /// The cache admitted the request at `now` with `hit` tokens reused: computation starts
+    /// there; the first admission's hit and time are kept for the report.
+    pub fn admitted_with(&mut self, hit: usize, now: f64) {
+        self.num_computed = hit as u32;
+        if !self.admitted {
+            self.admitted = true;
+            self.cached_prompt_tokens = hit as u32;
+        }
+        if self.first_scheduled_s.is_nan() {
+            self.first_scheduled_s = now;
+        }
+    }
+
+    /// The request was preempted (recompute): its KV is gone, its outputs are kept.
+    pub fn preempted(&mut self) {
+        self.num_computed = 0;
+        self.preemptions += 1;
+    }
+}
+
 /// What a scheduler put in a step.
 #[derive(Debug, Default)]
 pub struct Batch {

@@ -93,7 +93,7 @@ impl Sglang {
     }
 
     /// Forms a prefill batch; false when there is none.
-    fn prefill(&mut self, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) -> bool {
+    fn prefill(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) -> bool {
         if (self.batch_is_full || self.waiting.is_empty()) && self.chunked.is_none() {
             return false;
         }
@@ -166,13 +166,8 @@ impl Sglang {
                 self.batch_is_full = true;
                 break;
             };
-            let rr = &mut reqs[id as usize];
-            rr.num_computed = a.hit_tokens as u32;
-            if !rr.admitted {
-                rr.admitted = true;
-                rr.cached_prompt_tokens = a.hit_tokens as u32;
-            }
-            let rr = *rr;
+            reqs[id as usize].admitted_with(a.hit_tokens, now);
+            let rr = reqs[id as usize];
             let n = (a.allocated_tokens - a.hit_tokens) as u64;
             out.push(id, &rr, n as u32);
             taken += 1;
@@ -217,9 +212,7 @@ impl Sglang {
                 .expect("more than one running request");
             let victim = self.running.remove(pos);
             cache.preempt(victim);
-            let v = &mut reqs[victim as usize];
-            v.num_computed = 0;
-            v.preemptions += 1;
+            reqs[victim as usize].preempted();
             self.waiting.push(victim);
             self.batch_is_full = false;
             retracted += 1;
@@ -246,9 +239,7 @@ impl Sglang {
                 // A page boundary the room check did not foresee: retract this one too.
                 self.running.remove(i);
                 cache.preempt(id);
-                let v = &mut reqs[id as usize];
-                v.num_computed = 0;
-                v.preemptions += 1;
+                reqs[id as usize].preempted();
                 self.waiting.push(id);
                 out.preempted += 1;
             }
@@ -267,13 +258,7 @@ impl Scheduler for Sglang {
     fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
         out.clear();
         self.running.append(&mut self.prefilled);
-        if self.prefill(reqs, cache, out) {
-            for &(id, _) in &out.items {
-                let r = &mut reqs[id as usize];
-                if r.first_scheduled_s.is_nan() {
-                    r.first_scheduled_s = now;
-                }
-            }
+        if self.prefill(now, reqs, cache, out) {
             return;
         }
         self.decode(reqs, cache, out);

@@ -55,9 +55,7 @@ impl Scheduler for VllmV1 {
             while !cache.grow(id, (r.num_computed + n) as usize) {
                 let victim = self.running.pop().expect("the request itself is running");
                 cache.preempt(victim);
-                let v = &mut reqs[victim as usize];
-                v.num_computed = 0;
-                v.preemptions += 1;
+                reqs[victim as usize].preempted();
                 self.waiting.push_front(victim);
                 out.preempted += 1;
                 if victim == id {
@@ -89,18 +87,10 @@ impl Scheduler for VllmV1 {
             let max_new = budget.min(self.cap(u32::MAX));
             let Some(a) = cache.admit(id, r.seq, known, max_new as usize) else { break };
             let n = (a.allocated_tokens - a.hit_tokens) as u32;
-            let r = &mut reqs[id as usize];
-            r.num_computed = a.hit_tokens as u32;
-            if !r.admitted {
-                r.admitted = true;
-                r.cached_prompt_tokens = a.hit_tokens as u32;
-            }
-            if r.first_scheduled_s.is_nan() {
-                r.first_scheduled_s = now;
-            }
+            reqs[id as usize].admitted_with(a.hit_tokens, now);
             self.waiting.pop_front();
             self.running.push(id);
-            let r = *r;
+            let r = reqs[id as usize];
             out.push(id, &r, n);
             budget -= n;
         }

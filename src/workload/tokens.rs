@@ -75,6 +75,17 @@ impl TokenStore {
         Self::default()
     }
 
+    /// A store holding one stored sequence per slice (ids 0, 1, …).
+    pub fn from_seqs<S: AsRef<[Token]>>(seqs: &[S]) -> Self {
+        let mut s = Self::new();
+        for t in seqs {
+            s.begin_seq();
+            s.push_tokens(t.as_ref());
+            s.end_seq();
+        }
+        s
+    }
+
     /// Starts a new sequence; tokens pushed until [`end_seq`](Self::end_seq) belong to it.
     pub fn begin_seq(&mut self) {
         debug_assert!(self.open.is_none(), "begin_seq while a sequence is open");

@@ -3,13 +3,7 @@
 use super::*;
 
 fn store(seqs: &[Vec<u32>]) -> Arc<TokenStore> {
-    let mut s = TokenStore::new();
-    for t in seqs {
-        s.begin_seq();
-        s.push_tokens(t);
-        s.end_seq();
-    }
-    Arc::new(s)
+    Arc::new(TokenStore::from_seqs(seqs))
 }
 
 fn range(a: u32, b: u32) -> Vec<u32> {
