@@ -158,13 +158,18 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     }
     let max_model_len = o.max_model_len.unwrap_or(model.max_context);
     let policy = o.policy.unwrap_or(match o.engine {
-        EngineKind::Vllm => Policy::Paged,
+        EngineKind::Vllm | EngineKind::VllmV0 => Policy::Paged,
         EngineKind::Sglang => Policy::Radix,
         EngineKind::Lightllm => Policy::Token,
     });
     let (limits, kv_tokens, mem_fraction_static) = match o.engine {
-        EngineKind::Vllm => {
-            let (seqs, tokens) = vllm_limits(o, &gpu, max_model_len)?;
+        EngineKind::Vllm | EngineKind::VllmV0 => {
+            let (seqs, tokens) = if o.engine == EngineKind::VllmV0 {
+                // V0's default mode has no chunked prefill: the budget covers a whole prompt.
+                vllm_limits(&RunOptions { enable_chunked_prefill: false, ..o.clone() }, &gpu, max_model_len)?
+            } else {
+                vllm_limits(o, &gpu, max_model_len)?
+            };
             let kv = profile::vllm_kv_tokens(&gpu, &model, o.tp, util, o.activation_reserve_gb);
             ((seqs, tokens, 0u32), kv, None)
         }
@@ -234,7 +239,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             engine: o.engine,
             max_num_seqs,
             max_num_batched_tokens,
-            enable_chunked_prefill: o.enable_chunked_prefill,
+            enable_chunked_prefill: o.enable_chunked_prefill && o.engine != EngineKind::VllmV0,
             long_prefill_token_threshold: o.long_prefill_token_threshold,
             chunked_prefill_size,
             max_prefill_tokens: o.max_prefill_tokens,
@@ -280,6 +285,13 @@ mod tests {
         assert_eq!((a100.engine.max_num_seqs, a100.engine.max_num_batched_tokens), (256, 2048));
         let o = RunOptions { num_gpu_blocks_override: Some(16384), ..Default::default() };
         assert_eq!(resolve(&o).unwrap().kv_capacity_tokens, 16383 * 16);
+    }
+
+    #[test]
+    fn vllm_v0_budget_covers_a_whole_prompt() {
+        let c = resolve(&RunOptions { engine: EngineKind::VllmV0, ..Default::default() }).unwrap();
+        assert_eq!(c.engine.max_num_batched_tokens, 131_072);
+        assert!(!c.engine.enable_chunked_prefill);
     }
 
     #[test]

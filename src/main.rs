@@ -58,7 +58,7 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     }
     let load = cachesim::report::LoadEcho {
         backend: match cfg.engine.engine {
-            cachesim::engine::EngineKind::Vllm => "vllm".to_string(),
+            cachesim::engine::EngineKind::Vllm | cachesim::engine::EngineKind::VllmV0 => "vllm".to_string(),
             cachesim::engine::EngineKind::Sglang => "sglang".to_string(),
             cachesim::engine::EngineKind::Lightllm => "lightllm".to_string(),
         },

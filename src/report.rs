@@ -223,6 +223,11 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
             serde_json::to_value(e.schedule_policy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
             e.schedule_conservativeness
         ),
+        crate::engine::EngineKind::VllmV0 => writeln!(
+            s,
+            "Engine:         vllm v0 (legacy) · max_num_seqs {} · max_num_batched_tokens {} · prefills first, no chunked prefill, 1% block watermark",
+            e.max_num_seqs, e.max_num_batched_tokens
+        ),
         crate::engine::EngineKind::Lightllm => writeln!(
             s,
             "Engine:         lightllm · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",

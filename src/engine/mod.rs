@@ -7,6 +7,7 @@
 pub mod lightllm;
 pub mod sglang;
 pub mod vllm;
+pub mod vllm_v0;
 
 use crate::cache::{PrefixCache, ReqId};
 use crate::cost::BatchShape;
@@ -19,6 +20,9 @@ use serde::Serialize;
 pub enum EngineKind {
     /// vLLM v1: one token budget per step, running requests first, chunked prefill.
     Vllm,
+    /// vLLM V0 (legacy, before 2025): whole prompts first with a 1% block watermark; a step
+    /// with prefills runs no decode.
+    VllmV0,
     /// SGLang: a step is a prefill batch or a decode batch (prefill first), decode-memory
     /// reservation with new_token_ratio, retraction of the requests with the fewest outputs.
     Sglang,
@@ -171,6 +175,7 @@ pub trait Scheduler: Send {
 pub fn scheduler(cfg: &EngineConfig) -> Box<dyn Scheduler> {
     match cfg.engine {
         EngineKind::Vllm => Box::new(vllm::VllmV1::new(*cfg)),
+        EngineKind::VllmV0 => Box::new(vllm_v0::VllmV0::new(*cfg)),
         EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg)),
         EngineKind::Lightllm => Box::new(lightllm::Lightllm::new(*cfg)),
     }

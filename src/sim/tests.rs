@@ -248,3 +248,17 @@ fn lightllm_admits_by_estimated_peak_footprint() {
     let r = run(&w, &[(0, 0.0), (1, 0.0)], &lightllm_cfg(Some(87)), &COST, false);
     assert!(close(rec(&r, 1).first_scheduled_s, 0.0));
 }
+
+#[test]
+fn vllm_v0_runs_prefills_first_and_no_decode_with_them() {
+    let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 2)]);
+    let mut c = cfg(8, 1000, None);
+    c.engine.engine = EngineKind::VllmV0;
+    c.engine.enable_chunked_prefill = false;
+    let r = run(&w, &[(0, 0.0), (1, 0.03)], &c, &COST, true);
+    let (a, b) = (rec(&r, 0), rec(&r, 1));
+    // t=0 prefill A (0.020); decode A (0.012); t=0.032 prefill B alone (0.030); decode both (0.014).
+    assert!(close(a.last_token_s, 0.076) && close(b.first_token_s, 0.062) && close(b.last_token_s, 0.076));
+    let kinds: Vec<(u64, u32)> = r.timeline.iter().map(|s| (s.prefill_tokens, s.decode_tokens)).collect();
+    assert_eq!(kinds, vec![(10, 0), (0, 1), (20, 0), (0, 2)]);
+}
