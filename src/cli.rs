@@ -183,7 +183,7 @@ pub struct RunArgs {
     pub mem_fraction_static: Option<f64>,
     /// Requests per second (`inf` = all at once). Default: the trace's time stamps when it has
     /// them, else inf.
-    #[arg(long, value_parser = parse_rate, help_heading = "Load")]
+    #[arg(long, value_parser = parse_rate, allow_negative_numbers = true, help_heading = "Load")]
     pub request_rate: Option<Rate>,
     /// Gamma shape of inter-arrival gaps (1 = Poisson; <1 burstier), vLLM semantics.
     #[arg(long, default_value_t = 1.0, help_heading = "Load")]
