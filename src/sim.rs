@@ -65,7 +65,7 @@ pub fn run(
     let n = w.requests.len();
     let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
     let mut cache = cfg.cache.build(w.store.clone());
-    let mut sched = scheduler(&cfg.engine);
+    let mut sched = scheduler(&cfg.engine, w.store.clone());
     let mut due: BinaryHeap<Due> = BinaryHeap::new();
     let mut fifo = 0u64;
     let mut planned = vec![f64::NAN; n];

@@ -28,25 +28,41 @@ pub struct PrunedLeaf {
     pub rep: usize,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Node {
-    depth: usize,
-    parent: usize,
+/// A node of the compressed trie: the end of a shared prefix or of a sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrieNode {
+    /// Prefix length at this node.
+    pub depth: usize,
+    /// Parent node (`usize::MAX` for the root, node 0).
+    pub parent: usize,
     /// Sequences ending exactly here.
-    ends: usize,
-    rep: usize,
+    pub ends: usize,
+    /// One sequence through the node.
+    pub rep: usize,
 }
 
-/// All pruned leaves at `min_count` (any length), in sorted-sequence order.
-pub fn pruned_leaves<I: Items>(items: &I, min_count: usize) -> Vec<PrunedLeaf> {
+/// The compressed trie of a set of sequences.
+#[derive(Debug, Clone)]
+pub struct Trie {
+    /// Node 0 is the root; children are deeper than their parents.
+    pub nodes: Vec<TrieNode>,
+    /// Node at which each sequence ends.
+    pub end_node: Vec<usize>,
+    /// Sequences passing through each node (its own ends included).
+    pub count: Vec<usize>,
+}
+
+/// Builds the compressed trie from the sequences sorted with their neighbours' LCPs.
+pub fn build_trie<I: Items>(items: &I) -> Trie {
     let n = items.count();
     let mut order: Vec<usize> = (0..n).collect();
     order.par_sort_by(|&a, &b| items.cmp(a, b).then(a.cmp(&b)));
     let lcps: Vec<usize> =
         (0..n).into_par_iter().map(|k| if k == 0 { 0 } else { items.lcp(order[k - 1], order[k]) }).collect();
 
-    // Rightmost-path construction of the compressed trie.
-    let mut nodes = vec![Node { depth: 0, parent: usize::MAX, ends: 0, rep: order.first().copied().unwrap_or(0) }];
+    // Rightmost-path construction.
+    let mut nodes = vec![TrieNode { depth: 0, parent: usize::MAX, ends: 0, rep: order.first().copied().unwrap_or(0) }];
+    let mut end_node = vec![0usize; n];
     let mut stack = vec![0usize];
     for (k, &i) in order.iter().enumerate() {
         let l = lcps[k];
@@ -58,35 +74,47 @@ pub fn pruned_leaves<I: Items>(items: &I, min_count: usize) -> Vec<PrunedLeaf> {
         if nodes[top].depth < l {
             let child = popped.expect("a deeper node was popped");
             let mid = nodes.len();
-            nodes.push(Node { depth: l, parent: top, ends: 0, rep: nodes[child].rep });
+            nodes.push(TrieNode { depth: l, parent: top, ends: 0, rep: nodes[child].rep });
             nodes[child].parent = mid;
             stack.push(mid);
         }
         let top = *stack.last().expect("root stays");
-        let len = items.len(i);
-        if len == l {
+        if items.len(i) == l {
             nodes[top].ends += 1;
+            end_node[i] = top;
         } else {
-            nodes.push(Node { depth: len, parent: top, ends: 1, rep: i });
+            nodes.push(TrieNode { depth: items.len(i), parent: top, ends: 1, rep: i });
+            end_node[i] = nodes.len() - 1;
             stack.push(nodes.len() - 1);
         }
     }
-
-    // Counts bottom-up (children are deeper than their parent).
-    let mut by_depth: Vec<usize> = (1..nodes.len()).collect();
-    by_depth.sort_by(|&a, &b| nodes[b].depth.cmp(&nodes[a].depth));
-    let mut count: Vec<usize> = nodes.iter().map(|n| n.ends).collect();
-    let mut max_child = vec![0usize; nodes.len()];
-    for &v in &by_depth {
-        let p = nodes[v].parent;
-        count[p] += count[v];
-        max_child[p] = max_child[p].max(count[v]);
+    let mut count: Vec<usize> = nodes.iter().map(|v| v.ends).collect();
+    for v in deepest_first(&nodes) {
+        count[nodes[v].parent] += count[v];
     }
-    let mut leaves: Vec<(usize, PrunedLeaf)> = (0..nodes.len())
-        .filter(|&v| count[v] >= min_count && max_child[v] < min_count)
-        .map(|v| (v, PrunedLeaf { len: nodes[v].depth, count: count[v], rep: nodes[v].rep }))
+    Trie { nodes, end_node, count }
+}
+
+/// Non-root nodes, deepest first (children before parents).
+fn deepest_first(nodes: &[TrieNode]) -> Vec<usize> {
+    let mut v: Vec<usize> = (1..nodes.len()).collect();
+    v.sort_by(|&a, &b| nodes[b].depth.cmp(&nodes[a].depth));
+    v
+}
+
+/// All pruned leaves at `min_count` (any length), in sorted-sequence order.
+pub fn pruned_leaves<I: Items>(items: &I, min_count: usize) -> Vec<PrunedLeaf> {
+    let t = build_trie(items);
+    let mut max_child = vec![0usize; t.nodes.len()];
+    for v in 1..t.nodes.len() {
+        let p = t.nodes[v].parent;
+        max_child[p] = max_child[p].max(t.count[v]);
+    }
+    let mut leaves: Vec<(usize, PrunedLeaf)> = (0..t.nodes.len())
+        .filter(|&v| t.count[v] >= min_count && max_child[v] < min_count)
+        .map(|v| (v, PrunedLeaf { len: t.nodes[v].depth, count: t.count[v], rep: t.nodes[v].rep }))
         .collect();
-    leaves.sort_by_key(|&(v, _)| (nodes[v].rep, nodes[v].depth));
+    leaves.sort_by_key(|&(v, _)| (t.nodes[v].rep, t.nodes[v].depth));
     leaves.into_iter().map(|(_, l)| l).collect()
 }
 

@@ -38,6 +38,8 @@ pub enum SchedulePolicy {
     Fcfs,
     /// Longest prefix match first; falls back to the current order above 128 waiting requests.
     Lpm,
+    /// Depth-first over the radix tree, heaviest subtree first, requests after their subtree.
+    DfsWeight,
     /// Longest output first.
     Lof,
     /// Seeded shuffle.
@@ -171,12 +173,12 @@ pub trait Scheduler: Send {
     fn reject_head(&mut self) -> Option<ReqId>;
 }
 
-/// Builds the scheduler of an engine.
-pub fn scheduler(cfg: &EngineConfig) -> Box<dyn Scheduler> {
+/// Builds the scheduler of an engine over a workload's tokens.
+pub fn scheduler(cfg: &EngineConfig, store: std::sync::Arc<crate::workload::TokenStore>) -> Box<dyn Scheduler> {
     match cfg.engine {
         EngineKind::Vllm => Box::new(vllm::VllmV1::new(*cfg)),
         EngineKind::VllmV0 => Box::new(vllm_v0::VllmV0::new(*cfg)),
-        EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg)),
+        EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg, store)),
         EngineKind::Lightllm => Box::new(lightllm::Lightllm::new(*cfg)),
     }
 }

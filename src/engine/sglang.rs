@@ -10,10 +10,14 @@
 //! and new_token_ratio jumps; otherwise it decays towards its floor.
 
 use super::{Batch, EngineConfig, ReqRt, SchedulePolicy, Scheduler};
+use crate::analyze::items::Tokens;
+use crate::analyze::prefix_tree::build_trie;
 use crate::cache::{PrefixCache, ReqId};
+use crate::workload::TokenStore;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use std::sync::Arc;
 
 /// `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`.
 const CLIP_MAX_NEW: u64 = 4096;
@@ -29,6 +33,7 @@ const LPM_FALLBACK_WAITING: usize = 128;
 /// SGLang's queues and budgets.
 pub struct Sglang {
     cfg: EngineConfig,
+    store: Arc<TokenStore>,
     waiting: Vec<ReqId>,
     running: Vec<ReqId>,
     /// Prefilled in the last step; they join `running` at the next one.
@@ -43,11 +48,12 @@ pub struct Sglang {
 
 impl Sglang {
     /// An idle scheduler.
-    pub fn new(cfg: EngineConfig) -> Self {
+    pub fn new(cfg: EngineConfig, store: Arc<TokenStore>) -> Self {
         let init = (INIT_RATIO * cfg.schedule_conservativeness).min(1.0);
         let min_ratio = (init * MIN_RATIO_FACTOR).min(1.0);
         Self {
             cfg,
+            store,
             waiting: Vec::new(),
             running: Vec::new(),
             prefilled: Vec::new(),
@@ -87,9 +93,58 @@ impl Sglang {
                     self.waiting = keyed.into_iter().map(|(_, id)| id).collect();
                 }
             }
+            SchedulePolicy::DfsWeight => self.waiting = self.dfs_weight_order(reqs, cache),
             SchedulePolicy::Lof => self.waiting.sort_by_key(|&id| std::cmp::Reverse(reqs[id as usize].output_len)),
             SchedulePolicy::Random => self.waiting.shuffle(&mut self.rng),
         }
+    }
+
+    /// `dfs-weight`: each waiting request sits at the tree node ending its cached prefix; a
+    /// node weighs the requests in its subtree; depth-first from the root, heavier children
+    /// first (ties: the one holding the earliest waiting request), a node's own requests after
+    /// its children.
+    fn dfs_weight_order(&self, reqs: &[ReqRt], cache: &dyn PrefixCache) -> Vec<ReqId> {
+        let items: Vec<_> = self
+            .waiting
+            .iter()
+            .map(|&id| {
+                let r = &reqs[id as usize];
+                (r.seq, cache.peek(r.seq, r.num_tokens as usize))
+            })
+            .collect();
+        let trie = build_trie(&Tokens { store: &self.store, items });
+        let n = trie.nodes.len();
+        let mut first = vec![usize::MAX; n];
+        let mut own: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (pos, &v) in trie.end_node.iter().enumerate() {
+            own[v].push(pos);
+            first[v] = first[v].min(pos);
+        }
+        let mut by_depth: Vec<usize> = (1..n).collect();
+        by_depth.sort_by_key(|&v| std::cmp::Reverse(trie.nodes[v].depth));
+        for &v in &by_depth {
+            let p = trie.nodes[v].parent;
+            first[p] = first[p].min(first[v]);
+        }
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for v in 1..n {
+            children[trie.nodes[v].parent].push(v);
+        }
+        for c in &mut children {
+            c.sort_by_key(|&v| (std::cmp::Reverse(trie.count[v]), first[v]));
+        }
+        // Iterative post-order: (node, children visited?).
+        let mut out = Vec::with_capacity(self.waiting.len());
+        let mut stack = vec![(0usize, false)];
+        while let Some((v, done)) = stack.pop() {
+            if done {
+                out.extend(own[v].iter().map(|&pos| self.waiting[pos]));
+            } else {
+                stack.push((v, true));
+                stack.extend(children[v].iter().rev().map(|&c| (c, false)));
+            }
+        }
+        out
     }
 
     /// Forms a prefill batch; false when there is none.
@@ -277,5 +332,61 @@ impl Scheduler for Sglang {
     fn reject_head(&mut self) -> Option<ReqId> {
         self.batch_is_full = false;
         (!self.waiting.is_empty()).then(|| self.waiting.remove(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::radix::TreeCache;
+    use crate::engine::EngineKind;
+
+    fn cfg(policy: SchedulePolicy) -> EngineConfig {
+        EngineConfig {
+            engine: EngineKind::Sglang,
+            max_num_seqs: 64,
+            max_num_batched_tokens: 16384,
+            enable_chunked_prefill: true,
+            long_prefill_token_threshold: 0,
+            chunked_prefill_size: 8192,
+            max_prefill_tokens: 16384,
+            schedule_policy: policy,
+            schedule_conservativeness: 1.0,
+            page_size: 1,
+            seed: 0,
+        }
+    }
+
+    /// Waiting: x (shares prefix P2), a, b, c (share P1), z (no hit). dfs-weight visits the
+    /// heavier P1 subtree first, then P2, and the root's own request last; LPM sorts by hit.
+    #[test]
+    fn dfs_weight_and_lpm_orders() {
+        let p1: Vec<u32> = (0..20).collect();
+        let p2: Vec<u32> = (100..110).collect();
+        let with = |p: &[u32], tail: u32| -> Vec<u32> { p.iter().copied().chain([tail, tail + 1]).collect() };
+        let seqs = vec![
+            p1.clone(),
+            p2.clone(),
+            with(&p2, 500),
+            with(&p1, 600),
+            with(&p1, 700),
+            with(&p1, 800),
+            vec![900, 901],
+        ];
+        let store = Arc::new(TokenStore::from_seqs(&seqs));
+        let mut cache = TreeCache::sglang(store.clone(), 1, None);
+        for (id, len) in [(0u32, 20usize), (1, 10)] {
+            cache.admit(id, id, len, usize::MAX).unwrap();
+            cache.computed(id, len);
+            cache.finish(id);
+        }
+        let reqs: Vec<ReqRt> = seqs.iter().enumerate().map(|(i, s)| ReqRt::new(i as u32, s.len() as u32, 1)).collect();
+        let mut s = Sglang::new(cfg(SchedulePolicy::DfsWeight), store.clone());
+        s.waiting = vec![2, 3, 4, 5, 6];
+        assert_eq!(s.dfs_weight_order(&reqs, &cache), vec![3, 4, 5, 2, 6]);
+        let mut lpm = Sglang::new(cfg(SchedulePolicy::Lpm), store);
+        lpm.waiting = vec![6, 2, 3, 4, 5];
+        lpm.order_waiting(&reqs, &cache);
+        assert_eq!(lpm.waiting, vec![3, 4, 5, 2, 6]);
     }
 }
