@@ -29,6 +29,9 @@ const DECAY_STEPS: f64 = 600.0;
 const RETRACT_DECODE_STEPS: f64 = 20.0;
 /// Above this many waiting requests LPM keeps the current order.
 const LPM_FALLBACK_WAITING: usize = 128;
+/// `IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD` and `…_DEPRIORITIZE_THRESHOLD`.
+const IN_BATCH_CHECK: usize = 32;
+const IN_BATCH_DEPRIORITIZE: usize = 32;
 
 /// SGLang's queues and budgets.
 pub struct Sglang {
@@ -80,16 +83,34 @@ impl Sglang {
             SchedulePolicy::Fcfs => {}
             SchedulePolicy::Lpm => {
                 if self.waiting.len() <= LPM_FALLBACK_WAITING {
-                    let hits: Vec<usize> = self
+                    // In-batch prefix deprioritisation: a request with little cached that shares
+                    // ≥ 32 tokens with an earlier waiting request waits for that one to be cached.
+                    let mut in_queue = crate::cache::tree::RadixTree::new(1);
+                    let keys: Vec<(usize, ReqId)> = self
                         .waiting
                         .iter()
                         .map(|&id| {
                             let r = &reqs[id as usize];
-                            cache.peek(r.seq, r.num_tokens as usize)
+                            let len = r.num_tokens as usize;
+                            let hit = cache.peek(r.seq, len);
+                            if hit <= IN_BATCH_CHECK {
+                                if in_queue.peek(&self.store, r.seq, len) >= IN_BATCH_DEPRIORITIZE {
+                                    return (usize::MAX, id);
+                                }
+                                in_queue.insert(&self.store, r.seq, len);
+                            }
+                            (hit, id)
                         })
                         .collect();
-                    let mut keyed: Vec<(usize, ReqId)> = hits.into_iter().zip(self.waiting.iter().copied()).collect();
-                    keyed.sort_by_key(|k| std::cmp::Reverse(k.0));
+                    let mut keyed = keys;
+                    // Stable sort: longest hit first, deprioritised (usize::MAX) last.
+                    keyed.sort_by_key(|&(hit, _)| {
+                        if hit == usize::MAX {
+                            (1, std::cmp::Reverse(0))
+                        } else {
+                            (0, std::cmp::Reverse(hit))
+                        }
+                    });
                     self.waiting = keyed.into_iter().map(|(_, id)| id).collect();
                 }
             }
@@ -388,5 +409,24 @@ mod tests {
         lpm.waiting = vec![6, 2, 3, 4, 5];
         lpm.order_waiting(&reqs, &cache);
         assert_eq!(lpm.waiting, vec![3, 4, 5, 2, 6]);
+    }
+
+    /// LPM's in-batch deprioritisation: of two uncached requests sharing ≥ 32 tokens, the
+    /// later one goes last, behind even requests without any hit.
+    #[test]
+    fn lpm_deprioritises_in_queue_duplicates() {
+        let shared: Vec<u32> = (0..40).collect();
+        let seqs = vec![
+            shared.iter().copied().chain([1000]).collect::<Vec<u32>>(),
+            vec![2000, 2001],
+            shared.iter().copied().chain([3000]).collect(),
+        ];
+        let store = Arc::new(TokenStore::from_seqs(&seqs));
+        let cache = TreeCache::sglang(store.clone(), 1, None);
+        let reqs: Vec<ReqRt> = seqs.iter().enumerate().map(|(i, s)| ReqRt::new(i as u32, s.len() as u32, 1)).collect();
+        let mut lpm = Sglang::new(cfg(SchedulePolicy::Lpm), store);
+        lpm.waiting = vec![0, 2, 1];
+        lpm.order_waiting(&reqs, &cache);
+        assert_eq!(lpm.waiting, vec![0, 1, 2]);
     }
 }
