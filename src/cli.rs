@@ -212,6 +212,9 @@ pub struct RunArgs {
     /// Write one row per engine step to this CSV file.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub timeline_csv: Option<PathBuf>,
+    /// Write one row per output token (request, index, time in seconds) to this CSV file.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub token_times_csv: Option<PathBuf>,
     /// Draw TTFT and TPOT CDFs, KV usage and queue lengths over time to this SVG file.
     #[arg(long, value_name = "FILE.svg", help_heading = "Output")]
     pub plot: Option<PathBuf>,

@@ -44,13 +44,20 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         cachesim::load_workload(args.trace.trace.as_deref(), &args.trace.read_options(), &args.trace.build_options())
             .context("cannot load the trace")?;
     sp.set_message("simulating");
-    let out = cachesim::sim::simulate(&w, &cfg, args.timeline_csv.is_some() || args.plot.is_some())?;
+    let keep = cachesim::sim::Keep {
+        steps: args.timeline_csv.is_some() || args.plot.is_some(),
+        tokens: args.token_times_csv.is_some(),
+    };
+    let out = cachesim::sim::simulate(&w, &cfg, keep)?;
     sp.finish_and_clear();
     if let Some(p) = &args.requests_csv {
         write_csv(p, &out.sim.records)?;
     }
     if let Some(p) = &args.timeline_csv {
         write_csv(p, &out.sim.timeline)?;
+    }
+    if let Some(p) = &args.token_times_csv {
+        write_csv(p, &out.sim.tokens)?;
     }
     if let Some(p) = &args.plot {
         let title = format!("{} · {} on {}", w.info.path.display(), cfg.model.name, cfg.gpu.name);

@@ -38,6 +38,24 @@ pub struct StepRecord {
     pub running: u32,
 }
 
+/// One output token, for `--token-times-csv`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TokenRecord {
+    pub id: u32,
+    /// 0 for the first output token.
+    pub index: u32,
+    pub time_s: f64,
+}
+
+/// What to keep beyond the per-request records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// One record per engine step.
+    pub steps: bool,
+    /// One record per output token.
+    pub tokens: bool,
+}
+
 /// The outcome of a run.
 #[derive(Debug)]
 pub struct SimResult {
@@ -49,19 +67,15 @@ pub struct SimResult {
     pub steps: u64,
     /// Per-step records, when asked for.
     pub timeline: Vec<StepRecord>,
+    /// Per-token records, when asked for.
+    pub tokens: Vec<TokenRecord>,
 }
 
 /// Min-heap key: send time (non-negative, so its bits order like the value), then FIFO.
 type Due = Reverse<(u64, u64, ReqId)>;
 
 /// Runs `sends` — (request, send time) in send order — through one instance.
-pub fn run(
-    w: &Workload,
-    sends: &[(u32, f64)],
-    cfg: &SimConfig,
-    cost: &dyn CostModel,
-    keep_timeline: bool,
-) -> SimResult {
+pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostModel, keep: Keep) -> SimResult {
     let n = w.requests.len();
     let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
     let mut cache = cfg.cache.build(w.store.clone());
@@ -93,6 +107,7 @@ pub fn run(
     let mut log = TokenLog::default();
     let mut records = Vec::with_capacity(sends.len());
     let mut timeline = Vec::new();
+    let mut tokens = Vec::new();
     let mut batch = Batch::default();
     let mut finished: Vec<ReqId> = Vec::new();
     let (mut failed, mut steps, mut now) = (0u64, 0u64, 0.0f64);
@@ -137,7 +152,7 @@ pub fn run(
             let dt = price(&batch.shape) + price(&batch.second_pass);
             let end = now + dt;
             steps += 1;
-            if keep_timeline {
+            if keep.steps {
                 let (waiting, running) = sched.queued();
                 timeline.push(StepRecord {
                     start_s: now,
@@ -164,6 +179,9 @@ pub fn run(
                 let i = id as usize;
                 let prev = (!last_tok[i].is_nan()).then_some(last_tok[i]);
                 log.token(end, prev);
+                if keep.tokens {
+                    tokens.push(TokenRecord { id, index: r.generated - 1, time_s: end });
+                }
                 if prev.is_none() {
                     first_tok[i] = end;
                 }
@@ -204,7 +222,7 @@ pub fn run(
             }
         }
     }
-    SimResult { records, failed, log, cache: cache.stats(), steps, timeline }
+    SimResult { records, failed, log, cache: cache.stats(), steps, timeline, tokens }
 }
 
 /// A whole run: sends scheduled, instance simulated, summary computed.
@@ -217,10 +235,10 @@ pub struct Outcome {
 }
 
 /// Simulates `w` under `cfg` (arrivals, engine, cache, step time).
-pub fn simulate(w: &Workload, cfg: &crate::config::RunConfig, keep_timeline: bool) -> crate::error::Result<Outcome> {
+pub fn simulate(w: &Workload, cfg: &crate::config::RunConfig, keep: Keep) -> crate::error::Result<Outcome> {
     let sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
     let sim_cfg = SimConfig { engine: cfg.engine, cache: cfg.cache, max_concurrency: cfg.max_concurrency };
-    let mut sim = run(w, &sends, &sim_cfg, &cfg.cost(), keep_timeline);
+    let mut sim = run(w, &sends, &sim_cfg, &cfg.cost(), keep);
     let summary = crate::metrics::Summary::new(&sim.records, sim.failed, &mut sim.log);
     Ok(Outcome { sim, summary, sent: sends.len() })
 }

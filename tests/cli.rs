@@ -258,8 +258,19 @@ fn default_command_simulates_serving_in_both_layouts() {
 #[test]
 fn run_writes_request_and_step_csvs() {
     let dir = tempfile::tempdir().unwrap();
-    let (req, steps) = (dir.path().join("req.csv"), dir.path().join("steps.csv"));
-    ok(&["--num-prompts", "20", "--requests-csv", req.to_str().unwrap(), "--timeline-csv", steps.to_str().unwrap()]);
+    let (req, steps, toks) = (dir.path().join("req.csv"), dir.path().join("steps.csv"), dir.path().join("t.csv"));
+    ok(&[
+        "--num-prompts",
+        "20",
+        "--requests-csv",
+        req.to_str().unwrap(),
+        "--timeline-csv",
+        steps.to_str().unwrap(),
+        "--token-times-csv",
+        toks.to_str().unwrap(),
+    ]);
+    let toks = std::fs::read_to_string(toks).unwrap();
+    assert!(toks.starts_with("id,index,time_s\n"), "{toks}");
     let req = std::fs::read_to_string(req).unwrap();
     assert!(req.starts_with("id,send_s,first_token_s,last_token_s,prompt_tokens,output_tokens"), "{req}");
     assert_eq!(req.lines().count(), 21);

@@ -59,7 +59,7 @@ fn rec(r: &SimResult, id: u32) -> RequestRecord {
 #[test]
 fn two_requests_exact_times() {
     let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 3)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(8, 1000, None), &COST, false);
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(8, 1000, None), &COST, Keep::default());
     // Step 1 prefills 30 tokens: 0.01 + 0.030 = 0.040 → both first tokens.
     // Steps 2 and 3 decode both: 0.01 + 2 × 0.002 = 0.014 each.
     for id in [0, 1] {
@@ -76,7 +76,7 @@ fn two_requests_exact_times() {
 #[test]
 fn chunked_prefill_samples_only_after_the_last_chunk() {
     let w = workload(&[((0..20).collect(), 2)]);
-    let r = run(&w, &[(0, 0.0)], &cfg(8, 8, None), &COST, true);
+    let r = run(&w, &[(0, 0.0)], &cfg(8, 8, None), &COST, Keep { steps: true, tokens: true });
     // Chunks of 8, 8, 4 tokens (0.018, 0.018, 0.014), then one decode (0.012).
     let x = rec(&r, 0);
     assert!(close(x.ttft_s(), 0.050), "{x:?}");
@@ -90,7 +90,7 @@ fn chunked_prefill_samples_only_after_the_last_chunk() {
 fn a_cache_hit_shortens_ttft_by_exactly_the_saved_prefill() {
     let p: Vec<u32> = (0..32).collect();
     let w = workload(&[(p.clone(), 2), (p, 2)]);
-    let r = run(&w, &[(0, 0.0), (1, 1.0)], &cfg(8, 1000, None), &COST, false);
+    let r = run(&w, &[(0, 0.0), (1, 1.0)], &cfg(8, 1000, None), &COST, Keep::default());
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     // 32 tokens = 2 blocks of 16? No: blocks of 4; (32 − 1) / 4 = 7 blocks = 28 tokens hit.
     assert_eq!(b.cached_prompt_tokens, 28);
@@ -102,7 +102,7 @@ fn preemption_recomputes_the_latest_admitted_request() {
     // 4 usable blocks of 4 tokens. Both prompts (6 tokens) fit; growing past 8 tokens each
     // does not: the later request is preempted, waits, and is admitted again.
     let w = workload(&[((0..6).collect(), 8), ((100..106).collect(), 8)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(8, 1000, Some(5)), &COST, true);
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(8, 1000, Some(5)), &COST, Keep { steps: true, tokens: true });
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     assert_eq!((a.preemptions, b.preemptions), (0, 1));
     assert_eq!((a.output_tokens, b.output_tokens), (8, 8));
@@ -125,7 +125,7 @@ fn preemption_recomputes_the_latest_admitted_request() {
 fn head_of_line_blocking_and_max_num_seqs() {
     // max_num_seqs 1: the second request waits for the first to finish, whatever its size.
     let w = workload(&[((0..10).collect(), 2), ((100..102).collect(), 1)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(1, 1000, None), &COST, false);
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(1, 1000, None), &COST, Keep::default());
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     assert!(close(a.last_token_s, 0.020 + 0.012));
     assert!(close(b.first_token_s, a.last_token_s + 0.012), "{b:?}");
@@ -135,7 +135,7 @@ fn head_of_line_blocking_and_max_num_seqs() {
 #[test]
 fn oversized_requests_fail_and_the_rest_complete() {
     let w = workload(&[((0..100).collect(), 2), ((200..204).collect(), 2)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(8, 1000, Some(5)), &COST, false);
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(8, 1000, Some(5)), &COST, Keep::default());
     assert_eq!(r.failed, 1);
     assert_eq!(r.records.len(), 1);
     assert_eq!(r.records[0].id, 1);
@@ -146,7 +146,7 @@ fn conservation_and_determinism_on_the_sample() {
     let w = crate::load_workload(None, &ReadOptions::default(), &BuildOptions::default()).unwrap();
     let sends: Vec<(u32, f64)> = (0..w.requests.len() as u32).map(|i| (i, 0.0)).collect();
     let c = cfg(16, 512, Some(2000));
-    let a = run(&w, &sends, &c, &COST, true);
+    let a = run(&w, &sends, &c, &COST, Keep { steps: true, tokens: true });
     assert_eq!(a.records.len() as u64 + a.failed, w.requests.len() as u64);
     let mut seen = vec![0; w.requests.len()];
     for x in &a.records {
@@ -158,9 +158,18 @@ fn conservation_and_determinism_on_the_sample() {
     let emitted: u64 = a.log.per_second.iter().map(|&c| c as u64).sum();
     assert_eq!(emitted, a.records.iter().map(|x| x.output_tokens as u64).sum::<u64>());
     assert!(a.timeline.iter().all(|s| s.kv_used_tokens <= 1999 * 4));
-    let b = run(&w, &sends, &c, &COST, true);
+    let b = run(&w, &sends, &c, &COST, Keep { steps: true, tokens: true });
     assert_eq!(a.records, b.records);
     assert_eq!(a.timeline, b.timeline);
+    assert_eq!(a.tokens, b.tokens);
+    // Token records agree with the requests' first and last token times.
+    assert_eq!(a.tokens.len() as u64, emitted);
+    for x in &a.records {
+        let mine: Vec<&TokenRecord> = a.tokens.iter().filter(|t| t.id == x.id).collect();
+        assert_eq!(mine.len() as u32, x.output_tokens);
+        assert_eq!((mine[0].index, mine[0].time_s), (0, x.first_token_s));
+        assert_eq!(mine.last().unwrap().time_s, x.last_token_s);
+    }
 }
 
 fn sglang_cfg(running: u32, chunk: u32, capacity: Option<u64>) -> SimConfig {
@@ -175,7 +184,7 @@ fn sglang_cfg(running: u32, chunk: u32, capacity: Option<u64>) -> SimConfig {
 #[test]
 fn sglang_prefill_has_priority_over_decode() {
     let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 2)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.03)], &sglang_cfg(8, 0, None), &COST, true);
+    let r = run(&w, &[(0, 0.0), (1, 0.03)], &sglang_cfg(8, 0, None), &COST, Keep { steps: true, tokens: true });
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     // t=0 prefill A (0.020); t=0.020 decode A (0.012); t=0.032 B has arrived: prefill B alone
     // (0.030) while A's decode stalls; t=0.062 decode A and B (0.014).
@@ -189,7 +198,7 @@ fn sglang_prefill_has_priority_over_decode() {
 #[test]
 fn sglang_chunks_stall_decodes_and_share_after_each_chunk() {
     let w = workload(&[((0..4).collect(), 4), ((100..120).collect(), 1)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.001)], &sglang_cfg(8, 8, None), &COST, true);
+    let r = run(&w, &[(0, 0.0), (1, 0.001)], &sglang_cfg(8, 8, None), &COST, Keep { steps: true, tokens: true });
     let kinds: Vec<(u64, u32)> = r.timeline.iter().map(|s| (s.prefill_tokens, s.decode_tokens)).collect();
     // A prefills (4), then B's 20 tokens go in chunks of 8, 8, 4, each a prefill step; A's
     // decodes wait for the last chunk.
@@ -206,7 +215,7 @@ fn sglang_retracts_the_request_with_the_fewest_outputs() {
     let w = workload(&[((0..8).collect(), 30), ((100..112).collect(), 30), ((200..208).collect(), 30)]);
     let mut c = sglang_cfg(8, 0, Some(64));
     c.engine.schedule_conservativeness = 0.0; // reserve nothing for future decodes: admit all three
-    let r = run(&w, &[(0, 0.0), (1, 0.05), (2, 0.05)], &c, &COST, true);
+    let r = run(&w, &[(0, 0.0), (1, 0.05), (2, 0.05)], &c, &COST, Keep { steps: true, tokens: true });
     assert_eq!(r.records.len(), 3);
     let (a, b, cc) = (rec(&r, 0), rec(&r, 1), rec(&r, 2));
     assert_eq!(a.preemptions, 0);
@@ -227,7 +236,7 @@ fn lightllm_cfg(capacity: Option<u64>) -> SimConfig {
 #[test]
 fn lightllm_decode_pass_then_prefill_pass() {
     let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 2)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.03)], &lightllm_cfg(None), &COST, false);
+    let r = run(&w, &[(0, 0.0), (1, 0.03)], &lightllm_cfg(None), &COST, Keep::default());
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     // t=0 prefill A (0.020); t=0.020 decode A (0.012); t=0.032 decode A (0.012) and then, in a
     // second forward, prefill B (0.030); t=0.074 decode B (0.012).
@@ -241,11 +250,11 @@ fn lightllm_admits_by_estimated_peak_footprint() {
     // Each request holds 11 tokens and may grow by 19 + 6 + 7 (one chunk of delay): alone the
     // peak is 43, together 86. With 50 slots B waits for A, though both prompts fit at once.
     let w = workload(&[((0..10).collect(), 20), ((100..110).collect(), 20)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.0)], &lightllm_cfg(Some(50)), &COST, false);
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &lightllm_cfg(Some(50)), &COST, Keep::default());
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     assert!(b.first_scheduled_s >= a.last_token_s, "{a:?} {b:?}");
     assert_eq!((a.preemptions, b.preemptions), (0, 0));
-    let r = run(&w, &[(0, 0.0), (1, 0.0)], &lightllm_cfg(Some(87)), &COST, false);
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &lightllm_cfg(Some(87)), &COST, Keep::default());
     assert!(close(rec(&r, 1).first_scheduled_s, 0.0));
 }
 
@@ -255,7 +264,7 @@ fn vllm_v0_runs_prefills_first_and_no_decode_with_them() {
     let mut c = cfg(8, 1000, None);
     c.engine.engine = EngineKind::VllmV0;
     c.engine.enable_chunked_prefill = false;
-    let r = run(&w, &[(0, 0.0), (1, 0.03)], &c, &COST, true);
+    let r = run(&w, &[(0, 0.0), (1, 0.03)], &c, &COST, Keep { steps: true, tokens: true });
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     // t=0 prefill A (0.020); decode A (0.012); t=0.032 prefill B alone (0.030); decode both (0.014).
     assert!(close(a.last_token_s, 0.076) && close(b.first_token_s, 0.062) && close(b.last_token_s, 0.076));
