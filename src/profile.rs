@@ -124,17 +124,24 @@ fn pick<T: Clone>(items: Vec<T>, name: &str, key: impl Fn(&T) -> &str, flag: &st
         .ok_or_else(|| Error::invalid(flag, format!("unknown name `{name}`; known: {}", names.join(", "))))
 }
 
+/// The first entry of a user's profile file, through `list` (which picks the table).
+fn first_in_file<F: serde::de::DeserializeOwned, T>(
+    p: &Path,
+    flag: &str,
+    table: &str,
+    list: impl FnOnce(F) -> Vec<T>,
+) -> Result<T> {
+    let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.to_path_buf(), source })?;
+    list(parse::<F>(&text, &p.display().to_string())?)
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::invalid(flag, format!("{}: no [[{table}]] table", p.display())))
+}
+
 /// A GPU by name, or the first entry of a TOML file with `[[gpu]]` tables.
 pub fn gpu(name: &str, file: Option<&Path>) -> Result<Gpu> {
     match file {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.to_path_buf(), source })?;
-            let mut list = parse::<GpuFile>(&text, &p.display().to_string())?.gpu;
-            if list.is_empty() {
-                return Err(Error::invalid("--gpu-file", format!("{}: no [[gpu]] table", p.display())));
-            }
-            Ok(list.swap_remove(0))
-        }
+        Some(p) => first_in_file(p, "--gpu-file", "gpu", |f: GpuFile| f.gpu),
         None => pick(builtin_gpus(), name, |g| &g.name, "--gpu"),
     }
 }
@@ -142,14 +149,7 @@ pub fn gpu(name: &str, file: Option<&Path>) -> Result<Gpu> {
 /// A model by name, or the first entry of a TOML file with `[[model]]` tables.
 pub fn model(name: &str, file: Option<&Path>) -> Result<Model> {
     match file {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.to_path_buf(), source })?;
-            let mut list = parse::<ModelFile>(&text, &p.display().to_string())?.model;
-            if list.is_empty() {
-                return Err(Error::invalid("--model-file", format!("{}: no [[model]] table", p.display())));
-            }
-            Ok(list.swap_remove(0))
-        }
+        Some(p) => first_in_file(p, "--model-file", "model", |f: ModelFile| f.model),
         None => pick(builtin_models(), name, |m| &m.name, "--model"),
     }
 }
@@ -232,6 +232,26 @@ mod tests {
         assert_eq!((chunk, graphs), (8192, 256));
         assert_eq!(sglang_mem_fraction_static(&h100, 1, chunk, graphs), 0.836);
         assert_eq!(sglang_memory_defaults(&gpu("a100-40gb", None).unwrap(), 1), (4096, 32));
+    }
+
+    #[test]
+    fn profile_files_are_read_and_checked() {
+        let dir = std::env::temp_dir().join(format!("cachesim-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("gpu.toml");
+        std::fs::write(
+            &good,
+            "[[gpu]]\nname = \"mine\"\nmemory_gb = 48\nmem_bw_gbps = 1000\nbf16_tflops = 200\npcie_gbps = 64\n",
+        )
+        .unwrap();
+        assert_eq!(gpu("ignored", Some(&good)).unwrap().name, "mine");
+        let empty = dir.join("empty.toml");
+        std::fs::write(&empty, "gpu = []\n").unwrap();
+        assert!(gpu("x", Some(&empty)).unwrap_err().to_string().contains("no [[gpu]] table"));
+        let typo = dir.join("typo.toml");
+        std::fs::write(&typo, "[[model]]\nname = \"m\"\nhiden = 1\n").unwrap();
+        assert!(model("x", Some(&typo)).unwrap_err().to_string().contains("hiden"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

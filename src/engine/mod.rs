@@ -159,6 +159,31 @@ impl Batch {
     }
 }
 
+/// vLLM's way to make room (v1 and V0): grow request `id` to `total` tokens, preempting the
+/// last running request (recompute: prepended to waiting) until it fits. Returns false when
+/// `id` itself had to be preempted.
+pub fn grow_or_preempt_last(
+    id: ReqId,
+    total: usize,
+    running: &mut Vec<ReqId>,
+    waiting: &mut std::collections::VecDeque<ReqId>,
+    reqs: &mut [ReqRt],
+    cache: &mut dyn PrefixCache,
+    out: &mut Batch,
+) -> bool {
+    while !cache.grow(id, total) {
+        let victim = running.pop().expect("the request itself is running");
+        cache.preempt(victim);
+        reqs[victim as usize].preempted();
+        waiting.push_front(victim);
+        out.preempted += 1;
+        if victim == id {
+            return false;
+        }
+    }
+    true
+}
+
 /// A scheduler: queues plus the engine's rule for forming a batch.
 pub trait Scheduler: Send {
     /// An arrived request joins the waiting queue.

@@ -6,7 +6,7 @@
 //! nothing was preempted in this step, under `max_num_seqs`, with their prefix-cache hit free
 //! of budget; the first that cannot be allocated blocks everyone behind it.
 
-use super::{Batch, EngineConfig, ReqRt, Scheduler};
+use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, Scheduler};
 use crate::cache::{PrefixCache, ReqId};
 use std::collections::VecDeque;
 
@@ -51,19 +51,8 @@ impl Scheduler for VllmV1 {
                 i += 1;
                 continue;
             }
-            let mut self_preempted = false;
-            while !cache.grow(id, (r.num_computed + n) as usize) {
-                let victim = self.running.pop().expect("the request itself is running");
-                cache.preempt(victim);
-                reqs[victim as usize].preempted();
-                self.waiting.push_front(victim);
-                out.preempted += 1;
-                if victim == id {
-                    self_preempted = true;
-                    break;
-                }
-            }
-            if self_preempted {
+            let total = (r.num_computed + n) as usize;
+            if !grow_or_preempt_last(id, total, &mut self.running, &mut self.waiting, reqs, cache, out) {
                 break;
             }
             out.push(id, &r, n);

@@ -6,7 +6,7 @@
 //! to the front of the waiting queue). The cache under it is the configured one (vLLM v1's
 //! paged cache by default, not V0's de-duplicating LRU evictor).
 
-use super::{Batch, EngineConfig, ReqRt, Scheduler};
+use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, Scheduler};
 use crate::cache::{PrefixCache, ReqId};
 use std::collections::VecDeque;
 
@@ -72,19 +72,8 @@ impl Scheduler for VllmV0 {
         while i < self.running.len() {
             let id = self.running[i];
             let r = reqs[id as usize];
-            let mut self_preempted = false;
-            while !cache.grow(id, r.num_computed as usize + 1) {
-                let victim = self.running.pop().expect("the request itself is running");
-                cache.preempt(victim);
-                reqs[victim as usize].preempted();
-                self.waiting.push_front(victim);
-                out.preempted += 1;
-                if victim == id {
-                    self_preempted = true;
-                    break;
-                }
-            }
-            if self_preempted {
+            let total = r.num_computed as usize + 1;
+            if !grow_or_preempt_last(id, total, &mut self.running, &mut self.waiting, reqs, cache, out) {
                 break;
             }
             out.push(id, &r, 1);
