@@ -1,8 +1,11 @@
 //! cachesim predicts how an LLM serving deployment behaves before anyone spends GPU time.
 //! This crate holds the library behind the `cachesim` binary: trace readers ([`trace`]),
 //! tokenization ([`tokenize`]), workloads over shared token storage ([`workload`]),
-//! engine-faithful prefix caches ([`cache`]), the cache-only replay ([`replay`]) and reports
-//! ([`report`]).
+//! engine-faithful prefix caches ([`cache`]) and their replay without timing ([`replay`]),
+//! data-set analysis ([`analyze`]), the serving simulation — profiles ([`profile`]), resolved
+//! configuration ([`config`]), step time ([`cost`]), schedulers ([`engine`]), the event loop
+//! ([`sim`]) and the benchmark clients' metrics ([`metrics`]) — and reports ([`report`],
+//! [`plot`]).
 
 pub mod analyze;
 pub mod cache;
