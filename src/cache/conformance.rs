@@ -183,11 +183,26 @@ fn seqs_strategy() -> impl Strategy<Value = Vec<Vec<u32>>> {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Admit { seq: usize, known_frac: f64, chunk: usize },
-    Computed { req: usize },
-    Grow { req: usize, by: usize },
-    Finish { req: usize },
-    Preempt { req: usize },
+    Admit {
+        seq: usize,
+        known_frac: f64,
+        chunk: usize,
+    },
+    Computed {
+        req: usize,
+    },
+    Grow {
+        req: usize,
+        by: usize,
+    },
+    Finish {
+        req: usize,
+    },
+    Preempt {
+        req: usize,
+    },
+    /// Try the last refused admission again (an engine retries its queue head every step).
+    Retry,
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -197,6 +212,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => (0usize..6, 1usize..10).prop_map(|(req, by)| Op::Grow { req, by }),
         2 => (0usize..6).prop_map(|req| Op::Finish { req }),
         1 => (0usize..6).prop_map(|req| Op::Preempt { req }),
+        2 => Just(Op::Retry),
     ]
 }
 
@@ -221,18 +237,29 @@ proptest! {
         for spec in all_specs(capacity) {
             let mut c = spec.build(st.clone());
             let mut live: Vec<Option<Live>> = vec![None; 6];
+            let mut refused: Option<(usize, SeqId, usize, usize)> = None;
             for op in &ops {
-                match *op {
+                let attempt = match *op {
                     Op::Admit { seq, known_frac, chunk } => {
                         let Some(slot) = live.iter().position(Option::is_none) else { continue };
                         let seq = (seq % seqs.len()) as SeqId;
                         let len = st.seq_len(seq);
-                        let known = 1 + ((len - 1) as f64 * known_frac) as usize;
+                        Some((slot, seq, 1 + ((len - 1) as f64 * known_frac) as usize, chunk))
+                    }
+                    Op::Retry => refused.filter(|r| live[r.0].is_none()),
+                    _ => None,
+                };
+                match *op {
+                    Op::Admit { .. } | Op::Retry => {
+                        let Some((slot, seq, known, chunk)) = attempt else { continue };
+                        refused = None;
                         if let Some(a) = c.admit(slot as ReqId, seq, known, chunk) {
                             prop_assert!(a.hit_tokens < known, "{spec:?}: hit {} of {known}", a.hit_tokens);
                             prop_assert_eq!(a.hit_tokens % unit(&spec), 0, "{:?}: unaligned hit", spec);
                             prop_assert!(a.allocated_tokens <= known && a.allocated_tokens > a.hit_tokens);
                             live[slot] = Some(Live { seq, hit: a.hit_tokens, allocated: a.allocated_tokens });
+                        } else {
+                            refused = Some((slot, seq, known, chunk));
                         }
                     }
                     Op::Computed { req } => {

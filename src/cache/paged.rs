@@ -15,6 +15,24 @@ use std::sync::Arc;
 const NIL: u32 = u32::MAX;
 const NO_HASH: u64 = u64::MAX;
 
+/// The lookup of the one request whose admission last failed (usually the head of the waiting
+/// queue, retried every step), kept up to date by the events that can change it, so a retry
+/// costs O(1) instead of a walk over all its cached blocks: a hit block evicted truncates the
+/// hits there; a hit block leaving or joining the free queue changes how many hits are
+/// evictable; the first missing hash being registered means the hits may grow.
+struct Watch {
+    req: ReqId,
+    seq: SeqId,
+    max_blocks: usize,
+    hits: Vec<u32>,
+    /// Hits with `ref_cnt == 0` (they count against free capacity).
+    evictable: usize,
+    /// Hash after the last hit, if the lookup stopped at a miss.
+    first_miss: Option<u64>,
+    /// Hits were truncated or the first missing hash appeared: look up again from the end.
+    dirty: bool,
+}
+
 struct Parked {
     seq: SeqId,
     hashes: Vec<u64>,
@@ -57,6 +75,9 @@ pub struct PagedCache {
     parked: FxHashMap<ReqId, Parked>,
     /// Reused buffer for block fingerprints.
     scratch: Vec<u64>,
+    watch: Option<Watch>,
+    /// Per block: 1 + its position among the watched hits, 0 when not watched.
+    watch_pos: Vec<u32>,
     in_use: u64,
     cached_free: u64,
     stats: CacheStats,
@@ -89,6 +110,8 @@ impl PagedCache {
             reqs: ReqSlots::default(),
             parked: FxHashMap::default(),
             scratch: Vec::new(),
+            watch: None,
+            watch_pos: vec![0],
             in_use: 0,
             cached_free: 0,
             stats: CacheStats::default(),
@@ -138,7 +161,12 @@ impl PagedCache {
         let valid =
             hits.iter().zip(hashes.iter()).take(max_blocks).take_while(|(&b, &h)| self.hash[b as usize] == h).count();
         hits.truncate(valid);
-        for i in valid..max_blocks {
+        self.extend_hits(seq, max_blocks, hashes, hits);
+    }
+
+    /// Continues a lookup after `hits` (all valid) up to `max_blocks` blocks.
+    fn extend_hits(&self, seq: SeqId, max_blocks: usize, hashes: &mut Vec<u64>, hits: &mut Vec<u32>) {
+        for i in hits.len()..max_blocks {
             if hashes.len() <= i {
                 let parent = if i == 0 { ROOT_HASH } else { hashes[i - 1] };
                 hashes.push(self.block_hash(seq, parent, i));
@@ -147,6 +175,16 @@ impl PagedCache {
                 Some(&blk) => hits.push(blk),
                 None => break,
             }
+        }
+    }
+
+    /// Stops watching a request; its hits stay as its parked memo (re-validated on retry).
+    fn unwatch(&mut self, w: Watch) {
+        for &b in &w.hits {
+            self.watch_pos[b as usize] = 0;
+        }
+        if let Some(p) = self.parked.get_mut(&w.req) {
+            p.hits = w.hits;
         }
     }
 
@@ -180,6 +218,20 @@ impl PagedCache {
     }
 
     fn uncache(&mut self, b: u32) {
+        if let (Some(w), pos) = (self.watch.as_mut(), self.watch_pos[b as usize]) {
+            if pos > 0 {
+                // A watched hit is evicted: the hits end before it.
+                let j = pos as usize - 1;
+                for &k in &w.hits[j..] {
+                    if self.ref_cnt[k as usize] == 0 {
+                        w.evictable -= 1;
+                    }
+                    self.watch_pos[k as usize] = 0;
+                }
+                w.hits.truncate(j);
+                w.dirty = true;
+            }
+        }
         let h = self.hash[b as usize];
         let first = self.map[&h];
         if first == b {
@@ -203,6 +255,11 @@ impl PagedCache {
     }
 
     fn register(&mut self, b: u32, h: u64) {
+        if let Some(w) = self.watch.as_mut() {
+            if w.first_miss == Some(h) {
+                w.dirty = true;
+            }
+        }
         self.hash[b as usize] = h;
         match self.map.get(&h) {
             None => {
@@ -228,6 +285,7 @@ impl PagedCache {
             self.prev.push(NIL);
             self.next.push(NIL);
             self.dup_next.push(NIL);
+            self.watch_pos.push(0);
             b
         } else {
             let b = self.head;
@@ -247,6 +305,9 @@ impl PagedCache {
 
     fn touch(&mut self, b: u32) {
         if self.ref_cnt[b as usize] == 0 {
+            if self.watch_pos[b as usize] > 0 {
+                self.watch.as_mut().expect("watched block").evictable -= 1;
+            }
             self.unlink(b);
             self.cached_free -= 1;
             self.in_use += 1;
@@ -257,6 +318,9 @@ impl PagedCache {
     fn release(&mut self, b: u32) {
         self.ref_cnt[b as usize] -= 1;
         if self.ref_cnt[b as usize] == 0 {
+            if self.watch_pos[b as usize] > 0 {
+                self.watch.as_mut().expect("watched block").evictable += 1;
+            }
             self.push_tail(b);
             self.in_use -= 1;
             if self.hash[b as usize] != NO_HASH {
@@ -330,14 +394,44 @@ impl PrefixCache for PagedCache {
             _ => (Vec::new(), Vec::new()),
         };
         let mut st = ReqState { seq, blocks: Vec::new(), hashes, cached_blocks: 0, tokens: 0 };
-        self.walk(seq, known, &mut st.hashes, &mut hits);
+        let max_blocks = known.saturating_sub(1) / self.block;
+        let mut evictable;
+        match self.watch.take() {
+            Some(w) if w.req == req && w.seq == seq && w.max_blocks == max_blocks => {
+                // Retry of the watched request: its hits are current up to the last event.
+                hits = w.hits;
+                evictable = w.evictable;
+                if w.dirty {
+                    let before = hits.len();
+                    self.extend_hits(seq, max_blocks, &mut st.hashes, &mut hits);
+                    for (k, &b) in hits.iter().enumerate().skip(before) {
+                        self.watch_pos[b as usize] = k as u32 + 1;
+                        evictable += (self.ref_cnt[b as usize] == 0) as usize;
+                    }
+                }
+            }
+            other => {
+                if let Some(old) = other {
+                    self.unwatch(old);
+                }
+                self.walk(seq, known, &mut st.hashes, &mut hits);
+                evictable = hits.iter().filter(|&&b| self.ref_cnt[b as usize] == 0).count();
+                for (k, &b) in hits.iter().enumerate() {
+                    self.watch_pos[b as usize] = k as u32 + 1;
+                }
+            }
+        }
         let hit = hits.len() * self.block;
         let total = hit + (known - hit).min(max_new_tokens);
         let need = total.div_ceil(self.block) - hits.len();
-        let evictable_hits = hits.iter().filter(|&&b| self.ref_cnt[b as usize] == 0).count();
-        if (need + evictable_hits) as u64 > self.free_len() {
-            self.parked.insert(req, Parked { seq, hashes: st.hashes, hits });
+        if (need + evictable) as u64 > self.free_len() {
+            let first_miss = (hits.len() < max_blocks).then(|| st.hashes[hits.len()]);
+            self.watch = Some(Watch { req, seq, max_blocks, hits, evictable, first_miss, dirty: false });
+            self.parked.insert(req, Parked { seq, hashes: st.hashes, hits: Vec::new() });
             return None;
+        }
+        for &b in &hits {
+            self.watch_pos[b as usize] = 0;
         }
         for &b in &hits {
             self.touch(b);
@@ -430,6 +524,16 @@ impl PrefixCache for PagedCache {
             }
         }
         assert_eq!(chained, self.hash.iter().filter(|&&h| h != NO_HASH).count(), "cached blocks not in the map");
+        let watched = self.watch.as_ref().map_or(&[][..], |w| &w.hits[..]);
+        assert_eq!(self.watch_pos.iter().filter(|&&p| p > 0).count(), watched.len(), "stray watch positions");
+        for (k, &b) in watched.iter().enumerate() {
+            assert_eq!(self.watch_pos[b as usize] as usize, k + 1, "watch position");
+            assert!(self.is_cached(b), "a watched hit was evicted");
+        }
+        if let Some(w) = &self.watch {
+            let evictable = w.hits.iter().filter(|&&b| self.ref_cnt[b as usize] == 0).count();
+            assert_eq!(w.evictable, evictable, "watched evictable count");
+        }
     }
 }
 
