@@ -233,14 +233,18 @@ impl PagedCache {
             }
         }
         let h = self.hash[b as usize];
-        let first = self.map[&h];
+        let std::collections::hash_map::Entry::Occupied(mut e) = self.map.entry(h) else {
+            unreachable!("a cached block's hash is in the map")
+        };
+        let first = *e.get();
         if first == b {
+            // One probe: drop the entry or point it at the next duplicate.
             match self.dup_next[b as usize] {
                 NIL => {
-                    self.map.remove(&h);
+                    e.remove();
                 }
                 n => {
-                    self.map.insert(h, n);
+                    e.insert(n);
                 }
             }
         } else {
@@ -261,12 +265,12 @@ impl PagedCache {
             }
         }
         self.hash[b as usize] = h;
-        match self.map.get(&h) {
-            None => {
-                self.map.insert(h, b);
+        match self.map.entry(h) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(b);
             }
-            Some(&first) => {
-                let mut p = first;
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let mut p = *e.get();
                 while self.dup_next[p as usize] != NIL {
                     p = self.dup_next[p as usize];
                 }
