@@ -159,6 +159,27 @@ impl Batch {
     }
 }
 
+/// vLLM's queues (v1 and V0): `running` in admission order, `waiting` FCFS with preempted
+/// requests prepended.
+#[derive(Debug, Default)]
+pub struct VllmQueues {
+    pub running: Vec<ReqId>,
+    pub waiting: std::collections::VecDeque<ReqId>,
+}
+
+impl VllmQueues {
+    /// Drops a finished request from `running`.
+    pub fn finished(&mut self, id: ReqId) {
+        if let Some(p) = self.running.iter().position(|&x| x == id) {
+            self.running.remove(p);
+        }
+    }
+    /// (waiting, running).
+    pub fn queued(&self) -> (usize, usize) {
+        (self.waiting.len(), self.running.len())
+    }
+}
+
 /// vLLM's way to make room (v1 and V0): grow request `id` to `total` tokens, preempting the
 /// last running request (recompute: prepended to waiting) until it fits. Returns false when
 /// `id` itself had to be preempted.

@@ -6,21 +6,19 @@
 //! nothing was preempted in this step, under `max_num_seqs`, with their prefix-cache hit free
 //! of budget; the first that cannot be allocated blocks everyone behind it.
 
-use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, Scheduler};
+use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, Scheduler, VllmQueues};
 use crate::cache::{PrefixCache, ReqId};
-use std::collections::VecDeque;
 
 /// The v1 scheduler's queues.
 pub struct VllmV1 {
     cfg: EngineConfig,
-    running: Vec<ReqId>,
-    waiting: VecDeque<ReqId>,
+    q: VllmQueues,
 }
 
 impl VllmV1 {
     /// An idle scheduler.
     pub fn new(cfg: EngineConfig) -> Self {
-        Self { cfg, running: Vec::new(), waiting: VecDeque::new() }
+        Self { cfg, q: VllmQueues::default() }
     }
 
     fn cap(&self, n: u32) -> u32 {
@@ -35,7 +33,7 @@ impl VllmV1 {
 
 impl Scheduler for VllmV1 {
     fn enqueue(&mut self, id: ReqId) {
-        self.waiting.push_back(id);
+        self.q.waiting.push_back(id);
     }
 
     fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
@@ -43,8 +41,8 @@ impl Scheduler for VllmV1 {
         let mut budget = self.cfg.max_num_batched_tokens;
         // Phase A: running requests, in list order.
         let mut i = 0;
-        while i < self.running.len() && budget > 0 {
-            let id = self.running[i];
+        while i < self.q.running.len() && budget > 0 {
+            let id = self.q.running[i];
             let r = reqs[id as usize];
             let n = self.cap(r.num_tokens - r.num_computed).min(budget);
             if n == 0 {
@@ -52,7 +50,7 @@ impl Scheduler for VllmV1 {
                 continue;
             }
             let total = (r.num_computed + n) as usize;
-            if !grow_or_preempt_last(id, total, &mut self.running, &mut self.waiting, reqs, cache, out) {
+            if !grow_or_preempt_last(id, total, &mut self.q.running, &mut self.q.waiting, reqs, cache, out) {
                 break;
             }
             out.push(id, &r, n);
@@ -63,8 +61,8 @@ impl Scheduler for VllmV1 {
         if out.preempted > 0 {
             return;
         }
-        while budget > 0 && self.running.len() < self.cfg.max_num_seqs as usize {
-            let Some(&id) = self.waiting.front() else { break };
+        while budget > 0 && self.q.running.len() < self.cfg.max_num_seqs as usize {
+            let Some(&id) = self.q.waiting.front() else { break };
             let r = reqs[id as usize];
             let known = r.num_tokens as usize;
             if !self.cfg.enable_chunked_prefill {
@@ -77,8 +75,8 @@ impl Scheduler for VllmV1 {
             let Some(a) = cache.admit(id, r.seq, known, max_new as usize) else { break };
             let n = (a.allocated_tokens - a.hit_tokens) as u32;
             reqs[id as usize].admitted_with(a.hit_tokens, now);
-            self.waiting.pop_front();
-            self.running.push(id);
+            self.q.waiting.pop_front();
+            self.q.running.push(id);
             let r = reqs[id as usize];
             out.push(id, &r, n);
             budget -= n;
@@ -86,16 +84,14 @@ impl Scheduler for VllmV1 {
     }
 
     fn finished(&mut self, id: ReqId) {
-        if let Some(p) = self.running.iter().position(|&x| x == id) {
-            self.running.remove(p);
-        }
+        self.q.finished(id);
     }
 
     fn queued(&self) -> (usize, usize) {
-        (self.waiting.len(), self.running.len())
+        self.q.queued()
     }
 
     fn reject_head(&mut self) -> Option<ReqId> {
-        self.waiting.pop_front()
+        self.q.waiting.pop_front()
     }
 }

@@ -6,9 +6,8 @@
 //! to the front of the waiting queue). The cache under it is the configured one (vLLM v1's
 //! paged cache by default, not V0's de-duplicating LRU evictor).
 
-use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, Scheduler};
+use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, Scheduler, VllmQueues};
 use crate::cache::{PrefixCache, ReqId};
-use std::collections::VecDeque;
 
 /// `block_manager` watermark: the share of the pool admission keeps free.
 const WATERMARK: f64 = 0.01;
@@ -16,20 +15,19 @@ const WATERMARK: f64 = 0.01;
 /// The V0 scheduler's queues.
 pub struct VllmV0 {
     cfg: EngineConfig,
-    running: Vec<ReqId>,
-    waiting: VecDeque<ReqId>,
+    q: VllmQueues,
 }
 
 impl VllmV0 {
     /// An idle scheduler.
     pub fn new(cfg: EngineConfig) -> Self {
-        Self { cfg, running: Vec::new(), waiting: VecDeque::new() }
+        Self { cfg, q: VllmQueues::default() }
     }
 
     fn prefills(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
         let mut budget = self.cfg.max_num_batched_tokens as usize;
-        while let Some(&id) = self.waiting.front() {
-            if self.running.len() >= self.cfg.max_num_seqs as usize {
+        while let Some(&id) = self.q.waiting.front() {
+            if self.q.running.len() >= self.cfg.max_num_seqs as usize {
                 break;
             }
             let r = reqs[id as usize];
@@ -48,8 +46,8 @@ impl VllmV0 {
             }
             let Some(a) = cache.admit(id, r.seq, known, usize::MAX) else { break };
             reqs[id as usize].admitted_with(a.hit_tokens, now);
-            self.waiting.pop_front();
-            self.running.push(id);
+            self.q.waiting.pop_front();
+            self.q.running.push(id);
             let r = reqs[id as usize];
             out.push(id, &r, (a.allocated_tokens - a.hit_tokens) as u32);
             budget -= a.allocated_tokens - a.hit_tokens;
@@ -59,7 +57,7 @@ impl VllmV0 {
 
 impl Scheduler for VllmV0 {
     fn enqueue(&mut self, id: ReqId) {
-        self.waiting.push_back(id);
+        self.q.waiting.push_back(id);
     }
 
     fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
@@ -69,11 +67,11 @@ impl Scheduler for VllmV0 {
             return; // prefill steps run no decode
         }
         let mut i = 0;
-        while i < self.running.len() {
-            let id = self.running[i];
+        while i < self.q.running.len() {
+            let id = self.q.running[i];
             let r = reqs[id as usize];
             let total = r.num_computed as usize + 1;
-            if !grow_or_preempt_last(id, total, &mut self.running, &mut self.waiting, reqs, cache, out) {
+            if !grow_or_preempt_last(id, total, &mut self.q.running, &mut self.q.waiting, reqs, cache, out) {
                 break;
             }
             out.push(id, &r, 1);
@@ -82,16 +80,14 @@ impl Scheduler for VllmV0 {
     }
 
     fn finished(&mut self, id: ReqId) {
-        if let Some(p) = self.running.iter().position(|&x| x == id) {
-            self.running.remove(p);
-        }
+        self.q.finished(id);
     }
 
     fn queued(&self) -> (usize, usize) {
-        (self.waiting.len(), self.running.len())
+        self.q.queued()
     }
 
     fn reject_head(&mut self) -> Option<ReqId> {
-        self.waiting.pop_front()
+        self.q.waiting.pop_front()
     }
 }
