@@ -174,7 +174,7 @@ fn workload(seqs: &[Vec<u32>], reqs: &[(u32, u32, u32)]) -> Workload {
 }
 
 /// Sequences built from a few shared pieces, so prefixes repeat.
-fn seqs_strategy() -> impl Strategy<Value = Vec<Vec<u32>>> {
+pub(super) fn seqs_strategy() -> impl Strategy<Value = Vec<Vec<u32>>> {
     let pieces = prop::collection::vec(prop::collection::vec(0u32..50, 1..12), 5);
     (pieces, prop::collection::vec(prop::collection::vec(0usize..5, 1..5), 1..8)).prop_map(|(pieces, picks)| {
         picks.iter().map(|p| p.iter().flat_map(|&i| pieces[i].iter().copied()).collect()).collect()

@@ -62,6 +62,8 @@ pub struct PagedCache {
     prev: Vec<u32>,
     next: Vec<u32>,
     dup_next: Vec<u32>,
+    /// The block is the oldest carrier of its hash: the map's answer for it.
+    first: Vec<bool>,
     /// Never-used blocks `fresh_next..num_blocks` sit at the head of the free queue, in order.
     fresh_next: u32,
     head: u32,
@@ -102,6 +104,7 @@ impl PagedCache {
             prev: vec![NIL],
             next: vec![NIL],
             dup_next: vec![NIL],
+            first: vec![false],
             fresh_next: 1,
             head: NIL,
             tail: NIL,
@@ -147,6 +150,13 @@ impl PagedCache {
         self.hash.get(block as usize).is_some_and(|&h| h != NO_HASH)
     }
 
+    /// Whether block `b` is the map's answer for hash `h`: it carries `h` and is the oldest
+    /// carrier. Once true, it stays true while the block keeps its hash (later carriers queue
+    /// behind it), so a remembered answer needs no map probe.
+    fn answers(&self, b: u32, h: u64) -> bool {
+        self.hash[b as usize] == h && self.first[b as usize]
+    }
+
     fn block_hash(&self, seq: SeqId, parent: u64, i: usize) -> u64 {
         let b = self.block;
         chain_hash(parent, self.store.fingerprint(seq, i * b, b), b)
@@ -154,12 +164,11 @@ impl PagedCache {
 
     /// Hits for `seq[..known]`: leading cached blocks, at most `(known − 1) / B` of them.
     /// Hashes computed on the way are appended to `hashes` (which holds a prefix of them).
-    /// `hits` may hold an earlier lookup's answer: the prefix whose blocks still carry their
-    /// hash is kept (each is still the first block of its hash), the rest looked up again.
+    /// `hits` may hold an earlier answer: its prefix still answering its hashes is kept, the
+    /// rest looked up again.
     fn walk(&self, seq: SeqId, known: usize, hashes: &mut Vec<u64>, hits: &mut Vec<u32>) {
         let max_blocks = known.saturating_sub(1) / self.block;
-        let valid =
-            hits.iter().zip(hashes.iter()).take(max_blocks).take_while(|(&b, &h)| self.hash[b as usize] == h).count();
+        let valid = hits.iter().zip(hashes.iter()).take(max_blocks).take_while(|(&b, &h)| self.answers(b, h)).count();
         hits.truncate(valid);
         self.extend_hits(seq, max_blocks, hashes, hits);
     }
@@ -245,6 +254,7 @@ impl PagedCache {
                 }
                 n => {
                     e.insert(n);
+                    self.first[n as usize] = true;
                 }
             }
         } else {
@@ -255,6 +265,7 @@ impl PagedCache {
             self.dup_next[p as usize] = self.dup_next[b as usize];
         }
         self.dup_next[b as usize] = NIL;
+        self.first[b as usize] = false;
         self.hash[b as usize] = NO_HASH;
     }
 
@@ -268,6 +279,7 @@ impl PagedCache {
         match self.map.entry(h) {
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(b);
+                self.first[b as usize] = true;
             }
             std::collections::hash_map::Entry::Occupied(e) => {
                 let mut p = *e.get();
@@ -289,6 +301,7 @@ impl PagedCache {
             self.prev.push(NIL);
             self.next.push(NIL);
             self.dup_next.push(NIL);
+            self.first.push(false);
             self.watch_pos.push(0);
             b
         } else {
@@ -361,13 +374,14 @@ impl PagedCache {
         }
     }
 
-    fn free_request(&mut self, req: ReqId) -> Vec<u64> {
+    /// Releases the request's blocks, last first; returns its state.
+    fn free_request(&mut self, req: ReqId) -> ReqState {
         let st = self.reqs.take(req);
         self.stats.partial_block_waste_tokens += (st.blocks.len() * self.block - st.tokens) as u64;
         for &b in st.blocks.iter().rev() {
             self.release(b);
         }
-        st.hashes
+        st
     }
 }
 
@@ -483,9 +497,12 @@ impl PrefixCache for PagedCache {
 
     fn preempt(&mut self, req: ReqId) {
         // Recompute mode: blocks freed (tail first), still hashed, likely re-hit on resume.
-        let seq = self.reqs.get(req).expect("request admitted").seq;
-        let hashes = self.free_request(req);
-        self.parked.insert(req, Parked { seq, hashes, hits: Vec::new() });
+        // The block table is remembered as the next lookup's answer: the prefix of it that still
+        // answers its hashes on resume is a hit without a map probe.
+        let ReqState { seq, mut blocks, hashes, cached_blocks, .. } = self.free_request(req);
+        let answering = blocks[..cached_blocks].iter().zip(&hashes).take_while(|(&b, &h)| self.answers(b, h)).count();
+        blocks.truncate(answering);
+        self.parked.insert(req, Parked { seq, hashes, hits: blocks });
     }
 
     fn usage(&self) -> Usage {
@@ -523,6 +540,7 @@ impl PrefixCache for PagedCache {
             let mut b = first;
             while b != NIL {
                 assert_eq!(self.hash[b as usize], h, "hash map chain");
+                assert_eq!(self.first[b as usize], b == first, "first-carrier flag");
                 chained += 1;
                 b = self.dup_next[b as usize];
             }
@@ -541,5 +559,7 @@ impl PrefixCache for PagedCache {
     }
 }
 
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;

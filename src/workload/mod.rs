@@ -224,8 +224,17 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
         ));
     }
     if b.requests.is_empty() {
-        let detail =
-            if skipped.total() > 0 { format!(" ({} records skipped)", skipped.total()) } else { String::new() };
+        let mut detail = String::new();
+        if skipped.total() > 0 {
+            let reasons: Vec<String> = skipped.reasons.iter().map(|(r, n)| format!("{n} × {r}")).collect();
+            detail = format!(" ({} records skipped: {})", skipped.total(), reasons.join("; "));
+        }
+        if matches!(trace.format, Format::Sharegpt) && opts.sharegpt_output_len.is_none() {
+            detail.push_str(
+                "; prompts without a recorded reply can be replayed with a fixed output length: \
+                 --turns first --sharegpt-output-len N",
+            );
+        }
         return Err(Error::EmptyTrace { path: trace.path, detail });
     }
     let info = TraceInfo {

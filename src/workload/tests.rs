@@ -128,5 +128,6 @@ fn empty_traces_are_errors() {
     assert!(matches!(e, Error::EmptyTrace { .. }), "{e}");
     let doc = r#"{"conversations":[{"from":"human","value":"no reply"}]}"#;
     let e = load(doc, &chars4()).unwrap_err().to_string();
-    assert!(e.contains("no usable request") && e.contains("1 records skipped"), "{e}");
+    assert!(e.contains("no usable request") && e.contains("1 records skipped: 1 × no user turn with a reply"), "{e}");
+    assert!(e.contains("--turns first --sharegpt-output-len N"), "the way out is named: {e}");
 }

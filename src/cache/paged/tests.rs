@@ -107,6 +107,37 @@ fn duplicates_are_not_merged_and_the_oldest_is_returned() {
     assert_eq!(&c.block_table(2).unwrap()[..2], &[1, 2]);
 }
 
+/// A preempted request remembers its block table as its next lookup's answer. One of those
+/// blocks is evicted, its hash is computed again into another block (now the oldest carrier),
+/// and then recomputed into the remembered block once more, as a duplicate: the resumed
+/// request must get the oldest carrier, as vLLM's map would answer, not the remembered block.
+#[test]
+fn a_remembered_block_that_became_a_duplicate_is_not_the_answer() {
+    let st = store(&[range(0, 9), range(100, 112), range(300, 303)]);
+    let mut c = PagedCache::with_blocks(st, 4, Some(6));
+    c.admit(9, 2, 3, usize::MAX).unwrap();
+    c.admit(0, 0, 9, usize::MAX).unwrap();
+    assert_eq!(c.block_table(0).unwrap(), &[2, 3, 4]);
+    c.preempt(0);
+    c.finish(9);
+    assert_eq!(c.free_queue(), vec![5, 4, 3, 2, 1]);
+    // R1 pops 5, 4, 3: block 3 loses the second block's hash.
+    c.admit(1, 1, 12, usize::MAX).unwrap();
+    assert_eq!(c.block_table(1).unwrap(), &[5, 4, 3]);
+    // R2 (8 tokens: only the first block can hit) computes the second block into block 1.
+    assert_eq!(c.admit(2, 0, 8, usize::MAX).unwrap().hit_tokens, 4);
+    assert_eq!(c.block_table(2).unwrap(), &[2, 1]);
+    c.finish(1);
+    // R3 does the same into block 3 again: a duplicate behind block 1.
+    c.admit(3, 0, 8, usize::MAX).unwrap();
+    assert_eq!(c.block_table(3).unwrap(), &[2, 3]);
+    c.check_invariants();
+    let a = c.admit(0, 0, 9, usize::MAX).unwrap();
+    assert_eq!(a.hit_tokens, 8);
+    assert_eq!(c.block_table(0).unwrap(), &[2, 1, 4], "the oldest carrier of the second hash is block 1");
+    c.check_invariants();
+}
+
 #[test]
 fn preempted_blocks_stay_hashed_and_are_re_hit() {
     let st = store(&[range(0, 20)]);
@@ -117,4 +148,110 @@ fn preempted_blocks_stay_hashed_and_are_re_hit() {
     let a = c.admit(0, 0, 17, usize::MAX).unwrap();
     assert_eq!(a.hit_tokens, 16);
     c.check_invariants();
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Admit {
+        seq: usize,
+        known_frac: f64,
+        chunk: usize,
+    },
+    Grow {
+        req: usize,
+        by: usize,
+    },
+    Finish {
+        req: usize,
+    },
+    Preempt {
+        req: usize,
+    },
+    /// The engine retries its refused queue head every step.
+    Retry,
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0usize..8, 0.0f64..1.0, 1usize..40).prop_map(|(seq, known_frac, chunk)| Op::Admit { seq, known_frac, chunk }),
+        3 => (0usize..5, 1usize..10).prop_map(|(req, by)| Op::Grow { req, by }),
+        2 => (0usize..5).prop_map(|req| Op::Finish { req }),
+        1 => (0usize..5).prop_map(|req| Op::Preempt { req }),
+        3 => Just(Op::Retry),
+    ]
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+    /// The optimised pool (remembered lookups, the watched queue head, the duplicate chains)
+    /// behaves exactly as the literal model of vLLM's: same answers, same block ids, same free
+    /// queue and counters after every operation.
+    #[test]
+    fn matches_the_literal_model(
+        seqs in crate::cache::conformance::seqs_strategy(),
+        ops in prop::collection::vec(op_strategy(), 1..80),
+        block in prop::sample::select(vec![1usize, 2, 4]),
+        num_blocks in prop::option::weighted(0.9, 2u32..16),
+    ) {
+        let st = store(&seqs);
+        let mut fast = PagedCache::with_blocks(st.clone(), block as u32, num_blocks);
+        let mut lit = reference::RefPool::new(st.clone(), block, num_blocks);
+        let mut live: Vec<Option<(SeqId, usize)>> = vec![None; 5];
+        let mut refused: Option<(usize, SeqId, usize, usize)> = None;
+        for op in &ops {
+            match *op {
+                Op::Admit { .. } | Op::Retry => {
+                    let attempt = match *op {
+                        Op::Admit { seq, known_frac, chunk } => live.iter().position(Option::is_none).map(|slot| {
+                            let seq = (seq % seqs.len()) as SeqId;
+                            let len = st.seq_len(seq);
+                            (slot, seq, 1 + ((len - 1) as f64 * known_frac) as usize, chunk)
+                        }),
+                        _ => refused.filter(|r| live[r.0].is_none()),
+                    };
+                    let Some((slot, seq, known, chunk)) = attempt else { continue };
+                    let (a, b) = (fast.admit(slot as ReqId, seq, known, chunk), lit.admit(slot as u32, seq, known, chunk));
+                    prop_assert_eq!(a, b, "admit {:?}", (slot, seq, known, chunk));
+                    refused = None;
+                    match a {
+                        Some(a) => live[slot] = Some((seq, a.allocated_tokens)),
+                        None => refused = Some((slot, seq, known, chunk)),
+                    }
+                }
+                Op::Grow { req, by } => {
+                    if let Some((seq, allocated)) = live[req] {
+                        let total = (allocated + by).min(st.seq_len(seq));
+                        let ok = fast.grow(req as ReqId, total);
+                        prop_assert_eq!(ok, lit.grow(req as u32, total), "grow");
+                        if ok {
+                            live[req] = Some((seq, total));
+                        }
+                    }
+                }
+                Op::Finish { req } | Op::Preempt { req } => {
+                    if live[req].take().is_some() {
+                        if matches!(op, Op::Finish { .. }) {
+                            fast.finish(req as ReqId);
+                        } else {
+                            fast.preempt(req as ReqId);
+                        }
+                        lit.free(req as u32);
+                    }
+                }
+            }
+            fast.check_invariants();
+            prop_assert_eq!(fast.free_queue(), lit.free_queue(), "free queue after {:?}", op);
+            prop_assert_eq!(fast.stats(), lit.stats, "counters after {:?}", op);
+            for req in 0..live.len() as u32 {
+                prop_assert_eq!(fast.block_table(req), lit.block_table(req), "block table of {}", req);
+            }
+            for seq in 0..seqs.len() as SeqId {
+                let len = st.seq_len(seq);
+                prop_assert_eq!(fast.peek(seq, len), lit.peek(seq, len), "peek");
+            }
+        }
+    }
 }
