@@ -105,14 +105,7 @@ impl Items for Tokens<'_> {
         self.items[i].1
     }
     fn cmp(&self, a: usize, b: usize) -> Ordering {
-        let (sa, la) = self.items[a];
-        let (sb, lb) = self.items[b];
-        let l = self.store.lcp((sa, 0), (sb, 0), la.min(lb));
-        if l == la.min(lb) {
-            la.cmp(&lb)
-        } else {
-            self.store.token(sa, l).cmp(&self.store.token(sb, l))
-        }
+        self.store.cmp_prefixes(self.items[a], self.items[b])
     }
     fn lcp(&self, a: usize, b: usize) -> usize {
         let (sa, la) = self.items[a];

@@ -14,6 +14,24 @@ use std::sync::Arc;
 
 const NIL: u32 = u32::MAX;
 const NO_HASH: u64 = u64::MAX;
+/// Marks the key of a private block: `PRIVATE | seq << 32 | block index`. Chained hashes of
+/// shareable blocks have this bit cleared, so the two kinds never meet.
+const PRIVATE: u64 = 1 << 63;
+
+/// A sequence's private blocks: those past the longest prefix it shares with any other
+/// sequence. Only requests on the same sequence can ever look them up, so they are indexed by
+/// position (`first[i − from]` = the oldest carrier) instead of by hash, and never hashed.
+#[derive(Default)]
+struct PrivateIndex {
+    /// First private block index.
+    from: u32,
+    /// Private full blocks of the sequence.
+    len: u32,
+    /// Oldest carrier per private block; allocated while any is cached.
+    first: Vec<u32>,
+    /// Entries of `first` that are not `NIL`.
+    live: u32,
+}
 
 /// The lookup of the one request whose admission last failed (usually the head of the waiting
 /// queue, retried every step), kept up to date by the events that can change it, so a retry
@@ -69,7 +87,10 @@ pub struct PagedCache {
     head: u32,
     tail: u32,
     list_len: u64,
+    /// Shareable blocks: chained hash → oldest carrier.
     map: FxHashMap<u64, u32>,
+    /// Private blocks, per sequence.
+    private: Vec<PrivateIndex>,
     reqs: ReqSlots<ReqState>,
     /// Requests not currently admitted (failed admission, preempted): their block hashes, kept
     /// as vLLM keeps `request.block_hashes`, and the hits of their last lookup, re-validated
@@ -95,6 +116,13 @@ impl PagedCache {
     /// A cache of exactly `num_gpu_blocks` blocks, block 0 being the null block (as vLLM).
     pub fn with_blocks(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>) -> Self {
         assert!((1..=crate::workload::tokens::MAX_BLOCK_TOKENS as u32).contains(&block), "block size out of range");
+        assert!(store.num_seqs() < (1 << 31), "too many sequences for private block keys");
+        let private = (store.shared_prefix_lens().iter().enumerate())
+            .map(|(seq, &l)| {
+                let (from, full) = (l / block, (store.seq_len(seq as SeqId) / block as usize) as u32);
+                PrivateIndex { from, len: full - from, ..Default::default() }
+            })
+            .collect();
         Self {
             store,
             block: block as usize,
@@ -110,6 +138,7 @@ impl PagedCache {
             tail: NIL,
             list_len: 0,
             map: FxHashMap::default(),
+            private,
             reqs: ReqSlots::default(),
             parked: FxHashMap::default(),
             scratch: Vec::new(),
@@ -157,9 +186,49 @@ impl PagedCache {
         self.hash[b as usize] == h && self.first[b as usize]
     }
 
-    fn block_hash(&self, seq: SeqId, parent: u64, i: usize) -> u64 {
-        let b = self.block;
-        chain_hash(parent, self.store.fingerprint(seq, i * b, b), b)
+    /// First private block index of `seq`.
+    fn private_from(&self, seq: SeqId) -> usize {
+        self.private[seq as usize].from as usize
+    }
+
+    /// Key of block `i` of `seq`, whose predecessor's key is `parent`: its chained hash when
+    /// shareable, its position when private.
+    fn block_key(&self, seq: SeqId, parent: u64, i: usize) -> u64 {
+        if i >= self.private_from(seq) {
+            private_key(seq, i)
+        } else {
+            let b = self.block;
+            shared_key(parent, self.store.fingerprint(seq, i * b, b), b)
+        }
+    }
+
+    /// The oldest block carrying `key`.
+    fn first_of(&self, key: u64) -> Option<u32> {
+        if key & PRIVATE == 0 {
+            return self.map.get(&key).copied();
+        }
+        let (seq, i) = split_private(key);
+        let p = &self.private[seq];
+        p.first.get(i - p.from as usize).copied().filter(|&b| b != NIL)
+    }
+
+    /// Records `b` (or nobody, `NIL`) as the oldest carrier of a private key.
+    fn set_private_first(&mut self, key: u64, b: u32) {
+        let (seq, i) = split_private(key);
+        let p = &mut self.private[seq];
+        let j = i - p.from as usize;
+        if p.first.is_empty() {
+            p.first = vec![NIL; p.len as usize];
+        }
+        match (p.first[j] == NIL, b == NIL) {
+            (true, false) => p.live += 1,
+            (false, true) => p.live -= 1,
+            _ => {}
+        }
+        p.first[j] = b;
+        if p.live == 0 {
+            p.first = Vec::new();
+        }
     }
 
     /// Hits for `seq[..known]`: leading cached blocks, at most `(known − 1) / B` of them.
@@ -178,10 +247,10 @@ impl PagedCache {
         for i in hits.len()..max_blocks {
             if hashes.len() <= i {
                 let parent = if i == 0 { ROOT_HASH } else { hashes[i - 1] };
-                hashes.push(self.block_hash(seq, parent, i));
+                hashes.push(self.block_key(seq, parent, i));
             }
-            match self.map.get(&hashes[i]) {
-                Some(&blk) => hits.push(blk),
+            match self.first_of(hashes[i]) {
+                Some(blk) => hits.push(blk),
                 None => break,
             }
         }
@@ -241,28 +310,25 @@ impl PagedCache {
                 w.dirty = true;
             }
         }
-        let h = self.hash[b as usize];
-        let std::collections::hash_map::Entry::Occupied(mut e) = self.map.entry(h) else {
-            unreachable!("a cached block's hash is in the map")
-        };
-        let first = *e.get();
-        if first == b {
-            // One probe: drop the entry or point it at the next duplicate.
-            match self.dup_next[b as usize] {
-                NIL => {
-                    e.remove();
-                }
-                n => {
-                    e.insert(n);
-                    self.first[n as usize] = true;
-                }
+        let (h, next) = (self.hash[b as usize], self.dup_next[b as usize]);
+        if self.first[b as usize] {
+            // The next duplicate, if any, becomes the answer.
+            if next != NIL {
+                self.first[next as usize] = true;
+            }
+            if h & PRIVATE != 0 {
+                self.set_private_first(h, next);
+            } else if next == NIL {
+                self.map.remove(&h);
+            } else {
+                self.map.insert(h, next);
             }
         } else {
-            let mut p = first;
+            let mut p = self.first_of(h).expect("a cached block's key is indexed");
             while self.dup_next[p as usize] != b {
                 p = self.dup_next[p as usize];
             }
-            self.dup_next[p as usize] = self.dup_next[b as usize];
+            self.dup_next[p as usize] = next;
         }
         self.dup_next[b as usize] = NIL;
         self.first[b as usize] = false;
@@ -276,13 +342,24 @@ impl PagedCache {
             }
         }
         self.hash[b as usize] = h;
-        match self.map.entry(h) {
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(b);
-                self.first[b as usize] = true;
+        let oldest = if h & PRIVATE != 0 {
+            let oldest = self.first_of(h);
+            if oldest.is_none() {
+                self.set_private_first(h, b);
             }
-            std::collections::hash_map::Entry::Occupied(e) => {
-                let mut p = *e.get();
+            oldest
+        } else {
+            match self.map.entry(h) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(b);
+                    None
+                }
+                std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+            }
+        };
+        match oldest {
+            None => self.first[b as usize] = true,
+            Some(mut p) => {
                 while self.dup_next[p as usize] != NIL {
                     p = self.dup_next[p as usize];
                 }
@@ -354,19 +431,22 @@ impl PagedCache {
     /// Registers the request's full blocks within its first `total` tokens.
     fn cache_full_blocks(&mut self, st: &mut ReqState, total: usize) {
         let full = total / self.block;
-        if st.hashes.len() < full {
-            // Hash the missing blocks in one pass, then chain them.
-            let from = st.hashes.len();
+        let from = st.hashes.len();
+        let shared_end = full.min(self.private_from(st.seq));
+        if from < shared_end {
+            // Hash the missing shareable blocks in one pass, then chain them.
             let mut fp = std::mem::take(&mut self.scratch);
             fp.clear();
-            self.store.block_fingerprints(st.seq, from, full - from, self.block, &mut fp);
+            self.store.block_fingerprints(st.seq, from, shared_end - from, self.block, &mut fp);
             for (k, &f) in fp.iter().enumerate() {
                 let i = from + k;
                 let parent = if i == 0 { ROOT_HASH } else { st.hashes[i - 1] };
-                st.hashes.push(chain_hash(parent, f, self.block));
+                st.hashes.push(shared_key(parent, f, self.block));
             }
             self.scratch = fp;
         }
+        let seq = st.seq;
+        st.hashes.extend((st.hashes.len()..full).map(|i| private_key(seq, i)));
         while st.cached_blocks < full {
             let i = st.cached_blocks;
             self.register(st.blocks[i], st.hashes[i]);
@@ -535,8 +615,16 @@ impl PrefixCache for PagedCache {
         assert_eq!(in_use + self.list_len, minted as u64 - 1, "blocks not conserved");
         let cached_free = released.iter().filter(|&&b| self.is_cached(b)).count() as u64;
         assert_eq!(cached_free, self.cached_free, "cached free count");
+        let mut heads: Vec<(u64, u32)> = self.map.iter().map(|(&h, &b)| (h, b)).collect();
+        for (seq, p) in self.private.iter().enumerate() {
+            let live = p.first.iter().filter(|&&b| b != NIL).count();
+            assert_eq!(live, p.live as usize, "private live count");
+            assert!(live > 0 || p.first.is_empty(), "an empty private index is kept");
+            let keys = p.first.iter().enumerate().filter(|&(_, &b)| b != NIL);
+            heads.extend(keys.map(|(j, &b)| (private_key(seq as SeqId, p.from as usize + j), b)));
+        }
         let mut chained = 0;
-        for (&h, &first) in &self.map {
+        for (h, first) in heads {
             let mut b = first;
             while b != NIL {
                 assert_eq!(self.hash[b as usize], h, "hash map chain");
@@ -557,6 +645,20 @@ impl PrefixCache for PagedCache {
             assert_eq!(w.evictable, evictable, "watched evictable count");
         }
     }
+}
+
+fn shared_key(parent: u64, fingerprint: u64, len: usize) -> u64 {
+    chain_hash(parent, fingerprint, len) & !PRIVATE
+}
+
+fn private_key(seq: SeqId, i: usize) -> u64 {
+    debug_assert!(i < 1 << 32);
+    PRIVATE | (seq as u64) << 32 | i as u64
+}
+
+/// (sequence, block index) of a private key.
+fn split_private(key: u64) -> (usize, usize) {
+    (((key & !PRIVATE) >> 32) as usize, key as u32 as usize)
 }
 
 #[cfg(test)]

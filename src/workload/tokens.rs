@@ -3,7 +3,12 @@
 //! tokens never materialised (Mooncake hash blocks, length-only traces, synthetic outputs).
 //! Requests are prefixes of sequences, so the turns of a conversation share one sequence.
 //! This module also owns the content fingerprint of a token range (used for block hashes and
-//! radix child keys), computed run-wise in O(1) per run.
+//! radix child keys), computed run-wise in O(1) per run, and how long a prefix each sequence
+//! shares with any other.
+
+use rayon::prelude::*;
+use std::cmp::Ordering;
+use std::sync::OnceLock;
 
 /// A token id.
 pub type Token = u32;
@@ -67,6 +72,8 @@ pub struct TokenStore {
     segments: Vec<Segment>,
     seqs: Vec<SeqMeta>,
     open: Option<SeqMeta>,
+    /// Per sequence: the longest prefix it shares with any other sequence (computed once).
+    shared: OnceLock<Vec<u32>>,
 }
 
 impl TokenStore {
@@ -206,6 +213,37 @@ impl TokenStore {
             cb = advance(y, n).or_else(|| ib.next());
         }
         done
+    }
+
+    /// Lexicographic order of the prefixes `a.0[..a.1]` and `b.0[..b.1]` (a prefix first).
+    pub fn cmp_prefixes(&self, a: (SeqId, usize), b: (SeqId, usize)) -> Ordering {
+        let n = a.1.min(b.1);
+        let l = self.lcp((a.0, 0), (b.0, 0), n);
+        if l == n {
+            a.1.cmp(&b.1)
+        } else {
+            self.token(a.0, l).cmp(&self.token(b.0, l))
+        }
+    }
+
+    /// Per sequence, the length of the longest prefix it shares with another sequence: beyond
+    /// it, no other sequence holds the same tokens at the same positions, so KV computed
+    /// there can only ever be reused by requests on the same sequence. Computed once (sorting
+    /// the sequences; the longest shared prefix is with a neighbour in sorted order).
+    pub fn shared_prefix_lens(&self) -> &[u32] {
+        self.shared.get_or_init(|| {
+            let n = self.seqs.len();
+            let mut order: Vec<SeqId> = (0..n as SeqId).collect();
+            let len = |s: SeqId| self.seq_len(s);
+            order.par_sort_unstable_by(|&a, &b| self.cmp_prefixes((a, len(a)), (b, len(b))).then(a.cmp(&b)));
+            let mut out = vec![0u32; n];
+            for w in order.windows(2) {
+                let l = self.lcp((w[0], 0), (w[1], 0), usize::MAX) as u32;
+                out[w[0] as usize] = out[w[0] as usize].max(l);
+                out[w[1] as usize] = out[w[1] as usize].max(l);
+            }
+            out
+        })
     }
 
     /// Content fingerprint of `seq[from..from+len]` (`len <= MAX_BLOCK_TOKENS`): a polynomial
@@ -402,6 +440,23 @@ mod tests {
         }
         let b = s.end_seq();
         (s, a, b)
+    }
+
+    #[test]
+    fn shared_prefix_lens_against_every_other_sequence() {
+        let seqs: [&[Token]; 6] = [&[1, 2, 3, 4], &[1, 2, 5], &[9], &[1, 2, 3, 4], &[1, 2, 5, 7, 7], &[]];
+        let s = TokenStore::from_seqs(&seqs);
+        let brute: Vec<u32> = (0..seqs.len())
+            .map(|a| {
+                let others = (0..seqs.len()).filter(|&b| b != a);
+                others.map(|b| s.lcp((a as SeqId, 0), (b as SeqId, 0), usize::MAX) as u32).max().unwrap_or(0)
+            })
+            .collect();
+        assert_eq!(brute, [4, 3, 0, 4, 3, 0]);
+        assert_eq!(s.shared_prefix_lens(), &brute[..]);
+        // A run shares with the same tokens stored as a slice.
+        let (s, a, b) = store_with(&[&[5, 6, 7, 8]], &[(5, 3), (100, 1)]);
+        assert_eq!((s.shared_prefix_lens()[a as usize], s.shared_prefix_lens()[b as usize]), (3, 3));
     }
 
     #[test]
