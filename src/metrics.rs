@@ -61,20 +61,34 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
 }
 
-/// numpy.percentile (linear interpolation) by selection, O(n): the two order statistics around
-/// the rank, without sorting.
-pub fn select_percentile(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let rank = p / 100.0 * (v.len() - 1) as f64;
-    let lo = rank.floor() as usize;
-    let (_, &mut low, rest) = v.select_nth_unstable_by(lo, f64::total_cmp);
-    if rank == lo as f64 || rest.is_empty() {
-        return low;
-    }
-    let high = rest.iter().copied().fold(f64::INFINITY, f64::min);
-    low + (high - low) * (rank - lo as f64)
+/// numpy.percentile (linear interpolation) at ascending `ps` by selection, O(n) for all of
+/// them: the two order statistics around each rank, each selection confined to the part of `v`
+/// above the previous one (reordered in place, not fully sorted).
+pub fn select_percentiles<const N: usize>(v: &mut [f64], ps: [f64; N]) -> [f64; N] {
+    debug_assert!(ps.windows(2).all(|w| w[0] <= w[1]), "percentiles in ascending order");
+    let n = v.len();
+    // `v[..placed]` holds the smallest `placed` values, each selected index its order statistic.
+    let mut placed = 0;
+    let mut place = |v: &mut [f64], k: usize| {
+        if k >= placed {
+            v[placed..].select_nth_unstable_by(k - placed, f64::total_cmp);
+            placed = k + 1;
+        }
+        v[k]
+    };
+    ps.map(|p| {
+        if n == 0 {
+            return 0.0;
+        }
+        let rank = p / 100.0 * (n - 1) as f64;
+        let lo = rank.floor() as usize;
+        let low = place(v, lo);
+        if rank == lo as f64 || lo + 1 == n {
+            return low;
+        }
+        let high = place(v, lo + 1);
+        low + (high - low) * (rank - lo as f64)
+    })
 }
 
 impl Stats {
@@ -87,15 +101,8 @@ impl Stats {
         let mean = v.iter().sum::<f64>() / n;
         let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
         let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Self {
-            mean,
-            median: select_percentile(v, 50.0),
-            std: var.sqrt(),
-            p90: select_percentile(v, 90.0),
-            p95: select_percentile(v, 95.0),
-            p99: select_percentile(v, 99.0),
-            max,
-        }
+        let [median, p90, p95, p99] = select_percentiles(v, [50.0, 90.0, 95.0, 99.0]);
+        Self { mean, median, std: var.sqrt(), p90, p95, p99, max }
     }
     fn ms(self) -> Self {
         Self {
@@ -246,11 +253,19 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn selection_matches_sorting(mut v in proptest::collection::vec(-1e3f64..1e3, 1..60), p in 0f64..=100.0) {
+        fn selection_matches_sorting(
+            mut v in proptest::collection::vec(-1e3f64..1e3, 1..60),
+            mut ps in proptest::collection::vec(0f64..=100.0, 4),
+            dup in 0usize..4,
+        ) {
+            ps.sort_by(f64::total_cmp);
+            ps[dup] = ps[dup.saturating_sub(1)];
             let mut sorted = v.clone();
             sorted.sort_by(f64::total_cmp);
-            let want = percentile(&sorted, p);
-            proptest::prop_assert!((select_percentile(&mut v, p) - want).abs() < 1e-9);
+            let got = select_percentiles(&mut v, [ps[0], ps[1], ps[2], ps[3]]);
+            for (p, g) in ps.iter().zip(got) {
+                proptest::prop_assert!((g - percentile(&sorted, *p)).abs() < 1e-9, "p{}", p);
+            }
         }
     }
 

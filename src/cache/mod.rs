@@ -170,6 +170,10 @@ impl<T> ReqSlots<T> {
         }
         self.0[i] = Some(st);
     }
+    /// The state of a live request, to change in place.
+    pub fn get_mut(&mut self, req: ReqId) -> Option<&mut T> {
+        self.0.get_mut(req as usize)?.as_mut()
+    }
     /// The state of a live request.
     pub fn get(&self, req: ReqId) -> Option<&T> {
         self.0.get(req as usize)?.as_ref()

@@ -548,6 +548,13 @@ impl PrefixCache for PagedCache {
     }
 
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
+        let block = self.block;
+        let st = self.reqs.get_mut(req).expect("request admitted");
+        if total_tokens <= st.blocks.len() * block && total_tokens / block <= st.cached_blocks {
+            // Room in the last block and no block filled: nothing to allocate or register.
+            st.tokens = st.tokens.max(total_tokens);
+            return true;
+        }
         let mut st = self.reqs.take(req);
         debug_assert!(total_tokens <= self.store.seq_len(st.seq), "scheduling unknown tokens");
         let need = total_tokens.div_ceil(self.block).saturating_sub(st.blocks.len());
