@@ -26,6 +26,10 @@ fn parse_one<T: DeserializeOwned>(bytes: &[u8], location: Location) -> Result<T,
             strip_position(e.to_string())
         }
     };
+    // Fast path without path tracking; a bad record is parsed again to name the field.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
