@@ -215,8 +215,8 @@ pub struct RunArgs {
     /// Write one row per output token (request, index, time in seconds) to this CSV file.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub token_times_csv: Option<PathBuf>,
-    /// Draw TTFT and TPOT CDFs, KV usage and queue lengths over time to this SVG file.
-    #[arg(long, value_name = "FILE.svg", help_heading = "Output")]
+    /// Draw TTFT and TPOT CDFs, KV usage and queue lengths over time to this SVG or PNG file.
+    #[arg(long, value_name = "FILE.svg|png", help_heading = "Output")]
     pub plot: Option<PathBuf>,
 }
 
@@ -323,8 +323,8 @@ pub struct AnalyzeArgs {
     /// 2 × 8 KV heads × 128 dims × 32 layers × 2 bytes).
     #[arg(long, default_value_t = 131_072, value_parser = clap::value_parser!(u64).range(1..))]
     pub kv_bytes_per_token: u64,
-    /// Draw the bounds and the histogram of shared-prefix lengths to this SVG file.
-    #[arg(long, value_name = "FILE.svg")]
+    /// Draw the bounds and the histogram of shared-prefix lengths to this SVG or PNG file.
+    #[arg(long, value_name = "FILE.svg|png")]
     pub plot: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]

@@ -61,7 +61,7 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     }
     if let Some(p) = &args.plot {
         let title = format!("{} · {} on {}", w.info.path.display(), cfg.model.name, cfg.gpu.name);
-        cachesim::plot::run_svg(p, &title, &out.sim.records, &out.sim.timeline, cfg.kv_capacity_tokens)?;
+        cachesim::plot::run_plot(p, &title, &out.sim.records, &out.sim.timeline, cfg.kv_capacity_tokens)?;
     }
     let load = cachesim::report::LoadEcho {
         backend: match cfg.engine.engine {
@@ -145,7 +145,7 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let a = cachesim::analyze::run(file, &args.trace.build_options(), &opts, &|| ()).context("analysis failed")?;
     sp.finish_and_clear();
     if let Some(p) = &args.plot {
-        cachesim::plot::analysis_svg(p, &title, &a.repetition, a.bounds.as_ref())?;
+        cachesim::plot::analysis_plot(p, &title, &a.repetition, a.bounds.as_ref())?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -1,12 +1,14 @@
-//! SVG pictures (plotters' SVG backend: no system fonts or C libraries needed): the analysis
-//! figure (hit-ratio bound against block size, hit ratio against KV capacity, histogram of
-//! kept shared-prefix lengths) and the serving figure (TTFT and TPOT CDFs, KV usage and queue
-//! lengths over time).
+//! Pictures, as SVG or PNG by the file's extension: the analysis figure (hit-ratio bound
+//! against block size, hit ratio against KV capacity, histogram of kept shared-prefix lengths)
+//! and the serving figure (TTFT and TPOT CDFs, KV usage and queue lengths over time). Drawn
+//! with plotters; text uses a font compiled into the binary (Ubuntu Light), so no system fonts
+//! or C libraries are needed, and PNG files are encoded by the `png` crate.
 
 use crate::analyze::{Bounds, Repetition, Unit};
 use crate::error::{Error, Result};
 use crate::metrics::RequestRecord;
 use crate::sim::StepRecord;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -14,34 +16,116 @@ fn plot_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Io { path: path.to_path_buf(), source: std::io::Error::other(e.to_string()) }
 }
 
-/// Checks that `path` names a format we can draw (SVG).
+/// The picture formats `--plot` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Svg,
+    Png,
+}
+
+/// The format `path` names by its extension.
+fn format_of(path: &Path) -> Result<Format> {
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("svg") => Ok(Format::Svg),
+        Some("png") => Ok(Format::Png),
+        _ => Err(Error::invalid("--plot", format!("{}: name an .svg or .png file", path.display()))),
+    }
+}
+
+/// Checks, before a long run, that `path` names a format we can draw (SVG or PNG).
 pub fn check_plot_path(path: &Path) -> Result<()> {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some(e) if e.eq_ignore_ascii_case("svg") => Ok(()),
-        _ => Err(Error::invalid("--plot", format!("{}: only .svg files can be drawn in this build", path.display()))),
-    }
+    format_of(path).map(|_| ())
 }
 
-/// Draws the analysis figure to an SVG file.
-pub fn analysis_svg(path: &Path, title: &str, rep: &Repetition, bounds: Option<&Bounds>) -> Result<()> {
-    check_plot_path(path)?;
-    let root = SVGBackend::new(path, (1500, 460)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-    let root = root.titled(title, ("sans-serif", 20)).map_err(|e| plot_err(path, e))?;
-    let panels = root.split_evenly((1, 3));
-    if let Some(b) = bounds {
-        bound_panel(&panels[0], b).map_err(|e| plot_err(path, e))?;
-        capacity_panel(&panels[1], b).map_err(|e| plot_err(path, e))?;
-    }
-    histogram_panel(&panels[2], rep).map_err(|e| plot_err(path, e))?;
-    root.present().map_err(|e| plot_err(path, e))?;
-    Ok(())
-}
-
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
-fn bound_panel(area: &Area<'_>, b: &Bounds) -> DrawResult {
+/// Registers the compiled-in font as plotters' sans-serif (once per process).
+fn register_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // The font is well-formed (it ships inside a crate), so registration cannot fail.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, epaint_default_fonts::UBUNTU_LIGHT);
+    });
+}
+
+/// A figure that can be drawn on any plotters backend.
+trait Figure {
+    /// Width and height in pixels.
+    const SIZE: (u32, u32);
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static;
+}
+
+/// Draws `fig` into `path`, as SVG or PNG by its extension.
+fn render<F: Figure>(path: &Path, fig: &F) -> Result<()> {
+    register_font();
+    let size = F::SIZE;
+    match format_of(path)? {
+        Format::Svg => {
+            let mut svg = String::new();
+            {
+                let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+                fig.draw(&root).map_err(|e| plot_err(path, e))?;
+                root.present().map_err(|e| plot_err(path, e))?;
+            }
+            std::fs::write(path, svg).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+        }
+        Format::Png => {
+            let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+            {
+                let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+                fig.draw(&root).map_err(|e| plot_err(path, e))?;
+                root.present().map_err(|e| plot_err(path, e))?;
+            }
+            write_png(path, size, &rgb)
+        }
+    }
+}
+
+fn write_png(path: &Path, size: (u32, u32), rgb: &[u8]) -> Result<()> {
+    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let file = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    let mut enc = png::Encoder::new(file, size.0, size.1);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut w = enc.write_header().map_err(|e| plot_err(path, e))?;
+    w.write_image_data(rgb).map_err(|e| plot_err(path, e))?;
+    w.finish().map_err(|e| plot_err(path, e))
+}
+
+struct AnalysisFigure<'a> {
+    title: &'a str,
+    rep: &'a Repetition,
+    bounds: Option<&'a Bounds>,
+}
+
+impl Figure for AnalysisFigure<'_> {
+    const SIZE: (u32, u32) = (1500, 460);
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
+        let root = root.titled(self.title, ("sans-serif", 20))?;
+        let panels = root.split_evenly((1, 3));
+        if let Some(b) = self.bounds {
+            bound_panel(&panels[0], b)?;
+            capacity_panel(&panels[1], b)?;
+        }
+        histogram_panel(&panels[2], self.rep)
+    }
+}
+
+/// Draws the analysis figure (SVG or PNG by the extension of `path`).
+pub fn analysis_plot(path: &Path, title: &str, rep: &Repetition, bounds: Option<&Bounds>) -> Result<()> {
+    render(path, &AnalysisFigure { title, rep, bounds })
+}
+
+fn bound_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, b: &Bounds) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
     let labels: Vec<String> = b
         .unlimited
         .iter()
@@ -81,7 +165,10 @@ fn bound_panel(area: &Area<'_>, b: &Bounds) -> DrawResult {
     Ok(())
 }
 
-fn capacity_panel(area: &Area<'_>, b: &Bounds) -> DrawResult {
+fn capacity_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, b: &Bounds) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
     let gb: Vec<f64> = b.capacity.iter().map(|p| p.kv_gb).collect();
     let lo = gb.iter().copied().fold(f64::INFINITY, f64::min).max(1e-9);
     let hi = gb.iter().copied().fold(0.0, f64::max).max(lo * 1.01);
@@ -111,7 +198,10 @@ fn capacity_panel(area: &Area<'_>, b: &Bounds) -> DrawResult {
     Ok(())
 }
 
-fn histogram_panel(area: &Area<'_>, rep: &Repetition) -> DrawResult {
+fn histogram_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, rep: &Repetition) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
     let unit = match rep.unit {
         Unit::Chars => "characters",
         Unit::Tokens => "tokens",
@@ -145,39 +235,64 @@ fn histogram_panel(area: &Area<'_>, rep: &Repetition) -> DrawResult {
     Ok(())
 }
 
-/// Draws the serving figure: TTFT and TPOT CDFs, KV usage and queues over time.
-pub fn run_svg(
+struct RunFigure<'a> {
+    title: &'a str,
+    records: &'a [RequestRecord],
+    steps: &'a [StepRecord],
+    kv_capacity: u64,
+}
+
+impl Figure for RunFigure<'_> {
+    const SIZE: (u32, u32) = (1200, 800);
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
+        let root = root.titled(self.title, ("sans-serif", 20))?;
+        let panels = root.split_evenly((2, 2));
+        let ttft: Vec<f64> = self.records.iter().map(|r| r.ttft_s() * 1e3).collect();
+        let tpot: Vec<f64> = self.records.iter().filter_map(|r| r.tpot_s()).map(|t| t * 1e3).collect();
+        cdf_panel(&panels[0], "TTFT distribution", "time to first token (ms)", ttft)?;
+        cdf_panel(&panels[1], "TPOT distribution", "time per output token, excl. the first (ms)", tpot)?;
+        let every = self.steps.len().div_ceil(2000).max(1);
+        let sampled: Vec<&StepRecord> = self.steps.iter().step_by(every).collect();
+        let cap = self.kv_capacity.max(1) as f64;
+        let kv: Vec<(f64, f64)> = sampled.iter().map(|s| (s.start_s, s.kv_used_tokens as f64 * 100.0 / cap)).collect();
+        series_panel(
+            &panels[2],
+            "KV cache usage",
+            "KV slots held by requests (%)",
+            &[("KV used", kv, BLUE)],
+            Some(100.0),
+        )?;
+        let waiting: Vec<(f64, f64)> = sampled.iter().map(|s| (s.start_s, s.waiting as f64)).collect();
+        let running: Vec<(f64, f64)> = sampled.iter().map(|s| (s.start_s, s.running as f64)).collect();
+        series_panel(&panels[3], "Queues", "requests", &[("waiting", waiting, RED), ("running", running, GREEN)], None)
+    }
+}
+
+/// Draws the serving figure (SVG or PNG by the extension of `path`): TTFT and TPOT CDFs, KV
+/// usage and queues over time.
+pub fn run_plot(
     path: &Path,
     title: &str,
     records: &[RequestRecord],
     steps: &[StepRecord],
     kv_capacity: u64,
 ) -> Result<()> {
-    check_plot_path(path)?;
-    let root = SVGBackend::new(path, (1200, 800)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-    let root = root.titled(title, ("sans-serif", 20)).map_err(|e| plot_err(path, e))?;
-    let panels = root.split_evenly((2, 2));
-    let ttft: Vec<f64> = records.iter().map(|r| r.ttft_s() * 1e3).collect();
-    let tpot: Vec<f64> = records.iter().filter_map(|r| r.tpot_s()).map(|t| t * 1e3).collect();
-    cdf_panel(&panels[0], "TTFT distribution", "time to first token (ms)", ttft).map_err(|e| plot_err(path, e))?;
-    cdf_panel(&panels[1], "TPOT distribution", "time per output token, excl. the first (ms)", tpot)
-        .map_err(|e| plot_err(path, e))?;
-    let every = steps.len().div_ceil(2000).max(1);
-    let sampled: Vec<&StepRecord> = steps.iter().step_by(every).collect();
-    let kv: Vec<(f64, f64)> =
-        sampled.iter().map(|s| (s.start_s, s.kv_used_tokens as f64 * 100.0 / kv_capacity.max(1) as f64)).collect();
-    series_panel(&panels[2], "KV cache usage", "KV slots held by requests (%)", &[("KV used", kv, BLUE)], Some(100.0))
-        .map_err(|e| plot_err(path, e))?;
-    let waiting: Vec<(f64, f64)> = sampled.iter().map(|s| (s.start_s, s.waiting as f64)).collect();
-    let running: Vec<(f64, f64)> = sampled.iter().map(|s| (s.start_s, s.running as f64)).collect();
-    series_panel(&panels[3], "Queues", "requests", &[("waiting", waiting, RED), ("running", running, GREEN)], None)
-        .map_err(|e| plot_err(path, e))?;
-    root.present().map_err(|e| plot_err(path, e))?;
-    Ok(())
+    render(path, &RunFigure { title, records, steps, kv_capacity })
 }
 
-fn cdf_panel(area: &Area<'_>, caption: &str, x_desc: &str, mut v: Vec<f64>) -> DrawResult {
+fn cdf_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    caption: &str,
+    x_desc: &str,
+    mut v: Vec<f64>,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
     v.sort_unstable_by(f64::total_cmp);
     let hi = v.last().copied().unwrap_or(1.0).max(1e-9) * 1.05;
     let mut chart = ChartBuilder::on(area)
@@ -198,7 +313,16 @@ fn cdf_panel(area: &Area<'_>, caption: &str, x_desc: &str, mut v: Vec<f64>) -> D
 /// A labelled line: (label, points, colour).
 type Series<'a> = (&'a str, Vec<(f64, f64)>, RGBColor);
 
-fn series_panel(area: &Area<'_>, caption: &str, y_desc: &str, series: &[Series<'_>], y_max: Option<f64>) -> DrawResult {
+fn series_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    caption: &str,
+    y_desc: &str,
+    series: &[Series<'_>],
+    y_max: Option<f64>,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
     let x_hi = series.iter().flat_map(|s| s.1.iter().map(|p| p.0)).fold(0.0, f64::max).max(1e-9);
     let y_hi =
         y_max.unwrap_or_else(|| series.iter().flat_map(|s| s.1.iter().map(|p| p.1)).fold(0.0, f64::max).max(1.0) * 1.1);

@@ -185,7 +185,7 @@ fn analyze_reports_json_keys_and_draws_svg() {
     assert_eq!(v["bounds"]["unlimited"].as_array().unwrap().len(), 5);
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.starts_with("<svg") && drawn.contains("Hit ratio vs KV capacity"));
-    assert!(fails(&["analyze", "--plot", "x.png"]).contains("only .svg"));
+    assert!(fails(&["analyze", "--plot", "x.gif"]).contains("name an .svg or .png file"));
 }
 
 #[test]
@@ -300,7 +300,22 @@ fn run_draws_its_svg() {
     ok(&["--num-prompts", "30", "--plot", svg.to_str().unwrap()]);
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.starts_with("<svg") && drawn.contains("TTFT distribution") && drawn.contains("Queues"));
-    assert!(fails(&["--plot", "run.png"]).contains("only .svg"));
+    assert!(fails(&["--plot", "run.jpg"]).contains("name an .svg or .png file"));
+    // PNG: the same figure, rasterised with the compiled-in font.
+    let png = dir.path().join("run.png");
+    ok(&["--num-prompts", "30", "--plot", png.to_str().unwrap()]);
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG file");
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes)).read_info().unwrap();
+    assert_eq!((reader.info().width, reader.info().height), (1200, 800));
+    let mut rgb = vec![0; reader.output_buffer_size().unwrap()];
+    reader.next_frame(&mut rgb).unwrap();
+    let px: Vec<&[u8]> = rgb.chunks(3).collect();
+    let white = px.iter().filter(|p| p.iter().all(|&c| c == 255)).count();
+    let dark = px.iter().filter(|p| p.iter().all(|&c| c < 80)).count();
+    assert!(white > px.len() / 2 && dark > 2_000, "a white figure with dark text and axes: {white} white, {dark} dark");
+    let blue = px.iter().filter(|p| p[2] > 200 && p[0] < 60 && p[1] < 60).count();
+    assert!(blue > 500, "the CDF lines are drawn: {blue} blue pixels");
 }
 
 #[test]
