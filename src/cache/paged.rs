@@ -57,6 +57,26 @@ struct Parked {
     hits: Vec<u32>,
 }
 
+/// One block's state.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Blk {
+    /// Key (chained hash or private key) when cached, `NO_HASH` otherwise.
+    hash: u64,
+    ref_cnt: u32,
+    /// Free-queue neighbours.
+    prev: u32,
+    next: u32,
+    /// Next block carrying the same key, in registration order.
+    dup_next: u32,
+    /// 1 + the block's position among the watched hits, 0 when not watched.
+    watch_pos: u32,
+    /// The oldest carrier of its key: the index's answer for it.
+    first: bool,
+}
+
+const FRESH: Blk = Blk { hash: NO_HASH, ref_cnt: 0, prev: NIL, next: NIL, dup_next: NIL, watch_pos: 0, first: false };
+
 struct ReqState {
     seq: SeqId,
     /// Block table, in token order.
@@ -75,13 +95,8 @@ pub struct PagedCache {
     block: usize,
     /// Blocks including the null block; `None` = unlimited.
     num_blocks: Option<u32>,
-    ref_cnt: Vec<u32>,
-    hash: Vec<u64>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    dup_next: Vec<u32>,
-    /// The block is the oldest carrier of its hash: the map's answer for it.
-    first: Vec<bool>,
+    /// Per block, everything a block operation touches, in one cache line.
+    blk: Vec<Blk>,
     /// Never-used blocks `fresh_next..num_blocks` sit at the head of the free queue, in order.
     fresh_next: u32,
     head: u32,
@@ -99,8 +114,6 @@ pub struct PagedCache {
     /// Reused buffer for block fingerprints.
     scratch: Vec<u64>,
     watch: Option<Watch>,
-    /// Per block: 1 + its position among the watched hits, 0 when not watched.
-    watch_pos: Vec<u32>,
     in_use: u64,
     cached_free: u64,
     stats: CacheStats,
@@ -127,12 +140,7 @@ impl PagedCache {
             store,
             block: block as usize,
             num_blocks: num_gpu_blocks,
-            ref_cnt: vec![0],
-            hash: vec![NO_HASH],
-            prev: vec![NIL],
-            next: vec![NIL],
-            dup_next: vec![NIL],
-            first: vec![false],
+            blk: vec![FRESH],
             fresh_next: 1,
             head: NIL,
             tail: NIL,
@@ -143,7 +151,6 @@ impl PagedCache {
             parked: FxHashMap::default(),
             scratch: Vec::new(),
             watch: None,
-            watch_pos: vec![0],
             in_use: 0,
             cached_free: 0,
             stats: CacheStats::default(),
@@ -164,7 +171,7 @@ impl PagedCache {
         let mut b = self.head;
         while b != NIL {
             q.push(b);
-            b = self.next[b as usize];
+            b = self.blk[b as usize].next;
         }
         q
     }
@@ -176,14 +183,14 @@ impl PagedCache {
 
     /// Whether a block currently carries a hash (is cached).
     pub fn is_cached(&self, block: u32) -> bool {
-        self.hash.get(block as usize).is_some_and(|&h| h != NO_HASH)
+        self.blk.get(block as usize).is_some_and(|r| r.hash != NO_HASH)
     }
 
     /// Whether block `b` is the map's answer for hash `h`: it carries `h` and is the oldest
     /// carrier. Once true, it stays true while the block keeps its hash (later carriers queue
     /// behind it), so a remembered answer needs no map probe.
     fn answers(&self, b: u32, h: u64) -> bool {
-        self.hash[b as usize] == h && self.first[b as usize]
+        self.blk[b as usize].hash == h && self.blk[b as usize].first
     }
 
     /// First private block index of `seq`.
@@ -259,7 +266,7 @@ impl PagedCache {
     /// Stops watching a request; its hits stay as its parked memo (re-validated on retry).
     fn unwatch(&mut self, w: Watch) {
         for &b in &w.hits {
-            self.watch_pos[b as usize] = 0;
+            self.blk[b as usize].watch_pos = 0;
         }
         if let Some(p) = self.parked.get_mut(&w.req) {
             p.hits = w.hits;
@@ -267,54 +274,54 @@ impl PagedCache {
     }
 
     fn unlink(&mut self, b: u32) {
-        let (p, n) = (self.prev[b as usize], self.next[b as usize]);
+        let (p, n) = (self.blk[b as usize].prev, self.blk[b as usize].next);
         if p == NIL {
             self.head = n;
         } else {
-            self.next[p as usize] = n;
+            self.blk[p as usize].next = n;
         }
         if n == NIL {
             self.tail = p;
         } else {
-            self.prev[n as usize] = p;
+            self.blk[n as usize].prev = p;
         }
-        self.prev[b as usize] = NIL;
-        self.next[b as usize] = NIL;
+        self.blk[b as usize].prev = NIL;
+        self.blk[b as usize].next = NIL;
         self.list_len -= 1;
     }
 
     fn push_tail(&mut self, b: u32) {
-        self.prev[b as usize] = self.tail;
-        self.next[b as usize] = NIL;
+        self.blk[b as usize].prev = self.tail;
+        self.blk[b as usize].next = NIL;
         if self.tail == NIL {
             self.head = b;
         } else {
-            self.next[self.tail as usize] = b;
+            self.blk[self.tail as usize].next = b;
         }
         self.tail = b;
         self.list_len += 1;
     }
 
     fn uncache(&mut self, b: u32) {
-        if let (Some(w), pos) = (self.watch.as_mut(), self.watch_pos[b as usize]) {
+        if let (Some(w), pos) = (self.watch.as_mut(), self.blk[b as usize].watch_pos) {
             if pos > 0 {
                 // A watched hit is evicted: the hits end before it.
                 let j = pos as usize - 1;
                 for &k in &w.hits[j..] {
-                    if self.ref_cnt[k as usize] == 0 {
+                    if self.blk[k as usize].ref_cnt == 0 {
                         w.evictable -= 1;
                     }
-                    self.watch_pos[k as usize] = 0;
+                    self.blk[k as usize].watch_pos = 0;
                 }
                 w.hits.truncate(j);
                 w.dirty = true;
             }
         }
-        let (h, next) = (self.hash[b as usize], self.dup_next[b as usize]);
-        if self.first[b as usize] {
+        let (h, next) = (self.blk[b as usize].hash, self.blk[b as usize].dup_next);
+        if self.blk[b as usize].first {
             // The next duplicate, if any, becomes the answer.
             if next != NIL {
-                self.first[next as usize] = true;
+                self.blk[next as usize].first = true;
             }
             if h & PRIVATE != 0 {
                 self.set_private_first(h, next);
@@ -325,14 +332,14 @@ impl PagedCache {
             }
         } else {
             let mut p = self.first_of(h).expect("a cached block's key is indexed");
-            while self.dup_next[p as usize] != b {
-                p = self.dup_next[p as usize];
+            while self.blk[p as usize].dup_next != b {
+                p = self.blk[p as usize].dup_next;
             }
-            self.dup_next[p as usize] = next;
+            self.blk[p as usize].dup_next = next;
         }
-        self.dup_next[b as usize] = NIL;
-        self.first[b as usize] = false;
-        self.hash[b as usize] = NO_HASH;
+        self.blk[b as usize].dup_next = NIL;
+        self.blk[b as usize].first = false;
+        self.blk[b as usize].hash = NO_HASH;
     }
 
     fn register(&mut self, b: u32, h: u64) {
@@ -341,7 +348,7 @@ impl PagedCache {
                 w.dirty = true;
             }
         }
-        self.hash[b as usize] = h;
+        self.blk[b as usize].hash = h;
         let oldest = if h & PRIVATE != 0 {
             let oldest = self.first_of(h);
             if oldest.is_none() {
@@ -358,12 +365,12 @@ impl PagedCache {
             }
         };
         match oldest {
-            None => self.first[b as usize] = true,
+            None => self.blk[b as usize].first = true,
             Some(mut p) => {
-                while self.dup_next[p as usize] != NIL {
-                    p = self.dup_next[p as usize];
+                while self.blk[p as usize].dup_next != NIL {
+                    p = self.blk[p as usize].dup_next;
                 }
-                self.dup_next[p as usize] = b;
+                self.blk[p as usize].dup_next = b;
             }
         }
     }
@@ -373,51 +380,45 @@ impl PagedCache {
         let b = if self.num_blocks.is_none_or(|n| self.fresh_next < n) {
             let b = self.fresh_next;
             self.fresh_next += 1;
-            self.ref_cnt.push(0);
-            self.hash.push(NO_HASH);
-            self.prev.push(NIL);
-            self.next.push(NIL);
-            self.dup_next.push(NIL);
-            self.first.push(false);
-            self.watch_pos.push(0);
+            self.blk.push(FRESH);
             b
         } else {
             let b = self.head;
             debug_assert_ne!(b, NIL, "pop from an empty free queue");
             self.unlink(b);
-            if self.hash[b as usize] != NO_HASH {
+            if self.blk[b as usize].hash != NO_HASH {
                 self.uncache(b);
                 self.cached_free -= 1;
                 self.stats.evicted_tokens += self.block as u64;
             }
             b
         };
-        self.ref_cnt[b as usize] = 1;
+        self.blk[b as usize].ref_cnt = 1;
         self.in_use += 1;
         b
     }
 
     fn touch(&mut self, b: u32) {
-        if self.ref_cnt[b as usize] == 0 {
-            if self.watch_pos[b as usize] > 0 {
+        if self.blk[b as usize].ref_cnt == 0 {
+            if self.blk[b as usize].watch_pos > 0 {
                 self.watch.as_mut().expect("watched block").evictable -= 1;
             }
             self.unlink(b);
             self.cached_free -= 1;
             self.in_use += 1;
         }
-        self.ref_cnt[b as usize] += 1;
+        self.blk[b as usize].ref_cnt += 1;
     }
 
     fn release(&mut self, b: u32) {
-        self.ref_cnt[b as usize] -= 1;
-        if self.ref_cnt[b as usize] == 0 {
-            if self.watch_pos[b as usize] > 0 {
+        self.blk[b as usize].ref_cnt -= 1;
+        if self.blk[b as usize].ref_cnt == 0 {
+            if self.blk[b as usize].watch_pos > 0 {
                 self.watch.as_mut().expect("watched block").evictable += 1;
             }
             self.push_tail(b);
             self.in_use -= 1;
-            if self.hash[b as usize] != NO_HASH {
+            if self.blk[b as usize].hash != NO_HASH {
                 self.cached_free += 1;
             }
         }
@@ -503,8 +504,8 @@ impl PrefixCache for PagedCache {
                     let before = hits.len();
                     self.extend_hits(seq, max_blocks, &mut st.hashes, &mut hits);
                     for (k, &b) in hits.iter().enumerate().skip(before) {
-                        self.watch_pos[b as usize] = k as u32 + 1;
-                        evictable += (self.ref_cnt[b as usize] == 0) as usize;
+                        self.blk[b as usize].watch_pos = k as u32 + 1;
+                        evictable += (self.blk[b as usize].ref_cnt == 0) as usize;
                     }
                 }
             }
@@ -513,9 +514,9 @@ impl PrefixCache for PagedCache {
                     self.unwatch(old);
                 }
                 self.walk(seq, known, &mut st.hashes, &mut hits);
-                evictable = hits.iter().filter(|&&b| self.ref_cnt[b as usize] == 0).count();
+                evictable = hits.iter().filter(|&&b| self.blk[b as usize].ref_cnt == 0).count();
                 for (k, &b) in hits.iter().enumerate() {
-                    self.watch_pos[b as usize] = k as u32 + 1;
+                    self.blk[b as usize].watch_pos = k as u32 + 1;
                 }
             }
         }
@@ -529,7 +530,7 @@ impl PrefixCache for PagedCache {
             return None;
         }
         for &b in &hits {
-            self.watch_pos[b as usize] = 0;
+            self.blk[b as usize].watch_pos = 0;
         }
         for &b in &hits {
             self.touch(b);
@@ -613,11 +614,12 @@ impl PrefixCache for PagedCache {
                 refs[b as usize] += 1;
             }
         }
-        assert_eq!(refs, self.ref_cnt, "ref counts != block-table membership");
+        let ref_cnt: Vec<u32> = self.blk.iter().map(|r| r.ref_cnt).collect();
+        assert_eq!(refs, ref_cnt, "ref counts != block-table membership");
         let in_list = self.free_queue();
         let released = &in_list[in_list.len() - self.list_len as usize..];
-        assert!(released.iter().all(|&b| self.ref_cnt[b as usize] == 0), "in-use block in the free queue");
-        let in_use = self.ref_cnt.iter().filter(|&&r| r > 0).count() as u64;
+        assert!(released.iter().all(|&b| self.blk[b as usize].ref_cnt == 0), "in-use block in the free queue");
+        let in_use = ref_cnt.iter().filter(|&&r| r > 0).count() as u64;
         assert_eq!(in_use, self.in_use, "in-use count");
         assert_eq!(in_use + self.list_len, minted as u64 - 1, "blocks not conserved");
         let cached_free = released.iter().filter(|&&b| self.is_cached(b)).count() as u64;
@@ -634,21 +636,21 @@ impl PrefixCache for PagedCache {
         for (h, first) in heads {
             let mut b = first;
             while b != NIL {
-                assert_eq!(self.hash[b as usize], h, "hash map chain");
-                assert_eq!(self.first[b as usize], b == first, "first-carrier flag");
+                assert_eq!(self.blk[b as usize].hash, h, "hash map chain");
+                assert_eq!(self.blk[b as usize].first, b == first, "first-carrier flag");
                 chained += 1;
-                b = self.dup_next[b as usize];
+                b = self.blk[b as usize].dup_next;
             }
         }
-        assert_eq!(chained, self.hash.iter().filter(|&&h| h != NO_HASH).count(), "cached blocks not in the map");
+        assert_eq!(chained, self.blk.iter().filter(|r| r.hash != NO_HASH).count(), "cached blocks not in the map");
         let watched = self.watch.as_ref().map_or(&[][..], |w| &w.hits[..]);
-        assert_eq!(self.watch_pos.iter().filter(|&&p| p > 0).count(), watched.len(), "stray watch positions");
+        assert_eq!(self.blk.iter().filter(|r| r.watch_pos > 0).count(), watched.len(), "stray watch positions");
         for (k, &b) in watched.iter().enumerate() {
-            assert_eq!(self.watch_pos[b as usize] as usize, k + 1, "watch position");
+            assert_eq!(self.blk[b as usize].watch_pos as usize, k + 1, "watch position");
             assert!(self.is_cached(b), "a watched hit was evicted");
         }
         if let Some(w) = &self.watch {
-            let evictable = w.hits.iter().filter(|&&b| self.ref_cnt[b as usize] == 0).count();
+            let evictable = w.hits.iter().filter(|&&b| self.blk[b as usize].ref_cnt == 0).count();
             assert_eq!(w.evictable, evictable, "watched evictable count");
         }
     }

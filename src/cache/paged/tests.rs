@@ -98,7 +98,7 @@ fn duplicates_are_not_merged_and_the_oldest_is_returned() {
     assert!(c.grow(0, 8));
     assert_eq!(c.block_table(0).unwrap(), &[1, 4]);
     assert!(c.is_cached(2) && c.is_cached(4));
-    assert!(c.first[2] && !c.first[4], "block 2 answers, block 4 queues behind it");
+    assert!(c.blk[2].first && !c.blk[4].first, "block 2 answers, block 4 queues behind it");
     c.finish(1);
     c.finish(0);
     c.check_invariants();
