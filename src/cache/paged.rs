@@ -5,6 +5,12 @@
 //! its tail, a request's last block first; reference counts; no de-duplication (a hash may map
 //! to several blocks; lookup returns the oldest). Blocks are hashed when they are allocated for
 //! scheduled tokens, so requests later in the same step can already hit them.
+//!
+//! How it is kept fast without changing any of that (a literal model of vLLM's pool checks it
+//! operation by operation in the tests): one 32-byte record per block; blocks that no other
+//! sequence can share are indexed by position instead of by hash; a remembered answer (a
+//! refused or preempted request's last lookup) is re-validated per block without a probe; the
+//! one request refused at the queue head is watched, its lookup kept current by cache events.
 
 use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, Usage};
 use crate::workload::tokens::{chain_hash, ROOT_HASH};
