@@ -181,6 +181,17 @@ pub struct RunArgs {
     /// SGLang: share of GPU memory for weights and KV (default derived from GPU memory).
     #[arg(long, help_heading = "Engine")]
     pub mem_fraction_static: Option<f64>,
+    /// vLLM: schedule step k+1 while step k runs, so host work hides under the forward pass
+    /// (a step takes max(GPU, host) instead of the sum). On by default for vLLM v1.
+    #[arg(long, conflicts_with_all = ["no_async_scheduling", "disable_overlap_schedule"], help_heading = "Engine")]
+    pub async_scheduling: bool,
+    /// vLLM: turn async scheduling off (host work and forward pass take turns).
+    #[arg(long, help_heading = "Engine")]
+    pub no_async_scheduling: bool,
+    /// SGLang: turn the overlap schedule off (host work and forward pass take turns); the same
+    /// switch as --no-async-scheduling.
+    #[arg(long, help_heading = "Engine")]
+    pub disable_overlap_schedule: bool,
     /// Requests per second (`inf` = all at once). Default: the trace's time stamps when it has
     /// them, else inf.
     #[arg(long, value_parser = parse_rate, allow_negative_numbers = true, help_heading = "Load")]
@@ -248,6 +259,13 @@ impl RunArgs {
             schedule_policy: self.schedule_policy,
             schedule_conservativeness: self.schedule_conservativeness,
             mem_fraction_static: self.mem_fraction_static,
+            overlap: if self.async_scheduling {
+                Some(true)
+            } else if self.no_async_scheduling || self.disable_overlap_schedule {
+                Some(false)
+            } else {
+                None
+            },
             arrivals: ArrivalOptions {
                 rate: self.request_rate,
                 burstiness: self.burstiness,

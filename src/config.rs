@@ -44,6 +44,9 @@ pub struct RunOptions {
     pub schedule_conservativeness: f64,
     /// SGLang `--mem-fraction-static` (default derived from GPU memory).
     pub mem_fraction_static: Option<f64>,
+    /// Host work overlapped with the forward pass (vLLM async scheduling, SGLang overlap
+    /// schedule); `None` = the engine's default (on for vLLM v1 and SGLang, off otherwise).
+    pub overlap: Option<bool>,
     pub arrivals: ArrivalOptions,
     pub max_concurrency: Option<u32>,
 }
@@ -75,6 +78,7 @@ impl Default for RunOptions {
             schedule_policy: SchedulePolicy::Fcfs,
             schedule_conservativeness: 1.0,
             mem_fraction_static: None,
+            overlap: None,
             arrivals: ArrivalOptions::default(),
             max_concurrency: None,
         }
@@ -211,6 +215,17 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         }
     };
     let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) = limits;
+    let overlap = match (o.engine, o.overlap) {
+        (EngineKind::Vllm | EngineKind::Sglang, None) => true,
+        (EngineKind::Vllm | EngineKind::Sglang, Some(on)) => on,
+        (_, None | Some(false)) => false,
+        (_, Some(true)) => {
+            return Err(Error::invalid(
+                "--async-scheduling",
+                "only vLLM v1 and SGLang overlap scheduling with the forward pass",
+            ))
+        }
+    };
     let (num_gpu_blocks, capacity) = match policy {
         Policy::Paged => {
             let blocks = o.num_gpu_blocks_override.unwrap_or(kv_tokens / o.block_size as u64);
@@ -247,6 +262,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             schedule_conservativeness: o.schedule_conservativeness,
             page_size: o.page_size,
             seed: o.arrivals.seed,
+            overlap,
         },
         cache: CacheSpec {
             policy,
@@ -316,6 +332,20 @@ mod tests {
         let small =
             resolve(&RunOptions { engine: EngineKind::Sglang, max_total_tokens: Some(3000), ..Default::default() });
         assert_eq!(small.unwrap().engine.max_num_seqs, 1500);
+    }
+
+    #[test]
+    fn overlap_is_on_where_the_engine_has_it() {
+        let on =
+            |engine, overlap| resolve(&RunOptions { engine, overlap, ..Default::default() }).map(|c| c.engine.overlap);
+        assert!(on(EngineKind::Vllm, None).unwrap(), "vLLM v1 async scheduling");
+        assert!(on(EngineKind::Sglang, None).unwrap(), "SGLang overlap schedule");
+        assert!(!on(EngineKind::VllmV0, None).unwrap());
+        assert!(!on(EngineKind::Lightllm, None).unwrap());
+        assert!(!on(EngineKind::Vllm, Some(false)).unwrap());
+        assert!(!on(EngineKind::Lightllm, Some(false)).unwrap());
+        let e = on(EngineKind::VllmV0, Some(true)).unwrap_err().to_string();
+        assert!(e.contains("--async-scheduling") && e.contains("only vLLM v1 and SGLang"), "{e}");
     }
 
     #[test]

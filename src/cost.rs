@@ -2,8 +2,11 @@
 //! scheduler put in a step (no per-request lists); [`Roofline`] prices it per op group — GEMMs
 //! (max of FLOPs over peak and weights over bandwidth), prefill attention (grows with context),
 //! decode attention (reads every running sequence's KV), tensor-parallel all-reduces — plus
-//! per-step and per-sequence overheads, scaled by the efficiency factors in [`Efficiency`]
-//! that calibration will fit. [`Affine`] is a plain linear model for hand-computed tests.
+//! per-step and per-sequence host overheads, scaled by the efficiency factors in
+//! [`Efficiency`] that calibration will fit. A step is priced in two parts, device and host
+//! ([`StepTime`]): an engine that overlaps scheduling with the forward pass (SGLang's overlap
+//! schedule, vLLM's async scheduling) takes the larger, one that does not takes the sum.
+//! [`Affine`] is a plain linear model for hand-computed tests.
 
 use crate::profile::{Gpu, Model};
 use serde::Serialize;
@@ -44,14 +47,40 @@ impl BatchShape {
     }
 }
 
-/// Prices a step.
-pub trait CostModel: Send + Sync {
-    /// Seconds the step takes.
-    fn step_time(&self, batch: &BatchShape) -> f64;
+/// A step's price in two parts.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepTime {
+    /// The forward pass on the GPUs.
+    pub device_s: f64,
+    /// Scheduling, input preparation, launch and sampling on the host.
+    pub host_s: f64,
 }
 
-/// `t = base + per_prefill_token × prefill tokens + per_decode_seq × decode seqs +
-/// per_ctx_token × (prefill + decode context tokens)`.
+impl StepTime {
+    /// Seconds the step occupies the engine: host and device in turn, or, when the engine
+    /// overlaps them (the host prepares step k+1 while the device runs step k), the larger.
+    pub fn total(self, overlap: bool) -> f64 {
+        if overlap {
+            self.device_s.max(self.host_s)
+        } else {
+            self.device_s + self.host_s
+        }
+    }
+}
+
+/// Prices a step.
+pub trait CostModel: Send + Sync {
+    /// Device and host seconds of the step.
+    fn step_parts(&self, batch: &BatchShape) -> StepTime;
+
+    /// Seconds the step takes, host and device overlapped or not.
+    fn step_time(&self, batch: &BatchShape, overlap: bool) -> f64 {
+        self.step_parts(batch).total(overlap)
+    }
+}
+
+/// Device `per_prefill_token × prefill tokens + per_decode_seq × decode seqs + per_ctx_token ×
+/// (prefill + decode context tokens)`, host `base`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Affine {
     pub base_s: f64,
@@ -61,11 +90,13 @@ pub struct Affine {
 }
 
 impl CostModel for Affine {
-    fn step_time(&self, b: &BatchShape) -> f64 {
-        self.base_s
-            + self.per_prefill_token_s * b.prefill_tokens as f64
-            + self.per_decode_seq_s * b.decode_seqs as f64
-            + self.per_ctx_token_s * (b.prefill_ctx_tokens + b.decode_ctx_tokens) as f64
+    fn step_parts(&self, b: &BatchShape) -> StepTime {
+        StepTime {
+            device_s: self.per_prefill_token_s * b.prefill_tokens as f64
+                + self.per_decode_seq_s * b.decode_seqs as f64
+                + self.per_ctx_token_s * (b.prefill_ctx_tokens + b.decode_ctx_tokens) as f64,
+            host_s: self.base_s,
+        }
     }
 }
 
@@ -141,9 +172,9 @@ impl Roofline {
 }
 
 impl CostModel for Roofline {
-    fn step_time(&self, b: &BatchShape) -> f64 {
+    fn step_parts(&self, b: &BatchShape) -> StepTime {
         if b.seqs == 0 {
-            return 0.0;
+            return StepTime::default();
         }
         let e = &self.eff;
         let tokens = b.tokens() as f64;
@@ -161,7 +192,10 @@ impl CostModel for Roofline {
         } else {
             0.0
         };
-        gemm + prefill_attn + decode_attn + comm + e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64
+        StepTime {
+            device_s: gemm + prefill_attn + decode_attn + comm,
+            host_s: e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64,
+        }
     }
 }
 
@@ -180,21 +214,21 @@ mod tests {
         let mut d = BatchShape::default();
         d.add(1000, 1);
         // One decode: 16 GB of weights at 0.8 × 3.35 TB/s ≈ 6 ms, plus 3 ms overhead.
-        let t = r.step_time(&d);
+        let t = r.step_time(&d, false);
         assert!((0.0085..0.0105).contains(&t), "{t}");
         // A big prefill is compute bound: 8192 tokens × 2 × ~7 G params / (0.6 × 989 TFLOPS) ≈ 0.2 s.
         let mut p = BatchShape::default();
         p.add(0, 8192);
-        let t = r.step_time(&p);
+        let t = r.step_time(&p, false);
         assert!((0.18..0.30).contains(&t), "{t}");
         // More context, more decode time; TP shards the work.
         let mut d2 = BatchShape::default();
         for _ in 0..64 {
             d2.add(8000, 1);
         }
-        assert!(r.step_time(&d2) > r.step_time(&d));
-        assert!(h100_8b(2).step_time(&p) < r.step_time(&p));
-        assert_eq!(r.step_time(&BatchShape::default()), 0.0);
+        assert!(r.step_time(&d2, false) > r.step_time(&d, false));
+        assert!(h100_8b(2).step_time(&p, false) < r.step_time(&p, false));
+        assert_eq!(r.step_time(&BatchShape::default(), true), 0.0);
     }
 
     #[test]
@@ -203,6 +237,6 @@ mod tests {
         let mut b = BatchShape::default();
         b.add(0, 100);
         b.add(50, 1);
-        assert!((a.step_time(&b) - (0.01 + 0.01 + 0.001)).abs() < 1e-12);
+        assert!((a.step_time(&b, false) - (0.01 + 0.01 + 0.001)).abs() < 1e-12);
     }
 }

@@ -208,20 +208,22 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
     let _ = match e.engine {
         crate::engine::EngineKind::Vllm => writeln!(
             s,
-            "Engine:         vllm v1 · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {}",
+            "Engine:         vllm v1 · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {} · async scheduling {}",
             e.max_num_seqs,
             e.max_num_batched_tokens,
             if e.enable_chunked_prefill { "on" } else { "off" },
-            e.long_prefill_token_threshold
+            e.long_prefill_token_threshold,
+            if e.overlap { "on" } else { "off" }
         ),
         crate::engine::EngineKind::Sglang => writeln!(
             s,
-            "Engine:         sglang · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {}",
+            "Engine:         sglang · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {} · overlap schedule {}",
             e.max_num_seqs,
             e.chunked_prefill_size,
             e.max_prefill_tokens,
             serde_json::to_value(e.schedule_policy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
-            e.schedule_conservativeness
+            e.schedule_conservativeness,
+            if e.overlap { "on" } else { "off" }
         ),
         crate::engine::EngineKind::VllmV0 => writeln!(
             s,

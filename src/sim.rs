@@ -150,7 +150,8 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                 }
             }
         } else {
-            let price = |b: &crate::cost::BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b) };
+            let overlap = cfg.engine.overlap;
+            let price = |b: &crate::cost::BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b, overlap) };
             let dt = price(&batch.shape) + price(&batch.second_pass);
             let end = now + dt;
             steps += 1;

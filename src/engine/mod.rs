@@ -70,6 +70,9 @@ pub struct EngineConfig {
     pub page_size: u32,
     /// Seed for the random policy.
     pub seed: u64,
+    /// The host prepares the next step while the device runs this one (SGLang's overlap
+    /// schedule, vLLM's async scheduling): a step takes max(device, host), not the sum.
+    pub overlap: bool,
 }
 
 /// A request as the engine sees it while it runs.

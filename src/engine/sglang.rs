@@ -375,6 +375,7 @@ mod tests {
             schedule_conservativeness: 1.0,
             page_size: 1,
             seed: 0,
+            overlap: false,
         }
     }
 

@@ -37,6 +37,7 @@ fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
             schedule_conservativeness: 1.0,
             page_size: 1,
             seed: 0,
+            overlap: false,
         },
         cache: CacheSpec {
             policy: Policy::Paged,
@@ -71,6 +72,23 @@ fn two_requests_exact_times() {
     assert_eq!(r.log.itl_s.len(), 4);
     assert!(r.log.itl_s.iter().all(|&g| close(g, 0.014)));
     assert_eq!(r.steps, 3);
+}
+
+#[test]
+fn overlapped_steps_take_the_longer_of_host_and_device() {
+    // Host 0.01 per step; device 0.001 per prefill token, 0.002 per decode sequence.
+    let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 3)]);
+    let overlapped =
+        SimConfig { engine: EngineConfig { overlap: true, ..cfg(8, 1000, None).engine }, ..cfg(8, 1000, None) };
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &overlapped, &COST, Keep::default());
+    // Prefill of 30 tokens: max(0.030, 0.01) = 0.030; decodes of two: max(0.004, 0.01) = 0.010
+    // (the host bounds them), against 0.040 and 0.014 taken in turn.
+    for id in [0, 1] {
+        let x = rec(&r, id);
+        assert!(close(x.ttft_s(), 0.030), "{x:?}");
+        assert!(close(x.latency_s(), 0.050), "{x:?}");
+        assert!(close(x.tpot_s().unwrap(), 0.010));
+    }
 }
 
 #[test]
