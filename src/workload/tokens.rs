@@ -197,6 +197,12 @@ impl TokenStore {
     /// Length of the longest common prefix of `a.0[a.1..]` and `b.0[b.1..]`, at most `max`.
     /// Works chunk by chunk: two runs compare in O(1).
     pub fn lcp(&self, a: (SeqId, usize), b: (SeqId, usize), max: usize) -> usize {
+        self.first_difference(a, b, max).0
+    }
+
+    /// The longest common prefix of `a.0[a.1..]` and `b.0[b.1..]` (at most `max`) and, if they
+    /// differ within `max` tokens of both, the two tokens where they do.
+    fn first_difference(&self, a: (SeqId, usize), b: (SeqId, usize), max: usize) -> (usize, Option<(Token, Token)>) {
         let max = max.min(self.seq_len(a.0) - a.1).min(self.seq_len(b.0) - b.1);
         let mut ia = self.chunks(a.0, a.1, a.1 + max);
         let mut ib = self.chunks(b.0, b.1, b.1 + max);
@@ -207,22 +213,19 @@ impl TokenStore {
             let same = common_prefix(&x, &y, n);
             done += same;
             if same < n {
-                return done;
+                return (done, Some((x.get(same), y.get(same))));
             }
             ca = advance(x, n).or_else(|| ia.next());
             cb = advance(y, n).or_else(|| ib.next());
         }
-        done
+        (done, None)
     }
 
     /// Lexicographic order of the prefixes `a.0[..a.1]` and `b.0[..b.1]` (a prefix first).
     pub fn cmp_prefixes(&self, a: (SeqId, usize), b: (SeqId, usize)) -> Ordering {
-        let n = a.1.min(b.1);
-        let l = self.lcp((a.0, 0), (b.0, 0), n);
-        if l == n {
-            a.1.cmp(&b.1)
-        } else {
-            self.token(a.0, l).cmp(&self.token(b.0, l))
+        match self.first_difference((a.0, 0), (b.0, 0), a.1.min(b.1)) {
+            (_, Some((x, y))) => x.cmp(&y),
+            (_, None) => a.1.cmp(&b.1),
         }
     }
 
