@@ -154,9 +154,12 @@ pub struct RunArgs {
     /// Tokens per step (vLLM --max-num-batched-tokens; default by GPU class: 8192 or 2048).
     #[arg(long, help_heading = "Engine")]
     pub max_num_batched_tokens: Option<u32>,
-    /// Turn chunked prefill off (vLLM --no-enable-chunked-prefill).
-    #[arg(long, help_heading = "Engine")]
+    /// Turn chunked prefill off (vLLM --no-enable-chunked-prefill; v1 has it on by default).
+    #[arg(long, conflicts_with = "enable_chunked_prefill", help_heading = "Engine")]
     pub no_enable_chunked_prefill: bool,
+    /// Turn chunked prefill on (vLLM --enable-chunked-prefill; V0 has it off by default).
+    #[arg(long, help_heading = "Engine")]
+    pub enable_chunked_prefill: bool,
     /// Cap on one request's prefill chunk per step, 0 = off (vLLM --long-prefill-token-threshold).
     #[arg(long, default_value_t = 0, help_heading = "Engine")]
     pub long_prefill_token_threshold: u32,
@@ -250,7 +253,13 @@ impl RunArgs {
             max_total_tokens: self.max_total_tokens,
             max_num_seqs: self.max_num_seqs,
             max_num_batched_tokens: self.max_num_batched_tokens,
-            enable_chunked_prefill: !self.no_enable_chunked_prefill,
+            enable_chunked_prefill: if self.enable_chunked_prefill {
+                Some(true)
+            } else if self.no_enable_chunked_prefill {
+                Some(false)
+            } else {
+                None
+            },
             long_prefill_token_threshold: self.long_prefill_token_threshold,
             max_model_len: self.max_model_len,
             max_running_requests: self.max_running_requests,

@@ -32,7 +32,8 @@ pub struct RunOptions {
     pub max_total_tokens: Option<u64>,
     pub max_num_seqs: Option<u32>,
     pub max_num_batched_tokens: Option<u32>,
-    pub enable_chunked_prefill: bool,
+    /// vLLM chunked prefill; `None` = the engine's default (on for v1, off for V0).
+    pub enable_chunked_prefill: Option<bool>,
     pub long_prefill_token_threshold: u32,
     pub max_model_len: Option<u64>,
     /// SGLang `--max-running-requests` (default derived from the pool).
@@ -69,7 +70,7 @@ impl Default for RunOptions {
             max_total_tokens: None,
             max_num_seqs: None,
             max_num_batched_tokens: None,
-            enable_chunked_prefill: true,
+            enable_chunked_prefill: None,
             long_prefill_token_threshold: 0,
             max_model_len: None,
             max_running_requests: None,
@@ -128,7 +129,7 @@ fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u3
     let mut max_num_seqs = o.max_num_seqs.unwrap_or(seqs_default);
     let mut max_num_batched_tokens = o.max_num_batched_tokens.unwrap_or(tokens_default);
     if o.max_num_batched_tokens.is_none() {
-        if !o.enable_chunked_prefill {
+        if o.enable_chunked_prefill == Some(false) {
             max_num_batched_tokens = max_num_batched_tokens.max(max_model_len.min(u32::MAX as u64) as u32);
         }
         max_num_batched_tokens =
@@ -168,12 +169,10 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     });
     let (limits, kv_tokens, mem_fraction_static) = match o.engine {
         EngineKind::Vllm | EngineKind::VllmV0 => {
-            let (seqs, tokens) = if o.engine == EngineKind::VllmV0 {
-                // V0's default mode has no chunked prefill: the budget covers a whole prompt.
-                vllm_limits(&RunOptions { enable_chunked_prefill: false, ..o.clone() }, &gpu, max_model_len)?
-            } else {
-                vllm_limits(o, &gpu, max_model_len)?
-            };
+            // Without chunked prefill (V0's default) the budget covers a whole prompt.
+            let chunked = o.enable_chunked_prefill.unwrap_or(o.engine == EngineKind::Vllm);
+            let (seqs, tokens) =
+                vllm_limits(&RunOptions { enable_chunked_prefill: Some(chunked), ..o.clone() }, &gpu, max_model_len)?;
             let kv = profile::vllm_kv_tokens(&gpu, &model, o.tp, util, o.activation_reserve_gb);
             ((seqs, tokens, 0u32), kv, None)
         }
@@ -215,6 +214,12 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         }
     };
     let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) = limits;
+    if matches!(o.engine, EngineKind::Sglang | EngineKind::Lightllm) && o.enable_chunked_prefill.is_some() {
+        return Err(Error::invalid(
+            "--enable-chunked-prefill",
+            "applies to the vLLM engines; SGLang and LightLLM chunk by --chunked-prefill-size",
+        ));
+    }
     let overlap = match (o.engine, o.overlap) {
         (EngineKind::Vllm | EngineKind::Sglang, None) => true,
         (EngineKind::Vllm | EngineKind::Sglang, Some(on)) => on,
@@ -254,7 +259,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             engine: o.engine,
             max_num_seqs,
             max_num_batched_tokens,
-            enable_chunked_prefill: o.enable_chunked_prefill && o.engine != EngineKind::VllmV0,
+            enable_chunked_prefill: o.enable_chunked_prefill.unwrap_or(o.engine == EngineKind::Vllm),
             long_prefill_token_threshold: o.long_prefill_token_threshold,
             chunked_prefill_size,
             max_prefill_tokens: o.max_prefill_tokens,

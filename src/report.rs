@@ -227,8 +227,10 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
         ),
         crate::engine::EngineKind::VllmV0 => writeln!(
             s,
-            "Engine:         vllm v0 (legacy) · max_num_seqs {} · max_num_batched_tokens {} · prefills first, no chunked prefill, 1% block watermark",
-            e.max_num_seqs, e.max_num_batched_tokens
+            "Engine:         vllm v0 (legacy) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark",
+            e.max_num_seqs,
+            e.max_num_batched_tokens,
+            if e.enable_chunked_prefill { "chunked prefill, decodes first" } else { "prefills first, no chunked prefill" }
         ),
         crate::engine::EngineKind::Lightllm => writeln!(
             s,

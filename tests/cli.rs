@@ -325,3 +325,19 @@ fn lightllm_engine_runs() {
     assert!(out.contains("KV cache:       token"), "{out}");
     assert!(out.contains("Successful requests:                     40"), "{out}");
 }
+
+#[test]
+fn engine_switches_named_as_the_engines_name_them() {
+    let out = ok(&["--engine", "vllm-v0", "--enable-chunked-prefill", "--num-prompts", "20"]);
+    assert!(out.contains("chunked prefill, decodes first · 1% block watermark"), "{out}");
+    assert!(out.contains("Successful requests:                     20"), "{out}");
+    let out = ok(&["--engine", "vllm-v0", "--num-prompts", "5"]);
+    assert!(out.contains("prefills first, no chunked prefill"), "{out}");
+    assert!(ok(&["--num-prompts", "5"]).contains("async scheduling on"));
+    assert!(ok(&["--num-prompts", "5", "--no-async-scheduling"]).contains("async scheduling off"));
+    let out = ok(&["--engine", "sglang", "--num-prompts", "5", "--disable-overlap-schedule"]);
+    assert!(out.contains("overlap schedule off"), "{out}");
+    assert!(fails(&["--engine", "sglang", "--enable-chunked-prefill"]).contains("--chunked-prefill-size"));
+    assert!(fails(&["--engine", "lightllm", "--async-scheduling"]).contains("only vLLM v1 and SGLang"));
+    assert!(fails(&["--enable-chunked-prefill", "--no-enable-chunked-prefill"]).contains("cannot be used with"));
+}

@@ -1,10 +1,17 @@
-//! vLLM's legacy V0 scheduler, default mode without chunked prefill (ENGINE_SPEC §2.3): when
+//! vLLM's legacy V0 scheduler (ENGINE_SPEC §2.3). Default mode, without chunked prefill: when
 //! nothing is swapped, whole prompts are admitted first, FCFS, while they fit the token budget
 //! (uncached tokens only), `max_num_seqs` and the block watermark (1% of the pool must stay
 //! free); a step that admitted any prefill runs no decode. Otherwise every running request
 //! decodes one token; one that cannot get a slot preempts the last running request (recompute,
-//! to the front of the waiting queue). The cache under it is the configured one (vLLM v1's
-//! paged cache by default, not V0's de-duplicating LRU evictor).
+//! to the front of the waiting queue). Chunked mode (`--enable-chunked-prefill`): one token
+//! budget per step, running requests first in queue order (decodes one token, unfinished
+//! prefills a chunk, preempting the last running request when a slot is missing), then new
+//! prompts, FCFS, each chunked to what is left of the budget (admission reserves the whole
+//! prompt's blocks, under the watermark) — new prompts are admitted even in a step that
+//! preempted, the victims rejoining the waiting queue after it; then `running` is reordered:
+//! requests left unscheduled, decodes, prefills finishing in this step, other prefills, new
+//! prefills. The cache under it is the configured one (vLLM v1's paged cache by default, not
+//! V0's de-duplicating LRU evictor).
 
 use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, Scheduler, VllmQueues};
 use crate::cache::{PrefixCache, ReqId};
@@ -24,17 +31,31 @@ impl VllmV0 {
         Self { cfg, q: VllmQueues::default() }
     }
 
-    fn prefills(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
-        let mut budget = self.cfg.max_num_batched_tokens as usize;
-        while let Some(&id) = self.q.waiting.front() {
-            if self.q.running.len() >= self.cfg.max_num_seqs as usize {
+    /// Admits waiting prompts FCFS from position `skip` of the queue (the requests before it
+    /// were preempted in this step and rejoin the queue only after it), under the token budget,
+    /// `max_num_seqs` and the watermark; whole prompts only, or (chunked mode) the first chunk
+    /// that fits the budget. Each admission reserves the whole prompt's blocks. Returns the
+    /// admitted requests.
+    fn prefills(
+        &mut self,
+        now: f64,
+        reqs: &mut [ReqRt],
+        cache: &mut dyn PrefixCache,
+        out: &mut Batch,
+        mut budget: usize,
+        skip: usize,
+    ) -> Vec<ReqId> {
+        let chunking = self.cfg.enable_chunked_prefill;
+        let mut admitted = Vec::new();
+        while let Some(&id) = self.q.waiting.get(skip) {
+            if budget == 0 || self.q.running.len() >= self.cfg.max_num_seqs as usize {
                 break;
             }
             let r = reqs[id as usize];
             let known = r.num_tokens as usize;
             let hit = cache.peek(r.seq, known);
             let new = known - hit;
-            if new > budget {
+            if new > budget && !chunking {
                 break;
             }
             let u = cache.usage();
@@ -46,23 +67,20 @@ impl VllmV0 {
             }
             let Some(a) = cache.admit(id, r.seq, known, usize::MAX) else { break };
             reqs[id as usize].admitted_with(a.hit_tokens, now);
-            self.q.waiting.pop_front();
+            self.q.waiting.remove(skip);
             self.q.running.push(id);
             let r = reqs[id as usize];
-            out.push(id, &r, (a.allocated_tokens - a.hit_tokens) as u32);
-            budget -= a.allocated_tokens - a.hit_tokens;
+            let n = (a.allocated_tokens - a.hit_tokens).min(budget);
+            out.push(id, &r, n as u32);
+            budget -= n;
+            admitted.push(id);
         }
-    }
-}
-
-impl Scheduler for VllmV0 {
-    fn enqueue(&mut self, id: ReqId) {
-        self.q.waiting.push_back(id);
+        admitted
     }
 
-    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
-        out.clear();
-        self.prefills(now, reqs, cache, out);
+    fn schedule_default(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
+        let budget = self.cfg.max_num_batched_tokens as usize;
+        self.prefills(now, reqs, cache, out, budget, 0);
         if !out.items.is_empty() {
             return; // prefill steps run no decode
         }
@@ -79,6 +97,54 @@ impl Scheduler for VllmV0 {
         }
     }
 
+    fn schedule_chunked(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
+        let mut budget = self.cfg.max_num_batched_tokens;
+        // Running requests in queue order: decodes, and unfinished prefills by a chunk.
+        let (mut decodes, mut finishing, mut partial) = (Vec::new(), Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < self.q.running.len() {
+            let id = self.q.running[i];
+            let r = reqs[id as usize];
+            let remaining = r.num_tokens - r.num_computed;
+            let n = remaining.min(budget);
+            if n == 0 {
+                break;
+            }
+            let total = (r.num_computed + n) as usize;
+            if !grow_or_preempt_last(id, total, &mut self.q.running, &mut self.q.waiting, reqs, cache, out) {
+                break;
+            }
+            out.push(id, &r, n);
+            budget -= n;
+            match (remaining == 1 && r.generated > 0, n == remaining) {
+                (true, _) => decodes.push(id),
+                (false, true) => finishing.push(id),
+                (false, false) => partial.push(id),
+            }
+            i += 1;
+        }
+        // Requests left unscheduled (the budget ran out) go first; admitting needs budget, so
+        // nobody is admitted past them.
+        let rest: Vec<ReqId> = self.q.running[i..].to_vec();
+        let new = self.prefills(now, reqs, cache, out, budget as usize, out.preempted as usize);
+        self.q.running = [rest, decodes, finishing, partial, new].concat();
+    }
+}
+
+impl Scheduler for VllmV0 {
+    fn enqueue(&mut self, id: ReqId) {
+        self.q.waiting.push_back(id);
+    }
+
+    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
+        out.clear();
+        if self.cfg.enable_chunked_prefill {
+            self.schedule_chunked(now, reqs, cache, out);
+        } else {
+            self.schedule_default(now, reqs, cache, out);
+        }
+    }
+
     fn finished(&mut self, id: ReqId) {
         self.q.finished(id);
     }
@@ -89,5 +155,61 @@ impl Scheduler for VllmV0 {
 
     fn reject_head(&mut self) -> Option<ReqId> {
         self.q.waiting.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::NoCache;
+    use crate::engine::{EngineKind, SchedulePolicy};
+
+    fn cfg(budget: u32) -> EngineConfig {
+        EngineConfig {
+            engine: EngineKind::VllmV0,
+            max_num_seqs: 8,
+            max_num_batched_tokens: budget,
+            enable_chunked_prefill: true,
+            long_prefill_token_threshold: 0,
+            chunked_prefill_size: 0,
+            max_prefill_tokens: 0,
+            schedule_policy: SchedulePolicy::Fcfs,
+            schedule_conservativeness: 1.0,
+            page_size: 1,
+            seed: 0,
+            overlap: false,
+        }
+    }
+
+    /// After each chunked step `running` is: unscheduled, decodes, prefills finishing now,
+    /// other prefills, new prefills — so the newest prefill is the first preemption victim.
+    #[test]
+    fn chunked_mode_reorders_running() {
+        let mut cache = NoCache::new(None);
+        // 0: a long prefill in progress; 1: decoding; 2: a prefill that finishes this step;
+        // 3: waiting.
+        let mut reqs = vec![ReqRt::new(0, 40, 4), ReqRt::new(1, 4, 4), ReqRt::new(2, 6, 4), ReqRt::new(3, 3, 4)];
+        for (id, computed) in [(0u32, 4u32), (1, 4), (2, 2)] {
+            cache.admit(id, id, computed as usize, usize::MAX).unwrap();
+            reqs[id as usize].admitted_with(0, 0.0);
+            reqs[id as usize].num_computed = computed;
+        }
+        reqs[1].num_tokens = 5;
+        reqs[1].generated = 1;
+        let mut s = VllmV0::new(cfg(20));
+        s.q.running = vec![0, 1, 2];
+        s.q.waiting.push_back(3);
+        let mut out = Batch::default();
+        s.schedule(0.0, &mut reqs, &mut cache, &mut out);
+        // Budget 20, queue order: request 0 takes min(36, 20) = 20 and nothing is left.
+        assert_eq!(out.items, vec![(0, 20)]);
+        assert_eq!(s.q.running, vec![1, 2, 0], "unscheduled first, then the partial prefill");
+        let mut s2 = VllmV0::new(cfg(64));
+        s2.q.running = vec![0, 1, 2];
+        s2.q.waiting.push_back(3);
+        reqs[0].num_computed = 4;
+        s2.schedule(0.0, &mut reqs, &mut cache, &mut out);
+        assert_eq!(out.items, vec![(0, 36), (1, 1), (2, 4), (3, 3)]);
+        assert_eq!(s2.q.running, vec![1, 0, 2, 3], "decode, finishing prefills (queue order), new");
     }
 }

@@ -92,6 +92,28 @@ fn overlapped_steps_take_the_longer_of_host_and_device() {
 }
 
 #[test]
+fn vllm_v0_chunked_mode_reserves_whole_prompts_and_chunks_them() {
+    let w = workload(&[((0..12).collect(), 2), ((100..104).collect(), 2)]);
+    let mut c = cfg(8, 8, None);
+    c.engine.engine = EngineKind::VllmV0;
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &c, &COST, Keep { steps: true, tokens: false });
+    // Step 1: A's first 8 tokens (0.018); step 2: A's last 4 and B's 4 (0.018), both sample;
+    // step 3: both decode (0.014) and finish.
+    for id in [0, 1] {
+        let x = rec(&r, id);
+        assert!(close(x.ttft_s(), 0.036), "{x:?}");
+        assert!(close(x.latency_s(), 0.050), "{x:?}");
+    }
+    let prefill: Vec<u64> = r.timeline.iter().map(|s| s.prefill_tokens).collect();
+    assert_eq!(prefill, [8, 8, 0]);
+    // Admission reserved A's whole prompt (3 blocks of 4) in step 1; v1 holds the chunk's 2.
+    assert_eq!(r.timeline[0].kv_used_tokens, 12);
+    c.engine.engine = EngineKind::Vllm;
+    let v1 = run(&w, &[(0, 0.0), (1, 0.0)], &c, &COST, Keep { steps: true, tokens: false });
+    assert_eq!(v1.timeline[0].kv_used_tokens, 8);
+}
+
+#[test]
 fn chunked_prefill_samples_only_after_the_last_chunk() {
     let w = workload(&[((0..20).collect(), 2)]);
     let r = run(&w, &[(0, 0.0)], &cfg(8, 8, None), &COST, Keep { steps: true, tokens: true });
