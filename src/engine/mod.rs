@@ -21,7 +21,7 @@ pub enum EngineKind {
     /// vLLM v1: one token budget per step, running requests first, chunked prefill.
     Vllm,
     /// vLLM V0 (legacy, before 2025): whole prompts first with a 1% block watermark; a step
-    /// with prefills runs no decode.
+    /// with prefills runs no decode (--enable-chunked-prefill: decodes and chunks first).
     VllmV0,
     /// SGLang: a step is a prefill batch or a decode batch (prefill first), decode-memory
     /// reservation with new_token_ratio, retraction of the requests with the fewest outputs.
