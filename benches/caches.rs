@@ -4,11 +4,10 @@
 
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::replay::{replay, ReplayOptions};
-use cachesim::trace::{self, ReadOptions};
-use cachesim::workload::gen::{gsp, write_jsonl, GspSpec, DEFAULT_VOCAB};
-use cachesim::workload::{build, BuildOptions, Workload};
+use cachesim::trace::ReadOptions;
+use cachesim::workload::gen::{self, GspSpec, DEFAULT_VOCAB};
+use cachesim::workload::{BuildOptions, Workload};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use std::path::Path;
 
 fn gsp_workload() -> Workload {
     let spec = GspSpec {
@@ -22,10 +21,7 @@ fn gsp_workload() -> Workload {
         vocab: DEFAULT_VOCAB,
         seed: 7,
     };
-    let mut bytes = Vec::new();
-    write_jsonl(&gsp(&spec).unwrap(), &mut bytes).unwrap();
-    let file = trace::parse(Path::new("gsp.jsonl"), &bytes, &ReadOptions::default()).unwrap();
-    build(file, &BuildOptions::default()).unwrap()
+    gen::workload("gsp.jsonl", &gen::gsp(&spec).unwrap()).unwrap()
 }
 
 fn spec(policy: Policy, capacity: Option<u64>) -> CacheSpec {

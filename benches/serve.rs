@@ -5,11 +5,9 @@
 use cachesim::config::{resolve, RunOptions};
 use cachesim::engine::EngineKind;
 use cachesim::sim::{simulate, Keep};
-use cachesim::trace::{self, ReadOptions};
-use cachesim::workload::gen::{gsp, write_jsonl, GspSpec, DEFAULT_VOCAB};
-use cachesim::workload::{build, BuildOptions, Workload};
+use cachesim::workload::gen::{self, GspSpec, DEFAULT_VOCAB};
+use cachesim::workload::Workload;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use std::path::Path;
 
 /// 1,024 requests: 32 system prompts of 1,024 tokens, each with 32 questions of ~128 tokens,
 /// ~256 output tokens each (ShareGPT-like lengths, with shared prefixes to reuse).
@@ -25,10 +23,7 @@ fn workload() -> Workload {
         vocab: DEFAULT_VOCAB,
         seed: 11,
     };
-    let mut bytes = Vec::new();
-    write_jsonl(&gsp(&spec).unwrap(), &mut bytes).unwrap();
-    let file = trace::parse(Path::new("gsp.jsonl"), &bytes, &ReadOptions::default()).unwrap();
-    build(file, &BuildOptions::default()).unwrap()
+    gen::workload("gsp.jsonl", &gen::gsp(&spec).unwrap()).unwrap()
 }
 
 fn whole_runs(c: &mut Criterion) {

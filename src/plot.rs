@@ -52,9 +52,21 @@ fn register_font() {
 trait Figure {
     /// Width and height in pixels.
     const SIZE: (u32, u32);
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    /// The line above the panels.
+    fn title(&self) -> &str;
+    /// Draws the panels into `area` (white, under the title).
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult
     where
         DB::ErrorType: 'static;
+}
+
+/// Fills the canvas white, writes the figure's title and draws its panels under it.
+fn draw_titled<DB: DrawingBackend, F: Figure>(root: &DrawingArea<DB, Shift>, fig: &F) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    fig.draw(&root.titled(fig.title(), ("sans-serif", 20))?)
 }
 
 /// Draws `fig` into `path`, as SVG or PNG by its extension.
@@ -66,7 +78,7 @@ fn render<F: Figure>(path: &Path, fig: &F) -> Result<()> {
             let mut svg = String::new();
             {
                 let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-                fig.draw(&root).map_err(|e| plot_err(path, e))?;
+                draw_titled(&root, fig).map_err(|e| plot_err(path, e))?;
                 root.present().map_err(|e| plot_err(path, e))?;
             }
             std::fs::write(path, svg).map_err(|source| Error::Io { path: path.to_path_buf(), source })
@@ -75,7 +87,7 @@ fn render<F: Figure>(path: &Path, fig: &F) -> Result<()> {
             let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
             {
                 let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
-                fig.draw(&root).map_err(|e| plot_err(path, e))?;
+                draw_titled(&root, fig).map_err(|e| plot_err(path, e))?;
                 root.present().map_err(|e| plot_err(path, e))?;
             }
             write_png(path, size, &rgb)
@@ -102,13 +114,14 @@ struct AnalysisFigure<'a> {
 
 impl Figure for AnalysisFigure<'_> {
     const SIZE: (u32, u32) = (1500, 460);
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    fn title(&self) -> &str {
+        self.title
+    }
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE)?;
-        let root = root.titled(self.title, ("sans-serif", 20))?;
-        let panels = root.split_evenly((1, 3));
+        let panels = area.split_evenly((1, 3));
         if let Some(b) = self.bounds {
             bound_panel(&panels[0], b)?;
             capacity_panel(&panels[1], b)?;
@@ -244,13 +257,14 @@ struct RunFigure<'a> {
 
 impl Figure for RunFigure<'_> {
     const SIZE: (u32, u32) = (1200, 800);
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    fn title(&self) -> &str {
+        self.title
+    }
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE)?;
-        let root = root.titled(self.title, ("sans-serif", 20))?;
-        let panels = root.split_evenly((2, 2));
+        let panels = area.split_evenly((2, 2));
         let ttft: Vec<f64> = self.records.iter().map(|r| r.ttft_s() * 1e3).collect();
         let tpot: Vec<f64> = self.records.iter().filter_map(|r| r.tpot_s()).map(|t| t * 1e3).collect();
         cdf_panel(&panels[0], "TTFT distribution", "time to first token (ms)", ttft)?;

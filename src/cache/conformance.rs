@@ -181,8 +181,9 @@ pub(super) fn seqs_strategy() -> impl Strategy<Value = Vec<Vec<u32>>> {
     })
 }
 
+/// One step of a random request lifecycle (shared with the paged cache's model check).
 #[derive(Debug, Clone)]
-enum Op {
+pub(super) enum Op {
     Admit {
         seq: usize,
         known_frac: f64,
@@ -205,7 +206,7 @@ enum Op {
     Retry,
 }
 
-fn op_strategy() -> impl Strategy<Value = Op> {
+pub(super) fn op_strategy() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0usize..8, 0.0f64..1.0, 1usize..40).prop_map(|(seq, known_frac, chunk)| Op::Admit { seq, known_frac, chunk }),
         2 => (0usize..6).prop_map(|req| Op::Computed { req }),

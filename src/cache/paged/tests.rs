@@ -150,37 +150,7 @@ fn preempted_blocks_stay_hashed_and_are_re_hit() {
     c.check_invariants();
 }
 
-#[derive(Debug, Clone)]
-enum Op {
-    Admit {
-        seq: usize,
-        known_frac: f64,
-        chunk: usize,
-    },
-    Grow {
-        req: usize,
-        by: usize,
-    },
-    Finish {
-        req: usize,
-    },
-    Preempt {
-        req: usize,
-    },
-    /// The engine retries its refused queue head every step.
-    Retry,
-}
-
-fn op_strategy() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        3 => (0usize..8, 0.0f64..1.0, 1usize..40).prop_map(|(seq, known_frac, chunk)| Op::Admit { seq, known_frac, chunk }),
-        3 => (0usize..5, 1usize..10).prop_map(|(req, by)| Op::Grow { req, by }),
-        2 => (0usize..5).prop_map(|req| Op::Finish { req }),
-        1 => (0usize..5).prop_map(|req| Op::Preempt { req }),
-        3 => Just(Op::Retry),
-    ]
-}
-
+use crate::cache::conformance::{op_strategy, seqs_strategy, Op};
 use proptest::prelude::*;
 
 proptest! {
@@ -191,7 +161,7 @@ proptest! {
     /// queue and counters after every operation.
     #[test]
     fn matches_the_literal_model(
-        seqs in crate::cache::conformance::seqs_strategy(),
+        seqs in seqs_strategy(),
         ops in prop::collection::vec(op_strategy(), 1..80),
         block in prop::sample::select(vec![1usize, 2, 4]),
         num_blocks in prop::option::weighted(0.9, 2u32..16),
@@ -199,7 +169,7 @@ proptest! {
         let st = store(&seqs);
         let mut fast = PagedCache::with_blocks(st.clone(), block as u32, num_blocks);
         let mut lit = reference::RefPool::new(st.clone(), block, num_blocks);
-        let mut live: Vec<Option<(SeqId, usize)>> = vec![None; 5];
+        let mut live: Vec<Option<(SeqId, usize)>> = vec![None; 6];
         let mut refused: Option<(usize, SeqId, usize, usize)> = None;
         for op in &ops {
             match *op {
@@ -231,6 +201,7 @@ proptest! {
                         }
                     }
                 }
+                Op::Computed { .. } => {} // vLLM registers blocks at allocation
                 Op::Finish { req } | Op::Preempt { req } => {
                     if live[req].take().is_some() {
                         if matches!(op, Op::Finish { .. }) {
