@@ -2,7 +2,9 @@
 //! [`Scheduler`] seam, and the engine limits ([`EngineConfig`]). One scheduler per engine
 //! family; each follows ENGINE_SPEC exactly (vLLM v1: §2.1). A scheduler decides which
 //! requests compute how many tokens in the next step; it owns its queues and talks to the
-//! prefix cache; the event loop ([`crate::sim`]) prices the step and emits tokens.
+//! prefix cache; the event loop ([`crate::sim`]) prices the step and emits tokens. vLLM's two
+//! versions share their queues and preemption ([`Vllm`], [`grow_or_preempt_last`]) and differ
+//! in their batch-forming rule ([`VllmRule`]).
 
 pub mod lightllm;
 pub mod sglang;
@@ -183,6 +185,55 @@ impl VllmQueues {
     }
 }
 
+/// vLLM's batch-forming rule (v1 or V0), over the queues both versions share.
+pub trait VllmRule: Send {
+    /// Forms the next batch into `out` (already cleared).
+    fn schedule(
+        &mut self,
+        q: &mut VllmQueues,
+        now: f64,
+        reqs: &mut [ReqRt],
+        cache: &mut dyn PrefixCache,
+        out: &mut Batch,
+    );
+}
+
+/// A vLLM scheduler: the shared queues and one version's rule.
+pub struct Vllm<R> {
+    q: VllmQueues,
+    rule: R,
+}
+
+impl<R: VllmRule> Vllm<R> {
+    /// An idle scheduler.
+    pub fn new(rule: R) -> Self {
+        Self { q: VllmQueues::default(), rule }
+    }
+}
+
+impl<R: VllmRule> Scheduler for Vllm<R> {
+    fn enqueue(&mut self, id: ReqId) {
+        self.q.waiting.push_back(id);
+    }
+
+    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
+        out.clear();
+        self.rule.schedule(&mut self.q, now, reqs, cache, out);
+    }
+
+    fn finished(&mut self, id: ReqId) {
+        self.q.finished(id);
+    }
+
+    fn queued(&self) -> (usize, usize) {
+        self.q.queued()
+    }
+
+    fn reject_head(&mut self) -> Option<ReqId> {
+        self.q.waiting.pop_front()
+    }
+}
+
 /// vLLM's way to make room (v1 and V0): grow request `id` to `total` tokens, preempting the
 /// last running request (recompute: prepended to waiting) until it fits. Returns false when
 /// `id` itself had to be preempted.
@@ -225,8 +276,8 @@ pub trait Scheduler: Send {
 /// Builds the scheduler of an engine over a workload's tokens.
 pub fn scheduler(cfg: &EngineConfig, store: std::sync::Arc<crate::workload::TokenStore>) -> Box<dyn Scheduler> {
     match cfg.engine {
-        EngineKind::Vllm => Box::new(vllm::VllmV1::new(*cfg)),
-        EngineKind::VllmV0 => Box::new(vllm_v0::VllmV0::new(*cfg)),
+        EngineKind::Vllm => Box::new(Vllm::new(vllm::VllmV1::new(*cfg))),
+        EngineKind::VllmV0 => Box::new(Vllm::new(vllm_v0::VllmV0::new(*cfg))),
         EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg, store)),
         EngineKind::Lightllm => Box::new(lightllm::Lightllm::new(*cfg)),
     }

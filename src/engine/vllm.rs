@@ -6,19 +6,18 @@
 //! nothing was preempted in this step, under `max_num_seqs`, with their prefix-cache hit free
 //! of budget; the first that cannot be allocated blocks everyone behind it.
 
-use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, Scheduler, VllmQueues};
-use crate::cache::{PrefixCache, ReqId};
+use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, VllmQueues, VllmRule};
+use crate::cache::PrefixCache;
 
-/// The v1 scheduler's queues.
+/// The v1 rule.
 pub struct VllmV1 {
     cfg: EngineConfig,
-    q: VllmQueues,
 }
 
 impl VllmV1 {
-    /// An idle scheduler.
+    /// The rule under `cfg`'s limits.
     pub fn new(cfg: EngineConfig) -> Self {
-        Self { cfg, q: VllmQueues::default() }
+        Self { cfg }
     }
 
     fn cap(&self, n: u32) -> u32 {
@@ -31,18 +30,20 @@ impl VllmV1 {
     }
 }
 
-impl Scheduler for VllmV1 {
-    fn enqueue(&mut self, id: ReqId) {
-        self.q.waiting.push_back(id);
-    }
-
-    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
-        out.clear();
+impl VllmRule for VllmV1 {
+    fn schedule(
+        &mut self,
+        q: &mut VllmQueues,
+        now: f64,
+        reqs: &mut [ReqRt],
+        cache: &mut dyn PrefixCache,
+        out: &mut Batch,
+    ) {
         let mut budget = self.cfg.max_num_batched_tokens;
         // Phase A: running requests, in list order.
         let mut i = 0;
-        while i < self.q.running.len() && budget > 0 {
-            let id = self.q.running[i];
+        while i < q.running.len() && budget > 0 {
+            let id = q.running[i];
             let r = reqs[id as usize];
             let n = self.cap(r.num_tokens - r.num_computed).min(budget);
             if n == 0 {
@@ -50,7 +51,7 @@ impl Scheduler for VllmV1 {
                 continue;
             }
             let total = (r.num_computed + n) as usize;
-            if !grow_or_preempt_last(id, total, &mut self.q.running, &mut self.q.waiting, reqs, cache, out) {
+            if !grow_or_preempt_last(id, total, &mut q.running, &mut q.waiting, reqs, cache, out) {
                 break;
             }
             out.push(id, &r, n);
@@ -61,8 +62,8 @@ impl Scheduler for VllmV1 {
         if out.preempted > 0 {
             return;
         }
-        while budget > 0 && self.q.running.len() < self.cfg.max_num_seqs as usize {
-            let Some(&id) = self.q.waiting.front() else { break };
+        while budget > 0 && q.running.len() < self.cfg.max_num_seqs as usize {
+            let Some(&id) = q.waiting.front() else { break };
             let r = reqs[id as usize];
             let known = r.num_tokens as usize;
             if !self.cfg.enable_chunked_prefill {
@@ -75,23 +76,11 @@ impl Scheduler for VllmV1 {
             let Some(a) = cache.admit(id, r.seq, known, max_new as usize) else { break };
             let n = (a.allocated_tokens - a.hit_tokens) as u32;
             reqs[id as usize].admitted_with(a.hit_tokens, now);
-            self.q.waiting.pop_front();
-            self.q.running.push(id);
+            q.waiting.pop_front();
+            q.running.push(id);
             let r = reqs[id as usize];
             out.push(id, &r, n);
             budget -= n;
         }
-    }
-
-    fn finished(&mut self, id: ReqId) {
-        self.q.finished(id);
-    }
-
-    fn queued(&self) -> (usize, usize) {
-        self.q.queued()
-    }
-
-    fn reject_head(&mut self) -> Option<ReqId> {
-        self.q.waiting.pop_front()
     }
 }

@@ -13,42 +13,42 @@
 //! prefills. The cache under it is the configured one (vLLM v1's paged cache by default, not
 //! V0's de-duplicating LRU evictor).
 
-use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, Scheduler, VllmQueues};
+use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, VllmQueues, VllmRule};
 use crate::cache::{PrefixCache, ReqId};
 
 /// `block_manager` watermark: the share of the pool admission keeps free.
 const WATERMARK: f64 = 0.01;
 
-/// The V0 scheduler's queues.
+/// The V0 rule.
 pub struct VllmV0 {
     cfg: EngineConfig,
-    q: VllmQueues,
 }
 
 impl VllmV0 {
-    /// An idle scheduler.
+    /// The rule under `cfg`'s limits.
     pub fn new(cfg: EngineConfig) -> Self {
-        Self { cfg, q: VllmQueues::default() }
+        Self { cfg }
     }
 
-    /// Admits waiting prompts FCFS from position `skip` of the queue (the requests before it
-    /// were preempted in this step and rejoin the queue only after it), under the token budget,
+    /// Admits waiting prompts FCFS, passing over the requests preempted in this step (at the
+    /// front of the queue: they rejoin it only after the step), under the token budget,
     /// `max_num_seqs` and the watermark; whole prompts only, or (chunked mode) the first chunk
     /// that fits the budget. Each admission reserves the whole prompt's blocks. Returns the
     /// admitted requests.
     fn prefills(
-        &mut self,
+        &self,
+        q: &mut VllmQueues,
         now: f64,
         reqs: &mut [ReqRt],
         cache: &mut dyn PrefixCache,
         out: &mut Batch,
         mut budget: usize,
-        skip: usize,
     ) -> Vec<ReqId> {
+        let skip = out.preempted as usize;
         let chunking = self.cfg.enable_chunked_prefill;
         let mut admitted = Vec::new();
-        while let Some(&id) = self.q.waiting.get(skip) {
-            if budget == 0 || self.q.running.len() >= self.cfg.max_num_seqs as usize {
+        while let Some(&id) = q.waiting.get(skip) {
+            if budget == 0 || q.running.len() >= self.cfg.max_num_seqs as usize {
                 break;
             }
             let r = reqs[id as usize];
@@ -67,8 +67,8 @@ impl VllmV0 {
             }
             let Some(a) = cache.admit(id, r.seq, known, usize::MAX) else { break };
             reqs[id as usize].admitted_with(a.hit_tokens, now);
-            self.q.waiting.remove(skip);
-            self.q.running.push(id);
+            q.waiting.remove(skip);
+            q.running.push(id);
             let r = reqs[id as usize];
             let n = (a.allocated_tokens - a.hit_tokens).min(budget);
             out.push(id, &r, n as u32);
@@ -78,18 +78,25 @@ impl VllmV0 {
         admitted
     }
 
-    fn schedule_default(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
+    fn schedule_default(
+        &self,
+        q: &mut VllmQueues,
+        now: f64,
+        reqs: &mut [ReqRt],
+        cache: &mut dyn PrefixCache,
+        out: &mut Batch,
+    ) {
         let budget = self.cfg.max_num_batched_tokens as usize;
-        self.prefills(now, reqs, cache, out, budget, 0);
+        self.prefills(q, now, reqs, cache, out, budget);
         if !out.items.is_empty() {
             return; // prefill steps run no decode
         }
         let mut i = 0;
-        while i < self.q.running.len() {
-            let id = self.q.running[i];
+        while i < q.running.len() {
+            let id = q.running[i];
             let r = reqs[id as usize];
             let total = r.num_computed as usize + 1;
-            if !grow_or_preempt_last(id, total, &mut self.q.running, &mut self.q.waiting, reqs, cache, out) {
+            if !grow_or_preempt_last(id, total, &mut q.running, &mut q.waiting, reqs, cache, out) {
                 break;
             }
             out.push(id, &r, 1);
@@ -97,13 +104,20 @@ impl VllmV0 {
         }
     }
 
-    fn schedule_chunked(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
+    fn schedule_chunked(
+        &self,
+        q: &mut VllmQueues,
+        now: f64,
+        reqs: &mut [ReqRt],
+        cache: &mut dyn PrefixCache,
+        out: &mut Batch,
+    ) {
         let mut budget = self.cfg.max_num_batched_tokens;
         // Running requests in queue order: decodes, and unfinished prefills by a chunk.
         let (mut decodes, mut finishing, mut partial) = (Vec::new(), Vec::new(), Vec::new());
         let mut i = 0;
-        while i < self.q.running.len() {
-            let id = self.q.running[i];
+        while i < q.running.len() {
+            let id = q.running[i];
             let r = reqs[id as usize];
             let remaining = r.num_tokens - r.num_computed;
             let n = remaining.min(budget);
@@ -111,7 +125,7 @@ impl VllmV0 {
                 break;
             }
             let total = (r.num_computed + n) as usize;
-            if !grow_or_preempt_last(id, total, &mut self.q.running, &mut self.q.waiting, reqs, cache, out) {
+            if !grow_or_preempt_last(id, total, &mut q.running, &mut q.waiting, reqs, cache, out) {
                 break;
             }
             out.push(id, &r, n);
@@ -125,36 +139,26 @@ impl VllmV0 {
         }
         // Requests left unscheduled (the budget ran out) go first; admitting needs budget, so
         // nobody is admitted past them.
-        let rest: Vec<ReqId> = self.q.running[i..].to_vec();
-        let new = self.prefills(now, reqs, cache, out, budget as usize, out.preempted as usize);
-        self.q.running = [rest, decodes, finishing, partial, new].concat();
+        let rest: Vec<ReqId> = q.running[i..].to_vec();
+        let new = self.prefills(q, now, reqs, cache, out, budget as usize);
+        q.running = [rest, decodes, finishing, partial, new].concat();
     }
 }
 
-impl Scheduler for VllmV0 {
-    fn enqueue(&mut self, id: ReqId) {
-        self.q.waiting.push_back(id);
-    }
-
-    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
-        out.clear();
+impl VllmRule for VllmV0 {
+    fn schedule(
+        &mut self,
+        q: &mut VllmQueues,
+        now: f64,
+        reqs: &mut [ReqRt],
+        cache: &mut dyn PrefixCache,
+        out: &mut Batch,
+    ) {
         if self.cfg.enable_chunked_prefill {
-            self.schedule_chunked(now, reqs, cache, out);
+            self.schedule_chunked(q, now, reqs, cache, out);
         } else {
-            self.schedule_default(now, reqs, cache, out);
+            self.schedule_default(q, now, reqs, cache, out);
         }
-    }
-
-    fn finished(&mut self, id: ReqId) {
-        self.q.finished(id);
-    }
-
-    fn queued(&self) -> (usize, usize) {
-        self.q.queued()
-    }
-
-    fn reject_head(&mut self) -> Option<ReqId> {
-        self.q.waiting.pop_front()
     }
 }
 
@@ -163,6 +167,7 @@ mod tests {
     use super::*;
     use crate::cache::NoCache;
     use crate::engine::{EngineKind, SchedulePolicy};
+    use crate::engine::{Scheduler, Vllm};
 
     fn cfg(budget: u32) -> EngineConfig {
         EngineConfig {
@@ -196,7 +201,7 @@ mod tests {
         }
         reqs[1].num_tokens = 5;
         reqs[1].generated = 1;
-        let mut s = VllmV0::new(cfg(20));
+        let mut s = Vllm::new(VllmV0::new(cfg(20)));
         s.q.running = vec![0, 1, 2];
         s.q.waiting.push_back(3);
         let mut out = Batch::default();
@@ -204,7 +209,7 @@ mod tests {
         // Budget 20, queue order: request 0 takes min(36, 20) = 20 and nothing is left.
         assert_eq!(out.items, vec![(0, 20)]);
         assert_eq!(s.q.running, vec![1, 2, 0], "unscheduled first, then the partial prefill");
-        let mut s2 = VllmV0::new(cfg(64));
+        let mut s2 = Vllm::new(VllmV0::new(cfg(64)));
         s2.q.running = vec![0, 1, 2];
         s2.q.waiting.push_back(3);
         reqs[0].num_computed = 4;
