@@ -185,8 +185,25 @@ fn oversized_requests_fail_and_the_rest_complete() {
 fn conservation_and_determinism_on_the_sample() {
     let w = crate::load_workload(None, &ReadOptions::default(), &BuildOptions::default()).unwrap();
     let sends: Vec<(u32, f64)> = (0..w.requests.len() as u32).map(|i| (i, 0.0)).collect();
-    let c = cfg(16, 512, Some(2000));
-    let a = run(&w, &sends, &c, &COST, Keep { steps: true, tokens: true });
+    // Every scheduler over the same paged cache (16 slots, 1,999 blocks of 4); 512 tokens a
+    // step with chunked prefill, whole prompts otherwise (as vLLM requires).
+    for (engine, chunked, overlap) in [
+        (EngineKind::Vllm, true, false),
+        (EngineKind::Vllm, true, true),
+        (EngineKind::Vllm, false, false),
+        (EngineKind::VllmV0, false, false),
+        (EngineKind::VllmV0, true, false),
+        (EngineKind::Sglang, false, true),
+        (EngineKind::Lightllm, false, false),
+    ] {
+        let mut c = cfg(16, if chunked { 512 } else { 1 << 20 }, Some(2000));
+        c.engine = EngineConfig { engine, enable_chunked_prefill: chunked, overlap, ..c.engine };
+        conserves_and_repeats(&w, &sends, &c);
+    }
+}
+
+fn conserves_and_repeats(w: &Workload, sends: &[(u32, f64)], c: &SimConfig) {
+    let a = run(w, sends, c, &COST, Keep { steps: true, tokens: true });
     assert_eq!(a.records.len() as u64 + a.failed, w.requests.len() as u64);
     let mut seen = vec![0; w.requests.len()];
     for x in &a.records {
@@ -198,7 +215,7 @@ fn conservation_and_determinism_on_the_sample() {
     let emitted: u64 = a.log.per_second.iter().map(|&c| c as u64).sum();
     assert_eq!(emitted, a.records.iter().map(|x| x.output_tokens as u64).sum::<u64>());
     assert!(a.timeline.iter().all(|s| s.kv_used_tokens <= 1999 * 4));
-    let b = run(&w, &sends, &c, &COST, Keep { steps: true, tokens: true });
+    let b = run(w, sends, c, &COST, Keep { steps: true, tokens: true });
     assert_eq!(a.records, b.records);
     assert_eq!(a.timeline, b.timeline);
     assert_eq!(a.tokens, b.tokens);
