@@ -201,6 +201,14 @@ pub struct RunReport<'a> {
     pub config: &'a crate::config::RunConfig,
 }
 
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}
+
 /// Every resolved setting and the cache outcome, before the benchmark report.
 pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> String {
     let mut s = String::new();
@@ -211,9 +219,9 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
             "Engine:         vllm v1 · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {} · async scheduling {}",
             e.max_num_seqs,
             e.max_num_batched_tokens,
-            if e.enable_chunked_prefill { "on" } else { "off" },
+            on_off(e.enable_chunked_prefill),
             e.long_prefill_token_threshold,
-            if e.overlap { "on" } else { "off" }
+            on_off(e.overlap)
         ),
         crate::engine::EngineKind::Sglang => writeln!(
             s,
@@ -223,7 +231,7 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
             e.max_prefill_tokens,
             serde_json::to_value(e.schedule_policy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
             e.schedule_conservativeness,
-            if e.overlap { "on" } else { "off" }
+            on_off(e.overlap)
         ),
         crate::engine::EngineKind::VllmV0 => writeln!(
             s,

@@ -3,7 +3,7 @@
 //! family; each follows ENGINE_SPEC exactly (vLLM v1: §2.1). A scheduler decides which
 //! requests compute how many tokens in the next step; it owns its queues and talks to the
 //! prefix cache; the event loop ([`crate::sim`]) prices the step and emits tokens. vLLM's two
-//! versions share their queues and preemption ([`Vllm`], [`grow_or_preempt_last`]) and differ
+//! versions share their queues and preemption ([`Vllm`], [`VllmQueues::schedule_running`]) and differ
 //! in their batch-forming rule ([`VllmRule`]).
 
 pub mod lightllm;
@@ -183,6 +183,32 @@ impl VllmQueues {
     pub fn queued(&self) -> (usize, usize) {
         (self.waiting.len(), self.running.len())
     }
+
+    /// Schedules `n` more tokens of running request `id`, making room vLLM's way (v1 and V0):
+    /// while its KV cannot grow, the last running request is preempted (recompute: prepended
+    /// to waiting). Returns false, scheduling nothing, when `id` itself had to be preempted.
+    pub fn schedule_running(
+        &mut self,
+        id: ReqId,
+        n: u32,
+        reqs: &mut [ReqRt],
+        cache: &mut dyn PrefixCache,
+        out: &mut Batch,
+    ) -> bool {
+        let r = reqs[id as usize];
+        while !cache.grow(id, (r.num_computed + n) as usize) {
+            let victim = self.running.pop().expect("the request itself is running");
+            cache.preempt(victim);
+            reqs[victim as usize].preempted();
+            self.waiting.push_front(victim);
+            out.preempted += 1;
+            if victim == id {
+                return false;
+            }
+        }
+        out.push(id, &r, n);
+        true
+    }
 }
 
 /// vLLM's batch-forming rule (v1 or V0), over the queues both versions share.
@@ -232,31 +258,6 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
     fn reject_head(&mut self) -> Option<ReqId> {
         self.q.waiting.pop_front()
     }
-}
-
-/// vLLM's way to make room (v1 and V0): grow request `id` to `total` tokens, preempting the
-/// last running request (recompute: prepended to waiting) until it fits. Returns false when
-/// `id` itself had to be preempted.
-pub fn grow_or_preempt_last(
-    id: ReqId,
-    total: usize,
-    running: &mut Vec<ReqId>,
-    waiting: &mut std::collections::VecDeque<ReqId>,
-    reqs: &mut [ReqRt],
-    cache: &mut dyn PrefixCache,
-    out: &mut Batch,
-) -> bool {
-    while !cache.grow(id, total) {
-        let victim = running.pop().expect("the request itself is running");
-        cache.preempt(victim);
-        reqs[victim as usize].preempted();
-        waiting.push_front(victim);
-        out.preempted += 1;
-        if victim == id {
-            return false;
-        }
-    }
-    true
 }
 
 /// A scheduler: queues plus the engine's rule for forming a batch.

@@ -6,7 +6,7 @@
 //! nothing was preempted in this step, under `max_num_seqs`, with their prefix-cache hit free
 //! of budget; the first that cannot be allocated blocks everyone behind it.
 
-use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, VllmQueues, VllmRule};
+use super::{Batch, EngineConfig, ReqRt, VllmQueues, VllmRule};
 use crate::cache::PrefixCache;
 
 /// The v1 rule.
@@ -50,11 +50,9 @@ impl VllmRule for VllmV1 {
                 i += 1;
                 continue;
             }
-            let total = (r.num_computed + n) as usize;
-            if !grow_or_preempt_last(id, total, &mut q.running, &mut q.waiting, reqs, cache, out) {
+            if !q.schedule_running(id, n, reqs, cache, out) {
                 break;
             }
-            out.push(id, &r, n);
             budget -= n;
             i += 1;
         }

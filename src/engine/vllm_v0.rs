@@ -13,7 +13,7 @@
 //! prefills. The cache under it is the configured one (vLLM v1's paged cache by default, not
 //! V0's de-duplicating LRU evictor).
 
-use super::{grow_or_preempt_last, Batch, EngineConfig, ReqRt, VllmQueues, VllmRule};
+use super::{Batch, EngineConfig, ReqRt, VllmQueues, VllmRule};
 use crate::cache::{PrefixCache, ReqId};
 
 /// `block_manager` watermark: the share of the pool admission keeps free.
@@ -94,12 +94,9 @@ impl VllmV0 {
         let mut i = 0;
         while i < q.running.len() {
             let id = q.running[i];
-            let r = reqs[id as usize];
-            let total = r.num_computed as usize + 1;
-            if !grow_or_preempt_last(id, total, &mut q.running, &mut q.waiting, reqs, cache, out) {
+            if !q.schedule_running(id, 1, reqs, cache, out) {
                 break;
             }
-            out.push(id, &r, 1);
             i += 1;
         }
     }
@@ -124,11 +121,9 @@ impl VllmV0 {
             if n == 0 {
                 break;
             }
-            let total = (r.num_computed + n) as usize;
-            if !grow_or_preempt_last(id, total, &mut q.running, &mut q.waiting, reqs, cache, out) {
+            if !q.schedule_running(id, n, reqs, cache, out) {
                 break;
             }
-            out.push(id, &r, n);
             budget -= n;
             match (remaining == 1 && r.generated > 0, n == remaining) {
                 (true, _) => decodes.push(id),
