@@ -6,38 +6,23 @@
 //! to several blocks; lookup returns the oldest). Blocks are hashed when they are allocated for
 //! scheduled tokens, so requests later in the same step can already hit them.
 //!
-//! How it is kept fast without changing any of that (a literal model of vLLM's pool checks it
-//! operation by operation in the tests): one 32-byte record per block; blocks that no other
-//! sequence can share are indexed by position instead of by hash; a remembered answer (a
-//! refused or preempted request's last lookup) is re-validated per block without a probe; the
-//! one request refused at the queue head is watched, its lookup kept current by cache events.
+//! How it is kept fast without changing any of that (a literal model of vLLM's pool, with
+//! chained hashes, checks it operation by operation in the tests): a block's hash is its dense
+//! content id ([`BlockIds`]: equal exactly when the prefixes through the block are equal), so
+//! the hash map is a plain vector; one 32-byte record per block; a remembered answer (a refused
+//! or preempted request's last lookup) is re-validated per block without a probe; the one
+//! request refused at the queue head is watched, its lookup kept current by cache events.
 
 use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, Usage};
-use crate::workload::tokens::{chain_hash, ROOT_HASH};
-use crate::workload::{SeqId, TokenStore};
+use crate::workload::{BlockIds, SeqId, TokenStore};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 const NIL: u32 = u32::MAX;
-const NO_HASH: u64 = u64::MAX;
-/// Marks the key of a private block: `PRIVATE | seq << 32 | block index`. Chained hashes of
-/// shareable blocks have this bit cleared, so the two kinds never meet.
-const PRIVATE: u64 = 1 << 63;
-
-/// A sequence's private blocks: those past the longest prefix it shares with any other
-/// sequence. Only requests on the same sequence can ever look them up, so they are indexed by
-/// position (`first[i − from]` = the oldest carrier) instead of by hash, and never hashed.
-#[derive(Default)]
-struct PrivateIndex {
-    /// First private block index.
-    from: u32,
-    /// Private full blocks of the sequence.
-    len: u32,
-    /// Oldest carrier per private block; allocated while any is cached.
-    first: Vec<u32>,
-    /// Entries of `first` that are not `NIL`.
-    live: u32,
-}
+/// The key of a block that carries no hash.
+const NO_KEY: u32 = u32::MAX;
+/// "No carrier" in the index (block 0 is the null block, never cached).
+const NONE: u32 = 0;
 
 /// The lookup of the one request whose admission last failed (usually the head of the waiting
 /// queue, retried every step), kept up to date by the events that can change it, so a retry
@@ -51,15 +36,14 @@ struct Watch {
     hits: Vec<u32>,
     /// Hits with `ref_cnt == 0` (they count against free capacity).
     evictable: usize,
-    /// Hash after the last hit, if the lookup stopped at a miss.
-    first_miss: Option<u64>,
+    /// Key after the last hit, if the lookup stopped at a miss.
+    first_miss: Option<u32>,
     /// Hits were truncated or the first missing hash appeared: look up again from the end.
     dirty: bool,
 }
 
 struct Parked {
     seq: SeqId,
-    hashes: Vec<u64>,
     hits: Vec<u32>,
 }
 
@@ -67,8 +51,8 @@ struct Parked {
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
 struct Blk {
-    /// Key (chained hash or private key) when cached, `NO_HASH` otherwise.
-    hash: u64,
+    /// Content id when cached, `NO_KEY` otherwise.
+    key: u32,
     ref_cnt: u32,
     /// Free-queue neighbours.
     prev: u32,
@@ -81,15 +65,13 @@ struct Blk {
     first: bool,
 }
 
-const FRESH: Blk = Blk { hash: NO_HASH, ref_cnt: 0, prev: NIL, next: NIL, dup_next: NIL, watch_pos: 0, first: false };
+const FRESH: Blk = Blk { key: NO_KEY, ref_cnt: 0, prev: NIL, next: NIL, dup_next: NIL, watch_pos: 0, first: false };
 
 struct ReqState {
     seq: SeqId,
     /// Block table, in token order.
     blocks: Vec<u32>,
-    /// Chained hashes of the request's full blocks, computed lazily.
-    hashes: Vec<u64>,
-    /// Leading blocks already registered in the hash map.
+    /// Leading blocks already registered in the index.
     cached_blocks: usize,
     /// Tokens the block table was sized for.
     tokens: usize,
@@ -108,17 +90,15 @@ pub struct PagedCache {
     head: u32,
     tail: u32,
     list_len: u64,
-    /// Shareable blocks: chained hash → oldest carrier.
-    map: FxHashMap<u64, u32>,
-    /// Private blocks, per sequence.
-    private: Vec<PrivateIndex>,
+    /// Content ids of the store's blocks: the keys.
+    ids: BlockIds,
+    /// Per key, the oldest block carrying it (`NONE` if none): vLLM's hash → block map.
+    index: Vec<u32>,
     reqs: ReqSlots<ReqState>,
-    /// Requests not currently admitted (failed admission, preempted): their block hashes, kept
-    /// as vLLM keeps `request.block_hashes`, and the hits of their last lookup, re-validated
-    /// cheaply on the next try (a block still carrying its hash is still the map's answer).
+    /// Requests not currently admitted (failed admission, preempted): the hits of their last
+    /// lookup, re-validated cheaply on the next try (a block still carrying its key is still
+    /// the index's answer).
     parked: FxHashMap<ReqId, Parked>,
-    /// Reused buffer for block fingerprints.
-    scratch: Vec<u64>,
     watch: Option<Watch>,
     in_use: u64,
     cached_free: u64,
@@ -135,13 +115,8 @@ impl PagedCache {
     /// A cache of exactly `num_gpu_blocks` blocks, block 0 being the null block (as vLLM).
     pub fn with_blocks(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>) -> Self {
         assert!((1..=crate::workload::tokens::MAX_BLOCK_TOKENS as u32).contains(&block), "block size out of range");
-        assert!(store.num_seqs() < (1 << 31), "too many sequences for private block keys");
-        let private = (store.shared_prefix_lens().iter().enumerate())
-            .map(|(seq, &l)| {
-                let (from, full) = (l / block, (store.seq_len(seq as SeqId) / block as usize) as u32);
-                PrivateIndex { from, len: full - from, ..Default::default() }
-            })
-            .collect();
+        let ids = BlockIds::new(&store, block as usize);
+        let index = vec![NONE; ids.len() as usize];
         Self {
             store,
             block: block as usize,
@@ -151,11 +126,10 @@ impl PagedCache {
             head: NIL,
             tail: NIL,
             list_len: 0,
-            map: FxHashMap::default(),
-            private,
+            ids,
+            index,
             reqs: ReqSlots::default(),
             parked: FxHashMap::default(),
-            scratch: Vec::new(),
             watch: None,
             in_use: 0,
             cached_free: 0,
@@ -189,82 +163,33 @@ impl PagedCache {
 
     /// Whether a block currently carries a hash (is cached).
     pub fn is_cached(&self, block: u32) -> bool {
-        self.blk.get(block as usize).is_some_and(|r| r.hash != NO_HASH)
+        self.blk.get(block as usize).is_some_and(|r| r.key != NO_KEY)
     }
 
-    /// Whether block `b` is the map's answer for hash `h`: it carries `h` and is the oldest
-    /// carrier. Once true, it stays true while the block keeps its hash (later carriers queue
-    /// behind it), so a remembered answer needs no map probe.
-    fn answers(&self, b: u32, h: u64) -> bool {
-        self.blk[b as usize].hash == h && self.blk[b as usize].first
-    }
-
-    /// First private block index of `seq`.
-    fn private_from(&self, seq: SeqId) -> usize {
-        self.private[seq as usize].from as usize
-    }
-
-    /// Key of block `i` of `seq`, whose predecessor's key is `parent`: its chained hash when
-    /// shareable, its position when private.
-    fn block_key(&self, seq: SeqId, parent: u64, i: usize) -> u64 {
-        if i >= self.private_from(seq) {
-            private_key(seq, i)
-        } else {
-            let b = self.block;
-            shared_key(parent, self.store.fingerprint(seq, i * b, b), b)
-        }
-    }
-
-    /// The oldest block carrying `key`.
-    fn first_of(&self, key: u64) -> Option<u32> {
-        if key & PRIVATE == 0 {
-            return self.map.get(&key).copied();
-        }
-        let (seq, i) = split_private(key);
-        let p = &self.private[seq];
-        p.first.get(i - p.from as usize).copied().filter(|&b| b != NIL)
-    }
-
-    /// Records `b` (or nobody, `NIL`) as the oldest carrier of a private key.
-    fn set_private_first(&mut self, key: u64, b: u32) {
-        let (seq, i) = split_private(key);
-        let p = &mut self.private[seq];
-        let j = i - p.from as usize;
-        if p.first.is_empty() {
-            p.first = vec![NIL; p.len as usize];
-        }
-        match (p.first[j] == NIL, b == NIL) {
-            (true, false) => p.live += 1,
-            (false, true) => p.live -= 1,
-            _ => {}
-        }
-        p.first[j] = b;
-        if p.live == 0 {
-            p.first = Vec::new();
-        }
+    /// Whether block `b` is the index's answer for `key`: it carries `key` and is the oldest
+    /// carrier. Once true, it stays true while the block keeps its key (later carriers queue
+    /// behind it), so a remembered answer needs no index probe.
+    fn answers(&self, b: u32, key: u32) -> bool {
+        self.blk[b as usize].key == key && self.blk[b as usize].first
     }
 
     /// Hits for `seq[..known]`: leading cached blocks, at most `(known − 1) / B` of them.
-    /// Hashes computed on the way are appended to `hashes` (which holds a prefix of them).
-    /// `hits` may hold an earlier answer: its prefix still answering its hashes is kept, the
-    /// rest looked up again.
-    fn walk(&self, seq: SeqId, known: usize, hashes: &mut Vec<u64>, hits: &mut Vec<u32>) {
+    /// `hits` may hold an earlier answer: its prefix still answering its keys is kept, the rest
+    /// looked up again.
+    fn walk(&self, seq: SeqId, known: usize, hits: &mut Vec<u32>) {
         let max_blocks = known.saturating_sub(1) / self.block;
-        let valid = hits.iter().zip(hashes.iter()).take(max_blocks).take_while(|(&b, &h)| self.answers(b, h)).count();
+        let keys = self.ids.ids(seq, 0, max_blocks);
+        let valid = hits.iter().zip(keys).take_while(|&(&b, k)| self.answers(b, k)).count();
         hits.truncate(valid);
-        self.extend_hits(seq, max_blocks, hashes, hits);
+        self.extend_hits(seq, max_blocks, hits);
     }
 
     /// Continues a lookup after `hits` (all valid) up to `max_blocks` blocks.
-    fn extend_hits(&self, seq: SeqId, max_blocks: usize, hashes: &mut Vec<u64>, hits: &mut Vec<u32>) {
-        for i in hits.len()..max_blocks {
-            if hashes.len() <= i {
-                let parent = if i == 0 { ROOT_HASH } else { hashes[i - 1] };
-                hashes.push(self.block_key(seq, parent, i));
-            }
-            match self.first_of(hashes[i]) {
-                Some(blk) => hits.push(blk),
-                None => break,
+    fn extend_hits(&self, seq: SeqId, max_blocks: usize, hits: &mut Vec<u32>) {
+        for key in self.ids.ids(seq, hits.len(), max_blocks) {
+            match self.index[key as usize] {
+                NONE => break,
+                b => hits.push(b),
             }
         }
     }
@@ -323,21 +248,16 @@ impl PagedCache {
                 w.dirty = true;
             }
         }
-        let (h, next) = (self.blk[b as usize].hash, self.blk[b as usize].dup_next);
+        let (key, next) = (self.blk[b as usize].key, self.blk[b as usize].dup_next);
         if self.blk[b as usize].first {
             // The next duplicate, if any, becomes the answer.
             if next != NIL {
                 self.blk[next as usize].first = true;
             }
-            if h & PRIVATE != 0 {
-                self.set_private_first(h, next);
-            } else if next == NIL {
-                self.map.remove(&h);
-            } else {
-                self.map.insert(h, next);
-            }
+            self.index[key as usize] = if next == NIL { NONE } else { next };
         } else {
-            let mut p = self.first_of(h).expect("a cached block's key is indexed");
+            let mut p = self.index[key as usize];
+            debug_assert_ne!(p, NONE, "a cached block's key is indexed");
             while self.blk[p as usize].dup_next != b {
                 p = self.blk[p as usize].dup_next;
             }
@@ -345,34 +265,22 @@ impl PagedCache {
         }
         self.blk[b as usize].dup_next = NIL;
         self.blk[b as usize].first = false;
-        self.blk[b as usize].hash = NO_HASH;
+        self.blk[b as usize].key = NO_KEY;
     }
 
-    fn register(&mut self, b: u32, h: u64) {
+    fn register(&mut self, b: u32, key: u32) {
         if let Some(w) = self.watch.as_mut() {
-            if w.first_miss == Some(h) {
+            if w.first_miss == Some(key) {
                 w.dirty = true;
             }
         }
-        self.blk[b as usize].hash = h;
-        let oldest = if h & PRIVATE != 0 {
-            let oldest = self.first_of(h);
-            if oldest.is_none() {
-                self.set_private_first(h, b);
+        self.blk[b as usize].key = key;
+        match self.index[key as usize] {
+            NONE => {
+                self.index[key as usize] = b;
+                self.blk[b as usize].first = true;
             }
-            oldest
-        } else {
-            match self.map.entry(h) {
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(b);
-                    None
-                }
-                std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
-            }
-        };
-        match oldest {
-            None => self.blk[b as usize].first = true,
-            Some(mut p) => {
+            mut p => {
                 while self.blk[p as usize].dup_next != NIL {
                     p = self.blk[p as usize].dup_next;
                 }
@@ -392,7 +300,7 @@ impl PagedCache {
             let b = self.head;
             debug_assert_ne!(b, NIL, "pop from an empty free queue");
             self.unlink(b);
-            if self.blk[b as usize].hash != NO_HASH {
+            if self.blk[b as usize].key != NO_KEY {
                 self.uncache(b);
                 self.cached_free -= 1;
                 self.stats.evicted_tokens += self.block as u64;
@@ -424,7 +332,7 @@ impl PagedCache {
             }
             self.push_tail(b);
             self.in_use -= 1;
-            if self.blk[b as usize].hash != NO_HASH {
+            if self.blk[b as usize].key != NO_KEY {
                 self.cached_free += 1;
             }
         }
@@ -438,27 +346,15 @@ impl PagedCache {
     /// Registers the request's full blocks within its first `total` tokens.
     fn cache_full_blocks(&mut self, st: &mut ReqState, total: usize) {
         let full = total / self.block;
-        let from = st.hashes.len();
-        let shared_end = full.min(self.private_from(st.seq));
-        if from < shared_end {
-            // Hash the missing shareable blocks in one pass, then chain them.
-            let mut fp = std::mem::take(&mut self.scratch);
-            fp.clear();
-            self.store.block_fingerprints(st.seq, from, shared_end - from, self.block, &mut fp);
-            for (k, &f) in fp.iter().enumerate() {
-                let i = from + k;
-                let parent = if i == 0 { ROOT_HASH } else { st.hashes[i - 1] };
-                st.hashes.push(shared_key(parent, f, self.block));
-            }
-            self.scratch = fp;
+        if st.cached_blocks >= full {
+            return;
         }
-        let seq = st.seq;
-        st.hashes.extend((st.hashes.len()..full).map(|i| private_key(seq, i)));
-        while st.cached_blocks < full {
-            let i = st.cached_blocks;
-            self.register(st.blocks[i], st.hashes[i]);
-            st.cached_blocks += 1;
+        let ids = std::mem::take(&mut self.ids);
+        for (i, key) in (st.cached_blocks..).zip(ids.ids(st.seq, st.cached_blocks, full)) {
+            self.register(st.blocks[i], key);
         }
+        self.ids = ids;
+        st.cached_blocks = full;
     }
 
     /// Releases the request's blocks, last first; returns its state.
@@ -483,8 +379,8 @@ impl PrefixCache for PagedCache {
     }
 
     fn peek(&self, seq: SeqId, known: usize) -> usize {
-        let (mut hashes, mut hits) = (Vec::new(), Vec::new());
-        self.walk(seq, known, &mut hashes, &mut hits);
+        let mut hits = Vec::new();
+        self.walk(seq, known, &mut hits);
         hits.len() * self.block
     }
 
@@ -494,11 +390,11 @@ impl PrefixCache for PagedCache {
         if self.free_len() == 0 && max_new_tokens > 0 {
             return None;
         }
-        let (hashes, mut hits) = match self.parked.remove(&req) {
-            Some(p) if p.seq == seq => (p.hashes, p.hits),
-            _ => (Vec::new(), Vec::new()),
+        let mut hits = match self.parked.remove(&req) {
+            Some(p) if p.seq == seq => p.hits,
+            _ => Vec::new(),
         };
-        let mut st = ReqState { seq, blocks: Vec::new(), hashes, cached_blocks: 0, tokens: 0 };
+        let mut st = ReqState { seq, blocks: Vec::new(), cached_blocks: 0, tokens: 0 };
         let max_blocks = known.saturating_sub(1) / self.block;
         let mut evictable;
         match self.watch.take() {
@@ -508,7 +404,7 @@ impl PrefixCache for PagedCache {
                 evictable = w.evictable;
                 if w.dirty {
                     let before = hits.len();
-                    self.extend_hits(seq, max_blocks, &mut st.hashes, &mut hits);
+                    self.extend_hits(seq, max_blocks, &mut hits);
                     for (k, &b) in hits.iter().enumerate().skip(before) {
                         self.blk[b as usize].watch_pos = k as u32 + 1;
                         evictable += (self.blk[b as usize].ref_cnt == 0) as usize;
@@ -519,7 +415,7 @@ impl PrefixCache for PagedCache {
                 if let Some(old) = other {
                     self.unwatch(old);
                 }
-                self.walk(seq, known, &mut st.hashes, &mut hits);
+                self.walk(seq, known, &mut hits);
                 evictable = hits.iter().filter(|&&b| self.blk[b as usize].ref_cnt == 0).count();
                 for (k, &b) in hits.iter().enumerate() {
                     self.blk[b as usize].watch_pos = k as u32 + 1;
@@ -530,9 +426,9 @@ impl PrefixCache for PagedCache {
         let total = hit + (known - hit).min(max_new_tokens);
         let need = total.div_ceil(self.block) - hits.len();
         if (need + evictable) as u64 > self.free_len() {
-            let first_miss = (hits.len() < max_blocks).then(|| st.hashes[hits.len()]);
+            let first_miss = (hits.len() < max_blocks).then(|| self.ids.id(seq, hits.len()));
             self.watch = Some(Watch { req, seq, max_blocks, hits, evictable, first_miss, dirty: false });
-            self.parked.insert(req, Parked { seq, hashes: st.hashes, hits: Vec::new() });
+            self.parked.insert(req, Parked { seq, hits: Vec::new() });
             return None;
         }
         for &b in &hits {
@@ -593,10 +489,11 @@ impl PrefixCache for PagedCache {
         // Recompute mode: blocks freed (tail first), still hashed, likely re-hit on resume.
         // The block table is remembered as the next lookup's answer: the prefix of it that still
         // answers its hashes on resume is a hit without a map probe.
-        let ReqState { seq, mut blocks, hashes, cached_blocks, .. } = self.free_request(req);
-        let answering = blocks[..cached_blocks].iter().zip(&hashes).take_while(|(&b, &h)| self.answers(b, h)).count();
+        let ReqState { seq, mut blocks, cached_blocks, .. } = self.free_request(req);
+        let keys = self.ids.ids(seq, 0, cached_blocks);
+        let answering = blocks.iter().zip(keys).take_while(|&(&b, k)| self.answers(b, k)).count();
         blocks.truncate(answering);
-        self.parked.insert(req, Parked { seq, hashes, hits: blocks });
+        self.parked.insert(req, Parked { seq, hits: blocks });
     }
 
     fn usage(&self) -> Usage {
@@ -630,25 +527,18 @@ impl PrefixCache for PagedCache {
         assert_eq!(in_use + self.list_len, minted as u64 - 1, "blocks not conserved");
         let cached_free = released.iter().filter(|&&b| self.is_cached(b)).count() as u64;
         assert_eq!(cached_free, self.cached_free, "cached free count");
-        let mut heads: Vec<(u64, u32)> = self.map.iter().map(|(&h, &b)| (h, b)).collect();
-        for (seq, p) in self.private.iter().enumerate() {
-            let live = p.first.iter().filter(|&&b| b != NIL).count();
-            assert_eq!(live, p.live as usize, "private live count");
-            assert!(live > 0 || p.first.is_empty(), "an empty private index is kept");
-            let keys = p.first.iter().enumerate().filter(|&(_, &b)| b != NIL);
-            heads.extend(keys.map(|(j, &b)| (private_key(seq as SeqId, p.from as usize + j), b)));
-        }
+        let heads = self.index.iter().enumerate().filter(|&(_, &b)| b != NONE).map(|(k, &b)| (k as u32, b));
         let mut chained = 0;
         for (h, first) in heads {
             let mut b = first;
             while b != NIL {
-                assert_eq!(self.blk[b as usize].hash, h, "hash map chain");
+                assert_eq!(self.blk[b as usize].key, h, "index chain");
                 assert_eq!(self.blk[b as usize].first, b == first, "first-carrier flag");
                 chained += 1;
                 b = self.blk[b as usize].dup_next;
             }
         }
-        assert_eq!(chained, self.blk.iter().filter(|r| r.hash != NO_HASH).count(), "cached blocks not in the map");
+        assert_eq!(chained, self.blk.iter().filter(|r| r.key != NO_KEY).count(), "cached blocks not indexed");
         let watched = self.watch.as_ref().map_or(&[][..], |w| &w.hits[..]);
         assert_eq!(self.blk.iter().filter(|r| r.watch_pos > 0).count(), watched.len(), "stray watch positions");
         for (k, &b) in watched.iter().enumerate() {
@@ -660,20 +550,6 @@ impl PrefixCache for PagedCache {
             assert_eq!(w.evictable, evictable, "watched evictable count");
         }
     }
-}
-
-fn shared_key(parent: u64, fingerprint: u64, len: usize) -> u64 {
-    chain_hash(parent, fingerprint, len) & !PRIVATE
-}
-
-fn private_key(seq: SeqId, i: usize) -> u64 {
-    debug_assert!(i < 1 << 32);
-    PRIVATE | (seq as u64) << 32 | i as u64
-}
-
-/// (sequence, block index) of a private key.
-fn split_private(key: u64) -> (usize, usize) {
-    (((key & !PRIVATE) >> 32) as usize, key as u32 as usize)
 }
 
 #[cfg(test)]

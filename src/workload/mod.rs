@@ -5,6 +5,7 @@
 //! it, chat-template markers at the very top.
 
 pub mod arrivals;
+pub mod block_ids;
 pub mod gen;
 pub mod tokens;
 
@@ -13,12 +14,13 @@ use crate::tokenize::{Tokenizer, TokenizerKind};
 use crate::trace::native::{Content, NativeRecord};
 use crate::trace::sharegpt::{Conversation, Role};
 use crate::trace::{Format, LengthRecord, Records, Skipped, TraceFile};
+pub use block_ids::BlockIds;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-pub use tokens::{Chunk, SeqId, Token, TokenStore};
+pub use tokens::{Chunk, PrefixOrder, SeqId, Token, TokenStore};
 
 /// Token ids at or above this value are synthetic (runs) or template markers.
 pub const RESERVED_TOKEN_BASE: u32 = 1 << 30;

@@ -2,9 +2,9 @@
 //! slices of one flat token arena (tokenized text) or *runs* `base, base+1, …` that stand for
 //! tokens never materialised (Mooncake hash blocks, length-only traces, synthetic outputs).
 //! Requests are prefixes of sequences, so the turns of a conversation share one sequence.
-//! This module also owns the content fingerprint of a token range (used for block hashes and
-//! radix child keys), computed run-wise in O(1) per run, and how long a prefix each sequence
-//! shares with any other.
+//! This module also owns the content fingerprint of a token range (radix child keys), computed
+//! run-wise in O(1) per run, and the sequences in sorted order with the prefix each shares with
+//! its predecessor (from which block content ids are built).
 
 use rayon::prelude::*;
 use std::cmp::Ordering;
@@ -17,6 +17,15 @@ pub type SeqId = u32;
 
 /// Longest block or page, in tokens, the fingerprint tables cover.
 pub const MAX_BLOCK_TOKENS: usize = 512;
+
+/// The sequences of a store sorted by content: see [`TokenStore::prefix_order`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixOrder {
+    /// Sequence ids in sorted order.
+    pub order: Vec<SeqId>,
+    /// `lcp_prev[k]`: common prefix length of `order[k − 1]` and `order[k]` (0 for `k = 0`).
+    pub lcp_prev: Vec<u32>,
+}
 
 /// A contiguous piece of a sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,8 +81,8 @@ pub struct TokenStore {
     segments: Vec<Segment>,
     seqs: Vec<SeqMeta>,
     open: Option<SeqMeta>,
-    /// Per sequence: the longest prefix it shares with any other sequence (computed once).
-    shared: OnceLock<Vec<u32>>,
+    /// The sequences in sorted order (computed once).
+    sorted: OnceLock<PrefixOrder>,
 }
 
 impl TokenStore {
@@ -229,23 +238,20 @@ impl TokenStore {
         }
     }
 
-    /// Per sequence, the length of the longest prefix it shares with another sequence: beyond
-    /// it, no other sequence holds the same tokens at the same positions, so KV computed
-    /// there can only ever be reused by requests on the same sequence. Computed once (sorting
-    /// the sequences; the longest shared prefix is with a neighbour in sorted order).
-    pub fn shared_prefix_lens(&self) -> &[u32] {
-        self.shared.get_or_init(|| {
+    /// The sequences in lexicographic order (a prefix before its extensions, equal sequences by
+    /// id) with the common prefix of each and its predecessor. Any two sequences share a
+    /// prefix exactly as long as the smallest of these between them. Computed once.
+    pub fn prefix_order(&self) -> &PrefixOrder {
+        self.sorted.get_or_init(|| {
             let n = self.seqs.len();
             let mut order: Vec<SeqId> = (0..n as SeqId).collect();
             let len = |s: SeqId| self.seq_len(s);
             order.par_sort_unstable_by(|&a, &b| self.cmp_prefixes((a, len(a)), (b, len(b))).then(a.cmp(&b)));
-            let mut out = vec![0u32; n];
-            for w in order.windows(2) {
-                let l = self.lcp((w[0], 0), (w[1], 0), usize::MAX) as u32;
-                out[w[0] as usize] = out[w[0] as usize].max(l);
-                out[w[1] as usize] = out[w[1] as usize].max(l);
+            let mut lcp_prev = vec![0u32; n];
+            for (k, w) in order.windows(2).enumerate() {
+                lcp_prev[k + 1] = self.lcp((w[0], 0), (w[1], 0), usize::MAX) as u32;
             }
-            out
+            PrefixOrder { order, lcp_prev }
         })
     }
 
@@ -272,59 +278,6 @@ impl TokenStore {
         }
         acc
     }
-}
-
-impl TokenStore {
-    /// Fingerprints of the `count` consecutive `block`-token blocks starting at block `first`
-    /// of `seq`, appended to `out`: the same values as [`fingerprint`](Self::fingerprint) per
-    /// block, in one pass over the chunks.
-    pub fn block_fingerprints(&self, seq: SeqId, first: usize, count: usize, block: usize, out: &mut Vec<u64>) {
-        let t = tables();
-        let (mut acc, mut off) = (0u64, 0usize);
-        for c in self.chunks(seq, first * block, (first + count) * block) {
-            let mut c = c;
-            while !c.is_empty() {
-                let take = c.len().min(block - off);
-                match c {
-                    Chunk::Slice(s) => {
-                        for (j, &tok) in s[..take].iter().enumerate() {
-                            acc = add61(acc, mul61(tok as u64, t.pow[off + j]));
-                        }
-                    }
-                    Chunk::Run { base, .. } => {
-                        let inner = add61(mul61(base as u64, t.s0[take]), t.s1[take]);
-                        acc = add61(acc, mul61(inner, t.pow[off]));
-                    }
-                }
-                off += take;
-                if off == block {
-                    out.push(acc);
-                    acc = 0;
-                    off = 0;
-                }
-                match advance(c, take) {
-                    Some(rest) => c = rest,
-                    None => break,
-                }
-            }
-        }
-    }
-}
-
-/// Chained block key: what vLLM's `hash_block_tokens(parent, block_tokens)` stands for.
-/// 64-bit; we assume no collisions among the distinct blocks of one run (documented).
-pub fn chain_hash(parent: u64, fingerprint: u64, len: usize) -> u64 {
-    splitmix(parent ^ splitmix(fingerprint ^ ((len as u64) << 56)))
-}
-
-/// Parent key of the first block of every sequence (vLLM's `NONE_HASH`).
-pub const ROOT_HASH: u64 = 0x6a09_e667_f3bc_c908;
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 fn common_prefix(x: &Chunk<'_>, y: &Chunk<'_>, n: usize) -> usize {
@@ -445,21 +398,34 @@ mod tests {
         (s, a, b)
     }
 
+    /// Any two sequences share exactly the smallest common prefix of neighbours between them.
+    fn check_prefix_order(s: &TokenStore) {
+        let PrefixOrder { order, lcp_prev } = s.prefix_order();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..s.num_seqs() as SeqId).collect::<Vec<_>>(), "a permutation");
+        for i in 0..order.len() {
+            for j in i + 1..order.len() {
+                let (a, b) = (order[i], order[j]);
+                assert_ne!(s.cmp_prefixes((a, s.seq_len(a)), (b, s.seq_len(b))), Ordering::Greater, "sorted");
+                let between = lcp_prev[i + 1..=j].iter().min().copied().unwrap() as usize;
+                assert_eq!(s.lcp((a, 0), (b, 0), usize::MAX), between, "lcp of {a} and {b}");
+            }
+        }
+    }
+
     #[test]
-    fn shared_prefix_lens_against_every_other_sequence() {
+    fn prefix_order_gives_every_common_prefix() {
         let seqs: [&[Token]; 6] = [&[1, 2, 3, 4], &[1, 2, 5], &[9], &[1, 2, 3, 4], &[1, 2, 5, 7, 7], &[]];
         let s = TokenStore::from_seqs(&seqs);
-        let brute: Vec<u32> = (0..seqs.len())
-            .map(|a| {
-                let others = (0..seqs.len()).filter(|&b| b != a);
-                others.map(|b| s.lcp((a as SeqId, 0), (b as SeqId, 0), usize::MAX) as u32).max().unwrap_or(0)
-            })
-            .collect();
-        assert_eq!(brute, [4, 3, 0, 4, 3, 0]);
-        assert_eq!(s.shared_prefix_lens(), &brute[..]);
+        check_prefix_order(&s);
+        assert_eq!(s.prefix_order().order, [5, 0, 3, 1, 4, 2]);
+        assert_eq!(s.prefix_order().lcp_prev, [0, 0, 4, 2, 3, 0]);
         // A run shares with the same tokens stored as a slice.
         let (s, a, b) = store_with(&[&[5, 6, 7, 8]], &[(5, 3), (100, 1)]);
-        assert_eq!((s.shared_prefix_lens()[a as usize], s.shared_prefix_lens()[b as usize]), (3, 3));
+        check_prefix_order(&s);
+        assert_eq!(s.lcp((a, 0), (b, 0), usize::MAX), 3);
+        assert_eq!(s.prefix_order().lcp_prev, [0, 3]);
     }
 
     #[test]
@@ -473,26 +439,6 @@ mod tests {
             }
         }
         assert_ne!(s.fingerprint(a, 0, 3), s.fingerprint(a, 1, 3));
-    }
-
-    #[test]
-    fn block_fingerprints_match_one_by_one() {
-        let (s, a, b) = store_with(&[&[5, 6, 7], &[8, 9, 20, 21, 1, 2, 3, 4, 5]], &[(5, 5), (20, 2), (1, 700)]);
-        for (seq, len) in [(a, 12), (b, 707)] {
-            for block in [1, 2, 3, 4, 16] {
-                let n = len / block;
-                if n == 0 {
-                    continue;
-                }
-                let mut batch = Vec::new();
-                s.block_fingerprints(seq, 0, n, block, &mut batch);
-                let one: Vec<u64> = (0..n).map(|i| s.fingerprint(seq, i * block, block)).collect();
-                assert_eq!(batch, one, "block {block}");
-                let mut tail = Vec::new();
-                s.block_fingerprints(seq, 1, n - 1, block, &mut tail);
-                assert_eq!(tail, one[1..]);
-            }
-        }
     }
 
     #[test]

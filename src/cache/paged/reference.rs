@@ -5,7 +5,6 @@
 //! no memory of earlier lookups.
 
 use crate::cache::{Admitted, CacheStats};
-use crate::workload::tokens::{chain_hash, ROOT_HASH};
 use crate::workload::{SeqId, TokenStore};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -181,4 +180,20 @@ impl RefPool {
             }
         }
     }
+}
+
+/// Chained block key: what vLLM's `hash_block_tokens(parent, block_tokens)` stands for
+/// (64-bit: no collisions among the few blocks of a test).
+fn chain_hash(parent: u64, fingerprint: u64, len: usize) -> u64 {
+    splitmix(parent ^ splitmix(fingerprint ^ ((len as u64) << 56)))
+}
+
+/// Parent key of the first block of every sequence (vLLM's `NONE_HASH`).
+const ROOT_HASH: u64 = 0x6a09_e667_f3bc_c908;
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
