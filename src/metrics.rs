@@ -104,6 +104,43 @@ impl Stats {
         let [median, p90, p95, p99] = select_percentiles(v, [50.0, 90.0, 95.0, 99.0]);
         Self { mean, median, std: var.sqrt(), p90, p95, p99, max }
     }
+    /// Statistics of the list made of `count` copies of each `(value, count)` (`runs` is
+    /// sorted in place), without expanding it.
+    pub fn of_runs(runs: &mut [(f64, u32)]) -> Self {
+        let n: u64 = runs.iter().map(|&(_, c)| c as u64).sum();
+        if n == 0 {
+            return Self::default();
+        }
+        let nf = n as f64;
+        let mean = runs.iter().map(|&(v, c)| v * c as f64).sum::<f64>() / nf;
+        let var = runs.iter().map(|&(v, c)| (v - mean) * (v - mean) * c as f64).sum::<f64>() / nf;
+        runs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        let max = runs.last().map_or(0.0, |r| r.0);
+        // The k-th smallest value (0-based) of the expanded list; cheap for ascending k.
+        let (mut run, mut below) = (0usize, 0u64);
+        let mut nth = |k: u64| {
+            if k < below {
+                (run, below) = (0, 0);
+            }
+            while below + runs[run].1 as u64 <= k {
+                below += runs[run].1 as u64;
+                run += 1;
+            }
+            runs[run].0
+        };
+        let [median, p90, p95, p99] = [50.0, 90.0, 95.0, 99.0].map(|p| {
+            let rank = p / 100.0 * (n - 1) as f64;
+            let lo = rank.floor() as u64;
+            let low = nth(lo);
+            if rank == lo as f64 || lo + 1 == n {
+                return low;
+            }
+            let high = nth(lo + 1);
+            low + (high - low) * (rank - lo as f64)
+        });
+        Self { mean, median, std: var.sqrt(), p90, p95, p99, max }
+    }
+
     fn ms(self) -> Self {
         Self {
             mean: self.mean * 1e3,
@@ -120,8 +157,9 @@ impl Stats {
 /// Collects token times while the simulation runs, without storing them per request.
 #[derive(Debug, Default)]
 pub struct TokenLog {
-    /// Every inter-token gap, pooled (seconds).
-    pub itl_s: Vec<f64>,
+    /// Every inter-token gap, pooled (seconds), as runs of equal values in arrival order: the
+    /// requests decoding in consecutive steps all see the same gap, so a step adds about one.
+    pub itl_s: Vec<(f64, u32)>,
     /// Output tokens per 1-second bin from the benchmark start.
     pub per_second: Vec<u32>,
 }
@@ -130,7 +168,11 @@ impl TokenLog {
     /// A token arrived at `t`; `prev` is the same request's previous token time.
     pub fn token(&mut self, t: f64, prev: Option<f64>) {
         if let Some(p) = prev {
-            self.itl_s.push(t - p);
+            let gap = t - p;
+            match self.itl_s.last_mut() {
+                Some((v, n)) if v.to_bits() == gap.to_bits() && *n < u32::MAX => *n += 1,
+                _ => self.itl_s.push((gap, 1)),
+            }
         }
         let bin = t.max(0.0) as usize;
         if self.per_second.len() <= bin {
@@ -194,7 +236,7 @@ impl Summary {
         let (t, p, i, e) = (
             Stats::of(&mut ttft).ms(),
             Stats::of(&mut tpot).ms(),
-            Stats::of(&mut log.itl_s).ms(),
+            Stats::of_runs(&mut log.itl_s).ms(),
             Stats::of(&mut e2e).ms(),
         );
         // Requests in flight per second: [send, send + latency] covers bins floor(send)..=floor(end).
@@ -265,6 +307,18 @@ mod tests {
             let got = select_percentiles(&mut v, [ps[0], ps[1], ps[2], ps[3]]);
             for (p, g) in ps.iter().zip(got) {
                 proptest::prop_assert!((g - percentile(&sorted, *p)).abs() < 1e-9, "p{}", p);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn runs_match_the_expanded_list(runs in proptest::collection::vec((-5i32..5, 1u32..4), 0..30)) {
+            let mut runs: Vec<(f64, u32)> = runs.into_iter().map(|(v, c)| (v as f64 / 4.0, c)).collect();
+            let mut flat: Vec<f64> = runs.iter().flat_map(|&(v, c)| std::iter::repeat_n(v, c as usize)).collect();
+            let (a, b) = (Stats::of_runs(&mut runs), Stats::of(&mut flat));
+            for (x, y) in [(a.mean, b.mean), (a.median, b.median), (a.std, b.std), (a.p90, b.p90), (a.p95, b.p95), (a.p99, b.p99), (a.max, b.max)] {
+                proptest::prop_assert!((x - y).abs() < 1e-12, "{:?} vs {:?}", a, b);
             }
         }
     }

@@ -105,8 +105,6 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
     let mut in_flight = 0u32;
     let mut client_queue: VecDeque<ReqId> = VecDeque::new();
     let mut log = TokenLog::default();
-    let gaps: usize = sends.iter().map(|&(id, _)| w.requests[id as usize].output_len.saturating_sub(1) as usize).sum();
-    log.itl_s.reserve_exact(gaps);
     let mut records = Vec::with_capacity(sends.len());
     let mut timeline = Vec::new();
     let mut tokens = Vec::new();
