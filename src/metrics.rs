@@ -168,17 +168,30 @@ impl TokenLog {
     /// A token arrived at `t`; `prev` is the same request's previous token time.
     pub fn token(&mut self, t: f64, prev: Option<f64>) {
         if let Some(p) = prev {
-            let gap = t - p;
-            match self.itl_s.last_mut() {
-                Some((v, n)) if v.to_bits() == gap.to_bits() && *n < u32::MAX => *n += 1,
-                _ => self.itl_s.push((gap, 1)),
-            }
+            self.gap(t - p);
+        }
+        self.count(t, 1);
+    }
+
+    /// One inter-token gap.
+    #[inline]
+    pub fn gap(&mut self, gap: f64) {
+        match self.itl_s.last_mut() {
+            Some((v, n)) if v.to_bits() == gap.to_bits() && *n < u32::MAX => *n += 1,
+            _ => self.itl_s.push((gap, 1)),
+        }
+    }
+
+    /// `n` tokens arrived at `t` (the per-second bins).
+    pub fn count(&mut self, t: f64, n: u32) {
+        if n == 0 {
+            return;
         }
         let bin = t.max(0.0) as usize;
         if self.per_second.len() <= bin {
             self.per_second.resize(bin + 1, 0);
         }
-        self.per_second[bin] += 1;
+        self.per_second[bin] += n;
     }
 }
 

@@ -169,6 +169,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                     running: running as u32,
                 });
             }
+            let mut sampled = 0;
             for &(id, k) in &batch.items {
                 let r = &mut rt[id as usize];
                 r.num_computed += k;
@@ -177,9 +178,12 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                     continue; // an unfinished prefill chunk samples nothing
                 }
                 r.generated += 1;
+                sampled += 1;
                 let i = id as usize;
                 let prev = (!last_tok[i].is_nan()).then_some(last_tok[i]);
-                log.token(end, prev);
+                if let Some(p) = prev {
+                    log.gap(end - p);
+                }
                 if keep.tokens {
                     tokens.push(TokenRecord { id, index: r.generated - 1, time_s: end });
                 }
@@ -207,6 +211,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                     r.num_tokens += 1;
                 }
             }
+            log.count(end, sampled);
             now = end;
         }
         for id in finished.drain(..) {

@@ -100,7 +100,6 @@ pub struct PagedCache {
     /// the index's answer).
     parked: FxHashMap<ReqId, Parked>,
     watch: Option<Watch>,
-    in_use: u64,
     cached_free: u64,
     stats: CacheStats,
 }
@@ -131,7 +130,6 @@ impl PagedCache {
             reqs: ReqSlots::default(),
             parked: FxHashMap::default(),
             watch: None,
-            in_use: 0,
             cached_free: 0,
             stats: CacheStats::default(),
         }
@@ -221,18 +219,6 @@ impl PagedCache {
         self.list_len -= 1;
     }
 
-    fn push_tail(&mut self, b: u32) {
-        self.blk[b as usize].prev = self.tail;
-        self.blk[b as usize].next = NIL;
-        if self.tail == NIL {
-            self.head = b;
-        } else {
-            self.blk[self.tail as usize].next = b;
-        }
-        self.tail = b;
-        self.list_len += 1;
-    }
-
     fn uncache(&mut self, b: u32) {
         if let (Some(w), pos) = (self.watch.as_mut(), self.blk[b as usize].watch_pos) {
             if pos > 0 {
@@ -289,57 +275,94 @@ impl PagedCache {
         }
     }
 
-    /// Pops the free-queue head, evicting it if cached; the caller checked `free_len`.
-    fn pop_head(&mut self) -> u32 {
-        let b = if self.num_blocks.is_none_or(|n| self.fresh_next < n) {
-            let b = self.fresh_next;
-            self.fresh_next += 1;
-            self.blk.push(FRESH);
-            b
-        } else {
-            let b = self.head;
+    /// Blocks referenced by requests.
+    fn in_use(&self) -> u64 {
+        (self.fresh_next - 1) as u64 - self.list_len
+    }
+
+    /// Pops `n` blocks off the free-queue head into `out`, evicting cached ones; the caller
+    /// checked `free_len`.
+    fn pop_many(&mut self, n: usize, out: &mut Vec<u32>) {
+        out.reserve(n);
+        let never_used = self.num_blocks.map_or(n, |m| (m - self.fresh_next) as usize);
+        let fresh = n.min(never_used) as u32;
+        out.extend(self.fresh_next..self.fresh_next + fresh);
+        self.blk.resize(self.blk.len() + fresh as usize, Blk { ref_cnt: 1, ..FRESH });
+        self.fresh_next += fresh;
+        let (mut head, mut evicted) = (self.head, 0u64);
+        for _ in fresh as usize..n {
+            let b = head;
             debug_assert_ne!(b, NIL, "pop from an empty free queue");
-            self.unlink(b);
-            if self.blk[b as usize].key != NO_KEY {
+            let r = &mut self.blk[b as usize];
+            head = r.next;
+            r.next = NIL;
+            if r.key != NO_KEY {
                 self.uncache(b);
                 self.cached_free -= 1;
-                self.stats.evicted_tokens += self.block as u64;
+                evicted += 1;
             }
-            b
-        };
-        self.blk[b as usize].ref_cnt = 1;
-        self.in_use += 1;
-        b
-    }
-
-    fn touch(&mut self, b: u32) {
-        if self.blk[b as usize].ref_cnt == 0 {
-            if self.blk[b as usize].watch_pos > 0 {
-                self.watch.as_mut().expect("watched block").evictable -= 1;
-            }
-            self.unlink(b);
-            self.cached_free -= 1;
-            self.in_use += 1;
+            self.blk[b as usize].ref_cnt = 1;
+            out.push(b);
         }
-        self.blk[b as usize].ref_cnt += 1;
+        let popped = (n - fresh as usize) as u64;
+        if popped > 0 {
+            self.head = head;
+            if head == NIL {
+                self.tail = NIL;
+            } else {
+                self.blk[head as usize].prev = NIL;
+            }
+            self.list_len -= popped;
+            self.stats.evicted_tokens += evicted * self.block as u64;
+        }
     }
 
-    fn release(&mut self, b: u32) {
-        self.blk[b as usize].ref_cnt -= 1;
-        if self.blk[b as usize].ref_cnt == 0 {
-            if self.blk[b as usize].watch_pos > 0 {
-                self.watch.as_mut().expect("watched block").evictable += 1;
+    /// Takes a reference on each of `blocks` (cached hits), taking free ones off the queue.
+    fn touch_all(&mut self, blocks: &[u32]) {
+        for &b in blocks {
+            if self.blk[b as usize].ref_cnt == 0 {
+                if self.blk[b as usize].watch_pos > 0 {
+                    self.watch.as_mut().expect("watched block").evictable -= 1;
+                }
+                self.unlink(b);
+                self.cached_free -= 1;
             }
-            self.push_tail(b);
-            self.in_use -= 1;
-            if self.blk[b as usize].key != NO_KEY {
-                self.cached_free += 1;
+            self.blk[b as usize].ref_cnt += 1;
+        }
+    }
+
+    /// Drops a reference on each of `blocks`, in order; a block left without one joins the
+    /// free-queue tail.
+    fn release_all(&mut self, blocks: impl Iterator<Item = u32>) {
+        let (mut head, mut tail, mut joined, mut cached, mut watched) = (self.head, self.tail, 0u64, 0u64, 0usize);
+        let blk = &mut self.blk[..];
+        for b in blocks {
+            let r = &mut blk[b as usize];
+            r.ref_cnt -= 1;
+            if r.ref_cnt == 0 {
+                watched += (r.watch_pos > 0) as usize;
+                cached += (r.key != NO_KEY) as u64;
+                r.prev = tail;
+                r.next = NIL;
+                if tail == NIL {
+                    head = b;
+                } else {
+                    blk[tail as usize].next = b;
+                }
+                tail = b;
+                joined += 1;
             }
+        }
+        (self.head, self.tail) = (head, tail);
+        self.list_len += joined;
+        self.cached_free += cached;
+        if watched > 0 {
+            self.watch.as_mut().expect("watched block").evictable += watched;
         }
     }
 
     fn note_peak(&mut self) {
-        let used = (self.in_use + self.cached_free) * self.block as u64;
+        let used = (self.in_use() + self.cached_free) * self.block as u64;
         self.stats.peak_used_tokens = self.stats.peak_used_tokens.max(used);
     }
 
@@ -357,13 +380,30 @@ impl PagedCache {
         st.cached_blocks = full;
     }
 
+    /// `grow` when the request needs a new block or fills one (kept out of line, so the
+    /// common case stays a few instructions).
+    #[inline(never)]
+    fn grow_blocks(&mut self, req: ReqId, total_tokens: usize) -> bool {
+        let mut st = self.reqs.take(req);
+        debug_assert!(total_tokens <= self.store.seq_len(st.seq), "scheduling unknown tokens");
+        let need = total_tokens.div_ceil(self.block).saturating_sub(st.blocks.len());
+        if need as u64 > self.free_len() {
+            self.reqs.put(req, st);
+            return false;
+        }
+        self.pop_many(need, &mut st.blocks);
+        st.tokens = st.tokens.max(total_tokens);
+        self.cache_full_blocks(&mut st, total_tokens);
+        self.reqs.put(req, st);
+        self.note_peak();
+        true
+    }
+
     /// Releases the request's blocks, last first; returns its state.
     fn free_request(&mut self, req: ReqId) -> ReqState {
         let st = self.reqs.take(req);
         self.stats.partial_block_waste_tokens += (st.blocks.len() * self.block - st.tokens) as u64;
-        for &b in st.blocks.iter().rev() {
-            self.release(b);
-        }
+        self.release_all(st.blocks.iter().rev().copied());
         st
     }
 }
@@ -397,9 +437,12 @@ impl PrefixCache for PagedCache {
         let mut st = ReqState { seq, blocks: Vec::new(), cached_blocks: 0, tokens: 0 };
         let max_blocks = known.saturating_sub(1) / self.block;
         let mut evictable;
+        // Whether the hits carry watch positions (set only once an admission fails).
+        let watched;
         match self.watch.take() {
             Some(w) if w.req == req && w.seq == seq && w.max_blocks == max_blocks => {
                 // Retry of the watched request: its hits are current up to the last event.
+                watched = true;
                 hits = w.hits;
                 evictable = w.evictable;
                 if w.dirty {
@@ -415,11 +458,9 @@ impl PrefixCache for PagedCache {
                 if let Some(old) = other {
                     self.unwatch(old);
                 }
+                watched = false;
                 self.walk(seq, known, &mut hits);
                 evictable = hits.iter().filter(|&&b| self.blk[b as usize].ref_cnt == 0).count();
-                for (k, &b) in hits.iter().enumerate() {
-                    self.blk[b as usize].watch_pos = k as u32 + 1;
-                }
             }
         }
         let hit = hits.len() * self.block;
@@ -427,22 +468,24 @@ impl PrefixCache for PagedCache {
         let need = total.div_ceil(self.block) - hits.len();
         if (need + evictable) as u64 > self.free_len() {
             let first_miss = (hits.len() < max_blocks).then(|| self.ids.id(seq, hits.len()));
+            if !watched {
+                for (k, &b) in hits.iter().enumerate() {
+                    self.blk[b as usize].watch_pos = k as u32 + 1;
+                }
+            }
             self.watch = Some(Watch { req, seq, max_blocks, hits, evictable, first_miss, dirty: false });
             self.parked.insert(req, Parked { seq, hits: Vec::new() });
             return None;
         }
-        for &b in &hits {
-            self.blk[b as usize].watch_pos = 0;
+        if watched {
+            for &b in &hits {
+                self.blk[b as usize].watch_pos = 0;
+            }
         }
-        for &b in &hits {
-            self.touch(b);
-        }
+        self.touch_all(&hits);
         st.blocks = hits;
         st.cached_blocks = st.blocks.len();
-        for _ in 0..need {
-            let b = self.pop_head();
-            st.blocks.push(b);
-        }
+        self.pop_many(need, &mut st.blocks);
         st.tokens = total;
         self.cache_full_blocks(&mut st, total);
         self.reqs.put(req, st);
@@ -453,27 +496,12 @@ impl PrefixCache for PagedCache {
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
         let block = self.block;
         let st = self.reqs.get_mut(req).expect("request admitted");
-        if total_tokens <= st.blocks.len() * block && total_tokens / block <= st.cached_blocks {
+        if total_tokens <= st.blocks.len() * block && total_tokens < (st.cached_blocks + 1) * block {
             // Room in the last block and no block filled: nothing to allocate or register.
             st.tokens = st.tokens.max(total_tokens);
             return true;
         }
-        let mut st = self.reqs.take(req);
-        debug_assert!(total_tokens <= self.store.seq_len(st.seq), "scheduling unknown tokens");
-        let need = total_tokens.div_ceil(self.block).saturating_sub(st.blocks.len());
-        if need as u64 > self.free_len() {
-            self.reqs.put(req, st);
-            return false;
-        }
-        for _ in 0..need {
-            let b = self.pop_head();
-            st.blocks.push(b);
-        }
-        st.tokens = st.tokens.max(total_tokens);
-        self.cache_full_blocks(&mut st, total_tokens);
-        self.reqs.put(req, st);
-        self.note_peak();
-        true
+        self.grow_blocks(req, total_tokens)
     }
 
     fn computed(&mut self, _req: ReqId, _computed_tokens: usize) {
@@ -498,7 +526,7 @@ impl PrefixCache for PagedCache {
 
     fn usage(&self) -> Usage {
         Usage {
-            used_tokens: (self.in_use + self.cached_free) * self.block as u64,
+            used_tokens: (self.in_use() + self.cached_free) * self.block as u64,
             evictable_tokens: self.cached_free * self.block as u64,
             capacity_tokens: self.spec().capacity_tokens,
         }
@@ -523,7 +551,7 @@ impl PrefixCache for PagedCache {
         let released = &in_list[in_list.len() - self.list_len as usize..];
         assert!(released.iter().all(|&b| self.blk[b as usize].ref_cnt == 0), "in-use block in the free queue");
         let in_use = ref_cnt.iter().filter(|&&r| r > 0).count() as u64;
-        assert_eq!(in_use, self.in_use, "in-use count");
+        assert_eq!(in_use, self.in_use(), "in-use count");
         assert_eq!(in_use + self.list_len, minted as u64 - 1, "blocks not conserved");
         let cached_free = released.iter().filter(|&&b| self.is_cached(b)).count() as u64;
         assert_eq!(cached_free, self.cached_free, "cached free count");
