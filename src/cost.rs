@@ -30,6 +30,7 @@ pub struct BatchShape {
 
 impl BatchShape {
     /// Adds a sequence computing `new` tokens after `context` already computed ones.
+    #[inline]
     pub fn add(&mut self, context: u64, new: u64) {
         self.seqs += 1;
         if new == 1 {

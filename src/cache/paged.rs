@@ -515,12 +515,11 @@ impl PrefixCache for PagedCache {
 
     fn preempt(&mut self, req: ReqId) {
         // Recompute mode: blocks freed (tail first), still hashed, likely re-hit on resume.
-        // The block table is remembered as the next lookup's answer: the prefix of it that still
-        // answers its hashes on resume is a hit without a map probe.
+        // The registered part of the block table is remembered as the next lookup's answer: the
+        // prefix of it that still answers its keys on resume is a hit without a map probe (the
+        // lookup checks, so blocks that are duplicates or get evicted meanwhile drop out there).
         let ReqState { seq, mut blocks, cached_blocks, .. } = self.free_request(req);
-        let keys = self.ids.ids(seq, 0, cached_blocks);
-        let answering = blocks.iter().zip(keys).take_while(|&(&b, k)| self.answers(b, k)).count();
-        blocks.truncate(answering);
+        blocks.truncate(cached_blocks);
         self.parked.insert(req, Parked { seq, hits: blocks });
     }
 

@@ -158,6 +158,7 @@ impl Batch {
         self.preempted = 0;
     }
     /// Adds `new` tokens of request `r`.
+    #[inline]
     pub fn push(&mut self, id: ReqId, r: &ReqRt, new: u32) {
         self.items.push((id, new));
         self.shape.add(r.num_computed as u64, new as u64);
@@ -187,6 +188,7 @@ impl VllmQueues {
     /// Schedules `n` more tokens of running request `id`, making room vLLM's way (v1 and V0):
     /// while its KV cannot grow, the last running request is preempted (recompute: prepended
     /// to waiting). Returns false, scheduling nothing, when `id` itself had to be preempted.
+    #[inline]
     pub fn schedule_running(
         &mut self,
         id: ReqId,
@@ -195,8 +197,8 @@ impl VllmQueues {
         cache: &mut dyn PrefixCache,
         out: &mut Batch,
     ) -> bool {
-        let r = reqs[id as usize];
-        while !cache.grow(id, (r.num_computed + n) as usize) {
+        let total = (reqs[id as usize].num_computed + n) as usize;
+        while !cache.grow(id, total) {
             let victim = self.running.pop().expect("the request itself is running");
             cache.preempt(victim);
             reqs[victim as usize].preempted();
@@ -206,7 +208,7 @@ impl VllmQueues {
                 return false;
             }
         }
-        out.push(id, &r, n);
+        out.push(id, &reqs[id as usize], n);
         true
     }
 }

@@ -44,7 +44,7 @@ impl VllmRule for VllmV1 {
         let mut i = 0;
         while i < q.running.len() && budget > 0 {
             let id = q.running[i];
-            let r = reqs[id as usize];
+            let r = &reqs[id as usize];
             let n = self.cap(r.num_tokens - r.num_computed).min(budget);
             if n == 0 {
                 i += 1;

@@ -102,14 +102,18 @@ impl BlockIds {
         let segs = self.segments(seq);
         let k = segs.partition_point(|s| s.end as usize <= from);
         debug_assert!(to <= segs.last().map_or(0, |s| s.end as usize) || from >= to, "not a full block");
-        Ids { segs, k, i: from as u32, to: to as u32 }
+        let (end, base) = segs.get(k).map_or((u32::MAX, 0), |s| (s.end, s.base));
+        Ids { segs: &segs[(k + 1).min(segs.len())..], end, base, i: from as u32, to: to as u32 }
     }
 }
 
 /// Iterator over a range of a sequence's block ids.
 pub struct Ids<'a> {
+    /// Segments after the current one.
     segs: &'a [Segment],
-    k: usize,
+    /// The current segment.
+    end: u32,
+    base: u32,
     i: u32,
     to: u32,
 }
@@ -122,10 +126,11 @@ impl Iterator for Ids<'_> {
         if self.i >= self.to {
             return None;
         }
-        while self.segs[self.k].end <= self.i {
-            self.k += 1;
+        if self.i == self.end {
+            let (s, rest) = self.segs.split_first().expect("a full block");
+            (self.end, self.base, self.segs) = (s.end, s.base, rest);
         }
-        let id = self.segs[self.k].base.wrapping_add(self.i);
+        let id = self.base.wrapping_add(self.i);
         self.i += 1;
         Some(id)
     }
