@@ -40,7 +40,12 @@ struct Watch {
     first_miss: Option<u32>,
     /// Hits were truncated or the first missing hash appeared: look up again from the end.
     dirty: bool,
+    /// The generation its hits are stamped with.
+    gen: u32,
 }
+
+/// `PagedCache::watch_gen` when nothing is watched (no block carries it).
+const NO_GEN: u32 = u32::MAX;
 
 struct Parked {
     seq: SeqId,
@@ -59,13 +64,17 @@ struct Blk {
     next: u32,
     /// Next block carrying the same key, in registration order.
     dup_next: u32,
-    /// 1 + the block's position among the watched hits, 0 when not watched.
+    /// The watch generation that stamped the block: it is among the watched hits when this is
+    /// the current watch's (see `PagedCache::watch_gen`), so ending a watch clears nothing.
+    watch_gen: u32,
+    /// 1 + the block's position among the hits of the watch that stamped it.
     watch_pos: u32,
     /// The oldest carrier of its key: the index's answer for it.
     first: bool,
 }
 
-const FRESH: Blk = Blk { key: NO_KEY, ref_cnt: 0, prev: NIL, next: NIL, dup_next: NIL, watch_pos: 0, first: false };
+const FRESH: Blk =
+    Blk { key: NO_KEY, ref_cnt: 0, prev: NIL, next: NIL, dup_next: NIL, watch_gen: 0, watch_pos: 0, first: false };
 
 struct ReqState {
     seq: SeqId,
@@ -100,6 +109,9 @@ pub struct PagedCache {
     /// the index's answer).
     parked: FxHashMap<ReqId, Parked>,
     watch: Option<Watch>,
+    /// The current watch's generation (`NO_GEN` when none), and the next one to hand out.
+    watch_gen: u32,
+    next_gen: u32,
     cached_free: u64,
     stats: CacheStats,
 }
@@ -130,6 +142,8 @@ impl PagedCache {
             reqs: ReqSlots::default(),
             parked: FxHashMap::default(),
             watch: None,
+            watch_gen: NO_GEN,
+            next_gen: 1,
             cached_free: 0,
             stats: CacheStats::default(),
         }
@@ -194,12 +208,32 @@ impl PagedCache {
 
     /// Stops watching a request; its hits stay as its parked memo (re-validated on retry).
     fn unwatch(&mut self, w: Watch) {
-        for &b in &w.hits {
-            self.blk[b as usize].watch_pos = 0;
-        }
         if let Some(p) = self.parked.get_mut(&w.req) {
             p.hits = w.hits;
         }
+    }
+
+    /// Whether `b` is among the watched hits.
+    fn is_watched(&self, b: u32) -> bool {
+        self.blk[b as usize].watch_gen == self.watch_gen
+    }
+
+    /// Marks `b` as the `k`-th (0-based) hit of the watch of generation `gen`.
+    fn stamp(&mut self, b: u32, gen: u32, k: usize) {
+        self.blk[b as usize].watch_gen = gen;
+        self.blk[b as usize].watch_pos = k as u32 + 1;
+    }
+
+    /// A generation no block carries.
+    fn fresh_gen(&mut self) -> u32 {
+        if self.next_gen == NO_GEN {
+            for r in &mut self.blk {
+                r.watch_gen = 0;
+            }
+            self.next_gen = 1;
+        }
+        self.next_gen += 1;
+        self.next_gen - 1
     }
 
     fn unlink(&mut self, b: u32) {
@@ -220,19 +254,18 @@ impl PagedCache {
     }
 
     fn uncache(&mut self, b: u32) {
-        if let (Some(w), pos) = (self.watch.as_mut(), self.blk[b as usize].watch_pos) {
-            if pos > 0 {
-                // A watched hit is evicted: the hits end before it.
-                let j = pos as usize - 1;
-                for &k in &w.hits[j..] {
-                    if self.blk[k as usize].ref_cnt == 0 {
-                        w.evictable -= 1;
-                    }
-                    self.blk[k as usize].watch_pos = 0;
+        if self.is_watched(b) {
+            // A watched hit is evicted: the hits end before it.
+            let w = self.watch.as_mut().expect("a watched block");
+            let j = self.blk[b as usize].watch_pos as usize - 1;
+            for &k in &w.hits[j..] {
+                if self.blk[k as usize].ref_cnt == 0 {
+                    w.evictable -= 1;
                 }
-                w.hits.truncate(j);
-                w.dirty = true;
+                self.blk[k as usize].watch_gen = 0;
             }
+            w.hits.truncate(j);
+            w.dirty = true;
         }
         let (key, next) = (self.blk[b as usize].key, self.blk[b as usize].dup_next);
         if self.blk[b as usize].first {
@@ -321,7 +354,7 @@ impl PagedCache {
     fn touch_all(&mut self, blocks: &[u32]) {
         for &b in blocks {
             if self.blk[b as usize].ref_cnt == 0 {
-                if self.blk[b as usize].watch_pos > 0 {
+                if self.is_watched(b) {
                     self.watch.as_mut().expect("watched block").evictable -= 1;
                 }
                 self.unlink(b);
@@ -335,12 +368,13 @@ impl PagedCache {
     /// free-queue tail.
     fn release_all(&mut self, blocks: impl Iterator<Item = u32>) {
         let (mut head, mut tail, mut joined, mut cached, mut watched) = (self.head, self.tail, 0u64, 0u64, 0usize);
+        let gen = self.watch_gen;
         let blk = &mut self.blk[..];
         for b in blocks {
             let r = &mut blk[b as usize];
             r.ref_cnt -= 1;
             if r.ref_cnt == 0 {
-                watched += (r.watch_pos > 0) as usize;
+                watched += (r.watch_gen == gen) as usize;
                 cached += (r.key != NO_KEY) as u64;
                 r.prev = tail;
                 r.next = NIL;
@@ -437,19 +471,20 @@ impl PrefixCache for PagedCache {
         let mut st = ReqState { seq, blocks: Vec::new(), cached_blocks: 0, tokens: 0 };
         let max_blocks = known.saturating_sub(1) / self.block;
         let mut evictable;
-        // Whether the hits carry watch positions (set only once an admission fails).
+        // The generation the hits are stamped with, if they are (only once an admission fails).
         let watched;
+        self.watch_gen = NO_GEN;
         match self.watch.take() {
             Some(w) if w.req == req && w.seq == seq && w.max_blocks == max_blocks => {
                 // Retry of the watched request: its hits are current up to the last event.
-                watched = true;
+                watched = Some(w.gen);
                 hits = w.hits;
                 evictable = w.evictable;
                 if w.dirty {
                     let before = hits.len();
                     self.extend_hits(seq, max_blocks, &mut hits);
                     for (k, &b) in hits.iter().enumerate().skip(before) {
-                        self.blk[b as usize].watch_pos = k as u32 + 1;
+                        self.stamp(b, w.gen, k);
                         evictable += (self.blk[b as usize].ref_cnt == 0) as usize;
                     }
                 }
@@ -458,7 +493,7 @@ impl PrefixCache for PagedCache {
                 if let Some(old) = other {
                     self.unwatch(old);
                 }
-                watched = false;
+                watched = None;
                 self.walk(seq, known, &mut hits);
                 evictable = hits.iter().filter(|&&b| self.blk[b as usize].ref_cnt == 0).count();
             }
@@ -468,19 +503,20 @@ impl PrefixCache for PagedCache {
         let need = total.div_ceil(self.block) - hits.len();
         if (need + evictable) as u64 > self.free_len() {
             let first_miss = (hits.len() < max_blocks).then(|| self.ids.id(seq, hits.len()));
-            if !watched {
-                for (k, &b) in hits.iter().enumerate() {
-                    self.blk[b as usize].watch_pos = k as u32 + 1;
+            let gen = match watched {
+                Some(gen) => gen,
+                None => {
+                    let gen = self.fresh_gen();
+                    for (k, &b) in hits.iter().enumerate() {
+                        self.stamp(b, gen, k);
+                    }
+                    gen
                 }
-            }
-            self.watch = Some(Watch { req, seq, max_blocks, hits, evictable, first_miss, dirty: false });
+            };
+            self.watch = Some(Watch { req, seq, max_blocks, hits, evictable, first_miss, dirty: false, gen });
+            self.watch_gen = gen;
             self.parked.insert(req, Parked { seq, hits: Vec::new() });
             return None;
-        }
-        if watched {
-            for &b in &hits {
-                self.blk[b as usize].watch_pos = 0;
-            }
         }
         self.touch_all(&hits);
         st.blocks = hits;
@@ -567,7 +603,10 @@ impl PrefixCache for PagedCache {
         }
         assert_eq!(chained, self.blk.iter().filter(|r| r.key != NO_KEY).count(), "cached blocks not indexed");
         let watched = self.watch.as_ref().map_or(&[][..], |w| &w.hits[..]);
-        assert_eq!(self.blk.iter().filter(|r| r.watch_pos > 0).count(), watched.len(), "stray watch positions");
+        assert_eq!(self.watch.as_ref().map_or(NO_GEN, |w| w.gen), self.watch_gen, "watch generation");
+        assert!(self.blk.iter().all(|r| r.watch_gen < self.next_gen), "a generation from the future");
+        let stamped = self.blk.iter().filter(|r| r.watch_gen == self.watch_gen).count();
+        assert_eq!(stamped, watched.len(), "stray watch stamps");
         for (k, &b) in watched.iter().enumerate() {
             assert_eq!(self.blk[b as usize].watch_pos as usize, k + 1, "watch position");
             assert!(self.is_cached(b), "a watched hit was evicted");

@@ -165,9 +165,11 @@ proptest! {
         ops in prop::collection::vec(op_strategy(), 1..80),
         block in prop::sample::select(vec![1usize, 2, 4]),
         num_blocks in prop::option::weighted(0.9, 2u32..16),
+        first_gen in prop::sample::select(vec![1u32, NO_GEN - 3]),
     ) {
         let st = store(&seqs);
         let mut fast = PagedCache::with_blocks(st.clone(), block as u32, num_blocks);
+        fast.next_gen = first_gen; // the second start wraps the watch generations
         let mut lit = reference::RefPool::new(st.clone(), block, num_blocks);
         let mut live: Vec<Option<(SeqId, usize)>> = vec![None; 6];
         let mut refused: Option<(usize, SeqId, usize, usize)> = None;
