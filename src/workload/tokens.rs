@@ -213,21 +213,56 @@ impl TokenStore {
     /// differ within `max` tokens of both, the two tokens where they do.
     fn first_difference(&self, a: (SeqId, usize), b: (SeqId, usize), max: usize) -> (usize, Option<(Token, Token)>) {
         let max = max.min(self.seq_len(a.0) - a.1).min(self.seq_len(b.0) - b.1);
-        let mut ia = self.chunks(a.0, a.1, a.1 + max);
-        let mut ib = self.chunks(b.0, b.1, b.1 + max);
-        let (mut ca, mut cb) = (ia.next(), ib.next());
-        let mut done = 0;
-        while let (Some(x), Some(y)) = (ca, cb) {
-            let n = x.len().min(y.len());
-            let same = common_prefix(&x, &y, n);
+        if max == 0 {
+            return (0, None);
+        }
+        // Walk both sequences' segments side by side, a stretch common to two segments at a
+        // time: two runs compare in O(1), two slices as slices.
+        let (sa, sb) = (self.segs(a.0), self.segs(b.0));
+        let seg_at = |segs: &[Segment], p: usize| match p {
+            0 => 0,
+            _ => segs.partition_point(|s| s.pos as usize + s.len as usize <= p),
+        };
+        let (mut ia, mut ib) = (seg_at(sa, a.1), seg_at(sb, b.1));
+        let (mut pa, mut pb, mut done) = (a.1, b.1, 0);
+        loop {
+            let (x, y) = (&sa[ia], &sb[ib]);
+            let (ox, oy) = (pa - x.pos as usize, pb - y.pos as usize);
+            let n = (x.len as usize - ox).min(y.len as usize - oy).min(max - done);
+            let same = match (x.run, y.run) {
+                (true, true) => {
+                    if self.seg_token(x, ox) == self.seg_token(y, oy) {
+                        n
+                    } else {
+                        0
+                    }
+                }
+                (false, false) => {
+                    let (u, v) = (&self.arena[x.start + ox..][..n], &self.arena[y.start + oy..][..n]);
+                    u.iter().zip(v).take_while(|(p, q)| p == q).count()
+                }
+                _ => (0..n).take_while(|&i| self.seg_token(x, ox + i) == self.seg_token(y, oy + i)).count(),
+            };
             done += same;
             if same < n {
-                return (done, Some((x.get(same), y.get(same))));
+                return (done, Some((self.seg_token(x, ox + same), self.seg_token(y, oy + same))));
             }
-            ca = advance(x, n).or_else(|| ia.next());
-            cb = advance(y, n).or_else(|| ib.next());
+            if done == max {
+                return (done, None);
+            }
+            (pa, pb) = (pa + n, pb + n);
+            ia += (pa == x.pos as usize + x.len as usize) as usize;
+            ib += (pb == y.pos as usize + y.len as usize) as usize;
         }
-        (done, None)
+    }
+
+    /// Token at offset `o` of a segment.
+    fn seg_token(&self, s: &Segment, o: usize) -> Token {
+        if s.run {
+            (s.start as Token).wrapping_add(o as u32)
+        } else {
+            self.arena[s.start + o]
+        }
     }
 
     /// Lexicographic order of the prefixes `a.0[..a.1]` and `b.0[..b.1]` (a prefix first).
@@ -278,28 +313,6 @@ impl TokenStore {
         }
         acc
     }
-}
-
-fn common_prefix(x: &Chunk<'_>, y: &Chunk<'_>, n: usize) -> usize {
-    match (x, y) {
-        (Chunk::Run { base: a, .. }, Chunk::Run { base: b, .. }) => {
-            if a == b {
-                n
-            } else {
-                0
-            }
-        }
-        (Chunk::Slice(a), Chunk::Slice(b)) => a[..n].iter().zip(&b[..n]).take_while(|(p, q)| p == q).count(),
-        _ => (0..n).take_while(|&i| x.get(i) == y.get(i)).count(),
-    }
-}
-
-fn advance(c: Chunk<'_>, n: usize) -> Option<Chunk<'_>> {
-    let rest = match c {
-        Chunk::Slice(s) => Chunk::Slice(&s[n..]),
-        Chunk::Run { base, len } => Chunk::Run { base: base.wrapping_add(n as u32), len: len - n as u32 },
-    };
-    (!rest.is_empty()).then_some(rest)
 }
 
 /// Iterator over the chunks of a sequence range.
@@ -439,6 +452,46 @@ mod tests {
             }
         }
         assert_ne!(s.fingerprint(a, 0, 3), s.fingerprint(a, 1, 3));
+    }
+
+    proptest::proptest! {
+        /// Runs and slices, cut anywhere, compare as the tokens they stand for.
+        #[test]
+        fn lcp_and_order_match_the_tokens(
+            parts in proptest::collection::vec(
+                proptest::collection::vec((proptest::bool::ANY, 0u32..4, 1u32..4), 0..5), 2..5),
+            from in (0usize..6, 0usize..6),
+            max in 0usize..20,
+        ) {
+            let mut s = TokenStore::new();
+            for seq in &parts {
+                s.begin_seq();
+                for &(run, base, len) in seq {
+                    if run {
+                        s.push_run(base, len);
+                    } else {
+                        s.push_tokens(&(base..base + len).collect::<Vec<_>>());
+                    }
+                }
+                s.end_seq();
+            }
+            let toks: Vec<Vec<Token>> = (0..parts.len() as SeqId)
+                .map(|q| {
+                    let mut v = Vec::new();
+                    s.fill(q, 0, s.seq_len(q), &mut v);
+                    v
+                })
+                .collect();
+            for a in 0..parts.len() {
+                for b in 0..parts.len() {
+                    let (i, j) = (from.0.min(toks[a].len()), from.1.min(toks[b].len()));
+                    let want = toks[a][i..].iter().zip(&toks[b][j..]).take(max).take_while(|(x, y)| x == y).count();
+                    proptest::prop_assert_eq!(s.lcp((a as SeqId, i), (b as SeqId, j), max), want);
+                    let order = s.cmp_prefixes((a as SeqId, toks[a].len()), (b as SeqId, toks[b].len()));
+                    proptest::prop_assert_eq!(order, toks[a].cmp(&toks[b]));
+                }
+            }
+        }
     }
 
     #[test]
