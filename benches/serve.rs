@@ -1,12 +1,15 @@
 //! Criterion benches of whole serving runs (`cachesim run` without the printing): a
 //! ShareGPT-like shared-prefix workload sent all at once through each engine's scheduler and
-//! cache on the default model and GPU. Throughput is simulated output tokens per wall second.
+//! cache on the default model and GPU (throughput: simulated output tokens per wall second);
+//! and, when the real data is present, the Mooncake conversation trace replayed as in the
+//! README (all 12,031 requests and the first 1,000), loaded once as in a sweep of many runs.
 
 use cachesim::config::{resolve, RunOptions};
 use cachesim::engine::EngineKind;
 use cachesim::sim::{simulate, Keep};
 use cachesim::workload::gen::{self, GspSpec, DEFAULT_VOCAB};
-use cachesim::workload::Workload;
+use cachesim::workload::arrivals::ArrivalOptions;
+use cachesim::workload::{BuildOptions, Workload};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 /// 1,024 requests: 32 system prompts of 1,024 tokens, each with 32 questions of ~128 tokens,
@@ -44,5 +47,31 @@ fn whole_runs(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, whole_runs);
+/// The Mooncake runs of the README's speed figures, per run of a sweep (the trace read once).
+fn mooncake_runs(c: &mut Criterion) {
+    let dir = std::env::var_os("CACHESIM_DATA").map_or_else(|| "../shared/data".into(), std::path::PathBuf::from);
+    let path = dir.join("traces/mooncake/conversation_trace.jsonl");
+    if !path.exists() {
+        eprintln!("skipping the Mooncake benches: no {}", path.display());
+        return;
+    }
+    let w = cachesim::load_workload(Some(&path), &Default::default(), &BuildOptions::default()).unwrap();
+    let mut g = c.benchmark_group("serve_mooncake_vllm_block16_16384blocks");
+    g.sample_size(10);
+    for (name, num_prompts) in [("all_12031", None), ("first_1000", Some(1000))] {
+        let cfg = resolve(&RunOptions {
+            block_size: 16,
+            num_gpu_blocks_override: Some(16_384),
+            max_num_seqs: Some(256),
+            max_num_batched_tokens: Some(8192),
+            arrivals: ArrivalOptions { num_prompts, ..ArrivalOptions::default() },
+            ..RunOptions::default()
+        })
+        .unwrap();
+        g.bench_function(name, |b| b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, whole_runs, mooncake_runs);
 criterion_main!(benches);
