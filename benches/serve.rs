@@ -7,8 +7,8 @@
 use cachesim::config::{resolve, RunOptions};
 use cachesim::engine::EngineKind;
 use cachesim::sim::{simulate, Keep};
-use cachesim::workload::gen::{self, GspSpec, DEFAULT_VOCAB};
 use cachesim::workload::arrivals::ArrivalOptions;
+use cachesim::workload::gen::{self, GspSpec, DEFAULT_VOCAB};
 use cachesim::workload::{BuildOptions, Workload};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 

@@ -50,15 +50,24 @@ pub struct Stats {
     pub max: f64,
 }
 
-/// numpy.percentile with linear interpolation over sorted data.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
+/// numpy.percentile (linear interpolation) at `p` of `n` values, given a way to get their
+/// `k`-th smallest (0-based); 0 for no values.
+fn interpolate(n: u64, p: f64, mut nth: impl FnMut(u64) -> f64) -> f64 {
+    if n == 0 {
         return 0.0;
     }
-    let rank = p / 100.0 * (sorted.len() - 1) as f64;
-    let lo = rank.floor() as usize;
-    let hi = rank.ceil() as usize;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
+    let rank = p / 100.0 * (n - 1) as f64;
+    let lo = rank.floor() as u64;
+    let low = nth(lo);
+    if rank == lo as f64 || lo + 1 == n {
+        return low;
+    }
+    low + (nth(lo + 1) - low) * (rank - lo as f64)
+}
+
+/// numpy.percentile with linear interpolation over sorted data.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    interpolate(sorted.len() as u64, p, |k| sorted[k as usize])
 }
 
 /// numpy.percentile (linear interpolation) at ascending `ps` by selection, O(n) for all of
@@ -76,19 +85,7 @@ pub fn select_percentiles<const N: usize>(v: &mut [f64], ps: [f64; N]) -> [f64; 
         }
         v[k]
     };
-    ps.map(|p| {
-        if n == 0 {
-            return 0.0;
-        }
-        let rank = p / 100.0 * (n - 1) as f64;
-        let lo = rank.floor() as usize;
-        let low = place(v, lo);
-        if rank == lo as f64 || lo + 1 == n {
-            return low;
-        }
-        let high = place(v, lo + 1);
-        low + (high - low) * (rank - lo as f64)
-    })
+    ps.map(|p| interpolate(n as u64, p, |k| place(v, k as usize)))
 }
 
 impl Stats {
@@ -128,16 +125,7 @@ impl Stats {
             }
             runs[run].0
         };
-        let [median, p90, p95, p99] = [50.0, 90.0, 95.0, 99.0].map(|p| {
-            let rank = p / 100.0 * (n - 1) as f64;
-            let lo = rank.floor() as u64;
-            let low = nth(lo);
-            if rank == lo as f64 || lo + 1 == n {
-                return low;
-            }
-            let high = nth(lo + 1);
-            low + (high - low) * (rank - lo as f64)
-        });
+        let [median, p90, p95, p99] = [50.0, 90.0, 95.0, 99.0].map(|p| interpolate(n, p, &mut nth));
         Self { mean, median, std: var.sqrt(), p90, p95, p99, max }
     }
 
