@@ -57,10 +57,15 @@ pub fn read_jsonl<T: DeserializeOwned, R: Send>(
     skipped: &mut Skipped,
     convert: impl Fn(u64, T) -> Checked<R> + Sync,
 ) -> Result<Vec<R>, RecordError> {
-    let lines: Vec<(u64, &[u8])> = bytes
-        .split(|&b| b == b'\n')
+    let ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
+    let mut start = 0;
+    let lines: Vec<(u64, &[u8])> = ends
         .enumerate()
-        .map(|(i, l)| (i as u64 + 1, l.strip_suffix(b"\r").unwrap_or(l)))
+        .map(|(i, end)| {
+            let line = &bytes[start..end];
+            start = end + 1;
+            (i as u64 + 1, line.strip_suffix(b"\r").unwrap_or(line))
+        })
         .filter(|(_, l)| l.iter().any(|b| !b.is_ascii_whitespace()))
         .collect();
     let parsed: Vec<Result<R, RecordError>> = lines
