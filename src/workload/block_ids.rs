@@ -67,11 +67,11 @@ impl BlockIds {
             range[seq as usize] = (start, segments.len() as u32);
             prev = Some(seq);
         }
-        let mut first: Vec<u32> = range.iter().map(|r| r.0).collect();
         // Sequences own contiguous segment ranges in sorted order, not id order: re-lay them.
+        let mut first = Vec::with_capacity(n + 1);
         let mut laid = Vec::with_capacity(segments.len());
-        for (s, &(from, to)) in range.iter().enumerate() {
-            first[s] = laid.len() as u32;
+        for &(from, to) in &range {
+            first.push(laid.len() as u32);
             laid.extend_from_slice(&segments[from as usize..to as usize]);
         }
         first.push(laid.len() as u32);
