@@ -187,23 +187,35 @@ impl PagedCache {
 
     /// Hits for `seq[..known]`: leading cached blocks, at most `(known − 1) / B` of them.
     /// `hits` may hold an earlier answer: its prefix still answering its keys is kept, the rest
-    /// looked up again.
-    fn walk(&self, seq: SeqId, known: usize, hits: &mut Vec<u32>) {
+    /// looked up again. Returns how many hits are free (evictable), counted on the way.
+    fn walk(&self, seq: SeqId, known: usize, hits: &mut Vec<u32>) -> usize {
         let max_blocks = known.saturating_sub(1) / self.block;
-        let keys = self.ids.ids(seq, 0, max_blocks);
-        let valid = hits.iter().zip(keys).take_while(|&(&b, k)| self.answers(b, k)).count();
+        let (mut valid, mut free) = (0, 0);
+        for (&b, k) in hits.iter().zip(self.ids.ids(seq, 0, max_blocks)) {
+            if !self.answers(b, k) {
+                break;
+            }
+            valid += 1;
+            free += (self.blk[b as usize].ref_cnt == 0) as usize;
+        }
         hits.truncate(valid);
-        self.extend_hits(seq, max_blocks, hits);
+        free + self.extend_hits(seq, max_blocks, hits)
     }
 
-    /// Continues a lookup after `hits` (all valid) up to `max_blocks` blocks.
-    fn extend_hits(&self, seq: SeqId, max_blocks: usize, hits: &mut Vec<u32>) {
+    /// Continues a lookup after `hits` (all valid) up to `max_blocks` blocks; returns how many
+    /// of the added hits are free.
+    fn extend_hits(&self, seq: SeqId, max_blocks: usize, hits: &mut Vec<u32>) -> usize {
+        let mut free = 0;
         for key in self.ids.ids(seq, hits.len(), max_blocks) {
             match self.index[key as usize] {
                 NONE => break,
-                b => hits.push(b),
+                b => {
+                    hits.push(b);
+                    free += (self.blk[b as usize].ref_cnt == 0) as usize;
+                }
             }
         }
+        free
     }
 
     /// Stops watching a request; its hits stay as its parked memo (re-validated on retry).
@@ -482,10 +494,9 @@ impl PrefixCache for PagedCache {
                 evictable = w.evictable;
                 if w.dirty {
                     let before = hits.len();
-                    self.extend_hits(seq, max_blocks, &mut hits);
+                    evictable += self.extend_hits(seq, max_blocks, &mut hits);
                     for (k, &b) in hits.iter().enumerate().skip(before) {
                         self.stamp(b, w.gen, k);
-                        evictable += (self.blk[b as usize].ref_cnt == 0) as usize;
                     }
                 }
             }
@@ -494,8 +505,7 @@ impl PrefixCache for PagedCache {
                     self.unwatch(old);
                 }
                 watched = None;
-                self.walk(seq, known, &mut hits);
-                evictable = hits.iter().filter(|&&b| self.blk[b as usize].ref_cnt == 0).count();
+                evictable = self.walk(seq, known, &mut hits);
             }
         }
         let hit = hits.len() * self.block;
