@@ -9,9 +9,11 @@
 //! How it is kept fast without changing any of that (a literal model of vLLM's pool, with
 //! chained hashes, checks it operation by operation in the tests): a block's hash is its dense
 //! content id ([`BlockIds`]: equal exactly when the prefixes through the block are equal), so
-//! the hash map is a plain vector; one 32-byte record per block; a remembered answer (a refused
-//! or preempted request's last lookup) is re-validated per block without a probe; the one
-//! request refused at the queue head is watched, its lookup kept current by cache events.
+//! the hash map is a plain vector; one 32-byte record per block; the free queue is a ring of
+//! block ids with tombstones, so popping its head never waits on a block record's link; a
+//! remembered answer (a refused or preempted request's last lookup) is re-validated per block
+//! without a probe; the one request refused at the queue head is watched, its lookup kept
+//! current by cache events.
 
 use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, Usage};
 use crate::workload::{BlockIds, SeqId, TokenStore};
@@ -59,9 +61,8 @@ struct Blk {
     /// Content id when cached, `NO_KEY` otherwise.
     key: u32,
     ref_cnt: u32,
-    /// Free-queue neighbours.
-    prev: u32,
-    next: u32,
+    /// Ticket of its free-queue slot while it is in the queue.
+    slot: u32,
     /// Next block carrying the same key, in registration order.
     dup_next: u32,
     /// The watch generation that stamped the block: it is among the watched hits when this is
@@ -73,8 +74,10 @@ struct Blk {
     first: bool,
 }
 
-const FRESH: Blk =
-    Blk { key: NO_KEY, ref_cnt: 0, prev: NIL, next: NIL, dup_next: NIL, watch_gen: 0, watch_pos: 0, first: false };
+const FRESH: Blk = Blk { key: NO_KEY, ref_cnt: 0, slot: 0, dup_next: NIL, watch_gen: 0, watch_pos: 0, first: false };
+
+/// A free-queue slot whose block left the queue from the middle (a cache hit took it).
+const GONE: u32 = u32::MAX;
 
 struct ReqState {
     seq: SeqId,
@@ -96,8 +99,14 @@ pub struct PagedCache {
     blk: Vec<Blk>,
     /// Never-used blocks `fresh_next..num_blocks` sit at the head of the free queue, in order.
     fresh_next: u32,
+    /// The released part of the free queue: a ring of block ids (a power-of-two number of
+    /// slots) holding tickets `head..tail` (wrapping), head first. A block taken from the
+    /// middle leaves its slot `GONE` behind, skipped when the head reaches it, so popping
+    /// reads the next block id from the ring instead of from the previous block's record.
+    ring: Vec<u32>,
     head: u32,
     tail: u32,
+    /// Blocks in the ring (its slots that are not `GONE`).
     list_len: u64,
     /// Content ids of the store's blocks: the keys.
     ids: BlockIds,
@@ -134,8 +143,9 @@ impl PagedCache {
             num_blocks: num_gpu_blocks,
             blk: vec![FRESH],
             fresh_next: 1,
-            head: NIL,
-            tail: NIL,
+            ring: vec![GONE; num_gpu_blocks.map_or(64, |n| (2 * n as usize).next_power_of_two())],
+            head: 0,
+            tail: 0,
             list_len: 0,
             ids,
             index,
@@ -160,10 +170,14 @@ impl PagedCache {
     /// The free queue, head first (for tests; O(queue)).
     pub fn free_queue(&self) -> Vec<u32> {
         let mut q: Vec<u32> = (self.fresh_next..self.num_blocks.unwrap_or(self.fresh_next)).collect();
-        let mut b = self.head;
-        while b != NIL {
-            q.push(b);
-            b = self.blk[b as usize].next;
+        let mask = self.ring.len() as u32 - 1;
+        let mut t = self.head;
+        while t != self.tail {
+            let b = self.ring[(t & mask) as usize];
+            if b != GONE {
+                q.push(b);
+            }
+            t = t.wrapping_add(1);
         }
         q
     }
@@ -248,21 +262,38 @@ impl PagedCache {
         self.next_gen - 1
     }
 
+    /// Takes `b` out of the middle of the free queue.
     fn unlink(&mut self, b: u32) {
-        let (p, n) = (self.blk[b as usize].prev, self.blk[b as usize].next);
-        if p == NIL {
-            self.head = n;
-        } else {
-            self.blk[p as usize].next = n;
-        }
-        if n == NIL {
-            self.tail = p;
-        } else {
-            self.blk[n as usize].prev = p;
-        }
-        self.blk[b as usize].prev = NIL;
-        self.blk[b as usize].next = NIL;
+        let mask = self.ring.len() as u32 - 1;
+        self.ring[(self.blk[b as usize].slot & mask) as usize] = GONE;
         self.list_len -= 1;
+    }
+
+    /// Makes room for `n` more tickets in the ring: drops the `GONE` slots, and doubles the
+    /// ring while it would be more than half full of blocks.
+    #[cold]
+    fn make_room(&mut self, n: usize) {
+        let mask = self.ring.len() as u32 - 1;
+        let mut live = Vec::with_capacity(self.list_len as usize);
+        let mut t = self.head;
+        while t != self.tail {
+            let b = self.ring[(t & mask) as usize];
+            if b != GONE {
+                live.push(b);
+            }
+            t = t.wrapping_add(1);
+        }
+        let mut size = self.ring.len();
+        while 2 * (live.len() + n) > size {
+            size *= 2;
+        }
+        self.ring.clear();
+        self.ring.resize(size, GONE);
+        for (k, &b) in live.iter().enumerate() {
+            self.ring[k] = b;
+            self.blk[b as usize].slot = k as u32;
+        }
+        (self.head, self.tail) = (0, live.len() as u32);
     }
 
     fn uncache(&mut self, b: u32) {
@@ -334,14 +365,17 @@ impl PagedCache {
         out.extend(self.fresh_next..self.fresh_next + fresh);
         self.blk.resize(self.blk.len() + fresh as usize, Blk { ref_cnt: 1, ..FRESH });
         self.fresh_next += fresh;
-        let (mut head, mut evicted) = (self.head, 0u64);
-        for _ in fresh as usize..n {
-            let b = head;
-            debug_assert_ne!(b, NIL, "pop from an empty free queue");
-            let r = &mut self.blk[b as usize];
-            head = r.next;
-            r.next = NIL;
-            if r.key != NO_KEY {
+        let (mut head, mut evicted, mask) = (self.head, 0u64, self.ring.len() as u32 - 1);
+        let mut left = n - fresh as usize;
+        while left > 0 {
+            debug_assert_ne!(head, self.tail, "pop from an empty free queue");
+            let b = self.ring[(head & mask) as usize];
+            head = head.wrapping_add(1);
+            if b == GONE {
+                continue;
+            }
+            left -= 1;
+            if self.blk[b as usize].key != NO_KEY {
                 self.uncache(b);
                 self.cached_free -= 1;
                 evicted += 1;
@@ -349,17 +383,9 @@ impl PagedCache {
             self.blk[b as usize].ref_cnt = 1;
             out.push(b);
         }
-        let popped = (n - fresh as usize) as u64;
-        if popped > 0 {
-            self.head = head;
-            if head == NIL {
-                self.tail = NIL;
-            } else {
-                self.blk[head as usize].prev = NIL;
-            }
-            self.list_len -= popped;
-            self.stats.evicted_tokens += evicted * self.block as u64;
-        }
+        self.head = head;
+        self.list_len -= (n - fresh as usize) as u64;
+        self.stats.evicted_tokens += evicted * self.block as u64;
     }
 
     /// Takes a reference on each of `blocks` (cached hits), taking free ones off the queue.
@@ -378,29 +404,26 @@ impl PagedCache {
 
     /// Drops a reference on each of `blocks`, in order; a block left without one joins the
     /// free-queue tail.
-    fn release_all(&mut self, blocks: impl Iterator<Item = u32>) {
-        let (mut head, mut tail, mut joined, mut cached, mut watched) = (self.head, self.tail, 0u64, 0u64, 0usize);
-        let gen = self.watch_gen;
-        let blk = &mut self.blk[..];
+    fn release_all(&mut self, blocks: impl ExactSizeIterator<Item = u32>) {
+        if self.tail.wrapping_sub(self.head) as usize + blocks.len() > self.ring.len() {
+            self.make_room(blocks.len());
+        }
+        let (mut tail, mut cached, mut watched) = (self.tail, 0u64, 0usize);
+        let (gen, mask) = (self.watch_gen, self.ring.len() as u32 - 1);
+        let (blk, ring) = (&mut self.blk[..], &mut self.ring[..]);
         for b in blocks {
             let r = &mut blk[b as usize];
             r.ref_cnt -= 1;
             if r.ref_cnt == 0 {
                 watched += (r.watch_gen == gen) as usize;
                 cached += (r.key != NO_KEY) as u64;
-                r.prev = tail;
-                r.next = NIL;
-                if tail == NIL {
-                    head = b;
-                } else {
-                    blk[tail as usize].next = b;
-                }
-                tail = b;
-                joined += 1;
+                r.slot = tail;
+                ring[(tail & mask) as usize] = b;
+                tail = tail.wrapping_add(1);
             }
         }
-        (self.head, self.tail) = (head, tail);
-        self.list_len += joined;
+        self.list_len += tail.wrapping_sub(self.tail) as u64;
+        self.tail = tail;
         self.cached_free += cached;
         if watched > 0 {
             self.watch.as_mut().expect("watched block").evictable += watched;

@@ -166,10 +166,14 @@ proptest! {
         block in prop::sample::select(vec![1usize, 2, 4]),
         num_blocks in prop::option::weighted(0.9, 2u32..16),
         first_gen in prop::sample::select(vec![1u32, NO_GEN - 3]),
+        one_slot_ring in any::<bool>(),
     ) {
         let st = store(&seqs);
         let mut fast = PagedCache::with_blocks(st.clone(), block as u32, num_blocks);
         fast.next_gen = first_gen; // the second start wraps the watch generations
+        if one_slot_ring {
+            fast.ring = vec![GONE; 1]; // the free-queue ring compacts and grows as it goes
+        }
         let mut lit = reference::RefPool::new(st.clone(), block, num_blocks);
         let mut live: Vec<Option<(SeqId, usize)>> = vec![None; 6];
         let mut refused: Option<(usize, SeqId, usize, usize)> = None;
