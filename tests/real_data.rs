@@ -16,16 +16,16 @@ fn spec(policy: Policy, block: u32) -> CacheSpec {
 /// vLLM's rules applied to Mooncake hash ids directly: a request may hit the leading full
 /// 512-token blocks of its first `input − 1` tokens whose whole chain of ids was a full prompt
 /// block of an earlier request (blocks that mix prompt and output are unique to a request).
-fn independent_mooncake_hits(recs: &[trace::mooncake::MooncakeRecord]) -> (u64, u64) {
-    let mut order: Vec<&trace::mooncake::MooncakeRecord> = recs.iter().collect();
+fn independent_mooncake_hits(t: &trace::mooncake::MooncakeTrace) -> (u64, u64) {
+    let mut order: Vec<&trace::mooncake::MooncakeRecord> = t.records.iter().collect();
     order.sort_by(|a, b| a.timestamp_ms.partial_cmp(&b.timestamp_ms).unwrap());
-    let mut trie: HashMap<(u32, u64), u32> = HashMap::new();
+    let mut trie: HashMap<(u32, u32), u32> = HashMap::new();
     let (mut hits, mut prompt) = (0u64, 0u64);
     for r in order {
         let input = r.input_length as usize;
         prompt += input as u64;
         let mut parent = 0u32;
-        for &h in &r.hash_ids[..(input - 1) / 512] {
+        for &h in &t.ids(r)[..(input - 1) / 512] {
             match trie.get(&(parent, h)) {
                 Some(&id) => {
                     hits += 512;
@@ -35,7 +35,7 @@ fn independent_mooncake_hits(recs: &[trace::mooncake::MooncakeRecord]) -> (u64, 
             }
         }
         let mut parent = 0u32;
-        for &h in &r.hash_ids[..input / 512] {
+        for &h in &t.ids(r)[..input / 512] {
             let next = trie.len() as u32 + 1;
             parent = *trie.entry((parent, h)).or_insert(next);
         }

@@ -18,7 +18,7 @@ fn strip_position(msg: String) -> String {
     }
 }
 
-fn parse_one<T: DeserializeOwned>(bytes: &[u8], location: Location) -> Result<T, RecordError> {
+pub fn parse_one<T: DeserializeOwned>(bytes: &[u8], location: Location) -> Result<T, RecordError> {
     let describe = |e: serde_json::Error| {
         if e.is_eof() {
             "record is cut off (unexpected end of input)".to_string()
@@ -49,6 +49,21 @@ pub fn handle_bad(err: RecordError, lenient: bool, skipped: &mut Skipped) -> Res
     }
 }
 
+/// The non-blank lines of a JSON Lines document with their 1-based line numbers (a final
+/// `\r` dropped).
+pub fn jsonl_lines(bytes: &[u8]) -> Vec<(u64, &[u8])> {
+    let ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
+    let mut start = 0;
+    ends.enumerate()
+        .map(|(i, end)| {
+            let line = &bytes[start..end];
+            start = end + 1;
+            (i as u64 + 1, line.strip_suffix(b"\r").unwrap_or(line))
+        })
+        .filter(|(_, l)| l.iter().any(|b| !b.is_ascii_whitespace()))
+        .collect()
+}
+
 /// Parses JSON Lines (blank lines ignored) into typed records and converts them, in
 /// parallel; the first bad line (by line number) is the error.
 pub fn read_jsonl<T: DeserializeOwned, R: Send>(
@@ -57,17 +72,7 @@ pub fn read_jsonl<T: DeserializeOwned, R: Send>(
     skipped: &mut Skipped,
     convert: impl Fn(u64, T) -> Checked<R> + Sync,
 ) -> Result<Vec<R>, RecordError> {
-    let ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
-    let mut start = 0;
-    let lines: Vec<(u64, &[u8])> = ends
-        .enumerate()
-        .map(|(i, end)| {
-            let line = &bytes[start..end];
-            start = end + 1;
-            (i as u64 + 1, line.strip_suffix(b"\r").unwrap_or(line))
-        })
-        .filter(|(_, l)| l.iter().any(|b| !b.is_ascii_whitespace()))
-        .collect();
+    let lines = jsonl_lines(bytes);
     let parsed: Vec<Result<R, RecordError>> = lines
         .par_iter()
         .map(|&(n, l)| {

@@ -95,7 +95,7 @@ pub struct ReadOptions {
 #[derive(Debug)]
 pub enum Records {
     Sharegpt(Vec<sharegpt::Conversation>),
-    Mooncake(Vec<mooncake::MooncakeRecord>),
+    Mooncake(mooncake::MooncakeTrace),
     /// Length-only records (Azure, BurstGPT).
     Lengths(Vec<LengthRecord>),
     Native(Vec<native::NativeRecord>),
@@ -123,7 +123,7 @@ impl TraceFile {
     pub fn records_len(&self) -> usize {
         match &self.records {
             Records::Sharegpt(r) => r.len(),
-            Records::Mooncake(r) => r.len(),
+            Records::Mooncake(r) => r.records.len(),
             Records::Lengths(r) => r.len(),
             Records::Native(r) => r.len(),
         }

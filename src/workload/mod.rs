@@ -203,7 +203,7 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
         }
         Records::Mooncake(recs) => {
             info_block = Some(opts.trace_block_size);
-            let n = recs.len();
+            let n = recs.records.len();
             (n, build_mooncake(&recs, opts, &mut skipped).map_err(record_err)?)
         }
         Records::Lengths(recs) => {
@@ -360,12 +360,12 @@ fn build_sharegpt(
 }
 
 fn build_mooncake(
-    recs: &[crate::trace::mooncake::MooncakeRecord],
+    trace: &crate::trace::mooncake::MooncakeTrace,
     opts: &BuildOptions,
     skipped: &mut Skipped,
 ) -> std::result::Result<Builder, RecordError> {
     let bs = opts.trace_block_size as u64;
-    let max_id = recs.iter().flat_map(|r| r.hash_ids.iter().copied()).max().unwrap_or(0);
+    let max_id = trace.hash_ids.iter().copied().max().unwrap_or(0) as u64;
     let region = (max_id + 1).checked_mul(bs).filter(|&r| RESERVED_TOKEN_BASE as u64 + r < MARKER_BASE as u64 / 2);
     let Some(region) = region else {
         return Err(RecordError {
@@ -375,8 +375,9 @@ fn build_mooncake(
         });
     };
     let mut b = Builder::new(RESERVED_TOKEN_BASE as u64 + region);
-    for r in recs {
-        let n = r.hash_ids.len() as u64;
+    for r in &trace.records {
+        let hash_ids = trace.ids(r);
+        let n = hash_ids.len() as u64;
         let want = (r.input_length as u64).div_ceil(bs);
         if n != want {
             let err = RecordError {
@@ -392,9 +393,9 @@ fn build_mooncake(
         }
         b.store.begin_seq();
         let mut left = r.input_length as u64;
-        for &h in &r.hash_ids {
+        for &h in hash_ids {
             let len = left.min(bs);
-            b.store.push_run(RESERVED_TOKEN_BASE + (h * bs) as u32, len as u32);
+            b.store.push_run(RESERVED_TOKEN_BASE + (h as u64 * bs) as u32, len as u32);
             left -= len;
         }
         let out = b.synthetic.take(r.output_length).map_err(|e| RecordError {
