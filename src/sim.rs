@@ -10,7 +10,7 @@ use crate::cache::{CacheSpec, CacheStats, ReqId};
 use crate::cost::CostModel;
 use crate::engine::{scheduler, Batch, EngineConfig, ReqRt};
 use crate::metrics::{RequestRecord, TokenLog};
-use crate::workload::Workload;
+use crate::workload::{SeqId, Workload};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -78,7 +78,14 @@ type Due = Reverse<(u64, u64, ReqId)>;
 pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostModel, keep: Keep) -> SimResult {
     let n = w.requests.len();
     let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
-    let mut cache = cfg.cache.build(w.store.clone());
+    // A run of some of the requests numbers only their sequences' blocks.
+    let used: Option<Vec<SeqId>> = (sends.len() < n).then(|| {
+        let mut s: Vec<SeqId> = sends.iter().map(|&(id, _)| w.requests[id as usize].seq).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    });
+    let mut cache = cfg.cache.build_for(w.store.clone(), used.as_deref());
     let mut sched = scheduler(&cfg.engine, w.store.clone());
     let mut due: BinaryHeap<Due> = BinaryHeap::new();
     let mut fifo = 0u64;

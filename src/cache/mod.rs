@@ -63,9 +63,15 @@ pub struct CacheSpec {
 impl CacheSpec {
     /// Builds the cache this spec describes over a workload's token store.
     pub fn build(&self, store: Arc<TokenStore>) -> Box<dyn PrefixCache> {
+        self.build_for(store, None)
+    }
+
+    /// [`build`](Self::build) for a run that touches only the sequences `seqs` (`None`: any),
+    /// which spares the paged cache numbering the blocks of the others.
+    pub fn build_for(&self, store: Arc<TokenStore>, seqs: Option<&[SeqId]>) -> Box<dyn PrefixCache> {
         match self.policy {
             Policy::Paged => {
-                Box::new(paged::PagedCache::new(store, self.block_size.unwrap_or(16), self.capacity_tokens))
+                Box::new(paged::PagedCache::for_seqs(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs))
             }
             Policy::Radix => {
                 Box::new(radix::TreeCache::sglang(store, self.page_size.unwrap_or(1), self.capacity_tokens))

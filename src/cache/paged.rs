@@ -128,14 +128,27 @@ pub struct PagedCache {
 impl PagedCache {
     /// A cache of `capacity_tokens / block` usable blocks (plus the null block); unlimited when `None`.
     pub fn new(store: Arc<TokenStore>, block: u32, capacity_tokens: Option<u64>) -> Self {
+        Self::for_seqs(store, block, capacity_tokens, None)
+    }
+
+    /// [`new`](Self::new) for a run that touches only the sequences `seqs` (`None`: any): only
+    /// their blocks are numbered.
+    pub fn for_seqs(store: Arc<TokenStore>, block: u32, capacity_tokens: Option<u64>, seqs: Option<&[SeqId]>) -> Self {
         let num_blocks = capacity_tokens.map(|c| (c / block as u64).min(u32::MAX as u64 - 2) as u32 + 1);
-        Self::with_blocks(store, block, num_blocks)
+        Self::build(store, block, num_blocks, seqs)
     }
 
     /// A cache of exactly `num_gpu_blocks` blocks, block 0 being the null block (as vLLM).
     pub fn with_blocks(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>) -> Self {
+        Self::build(store, block, num_gpu_blocks, None)
+    }
+
+    fn build(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>, seqs: Option<&[SeqId]>) -> Self {
         assert!((1..=crate::workload::tokens::MAX_BLOCK_TOKENS as u32).contains(&block), "block size out of range");
-        let ids = BlockIds::new(&store, block as usize);
+        let ids = match seqs {
+            None => BlockIds::new(&store, block as usize),
+            Some(s) => BlockIds::of(&store, block as usize, &store.prefix_order_of(s.to_vec())),
+        };
         let index = vec![NONE; ids.len() as usize];
         Self {
             store,

@@ -203,6 +203,25 @@ fn conservation_and_determinism_on_the_sample() {
     }
 }
 
+#[test]
+fn a_run_of_some_requests_matches_the_same_run_over_only_those() {
+    // Sending some of the requests numbers only their blocks; nothing else may change.
+    let w = crate::load_workload(None, &ReadOptions::default(), &BuildOptions::default()).unwrap();
+    let k = w.requests.len() / 3;
+    let part = Workload { store: w.store.clone(), requests: w.requests[..k].to_vec(), info: w.info.clone() };
+    let sends: Vec<(u32, f64)> = (0..k as u32).map(|i| (i, i as f64 * 0.02)).collect();
+    let c = cfg(16, 512, Some(400));
+    let keep = Keep { steps: true, tokens: false };
+    let (a, b) = (run(&w, &sends, &c, &COST, keep), run(&part, &sends, &c, &COST, keep));
+    assert_eq!(a.records, b.records);
+    assert_eq!(a.timeline, b.timeline);
+    assert_eq!(a.cache, b.cache);
+    assert!(
+        a.cache.evicted_tokens > 0 && a.records.iter().any(|r| r.cached_prompt_tokens > 0),
+        "a run that shares and evicts"
+    );
+}
+
 fn conserves_and_repeats(w: &Workload, sends: &[(u32, f64)], c: &SimConfig) {
     let a = run(w, sends, c, &COST, Keep { steps: true, tokens: true });
     assert_eq!(a.records.len() as u64 + a.failed, w.requests.len() as u64);

@@ -9,7 +9,7 @@
 //! few words however long it is, and extending a predecessor (the next turn of a conversation)
 //! continues its last segment.
 
-use super::{SeqId, TokenStore};
+use super::{PrefixOrder, SeqId, TokenStore};
 
 /// Blocks `..end` (from the previous segment's end) have id `base + block index` (wrapping).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +33,16 @@ impl BlockIds {
     /// # Panics
     /// When the store holds 2^32 or more full blocks (ids are 32-bit).
     pub fn new(store: &TokenStore, block: usize) -> Self {
+        Self::of(store, block, store.prefix_order())
+    }
+
+    /// Ids of the blocks of the sequences in `prefixes` (some or all of the store's, as
+    /// [`TokenStore::prefix_order_of`] gives them); other sequences have none.
+    ///
+    /// # Panics
+    /// As [`new`](Self::new).
+    pub fn of(store: &TokenStore, block: usize, prefixes: &PrefixOrder) -> Self {
         assert!(block > 0, "block size 0");
-        let prefixes = store.prefix_order();
         let n = store.num_seqs();
         let mut segments: Vec<Segment> = Vec::with_capacity(n);
         let mut range = vec![(0u32, 0u32); n];
@@ -151,18 +159,22 @@ mod tests {
 
     /// Ids agree exactly when the prefixes through the block agree, and are dense.
     fn check(store: &TokenStore, block: usize) {
-        let ids = BlockIds::new(store, block);
-        let n = store.num_seqs() as SeqId;
+        let all: Vec<SeqId> = (0..store.num_seqs() as SeqId).collect();
+        check_of(store, block, &BlockIds::new(store, block), &all);
+    }
+
+    /// [`check`] for the ids of some sequences.
+    fn check_of(store: &TokenStore, block: usize, ids: &BlockIds, seqs: &[SeqId]) {
         let full = |s: SeqId| store.seq_len(s) / block;
         let mut seen = vec![false; ids.len() as usize];
-        for a in 0..n {
+        for &a in seqs {
             let all: Vec<u32> = ids.ids(a, 0, full(a)).collect();
             assert_eq!(all.len(), full(a));
             for (i, &id) in all.iter().enumerate() {
                 assert_eq!(ids.id(a, i), id);
                 assert_eq!(ids.ids(a, i, full(a)).next(), Some(id), "iteration from the middle");
                 seen[id as usize] = true;
-                for b in 0..n {
+                for &b in seqs {
                     for j in 0..full(b) {
                         let same = i == j && store.lcp((a, 0), (b, 0), usize::MAX) >= (i + 1) * block;
                         assert_eq!(ids.id(b, j) == id, same, "seq {a} block {i} vs seq {b} block {j}");
@@ -200,6 +212,18 @@ mod tests {
             block in 1usize..5,
         ) {
             check(&TokenStore::from_seqs(&seqs), block);
+        }
+
+        #[test]
+        fn ids_of_some_sequences_match_prefix_identity(
+            seqs in prop::collection::vec(prop::collection::vec(0u32..3, 0..14), 1..9),
+            pick in prop::collection::vec(any::<bool>(), 9),
+            block in 1usize..5,
+        ) {
+            let store = TokenStore::from_seqs(&seqs);
+            let some: Vec<SeqId> = (0..seqs.len() as SeqId).filter(|&s| pick[s as usize]).collect();
+            let ids = BlockIds::of(&store, block, &store.prefix_order_of(some.clone()));
+            check_of(&store, block, &ids, &some);
         }
     }
 }

@@ -277,17 +277,18 @@ impl TokenStore {
     /// id) with the common prefix of each and its predecessor. Any two sequences share a
     /// prefix exactly as long as the smallest of these between them. Computed once.
     pub fn prefix_order(&self) -> &PrefixOrder {
-        self.sorted.get_or_init(|| {
-            let n = self.seqs.len();
-            let mut order: Vec<SeqId> = (0..n as SeqId).collect();
-            let len = |s: SeqId| self.seq_len(s);
-            order.par_sort_unstable_by(|&a, &b| self.cmp_prefixes((a, len(a)), (b, len(b))).then(a.cmp(&b)));
-            let mut lcp_prev = vec![0u32; n];
-            for (k, w) in order.windows(2).enumerate() {
-                lcp_prev[k + 1] = self.lcp((w[0], 0), (w[1], 0), usize::MAX) as u32;
-            }
-            PrefixOrder { order, lcp_prev }
-        })
+        self.sorted.get_or_init(|| self.prefix_order_of((0..self.seqs.len() as SeqId).collect()))
+    }
+
+    /// [`prefix_order`](Self::prefix_order) of some of the sequences (computed, not kept).
+    pub fn prefix_order_of(&self, mut order: Vec<SeqId>) -> PrefixOrder {
+        let len = |s: SeqId| self.seq_len(s);
+        order.par_sort_unstable_by(|&a, &b| self.cmp_prefixes((a, len(a)), (b, len(b))).then(a.cmp(&b)));
+        let mut lcp_prev = vec![0u32; order.len()];
+        for (k, w) in order.windows(2).enumerate() {
+            lcp_prev[k + 1] = self.lcp((w[0], 0), (w[1], 0), usize::MAX) as u32;
+        }
+        PrefixOrder { order, lcp_prev }
     }
 
     /// Content fingerprint of `seq[from..from+len]` (`len <= MAX_BLOCK_TOKENS`): a polynomial
