@@ -168,6 +168,10 @@ impl<T> ReqSlots<T> {
     pub fn take(&mut self, req: ReqId) -> T {
         self.0.get_mut(req as usize).and_then(Option::take).expect("request not admitted")
     }
+    /// Takes a request's state out, if it has one.
+    pub fn remove(&mut self, req: ReqId) -> Option<T> {
+        self.0.get_mut(req as usize).and_then(Option::take)
+    }
     /// Stores a request's state.
     pub fn put(&mut self, req: ReqId, st: T) {
         let i = req as usize;

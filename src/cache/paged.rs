@@ -17,7 +17,6 @@
 
 use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, Usage};
 use crate::workload::{BlockIds, SeqId, TokenStore};
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 const NIL: u32 = u32::MAX;
@@ -116,7 +115,7 @@ pub struct PagedCache {
     /// Requests not currently admitted (failed admission, preempted): the hits of their last
     /// lookup, re-validated cheaply on the next try (a block still carrying its key is still
     /// the index's answer).
-    parked: FxHashMap<ReqId, Parked>,
+    parked: ReqSlots<Parked>,
     watch: Option<Watch>,
     /// The current watch's generation (`NO_GEN` when none), and the next one to hand out.
     watch_gen: u32,
@@ -163,7 +162,7 @@ impl PagedCache {
             ids,
             index,
             reqs: ReqSlots::default(),
-            parked: FxHashMap::default(),
+            parked: ReqSlots::default(),
             watch: None,
             watch_gen: NO_GEN,
             next_gen: 1,
@@ -247,7 +246,7 @@ impl PagedCache {
 
     /// Stops watching a request; its hits stay as its parked memo (re-validated on retry).
     fn unwatch(&mut self, w: Watch) {
-        if let Some(p) = self.parked.get_mut(&w.req) {
+        if let Some(p) = self.parked.get_mut(w.req) {
             p.hits = w.hits;
         }
     }
@@ -512,7 +511,7 @@ impl PrefixCache for PagedCache {
         if self.free_len() == 0 && max_new_tokens > 0 {
             return None;
         }
-        let mut hits = match self.parked.remove(&req) {
+        let mut hits = match self.parked.remove(req) {
             Some(p) if p.seq == seq => p.hits,
             _ => Vec::new(),
         };
@@ -561,7 +560,7 @@ impl PrefixCache for PagedCache {
             };
             self.watch = Some(Watch { req, seq, max_blocks, hits, evictable, first_miss, dirty: false, gen });
             self.watch_gen = gen;
-            self.parked.insert(req, Parked { seq, hits: Vec::new() });
+            self.parked.put(req, Parked { seq, hits: Vec::new() });
             return None;
         }
         self.touch_all(&hits);
@@ -592,7 +591,7 @@ impl PrefixCache for PagedCache {
 
     fn finish(&mut self, req: ReqId) {
         self.free_request(req);
-        self.parked.remove(&req);
+        self.parked.remove(req);
     }
 
     fn preempt(&mut self, req: ReqId) {
@@ -602,7 +601,7 @@ impl PrefixCache for PagedCache {
         // lookup checks, so blocks that are duplicates or get evicted meanwhile drop out there).
         let ReqState { seq, mut blocks, cached_blocks, .. } = self.free_request(req);
         blocks.truncate(cached_blocks);
-        self.parked.insert(req, Parked { seq, hits: blocks });
+        self.parked.put(req, Parked { seq, hits: blocks });
     }
 
     fn usage(&self) -> Usage {
