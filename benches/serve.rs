@@ -2,7 +2,8 @@
 //! ShareGPT-like shared-prefix workload sent all at once through each engine's scheduler and
 //! cache on the default model and GPU (throughput: simulated output tokens per wall second);
 //! and, when the real data is present, the Mooncake conversation trace replayed as in the
-//! README (all 12,031 requests and the first 1,000), loaded once as in a sweep of many runs.
+//! README (all 12,031 requests and the first 1,000), loaded once as in a sweep of many runs,
+//! and what loading it costs.
 
 use cachesim::config::{resolve, RunOptions};
 use cachesim::engine::EngineKind;
@@ -55,7 +56,20 @@ fn mooncake_runs(c: &mut Criterion) {
         eprintln!("skipping the Mooncake benches: no {}", path.display());
         return;
     }
-    let w = cachesim::load_workload(Some(&path), &Default::default(), &BuildOptions::default()).unwrap();
+    // What each invocation adds: parsing the file (in memory), building the token store, and
+    // sorting it (the paged cache's block ids start from that order).
+    let bytes = std::fs::read(&path).unwrap();
+    let parse = || cachesim::trace::parse(&path, &bytes, &Default::default()).unwrap();
+    let mut g = c.benchmark_group("load_mooncake_12031_records");
+    g.sample_size(20);
+    g.bench_function("parse", |b| b.iter(|| parse().records_len()));
+    g.bench_function("parse_and_build", |b| {
+        b.iter(|| cachesim::workload::build(parse(), &BuildOptions::default()).unwrap().requests.len())
+    });
+    let w = cachesim::workload::build(parse(), &BuildOptions::default()).unwrap();
+    let all: Vec<u32> = (0..w.store.num_seqs() as u32).collect();
+    g.bench_function("sort", |b| b.iter(|| w.store.prefix_order_of(all.clone()).order.len()));
+    g.finish();
     let mut g = c.benchmark_group("serve_mooncake_vllm_block16_16384blocks");
     g.sample_size(10);
     for (name, num_prompts) in [("all_12031", None), ("first_1000", Some(1000))] {
