@@ -102,6 +102,8 @@ pub struct PagedCache {
     /// slots) holding tickets `head..tail` (wrapping), head first. A block taken from the
     /// middle leaves its slot `GONE` behind, skipped when the head reaches it, so popping
     /// reads the next block id from the ring instead of from the previous block's record.
+    /// Unlimited pools never pop a released block (never-used ones are always left), so they
+    /// keep no order: their ring stays empty.
     ring: Vec<u32>,
     head: u32,
     tail: u32,
@@ -155,7 +157,7 @@ impl PagedCache {
             num_blocks: num_gpu_blocks,
             blk: vec![FRESH],
             fresh_next: 1,
-            ring: vec![GONE; num_gpu_blocks.map_or(64, |n| (2 * n as usize).next_power_of_two())],
+            ring: vec![GONE; num_gpu_blocks.map_or(1, |n| (2 * n as usize).next_power_of_two())],
             head: 0,
             tail: 0,
             list_len: 0,
@@ -179,8 +181,12 @@ impl PagedCache {
         }
     }
 
-    /// The free queue, head first (for tests; O(queue)).
+    /// The free queue, head first (for tests; O(queue)). Unlimited pools keep no order: their
+    /// released blocks come in id order.
     pub fn free_queue(&self) -> Vec<u32> {
+        if self.num_blocks.is_none() {
+            return (1..self.fresh_next).filter(|&b| self.blk[b as usize].ref_cnt == 0).collect();
+        }
         let mut q: Vec<u32> = (self.fresh_next..self.num_blocks.unwrap_or(self.fresh_next)).collect();
         let mask = self.ring.len() as u32 - 1;
         let mut t = self.head;
@@ -276,8 +282,10 @@ impl PagedCache {
 
     /// Takes `b` out of the middle of the free queue.
     fn unlink(&mut self, b: u32) {
-        let mask = self.ring.len() as u32 - 1;
-        self.ring[(self.blk[b as usize].slot & mask) as usize] = GONE;
+        if self.num_blocks.is_some() {
+            let mask = self.ring.len() as u32 - 1;
+            self.ring[(self.blk[b as usize].slot & mask) as usize] = GONE;
+        }
         self.list_len -= 1;
     }
 
@@ -417,7 +425,8 @@ impl PagedCache {
     /// Drops a reference on each of `blocks`, in order; a block left without one joins the
     /// free-queue tail.
     fn release_all(&mut self, blocks: impl ExactSizeIterator<Item = u32>) {
-        if self.tail.wrapping_sub(self.head) as usize + blocks.len() > self.ring.len() {
+        let ordered = self.num_blocks.is_some();
+        if ordered && self.tail.wrapping_sub(self.head) as usize + blocks.len() > self.ring.len() {
             self.make_room(blocks.len());
         }
         let (mut tail, mut cached, mut watched) = (self.tail, 0u64, 0usize);
@@ -429,8 +438,10 @@ impl PagedCache {
             if r.ref_cnt == 0 {
                 watched += (r.watch_gen == gen) as usize;
                 cached += (r.key != NO_KEY) as u64;
-                r.slot = tail;
-                ring[(tail & mask) as usize] = b;
+                if ordered {
+                    r.slot = tail;
+                    ring[(tail & mask) as usize] = b;
+                }
                 tail = tail.wrapping_add(1);
             }
         }
