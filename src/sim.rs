@@ -8,7 +8,7 @@
 
 use crate::cache::{CacheSpec, CacheStats, ReqId};
 use crate::cost::CostModel;
-use crate::engine::{scheduler, Batch, EngineConfig, ReqRt};
+use crate::engine::{scheduler, Batch, EngineConfig, ReqRt, Step};
 use crate::metrics::{RequestRecord, TokenLog};
 use crate::workload::{SeqId, Workload};
 use serde::Serialize;
@@ -134,7 +134,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
             send_s[id as usize] = t;
             sched.enqueue(id);
         }
-        sched.schedule(now, &mut rt, cache.as_mut(), &mut batch);
+        sched.schedule(&mut Step { now, reqs: &mut rt, cache: cache.as_mut(), out: &mut batch });
         if batch.items.is_empty() {
             if batch.preempted > 0 {
                 continue; // everything was preempted: admit again at the same time

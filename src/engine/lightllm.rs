@@ -11,7 +11,7 @@
 //! the pool cannot hold one more token per request, the most recently admitted group is paused:
 //! its computed KV goes into the radix cache, and it returns to the front of the waiting list.
 
-use super::{Batch, EngineConfig, ReqRt, Scheduler};
+use super::{EngineConfig, ReqRt, Scheduler, Step};
 use crate::cache::{PrefixCache, ReqId};
 use crate::cost::BatchShape;
 use std::collections::VecDeque;
@@ -153,7 +153,8 @@ impl Scheduler for Lightllm {
         self.waiting.push_back(id);
     }
 
-    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
+    fn schedule(&mut self, s: &mut Step) {
+        let (now, reqs, cache, out) = (s.now, &mut *s.reqs, &mut *s.cache, &mut *s.out);
         out.clear();
         self.admit(reqs, cache, now);
         out.preempted += self.pause_for_decode(reqs, cache);

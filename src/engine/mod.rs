@@ -165,6 +165,15 @@ impl Batch {
     }
 }
 
+/// What one scheduling step works on: the time, every request's progress, the cache, and the
+/// batch being formed.
+pub struct Step<'a> {
+    pub now: f64,
+    pub reqs: &'a mut [ReqRt],
+    pub cache: &'a mut dyn PrefixCache,
+    pub out: &'a mut Batch,
+}
+
 /// vLLM's queues (v1 and V0): `running` in admission order, `waiting` FCFS with preempted
 /// requests prepended.
 #[derive(Debug, Default)]
@@ -189,41 +198,27 @@ impl VllmQueues {
     /// while its KV cannot grow, the last running request is preempted (recompute: prepended
     /// to waiting). Returns false, scheduling nothing, when `id` itself had to be preempted.
     #[inline]
-    pub fn schedule_running(
-        &mut self,
-        id: ReqId,
-        n: u32,
-        reqs: &mut [ReqRt],
-        cache: &mut dyn PrefixCache,
-        out: &mut Batch,
-    ) -> bool {
-        let total = (reqs[id as usize].num_computed + n) as usize;
-        while !cache.grow(id, total) {
+    pub fn schedule_running(&mut self, id: ReqId, n: u32, s: &mut Step) -> bool {
+        let total = (s.reqs[id as usize].num_computed + n) as usize;
+        while !s.cache.grow(id, total) {
             let victim = self.running.pop().expect("the request itself is running");
-            cache.preempt(victim);
-            reqs[victim as usize].preempted();
+            s.cache.preempt(victim);
+            s.reqs[victim as usize].preempted();
             self.waiting.push_front(victim);
-            out.preempted += 1;
+            s.out.preempted += 1;
             if victim == id {
                 return false;
             }
         }
-        out.push(id, &reqs[id as usize], n);
+        s.out.push(id, &s.reqs[id as usize], n);
         true
     }
 }
 
 /// vLLM's batch-forming rule (v1 or V0), over the queues both versions share.
 pub trait VllmRule: Send {
-    /// Forms the next batch into `out` (already cleared).
-    fn schedule(
-        &mut self,
-        q: &mut VllmQueues,
-        now: f64,
-        reqs: &mut [ReqRt],
-        cache: &mut dyn PrefixCache,
-        out: &mut Batch,
-    );
+    /// Forms the next batch into `s.out` (already cleared).
+    fn schedule(&mut self, q: &mut VllmQueues, s: &mut Step);
 }
 
 /// A vLLM scheduler: the shared queues and one version's rule.
@@ -244,9 +239,9 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
         self.q.waiting.push_back(id);
     }
 
-    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
-        out.clear();
-        self.rule.schedule(&mut self.q, now, reqs, cache, out);
+    fn schedule(&mut self, s: &mut Step) {
+        s.out.clear();
+        self.rule.schedule(&mut self.q, s);
     }
 
     fn finished(&mut self, id: ReqId) {
@@ -266,8 +261,8 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
 pub trait Scheduler: Send {
     /// An arrived request joins the waiting queue.
     fn enqueue(&mut self, id: ReqId);
-    /// Forms the next batch at time `now` into `out` (cleared first).
-    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch);
+    /// Forms the next batch at time `s.now` into `s.out` (cleared first).
+    fn schedule(&mut self, s: &mut Step);
     /// A request finished (its KV is already released): forget it.
     fn finished(&mut self, id: ReqId);
     /// Requests waiting and running.

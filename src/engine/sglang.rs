@@ -9,7 +9,7 @@
 //! retracted — fewest outputs first, longest prompt on ties — to the end of the waiting queue,
 //! and new_token_ratio jumps; otherwise it decays towards its floor.
 
-use super::{Batch, EngineConfig, ReqRt, SchedulePolicy, Scheduler};
+use super::{EngineConfig, ReqRt, SchedulePolicy, Scheduler, Step};
 use crate::analyze::items::Tokens;
 use crate::analyze::prefix_tree::build_trie;
 use crate::cache::{PrefixCache, ReqId};
@@ -169,7 +169,8 @@ impl Sglang {
     }
 
     /// Forms a prefill batch; false when there is none.
-    fn prefill(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) -> bool {
+    fn prefill(&mut self, s: &mut Step) -> bool {
+        let (now, reqs, cache, out) = (s.now, &mut *s.reqs, &mut *s.cache, &mut *s.out);
         if (self.batch_is_full || self.waiting.is_empty()) && self.chunked.is_none() {
             return false;
         }
@@ -301,7 +302,8 @@ impl Sglang {
         }
     }
 
-    fn decode(&mut self, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
+    fn decode(&mut self, s: &mut Step) {
+        let (reqs, cache, out) = (&mut *s.reqs, &mut *s.cache, &mut *s.out);
         let retracted = self.make_decode_room(reqs, cache);
         out.preempted += retracted;
         let mut i = 0;
@@ -331,13 +333,13 @@ impl Scheduler for Sglang {
         self.waiting.push(id);
     }
 
-    fn schedule(&mut self, now: f64, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, out: &mut Batch) {
-        out.clear();
+    fn schedule(&mut self, s: &mut Step) {
+        s.out.clear();
         self.running.append(&mut self.prefilled);
-        if self.prefill(now, reqs, cache, out) {
+        if self.prefill(s) {
             return;
         }
-        self.decode(reqs, cache, out);
+        self.decode(s);
     }
 
     fn finished(&mut self, id: ReqId) {

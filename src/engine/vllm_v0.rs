@@ -13,8 +13,8 @@
 //! prefills. The cache under it is the configured one (vLLM v1's paged cache by default, not
 //! V0's de-duplicating LRU evictor).
 
-use super::{Batch, EngineConfig, ReqRt, VllmQueues, VllmRule};
-use crate::cache::{PrefixCache, ReqId};
+use super::{EngineConfig, Step, VllmQueues, VllmRule};
+use crate::cache::ReqId;
 
 /// `block_manager` watermark: the share of the pool admission keeps free.
 const WATERMARK: f64 = 0.01;
@@ -35,93 +35,70 @@ impl VllmV0 {
     /// `max_num_seqs` and the watermark; whole prompts only, or (chunked mode) the first chunk
     /// that fits the budget. Each admission reserves the whole prompt's blocks. Returns the
     /// admitted requests.
-    fn prefills(
-        &self,
-        q: &mut VllmQueues,
-        now: f64,
-        reqs: &mut [ReqRt],
-        cache: &mut dyn PrefixCache,
-        out: &mut Batch,
-        mut budget: usize,
-    ) -> Vec<ReqId> {
-        let skip = out.preempted as usize;
+    fn prefills(&self, q: &mut VllmQueues, s: &mut Step, mut budget: usize) -> Vec<ReqId> {
+        let skip = s.out.preempted as usize;
         let chunking = self.cfg.enable_chunked_prefill;
         let mut admitted = Vec::new();
         while let Some(&id) = q.waiting.get(skip) {
             if budget == 0 || q.running.len() >= self.cfg.max_num_seqs as usize {
                 break;
             }
-            let r = reqs[id as usize];
+            let r = s.reqs[id as usize];
             let known = r.num_tokens as usize;
-            let hit = cache.peek(r.seq, known);
+            let hit = s.cache.peek(r.seq, known);
             let new = known - hit;
             if new > budget && !chunking {
                 break;
             }
-            let u = cache.usage();
+            let u = s.cache.usage();
             if let Some(cap) = u.capacity_tokens {
                 let free = cap - u.used_tokens + u.evictable_tokens;
                 if (free as f64) - (new as f64) < cap as f64 * WATERMARK {
                     break;
                 }
             }
-            let Some(a) = cache.admit(id, r.seq, known, usize::MAX) else { break };
-            reqs[id as usize].admitted_with(a.hit_tokens, now);
+            let Some(a) = s.cache.admit(id, r.seq, known, usize::MAX) else { break };
+            s.reqs[id as usize].admitted_with(a.hit_tokens, s.now);
             q.waiting.remove(skip);
             q.running.push(id);
-            let r = reqs[id as usize];
             let n = (a.allocated_tokens - a.hit_tokens).min(budget);
-            out.push(id, &r, n as u32);
+            s.out.push(id, &s.reqs[id as usize], n as u32);
             budget -= n;
             admitted.push(id);
         }
         admitted
     }
 
-    fn schedule_default(
-        &self,
-        q: &mut VllmQueues,
-        now: f64,
-        reqs: &mut [ReqRt],
-        cache: &mut dyn PrefixCache,
-        out: &mut Batch,
-    ) {
+    fn schedule_default(&self, q: &mut VllmQueues, s: &mut Step) {
         let budget = self.cfg.max_num_batched_tokens as usize;
-        self.prefills(q, now, reqs, cache, out, budget);
-        if !out.items.is_empty() {
+        self.prefills(q, s, budget);
+        if !s.out.items.is_empty() {
             return; // prefill steps run no decode
         }
         let mut i = 0;
         while i < q.running.len() {
             let id = q.running[i];
-            if !q.schedule_running(id, 1, reqs, cache, out) {
+            if !q.schedule_running(id, 1, s) {
                 break;
             }
             i += 1;
         }
     }
 
-    fn schedule_chunked(
-        &self,
-        q: &mut VllmQueues,
-        now: f64,
-        reqs: &mut [ReqRt],
-        cache: &mut dyn PrefixCache,
-        out: &mut Batch,
-    ) {
+    fn schedule_chunked(&self, q: &mut VllmQueues, s: &mut Step) {
         let mut budget = self.cfg.max_num_batched_tokens;
         // Running requests in queue order: decodes, and unfinished prefills by a chunk.
         let (mut decodes, mut finishing, mut partial) = (Vec::new(), Vec::new(), Vec::new());
         let mut i = 0;
         while i < q.running.len() {
             let id = q.running[i];
-            let r = reqs[id as usize];
+            let r = s.reqs[id as usize];
             let remaining = r.num_tokens - r.num_computed;
             let n = remaining.min(budget);
             if n == 0 {
                 break;
             }
-            if !q.schedule_running(id, n, reqs, cache, out) {
+            if !q.schedule_running(id, n, s) {
                 break;
             }
             budget -= n;
@@ -135,24 +112,17 @@ impl VllmV0 {
         // Requests left unscheduled (the budget ran out) go first; admitting needs budget, so
         // nobody is admitted past them.
         let rest: Vec<ReqId> = q.running[i..].to_vec();
-        let new = self.prefills(q, now, reqs, cache, out, budget as usize);
+        let new = self.prefills(q, s, budget as usize);
         q.running = [rest, decodes, finishing, partial, new].concat();
     }
 }
 
 impl VllmRule for VllmV0 {
-    fn schedule(
-        &mut self,
-        q: &mut VllmQueues,
-        now: f64,
-        reqs: &mut [ReqRt],
-        cache: &mut dyn PrefixCache,
-        out: &mut Batch,
-    ) {
+    fn schedule(&mut self, q: &mut VllmQueues, s: &mut Step) {
         if self.cfg.enable_chunked_prefill {
-            self.schedule_chunked(q, now, reqs, cache, out);
+            self.schedule_chunked(q, s);
         } else {
-            self.schedule_default(q, now, reqs, cache, out);
+            self.schedule_default(q, s);
         }
     }
 }
@@ -160,9 +130,9 @@ impl VllmRule for VllmV0 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::NoCache;
+    use crate::cache::{NoCache, PrefixCache};
+    use crate::engine::{Batch, ReqRt, Scheduler, Vllm};
     use crate::engine::{EngineKind, SchedulePolicy};
-    use crate::engine::{Scheduler, Vllm};
 
     fn cfg(budget: u32) -> EngineConfig {
         EngineConfig {
@@ -200,7 +170,7 @@ mod tests {
         s.q.running = vec![0, 1, 2];
         s.q.waiting.push_back(3);
         let mut out = Batch::default();
-        s.schedule(0.0, &mut reqs, &mut cache, &mut out);
+        s.schedule(&mut Step { now: 0.0, reqs: &mut reqs, cache: &mut cache, out: &mut out });
         // Budget 20, queue order: request 0 takes min(36, 20) = 20 and nothing is left.
         assert_eq!(out.items, vec![(0, 20)]);
         assert_eq!(s.q.running, vec![1, 2, 0], "unscheduled first, then the partial prefill");
@@ -208,7 +178,7 @@ mod tests {
         s2.q.running = vec![0, 1, 2];
         s2.q.waiting.push_back(3);
         reqs[0].num_computed = 4;
-        s2.schedule(0.0, &mut reqs, &mut cache, &mut out);
+        s2.schedule(&mut Step { now: 0.0, reqs: &mut reqs, cache: &mut cache, out: &mut out });
         assert_eq!(out.items, vec![(0, 36), (1, 1), (2, 4), (3, 3)]);
         assert_eq!(s2.q.running, vec![1, 0, 2, 3], "decode, finishing prefills (queue order), new");
     }
