@@ -187,17 +187,15 @@ impl PagedCache {
         if self.num_blocks.is_none() {
             return (1..self.fresh_next).filter(|&b| self.blk[b as usize].ref_cnt == 0).collect();
         }
-        let mut q: Vec<u32> = (self.fresh_next..self.num_blocks.unwrap_or(self.fresh_next)).collect();
+        let never_used = self.fresh_next..self.num_blocks.unwrap_or(self.fresh_next);
+        never_used.chain(self.released()).collect()
+    }
+
+    /// The blocks in the ring, head first.
+    fn released(&self) -> impl Iterator<Item = u32> + '_ {
         let mask = self.ring.len() as u32 - 1;
-        let mut t = self.head;
-        while t != self.tail {
-            let b = self.ring[(t & mask) as usize];
-            if b != GONE {
-                q.push(b);
-            }
-            t = t.wrapping_add(1);
-        }
-        q
+        let tickets = self.tail.wrapping_sub(self.head);
+        (0..tickets).map(move |k| self.ring[(self.head.wrapping_add(k) & mask) as usize]).filter(|&b| b != GONE)
     }
 
     /// The block table of a live request (for tests).
@@ -293,16 +291,7 @@ impl PagedCache {
     /// ring while it would be more than half full of blocks.
     #[cold]
     fn make_room(&mut self, n: usize) {
-        let mask = self.ring.len() as u32 - 1;
-        let mut live = Vec::with_capacity(self.list_len as usize);
-        let mut t = self.head;
-        while t != self.tail {
-            let b = self.ring[(t & mask) as usize];
-            if b != GONE {
-                live.push(b);
-            }
-            t = t.wrapping_add(1);
-        }
+        let live: Vec<u32> = self.released().collect();
         let mut size = self.ring.len();
         while 2 * (live.len() + n) > size {
             size *= 2;
