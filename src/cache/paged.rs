@@ -150,7 +150,11 @@ impl PagedCache {
             None => BlockIds::new(&store, block as usize),
             Some(s) => BlockIds::of(&store, block as usize, &store.prefix_order_of(s.to_vec())),
         };
-        let index = vec![NONE; ids.len() as usize];
+        // Written now rather than left to calloc's lazily zeroed pages: a page of those costs two
+        // faults when first read then written (a shared zero page, then its copy), scattered
+        // through the run.
+        let mut index = Vec::with_capacity(ids.len() as usize);
+        index.resize(ids.len() as usize, NONE);
         Self {
             store,
             block: block as usize,
