@@ -161,7 +161,8 @@ impl PagedCache {
             num_blocks: num_gpu_blocks,
             blk: vec![FRESH],
             fresh_next: 1,
-            ring: vec![GONE; num_gpu_blocks.map_or(1, |n| (2 * n as usize).next_power_of_two())],
+            // Grown as blocks are released (a pool may be far larger than a run ever fills).
+            ring: vec![GONE; num_gpu_blocks.map_or(1, |n| (2 * n as usize).next_power_of_two().min(1 << 12))],
             head: 0,
             tail: 0,
             list_len: 0,

@@ -72,6 +72,18 @@ fn fully_cached_aligned_prompt_recomputes_one_block() {
 }
 
 #[test]
+fn a_huge_pool_costs_only_what_it_uses() {
+    // About 4 G blocks: nothing per block may be allocated before the blocks are used.
+    let st = store(&[range(0, 12)]);
+    let mut c = PagedCache::with_blocks(st, 4, Some(u32::MAX - 1));
+    c.admit(0, 0, 12, usize::MAX).unwrap();
+    c.finish(0);
+    assert_eq!(c.admit(1, 0, 12, usize::MAX).unwrap().hit_tokens, 8);
+    assert!(c.ring.len() <= 1 << 12 && c.blk.len() <= 8);
+    assert_eq!(c.free_len(), (u32::MAX - 2) as u64 - 3);
+}
+
+#[test]
 fn admission_fails_without_side_effects() {
     let st = store(&[range(0, 12), range(50, 70)]);
     let mut c = PagedCache::with_blocks(st, 4, Some(5)); // 4 usable blocks
