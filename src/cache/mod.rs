@@ -166,7 +166,7 @@ impl<T> Default for ReqSlots<T> {
 impl<T> ReqSlots<T> {
     /// Takes the state of an admitted request out (put it back with [`put`](Self::put)).
     pub fn take(&mut self, req: ReqId) -> T {
-        self.0.get_mut(req as usize).and_then(Option::take).expect("request not admitted")
+        self.remove(req).expect("request not admitted")
     }
     /// Takes a request's state out, if it has one.
     pub fn remove(&mut self, req: ReqId) -> Option<T> {
