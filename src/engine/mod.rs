@@ -2,9 +2,9 @@
 //! [`Scheduler`] seam, and the engine limits ([`EngineConfig`]). One scheduler per engine
 //! family; each follows ENGINE_SPEC exactly (vLLM v1: §2.1). A scheduler decides which
 //! requests compute how many tokens in the next step; it owns its queues and talks to the
-//! prefix cache; the event loop ([`crate::sim`]) prices the step and emits tokens. vLLM's two
-//! versions share their queues and preemption ([`Vllm`], [`VllmQueues::schedule_running`]) and differ
-//! in their batch-forming rule ([`VllmRule`]).
+//! prefix cache; the event loop ([`crate::sim`]) prices the step and emits tokens, handing it a
+//! [`Step`]. vLLM's two versions share their queues and preemption ([`Vllm`],
+//! [`VllmQueues::schedule_running`]) and differ in their batch-forming rule ([`VllmRule`]).
 
 pub mod lightllm;
 pub mod sglang;
