@@ -9,7 +9,7 @@
 //! How it is kept fast without changing any of that (a literal model of vLLM's pool, with
 //! chained hashes, checks it operation by operation in the tests): a block's hash is its dense
 //! content id ([`BlockIds`]: equal exactly when the prefixes through the block are equal), so
-//! the hash map is a plain vector; one 32-byte record per block; the free queue is a ring of
+//! the hash map is a plain vector; one 16-byte record per block; the free queue is a ring of
 //! block ids with tombstones, so popping its head never waits on a block record's link; a
 //! remembered answer (a refused or preempted request's last lookup) is re-validated per block
 //! without a probe; the one request refused at the queue head is watched, its lookup kept
@@ -35,45 +35,62 @@ struct Watch {
     seq: SeqId,
     max_blocks: usize,
     hits: Vec<u32>,
-    /// Hits with `ref_cnt == 0` (they count against free capacity).
+    /// Hits in the free queue (they count against free capacity).
     evictable: usize,
     /// Key after the last hit, if the lookup stopped at a miss.
     first_miss: Option<u32>,
     /// Hits were truncated or the first missing hash appeared: look up again from the end.
     dirty: bool,
     /// The generation its hits are stamped with.
-    gen: u32,
+    gen: u16,
 }
 
 /// `PagedCache::watch_gen` when nothing is watched (no block carries it).
-const NO_GEN: u32 = u32::MAX;
+const NO_GEN: u16 = u16::MAX;
 
 struct Parked {
     seq: SeqId,
     hits: Vec<u32>,
 }
 
-/// One block's state.
+/// One block's state, in 16 bytes (four to a cache line: the pool's records are what every
+/// block operation waits on).
 #[derive(Clone, Copy)]
-#[repr(C, align(32))]
+#[repr(C, align(16))]
 struct Blk {
     /// Content id when cached, `NO_KEY` otherwise.
     key: u32,
-    ref_cnt: u32,
-    /// Ticket of its free-queue slot while it is in the queue.
-    slot: u32,
+    /// In use: the reference count (the null block: 0). In the free queue: `IN_QUEUE` | its
+    /// ring slot (0 in an unlimited pool, which keeps no ring).
+    state: u32,
     /// Next block carrying the same key, in registration order.
     dup_next: u32,
     /// The watch generation that stamped the block: it is among the watched hits when this is
     /// the current watch's (see `PagedCache::watch_gen`), so ending a watch clears nothing.
-    watch_gen: u32,
-    /// 1 + the block's position among the hits of the watch that stamped it.
-    watch_pos: u32,
+    watch_gen: u16,
     /// The oldest carrier of its key: the index's answer for it.
     first: bool,
 }
 
-const FRESH: Blk = Blk { key: NO_KEY, ref_cnt: 0, slot: 0, dup_next: NIL, watch_gen: 0, watch_pos: 0, first: false };
+/// `Blk::state` of a block in the free queue (reference counts stay far below it).
+const IN_QUEUE: u32 = 1 << 31;
+
+impl Blk {
+    /// In the free queue (no reference).
+    fn queued(&self) -> bool {
+        self.state & IN_QUEUE != 0
+    }
+
+    fn ref_cnt(&self) -> u32 {
+        if self.queued() {
+            0
+        } else {
+            self.state
+        }
+    }
+}
+
+const FRESH: Blk = Blk { key: NO_KEY, state: 0, dup_next: NIL, watch_gen: 0, first: false };
 
 /// A free-queue slot whose block left the queue from the middle (a cache hit took it).
 const GONE: u32 = u32::MAX;
@@ -120,8 +137,8 @@ pub struct PagedCache {
     parked: ReqSlots<Parked>,
     watch: Option<Watch>,
     /// The current watch's generation (`NO_GEN` when none), and the next one to hand out.
-    watch_gen: u32,
-    next_gen: u32,
+    watch_gen: u16,
+    next_gen: u16,
     cached_free: u64,
     stats: CacheStats,
 }
@@ -190,7 +207,7 @@ impl PagedCache {
     /// released blocks come in id order.
     pub fn free_queue(&self) -> Vec<u32> {
         if self.num_blocks.is_none() {
-            return (1..self.fresh_next).filter(|&b| self.blk[b as usize].ref_cnt == 0).collect();
+            return (1..self.fresh_next).filter(|&b| self.blk[b as usize].queued()).collect();
         }
         let never_used = self.fresh_next..self.num_blocks.unwrap_or(self.fresh_next);
         never_used.chain(self.released()).collect()
@@ -231,7 +248,7 @@ impl PagedCache {
                 break;
             }
             valid += 1;
-            free += (self.blk[b as usize].ref_cnt == 0) as usize;
+            free += self.blk[b as usize].queued() as usize;
         }
         hits.truncate(valid);
         free + self.extend_hits(seq, max_blocks, hits)
@@ -246,7 +263,7 @@ impl PagedCache {
                 NONE => break,
                 b => {
                     hits.push(b);
-                    free += (self.blk[b as usize].ref_cnt == 0) as usize;
+                    free += self.blk[b as usize].queued() as usize;
                 }
             }
         }
@@ -265,14 +282,13 @@ impl PagedCache {
         self.blk[b as usize].watch_gen == self.watch_gen
     }
 
-    /// Marks `b` as the `k`-th (0-based) hit of the watch of generation `gen`.
-    fn stamp(&mut self, b: u32, gen: u32, k: usize) {
+    /// Marks `b` as a hit of the watch of generation `gen`.
+    fn stamp(&mut self, b: u32, gen: u16) {
         self.blk[b as usize].watch_gen = gen;
-        self.blk[b as usize].watch_pos = k as u32 + 1;
     }
 
     /// A generation no block carries.
-    fn fresh_gen(&mut self) -> u32 {
+    fn fresh_gen(&mut self) -> u16 {
         if self.next_gen == NO_GEN {
             for r in &mut self.blk {
                 r.watch_gen = 0;
@@ -286,8 +302,7 @@ impl PagedCache {
     /// Takes `b` out of the middle of the free queue.
     fn unlink(&mut self, b: u32) {
         if self.num_blocks.is_some() {
-            let mask = self.ring.len() as u32 - 1;
-            self.ring[(self.blk[b as usize].slot & mask) as usize] = GONE;
+            self.ring[(self.blk[b as usize].state & !IN_QUEUE) as usize] = GONE;
         }
         self.list_len -= 1;
     }
@@ -301,11 +316,13 @@ impl PagedCache {
         while 2 * (live.len() + n) > size {
             size *= 2;
         }
+        // A slot must fit beside `IN_QUEUE` (2^30 released blocks: far more than memory holds).
+        assert!(size <= IN_QUEUE as usize, "free queue of more than 2^30 blocks");
         self.ring.clear();
         self.ring.resize(size, GONE);
         for (k, &b) in live.iter().enumerate() {
             self.ring[k] = b;
-            self.blk[b as usize].slot = k as u32;
+            self.blk[b as usize].state = IN_QUEUE | k as u32;
         }
         (self.head, self.tail) = (0, live.len() as u32);
     }
@@ -314,14 +331,14 @@ impl PagedCache {
         if self.is_watched(b) {
             // A watched hit is evicted: the hits end before it.
             let w = self.watch.as_mut().expect("a watched block");
-            let j = self.blk[b as usize].watch_pos as usize - 1;
-            for &k in &w.hits[j..] {
-                if self.blk[k as usize].ref_cnt == 0 {
-                    w.evictable -= 1;
+            while let Some(k) = w.hits.pop() {
+                let r = &mut self.blk[k as usize];
+                w.evictable -= r.queued() as usize;
+                r.watch_gen = 0;
+                if k == b {
+                    break;
                 }
-                self.blk[k as usize].watch_gen = 0;
             }
-            w.hits.truncate(j);
             w.dirty = true;
         }
         let (key, next) = (self.blk[b as usize].key, self.blk[b as usize].dup_next);
@@ -377,7 +394,7 @@ impl PagedCache {
         let never_used = self.num_blocks.map_or(n, |m| (m - self.fresh_next) as usize);
         let fresh = n.min(never_used) as u32;
         out.extend(self.fresh_next..self.fresh_next + fresh);
-        self.blk.resize(self.blk.len() + fresh as usize, Blk { ref_cnt: 1, ..FRESH });
+        self.blk.resize(self.blk.len() + fresh as usize, Blk { state: 1, ..FRESH });
         self.fresh_next += fresh;
         let (mut head, mut evicted, mask) = (self.head, 0u64, self.ring.len() as u32 - 1);
         let mut left = n - fresh as usize;
@@ -394,7 +411,7 @@ impl PagedCache {
                 self.cached_free -= 1;
                 evicted += 1;
             }
-            self.blk[b as usize].ref_cnt = 1;
+            self.blk[b as usize].state = 1;
             out.push(b);
         }
         self.head = head;
@@ -405,14 +422,15 @@ impl PagedCache {
     /// Takes a reference on each of `blocks` (cached hits), taking free ones off the queue.
     fn touch_all(&mut self, blocks: &[u32]) {
         for &b in blocks {
-            if self.blk[b as usize].ref_cnt == 0 {
+            if self.blk[b as usize].queued() {
                 if self.is_watched(b) {
                     self.watch.as_mut().expect("watched block").evictable -= 1;
                 }
                 self.unlink(b);
                 self.cached_free -= 1;
+                self.blk[b as usize].state = 0;
             }
-            self.blk[b as usize].ref_cnt += 1;
+            self.blk[b as usize].state += 1;
         }
     }
 
@@ -428,12 +446,14 @@ impl PagedCache {
         let (blk, ring) = (&mut self.blk[..], &mut self.ring[..]);
         for b in blocks {
             let r = &mut blk[b as usize];
-            r.ref_cnt -= 1;
-            if r.ref_cnt == 0 {
+            debug_assert!(!r.queued() && r.state > 0, "releasing a free block");
+            r.state -= 1;
+            if r.state == 0 {
                 watched += (r.watch_gen == gen) as usize;
                 cached += (r.key != NO_KEY) as u64;
+                r.state = IN_QUEUE;
                 if ordered {
-                    r.slot = tail;
+                    r.state |= tail & mask;
                     ring[(tail & mask) as usize] = b;
                 }
                 tail = tail.wrapping_add(1);
@@ -535,8 +555,8 @@ impl PrefixCache for PagedCache {
                 if w.dirty {
                     let before = hits.len();
                     evictable += self.extend_hits(seq, max_blocks, &mut hits);
-                    for (k, &b) in hits.iter().enumerate().skip(before) {
-                        self.stamp(b, w.gen, k);
+                    for &b in &hits[before..] {
+                        self.stamp(b, w.gen);
                     }
                 }
             }
@@ -557,8 +577,8 @@ impl PrefixCache for PagedCache {
                 Some(gen) => gen,
                 None => {
                     let gen = self.fresh_gen();
-                    for (k, &b) in hits.iter().enumerate() {
-                        self.stamp(b, gen, k);
+                    for &b in &hits {
+                        self.stamp(b, gen);
                     }
                     gen
                 }
@@ -630,11 +650,18 @@ impl PrefixCache for PagedCache {
                 refs[b as usize] += 1;
             }
         }
-        let ref_cnt: Vec<u32> = self.blk.iter().map(|r| r.ref_cnt).collect();
+        let ref_cnt: Vec<u32> = self.blk.iter().map(Blk::ref_cnt).collect();
         assert_eq!(refs, ref_cnt, "ref counts != block-table membership");
         let in_list = self.free_queue();
         let released = &in_list[in_list.len() - self.list_len as usize..];
-        assert!(released.iter().all(|&b| self.blk[b as usize].ref_cnt == 0), "in-use block in the free queue");
+        assert!(released.iter().all(|&b| self.blk[b as usize].queued()), "in-use block in the free queue");
+        let queued = self.blk.iter().filter(|r| r.queued()).count() as u64;
+        assert_eq!(queued, self.list_len, "blocks marked as queued");
+        if self.num_blocks.is_some() {
+            for (b, r) in self.blk.iter().enumerate().filter(|(_, r)| r.queued()) {
+                assert_eq!(self.ring[(r.state & !IN_QUEUE) as usize], b as u32, "ring slot of block {b}");
+            }
+        }
         let in_use = ref_cnt.iter().filter(|&&r| r > 0).count() as u64;
         assert_eq!(in_use, self.in_use(), "in-use count");
         assert_eq!(in_use + self.list_len, minted as u64 - 1, "blocks not conserved");
@@ -657,12 +684,12 @@ impl PrefixCache for PagedCache {
         assert!(self.blk.iter().all(|r| r.watch_gen < self.next_gen), "a generation from the future");
         let stamped = self.blk.iter().filter(|r| r.watch_gen == self.watch_gen).count();
         assert_eq!(stamped, watched.len(), "stray watch stamps");
-        for (k, &b) in watched.iter().enumerate() {
-            assert_eq!(self.blk[b as usize].watch_pos as usize, k + 1, "watch position");
+        for &b in watched {
+            assert_eq!(self.blk[b as usize].watch_gen, self.watch_gen, "an unstamped watched hit");
             assert!(self.is_cached(b), "a watched hit was evicted");
         }
         if let Some(w) = &self.watch {
-            let evictable = w.hits.iter().filter(|&&b| self.blk[b as usize].ref_cnt == 0).count();
+            let evictable = w.hits.iter().filter(|&&b| self.blk[b as usize].queued()).count();
             assert_eq!(w.evictable, evictable, "watched evictable count");
         }
     }

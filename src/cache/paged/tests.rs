@@ -177,7 +177,7 @@ proptest! {
         ops in prop::collection::vec(op_strategy(), 1..80),
         block in prop::sample::select(vec![1usize, 2, 4]),
         num_blocks in prop::option::weighted(0.9, 2u32..16),
-        first_gen in prop::sample::select(vec![1u32, NO_GEN - 3]),
+        first_gen in prop::sample::select(vec![1u16, NO_GEN - 3]),
         one_slot_ring in any::<bool>(),
     ) {
         let st = store(&seqs);
