@@ -397,25 +397,27 @@ impl PagedCache {
         self.blk.resize(self.blk.len() + fresh as usize, Blk { state: 1, ..FRESH });
         self.fresh_next += fresh;
         let (mut head, mut evicted, mask) = (self.head, 0u64, self.ring.len() as u32 - 1);
-        let mut left = n - fresh as usize;
-        while left > 0 {
-            debug_assert_ne!(head, self.tail, "pop from an empty free queue");
-            let b = self.ring[(head & mask) as usize];
-            head = head.wrapping_add(1);
-            if b == GONE {
-                continue;
-            }
-            left -= 1;
+        let start = out.len();
+        out.resize(start + n - fresh as usize, 0);
+        for slot in &mut out[start..] {
+            let b = loop {
+                debug_assert_ne!(head, self.tail, "pop from an empty free queue");
+                let b = self.ring[(head & mask) as usize];
+                head = head.wrapping_add(1);
+                if b != GONE {
+                    break b;
+                }
+            };
             if self.blk[b as usize].key != NO_KEY {
                 self.uncache(b);
-                self.cached_free -= 1;
                 evicted += 1;
             }
             self.blk[b as usize].state = 1;
-            out.push(b);
+            *slot = b;
         }
         self.head = head;
         self.list_len -= (n - fresh as usize) as u64;
+        self.cached_free -= evicted;
         self.stats.evicted_tokens += evicted * self.block as u64;
     }
 
@@ -479,8 +481,8 @@ impl PagedCache {
             return;
         }
         let ids = std::mem::take(&mut self.ids);
-        for (i, key) in (st.cached_blocks..).zip(ids.ids(st.seq, st.cached_blocks, full)) {
-            self.register(st.blocks[i], key);
+        for (&b, key) in st.blocks[st.cached_blocks..full].iter().zip(ids.ids(st.seq, st.cached_blocks, full)) {
+            self.register(b, key);
         }
         self.ids = ids;
         st.cached_blocks = full;
