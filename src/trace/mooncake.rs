@@ -64,7 +64,8 @@ pub fn parse(bytes: &[u8], lenient: bool, skipped: &mut Skipped) -> Result<Moonc
             (recs, ids)
         })
         .collect();
-    let mut out = MooncakeTrace { records: Vec::with_capacity(lines.len()), hash_ids: Vec::new() };
+    let ids_len = parts.iter().map(|(_, ids)| ids.len()).sum();
+    let mut out = MooncakeTrace { records: Vec::with_capacity(lines.len()), hash_ids: Vec::with_capacity(ids_len) };
     for (recs, ids) in parts {
         let base = out.hash_ids.len();
         for r in recs {

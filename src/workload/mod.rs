@@ -375,6 +375,9 @@ fn build_mooncake(
         });
     };
     let mut b = Builder::new(RESERVED_TOKEN_BASE as u64 + region);
+    // At most a segment per hash id and one for the output, per record.
+    b.store.reserve(trace.records.len(), trace.hash_ids.len() + trace.records.len());
+    b.requests.reserve(trace.records.len());
     for r in &trace.records {
         let hash_ids = trace.ids(r);
         let n = hash_ids.len() as u64;
@@ -392,10 +395,11 @@ fn build_mooncake(
             continue;
         }
         b.store.begin_seq();
+        // Consecutive hash ids are consecutive token runs: one push per stretch of them.
         let mut left = r.input_length as u64;
-        for &h in hash_ids {
-            let len = left.min(bs);
-            b.store.push_run(RESERVED_TOKEN_BASE + (h as u64 * bs) as u32, len as u32);
+        for stretch in hash_ids.chunk_by(|&a, &b| b as u64 == a as u64 + 1) {
+            let len = left.min(stretch.len() as u64 * bs);
+            b.store.push_run(RESERVED_TOKEN_BASE + (stretch[0] as u64 * bs) as u32, len as u32);
             left -= len;
         }
         let out = b.synthetic.take(r.output_length).map_err(|e| RecordError {

@@ -102,6 +102,13 @@ impl TokenStore {
         s
     }
 
+    /// Makes room for `seqs` more sequences made of `segments` more segments at most (a
+    /// builder that knows its sizes spares the growth copies).
+    pub fn reserve(&mut self, seqs: usize, segments: usize) {
+        self.seqs.reserve(seqs);
+        self.segments.reserve(segments);
+    }
+
     /// Starts a new sequence; tokens pushed until [`end_seq`](Self::end_seq) belong to it.
     pub fn begin_seq(&mut self) {
         debug_assert!(self.open.is_none(), "begin_seq while a sequence is open");
