@@ -143,16 +143,18 @@ impl<'de> Visitor<'de> for FastRecord<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
         let (mut ts, mut input, mut output, mut has_ids) = (None, None, None, false);
-        while let Some(k) = m.next_key::<&str>()? {
+        // Keys as raw bytes: matching them needs no UTF-8 check (a key with escapes is refused
+        // here and read by the typed parser).
+        while let Some(k) = m.next_key::<&[u8]>()? {
             match k {
-                "timestamp" if ts.is_none() => ts = Some(m.next_value()?),
-                "input_length" if input.is_none() => input = Some(m.next_value()?),
-                "output_length" if output.is_none() => output = Some(m.next_value()?),
-                "hash_ids" if !has_ids => {
+                b"timestamp" if ts.is_none() => ts = Some(m.next_value()?),
+                b"input_length" if input.is_none() => input = Some(m.next_value()?),
+                b"output_length" if output.is_none() => output = Some(m.next_value()?),
+                b"hash_ids" if !has_ids => {
                     m.next_value_seed(AppendIds(&mut *self.0))?;
                     has_ids = true;
                 }
-                "timestamp" | "input_length" | "output_length" | "hash_ids" => {
+                b"timestamp" | b"input_length" | b"output_length" | b"hash_ids" => {
                     return Err(de::Error::duplicate_field("a Mooncake field"))
                 }
                 _ => {
