@@ -70,9 +70,7 @@ impl CacheSpec {
     /// which spares the paged cache numbering the blocks of the others.
     pub fn build_for(&self, store: Arc<TokenStore>, seqs: Option<&[SeqId]>) -> Box<dyn PrefixCache> {
         match self.policy {
-            Policy::Paged => {
-                Box::new(paged::PagedCache::for_seqs(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs))
-            }
+            Policy::Paged => paged::boxed(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs),
             Policy::Radix => {
                 Box::new(radix::TreeCache::sglang(store, self.page_size.unwrap_or(1), self.capacity_tokens))
             }

@@ -9,11 +9,11 @@
 //! How it is kept fast without changing any of that (a literal model of vLLM's pool, with
 //! chained hashes, checks it operation by operation in the tests): a block's hash is its dense
 //! content id ([`BlockIds`]: equal exactly when the prefixes through the block are equal), so
-//! the hash map is a plain vector; one 16-byte record per block; the free queue is a ring of
-//! block ids with tombstones, so popping its head never waits on a block record's link; a
-//! remembered answer (a refused or preempted request's last lookup) is re-validated per block
-//! without a probe; the one request refused at the queue head is watched, its lookup kept
-//! current by cache events.
+//! the hash map is a plain vector (of 16-bit block ids when the pool allows); one 16-byte record
+//! per block; the free queue is a ring of block ids with tombstones, so popping its head never
+//! waits on a block record's link; a remembered answer (a refused or preempted request's last
+//! lookup) is re-validated per block without a probe; the one request refused at the queue head
+//! is watched, its lookup kept current by cache events.
 
 use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, Usage};
 use crate::workload::{BlockIds, SeqId, TokenStore};
@@ -24,6 +24,40 @@ const NIL: u32 = u32::MAX;
 const NO_KEY: u32 = u32::MAX;
 /// "No carrier" in the index (block 0 is the null block, never cached).
 const NONE: u32 = 0;
+
+/// A block id as the index stores it. A pool of at most 2^16 blocks (block 0 included) is
+/// indexed in 16 bits: the index has an entry per distinct block of the run, so it is most of
+/// the run's memory and page faults (the whole Mooncake trace at block 16: 22 MB in 32 bits),
+/// and first touching a page costs microseconds.
+pub trait IndexWord: Copy + Eq + Send + 'static {
+    /// `NONE`, stored.
+    const NONE: Self;
+    /// Stores block `b` (a block id of the pool).
+    fn pack(b: u32) -> Self;
+    /// The block id stored.
+    fn unpack(self) -> u32;
+}
+
+impl IndexWord for u16 {
+    const NONE: Self = NONE as u16;
+    fn pack(b: u32) -> Self {
+        debug_assert!(b <= u16::MAX as u32, "block {b} in a 16-bit index");
+        b as u16
+    }
+    fn unpack(self) -> u32 {
+        self as u32
+    }
+}
+
+impl IndexWord for u32 {
+    const NONE: Self = NONE;
+    fn pack(b: u32) -> Self {
+        b
+    }
+    fn unpack(self) -> u32 {
+        self
+    }
+}
 
 /// The lookup of the one request whose admission last failed (usually the head of the waiting
 /// queue, retried every step), kept up to date by the events that can change it, so a retry
@@ -105,8 +139,8 @@ struct ReqState {
     tokens: usize,
 }
 
-/// vLLM v1 block pool + prefix cache.
-pub struct PagedCache {
+/// vLLM v1 block pool + prefix cache; `W` is the index's word ([`IndexWord`]).
+pub struct PagedCache<W: IndexWord = u32> {
     store: Arc<TokenStore>,
     block: usize,
     /// Blocks including the null block; `None` = unlimited.
@@ -129,7 +163,7 @@ pub struct PagedCache {
     /// Content ids of the store's blocks: the keys.
     ids: BlockIds,
     /// Per key, the oldest block carrying it (`NONE` if none): vLLM's hash → block map.
-    index: Vec<u32>,
+    index: Vec<W>,
     reqs: ReqSlots<ReqState>,
     /// Requests not currently admitted (failed admission, preempted): the hits of their last
     /// lookup, re-validated cheaply on the next try (a block still carrying its key is still
@@ -152,15 +186,34 @@ impl PagedCache {
     /// [`new`](Self::new) for a run that touches only the sequences `seqs` (`None`: any): only
     /// their blocks are numbered.
     pub fn for_seqs(store: Arc<TokenStore>, block: u32, capacity_tokens: Option<u64>, seqs: Option<&[SeqId]>) -> Self {
-        let num_blocks = capacity_tokens.map(|c| (c / block as u64).min(u32::MAX as u64 - 2) as u32 + 1);
-        Self::build(store, block, num_blocks, seqs)
+        Self::build(store, block, num_blocks(block, capacity_tokens), seqs)
     }
 
     /// A cache of exactly `num_gpu_blocks` blocks, block 0 being the null block (as vLLM).
     pub fn with_blocks(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>) -> Self {
         Self::build(store, block, num_gpu_blocks, None)
     }
+}
 
+/// Blocks of a pool of `capacity_tokens` (the null block included); `None`: unlimited.
+fn num_blocks(block: u32, capacity_tokens: Option<u64>) -> Option<u32> {
+    capacity_tokens.map(|c| (c / block as u64).min(u32::MAX as u64 - 2) as u32 + 1)
+}
+
+/// [`PagedCache::for_seqs`] with the narrowest index word the pool allows.
+pub fn boxed(
+    store: Arc<TokenStore>,
+    block: u32,
+    capacity_tokens: Option<u64>,
+    seqs: Option<&[SeqId]>,
+) -> Box<dyn PrefixCache> {
+    match num_blocks(block, capacity_tokens) {
+        Some(n) if n <= 1 << 16 => Box::new(PagedCache::<u16>::build(store, block, Some(n), seqs)),
+        n => Box::new(PagedCache::<u32>::build(store, block, n, seqs)),
+    }
+}
+
+impl<W: IndexWord> PagedCache<W> {
     fn build(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>, seqs: Option<&[SeqId]>) -> Self {
         assert!((1..=crate::workload::tokens::MAX_BLOCK_TOKENS as u32).contains(&block), "block size out of range");
         let ids = match seqs {
@@ -171,7 +224,7 @@ impl PagedCache {
         // faults when first read then written (a shared zero page, then its copy), scattered
         // through the run.
         let mut index = Vec::with_capacity(ids.len() as usize);
-        index.resize(ids.len() as usize, NONE);
+        index.resize(ids.len() as usize, W::NONE);
         Self {
             store,
             block: block as usize,
@@ -259,7 +312,7 @@ impl PagedCache {
     fn extend_hits(&self, seq: SeqId, max_blocks: usize, hits: &mut Vec<u32>) -> usize {
         let mut free = 0;
         for key in self.ids.ids(seq, hits.len(), max_blocks) {
-            match self.index[key as usize] {
+            match self.index[key as usize].unpack() {
                 NONE => break,
                 b => {
                     hits.push(b);
@@ -347,9 +400,9 @@ impl PagedCache {
             if next != NIL {
                 self.blk[next as usize].first = true;
             }
-            self.index[key as usize] = if next == NIL { NONE } else { next };
+            self.index[key as usize] = W::pack(if next == NIL { NONE } else { next });
         } else {
-            let mut p = self.index[key as usize];
+            let mut p = self.index[key as usize].unpack();
             debug_assert_ne!(p, NONE, "a cached block's key is indexed");
             while self.blk[p as usize].dup_next != b {
                 p = self.blk[p as usize].dup_next;
@@ -368,9 +421,9 @@ impl PagedCache {
             }
         }
         self.blk[b as usize].key = key;
-        match self.index[key as usize] {
+        match self.index[key as usize].unpack() {
             NONE => {
-                self.index[key as usize] = b;
+                self.index[key as usize] = W::pack(b);
                 self.blk[b as usize].first = true;
             }
             mut p => {
@@ -516,7 +569,7 @@ impl PagedCache {
     }
 }
 
-impl PrefixCache for PagedCache {
+impl<W: IndexWord> PrefixCache for PagedCache<W> {
     fn spec(&self) -> CacheSpec {
         CacheSpec {
             policy: Policy::Paged,
@@ -669,7 +722,8 @@ impl PrefixCache for PagedCache {
         assert_eq!(in_use + self.list_len, minted as u64 - 1, "blocks not conserved");
         let cached_free = released.iter().filter(|&&b| self.is_cached(b)).count() as u64;
         assert_eq!(cached_free, self.cached_free, "cached free count");
-        let heads = self.index.iter().enumerate().filter(|&(_, &b)| b != NONE).map(|(k, &b)| (k as u32, b));
+        let heads =
+            self.index.iter().map(|&b| b.unpack()).enumerate().filter(|&(_, b)| b != NONE).map(|(k, b)| (k as u32, b));
         let mut chained = 0;
         for (h, first) in heads {
             let mut b = first;

@@ -84,6 +84,23 @@ fn a_huge_pool_costs_only_what_it_uses() {
 }
 
 #[test]
+fn the_highest_block_of_a_pool_is_indexed_at_either_width() {
+    // 2^16 blocks (block 0 included) fit a 16-bit index; one more does not. Either way the
+    // pool's highest block, cached, must be found.
+    for n in [1u32 << 16, (1 << 16) + 1] {
+        let junk = range(1_000_000, 1_000_000 + n - 3);
+        let st = store(&[junk, vec![1, 2], vec![1, 2, 3]]);
+        let mut c = boxed(st, 1, Some(n as u64 - 1), None);
+        c.admit(0, 0, n as usize - 3, usize::MAX).unwrap(); // blocks 1..n-3
+        c.admit(1, 1, 2, usize::MAX).unwrap(); // blocks n-2 and n-1, both cached
+        c.finish(1);
+        c.finish(0);
+        assert_eq!(c.admit(2, 2, 3, usize::MAX).unwrap().hit_tokens, 2, "pool of {n} blocks");
+        c.check_invariants();
+    }
+}
+
+#[test]
 fn admission_fails_without_side_effects() {
     let st = store(&[range(0, 12), range(50, 70)]);
     let mut c = PagedCache::with_blocks(st, 4, Some(5)); // 4 usable blocks
@@ -170,7 +187,7 @@ proptest! {
 
     /// The optimised pool (remembered lookups, the watched queue head, the duplicate chains)
     /// behaves exactly as the literal model of vLLM's: same answers, same block ids, same free
-    /// queue and counters after every operation.
+    /// queue and counters after every operation, with either index word.
     #[test]
     fn matches_the_literal_model(
         seqs in seqs_strategy(),
@@ -179,72 +196,94 @@ proptest! {
         num_blocks in prop::option::weighted(0.9, 2u32..16),
         first_gen in prop::sample::select(vec![1u16, NO_GEN - 3]),
         one_slot_ring in any::<bool>(),
+        narrow_index in any::<bool>(),
     ) {
-        let st = store(&seqs);
-        let mut fast = PagedCache::with_blocks(st.clone(), block as u32, num_blocks);
-        fast.next_gen = first_gen; // the second start wraps the watch generations
-        if one_slot_ring {
-            fast.ring = vec![GONE; 1]; // the free-queue ring compacts and grows as it goes
-        }
-        let mut lit = reference::RefPool::new(st.clone(), block, num_blocks);
-        let mut live: Vec<Option<(SeqId, usize)>> = vec![None; 6];
-        let mut refused: Option<(usize, SeqId, usize, usize)> = None;
-        for op in &ops {
-            match *op {
-                Op::Admit { .. } | Op::Retry => {
-                    let attempt = match *op {
-                        Op::Admit { seq, known_frac, chunk } => live.iter().position(Option::is_none).map(|slot| {
-                            let seq = (seq % seqs.len()) as SeqId;
-                            let len = st.seq_len(seq);
-                            (slot, seq, 1 + ((len - 1) as f64 * known_frac) as usize, chunk)
-                        }),
-                        _ => refused.filter(|r| live[r.0].is_none()),
-                    };
-                    let Some((slot, seq, known, chunk)) = attempt else { continue };
-                    let (a, b) = (fast.admit(slot as ReqId, seq, known, chunk), lit.admit(slot as u32, seq, known, chunk));
-                    prop_assert_eq!(a, b, "admit {:?}", (slot, seq, known, chunk));
-                    refused = None;
-                    match a {
-                        Some(a) => live[slot] = Some((seq, a.allocated_tokens)),
-                        None => refused = Some((slot, seq, known, chunk)),
-                    }
-                }
-                Op::Grow { req, by } => {
-                    if let Some((seq, allocated)) = live[req] {
-                        let total = (allocated + by).min(st.seq_len(seq));
-                        let ok = fast.grow(req as ReqId, total);
-                        prop_assert_eq!(ok, lit.grow(req as u32, total), "grow");
-                        if ok {
-                            live[req] = Some((seq, total));
-                        }
-                    }
-                }
-                Op::Computed { .. } => {} // vLLM registers blocks at allocation
-                Op::Finish { req } | Op::Preempt { req } => {
-                    if live[req].take().is_some() {
-                        if matches!(op, Op::Finish { .. }) {
-                            fast.finish(req as ReqId);
-                        } else {
-                            fast.preempt(req as ReqId);
-                        }
-                        lit.free(req as u32);
-                    }
-                }
-            }
-            fast.check_invariants();
-            let mut want = lit.free_queue();
-            if num_blocks.is_none() {
-                want.sort_unstable(); // an unlimited pool never evicts, so keeps no order
-            }
-            prop_assert_eq!(fast.free_queue(), want, "free queue after {:?}", op);
-            prop_assert_eq!(fast.stats(), lit.stats, "counters after {:?}", op);
-            for req in 0..live.len() as u32 {
-                prop_assert_eq!(fast.block_table(req), lit.block_table(req), "block table of {}", req);
-            }
-            for seq in 0..seqs.len() as SeqId {
-                let len = st.seq_len(seq);
-                prop_assert_eq!(fast.peek(seq, len), lit.peek(seq, len), "peek");
-            }
+        let case = Case { seqs, ops, block, num_blocks, first_gen, one_slot_ring };
+        if narrow_index && num_blocks.is_some() {
+            matches_literal::<u16>(&case)?;
+        } else {
+            matches_literal::<u32>(&case)?;
         }
     }
+}
+
+/// One differential case.
+struct Case {
+    seqs: Vec<Vec<u32>>,
+    ops: Vec<Op>,
+    block: usize,
+    num_blocks: Option<u32>,
+    first_gen: u16,
+    one_slot_ring: bool,
+}
+
+fn matches_literal<W: IndexWord>(case: &Case) -> Result<(), TestCaseError> {
+    let Case { ref seqs, ref ops, block, num_blocks, first_gen, one_slot_ring } = *case;
+    let st = store(seqs);
+    let mut fast = PagedCache::<W>::build(st.clone(), block as u32, num_blocks, None);
+    fast.next_gen = first_gen; // the second start wraps the watch generations
+    if one_slot_ring {
+        fast.ring = vec![GONE; 1]; // the free-queue ring compacts and grows as it goes
+    }
+    let mut lit = reference::RefPool::new(st.clone(), block, num_blocks);
+    let mut live: Vec<Option<(SeqId, usize)>> = vec![None; 6];
+    let mut refused: Option<(usize, SeqId, usize, usize)> = None;
+    for op in ops {
+        match *op {
+            Op::Admit { .. } | Op::Retry => {
+                let attempt = match *op {
+                    Op::Admit { seq, known_frac, chunk } => live.iter().position(Option::is_none).map(|slot| {
+                        let seq = (seq % seqs.len()) as SeqId;
+                        let len = st.seq_len(seq);
+                        (slot, seq, 1 + ((len - 1) as f64 * known_frac) as usize, chunk)
+                    }),
+                    _ => refused.filter(|r| live[r.0].is_none()),
+                };
+                let Some((slot, seq, known, chunk)) = attempt else { continue };
+                let (a, b) = (fast.admit(slot as ReqId, seq, known, chunk), lit.admit(slot as u32, seq, known, chunk));
+                prop_assert_eq!(a, b, "admit {:?}", (slot, seq, known, chunk));
+                refused = None;
+                match a {
+                    Some(a) => live[slot] = Some((seq, a.allocated_tokens)),
+                    None => refused = Some((slot, seq, known, chunk)),
+                }
+            }
+            Op::Grow { req, by } => {
+                if let Some((seq, allocated)) = live[req] {
+                    let total = (allocated + by).min(st.seq_len(seq));
+                    let ok = fast.grow(req as ReqId, total);
+                    prop_assert_eq!(ok, lit.grow(req as u32, total), "grow");
+                    if ok {
+                        live[req] = Some((seq, total));
+                    }
+                }
+            }
+            Op::Computed { .. } => {} // vLLM registers blocks at allocation
+            Op::Finish { req } | Op::Preempt { req } => {
+                if live[req].take().is_some() {
+                    if matches!(op, Op::Finish { .. }) {
+                        fast.finish(req as ReqId);
+                    } else {
+                        fast.preempt(req as ReqId);
+                    }
+                    lit.free(req as u32);
+                }
+            }
+        }
+        fast.check_invariants();
+        let mut want = lit.free_queue();
+        if num_blocks.is_none() {
+            want.sort_unstable(); // an unlimited pool never evicts, so keeps no order
+        }
+        prop_assert_eq!(fast.free_queue(), want, "free queue after {:?}", op);
+        prop_assert_eq!(fast.stats(), lit.stats, "counters after {:?}", op);
+        for req in 0..live.len() as u32 {
+            prop_assert_eq!(fast.block_table(req), lit.block_table(req), "block table of {}", req);
+        }
+        for seq in 0..seqs.len() as SeqId {
+            let len = st.seq_len(seq);
+            prop_assert_eq!(fast.peek(seq, len), lit.peek(seq, len), "peek");
+        }
+    }
+    Ok(())
 }
