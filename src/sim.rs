@@ -107,8 +107,6 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
         }
     }
     let mut send_s = vec![f64::NAN; n];
-    let mut first_tok = vec![f64::NAN; n];
-    let mut last_tok = vec![f64::NAN; n];
     let mut in_flight = 0u32;
     let mut client_queue: VecDeque<ReqId> = VecDeque::new();
     let mut log = TokenLog::default();
@@ -187,7 +185,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                 r.generated += 1;
                 sampled += 1;
                 let i = id as usize;
-                let prev = (!last_tok[i].is_nan()).then_some(last_tok[i]);
+                let prev = (!r.last_token_s.is_nan()).then_some(r.last_token_s);
                 if let Some(p) = prev {
                     log.gap(end - p);
                 }
@@ -195,9 +193,9 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                     tokens.push(TokenRecord { id, index: r.generated - 1, time_s: end });
                 }
                 if prev.is_none() {
-                    first_tok[i] = end;
+                    r.first_token_s = end;
                 }
-                last_tok[i] = end;
+                r.last_token_s = end;
                 if r.generated == r.output_len {
                     cache.finish(id);
                     sched.finished(id);
@@ -205,7 +203,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                     records.push(RequestRecord {
                         id,
                         send_s: send_s[i],
-                        first_token_s: first_tok[i],
+                        first_token_s: r.first_token_s,
                         last_token_s: end,
                         prompt_tokens: q.prompt_len,
                         output_tokens: r.output_len,

@@ -94,6 +94,10 @@ pub struct ReqRt {
     pub cached_prompt_tokens: u32,
     /// When it was first scheduled (seconds), `NaN` before.
     pub first_scheduled_s: f64,
+    /// When its first and its latest output token were sampled (seconds), `NaN` before (kept
+    /// here, beside the counters every step reads, rather than in arrays of their own).
+    pub first_token_s: f64,
+    pub last_token_s: f64,
     /// Admitted at least once (so `cached_prompt_tokens` is set).
     pub admitted: bool,
 }
@@ -111,6 +115,8 @@ impl ReqRt {
             preemptions: 0,
             cached_prompt_tokens: 0,
             first_scheduled_s: f64::NAN,
+            first_token_s: f64::NAN,
+            last_token_s: f64::NAN,
             admitted: false,
         }
     }
