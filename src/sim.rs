@@ -86,6 +86,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
         s
     });
     let mut cache = cfg.cache.build_for(w.store.clone(), used.as_deref());
+    let tracks_computed = cache.tracks_computed();
     let mut sched = scheduler(&cfg.engine, w.store.clone());
     let mut due: BinaryHeap<Due> = BinaryHeap::new();
     let mut fifo = 0u64;
@@ -178,7 +179,9 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
             for &(id, k) in &batch.items {
                 let r = &mut rt[id as usize];
                 r.num_computed += k;
-                cache.computed(id, r.num_computed as usize);
+                if tracks_computed {
+                    cache.computed(id, r.num_computed as usize);
+                }
                 if r.num_computed < r.num_tokens {
                     continue; // an unfinished prefill chunk samples nothing
                 }

@@ -134,6 +134,12 @@ pub trait PrefixCache: Send {
     /// The engine has computed the request's first `computed_tokens` tokens (end of a step).
     fn computed(&mut self, req: ReqId, computed_tokens: usize);
 
+    /// Whether [`computed`](Self::computed) does anything: a run that calls it per request per
+    /// step skips the calls when not.
+    fn tracks_computed(&self) -> bool {
+        true
+    }
+
     /// The request finished: its KV becomes reusable as the engine allows; pins are released.
     fn finish(&mut self, req: ReqId);
 
@@ -275,6 +281,9 @@ impl PrefixCache for NoCache {
         true
     }
     fn computed(&mut self, _req: ReqId, _computed_tokens: usize) {}
+    fn tracks_computed(&self) -> bool {
+        false
+    }
     fn finish(&mut self, req: ReqId) {
         let h = std::mem::take(self.held_mut(req));
         self.pool.put(h);

@@ -669,6 +669,10 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         // vLLM registers block hashes at allocation time; nothing happens after the step.
     }
 
+    fn tracks_computed(&self) -> bool {
+        false
+    }
+
     fn finish(&mut self, req: ReqId) {
         self.free_request(req);
         self.parked.remove(req);
