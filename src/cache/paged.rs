@@ -527,35 +527,38 @@ impl<W: IndexWord> PagedCache<W> {
         self.stats.peak_used_tokens = self.stats.peak_used_tokens.max(used);
     }
 
-    /// Registers the request's full blocks within its first `total` tokens.
-    fn cache_full_blocks(&mut self, st: &mut ReqState, total: usize) {
+    /// Registers the full blocks of block table `blocks` (of `seq`) within its first `total`
+    /// tokens, the first `cached` being registered already; returns how many are now.
+    fn cache_full_blocks(&mut self, seq: SeqId, blocks: &[u32], cached: usize, total: usize) -> usize {
         let full = total / self.block;
-        if st.cached_blocks >= full {
-            return;
+        if cached >= full {
+            return cached;
         }
         let ids = std::mem::take(&mut self.ids);
-        for (&b, key) in st.blocks[st.cached_blocks..full].iter().zip(ids.ids(st.seq, st.cached_blocks, full)) {
+        for (&b, key) in blocks[cached..full].iter().zip(ids.ids(seq, cached, full)) {
             self.register(b, key);
         }
         self.ids = ids;
-        st.cached_blocks = full;
+        full
     }
 
     /// `grow` when the request needs a new block or fills one (kept out of line, so the
     /// common case stays a few instructions).
     #[inline(never)]
     fn grow_blocks(&mut self, req: ReqId, total_tokens: usize) -> bool {
-        let mut st = self.reqs.take(req);
+        let free = self.free_len();
+        let st = self.reqs.get_mut(req).expect("request admitted");
         debug_assert!(total_tokens <= self.store.seq_len(st.seq), "scheduling unknown tokens");
         let need = total_tokens.div_ceil(self.block).saturating_sub(st.blocks.len());
-        if need as u64 > self.free_len() {
-            self.reqs.put(req, st);
+        if need as u64 > free {
             return false;
         }
-        self.pop_many(need, &mut st.blocks);
         st.tokens = st.tokens.max(total_tokens);
-        self.cache_full_blocks(&mut st, total_tokens);
-        self.reqs.put(req, st);
+        let (seq, cached, mut blocks) = (st.seq, st.cached_blocks, std::mem::take(&mut st.blocks));
+        self.pop_many(need, &mut blocks);
+        let cached = self.cache_full_blocks(seq, &blocks, cached, total_tokens);
+        let st = self.reqs.get_mut(req).expect("request admitted");
+        (st.blocks, st.cached_blocks) = (blocks, cached);
         self.note_peak();
         true
     }
@@ -648,7 +651,7 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         st.cached_blocks = st.blocks.len();
         self.pop_many(need, &mut st.blocks);
         st.tokens = total;
-        self.cache_full_blocks(&mut st, total);
+        st.cached_blocks = self.cache_full_blocks(seq, &st.blocks, st.cached_blocks, total);
         self.reqs.put(req, st);
         self.note_peak();
         Some(Admitted { hit_tokens: hit, allocated_tokens: total })
