@@ -106,6 +106,8 @@ struct Blk {
     first: bool,
 }
 
+const _: () = assert!(std::mem::size_of::<Blk>() == 16);
+
 /// `Blk::state` of a block in the free queue (reference counts stay far below it).
 const IN_QUEUE: u32 = 1 << 31;
 
@@ -384,7 +386,8 @@ impl<W: IndexWord> PagedCache<W> {
         if self.is_watched(b) {
             // A watched hit is evicted: the hits end before it.
             let w = self.watch.as_mut().expect("a watched block");
-            while let Some(k) = w.hits.pop() {
+            loop {
+                let k = w.hits.pop().expect("a watched block is among the hits");
                 let r = &mut self.blk[k as usize];
                 w.evictable -= r.queued() as usize;
                 r.watch_gen = 0;
