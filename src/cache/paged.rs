@@ -182,13 +182,7 @@ pub struct PagedCache<W: IndexWord = u32> {
 impl PagedCache {
     /// A cache of `capacity_tokens / block` usable blocks (plus the null block); unlimited when `None`.
     pub fn new(store: Arc<TokenStore>, block: u32, capacity_tokens: Option<u64>) -> Self {
-        Self::for_seqs(store, block, capacity_tokens, None)
-    }
-
-    /// [`new`](Self::new) for a run that touches only the sequences `seqs` (`None`: any): only
-    /// their blocks are numbered.
-    pub fn for_seqs(store: Arc<TokenStore>, block: u32, capacity_tokens: Option<u64>, seqs: Option<&[SeqId]>) -> Self {
-        Self::build(store, block, num_blocks(block, capacity_tokens), seqs)
+        Self::build(store, block, num_blocks(block, capacity_tokens), None)
     }
 
     /// A cache of exactly `num_gpu_blocks` blocks, block 0 being the null block (as vLLM).
@@ -202,7 +196,8 @@ fn num_blocks(block: u32, capacity_tokens: Option<u64>) -> Option<u32> {
     capacity_tokens.map(|c| (c / block as u64).min(u32::MAX as u64 - 2) as u32 + 1)
 }
 
-/// [`PagedCache::for_seqs`] with the narrowest index word the pool allows.
+/// [`PagedCache::new`] with the narrowest index word the pool allows, for a run that touches
+/// only the sequences `seqs` (`None`: any): only their blocks are numbered.
 pub fn boxed(
     store: Arc<TokenStore>,
     block: u32,
