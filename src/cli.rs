@@ -5,7 +5,7 @@
 use cachesim::analyze::{AnalyzeOptions, RepetitionOptions, Scope, Unit};
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::config::RunOptions;
-use cachesim::engine::{EngineKind, SchedulePolicy};
+use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy};
 use cachesim::report::ReportStyle;
 use cachesim::tokenize::TokenizerKind;
 use cachesim::trace::{Format, ReadOptions};
@@ -108,9 +108,14 @@ impl TraceArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub trace: TraceArgs,
-    /// Serving engine whose scheduler is simulated.
-    #[arg(long, value_enum, default_value = "vllm", help_heading = "Engine")]
-    pub engine: EngineKind,
+    /// Serving engine whose scheduler is simulated [default: vllm, or the engine of
+    /// --engine-version].
+    #[arg(long, value_enum, help_heading = "Engine")]
+    pub engine: Option<EngineKind>,
+    /// The engine release whose rules to follow, written engine@version [default: the engine's
+    /// newest].
+    #[arg(long, value_enum, value_name = "ENGINE@VERSION", help_heading = "Engine")]
+    pub engine_version: Option<EngineVersion>,
     /// Model profile (built in: see models/models.toml).
     #[arg(long, default_value = "llama-3.1-8b", help_heading = "Engine")]
     pub model: String,
@@ -238,7 +243,8 @@ impl RunArgs {
     /// Library options.
     pub fn options(&self) -> RunOptions {
         RunOptions {
-            engine: self.engine,
+            engine: self.engine.or(self.engine_version.map(EngineVersion::engine)).unwrap_or(EngineKind::Vllm),
+            engine_version: self.engine_version,
             model: self.model.clone(),
             model_file: self.model_file.clone(),
             gpu: self.gpu.clone(),

@@ -5,7 +5,7 @@
 
 use crate::cache::{CacheSpec, Policy};
 use crate::cost::{Efficiency, Roofline};
-use crate::engine::{EngineConfig, EngineKind, SchedulePolicy};
+use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
 use crate::error::{Error, Result};
 use crate::profile::{self, Gpu, Model};
 use crate::workload::arrivals::ArrivalOptions;
@@ -16,6 +16,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub engine: EngineKind,
+    /// `--engine-version`; `None` = the engine's newest bundle.
+    pub engine_version: Option<EngineVersion>,
     pub model: String,
     pub model_file: Option<PathBuf>,
     pub gpu: String,
@@ -56,6 +58,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         Self {
             engine: EngineKind::Vllm,
+            engine_version: None,
             model: "llama-3.1-8b".into(),
             model_file: None,
             gpu: "h100-sxm".into(),
@@ -162,6 +165,16 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
     }
     let max_model_len = o.max_model_len.unwrap_or(model.max_context);
+    let version = match o.engine_version {
+        None => EngineVersion::newest(o.engine),
+        Some(v) if v.engine() == o.engine => v,
+        Some(v) => {
+            return Err(Error::invalid(
+                "--engine-version",
+                format!("{v} is a bundle of the {} engine, not of --engine {}", v.engine().name(), o.engine.name()),
+            ))
+        }
+    };
     let policy = o.policy.unwrap_or(match o.engine {
         EngineKind::Vllm | EngineKind::VllmV0 => Policy::Paged,
         EngineKind::Sglang => Policy::Radix,
@@ -257,6 +270,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     Ok(RunConfig {
         engine: EngineConfig {
             engine: o.engine,
+            version,
+            rules: version.rules(),
             max_num_seqs,
             max_num_batched_tokens,
             enable_chunked_prefill: o.enable_chunked_prefill.unwrap_or(o.engine == EngineKind::Vllm),

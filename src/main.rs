@@ -47,6 +47,7 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     let keep = cachesim::sim::Keep {
         steps: args.timeline_csv.is_some() || args.plot.is_some(),
         tokens: args.token_times_csv.is_some(),
+        schedule: false,
     };
     let out = cachesim::sim::simulate(&w, &cfg, keep)?;
     sp.finish_and_clear();

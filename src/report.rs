@@ -216,7 +216,8 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
     let _ = match e.engine {
         crate::engine::EngineKind::Vllm => writeln!(
             s,
-            "Engine:         vllm v1 · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {} · async scheduling {}",
+            "Engine:         {} (v1) · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {} · async scheduling {}",
+            e.version,
             e.max_num_seqs,
             e.max_num_batched_tokens,
             on_off(e.enable_chunked_prefill),
@@ -225,7 +226,8 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
         ),
         crate::engine::EngineKind::Sglang => writeln!(
             s,
-            "Engine:         sglang · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {} · overlap schedule {}",
+            "Engine:         {} · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {} · overlap schedule {}",
+            e.version,
             e.max_num_seqs,
             e.chunked_prefill_size,
             e.max_prefill_tokens,
@@ -235,14 +237,16 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
         ),
         crate::engine::EngineKind::VllmV0 => writeln!(
             s,
-            "Engine:         vllm v0 (legacy) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark",
+            "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark",
+            e.version,
             e.max_num_seqs,
             e.max_num_batched_tokens,
             if e.enable_chunked_prefill { "chunked prefill, decodes first" } else { "prefills first, no chunked prefill" }
         ),
         crate::engine::EngineKind::Lightllm => writeln!(
             s,
-            "Engine:         lightllm · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",
+            "Engine:         {} · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",
+            e.version,
             e.max_num_seqs, e.max_num_batched_tokens, e.chunked_prefill_size
         ),
     };

@@ -47,6 +47,25 @@ pub struct TokenRecord {
     pub time_s: f64,
 }
 
+/// One step's composition, for differential tests against the engines' own schedulers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScheduledStep {
+    /// (request, new tokens, tokens computed before the step — the prefix hit for a request
+    /// admitted in this step), in batch order.
+    pub items: Vec<(ReqId, u32, u32)>,
+    /// Requests preempted (vLLM) or retracted (SGLang) while the step was formed, by id.
+    pub preempted: Vec<ReqId>,
+    /// Requests that sampled a token at the end of the step, in batch order.
+    pub sampled: Vec<ReqId>,
+    /// Requests that finished at the end of the step, in batch order.
+    pub finished: Vec<ReqId>,
+    /// Cache usage right after scheduling.
+    pub usage_after_schedule: crate::cache::Usage,
+    /// Waiting and running requests right after scheduling.
+    pub waiting: u32,
+    pub running: u32,
+}
+
 /// What to keep beyond the per-request records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Keep {
@@ -54,6 +73,8 @@ pub struct Keep {
     pub steps: bool,
     /// One record per output token.
     pub tokens: bool,
+    /// Every step's composition ([`ScheduledStep`]; costs a pass over all requests per step).
+    pub schedule: bool,
 }
 
 /// The outcome of a run.
@@ -69,6 +90,8 @@ pub struct SimResult {
     pub timeline: Vec<StepRecord>,
     /// Per-token records, when asked for.
     pub tokens: Vec<TokenRecord>,
+    /// Per-step compositions, when asked for.
+    pub schedule: Vec<ScheduledStep>,
 }
 
 /// Min-heap key: send time (non-negative, so its bits order like the value), then FIFO.
@@ -114,6 +137,8 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
     let mut records = Vec::with_capacity(sends.len());
     let mut timeline = Vec::new();
     let mut tokens = Vec::new();
+    let mut schedule = Vec::new();
+    let mut preemptions_before: Vec<u32> = Vec::new();
     let mut batch = Batch::default();
     let mut finished: Vec<ReqId> = Vec::new();
     let (mut failed, mut steps, mut now) = (0u64, 0u64, 0.0f64);
@@ -133,7 +158,24 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
             send_s[id as usize] = t;
             sched.enqueue(id);
         }
+        if keep.schedule {
+            preemptions_before.clear();
+            preemptions_before.extend(rt.iter().map(|r| r.preemptions));
+        }
         sched.schedule(&mut Step { now, reqs: &mut rt, cache: cache.as_mut(), out: &mut batch });
+        let mut composition = keep.schedule.then(|| {
+            let (waiting, running) = sched.queued();
+            ScheduledStep {
+                items: batch.items.iter().map(|&(id, k)| (id, k, rt[id as usize].num_computed)).collect(),
+                preempted: (0..n as ReqId)
+                    .filter(|&i| rt[i as usize].preemptions > preemptions_before[i as usize])
+                    .collect(),
+                usage_after_schedule: cache.usage(),
+                waiting: waiting as u32,
+                running: running as u32,
+                ..Default::default()
+            }
+        });
         if batch.items.is_empty() {
             if batch.preempted > 0 {
                 continue; // everything was preempted: admit again at the same time
@@ -187,6 +229,12 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                 }
                 r.generated += 1;
                 sampled += 1;
+                if let Some(c) = composition.as_mut() {
+                    c.sampled.push(id);
+                    if r.generated == r.output_len {
+                        c.finished.push(id);
+                    }
+                }
                 let i = id as usize;
                 let prev = (!r.last_token_s.is_nan()).then_some(r.last_token_s);
                 if let Some(p) = prev {
@@ -220,6 +268,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                 }
             }
             log.count(end, sampled);
+            schedule.extend(composition.take());
             now = end;
         }
         for id in finished.drain(..) {
@@ -236,7 +285,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
             }
         }
     }
-    SimResult { records, failed, log, cache: cache.stats(), steps, timeline, tokens }
+    SimResult { records, failed, log, cache: cache.stats(), steps, timeline, tokens, schedule }
 }
 
 /// A whole run: sends scheduled, instance simulated, summary computed.

@@ -218,7 +218,7 @@ fn default_command_simulates_serving_in_both_layouts() {
     assert!(sglang.contains("============ Serving Benchmark Result ============"), "{sglang}");
     assert!(sglang.contains("Successful requests:                     160"), "{sglang}");
     assert!(sglang.contains("----------------End-to-End Latency----------------"));
-    assert!(sglang.contains("Engine:         vllm v1 · max_num_seqs 1024 · max_num_batched_tokens 8192"));
+    assert!(sglang.contains("Engine:         vllm@0.33 (v1) · max_num_seqs 1024 · max_num_batched_tokens 8192"));
     let vllm = ok(&["run", "--report-style", "vllm"]);
     assert!(vllm.contains("Failed requests:                         0"), "{vllm}");
     assert!(vllm.contains("---------------Inter-token Latency----------------"));
@@ -283,7 +283,7 @@ fn run_writes_request_and_step_csvs() {
 #[test]
 fn sglang_engine_runs_with_its_own_defaults() {
     let out = ok(&["--engine", "sglang", "--num-prompts", "40", "--schedule-policy", "lpm"]);
-    assert!(out.contains("Engine:         sglang · max_running_requests"), "{out}");
+    assert!(out.contains("Engine:         sglang@0.5 · max_running_requests"), "{out}");
     assert!(out.contains("KV cache:       radix (page 1)"), "{out}");
     assert!(out.contains("Backend:                                 sglang"), "{out}");
     assert!(out.contains("Successful requests:                     40"), "{out}");
@@ -321,7 +321,7 @@ fn run_draws_its_svg() {
 #[test]
 fn lightllm_engine_runs() {
     let out = ok(&["--engine", "lightllm", "--num-prompts", "40", "--report-style", "vllm"]);
-    assert!(out.contains("Engine:         lightllm · running_max_req_size 1000 · batch_max_tokens 8448"), "{out}");
+    assert!(out.contains("Engine:         lightllm@1.0 · running_max_req_size 1000 · batch_max_tokens 8448"), "{out}");
     assert!(out.contains("KV cache:       token"), "{out}");
     assert!(out.contains("Successful requests:                     40"), "{out}");
 }
@@ -340,4 +340,17 @@ fn engine_switches_named_as_the_engines_name_them() {
     assert!(fails(&["--engine", "sglang", "--enable-chunked-prefill"]).contains("--chunked-prefill-size"));
     assert!(fails(&["--engine", "lightllm", "--async-scheduling"]).contains("only vLLM v1 and SGLang"));
     assert!(fails(&["--enable-chunked-prefill", "--no-enable-chunked-prefill"]).contains("cannot be used with"));
+}
+
+#[test]
+fn engine_version_selects_a_bundle_and_names_its_engine() {
+    let out = ok(&["--engine-version", "vllm@0.18", "--num-prompts", "20"]);
+    assert!(out.contains("Engine:         vllm@0.18 (v1)"), "{out}");
+    // The bundle implies its engine when --engine is not given.
+    let out = ok(&["--engine-version", "sglang@0.5", "--num-prompts", "20"]);
+    assert!(out.contains("Engine:         sglang@0.5 · max_running_requests"), "{out}");
+    let e = fails(&["--engine", "sglang", "--engine-version", "vllm@0.33"]);
+    assert!(e.contains("--engine-version") && e.contains("vllm@0.33 is a bundle of the vllm engine"), "{e}");
+    let help = ok(&["run", "--help"]);
+    assert!(help.contains("vllm@0.33") && help.contains("sglang@0.5"), "{help}");
 }

@@ -8,6 +8,7 @@
 
 pub mod lightllm;
 pub mod sglang;
+pub mod version;
 pub mod vllm;
 pub mod vllm_v0;
 
@@ -15,6 +16,7 @@ use crate::cache::{PrefixCache, ReqId};
 use crate::cost::BatchShape;
 use crate::workload::SeqId;
 use serde::Serialize;
+pub use version::{EngineVersion, Rules};
 
 /// Engine families (`--engine`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -30,6 +32,18 @@ pub enum EngineKind {
     Sglang,
     /// LightLLM: peak-footprint admission on a token pool; a decode pass then a prefill pass.
     Lightllm,
+}
+
+impl EngineKind {
+    /// The name `--engine` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Vllm => "vllm",
+            EngineKind::VllmV0 => "vllm-v0",
+            EngineKind::Sglang => "sglang",
+            EngineKind::Lightllm => "lightllm",
+        }
+    }
 }
 
 /// SGLang `--schedule-policy`.
@@ -52,6 +66,10 @@ pub enum SchedulePolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct EngineConfig {
     pub engine: EngineKind,
+    /// The release whose rules the scheduler and cache follow (`--engine-version`).
+    pub version: EngineVersion,
+    /// That release's rules.
+    pub rules: Rules,
     /// vLLM `--max-num-seqs`: requests in `running` at most.
     pub max_num_seqs: u32,
     /// vLLM `--max-num-batched-tokens`: new tokens per step at most.

@@ -367,6 +367,8 @@ mod tests {
     fn cfg(policy: SchedulePolicy) -> EngineConfig {
         EngineConfig {
             engine: EngineKind::Sglang,
+            version: crate::engine::EngineVersion::newest(EngineKind::Sglang),
+            rules: crate::engine::EngineVersion::newest(EngineKind::Sglang).rules(),
             max_num_seqs: 64,
             max_num_batched_tokens: 16384,
             enable_chunked_prefill: true,

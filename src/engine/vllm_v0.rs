@@ -137,6 +137,8 @@ mod tests {
     fn cfg(budget: u32) -> EngineConfig {
         EngineConfig {
             engine: EngineKind::VllmV0,
+            version: crate::engine::EngineVersion::newest(EngineKind::VllmV0),
+            rules: crate::engine::EngineVersion::newest(EngineKind::VllmV0).rules(),
             max_num_seqs: 8,
             max_num_batched_tokens: budget,
             enable_chunked_prefill: true,

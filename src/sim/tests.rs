@@ -27,6 +27,8 @@ fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
     SimConfig {
         engine: EngineConfig {
             engine: EngineKind::Vllm,
+            version: crate::engine::EngineVersion::newest(EngineKind::Vllm),
+            rules: crate::engine::EngineVersion::newest(EngineKind::Vllm).rules(),
             max_num_seqs: seqs,
             max_num_batched_tokens: tokens,
             enable_chunked_prefill: true,
@@ -97,7 +99,7 @@ fn vllm_v0_chunked_mode_reserves_whole_prompts_and_chunks_them() {
     let w = workload(&[((0..12).collect(), 2), ((100..104).collect(), 2)]);
     let mut c = cfg(8, 8, None);
     c.engine.engine = EngineKind::VllmV0;
-    let r = run(&w, &[(0, 0.0), (1, 0.0)], &c, &COST, Keep { steps: true, tokens: false });
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &c, &COST, Keep { steps: true, ..Keep::default() });
     // Step 1: A's first 8 tokens (0.018); step 2: A's last 4 and B's 4 (0.018), both sample;
     // step 3: both decode (0.014) and finish.
     for id in [0, 1] {
@@ -110,14 +112,14 @@ fn vllm_v0_chunked_mode_reserves_whole_prompts_and_chunks_them() {
     // Admission reserved A's whole prompt (3 blocks of 4) in step 1; v1 holds the chunk's 2.
     assert_eq!(r.timeline[0].kv_used_tokens, 12);
     c.engine.engine = EngineKind::Vllm;
-    let v1 = run(&w, &[(0, 0.0), (1, 0.0)], &c, &COST, Keep { steps: true, tokens: false });
+    let v1 = run(&w, &[(0, 0.0), (1, 0.0)], &c, &COST, Keep { steps: true, ..Keep::default() });
     assert_eq!(v1.timeline[0].kv_used_tokens, 8);
 }
 
 #[test]
 fn chunked_prefill_samples_only_after_the_last_chunk() {
     let w = workload(&[((0..20).collect(), 2)]);
-    let r = run(&w, &[(0, 0.0)], &cfg(8, 8, None), &COST, Keep { steps: true, tokens: true });
+    let r = run(&w, &[(0, 0.0)], &cfg(8, 8, None), &COST, Keep { steps: true, tokens: true, ..Keep::default() });
     // Chunks of 8, 8, 4 tokens (0.018, 0.018, 0.014), then one decode (0.012).
     let x = rec(&r, 0);
     assert!(close(x.ttft_s(), 0.050), "{x:?}");
@@ -143,7 +145,13 @@ fn preemption_recomputes_the_latest_admitted_request() {
     // 4 usable blocks of 4 tokens. Both prompts (6 tokens) fit; growing past 8 tokens each
     // does not: the later request is preempted, waits, and is admitted again.
     let w = workload(&[((0..6).collect(), 8), ((100..106).collect(), 8)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(8, 1000, Some(5)), &COST, Keep { steps: true, tokens: true });
+    let r = run(
+        &w,
+        &[(0, 0.0), (1, 0.0)],
+        &cfg(8, 1000, Some(5)),
+        &COST,
+        Keep { steps: true, tokens: true, ..Keep::default() },
+    );
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     assert_eq!((a.preemptions, b.preemptions), (0, 1));
     assert_eq!((a.output_tokens, b.output_tokens), (8, 8));
@@ -198,7 +206,15 @@ fn conservation_and_determinism_on_the_sample() {
         (EngineKind::Lightllm, false, false),
     ] {
         let mut c = cfg(16, if chunked { 512 } else { 1 << 20 }, Some(2000));
-        c.engine = EngineConfig { engine, enable_chunked_prefill: chunked, overlap, ..c.engine };
+        let version = crate::engine::EngineVersion::newest(engine);
+        c.engine = EngineConfig {
+            engine,
+            version,
+            rules: version.rules(),
+            enable_chunked_prefill: chunked,
+            overlap,
+            ..c.engine
+        };
         conserves_and_repeats(&w, &sends, &c);
     }
 }
@@ -211,7 +227,7 @@ fn a_run_of_some_requests_matches_the_same_run_over_only_those() {
     let part = Workload { store: w.store.clone(), requests: w.requests[..k].to_vec(), info: w.info.clone() };
     let sends: Vec<(u32, f64)> = (0..k as u32).map(|i| (i, i as f64 * 0.02)).collect();
     let c = cfg(16, 512, Some(400));
-    let keep = Keep { steps: true, tokens: false };
+    let keep = Keep { steps: true, ..Keep::default() };
     let (a, b) = (run(&w, &sends, &c, &COST, keep), run(&part, &sends, &c, &COST, keep));
     assert_eq!(a.records, b.records);
     assert_eq!(a.timeline, b.timeline);
@@ -223,7 +239,7 @@ fn a_run_of_some_requests_matches_the_same_run_over_only_those() {
 }
 
 fn conserves_and_repeats(w: &Workload, sends: &[(u32, f64)], c: &SimConfig) {
-    let a = run(w, sends, c, &COST, Keep { steps: true, tokens: true });
+    let a = run(w, sends, c, &COST, Keep { steps: true, tokens: true, ..Keep::default() });
     assert_eq!(a.records.len() as u64 + a.failed, w.requests.len() as u64);
     let mut seen = vec![0; w.requests.len()];
     for x in &a.records {
@@ -235,7 +251,7 @@ fn conserves_and_repeats(w: &Workload, sends: &[(u32, f64)], c: &SimConfig) {
     let emitted: u64 = a.log.per_second.iter().map(|&c| c as u64).sum();
     assert_eq!(emitted, a.records.iter().map(|x| x.output_tokens as u64).sum::<u64>());
     assert!(a.timeline.iter().all(|s| s.kv_used_tokens <= 1999 * 4));
-    let b = run(w, sends, c, &COST, Keep { steps: true, tokens: true });
+    let b = run(w, sends, c, &COST, Keep { steps: true, tokens: true, ..Keep::default() });
     assert_eq!(a.records, b.records);
     assert_eq!(a.timeline, b.timeline);
     assert_eq!(a.tokens, b.tokens);
@@ -261,7 +277,13 @@ fn sglang_cfg(running: u32, chunk: u32, capacity: Option<u64>) -> SimConfig {
 #[test]
 fn sglang_prefill_has_priority_over_decode() {
     let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 2)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.03)], &sglang_cfg(8, 0, None), &COST, Keep { steps: true, tokens: true });
+    let r = run(
+        &w,
+        &[(0, 0.0), (1, 0.03)],
+        &sglang_cfg(8, 0, None),
+        &COST,
+        Keep { steps: true, tokens: true, ..Keep::default() },
+    );
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     // t=0 prefill A (0.020); t=0.020 decode A (0.012); t=0.032 B has arrived: prefill B alone
     // (0.030) while A's decode stalls; t=0.062 decode A and B (0.014).
@@ -275,7 +297,13 @@ fn sglang_prefill_has_priority_over_decode() {
 #[test]
 fn sglang_chunks_stall_decodes_and_share_after_each_chunk() {
     let w = workload(&[((0..4).collect(), 4), ((100..120).collect(), 1)]);
-    let r = run(&w, &[(0, 0.0), (1, 0.001)], &sglang_cfg(8, 8, None), &COST, Keep { steps: true, tokens: true });
+    let r = run(
+        &w,
+        &[(0, 0.0), (1, 0.001)],
+        &sglang_cfg(8, 8, None),
+        &COST,
+        Keep { steps: true, tokens: true, ..Keep::default() },
+    );
     let kinds: Vec<(u64, u32)> = r.timeline.iter().map(|s| (s.prefill_tokens, s.decode_tokens)).collect();
     // A prefills (4), then B's 20 tokens go in chunks of 8, 8, 4, each a prefill step; A's
     // decodes wait for the last chunk.
@@ -292,7 +320,8 @@ fn sglang_retracts_the_request_with_the_fewest_outputs() {
     let w = workload(&[((0..8).collect(), 30), ((100..112).collect(), 30), ((200..208).collect(), 30)]);
     let mut c = sglang_cfg(8, 0, Some(64));
     c.engine.schedule_conservativeness = 0.0; // reserve nothing for future decodes: admit all three
-    let r = run(&w, &[(0, 0.0), (1, 0.05), (2, 0.05)], &c, &COST, Keep { steps: true, tokens: true });
+    let r =
+        run(&w, &[(0, 0.0), (1, 0.05), (2, 0.05)], &c, &COST, Keep { steps: true, tokens: true, ..Keep::default() });
     assert_eq!(r.records.len(), 3);
     let (a, b, cc) = (rec(&r, 0), rec(&r, 1), rec(&r, 2));
     assert_eq!(a.preemptions, 0);
@@ -341,7 +370,7 @@ fn vllm_v0_runs_prefills_first_and_no_decode_with_them() {
     let mut c = cfg(8, 1000, None);
     c.engine.engine = EngineKind::VllmV0;
     c.engine.enable_chunked_prefill = false;
-    let r = run(&w, &[(0, 0.0), (1, 0.03)], &c, &COST, Keep { steps: true, tokens: true });
+    let r = run(&w, &[(0, 0.0), (1, 0.03)], &c, &COST, Keep { steps: true, tokens: true, ..Keep::default() });
     let (a, b) = (rec(&r, 0), rec(&r, 1));
     // t=0 prefill A (0.020); decode A (0.012); t=0.032 prefill B alone (0.030); decode both (0.014).
     assert!(close(a.last_token_s, 0.076) && close(b.first_token_s, 0.062) && close(b.last_token_s, 0.076));
