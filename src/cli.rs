@@ -9,6 +9,7 @@ use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy};
 use cachesim::report::ReportStyle;
 use cachesim::tokenize::TokenizerKind;
 use cachesim::trace::{Format, ReadOptions};
+use cachesim::vllm_memory::MemoryOverrides;
 use cachesim::workload::arrivals::{ArrivalOptions, Rate};
 use cachesim::workload::gen;
 use cachesim::workload::{BuildOptions, Turns};
@@ -141,12 +142,24 @@ pub struct RunArgs {
     /// Radix page size in tokens (SGLang --page-size).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=512), help_heading = "Engine")]
     pub page_size: u32,
-    /// Share of GPU memory the engine may use (vLLM --gpu-memory-utilization).
-    #[arg(long, default_value_t = 0.9, help_heading = "Engine")]
-    pub gpu_memory_utilization: f64,
-    /// Memory kept for activations and the runtime per GPU, GB (vLLM measures it by profiling).
-    #[arg(long, default_value_t = 2.0, help_heading = "Engine")]
-    pub activation_reserve_gb: f64,
+    /// Share of GPU memory vLLM may use (--gpu-memory-utilization; default by --engine-version:
+    /// 0.92 for vllm@0.33, 0.9 for older bundles).
+    #[arg(long, help_heading = "Engine")]
+    pub gpu_memory_utilization: Option<f64>,
+    /// vLLM's peak activation of its profile run, GiB per GPU, as its log reports it
+    /// ("PyTorch activation peak memory"); default: modelled from the model and limits.
+    #[arg(long, value_name = "GIB", help_heading = "Engine")]
+    pub activation_peak_gib: Option<f64>,
+    /// vLLM's CUDA-graph memory estimate, GiB per GPU ("Estimated CUDA graph memory"; 0 = not
+    /// charged, as VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0); default: modelled per bundle.
+    #[arg(long, value_name = "GIB", help_heading = "Engine")]
+    pub cudagraph_memory_gib: Option<f64>,
+    /// vLLM's non-torch memory increase, GiB per GPU (default 0.16).
+    #[arg(long, value_name = "GIB", help_heading = "Engine")]
+    pub non_torch_memory_gib: Option<f64>,
+    /// KV cache budget per GPU in bytes, skipping the memory model (vLLM --kv-cache-memory-bytes).
+    #[arg(long, value_name = "BYTES", help_heading = "Engine")]
+    pub kv_cache_memory_bytes: Option<u64>,
     /// Number of KV blocks, null block included (vLLM --num-gpu-blocks-override).
     #[arg(long, help_heading = "Engine")]
     pub num_gpu_blocks_override: Option<u64>,
@@ -254,7 +267,12 @@ impl RunArgs {
             block_size: self.block_size,
             page_size: self.page_size,
             gpu_memory_utilization: self.gpu_memory_utilization,
-            activation_reserve_gb: self.activation_reserve_gb,
+            memory: MemoryOverrides {
+                activation_peak_gib: self.activation_peak_gib,
+                cudagraph_memory_gib: self.cudagraph_memory_gib,
+                non_torch_memory_gib: self.non_torch_memory_gib,
+                kv_cache_memory_bytes: self.kv_cache_memory_bytes,
+            },
             num_gpu_blocks_override: self.num_gpu_blocks_override,
             max_total_tokens: self.max_total_tokens,
             max_num_seqs: self.max_num_seqs,

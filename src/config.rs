@@ -1,13 +1,15 @@
 //! A serving run's configuration: what the user set ([`RunOptions`]) resolved into every value
 //! the engine will use ([`RunConfig`]), engine defaults included — vLLM's limits by GPU class
-//! (ENGINE_SPEC §2.2) and its KV capacity from `gpu_memory_utilization` (§1.1). The resolved
-//! config is echoed in every report, so a run can be compared with a real `vllm serve`.
+//! (ENGINE_SPEC §2.2) and its KV capacity from `gpu_memory_utilization` and the modelled
+//! profile run (§1.1, [`crate::vllm_memory`]). The resolved config is echoed in every report, so
+//! a run can be compared with a real `vllm serve`.
 
 use crate::cache::{CacheSpec, Policy};
 use crate::cost::{Efficiency, Roofline};
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
 use crate::error::{Error, Result};
 use crate::profile::{self, Gpu, Model};
+use crate::vllm_memory::{self, MemoryOverrides, ProfileRun, VllmMemory};
 use crate::workload::arrivals::ArrivalOptions;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -27,9 +29,10 @@ pub struct RunOptions {
     pub policy: Option<Policy>,
     pub block_size: u32,
     pub page_size: u32,
-    pub gpu_memory_utilization: f64,
-    /// Weights aside, memory the engine keeps for activations and runtime, per GPU (GB).
-    pub activation_reserve_gb: f64,
+    /// vLLM `--gpu-memory-utilization`; `None` = the bundle's default (0.92 or 0.9).
+    pub gpu_memory_utilization: Option<f64>,
+    /// vLLM memory terms set by hand instead of modelled.
+    pub memory: MemoryOverrides,
     pub num_gpu_blocks_override: Option<u64>,
     pub max_total_tokens: Option<u64>,
     pub max_num_seqs: Option<u32>,
@@ -67,8 +70,8 @@ impl Default for RunOptions {
             policy: None,
             block_size: 16,
             page_size: 1,
-            gpu_memory_utilization: 0.9,
-            activation_reserve_gb: 2.0,
+            gpu_memory_utilization: None,
+            memory: MemoryOverrides::default(),
             num_gpu_blocks_override: None,
             max_total_tokens: None,
             max_num_seqs: None,
@@ -98,8 +101,10 @@ pub struct RunConfig {
     pub gpu: Gpu,
     pub tp: u64,
     pub max_model_len: u64,
+    /// vLLM's `gpu_memory_utilization` (the bundle's default unless set).
     pub gpu_memory_utilization: f64,
-    pub activation_reserve_gb: f64,
+    /// vLLM's memory budget per GPU, term by term (vLLM engines only).
+    pub vllm_memory: Option<VllmMemory>,
     /// SGLang's static memory fraction (SGLang engine only).
     pub mem_fraction_static: Option<f64>,
     /// vLLM's block count, the null block included (paged caches).
@@ -124,6 +129,23 @@ fn positive(field: &str, v: f64) -> Result<f64> {
     } else {
         Err(Error::invalid(field, format!("{v} must be a positive number")))
     }
+}
+
+/// Memory terms set by hand must be finite and not negative; a KV budget must be positive.
+fn check_overrides(m: &MemoryOverrides) -> Result<()> {
+    for (flag, v) in [
+        ("--activation-peak-gib", m.activation_peak_gib),
+        ("--cudagraph-memory-gib", m.cudagraph_memory_gib),
+        ("--non-torch-memory-gib", m.non_torch_memory_gib),
+    ] {
+        if let Some(v) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+            return Err(Error::invalid(flag, format!("{v} must be a number of GiB, 0 or more")));
+        }
+    }
+    if m.kv_cache_memory_bytes == Some(0) {
+        return Err(Error::invalid("--kv-cache-memory-bytes", "0 leaves no KV cache"));
+    }
+    Ok(())
 }
 
 /// vLLM serve's limits by device class, then its post-processing (ENGINE_SPEC §2.2).
@@ -160,10 +182,6 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     if o.model_file.is_none() && model.heads % o.tp != 0 {
         return Err(Error::invalid("--tp", format!("{} attention heads do not split over {} GPUs", model.heads, o.tp)));
     }
-    let util = positive("--gpu-memory-utilization", o.gpu_memory_utilization)?;
-    if util > 1.0 {
-        return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
-    }
     let max_model_len = o.max_model_len.unwrap_or(model.max_context);
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
@@ -175,18 +193,34 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             ))
         }
     };
+    let util = positive(
+        "--gpu-memory-utilization",
+        o.gpu_memory_utilization.unwrap_or(version.rules().gpu_memory_utilization),
+    )?;
+    if util > 1.0 {
+        return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
+    }
+    check_overrides(&o.memory)?;
     let policy = o.policy.unwrap_or(match o.engine {
         EngineKind::Vllm | EngineKind::VllmV0 => Policy::Paged,
         EngineKind::Sglang => Policy::Radix,
         EngineKind::Lightllm => Policy::Token,
     });
+    let mut vllm_memory = None;
     let (limits, kv_tokens, mem_fraction_static) = match o.engine {
         EngineKind::Vllm | EngineKind::VllmV0 => {
             // Without chunked prefill (V0's default) the budget covers a whole prompt.
             let chunked = o.enable_chunked_prefill.unwrap_or(o.engine == EngineKind::Vllm);
             let (seqs, tokens) =
                 vllm_limits(&RunOptions { enable_chunked_prefill: Some(chunked), ..o.clone() }, &gpu, max_model_len)?;
-            let kv = profile::vllm_kv_tokens(&gpu, &model, o.tp, util, o.activation_reserve_gb);
+            let run = ProfileRun {
+                max_num_batched_tokens: tokens,
+                max_num_seqs: seqs,
+                cudagraph_estimate: version.rules().vllm_cudagraph_memory_estimate,
+            };
+            let mem = VllmMemory::new(&gpu, &model, o.tp, util, run, o.memory);
+            vllm_memory = Some(mem);
+            let kv = mem.kv_cache_bytes / vllm_memory::kv_bytes_per_token_per_rank(&model, o.tp);
             ((seqs, tokens, 0u32), kv, None)
         }
         EngineKind::Sglang => {
@@ -246,7 +280,9 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     };
     let (num_gpu_blocks, capacity) = match policy {
         Policy::Paged => {
-            let blocks = o.num_gpu_blocks_override.unwrap_or(kv_tokens / o.block_size as u64);
+            let modelled =
+                vllm_memory.map_or(kv_tokens / o.block_size as u64, |m| m.num_gpu_blocks(&model, o.tp, o.block_size));
+            let blocks = o.num_gpu_blocks_override.unwrap_or(modelled);
             if blocks < 2 {
                 return Err(Error::invalid(
                     "--num-gpu-blocks-override",
@@ -296,7 +332,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         tp: o.tp,
         max_model_len,
         gpu_memory_utilization: util,
-        activation_reserve_gb: o.activation_reserve_gb,
+        vllm_memory,
         mem_fraction_static,
         num_gpu_blocks,
         kv_capacity_tokens: capacity,
@@ -315,12 +351,47 @@ mod tests {
         let c = resolve(&RunOptions::default()).unwrap();
         assert_eq!((c.engine.max_num_seqs, c.engine.max_num_batched_tokens), (1024, 8192));
         assert_eq!(c.cache.block_size, Some(16));
-        let blocks = c.num_gpu_blocks.unwrap();
-        assert_eq!(c.kv_capacity_tokens, (blocks - 1) * 16);
+        // The modelled budget of vllm_memory's hand-computed test: 27,474 blocks at 0.92.
+        assert_eq!(c.gpu_memory_utilization, 0.92);
+        assert_eq!(c.num_gpu_blocks, Some(27_474));
+        assert_eq!(c.kv_capacity_tokens, 27_473 * 16);
         let a100 = resolve(&RunOptions { gpu: "a100-80gb".into(), ..Default::default() }).unwrap();
         assert_eq!((a100.engine.max_num_seqs, a100.engine.max_num_batched_tokens), (256, 2048));
         let o = RunOptions { num_gpu_blocks_override: Some(16384), ..Default::default() };
         assert_eq!(resolve(&o).unwrap().kv_capacity_tokens, 16383 * 16);
+    }
+
+    #[test]
+    fn utilization_defaults_per_bundle_and_the_users_value_wins() {
+        let util = |engine, engine_version, set| {
+            let o = RunOptions { engine, engine_version, gpu_memory_utilization: set, ..Default::default() };
+            resolve(&o).unwrap().gpu_memory_utilization
+        };
+        assert_eq!(util(EngineKind::Vllm, None, None), 0.92);
+        assert_eq!(util(EngineKind::Vllm, Some(EngineVersion::Vllm018), None), 0.9);
+        assert_eq!(util(EngineKind::VllmV0, None, None), 0.9);
+        assert_eq!(util(EngineKind::Vllm, None, Some(0.8)), 0.8);
+        assert_eq!(util(EngineKind::Vllm, Some(EngineVersion::Vllm018), Some(0.95)), 0.95);
+        // The user's value reaches the budget: 0.8 × 85,061,827,297 B, ceil.
+        let c = resolve(&RunOptions { gpu_memory_utilization: Some(0.8), ..Default::default() }).unwrap();
+        assert_eq!(c.vllm_memory.unwrap().requested_bytes, 68_049_461_838);
+    }
+
+    #[test]
+    fn a_logged_kv_budget_reproduces_its_blocks() {
+        // vLLM logs "Available KV cache memory"; --kv-cache-memory-bytes takes it as is.
+        let memory = MemoryOverrides { kv_cache_memory_bytes: Some(50 << 30), ..Default::default() };
+        let c = resolve(&RunOptions { memory, ..Default::default() }).unwrap();
+        assert_eq!(c.num_gpu_blocks, Some((50 << 30) / (16 * 131_072)));
+        // The activation term alone, set as measured, with the graphs not charged.
+        let memory =
+            MemoryOverrides { activation_peak_gib: Some(1.26), cudagraph_memory_gib: Some(0.0), ..Default::default() };
+        let m = resolve(&RunOptions { memory, ..Default::default() }).unwrap().vllm_memory.unwrap();
+        assert_eq!((m.activation_peak_bytes, m.cudagraph_bytes), (1_352_914_698, 0));
+        assert!(resolve(&RunOptions { engine: EngineKind::Sglang, ..Default::default() })
+            .unwrap()
+            .vllm_memory
+            .is_none());
     }
 
     #[test]
@@ -376,7 +447,13 @@ mod tests {
         assert!(e.unwrap_err().to_string().contains("does not fit"));
         let e = resolve(&RunOptions { tp: 3, ..Default::default() });
         assert!(e.unwrap_err().to_string().contains("--tp"));
-        let e = resolve(&RunOptions { gpu_memory_utilization: 1.5, ..Default::default() });
+        let e = resolve(&RunOptions { gpu_memory_utilization: Some(1.5), ..Default::default() });
         assert!(e.unwrap_err().to_string().contains("above 1"));
+        let nan = MemoryOverrides { activation_peak_gib: Some(f64::NAN), ..Default::default() };
+        let e = resolve(&RunOptions { memory: nan, ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("--activation-peak-gib"));
+        let zero = MemoryOverrides { kv_cache_memory_bytes: Some(0), ..Default::default() };
+        let e = resolve(&RunOptions { memory: zero, ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("--kv-cache-memory-bytes"));
     }
 }

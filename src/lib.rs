@@ -2,7 +2,8 @@
 //! This crate holds the library behind the `cachesim` binary: trace readers ([`trace`]),
 //! tokenization ([`tokenize`]), workloads over shared token storage ([`workload`]),
 //! engine-faithful prefix caches ([`cache`]) and their replay without timing ([`replay`]),
-//! data-set analysis ([`analyze`]), the serving simulation — profiles ([`profile`]), resolved
+//! data-set analysis ([`analyze`]), the serving simulation — profiles ([`profile`]), vLLM's
+//! memory budget ([`vllm_memory`]), resolved
 //! configuration ([`config`]), step time ([`cost`]), schedulers ([`engine`]), the event loop
 //! ([`sim`]) and the benchmark clients' metrics ([`metrics`]) — and reports ([`report`],
 //! [`plot`]).
@@ -21,6 +22,7 @@ pub mod report;
 pub mod sim;
 pub mod tokenize;
 pub mod trace;
+pub mod vllm_memory;
 pub mod workload;
 
 pub use error::{Error, Result};

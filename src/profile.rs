@@ -1,6 +1,7 @@
 //! GPU and model profiles: built-in TOML files under `models/` (embedded in the binary) or a
 //! user's file with the same fields. Derived quantities the engines use: KV bytes per token,
-//! weight bytes, and the KV capacity each engine computes from memory settings.
+//! weight bytes, and the KV capacity SGLang and LightLLM compute from memory settings (vLLM's
+//! budget is [`crate::vllm_memory`]).
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,10 @@ pub struct Gpu {
     #[serde(default)]
     pub nvlink_gbps: Option<f64>,
     pub pcie_gbps: f64,
+    /// Device memory as CUDA reports it (`torch.cuda.mem_get_info` total), GiB, where known: a
+    /// little below the datasheet's. vLLM sizes its KV budget from this total.
+    #[serde(default)]
+    pub cuda_total_gib: Option<f64>,
 }
 
 impl Gpu {
@@ -35,6 +40,10 @@ impl Gpu {
     /// Device memory in bytes: datasheet "GB" of HBM are binary (an "80 GB" H100 has 80 GiB).
     pub fn memory_bytes(&self) -> f64 {
         self.memory_gb * (1u64 << 30) as f64
+    }
+    /// Device memory as CUDA reports it, bytes (the datasheet size where not known).
+    pub fn cuda_total_bytes(&self) -> u64 {
+        (self.cuda_total_gib.unwrap_or(self.memory_gb) * (1u64 << 30) as f64).round() as u64
     }
     /// One-direction bandwidth between GPUs of one node, bytes/s.
     pub fn link_bytes_per_s(&self) -> f64 {
@@ -154,21 +163,6 @@ pub fn model(name: &str, file: Option<&Path>) -> Result<Model> {
     }
 }
 
-/// KV capacity in tokens as vLLM computes it: `gpu_memory_utilization × memory − weights/TP −
-/// activation reserve`, over KV bytes per token per rank (ENGINE_SPEC §1.1).
-pub fn vllm_kv_tokens(
-    gpu: &Gpu,
-    model: &Model,
-    tp: u64,
-    gpu_memory_utilization: f64,
-    activation_reserve_gb: f64,
-) -> u64 {
-    let budget =
-        gpu.memory_bytes() * gpu_memory_utilization - model.weight_bytes(2) / tp as f64 - activation_reserve_gb * 1e9;
-    let per_token = model.kv_bytes_per_token(2) as f64 / tp as f64;
-    (budget / per_token).max(0.0) as u64
-}
-
 /// SGLang's defaults that depend on GPU memory (ENGINE_SPEC §3.1): chunked_prefill_size and
 /// cuda_graph_max_bs.
 pub fn sglang_memory_defaults(gpu: &Gpu, tp: u64) -> (u32, u32) {
@@ -218,9 +212,10 @@ mod tests {
         assert!(h100.vllm_large());
         assert!(!gpu("a100-80gb", None).unwrap().vllm_large());
         assert!(!gpu("l40s", None).unwrap().vllm_large());
-        // 80 GiB × 0.9 − 16.06 GB weights − 1 GB activations = 60.25 GB / 131072 B ≈ 459.7k tokens.
-        let kv = vllm_kv_tokens(&h100, &m, 1, 0.9, 1.0);
-        assert!((459_000..460_500).contains(&kv), "{kv}");
+        // vLLM's total for an H100 (its log: 79.22 GiB); the H200's as measured.
+        assert_eq!(h100.cuda_total_bytes(), 85_061_827_297);
+        assert_eq!(gpu("h200", None).unwrap().cuda_total_bytes(), 150_109_880_320);
+        assert_eq!(gpu("a10", None).unwrap().cuda_total_bytes(), 24 << 30);
     }
 
     #[test]

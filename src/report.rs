@@ -264,12 +264,10 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
         .num_gpu_blocks
         .map(|b| format!(" ({} blocks of {} incl. the null block)", thousands(b), c.cache.block_size.unwrap_or(16)))
         .unwrap_or_default();
-    let memory = match c.mem_fraction_static {
-        Some(f) => format!("mem_fraction_static {f}"),
-        None => format!(
-            "gpu_memory_utilization {} · activation reserve {} GB",
-            c.gpu_memory_utilization, c.activation_reserve_gb
-        ),
+    let memory = match (c.mem_fraction_static, &c.vllm_memory) {
+        (Some(f), _) => format!("mem_fraction_static {f}"),
+        (None, Some(m)) => format!("gpu_memory_utilization {}", m.gpu_memory_utilization),
+        (None, None) => format!("gpu_memory_utilization {}", c.gpu_memory_utilization),
     };
     let page = c.cache.page_size.map(|p| format!(" (page {p})")).unwrap_or_default();
     let _ = writeln!(
@@ -279,6 +277,9 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
         thousands(c.kv_capacity_tokens),
         blocks,
     );
+    if let Some(m) = &c.vllm_memory {
+        let _ = writeln!(s, "KV memory:      {}", m.echo());
+    }
     let m = &o.summary;
     let prompt = m.total_input_tokens.max(1);
     let _ = writeln!(

@@ -321,7 +321,10 @@ fn run_draws_its_svg() {
 #[test]
 fn lightllm_engine_runs() {
     let out = ok(&["--engine", "lightllm", "--num-prompts", "40", "--report-style", "vllm"]);
-    assert!(out.contains("Engine:         lightllm@1.0 · running_max_req_size 1000 · batch_max_tokens 8448"), "{out}");
+    assert!(
+        out.contains("Engine:         lightllm@main-2025-07 · running_max_req_size 1000 · batch_max_tokens 8448"),
+        "{out}"
+    );
     assert!(out.contains("KV cache:       token"), "{out}");
     assert!(out.contains("Successful requests:                     40"), "{out}");
 }

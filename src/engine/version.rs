@@ -20,8 +20,9 @@ pub enum EngineVersion {
     Sglang05,
     /// SGLang 0.4 (the 2025 scheduling rules).
     Sglang04,
-    /// LightLLM 1.x.
-    Lightllm1,
+    /// LightLLM's main branch at fc72ffab (2025-07-11; package version 1.0.1, but its router
+    /// differs from the v1.0.1 tag's, which paused one request per step by id).
+    LightllmMain2507,
 }
 
 /// The rules that differ between bundles. Each field names the upstream change.
@@ -33,8 +34,13 @@ pub struct Rules {
     /// vLLM: `BlockPool.free_blocks` puts freed blocks without a hash at the front of the free
     /// queue and hashed ones at the tail (vLLM PR #42656); before, all went to the tail.
     pub vllm_free_unhashed_first: bool,
-    /// vLLM `--gpu-memory-utilization` default.
+    /// vLLM `--gpu-memory-utilization` default: 0.92 since vLLM PR #38284 (v0.21), 0.9 before
+    /// (`vllm/config/cache.py` `CacheConfig.gpu_memory_utilization`).
     pub gpu_memory_utilization: f64,
+    /// vLLM charges the CUDA-graph memory estimate (`GPUModelRunner.profile_cudagraph_memory`)
+    /// against the KV budget (`gpu_worker.py` `determine_available_memory`); on by default
+    /// since PR #38284 (v0.21, `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`), off before.
+    pub vllm_cudagraph_memory_estimate: bool,
 }
 
 impl EngineVersion {
@@ -45,7 +51,7 @@ impl EngineVersion {
         EngineVersion::VllmV0,
         EngineVersion::Sglang05,
         EngineVersion::Sglang04,
-        EngineVersion::Lightllm1,
+        EngineVersion::LightllmMain2507,
     ];
 
     /// The name `--engine-version` takes and the reports print.
@@ -56,7 +62,7 @@ impl EngineVersion {
             EngineVersion::VllmV0 => "vllm-v0@0.6",
             EngineVersion::Sglang05 => "sglang@0.5",
             EngineVersion::Sglang04 => "sglang@0.4",
-            EngineVersion::Lightllm1 => "lightllm@1.0",
+            EngineVersion::LightllmMain2507 => "lightllm@main-2025-07",
         }
     }
 
@@ -65,16 +71,19 @@ impl EngineVersion {
         match self {
             EngineVersion::Vllm033 => {
                 "default for vllm: admits a prompt only when its whole known sequence fits (PR #37307); \
-                 frees unhashed blocks to the free queue's front (PR #42656); gpu_memory_utilization 0.92"
+                 frees unhashed blocks to the free queue's front (PR #42656); gpu_memory_utilization 0.92 \
+                 with the CUDA-graph memory estimate charged (PR #38284)"
             }
             EngineVersion::Vllm018 => {
                 "the last vLLM release before those two changes: admits when the first chunk fits; \
-                 every freed block to the tail; gpu_memory_utilization 0.9"
+                 every freed block to the tail; gpu_memory_utilization 0.9, no CUDA-graph estimate"
             }
             EngineVersion::VllmV0 => "the V0 engine (--engine vllm-v0): whole prompts first, 1% block watermark",
             EngineVersion::Sglang05 => "default for sglang: 0.5.23's scheduling code",
             EngineVersion::Sglang04 => "SGLang's 2025 rules",
-            EngineVersion::Lightllm1 => "default for lightllm",
+            EngineVersion::LightllmMain2507 => {
+                "default for lightllm: main at fc72ffab (2025-07-11), pauses one request per _can_decode check"
+            }
         }
     }
 
@@ -84,7 +93,7 @@ impl EngineVersion {
             EngineVersion::Vllm033 | EngineVersion::Vllm018 => EngineKind::Vllm,
             EngineVersion::VllmV0 => EngineKind::VllmV0,
             EngineVersion::Sglang05 | EngineVersion::Sglang04 => EngineKind::Sglang,
-            EngineVersion::Lightllm1 => EngineKind::Lightllm,
+            EngineVersion::LightllmMain2507 => EngineKind::Lightllm,
         }
     }
 
@@ -95,14 +104,21 @@ impl EngineVersion {
 
     /// The bundle's rules.
     pub fn rules(self) -> Rules {
-        let newest =
-            Rules { vllm_reserve_full_isl: true, vllm_free_unhashed_first: true, gpu_memory_utilization: 0.92 };
+        let newest = Rules {
+            vllm_reserve_full_isl: true,
+            vllm_free_unhashed_first: true,
+            gpu_memory_utilization: 0.92,
+            vllm_cudagraph_memory_estimate: true,
+        };
         match self {
             EngineVersion::Vllm033 => newest,
-            EngineVersion::Vllm018 | EngineVersion::VllmV0 => {
-                Rules { vllm_reserve_full_isl: false, vllm_free_unhashed_first: false, gpu_memory_utilization: 0.9 }
-            }
-            EngineVersion::Sglang05 | EngineVersion::Sglang04 | EngineVersion::Lightllm1 => newest,
+            EngineVersion::Vllm018 | EngineVersion::VllmV0 => Rules {
+                vllm_reserve_full_isl: false,
+                vllm_free_unhashed_first: false,
+                gpu_memory_utilization: 0.9,
+                vllm_cudagraph_memory_estimate: false,
+            },
+            EngineVersion::Sglang05 | EngineVersion::Sglang04 | EngineVersion::LightllmMain2507 => newest,
         }
     }
 }
@@ -137,6 +153,16 @@ mod tests {
         assert_eq!(EngineVersion::newest(EngineKind::Vllm), EngineVersion::Vllm033);
         assert_eq!(EngineVersion::newest(EngineKind::Sglang), EngineVersion::Sglang05);
         assert_eq!(EngineVersion::newest(EngineKind::VllmV0), EngineVersion::VllmV0);
-        assert_eq!(EngineVersion::newest(EngineKind::Lightllm), EngineVersion::Lightllm1);
+        assert_eq!(EngineVersion::newest(EngineKind::Lightllm), EngineVersion::LightllmMain2507);
+    }
+
+    #[test]
+    fn memory_defaults_per_bundle() {
+        let r = EngineVersion::Vllm033.rules();
+        assert_eq!((r.gpu_memory_utilization, r.vllm_cudagraph_memory_estimate), (0.92, true));
+        for old in [EngineVersion::Vllm018, EngineVersion::VllmV0] {
+            let r = old.rules();
+            assert_eq!((r.gpu_memory_utilization, r.vllm_cudagraph_memory_estimate), (0.9, false), "{old}");
+        }
     }
 }
