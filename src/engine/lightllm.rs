@@ -1,20 +1,29 @@
-//! LightLLM's router and step loop (ENGINE_SPEC §4.2–4.3), chunked-prefill backend. Admission
-//! estimates the future peak KV footprint: every request (running or candidate) is a pair
-//! `a` = tokens held now, `b` = tokens it may still grow (`max_new − out − 1 + 6`, plus the
-//! chunking delay); sorted by `b` descending, `need = max_i(b_i · i + Σ_{j≤i} a_j)`; a candidate
-//! is admitted iff `need < max_total_tokens`, the request count stays within
-//! `running_max_req_size`, and its first chunk fits `batch_max_tokens`; the waiting list is
-//! scanned FIFO and stops at the first refusal (the router's ratio 0 makes it always "busy", so
-//! the full `max_new_tokens` is assumed). A step runs a decode pass for running requests, then
-//! a prefill pass of up to `chunked_prefill_size` tokens per pending request, when there are no
-//! decodes, a new batch was admitted, or 6 steps went by without one. Before decoding, while
-//! the pool cannot hold one more token per request, the most recently admitted group is paused:
-//! its computed KV goes into the radix cache, and it returns to the front of the waiting list.
+//! LightLLM's router and step loop (ENGINE_SPEC §4.2–4.3), chunked-prefill backend, as
+//! ModelTC/lightllm's main branch has it at fc72ffab (2025-07-11, package version 1.0.1, newer
+//! than the v1.0.1 tag; bundle `lightllm@main-2025-07`). Admission
+//! (`router/req_queue/chunked_prefill/impl.py`, `_can_add_new_req`) estimates the future peak KV
+//! footprint: every request (running or candidate) is a pair `a` = tokens held now, `b` = tokens
+//! it may still grow (`max_new − out − 1 + 6`, plus the chunking delay); sorted by `b`
+//! descending, `need = max_i(b_i · i + Σ_{j≤i} a_j)`; a candidate is admitted iff `need <
+//! max_total_tokens`, the requests running, admitted and paused stay within
+//! `running_max_req_size`, and the running requests' decode need plus the new batch's first
+//! chunks fit `batch_max_tokens`; the waiting list is scanned FIFO and stops at the first
+//! refusal (the router's ratio 0 makes it always "busy", so the full `max_new_tokens` is
+//! assumed). A step (`router/manager.py`, `_step`) first pauses, while `_can_decode` fails —
+//! the running requests' decode need, one token each or `min(remaining, chunk)` for a pending
+//! prefill, exceeds the free and unreferenced tokens — the most recently admitted request
+//! (`pause_strategy.py`, `select_paused_reqs`: one `group_req_id`, which in cachesim is one
+//! request): its computed KV goes into the radix cache and it returns to the front of the
+//! waiting list. Then a decode pass for decoding requests, and a prefill pass giving every
+//! pending request `min(remaining, chunk)` tokens (`infer_batch.py`,
+//! `get_chuncked_input_token_ids`; no per-pass cap) when there are no decodes, a newly admitted
+//! batch waits for its prefill, or 6 steps with pending prefills went by without one
+//! (`chuncked_prefill_state.py`, `need_prefill`).
 
 use super::{EngineConfig, ReqRt, Scheduler, Step};
 use crate::cache::{PrefixCache, ReqId};
 use crate::cost::BatchShape;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 /// `ADDED_OUTPUT_LEN`.
 const ADDED_OUTPUT_LEN: u64 = 6;
@@ -25,12 +34,14 @@ const ROUTER_MAX_WAIT_TOKENS: u64 = 6;
 pub struct Lightllm {
     cfg: EngineConfig,
     waiting: VecDeque<ReqId>,
-    /// Admitted requests, in admission order, with the group (admission round) of each.
-    running: Vec<(ReqId, u64)>,
-    next_group: u64,
-    /// A batch was admitted and waits for its first prefill pass.
-    new_batch: bool,
-    steps_without_prefill: u64,
+    /// The running batch's requests, in admission order.
+    running: Vec<ReqId>,
+    /// Paused requests (in `waiting`): `pause_req_dict`, counted against `running_max_req_size`.
+    paused: HashSet<ReqId>,
+    /// `ChunkedPrefillState.need_prefill_count`: admitted batches waiting for a prefill pass.
+    need_prefill_count: u32,
+    /// `ChunkedPrefillState.current_wait_step`: steps with pending prefills but no prefill pass.
+    current_wait_step: u64,
 }
 
 impl Lightllm {
@@ -40,9 +51,9 @@ impl Lightllm {
             cfg,
             waiting: VecDeque::new(),
             running: Vec::new(),
-            next_group: 0,
-            new_batch: false,
-            steps_without_prefill: 0,
+            paused: HashSet::new(),
+            need_prefill_count: 0,
+            current_wait_step: 0,
         }
     }
 
@@ -54,7 +65,7 @@ impl Lightllm {
         }
     }
 
-    /// The (a, b) pair of a request.
+    /// The (a, b) pair of a request (`ChunkedPrefillReq.get_tuple_tokens`).
     fn footprint(&self, r: &ReqRt) -> (u64, u64) {
         let a = r.num_tokens as u64 + 1;
         let remaining_prefill = (r.num_tokens - r.num_computed) as u64;
@@ -65,6 +76,12 @@ impl Lightllm {
         };
         let b = (r.output_len as u64).saturating_sub(r.generated as u64 + 1) + ADDED_OUTPUT_LEN + delay;
         (a, b)
+    }
+
+    /// Tokens a running request needs in the next step (`ChunkedPrefillReq.get_decode_need_tokens`):
+    /// one to decode, or its next prefill chunk `min(remaining, chunk)`.
+    fn decode_need(&self, r: &ReqRt) -> u64 {
+        ((r.num_tokens - r.num_computed) as u64).min(self.chunk())
     }
 
     /// Peak-footprint estimate of a set of (a, b) pairs.
@@ -82,18 +99,23 @@ impl Lightllm {
             .unwrap_or(0)
     }
 
+    /// `generate_new_batch`: admits waiting requests FIFO until the first refusal.
     fn admit(&mut self, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache, now: f64) {
+        let max_reqs = self.cfg.max_num_seqs as usize;
+        if self.waiting.is_empty() || self.running.len() + self.paused.len() >= max_reqs {
+            return;
+        }
         let capacity = cache.usage().capacity_tokens.unwrap_or(u64::MAX);
-        let mut pairs: Vec<(u64, u64)> =
-            self.running.iter().map(|&(id, _)| self.footprint(&reqs[id as usize])).collect();
-        let mut first_step: u64 = self.running.len() as u64; // current decode tokens
-        let group = self.next_group;
+        let mut pairs: Vec<(u64, u64)> = self.running.iter().map(|&id| self.footprint(&reqs[id as usize])).collect();
+        // The running batch's decode need, then each admitted request's first chunk.
+        let mut first_step: u64 = self.running.iter().map(|&id| self.decode_need(&reqs[id as usize])).sum();
         let mut admitted = false;
         while let Some(&id) = self.waiting.front() {
-            if self.running.len() + 1 > self.cfg.max_num_seqs as usize {
+            let r = reqs[id as usize];
+            let was_paused = self.paused.contains(&id);
+            if pairs.len() + 1 + self.paused.len() - usize::from(was_paused) > max_reqs {
                 break;
             }
-            let r = reqs[id as usize];
             let first = (r.num_tokens as u64).min(self.chunk());
             if first_step + first > self.cfg.max_num_batched_tokens as u64 {
                 break;
@@ -109,41 +131,44 @@ impl Lightllm {
             pairs = trial;
             first_step += first;
             self.waiting.pop_front();
-            self.running.push((id, group));
+            self.paused.remove(&id);
+            self.running.push(id);
             admitted = true;
         }
         if admitted {
-            self.next_group += 1;
-            self.new_batch = true;
+            self.need_prefill_count += 1;
         }
     }
 
-    /// Pauses the latest admitted group while one more token per decoding request does not fit.
+    /// `_step`'s pause loop: while `_can_decode` fails, pauses the most recently admitted
+    /// request (`select_paused_reqs` with `Fcfs`, one request a time).
     fn pause_for_decode(&mut self, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache) -> u32 {
         let mut paused = 0;
         loop {
-            let decoding = self
-                .running
-                .iter()
-                .filter(|&&(id, _)| reqs[id as usize].num_computed == reqs[id as usize].num_tokens - 1)
-                .count() as u64;
+            let need: u64 = self.running.iter().map(|&id| self.decode_need(&reqs[id as usize])).sum();
             let u = cache.usage();
             let free = u.capacity_tokens.map_or(u64::MAX, |c| c - u.used_tokens + u.evictable_tokens);
-            if decoding <= free || self.running.len() <= 1 {
-                return paused;
+            let Some(&id) = self.running.last().filter(|_| need > free) else { return paused };
+            self.running.pop();
+            cache.preempt(id);
+            reqs[id as usize].preempted();
+            self.waiting.push_front(id);
+            self.paused.insert(id);
+            paused += 1;
+        }
+    }
+
+    /// `ChunkedPrefillState.need_prefill`.
+    fn need_prefill(&mut self, pending: bool, decodes: bool) -> bool {
+        if !decodes || self.current_wait_step >= ROUTER_MAX_WAIT_TOKENS || self.need_prefill_count > 0 {
+            self.need_prefill_count = self.need_prefill_count.saturating_sub(1);
+            self.current_wait_step = 0;
+            pending
+        } else {
+            if pending {
+                self.current_wait_step += 1;
             }
-            let last_group = self.running.last().expect("running").1;
-            let mut group: Vec<ReqId> = Vec::new();
-            while self.running.len() > 1 && self.running.last().is_some_and(|&(_, g)| g == last_group) {
-                group.push(self.running.pop().expect("checked").0);
-            }
-            // Back to the front of the waiting list, in their original order.
-            for &id in &group {
-                cache.preempt(id);
-                reqs[id as usize].preempted();
-                self.waiting.push_front(id);
-                paused += 1;
-            }
+            false
         }
     }
 }
@@ -159,47 +184,45 @@ impl Scheduler for Lightllm {
         self.admit(reqs, cache, now);
         out.preempted += self.pause_for_decode(reqs, cache);
         // Decode pass.
-        let mut decodes = 0;
-        for &(id, _) in &self.running {
+        let decoding = |r: &ReqRt| r.num_computed + 1 == r.num_tokens;
+        let mut decodes = false;
+        for &id in &self.running {
             let r = reqs[id as usize];
-            if r.num_computed + 1 == r.num_tokens && cache.grow(id, r.num_tokens as usize) {
-                out.push(id, &r, 1);
-                decodes += 1;
+            if decoding(&r) {
+                decodes = true;
+                if cache.grow(id, r.num_tokens as usize) {
+                    out.push(id, &r, 1);
+                }
             }
         }
-        // Prefill pass, as a separate forward.
+        // Prefill pass, as a separate forward: every pending request's next chunk.
         let pending: Vec<ReqId> = self
             .running
             .iter()
-            .map(|&(id, _)| id)
+            .copied()
             .filter(|&id| reqs[id as usize].num_computed + 1 < reqs[id as usize].num_tokens)
             .collect();
-        let run_prefill = !pending.is_empty()
-            && (decodes == 0 || self.new_batch || self.steps_without_prefill >= ROUTER_MAX_WAIT_TOKENS);
-        if !run_prefill {
-            self.steps_without_prefill += 1;
+        if !self.need_prefill(!pending.is_empty(), decodes) {
             return;
         }
-        self.steps_without_prefill = 0;
-        self.new_batch = false;
-        let mut budget = self.cfg.max_num_batched_tokens as u64;
         let decode_shape = out.shape;
         out.shape = BatchShape::default();
         for id in pending {
             let r = reqs[id as usize];
-            let n = ((r.num_tokens - r.num_computed) as u64).min(self.chunk()).min(budget);
-            if n == 0 || !cache.grow(id, (r.num_computed as u64 + n) as usize) {
-                break;
+            let n = self.decode_need(&r);
+            // The pause loop left room for every chunk; a refusal would be a cache bug.
+            if cache.grow(id, (r.num_computed as u64 + n) as usize) {
+                out.push(id, &r, n as u32);
+            } else {
+                debug_assert!(false, "LightLLM prefill chunk did not fit after the pause loop");
             }
-            out.push(id, &r, n as u32);
-            budget -= n;
         }
         out.second_pass = out.shape;
         out.shape = decode_shape;
     }
 
     fn finished(&mut self, id: ReqId) {
-        self.running.retain(|&(x, _)| x != id);
+        self.running.retain(|&x| x != id);
     }
 
     fn queued(&self) -> (usize, usize) {
@@ -207,18 +230,155 @@ impl Scheduler for Lightllm {
     }
 
     fn reject_head(&mut self) -> Option<ReqId> {
-        self.waiting.pop_front()
+        let id = self.waiting.pop_front()?;
+        self.paused.remove(&id);
+        Some(id)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::NoCache;
+    use crate::engine::{Batch, EngineKind, SchedulePolicy};
+
+    fn cfg(max_reqs: u32, batch_max_tokens: u32, chunk: u32) -> EngineConfig {
+        let version = crate::engine::EngineVersion::newest(EngineKind::Lightllm);
+        EngineConfig {
+            engine: EngineKind::Lightllm,
+            version,
+            rules: version.rules(),
+            max_num_seqs: max_reqs,
+            max_num_batched_tokens: batch_max_tokens,
+            enable_chunked_prefill: false,
+            long_prefill_token_threshold: 0,
+            chunked_prefill_size: chunk,
+            max_prefill_tokens: 0,
+            schedule_policy: SchedulePolicy::Fcfs,
+            schedule_conservativeness: 1.0,
+            page_size: 1,
+            seed: 0,
+            overlap: false,
+        }
+    }
+
+    /// Request `id` (prompt `prompt`, 100 outputs) admitted with `computed` tokens computed and
+    /// held; `decoding` = it sampled its first token and waits to decode it.
+    fn running(reqs: &mut Vec<ReqRt>, cache: &mut NoCache, prompt: u32, computed: u32, decoding: bool) -> ReqId {
+        let id = reqs.len() as ReqId;
+        let mut r = ReqRt::new(id, prompt, 100);
+        cache.admit(id, id, prompt as usize, 0).unwrap();
+        r.admitted_with(0, 0.0);
+        r.num_computed = computed;
+        if decoding {
+            (r.num_tokens, r.generated) = (prompt + 1, 1);
+        }
+        assert!(cache.grow(id, computed as usize));
+        reqs.push(r);
+        id
+    }
+
+    fn step(s: &mut Lightllm, reqs: &mut [ReqRt], cache: &mut NoCache) -> Batch {
+        let mut out = Batch::default();
+        s.schedule(&mut Step { now: 0.0, reqs, cache, out: &mut out });
+        out
+    }
 
     #[test]
     fn peak_need_by_hand() {
         // Sorted by b: (10, 100), (50, 20), (5, 0) → max(100·1 + 10, 20·2 + 60, 0·3 + 65) = 110.
         assert_eq!(Lightllm::peak_need(&mut [(50, 20), (5, 0), (10, 100)]), 110);
         assert_eq!(Lightllm::peak_need(&mut []), 0);
+    }
+
+    /// `select_paused_reqs` pauses one `group_req_id` (one request here) per `_can_decode`
+    /// check, not every request admitted in the same round.
+    #[test]
+    fn pauses_one_request_at_a_time() {
+        // Three decoding requests holding 3 tokens each in 11 slots: 2 free, 3 needed.
+        let (mut reqs, mut cache) = (Vec::new(), NoCache::new(Some(11)));
+        let ids: Vec<ReqId> = (0..3).map(|_| running(&mut reqs, &mut cache, 3, 3, true)).collect();
+        let mut s = Lightllm::new(cfg(1000, 8448, 4096));
+        s.running = ids;
+        let out = step(&mut s, &mut reqs, &mut cache);
+        // Pausing request 2 frees 3 slots: 5 free ≥ 2 needed; 0 and 1 decode.
+        assert_eq!(out.preempted, 1);
+        assert_eq!(s.running, vec![0, 1]);
+        assert_eq!((s.waiting.front(), s.paused.contains(&2)), (Some(&2), true));
+        assert_eq!(out.items, vec![(0, 1), (1, 1)]);
+    }
+
+    /// `get_decode_need_tokens` of a request with a pending prefill is its next chunk.
+    #[test]
+    fn decode_need_counts_pending_chunks() {
+        // 0 decodes (holds 3); 1 has 6 prompt tokens left (holds 4), chunk 4: need 1 + 4 = 5.
+        let build = |capacity| {
+            let (mut reqs, mut cache) = (Vec::new(), NoCache::new(Some(capacity)));
+            running(&mut reqs, &mut cache, 3, 3, true);
+            running(&mut reqs, &mut cache, 10, 4, false);
+            let mut s = Lightllm::new(cfg(1000, 8448, 4));
+            s.running = vec![0, 1];
+            s.need_prefill_count = 1;
+            (s, reqs, cache)
+        };
+        // 11 slots, 7 held: 4 free < 5 → request 1 is paused though one decode token fits.
+        let (mut s, mut reqs, mut cache) = build(11);
+        let out = step(&mut s, &mut reqs, &mut cache);
+        assert_eq!((out.preempted, s.running.clone(), out.items), (1, vec![0], vec![(0, 1)]));
+        assert_eq!(out.second_pass, BatchShape::default());
+        // 12 slots: 5 free, nothing paused; the decode and the 4-token chunk both run.
+        let (mut s, mut reqs, mut cache) = build(12);
+        let out = step(&mut s, &mut reqs, &mut cache);
+        assert_eq!((out.preempted, out.items), (0, vec![(0, 1), (1, 4)]));
+    }
+
+    /// Paused requests count toward `running_max_req_size` (`exist_req_num` and `ok_req_num`),
+    /// and the first-step budget starts from the running batch's decode need.
+    #[test]
+    fn paused_requests_count_toward_the_request_limit() {
+        let (mut reqs, mut cache) = (Vec::new(), NoCache::new(Some(100_000)));
+        running(&mut reqs, &mut cache, 3, 3, true);
+        reqs.push(ReqRt::new(1, 5, 10));
+        // One running and one paused of 2 allowed: no admission at all.
+        let mut s = Lightllm::new(cfg(2, 8448, 4));
+        s.running = vec![0];
+        s.waiting.push_back(1);
+        s.paused.insert(1);
+        step(&mut s, &mut reqs, &mut cache);
+        assert_eq!((s.running.clone(), s.waiting.len()), (vec![0], 1));
+        // Not paused, the same request is admitted.
+        s.paused.clear();
+        step(&mut s, &mut reqs, &mut cache);
+        assert_eq!(s.running, vec![0, 1]);
+        // The first-step budget starts from the running batch's decode need: request 0 has 6
+        // prompt tokens left (chunk 4), a new 5-token prompt's first chunk is 4: 4 + 4 = 8.
+        let admits = |batch_max_tokens| {
+            let (mut reqs, mut cache) = (Vec::new(), NoCache::new(Some(100_000)));
+            running(&mut reqs, &mut cache, 10, 4, false);
+            reqs.push(ReqRt::new(1, 5, 10));
+            let mut s = Lightllm::new(cfg(1000, batch_max_tokens, 4));
+            s.running = vec![0];
+            s.waiting.push_back(1);
+            step(&mut s, &mut reqs, &mut cache);
+            s.running.len() == 2
+        };
+        assert!(admits(8));
+        assert!(!admits(7), "counting one token per running request would give 1 + 4 = 5 ≤ 7");
+    }
+
+    /// A prefill pass gives every pending request `min(remaining, chunk)`, with no cap per pass.
+    #[test]
+    fn prefill_pass_has_no_token_cap() {
+        let (mut reqs, mut cache) = (Vec::new(), NoCache::new(Some(100_000)));
+        for prompt in [10, 3, 6] {
+            running(&mut reqs, &mut cache, prompt, 0, false);
+        }
+        let mut s = Lightllm::new(cfg(1000, 8, 4));
+        s.running = vec![0, 1, 2];
+        s.need_prefill_count = 1;
+        let out = step(&mut s, &mut reqs, &mut cache);
+        // 4 + 3 + 4 = 11 tokens in one pass although batch_max_tokens is 8.
+        assert_eq!(out.items, vec![(0, 4), (1, 3), (2, 4)]);
+        assert_eq!(out.second_pass.tokens(), 11);
     }
 }
