@@ -261,6 +261,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         }
     };
     let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) = limits;
+    if matches!(o.engine, EngineKind::Sglang | EngineKind::Lightllm) && o.memory != MemoryOverrides::default() {
+        return Err(Error::invalid(
+            "--activation-peak-gib",
+            "the vLLM memory terms (--activation-peak-gib, --cudagraph-memory-gib, --non-torch-memory-gib, \
+             --kv-cache-memory-bytes) apply to the vLLM engines; SGLang and LightLLM size by --mem-fraction-static",
+        ));
+    }
     if matches!(o.engine, EngineKind::Sglang | EngineKind::Lightllm) && o.enable_chunked_prefill.is_some() {
         return Err(Error::invalid(
             "--enable-chunked-prefill",
@@ -392,6 +399,8 @@ mod tests {
             .unwrap()
             .vllm_memory
             .is_none());
+        let e = resolve(&RunOptions { engine: EngineKind::Lightllm, memory, ..Default::default() }).unwrap_err();
+        assert!(e.to_string().contains("apply to the vLLM engines"), "{e}");
     }
 
     #[test]
