@@ -357,3 +357,33 @@ fn engine_version_selects_a_bundle_and_names_its_engine() {
     let help = ok(&["run", "--help"]);
     assert!(help.contains("vllm@0.33") && help.contains("sglang@0.5"), "{help}");
 }
+
+#[test]
+fn vllm_memory_budget_is_echoed_and_its_flags_reach_it() {
+    let out = ok(&["--num-prompts", "4"]);
+    let line = "KV memory:      79.22 GiB × 0.92 = 72.88 − weights 14.96 − activation 3.49 − CUDA graphs 0.62 \
+                (102 graphs) − non-torch 0.16 = KV 53.66 GiB";
+    assert!(out.contains(line), "{out}");
+    assert!(out.contains("27,474 blocks of 16"), "{out}");
+    // The user's utilization and terms replace the bundle's and the model's:
+    // 85,061,827,297 × 0.9 → 76,555,644,568 − 16,060,000,000 − 1 GiB − 0 − 0.5 GiB = 58,885,031,832
+    // bytes = 28,078 blocks of 2 MiB.
+    let out = ok(&[
+        "--num-prompts",
+        "4",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--activation-peak-gib",
+        "1",
+        "--cudagraph-memory-gib",
+        "0",
+        "--non-torch-memory-gib",
+        "0.5",
+    ]);
+    assert!(out.contains("activation 1.00 (set) − CUDA graphs 0.00 (set) − non-torch 0.50 (set)"), "{out}");
+    assert!(out.contains("28,078 blocks of 16"), "{out}");
+    let out = ok(&["--num-prompts", "4", "--engine-version", "vllm@0.18"]);
+    assert!(out.contains("gpu_memory_utilization 0.9\n"), "{out}");
+    let out = ok(&["--num-prompts", "4", "--kv-cache-memory-bytes", "1073741824"]);
+    assert!(out.contains("(512 blocks of 16"), "{out}");
+}
