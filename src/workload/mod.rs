@@ -7,6 +7,7 @@
 pub mod arrivals;
 pub mod block_ids;
 pub mod gen;
+pub mod pyrand;
 pub mod tokens;
 
 use crate::error::{Error, Location, RecordError, Result};
