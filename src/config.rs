@@ -12,6 +12,11 @@ use crate::workload::arrivals::ArrivalOptions;
 use serde::Serialize;
 use std::path::PathBuf;
 
+/// Default [`RunConfig::request_overhead_ms`]: what a request spends between the client's
+/// send and the engine's scheduler (HTTP, JSON, tokenisation), in ms. Set from the published
+/// low-load SGLang points (docs/addendum-clients.md); `cachesim calibrate` can refit it.
+pub const DEFAULT_REQUEST_OVERHEAD_MS: f64 = 0.0;
+
 /// What the user asked for; `None` means "the engine's default".
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -52,6 +57,8 @@ pub struct RunOptions {
     pub overlap: Option<bool>,
     pub arrivals: ArrivalOptions,
     pub max_concurrency: Option<u32>,
+    /// Send-to-engine delay per request, ms; `None` = [`DEFAULT_REQUEST_OVERHEAD_MS`].
+    pub request_overhead_ms: Option<f64>,
 }
 
 impl Default for RunOptions {
@@ -85,6 +92,7 @@ impl Default for RunOptions {
             overlap: None,
             arrivals: ArrivalOptions::default(),
             max_concurrency: None,
+            request_overhead_ms: None,
         }
     }
 }
@@ -108,6 +116,10 @@ pub struct RunConfig {
     pub kv_bytes_per_token: u64,
     pub arrivals: ArrivalOptions,
     pub max_concurrency: Option<u32>,
+    /// Per request, ms from the client's send to the engine's scheduler (HTTP, JSON parsing,
+    /// tokenisation). Every client-measured latency (TTFT, E2E) includes it; TPOT and ITL do
+    /// not. A plain number so calibration can fit it.
+    pub request_overhead_ms: f64,
     pub efficiency: Efficiency,
 }
 
@@ -165,6 +177,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
     }
     let max_model_len = o.max_model_len.unwrap_or(model.max_context);
+    let request_overhead_ms = o.request_overhead_ms.unwrap_or(DEFAULT_REQUEST_OVERHEAD_MS);
+    if !(request_overhead_ms.is_finite() && (0.0..=3.6e6).contains(&request_overhead_ms)) {
+        return Err(Error::invalid(
+            "--request-overhead-ms",
+            format!("{request_overhead_ms} must be a number of ms between 0 and 3600000"),
+        ));
+    }
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
         Some(v) if v.engine() == o.engine => v,
@@ -302,6 +321,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         kv_capacity_tokens: capacity,
         arrivals: o.arrivals,
         max_concurrency: o.max_concurrency,
+        request_overhead_ms,
         efficiency: Efficiency::default(),
     })
 }

@@ -48,6 +48,7 @@ fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
             capacity_tokens: blocks.map(|b| (b - 1) * 4),
         },
         max_concurrency: None,
+        request_overhead_s: 0.0,
     }
 }
 
@@ -224,7 +225,8 @@ fn a_run_of_some_requests_matches_the_same_run_over_only_those() {
     // Sending some of the requests numbers only their blocks; nothing else may change.
     let w = crate::load_workload(None, &ReadOptions::default(), &BuildOptions::default()).unwrap();
     let k = w.requests.len() / 3;
-    let part = Workload { store: w.store.clone(), requests: w.requests[..k].to_vec(), info: w.info.clone() };
+    let part =
+        Workload { store: w.store.clone(), requests: w.requests[..k].to_vec(), info: w.info.clone(), sample: None };
     let sends: Vec<(u32, f64)> = (0..k as u32).map(|i| (i, i as f64 * 0.02)).collect();
     let c = cfg(16, 512, Some(400));
     let keep = Keep { steps: true, ..Keep::default() };

@@ -1,17 +1,32 @@
-//! Which requests a benchmark sends and when (ENGINE_SPEC §7.4–7.5). `--num-prompts N` takes
-//! the first N in order when the trace has times or sessions, else a seeded shuffle's first N
-//! (as the clients sample). Send times: the trace's own (× `--time-scale`) when no rate is
-//! given; `inf` sends everything at 0; a rate R follows `vllm bench serve`: gaps drawn from
-//! Gamma(k, 1/(R·k)) (k = `--burstiness`, 1 = Poisson), summed, then rescaled so the last send
-//! is exactly N / R.
+//! Which requests a benchmark sends and when (ENGINE_SPEC §7.4–7.5, docs/addendum-clients.md).
+//! Which: ShareGPT sampled by a client's rules replays that client's seeded Python shuffle
+//! ([`ClientSample::order`](super::ClientSample::order)); otherwise `--num-prompts N` takes the
+//! first N in order when the trace has times or sessions, else a seeded shuffle's first N.
+//! When: the trace's own times (× `--time-scale`) when no rate is given; `inf` sends everything
+//! at 0; a rate R follows the client's `get_request` ([`ArrivalProcess`]), drawing from NumPy's
+//! legacy global generator seeded with `--seed` exactly as the client does, so the same seed
+//! gives the client's own send times.
 
+use super::pyrand::NumpyLegacy;
 use super::Workload;
 use crate::error::{Error, Result};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use rand_distr::{Distribution, Gamma};
 use serde::Serialize;
+
+/// Whose `get_request` turns a finite `--request-rate` into send times (`--arrival-process`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalProcess {
+    /// `vllm bench serve` (`vllm/benchmarks/serve.py::get_request`): N gaps drawn from
+    /// `np.random.gamma(k, 1/(R·k))` (k = `--burstiness`), summed — so the first request also
+    /// waits one gap — then rescaled so the last send is exactly N / R.
+    Vllm,
+    /// `python -m sglang.bench_serving` (`get_request`): the first request at 0, then a gap of
+    /// `np.random.exponential(1/R)` after each; no burstiness, no rescaling.
+    Sglang,
+}
 
 /// `--request-rate`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -45,11 +60,13 @@ pub struct ArrivalOptions {
     pub time_scale: f64,
     pub num_prompts: Option<usize>,
     pub seed: u64,
+    /// How a finite rate becomes send times.
+    pub process: ArrivalProcess,
 }
 
 impl Default for ArrivalOptions {
     fn default() -> Self {
-        Self { rate: None, burstiness: 1.0, time_scale: 1.0, num_prompts: None, seed: 0 }
+        Self { rate: None, burstiness: 1.0, time_scale: 1.0, num_prompts: None, seed: 0, process: ArrivalProcess::Vllm }
     }
 }
 
@@ -61,42 +78,73 @@ pub fn schedule(w: &Workload, o: &ArrivalOptions) -> Result<Vec<(u32, f64)>> {
     if !(o.time_scale.is_finite() && o.time_scale > 0.0) {
         return Err(Error::invalid("--time-scale", format!("{} must be a positive number", o.time_scale)));
     }
-    let mut rng = StdRng::seed_from_u64(o.seed);
     let timed = w.requests.iter().all(|r| r.arrival_ms.is_some());
     let ordered = timed || w.requests.iter().any(|r| r.session.is_some());
-    let mut ids: Vec<u32> = (0..w.requests.len() as u32).collect();
-    if let Some(n) = o.num_prompts {
-        if !ordered {
-            ids.shuffle(&mut rng);
+    let ids: Vec<u32> = match &w.sample {
+        Some(sample) => sample.order(o.seed, o.num_prompts),
+        None => {
+            let mut ids: Vec<u32> = (0..w.requests.len() as u32).collect();
+            if let Some(n) = o.num_prompts {
+                if !ordered {
+                    ids.shuffle(&mut StdRng::seed_from_u64(o.seed));
+                }
+                ids.truncate(n);
+            }
+            ids
         }
-        ids.truncate(n);
-    }
-    let n = ids.len();
-    let times: Vec<f64> = match o.rate {
+    };
+    let times = match o.rate {
         None if timed => {
             let t0 =
                 ids.iter().map(|&i| w.requests[i as usize].arrival_ms.unwrap_or(0.0)).fold(f64::INFINITY, f64::min);
             ids.iter().map(|&i| (w.requests[i as usize].arrival_ms.unwrap_or(0.0) - t0) / 1e3 * o.time_scale).collect()
         }
-        None | Some(Rate::Inf) => vec![0.0; n],
-        Some(Rate::PerSecond(r)) => {
+        None | Some(Rate::Inf) => vec![0.0; ids.len()],
+        Some(Rate::PerSecond(r)) => send_times(ids.len(), r, o)?,
+    };
+    Ok(ids.into_iter().zip(times).collect())
+}
+
+/// Send times of `n` requests at `rate` per second, drawn as the client draws them.
+pub fn send_times(n: usize, rate: f64, o: &ArrivalOptions) -> Result<Vec<f64>> {
+    let seed = u32::try_from(o.seed)
+        .map_err(|_| Error::invalid("--seed", format!("{} is above 2^32 - 1, NumPy's seed range", o.seed)))?;
+    let mut np = NumpyLegacy::new(seed);
+    match o.process {
+        ArrivalProcess::Vllm => {
             let k = o.burstiness;
-            let gamma = Gamma::new(k, 1.0 / (r * k)).map_err(|e| Error::invalid("--burstiness", e.to_string()))?;
+            let theta = 1.0 / (rate * k);
             let mut t = 0.0;
             let mut v: Vec<f64> = (0..n)
                 .map(|_| {
-                    t += gamma.sample(&mut rng);
+                    t += np.gamma(k, theta);
                     t
                 })
                 .collect();
-            if let Some(&last) = v.last() {
-                let scale = n as f64 / r / last;
-                v.iter_mut().for_each(|x| *x *= scale);
+            if let Some(&last) = v.last().filter(|&&l| l != 0.0) {
+                let normalize = n as f64 / rate / last;
+                v.iter_mut().for_each(|x| *x *= normalize);
             }
-            v
+            Ok(v)
         }
-    };
-    Ok(ids.into_iter().zip(times).collect())
+        ArrivalProcess::Sglang => {
+            if o.burstiness != 1.0 {
+                return Err(Error::invalid(
+                    "--burstiness",
+                    "sglang.bench_serving has no burstiness (its gaps are exponential): use --arrival-process vllm",
+                ));
+            }
+            let mut t = 0.0;
+            Ok((0..n)
+                .map(|i| {
+                    if i > 0 {
+                        t += np.exponential(1.0 / rate);
+                    }
+                    t
+                })
+                .collect())
+        }
+    }
 }
 
 #[cfg(test)]
