@@ -179,3 +179,65 @@ fn sglang_context_len() {
         },
     );
 }
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&common::ok(args)).expect("JSON report")
+}
+
+#[test]
+fn request_overhead_adds_exactly_to_ttft_and_e2e() {
+    let base = json(&["--num-prompts", "1", "--json"]);
+    let slow = json(&["--num-prompts", "1", "--json", "--request-overhead-ms", "50"]);
+    let d = |k: &str| slow[k].as_f64().unwrap() - base[k].as_f64().unwrap();
+    assert!((d("mean_ttft_ms") - 50.0).abs() < 1e-6, "{}", d("mean_ttft_ms"));
+    assert!((d("mean_e2e_latency_ms") - 50.0).abs() < 1e-6);
+    assert!(d("mean_tpot_ms").abs() < 1e-9);
+    assert_eq!(slow["config"]["request_overhead_ms"], 50.0);
+    assert_eq!(base["config"]["request_overhead_ms"], cachesim::config::DEFAULT_REQUEST_OVERHEAD_MS);
+    assert!(common::ok(&["--num-prompts", "1", "--request-overhead-ms", "12.5"]).contains("request overhead 12.5 ms"));
+    assert!(common::fails(&["--request-overhead-ms=-1"]).contains("--request-overhead-ms"));
+}
+
+#[test]
+fn arrival_process_follows_the_report_style() {
+    let sgl = json(&["--num-prompts", "3", "--request-rate", "5", "--json"]);
+    assert_eq!(sgl["config"]["arrivals"]["process"], "sglang");
+    let vllm = json(&["--num-prompts", "3", "--request-rate", "5", "--json", "--report-style", "vllm"]);
+    assert_eq!(vllm["config"]["arrivals"]["process"], "vllm");
+    let e = common::fails(&["--num-prompts", "3", "--request-rate", "5", "--burstiness", "0.5"]);
+    assert!(e.contains("--arrival-process vllm"), "{e}");
+    common::ok(&["--num-prompts", "3", "--request-rate", "5", "--burstiness", "0.5", "--arrival-process", "vllm"]);
+}
+
+#[test]
+fn dataset_filter_follows_the_report_style() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sg.json");
+    // chars4 lengths: prompts of 3 and 8 tokens, replies of 8 and 2.
+    let doc = r#"[{"id":"a","conversations":[{"from":"human","value":"aaaabbbbcccc"},{"from":"gpt","value":"rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr"}]},
+                  {"id":"b","conversations":[{"from":"human","value":"pppppppppppppppppppppppppppppppp"},{"from":"gpt","value":"xxxxyyyy"}]},
+                  {"id":"c","conversations":[{"from":"human","value":"alone"}]}]"#;
+    std::fs::write(&path, doc).unwrap();
+    let p = path.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = vec!["--trace", p, "--tokenizer", "chars4", "--turns", "first", "--json"];
+        a.extend_from_slice(extra);
+        json(&a)
+    };
+    // sglang keeps both (≥ 2 tokens each); vllm drops a (prompt 3) and b (reply 2).
+    assert_eq!(run(&[])["trace"]["requests"], 2);
+    let e = common::fails(&["--trace", p, "--tokenizer", "chars4", "--turns", "first", "--report-style", "vllm"]);
+    assert!(e.contains("vllm filter: prompt under 4 tokens") && e.contains("vllm filter: reply under 4 tokens"), "{e}");
+    assert_eq!(run(&["--report-style", "vllm", "--dataset-filter", "none"])["trace"]["requests"], 2);
+    assert_eq!(run(&["--sharegpt-context-len", "10"])["trace"]["requests"], 1);
+    let e = common::fails(&["--trace", p, "--turns", "first", "--report-style", "vllm", "--sharegpt-context-len", "9"]);
+    assert!(e.contains("--dataset-filter sglang"), "{e}");
+    let e = common::fails(&["--trace", p, "--turns", "first", "--sharegpt-output-len", "3"]);
+    assert!(e.contains("output_len too small"), "{e}");
+    let e = common::fails(&["--trace", p, "--dataset-filter", "vllm"]);
+    assert!(e.contains("--turns first"), "{e}");
+    // `cache` has no client: no filter unless asked for.
+    let out = common::ok(&["cache", "--trace", p, "--tokenizer", "chars4", "--turns", "first", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["trace"]["requests"], 2);
+}

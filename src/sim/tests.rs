@@ -79,6 +79,26 @@ fn two_requests_exact_times() {
 }
 
 #[test]
+fn request_overhead_delays_the_engine_arrival_by_exactly_that() {
+    let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 3)]);
+    let base = run(&w, &[(0, 0.0)], &cfg(8, 1000, None), &COST, Keep::default());
+    let slow = SimConfig { request_overhead_s: 0.05, ..cfg(8, 1000, None) };
+    let r = run(&w, &[(0, 0.0)], &slow, &COST, Keep::default());
+    // Prefill of 10 (0.020) then two decodes (0.012 each), all 0.05 later.
+    let (b, x) = (rec(&base, 0), rec(&r, 0));
+    assert!(close(b.ttft_s(), 0.020) && close(x.ttft_s(), 0.070), "{b:?} {x:?}");
+    assert!(close(x.latency_s() - b.latency_s(), 0.05) && close(x.latency_s(), 0.094), "{x:?}");
+    assert!(close(x.tpot_s().unwrap(), b.tpot_s().unwrap()));
+    assert_eq!(x.send_s, 0.0, "the client's clock starts at the send");
+    // One slot: B is sent when A finishes (0.094) and reaches the engine 0.05 later; its
+    // prefill of 20 takes 0.030, so its TTFT is 0.080.
+    let one = SimConfig { max_concurrency: Some(1), ..slow };
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &one, &COST, Keep::default());
+    let y = rec(&r, 1);
+    assert!(close(y.send_s, 0.094) && close(y.ttft_s(), 0.080), "{y:?}");
+}
+
+#[test]
 fn overlapped_steps_take_the_longer_of_host_and_device() {
     // Host 0.01 per step; device 0.001 per prefill token, 0.002 per decode sequence.
     let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 3)]);

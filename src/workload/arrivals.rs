@@ -159,4 +159,42 @@ mod tests {
         assert!("-1".parse::<Rate>().is_err());
         assert!("fast".parse::<Rate>().is_err());
     }
+
+    fn close(got: &[f64], want: &[f64]) {
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() <= 1e-14 * w.abs().max(1.0), "{got:?} vs {want:?}");
+        }
+    }
+
+    fn opts(process: ArrivalProcess, burstiness: f64, seed: u64) -> ArrivalOptions {
+        ArrivalOptions { process, burstiness, seed, ..ArrivalOptions::default() }
+    }
+
+    // Expected send times: the clients' get_request loops run with NumPy 2.x, e.g. for vLLM
+    // np.random.seed(0); d = [np.random.gamma(shape=k, scale=1/(r*k)) for _ in range(n)];
+    // cumulative sum; × (n / r) / d[-1]. For SGLang np.random.seed(1); t = 0; per request:
+    // send at t, then t += np.random.exponential(1 / r).
+
+    #[test]
+    fn vllm_gamma_gaps_rescaled_to_n_over_rate() {
+        let t = send_times(5, 2.0, &opts(ArrivalProcess::Vllm, 1.0, 0)).unwrap();
+        close(&t, &[0.4612933000308972, 1.189237769060302, 1.724343049132401, 2.180609223781806, 2.5]);
+        assert_eq!(t[4], 2.5, "the last send is exactly N / R");
+        let t = send_times(5, 4.0, &opts(ArrivalProcess::Vllm, 0.5, 7)).unwrap();
+        close(&t, &[0.008325043160875246, 0.28311600144338456, 0.38613900756618985, 1.1312955390150545, 1.25]);
+        let t = send_times(4, 1.0, &opts(ArrivalProcess::Vllm, 3.0, 0)).unwrap();
+        close(&t, &[1.452294115371493, 2.1828514090951057, 3.703883538194544, 4.0]);
+    }
+
+    #[test]
+    fn sglang_first_at_zero_then_exponential_gaps() {
+        let t = send_times(5, 2.0, &opts(ArrivalProcess::Sglang, 1.0, 1)).unwrap();
+        close(&t, &[0.0, 0.2698029186295927, 0.9068655451362448, 0.9069227358155664, 1.0869291132425258]);
+        let e = send_times(5, 2.0, &opts(ArrivalProcess::Sglang, 0.5, 1)).unwrap_err().to_string();
+        assert!(e.contains("--burstiness") && e.contains("--arrival-process vllm"), "{e}");
+        let e = send_times(5, 2.0, &opts(ArrivalProcess::Vllm, 1.0, 1 << 32)).unwrap_err().to_string();
+        assert!(e.contains("--seed"), "{e}");
+        assert!(send_times(0, 2.0, &opts(ArrivalProcess::Vllm, 1.0, 0)).unwrap().is_empty());
+    }
 }
