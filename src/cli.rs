@@ -230,7 +230,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, help_heading = "Load")]
     pub arrival_process: Option<ArrivalProcess>,
     /// Milliseconds from a request's send to the engine's scheduler (HTTP, parsing,
-    /// tokenisation); adds to TTFT and E2E latency, not to TPOT [default: 0].
+    /// tokenisation); adds to TTFT and E2E latency, not to TPOT [default: 10, read off published
+    /// low-load SGLang TTFTs].
     #[arg(long, help_heading = "Load")]
     pub request_overhead_ms: Option<f64>,
     /// Client-side limit on requests in flight (closed loop).

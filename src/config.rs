@@ -13,9 +13,11 @@ use serde::Serialize;
 use std::path::PathBuf;
 
 /// Default [`RunConfig::request_overhead_ms`]: what a request spends between the client's
-/// send and the engine's scheduler (HTTP, JSON, tokenisation), in ms. Set from the published
-/// low-load SGLang points (docs/addendum-clients.md); `cachesim calibrate` can refit it.
-pub const DEFAULT_REQUEST_OVERHEAD_MS: f64 = 0.0;
+/// send and the engine's scheduler (HTTP, JSON, tokenisation), in ms. Read off the published
+/// low-load SGLang points (Llama-3.1-8B on A100 and 70B TP4 on H100 at 4 req/s: 9–12 ms of
+/// median TTFT left once prefill is priced at the measured decode speed; docs/addendum-
+/// clients.md); calibration can refit it.
+pub const DEFAULT_REQUEST_OVERHEAD_MS: f64 = 10.0;
 
 /// What the user asked for; `None` means "the engine's default".
 #[derive(Debug, Clone)]

@@ -186,14 +186,17 @@ fn json(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn request_overhead_adds_exactly_to_ttft_and_e2e() {
-    let base = json(&["--num-prompts", "1", "--json"]);
+    let base = json(&["--num-prompts", "1", "--json", "--request-overhead-ms", "0"]);
     let slow = json(&["--num-prompts", "1", "--json", "--request-overhead-ms", "50"]);
     let d = |k: &str| slow[k].as_f64().unwrap() - base[k].as_f64().unwrap();
     assert!((d("mean_ttft_ms") - 50.0).abs() < 1e-6, "{}", d("mean_ttft_ms"));
     assert!((d("mean_e2e_latency_ms") - 50.0).abs() < 1e-6);
     assert!(d("mean_tpot_ms").abs() < 1e-9);
     assert_eq!(slow["config"]["request_overhead_ms"], 50.0);
-    assert_eq!(base["config"]["request_overhead_ms"], cachesim::config::DEFAULT_REQUEST_OVERHEAD_MS);
+    let default = json(&["--num-prompts", "1", "--json"]);
+    assert_eq!(default["config"]["request_overhead_ms"], cachesim::config::DEFAULT_REQUEST_OVERHEAD_MS);
+    let d = default["mean_ttft_ms"].as_f64().unwrap() - base["mean_ttft_ms"].as_f64().unwrap();
+    assert!((d - cachesim::config::DEFAULT_REQUEST_OVERHEAD_MS).abs() < 1e-6, "{d}");
     assert!(common::ok(&["--num-prompts", "1", "--request-overhead-ms", "12.5"]).contains("request overhead 12.5 ms"));
     assert!(common::fails(&["--request-overhead-ms=-1"]).contains("--request-overhead-ms"));
 }
