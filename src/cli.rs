@@ -224,9 +224,10 @@ pub struct RunArgs {
     /// Gamma shape of inter-arrival gaps (1 = Poisson; <1 burstier), vLLM semantics.
     #[arg(long, default_value_t = 1.0, help_heading = "Load")]
     pub burstiness: f64,
-    /// Whose request-rate process to follow: vllm (gamma gaps rescaled so the last send is at
-    /// N / rate) or sglang (first send at 0, exponential gaps) [default: the client
-    /// --report-style names].
+    /// Whose request-rate process to follow: vllm (`vllm bench serve`: gamma gaps rescaled so
+    /// the last send is at N / rate), vllm-0.9 (older benchmark_serving.py: first send at 0,
+    /// gamma gaps) or sglang (first send at 0, exponential gaps); all draw from NumPy's legacy
+    /// generator seeded with --seed, as the clients do [default: the client --report-style names].
     #[arg(long, value_enum, help_heading = "Load")]
     pub arrival_process: Option<ArrivalProcess>,
     /// Milliseconds from a request's send to the engine's scheduler (HTTP, parsing,

@@ -23,6 +23,11 @@ pub enum ArrivalProcess {
     /// `np.random.gamma(k, 1/(R·k))` (k = `--burstiness`), summed — so the first request also
     /// waits one gap — then rescaled so the last send is exactly N / R.
     Vllm,
+    /// `benchmarks/benchmark_serving.py` of vLLM 0.9 and earlier (`get_request`): the first
+    /// request at 0, then a gap of `np.random.gamma(k, 1/(R·k))` after each; no rescaling.
+    #[value(name = "vllm-0.9")]
+    #[serde(rename = "vllm-0.9")]
+    Vllm09,
     /// `python -m sglang.bench_serving` (`get_request`): the first request at 0, then a gap of
     /// `np.random.exponential(1/R)` after each; no burstiness, no rescaling.
     Sglang,
@@ -127,18 +132,22 @@ pub fn send_times(n: usize, rate: f64, o: &ArrivalOptions) -> Result<Vec<f64>> {
             }
             Ok(v)
         }
-        ArrivalProcess::Sglang => {
-            if o.burstiness != 1.0 {
+        ArrivalProcess::Vllm09 | ArrivalProcess::Sglang => {
+            if o.process == ArrivalProcess::Sglang && o.burstiness != 1.0 {
                 return Err(Error::invalid(
                     "--burstiness",
                     "sglang.bench_serving has no burstiness (its gaps are exponential): use --arrival-process vllm",
                 ));
             }
+            let k = o.burstiness;
             let mut t = 0.0;
             Ok((0..n)
                 .map(|i| {
                     if i > 0 {
-                        t += np.exponential(1.0 / rate);
+                        t += match o.process {
+                            ArrivalProcess::Sglang => np.exponential(1.0 / rate),
+                            _ => np.gamma(k, 1.0 / (rate * k)),
+                        };
                     }
                     t
                 })
@@ -197,4 +206,14 @@ mod tests {
         assert!(e.contains("--seed"), "{e}");
         assert!(send_times(0, 2.0, &opts(ArrivalProcess::Vllm, 1.0, 0)).unwrap().is_empty());
     }
+
+    #[test]
+    fn old_vllm_first_at_zero_then_gamma_gaps() {
+        // np.random.seed(0); t = 0; per request: send at t, then
+        // t += np.random.gamma(shape=0.5, scale=1 / (4 * 0.5)).
+        let t = send_times(4, 4.0, &opts(ArrivalProcess::Vllm09, 0.5, 0)).unwrap();
+        close(&t, &OLD_VLLM);
+    }
+
+    const OLD_VLLM: [f64; 4] = [0.0, 0.1520009448803522, 0.34113680491426, 0.43087849941570383];
 }
