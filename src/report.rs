@@ -286,8 +286,8 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
             serde_json::to_value(a.process).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
             if a.burstiness != 1.0 { format!(" (burstiness {})", a.burstiness) } else { String::new() }
         ),
-        Some(crate::workload::arrivals::Rate::Inf) => "all at t = 0".into(),
-        None => "trace times (all at t = 0 without them)".into(),
+        Some(crate::workload::arrivals::Rate::Inf) => "all at once".into(),
+        None => "at the trace's times (at once if it has none)".into(),
     };
     let _ = writeln!(
         s,
