@@ -317,7 +317,9 @@ pub struct Outcome {
 
 /// Simulates `w` under `cfg` (arrivals, engine, cache, step time).
 pub fn simulate(w: &Workload, cfg: &crate::config::RunConfig, keep: Keep) -> crate::error::Result<Outcome> {
-    let sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
+    let mut sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
+    let repeated = crate::workload::arrivals::split_repeats(w, &mut sends);
+    let w = repeated.as_ref().unwrap_or(w);
     let sim_cfg = SimConfig {
         engine: cfg.engine,
         cache: cfg.cache,

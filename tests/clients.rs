@@ -244,3 +244,27 @@ fn dataset_filter_follows_the_report_style() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["trace"]["requests"], 2);
 }
+
+#[test]
+fn vllm_oversamples_a_short_sample_and_sglang_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sg.json");
+    let pair = |p: usize, r: usize| {
+        format!(
+            r#"{{"conversations":[{{"from":"human","value":"{}"}},{{"from":"gpt","value":"{}"}}]}}"#,
+            "p".repeat(p),
+            "r".repeat(r)
+        )
+    };
+    let doc = format!("[{},{},{}]", pair(20, 32), pair(40, 16), pair(72, 29));
+    std::fs::write(&path, doc).unwrap();
+    let p = path.to_str().unwrap();
+    let base = ["--trace", p, "--tokenizer", "chars4", "--turns", "first", "--num-prompts", "8", "--json"];
+    let completed = |style: &str| {
+        let mut a = base.to_vec();
+        a.extend(["--report-style", style]);
+        json(&a)["completed"].as_u64().unwrap()
+    };
+    assert_eq!(completed("vllm"), 8, "3 kept, 5 repeats drawn by random.choice");
+    assert_eq!(completed("sglang"), 3);
+}

@@ -110,6 +110,24 @@ pub fn schedule(w: &Workload, o: &ArrivalOptions) -> Result<Vec<(u32, f64)>> {
     Ok(ids.into_iter().zip(times).collect())
 }
 
+/// When `sends` names a request more than once (a client's oversampling), a copy of `w` in
+/// which every repeat is a request of its own (same sequence, so the same tokens) and `sends`
+/// renumbered to it; `None` when every request is sent once.
+pub fn split_repeats(w: &Workload, sends: &mut [(u32, f64)]) -> Option<Workload> {
+    let mut seen = vec![false; w.requests.len()];
+    let mut copy: Option<Workload> = None;
+    for (id, _) in sends.iter_mut() {
+        let i = *id as usize;
+        if !std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        let c = copy.get_or_insert_with(|| w.clone());
+        *id = c.requests.len() as u32;
+        c.requests.push(w.requests[i]);
+    }
+    copy
+}
+
 /// Send times of `n` requests at `rate` per second, drawn as the client draws them.
 pub fn send_times(n: usize, rate: f64, o: &ArrivalOptions) -> Result<Vec<f64>> {
     let seed = u32::try_from(o.seed)

@@ -90,11 +90,16 @@ pub struct ClientSample {
     pub population: u32,
     /// Population index of each request, by request index (increasing).
     pub slots: Vec<u32>,
+    /// Fill a short sample up to N with repeats, as `vllm bench serve` does unless
+    /// `--no-oversample` (`BenchmarkDataset.maybe_oversample_requests`).
+    pub oversample: bool,
 }
 
 impl ClientSample {
     /// Request indices in the order the client walks them with `seed` — `random.seed(seed);
-    /// random.shuffle(population)`, dropped records skipped — cut to `num_prompts`.
+    /// random.shuffle(population)`, dropped records skipped — cut to `num_prompts`. When fewer
+    /// are kept and the client oversamples, `random.seed(seed)` again and the missing ones are
+    /// `random.choice(kept)` each (so a request may appear more than once).
     pub fn order(&self, seed: u64, num_prompts: Option<usize>) -> Vec<u32> {
         let mut request_at: Vec<u32> = vec![u32::MAX; self.population as usize];
         for (req, &slot) in self.slots.iter().enumerate() {
@@ -103,7 +108,17 @@ impl ClientSample {
         let mut population: Vec<u32> = (0..self.population).collect();
         PyRandom::new(seed).shuffle(&mut population);
         let want = num_prompts.unwrap_or(usize::MAX);
-        population.into_iter().map(|s| request_at[s as usize]).filter(|&r| r != u32::MAX).take(want).collect()
+        let mut kept: Vec<u32> =
+            population.into_iter().map(|s| request_at[s as usize]).filter(|&r| r != u32::MAX).take(want).collect();
+        if let Some(n) = num_prompts.filter(|&n| self.oversample && n > kept.len() && !kept.is_empty()) {
+            let mut rng = PyRandom::new(seed);
+            let len = kept.len() as u32;
+            for _ in kept.len()..n {
+                let pick = kept[rng.choice(len) as usize];
+                kept.push(pick);
+            }
+        }
+        kept
     }
 }
 
@@ -146,9 +161,14 @@ mod tests {
     fn order_replays_the_shuffle_and_skips_dropped_records() {
         // random.seed(0); x = list(range(10)); random.shuffle(x) → [7, 8, 1, 5, 3, 4, 2, 0, 9, 6]
         // Kept: population slots 0, 1, 3, 5, 7, 8 → requests 0..6.
-        let s = ClientSample { population: 10, slots: vec![0, 1, 3, 5, 7, 8] };
+        let mut s = ClientSample { population: 10, slots: vec![0, 1, 3, 5, 7, 8], oversample: false };
         // Slots in shuffled order: 7 8 (1) 5 3 (4) (2) 0 (9) (6) → requests 4 5 1 3 2 0.
         assert_eq!(s.order(0, None), vec![4, 5, 1, 3, 2, 0]);
         assert_eq!(s.order(0, Some(3)), vec![4, 5, 1]);
+        assert_eq!(s.order(0, Some(9)).len(), 6, "no oversampling unless asked");
+        // vLLM's oversampling: random.seed(0); [random.choice(range(6)) for _ in range(3)]
+        // → [3, 3, 0], i.e. kept[3], kept[3], kept[0] = requests 3, 3, 4.
+        s.oversample = true;
+        assert_eq!(s.order(0, Some(9)), vec![4, 5, 1, 3, 2, 0, 3, 3, 4]);
     }
 }

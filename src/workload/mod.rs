@@ -343,7 +343,10 @@ fn build_sharegpt(
                 let slot = if filter == DatasetFilter::None {
                     0
                 } else {
-                    let sample = b.sample.get_or_insert_with(ClientSample::default);
+                    let sample = b.sample.get_or_insert_with(|| ClientSample {
+                        oversample: filter == DatasetFilter::Vllm,
+                        ..ClientSample::default()
+                    });
                     if toks.len() < 2 {
                         skipped.add_reason("fewer than 2 messages");
                         continue;
