@@ -10,9 +10,9 @@ use cachesim::report::ReportStyle;
 use cachesim::tokenize::TokenizerKind;
 use cachesim::trace::{Format, ReadOptions};
 use cachesim::vllm_memory::MemoryOverrides;
-use cachesim::workload::arrivals::{ArrivalOptions, Rate};
+use cachesim::workload::arrivals::{ArrivalOptions, ArrivalProcess, Rate};
 use cachesim::workload::gen;
-use cachesim::workload::{BuildOptions, Turns};
+use cachesim::workload::{BuildOptions, DatasetFilter, Turns};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -82,6 +82,16 @@ pub struct TraceArgs {
     /// --sharegpt-output-len); records with a single message become usable.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     pub sharegpt_output_len: Option<u32>,
+    /// ShareGPT with `--turns first`: whose sampling to reproduce — vllm (`vllm bench serve`:
+    /// 4 ≤ prompt ≤ 1024 tokens, reply ≥ 4, prompt + output ≤ 2048), sglang (`sglang.bench_serving`:
+    /// prompt ≥ 2, output ≥ 2), each with its seeded shuffle, or none [default for `run`: the
+    /// client --report-style names; elsewhere none].
+    #[arg(long, value_enum)]
+    pub dataset_filter: Option<DatasetFilter>,
+    /// ShareGPT, filter sglang: drop pairs whose prompt + output exceed this many tokens
+    /// (sglang.bench_serving --sharegpt-context-len).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub sharegpt_context_len: Option<u32>,
     /// Mooncake: tokens per `hash_ids` block.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub trace_block_size: u32,
@@ -92,13 +102,20 @@ impl TraceArgs {
     pub fn read_options(&self) -> ReadOptions {
         ReadOptions { format: self.format, lenient: self.lenient }
     }
-    /// Workload options.
+    /// Workload options; without `--dataset-filter`, no client's filter.
     pub fn build_options(&self) -> BuildOptions {
+        self.build_options_with(DatasetFilter::None)
+    }
+    /// Workload options; without `--dataset-filter`, `default_filter` for `--turns first`.
+    pub fn build_options_with(&self, default_filter: DatasetFilter) -> BuildOptions {
+        let implied = if self.turns == Turns::First { default_filter } else { DatasetFilter::None };
         BuildOptions {
             tokenizer: self.tokenizer.clone(),
             turns: self.turns,
             trace_block_size: self.trace_block_size,
             sharegpt_output_len: self.sharegpt_output_len,
+            dataset_filter: self.dataset_filter.unwrap_or(implied),
+            sharegpt_context_len: self.sharegpt_context_len,
             lenient: self.lenient,
         }
     }
@@ -220,6 +237,17 @@ pub struct RunArgs {
     /// Gamma shape of inter-arrival gaps (1 = Poisson; <1 burstier), vLLM semantics.
     #[arg(long, default_value_t = 1.0, help_heading = "Load")]
     pub burstiness: f64,
+    /// Whose request-rate process to follow: vllm (`vllm bench serve`: gamma gaps rescaled so
+    /// the last send is at N / rate), vllm-0.9 (older benchmark_serving.py: first send at 0,
+    /// gamma gaps) or sglang (first send at 0, exponential gaps); all draw from NumPy's legacy
+    /// generator seeded with --seed, as the clients do [default: the client --report-style names].
+    #[arg(long, value_enum, help_heading = "Load")]
+    pub arrival_process: Option<ArrivalProcess>,
+    /// Milliseconds from a request's send to the engine's scheduler (HTTP, parsing,
+    /// tokenisation); adds to TTFT and E2E latency, not to TPOT [default: 10, read off published
+    /// low-load SGLang TTFTs].
+    #[arg(long, help_heading = "Load")]
+    pub request_overhead_ms: Option<f64>,
     /// Client-side limit on requests in flight (closed loop).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Load")]
     pub max_concurrency: Option<u32>,
@@ -305,9 +333,22 @@ impl RunArgs {
                 time_scale: self.time_scale,
                 num_prompts: self.num_prompts,
                 seed: self.seed,
+                process: self.arrival_process.unwrap_or(match self.report_style {
+                    ReportStyle::Sglang => ArrivalProcess::Sglang,
+                    ReportStyle::Vllm => ArrivalProcess::Vllm,
+                }),
             },
             max_concurrency: self.max_concurrency,
+            request_overhead_ms: self.request_overhead_ms,
         }
+    }
+
+    /// Workload options: the client --report-style names samples ShareGPT by default.
+    pub fn build_options(&self) -> BuildOptions {
+        self.trace.build_options_with(match self.report_style {
+            ReportStyle::Sglang => DatasetFilter::Sglang,
+            ReportStyle::Vllm => DatasetFilter::Vllm,
+        })
     }
 }
 

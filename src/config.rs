@@ -14,6 +14,13 @@ use crate::workload::arrivals::ArrivalOptions;
 use serde::Serialize;
 use std::path::PathBuf;
 
+/// Default [`RunConfig::request_overhead_ms`]: what a request spends between the client's
+/// send and the engine's scheduler (HTTP, JSON, tokenisation), in ms. Read off the published
+/// low-load SGLang points (Llama-3.1-8B on A100 and 70B TP4 on H100 at 4 req/s: 9–12 ms of
+/// median TTFT left once prefill is priced at the measured decode speed; docs/addendum-
+/// clients.md); calibration can refit it.
+pub const DEFAULT_REQUEST_OVERHEAD_MS: f64 = 10.0;
+
 /// What the user asked for; `None` means "the engine's default".
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -55,6 +62,8 @@ pub struct RunOptions {
     pub overlap: Option<bool>,
     pub arrivals: ArrivalOptions,
     pub max_concurrency: Option<u32>,
+    /// Send-to-engine delay per request, ms; `None` = [`DEFAULT_REQUEST_OVERHEAD_MS`].
+    pub request_overhead_ms: Option<f64>,
 }
 
 impl Default for RunOptions {
@@ -88,6 +97,7 @@ impl Default for RunOptions {
             overlap: None,
             arrivals: ArrivalOptions::default(),
             max_concurrency: None,
+            request_overhead_ms: None,
         }
     }
 }
@@ -113,6 +123,10 @@ pub struct RunConfig {
     pub kv_bytes_per_token: u64,
     pub arrivals: ArrivalOptions,
     pub max_concurrency: Option<u32>,
+    /// Per request, ms from the client's send to the engine's scheduler (HTTP, JSON parsing,
+    /// tokenisation). Every client-measured latency (TTFT, E2E) includes it; TPOT and ITL do
+    /// not. A plain number so calibration can fit it.
+    pub request_overhead_ms: f64,
     pub efficiency: Efficiency,
 }
 
@@ -183,6 +197,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         return Err(Error::invalid("--tp", format!("{} attention heads do not split over {} GPUs", model.heads, o.tp)));
     }
     let max_model_len = o.max_model_len.unwrap_or(model.max_context);
+    let request_overhead_ms = o.request_overhead_ms.unwrap_or(DEFAULT_REQUEST_OVERHEAD_MS);
+    if !(request_overhead_ms.is_finite() && (0.0..=3.6e6).contains(&request_overhead_ms)) {
+        return Err(Error::invalid(
+            "--request-overhead-ms",
+            format!("{request_overhead_ms} must be a number of ms between 0 and 3600000"),
+        ));
+    }
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
         Some(v) if v.engine() == o.engine => v,
@@ -345,6 +366,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         kv_capacity_tokens: capacity,
         arrivals: o.arrivals,
         max_concurrency: o.max_concurrency,
+        request_overhead_ms,
         efficiency: Efficiency::default(),
     })
 }

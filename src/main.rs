@@ -40,9 +40,8 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         cachesim::plot::check_plot_path(p)?;
     }
     let sp = spinner("reading and tokenizing the trace");
-    let w =
-        cachesim::load_workload(args.trace.trace.as_deref(), &args.trace.read_options(), &args.trace.build_options())
-            .context("cannot load the trace")?;
+    let w = cachesim::load_workload(args.trace.trace.as_deref(), &args.trace.read_options(), &args.build_options())
+        .context("cannot load the trace")?;
     sp.set_message("simulating");
     let keep = cachesim::sim::Keep {
         steps: args.timeline_csv.is_some() || args.plot.is_some(),

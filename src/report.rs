@@ -280,6 +280,21 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
     if let Some(m) = &c.vllm_memory {
         let _ = writeln!(s, "KV memory:      {}", m.echo());
     }
+    let a = &c.arrivals;
+    let arrivals = match a.rate {
+        Some(crate::workload::arrivals::Rate::PerSecond(r)) => format!(
+            "{r} req/s, {} process{}",
+            serde_json::to_value(a.process).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            if a.burstiness != 1.0 { format!(" (burstiness {})", a.burstiness) } else { String::new() }
+        ),
+        Some(crate::workload::arrivals::Rate::Inf) => "all at once".into(),
+        None => "at the trace's times (at once if it has none)".into(),
+    };
+    let _ = writeln!(
+        s,
+        "Client:         sends {arrivals} · seed {} · request overhead {} ms (send → scheduler)",
+        a.seed, c.request_overhead_ms
+    );
     let m = &o.summary;
     let prompt = m.total_input_tokens.max(1);
     let _ = writeln!(

@@ -4,7 +4,9 @@
 //! cost model prices it; at its end every request that computed its last known token samples
 //! one; finished requests free their KV, their slot, and release their session's next turn.
 //! When the engine is idle, time jumps to the next send. A request that cannot run even in an
-//! empty engine (larger than the KV cache) fails.
+//! empty engine (larger than the KV cache) fails. A sent request reaches the engine
+//! `request_overhead_s` after its send (HTTP, parsing, tokenisation: docs/addendum-clients.md),
+//! so every latency the client measures includes that delay.
 
 use crate::cache::{CacheSpec, CacheStats, ReqId};
 use crate::cost::CostModel;
@@ -22,6 +24,8 @@ pub struct SimConfig {
     pub cache: CacheSpec,
     /// Client-side limit on requests in flight.
     pub max_concurrency: Option<u32>,
+    /// Seconds from a request's send to its arrival at the engine's scheduler.
+    pub request_overhead_s: f64,
 }
 
 /// One step, for `--timeline-csv`.
@@ -131,6 +135,10 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
         }
     }
     let mut send_s = vec![f64::NAN; n];
+    // Sent, on the way to the engine: (arrival bits, FIFO, id).
+    let mut transit: BinaryHeap<Due> = BinaryHeap::new();
+    let overhead = cfg.request_overhead_s;
+    debug_assert!(overhead.is_finite() && overhead >= 0.0);
     let mut in_flight = 0u32;
     let mut client_queue: VecDeque<ReqId> = VecDeque::new();
     let mut log = TokenLog::default();
@@ -156,6 +164,14 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
             }
             in_flight += 1;
             send_s[id as usize] = t;
+            transit.push(Reverse(((t + overhead).to_bits(), fifo, id)));
+            fifo += 1;
+        }
+        while let Some(&Reverse((bits, _, id))) = transit.peek() {
+            if f64::from_bits(bits) > now {
+                break;
+            }
+            transit.pop();
             sched.enqueue(id);
         }
         if keep.schedule {
@@ -187,8 +203,9 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
                 failed += 1;
                 finished.push(id);
             } else {
-                match due.peek() {
-                    Some(&Reverse((bits, _, _))) => {
+                let next = due.peek().into_iter().chain(transit.peek()).map(|&Reverse((bits, _, _))| bits).min();
+                match next {
+                    Some(bits) => {
                         now = now.max(f64::from_bits(bits));
                         continue;
                     }
@@ -276,7 +293,8 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
             if let Some(c) = client_queue.pop_front() {
                 in_flight += 1;
                 send_s[c as usize] = now;
-                sched.enqueue(c);
+                transit.push(Reverse(((now + overhead).to_bits(), fifo, c)));
+                fifo += 1;
             }
             if let Some(t) = next_turn[id as usize] {
                 let at = planned[t as usize].max(now);
@@ -299,8 +317,15 @@ pub struct Outcome {
 
 /// Simulates `w` under `cfg` (arrivals, engine, cache, step time).
 pub fn simulate(w: &Workload, cfg: &crate::config::RunConfig, keep: Keep) -> crate::error::Result<Outcome> {
-    let sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
-    let sim_cfg = SimConfig { engine: cfg.engine, cache: cfg.cache, max_concurrency: cfg.max_concurrency };
+    let mut sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
+    let repeated = crate::workload::arrivals::split_repeats(w, &mut sends);
+    let w = repeated.as_ref().unwrap_or(w);
+    let sim_cfg = SimConfig {
+        engine: cfg.engine,
+        cache: cfg.cache,
+        max_concurrency: cfg.max_concurrency,
+        request_overhead_s: cfg.request_overhead_ms / 1e3,
+    };
     let mut sim = run(w, &sends, &sim_cfg, &cfg.cost(), keep);
     let summary = crate::metrics::Summary::new(&sim.records, sim.failed, &mut sim.log);
     Ok(Outcome { sim, summary, sent: sends.len() })

@@ -170,7 +170,7 @@ fn workload(seqs: &[Vec<u32>], reqs: &[(u32, u32, u32)]) -> Workload {
             prev_turn: None,
         })
         .collect();
-    Workload { store: store(seqs), requests, info }
+    Workload { store: store(seqs), requests, info, sample: None }
 }
 
 /// Sequences built from a few shared pieces, so prefixes repeat.

@@ -48,6 +48,7 @@ fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
             capacity_tokens: blocks.map(|b| (b - 1) * 4),
         },
         max_concurrency: None,
+        request_overhead_s: 0.0,
     }
 }
 
@@ -75,6 +76,26 @@ fn two_requests_exact_times() {
     assert!(r.log.itl_s.iter().all(|&(g, _)| close(g, 0.014)));
     assert_eq!(r.log.itl_s.len(), 2, "a step's equal gaps are one run");
     assert_eq!(r.steps, 3);
+}
+
+#[test]
+fn request_overhead_delays_the_engine_arrival_by_exactly_that() {
+    let w = workload(&[((0..10).collect(), 3), ((100..120).collect(), 3)]);
+    let base = run(&w, &[(0, 0.0)], &cfg(8, 1000, None), &COST, Keep::default());
+    let slow = SimConfig { request_overhead_s: 0.05, ..cfg(8, 1000, None) };
+    let r = run(&w, &[(0, 0.0)], &slow, &COST, Keep::default());
+    // Prefill of 10 (0.020) then two decodes (0.012 each), all 0.05 later.
+    let (b, x) = (rec(&base, 0), rec(&r, 0));
+    assert!(close(b.ttft_s(), 0.020) && close(x.ttft_s(), 0.070), "{b:?} {x:?}");
+    assert!(close(x.latency_s() - b.latency_s(), 0.05) && close(x.latency_s(), 0.094), "{x:?}");
+    assert!(close(x.tpot_s().unwrap(), b.tpot_s().unwrap()));
+    assert_eq!(x.send_s, 0.0, "the client's clock starts at the send");
+    // One slot: B is sent when A finishes (0.094) and reaches the engine 0.05 later; its
+    // prefill of 20 takes 0.030, so its TTFT is 0.080.
+    let one = SimConfig { max_concurrency: Some(1), ..slow };
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &one, &COST, Keep::default());
+    let y = rec(&r, 1);
+    assert!(close(y.send_s, 0.094) && close(y.ttft_s(), 0.080), "{y:?}");
 }
 
 #[test]
@@ -224,7 +245,8 @@ fn a_run_of_some_requests_matches_the_same_run_over_only_those() {
     // Sending some of the requests numbers only their blocks; nothing else may change.
     let w = crate::load_workload(None, &ReadOptions::default(), &BuildOptions::default()).unwrap();
     let k = w.requests.len() / 3;
-    let part = Workload { store: w.store.clone(), requests: w.requests[..k].to_vec(), info: w.info.clone() };
+    let part =
+        Workload { store: w.store.clone(), requests: w.requests[..k].to_vec(), info: w.info.clone(), sample: None };
     let sends: Vec<(u32, f64)> = (0..k as u32).map(|i| (i, i as f64 * 0.02)).collect();
     let c = cfg(16, 512, Some(400));
     let keep = Keep { steps: true, ..Keep::default() };

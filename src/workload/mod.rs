@@ -6,7 +6,9 @@
 
 pub mod arrivals;
 pub mod block_ids;
+pub mod client;
 pub mod gen;
+pub mod pyrand;
 pub mod tokens;
 
 use crate::error::{Error, Location, RecordError, Result};
@@ -15,6 +17,7 @@ use crate::trace::native::{Content, NativeRecord};
 use crate::trace::sharegpt::{Conversation, Role};
 use crate::trace::{Format, LengthRecord, Records, Skipped, TraceFile};
 pub use block_ids::BlockIds;
+pub use client::{ClientSample, DatasetFilter};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -60,8 +63,12 @@ pub struct BuildOptions {
     /// Tokens per Mooncake `hash_ids` block.
     pub trace_block_size: u32,
     /// ShareGPT `--turns first`: a fixed output length instead of the reply's (the clients'
-    /// `--sharegpt-output-len`); records then need only a first message.
+    /// `--sharegpt-output-len`); with filter `none`, records then need only a first message.
     pub sharegpt_output_len: Option<u32>,
+    /// ShareGPT `--turns first`: whose length rules pick the sample ([`DatasetFilter`]).
+    pub dataset_filter: DatasetFilter,
+    /// SGLang's `--sharegpt-context-len` (filter `sglang` only).
+    pub sharegpt_context_len: Option<u32>,
     pub lenient: bool,
 }
 
@@ -72,6 +79,8 @@ impl Default for BuildOptions {
             turns: Turns::All,
             trace_block_size: 512,
             sharegpt_output_len: None,
+            dataset_filter: DatasetFilter::None,
+            sharegpt_context_len: None,
             lenient: false,
         }
     }
@@ -125,6 +134,9 @@ pub struct Workload {
     pub store: Arc<TokenStore>,
     pub requests: Vec<Request>,
     pub info: TraceInfo,
+    /// ShareGPT sampled by a client's rules: each request's place in the client's shuffled
+    /// population (`--num-prompts` then replays the client's seeded shuffle).
+    pub sample: Option<ClientSample>,
 }
 
 /// Hands out fresh synthetic token ids (runs never seen elsewhere).
@@ -150,6 +162,7 @@ struct Builder {
     sessions: usize,
     /// Final user messages without a reply (part of no request).
     unanswered_turns: usize,
+    sample: Option<ClientSample>,
 }
 
 impl Builder {
@@ -160,6 +173,7 @@ impl Builder {
             synthetic: Synthetic { next: first_synthetic },
             sessions: 0,
             unanswered_turns: 0,
+            sample: None,
         }
     }
 
@@ -193,11 +207,20 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
     let record_err = |error| Error::Record { path: path.clone(), error };
     let (records, mut b) = match trace.records {
         Records::Sharegpt(convs) => {
+            check_sample_options(opts)?;
             let tok = Tokenizer::new(&opts.tokenizer)?;
             info_tok = Some(tok.kind().to_string());
             info_turns = Some(opts.turns);
             if opts.turns == Turns::All {
                 notes.push("multi-turn: each user turn's prompt is the conversation so far (chat template markers between messages)".into());
+            } else if opts.dataset_filter != DatasetFilter::None {
+                notes.push(format!(
+                    "sampled as {} samples ShareGPT: first message → first reply, length rules, seeded shuffle",
+                    match opts.dataset_filter {
+                        DatasetFilter::Vllm => "vllm bench serve",
+                        _ => "sglang.bench_serving",
+                    }
+                ));
             }
             (convs.len(), build_sharegpt(&convs, &tok, opts, &mut skipped)?)
         }
@@ -254,7 +277,28 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
         skipped,
         notes,
     };
-    Ok(Workload { store: Arc::new(b.store), requests: b.requests, info })
+    Ok(Workload { store: Arc::new(b.store), requests: b.requests, info, sample: b.sample })
+}
+
+/// The client sampling options fit together (ShareGPT only).
+fn check_sample_options(opts: &BuildOptions) -> Result<()> {
+    let filter = opts.dataset_filter;
+    if opts.turns == Turns::All && filter != DatasetFilter::None {
+        return Err(Error::invalid(
+            "--dataset-filter",
+            format!("{} applies to the clients' shape, --turns first (multi-turn replay has no client)", filter.name()),
+        ));
+    }
+    if opts.sharegpt_context_len.is_some() && filter != DatasetFilter::Sglang {
+        return Err(Error::invalid("--sharegpt-context-len", "is sglang.bench_serving's: use --dataset-filter sglang"));
+    }
+    if filter == DatasetFilter::Sglang && opts.sharegpt_output_len.is_some_and(|n| n < 4) {
+        return Err(Error::invalid(
+            "--sharegpt-output-len",
+            "sglang.bench_serving refuses fixed output lengths under 4 (\"output_len too small\")",
+        ));
+    }
+    Ok(())
 }
 
 /// Stable sort by arrival (when every request has one), then link each turn to the previous
@@ -294,27 +338,45 @@ fn build_sharegpt(
         match turns {
             Turns::First => {
                 let fixed = opts.sharegpt_output_len;
+                let filter = opts.dataset_filter;
+                // The clients' population: records with two or more messages.
+                let slot = if filter == DatasetFilter::None {
+                    0
+                } else {
+                    let sample = b.sample.get_or_insert_with(|| ClientSample {
+                        oversample: filter == DatasetFilter::Vllm,
+                        ..ClientSample::default()
+                    });
+                    if toks.len() < 2 {
+                        skipped.add_reason("fewer than 2 messages");
+                        continue;
+                    }
+                    sample.population += 1;
+                    sample.population - 1
+                };
                 if toks.len() < 2 - fixed.is_some() as usize {
                     skipped.add_reason("fewer than 2 messages");
                     continue;
                 }
-                if toks[0].is_empty() || (fixed.is_none() && toks[1].is_empty()) {
-                    skipped.add_reason("empty first prompt or reply");
+                let output_len = fixed.map_or_else(|| toks[1].len(), |n| n as usize);
+                if let Some(reason) =
+                    filter.reject(toks[0].len(), output_len, fixed.is_some(), opts.sharegpt_context_len)
+                {
+                    skipped.add_reason(reason);
                     continue;
+                }
+                if let Some(sample) = b.sample.as_mut() {
+                    sample.slots.push(slot);
                 }
                 b.store.begin_seq();
                 b.store.push_tokens(&toks[0]);
-                let output_len = match fixed {
+                match fixed {
                     Some(n) => {
                         let base = b.synthetic.take(n)?;
                         b.store.push_run(base, n);
-                        n as usize
                     }
-                    None => {
-                        b.store.push_tokens(&toks[1]);
-                        toks[1].len()
-                    }
-                };
+                    None => b.store.push_tokens(&toks[1]),
+                }
                 let seq = b.store.end_seq();
                 b.request(seq, toks[0].len(), output_len, None, None);
             }

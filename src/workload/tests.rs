@@ -131,3 +131,36 @@ fn empty_traces_are_errors() {
     assert!(e.contains("no usable request") && e.contains("1 records skipped: 1 × no user turn with a reply"), "{e}");
     assert!(e.contains("--turns first --sharegpt-output-len N"), "the way out is named: {e}");
 }
+
+#[test]
+fn client_filters_record_each_kept_pair_in_the_population() {
+    // chars4 lengths (prompt, reply): (1, 2) · one message · (3, 8) · (8, 2) · (4, 4).
+    let doc = r#"[{"conversations":[{"from":"human","value":"u"},{"from":"gpt","value":"aaaabbbb"}]},
+        {"conversations":[{"from":"human","value":"alone"}]},
+        {"conversations":[{"from":"human","value":"uuuuuuuuuuuu"},{"from":"gpt","value":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}]},
+        {"conversations":[{"from":"human","value":"uuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuu"},{"from":"gpt","value":"aaaabbbb"}]},
+        {"conversations":[{"from":"human","value":"uuuuuuuuuuuuuuuu"},{"from":"gpt","value":"aaaaaaaaaaaaaaaa"}]}]"#;
+    let with = |f| BuildOptions { turns: Turns::First, dataset_filter: f, ..chars4() };
+    let w = load(doc, &with(DatasetFilter::Vllm)).unwrap();
+    let lens: Vec<(u32, u32)> = w.requests.iter().map(|r| (r.prompt_len, r.output_len)).collect();
+    assert_eq!(lens, vec![(4, 4)]);
+    let s = w.sample.as_ref().unwrap();
+    assert_eq!((s.population, &s.slots[..], s.oversample), (4, &[3][..], true));
+    let sk = &w.info.skipped.reasons;
+    assert_eq!(
+        (
+            sk["fewer than 2 messages"],
+            sk["vllm filter: prompt under 4 tokens"],
+            sk["vllm filter: reply under 4 tokens"]
+        ),
+        (1, 2, 1)
+    );
+    let w = load(doc, &with(DatasetFilter::Sglang)).unwrap();
+    assert_eq!(w.requests.len(), 3);
+    let s = w.sample.as_ref().unwrap();
+    assert_eq!((s.population, &s.slots[..], s.oversample), (4, &[1, 2, 3][..], false));
+    assert_eq!(w.info.skipped.reasons["sglang filter: prompt under 2 tokens"], 1);
+    // No client: no population, every non-empty pair in file order.
+    let w = load(doc, &with(DatasetFilter::None)).unwrap();
+    assert_eq!((w.requests.len(), w.sample.is_none()), (4, true));
+}
