@@ -5,6 +5,7 @@
 
 use crate::cache::{CacheSpec, Policy};
 use crate::cost::{Efficiency, Roofline};
+use crate::engine::frontend::RequestLimits;
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
 use crate::error::{Error, Result};
 use crate::profile::{self, Gpu, Model};
@@ -116,6 +117,84 @@ impl RunConfig {
     pub fn cost(&self) -> Roofline {
         Roofline::new(&self.gpu, &self.model, self.tp, self.efficiency)
     }
+
+    /// What the engine's frontend checks each request against.
+    pub fn request_limits(&self) -> RequestLimits {
+        RequestLimits { max_model_len: self.max_model_len, pool_tokens: self.kv_capacity_tokens }
+    }
+}
+
+/// LightLLM's `--max_req_total_len` default (api_cli.py), its model length.
+pub const LIGHTLLM_MAX_REQ_TOTAL_LEN: u64 = 16384;
+
+/// vLLM's `format_gib`: bytes in GiB with two decimals.
+fn gib(bytes: f64) -> String {
+    format!("{:.2}", bytes / (1u64 << 30) as f64)
+}
+
+/// The start-up checks the engines make (docs/addendum-refusals.md): vLLM refuses when one
+/// `max_model_len` sequence cannot fit the KV cache (`_check_enough_kv_cache_memory`) or, without
+/// chunked prefill, when the step budget is below `max_model_len` (`SchedulerConfig._verify_args`);
+/// SGLang asserts a pool larger than 6 tokens (`max_req_input_len > 0`).
+fn startup_checks(o: &RunOptions, c: &RunConfig) -> Result<()> {
+    let e = &c.engine;
+    let refuse = |message: String| Err(Error::StartupRefused { engine: e.engine.name().to_string(), message });
+    match e.engine {
+        EngineKind::Vllm | EngineKind::VllmV0 => {
+            if !e.enable_chunked_prefill && (e.max_num_batched_tokens as u64) < c.max_model_len {
+                return refuse(format!(
+                    "max_num_batched_tokens ({}) is smaller than max_model_len ({}). This effectively limits the \
+                     maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. \
+                     Please increase max_num_batched_tokens or decrease max_model_len.",
+                    e.max_num_batched_tokens, c.max_model_len
+                ));
+            }
+            let block = c.cache.block_size.unwrap_or(1) as u64;
+            let needed_tokens = c.max_model_len.div_ceil(block) * block;
+            if needed_tokens <= c.kv_capacity_tokens {
+                return Ok(());
+            }
+            let fits = c.kv_capacity_tokens / block * block;
+            let bytes = |t: u64| t as f64 * c.kv_bytes_per_token as f64 / c.tp as f64;
+            if let Some(blocks) = o.num_gpu_blocks_override {
+                return refuse(format!(
+                    "max_model_len {} needs {} blocks of {block} tokens but --num-gpu-blocks-override {blocks} \
+                     leaves {} (one is the null block). vLLM checks memory before applying the override, so it \
+                     would start and leave a request that long waiting forever; pass --max-model-len {fits} or \
+                     more blocks.",
+                    c.max_model_len,
+                    needed_tokens / block,
+                    blocks.saturating_sub(1)
+                ));
+            }
+            let estimate = if fits > 0 {
+                format!("Based on the available memory, the estimated maximum model length is {fits}. ")
+            } else {
+                String::new()
+            };
+            refuse(format!(
+                "To serve at least one request with the models's max seq len ({}), ({} GiB KV cache is needed, \
+                 which is larger than the available KV cache memory ({} GiB). {estimate}Try increasing \
+                 `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. \
+                 (cachesim: pass --max-model-len {fits}.)",
+                c.max_model_len,
+                gib(bytes(needed_tokens)),
+                gib(bytes(c.kv_capacity_tokens)),
+            ))
+        }
+        EngineKind::Sglang => {
+            let max_req_len = (c.max_model_len.saturating_sub(1)).min(c.kv_capacity_tokens.saturating_sub(1));
+            if max_req_len <= 5 {
+                return refuse(format!(
+                    "Memory pool size is too small (max_total_num_tokens {}, context_len {}: \
+                     max_req_input_len = min(context_len - 1, max_total_num_tokens - 1) - 5 must be positive)",
+                    c.kv_capacity_tokens, c.max_model_len
+                ));
+            }
+            Ok(())
+        }
+        EngineKind::Lightllm => Ok(()),
+    }
 }
 
 fn positive(field: &str, v: f64) -> Result<f64> {
@@ -164,7 +243,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     if util > 1.0 {
         return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
     }
-    let max_model_len = o.max_model_len.unwrap_or(model.max_context);
+    let max_model_len = o.max_model_len.unwrap_or(match o.engine {
+        EngineKind::Lightllm => LIGHTLLM_MAX_REQ_TOTAL_LEN,
+        _ => model.max_context,
+    });
+    if max_model_len == 0 {
+        return Err(Error::invalid("--max-model-len", "0 must be at least 1"));
+    }
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
         Some(v) if v.engine() == o.engine => v,
@@ -267,7 +352,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             "no memory left for the KV cache: the model does not fit",
         ));
     }
-    Ok(RunConfig {
+    let c = RunConfig {
         engine: EngineConfig {
             engine: o.engine,
             version,
@@ -303,7 +388,9 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         arrivals: o.arrivals,
         max_concurrency: o.max_concurrency,
         efficiency: Efficiency::default(),
-    })
+    };
+    startup_checks(o, &c)?;
+    Ok(c)
 }
 
 #[cfg(test)]

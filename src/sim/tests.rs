@@ -48,6 +48,7 @@ fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
             capacity_tokens: blocks.map(|b| (b - 1) * 4),
         },
         max_concurrency: None,
+        limits: None,
     }
 }
 
