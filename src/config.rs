@@ -466,4 +466,35 @@ mod tests {
         let e = resolve(&RunOptions { gpu_memory_utilization: 1.5, ..Default::default() });
         assert!(e.unwrap_err().to_string().contains("above 1"));
     }
+
+    #[test]
+    fn startup_refusals_at_their_boundaries() {
+        let refused = |o: RunOptions| matches!(resolve(&o), Err(Error::StartupRefused { .. }));
+        // SGLang: max_req_input_len = min(context − 1, pool − 1) − 5 must be positive.
+        let sglang = |t| RunOptions { engine: EngineKind::Sglang, max_total_tokens: Some(t), ..Default::default() };
+        assert!(refused(sglang(6)));
+        assert!(!refused(sglang(7)));
+        // vLLM: ceil(max_model_len / block) blocks must fit the usable blocks (the null block aside).
+        let vllm = |blocks, len| RunOptions {
+            num_gpu_blocks_override: Some(blocks),
+            max_model_len: Some(len),
+            ..Default::default()
+        };
+        assert!(!refused(vllm(11, 160)));
+        assert!(refused(vllm(11, 161)));
+        assert!(refused(vllm(10, 160)));
+        // Without chunked prefill the budget must cover max_model_len; an unset budget is raised to it.
+        let v0 = |budget| RunOptions {
+            engine: EngineKind::VllmV0,
+            max_num_batched_tokens: budget,
+            max_model_len: Some(4096),
+            ..Default::default()
+        };
+        assert!(refused(v0(Some(4095))));
+        assert!(!refused(v0(Some(4096))));
+        assert!(!refused(v0(None)));
+        // LightLLM's model length is its max_req_total_len, 16384 by default.
+        let l = resolve(&RunOptions { engine: EngineKind::Lightllm, ..Default::default() }).unwrap();
+        assert_eq!(l.max_model_len, LIGHTLLM_MAX_REQ_TOTAL_LEN);
+    }
 }

@@ -130,7 +130,7 @@ fn report_failures(out: &cachesim::sim::Outcome) {
     let (cut, tokens) = out.sim.outputs_cut;
     if cut > 0 {
         eprintln!(
-            "{} of {} requests had their output cut to fit the KV pool ({} tokens fewer), as the engine does",
+            "{} of {} requests had their output cut to fit ({} tokens fewer): the engine shortens max_new_tokens",
             thousands(cut),
             thousands(out.sent as u64),
             thousands(tokens)
