@@ -198,7 +198,13 @@ mod tests {
         assert_eq!(validate(EngineKind::Sglang, LIM, 88, 10), Verdict::Serve { output_len: 10 });
         assert_eq!(validate(EngineKind::Sglang, LIM, 89, 10), Verdict::Serve { output_len: 9 });
         assert_eq!(reason(validate(EngineKind::Sglang, LIM, 90, 10)), Some(FailReason::ContextLength));
-        assert_eq!(reason(validate(EngineKind::Sglang, LIM, 100, 0)), Some(FailReason::ContextLength));
+        assert_eq!(
+            validate(EngineKind::Sglang, LIM, 100, 0),
+            Verdict::Reject {
+                reason: FailReason::ContextLength,
+                message: "The input (100 tokens) is longer than the model's context length (100 tokens).".into()
+            }
+        );
         // 0 outputs are valid in SGLang.
         assert_eq!(validate(EngineKind::Sglang, LIM, 5, 0), Verdict::Serve { output_len: 0 });
         // A pool of 50: max_req_len 49, max input 44; output cut to 49 − p − 1.
@@ -214,7 +220,13 @@ mod tests {
     fn lightllm_cuts_the_output_and_rejects_when_nothing_is_left() {
         assert_eq!(validate(EngineKind::Lightllm, LIM, 90, 10), Verdict::Serve { output_len: 10 });
         assert_eq!(validate(EngineKind::Lightllm, LIM, 90, 30), Verdict::Serve { output_len: 10 });
-        assert_eq!(reason(validate(EngineKind::Lightllm, LIM, 100, 1)), Some(FailReason::NoRoomForOutput));
+        assert_eq!(
+            validate(EngineKind::Lightllm, LIM, 100, 1),
+            Verdict::Reject {
+                reason: FailReason::NoRoomForOutput,
+                message: "the input prompt token len 100 + max_new_tokens 1 > 100".into()
+            }
+        );
         assert_eq!(reason(validate(EngineKind::Lightllm, LIM, 5, 0)), Some(FailReason::ZeroMaxTokens));
         // The pool minus 36 bounds it too.
         let small = RequestLimits { max_model_len: 16384, pool_tokens: 100 };
