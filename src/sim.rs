@@ -3,8 +3,11 @@
 //! starts their clock late, as the clients' semaphore does); the scheduler forms a batch; the
 //! cost model prices it; at its end every request that computed its last known token samples
 //! one; finished requests free their KV, their slot, and release their session's next turn.
-//! When the engine is idle, time jumps to the next send. A request that cannot run even in an
-//! empty engine (larger than the KV cache) fails.
+//! When the engine is idle, time jumps to the next send. A request the engine's frontend rejects
+//! ([`crate::engine::frontend`]: longer than the model length, no output) fails on arrival and
+//! frees its slot at once; one it shortens generates fewer tokens. A request that cannot run
+//! even in an empty engine (larger than the KV cache) fails. The load it put on the engine
+//! ([`LoadStats`]) feeds the saturation diagnosis.
 
 use crate::cache::{CacheSpec, CacheStats, ReqId};
 use crate::cost::CostModel;
@@ -125,9 +128,10 @@ type Due = Reverse<(u64, u64, ReqId)>;
 /// Runs `sends` — (request, send time) in send order — through one instance.
 pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostModel, keep: Keep) -> SimResult {
     let n = w.requests.len();
-    let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
-    // The frontend's verdict on each sent request: rejected ones fail when they arrive; cut
-    // ones generate fewer tokens.
+    // Without a frontend (tests of the schedulers alone) every request generates at least one
+    // token; with one, its verdict decides: rejected requests fail when they arrive, cut ones
+    // generate fewer tokens.
+    let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1))).collect();
     let mut rejected: Vec<Option<(FailReason, String)>> = vec![None; n];
     let mut outputs_cut = (0u64, 0u64);
     if let Some(lim) = cfg.limits {
