@@ -281,3 +281,42 @@ fn the_hit_rate_is_in_the_report_and_the_header_counts_what_was_sent() {
     let (v, _) = json(&["--num-prompts", "20", "--json"]);
     assert_eq!(v["requests_sent"], 20);
 }
+
+#[test]
+fn failed_turns_do_not_stall_their_sessions() {
+    // The sample's 40 sessions grow turn by turn: a model length between the shortest and the
+    // longest request fails the later turns; every request still ends, served or failed, and a
+    // session's turns after a failed one are still sent.
+    // (model length, engine, completed, failed, outputs cut); LightLLM cuts where the others fail.
+    let cases = [
+        ("600", "vllm", 40, 120, 0),
+        ("600", "sglang", 40, 120, 0),
+        ("600", "lightllm", 71, 89, 31),
+        ("1000", "vllm", 150, 10, 0),
+        ("1000", "lightllm", 160, 0, 10),
+        ("1200", "vllm", 160, 0, 0),
+    ];
+    // vLLM's count, independently: requests of an unconstrained run with prompt + output > L.
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("req.csv");
+    ok(&["--requests-csv", csv.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (p, o) = (col("prompt_tokens"), col("output_tokens"));
+    let over = |len: u64| {
+        text.lines()
+            .skip(1)
+            .filter(|l| {
+                let f: Vec<u64> = l.split(',').map(|x| x.parse().unwrap_or(0)).collect();
+                f[p] + f[o] > len
+            })
+            .count() as u64
+    };
+    assert_eq!((over(600), over(1000), over(1200)), (120, 10, 0));
+    for (len, engine, done, failed, cut) in cases {
+        let (v, _) = json(&["--engine", engine, "--max-model-len", len, "--json"]);
+        let got = (v["completed"].as_u64().unwrap(), v["failed"].as_u64().unwrap(), v["outputs_cut"].as_u64().unwrap());
+        assert_eq!(got, (done, failed, cut), "{engine} {len}");
+    }
+}
