@@ -132,7 +132,8 @@ fn gib(bytes: f64) -> String {
     format!("{:.2}", bytes / (1u64 << 30) as f64)
 }
 
-/// The start-up checks the engines make (docs/addendum-refusals.md): vLLM refuses when one
+/// The start-up checks the engines make (docs/addendum-refusals.md): vLLM refuses a
+/// `max_model_len` above the model's (`ModelConfig` validation), when one
 /// `max_model_len` sequence cannot fit the KV cache (`_check_enough_kv_cache_memory`) or, without
 /// chunked prefill, when the step budget is below `max_model_len` (`SchedulerConfig._verify_args`);
 /// SGLang asserts a pool larger than 6 tokens (`max_req_input_len > 0`).
@@ -141,6 +142,18 @@ fn startup_checks(o: &RunOptions, c: &RunConfig) -> Result<()> {
     let refuse = |message: String| Err(Error::StartupRefused { engine: e.engine.name().to_string(), message });
     match e.engine {
         EngineKind::Vllm | EngineKind::VllmV0 => {
+            if c.max_model_len > c.model.max_context {
+                return refuse(format!(
+                    "User-specified max_model_len ({}) is greater than the derived max_model_len \
+                     (max_position_embeddings={} or model_max_length=None in model's config.json). To allow \
+                     overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. \
+                     VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative \
+                     position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model \
+                     uses absolute position encoding, positions exceeding derived_max_model_len will cause a CUDA \
+                     array out-of-bounds error.",
+                    c.max_model_len, c.model.max_context
+                ));
+            }
             if !e.enable_chunked_prefill && (e.max_num_batched_tokens as u64) < c.max_model_len {
                 return refuse(format!(
                     "max_num_batched_tokens ({}) is smaller than max_model_len ({}). This effectively limits the \
@@ -493,6 +506,9 @@ mod tests {
         assert!(refused(v0(Some(4095))));
         assert!(!refused(v0(Some(4096))));
         assert!(!refused(v0(None)));
+        // vLLM: no longer than the model's own context.
+        assert!(refused(RunOptions { max_model_len: Some(131_073), ..Default::default() }));
+        assert!(!refused(RunOptions { max_model_len: Some(131_072), ..Default::default() }));
         // LightLLM's model length is its max_req_total_len, 16384 by default.
         let l = resolve(&RunOptions { engine: EngineKind::Lightllm, ..Default::default() }).unwrap();
         assert_eq!(l.max_model_len, LIGHTLLM_MAX_REQ_TOTAL_LEN);

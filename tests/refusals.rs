@@ -178,6 +178,15 @@ fn engines_that_would_not_start_are_refused_with_their_message() {
             "{err}"
         );
     }
+    let (code, _, err) = run(&["--max-model-len", "200000"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with(
+            "error: vllm would not start: User-specified max_model_len (200000) is greater than the derived \
+             max_model_len (max_position_embeddings=131072 or model_max_length=None in model's config.json)."
+        ),
+        "{err}"
+    );
     let (code, _, err) = run(&["--engine", "sglang", "--max-total-tokens", "6"]);
     assert_eq!(code, 1);
     assert!(err.starts_with("error: sglang would not start: Memory pool size is too small"), "{err}");
