@@ -196,6 +196,15 @@ fn startup_checks(o: &RunOptions, c: &RunConfig) -> Result<()> {
             ))
         }
         EngineKind::Sglang => {
+            if c.max_model_len > c.model.max_context {
+                return refuse(format!(
+                    "Warning: User-specified context_length ({}) is greater than the derived context_length ({}). \
+                     This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length \
+                     may differ from max_position_embeddings in the model's config. To allow overriding this \
+                     maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+                    c.max_model_len, c.model.max_context
+                ));
+            }
             let max_req_len = (c.max_model_len.saturating_sub(1)).min(c.kv_capacity_tokens.saturating_sub(1));
             if max_req_len <= 5 {
                 return refuse(format!(
@@ -509,6 +518,9 @@ mod tests {
         // vLLM: no longer than the model's own context.
         assert!(refused(RunOptions { max_model_len: Some(131_073), ..Default::default() }));
         assert!(!refused(RunOptions { max_model_len: Some(131_072), ..Default::default() }));
+        let sglang_len = |l| RunOptions { engine: EngineKind::Sglang, max_model_len: Some(l), ..Default::default() };
+        assert!(refused(sglang_len(131_073)));
+        assert!(!refused(sglang_len(131_072)));
         // LightLLM's model length is its max_req_total_len, 16384 by default.
         let l = resolve(&RunOptions { engine: EngineKind::Lightllm, ..Default::default() }).unwrap();
         assert_eq!(l.max_model_len, LIGHTLLM_MAX_REQ_TOTAL_LEN);

@@ -187,6 +187,15 @@ fn engines_that_would_not_start_are_refused_with_their_message() {
         ),
         "{err}"
     );
+    let (code, _, err) = run(&["--engine", "sglang", "--max-model-len", "200000"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with(
+            "error: sglang would not start: Warning: User-specified context_length (200000) is greater than the \
+             derived context_length (131072)."
+        ),
+        "{err}"
+    );
     let (code, _, err) = run(&["--engine", "sglang", "--max-total-tokens", "6"]);
     assert_eq!(code, 1);
     assert!(err.starts_with("error: sglang would not start: Memory pool size is too small"), "{err}");
