@@ -198,7 +198,9 @@ pub struct RunArgs {
     /// Cap on one request's prefill chunk per step, 0 = off (vLLM --long-prefill-token-threshold).
     #[arg(long, default_value_t = 0, help_heading = "Engine")]
     pub long_prefill_token_threshold: u32,
-    /// Longest context (default: the model's).
+    /// Longest request, prompt + output (vLLM --max-model-len, SGLang --context-length, LightLLM
+    /// --max_req_total_len; default: the model's, LightLLM 16384). Longer requests fail as the
+    /// engine's frontend rejects them (docs/refusals.md).
     #[arg(long, help_heading = "Engine")]
     pub max_model_len: Option<u64>,
     /// SGLang: requests running at once (default: min(pool / 2, requests the pool can index)).

@@ -6,6 +6,7 @@
 
 use crate::cache::{CacheSpec, Policy};
 use crate::cost::{Efficiency, Roofline};
+use crate::engine::frontend::RequestLimits;
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
 use crate::error::{Error, Result};
 use crate::profile::{self, Gpu, Model};
@@ -135,6 +136,106 @@ impl RunConfig {
     pub fn cost(&self) -> Roofline {
         Roofline::new(&self.gpu, &self.model, self.tp, self.efficiency)
     }
+
+    /// What the engine's frontend checks each request against.
+    pub fn request_limits(&self) -> RequestLimits {
+        RequestLimits { max_model_len: self.max_model_len, pool_tokens: self.kv_capacity_tokens }
+    }
+}
+
+/// LightLLM's `--max_req_total_len` default (api_cli.py), its model length.
+pub const LIGHTLLM_MAX_REQ_TOTAL_LEN: u64 = 16384;
+
+/// vLLM's `format_gib`: bytes in GiB with two decimals.
+fn gib(bytes: f64) -> String {
+    format!("{:.2}", bytes / (1u64 << 30) as f64)
+}
+
+/// The start-up checks the engines make (docs/addendum-refusals.md): vLLM refuses a
+/// `max_model_len` above the model's (`ModelConfig` validation), when one
+/// `max_model_len` sequence cannot fit the KV cache (`_check_enough_kv_cache_memory`) or, without
+/// chunked prefill, when the step budget is below `max_model_len` (`SchedulerConfig._verify_args`);
+/// SGLang asserts a pool larger than 6 tokens (`max_req_input_len > 0`).
+fn startup_checks(o: &RunOptions, c: &RunConfig) -> Result<()> {
+    let e = &c.engine;
+    let refuse = |message: String| Err(Error::StartupRefused { engine: e.engine.name().to_string(), message });
+    match e.engine {
+        EngineKind::Vllm | EngineKind::VllmV0 => {
+            if c.max_model_len > c.model.max_context {
+                return refuse(format!(
+                    "User-specified max_model_len ({}) is greater than the derived max_model_len \
+                     (max_position_embeddings={} or model_max_length=None in model's config.json). To allow \
+                     overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. \
+                     VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative \
+                     position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model \
+                     uses absolute position encoding, positions exceeding derived_max_model_len will cause a CUDA \
+                     array out-of-bounds error.",
+                    c.max_model_len, c.model.max_context
+                ));
+            }
+            if !e.enable_chunked_prefill && (e.max_num_batched_tokens as u64) < c.max_model_len {
+                return refuse(format!(
+                    "max_num_batched_tokens ({}) is smaller than max_model_len ({}). This effectively limits the \
+                     maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. \
+                     Please increase max_num_batched_tokens or decrease max_model_len.",
+                    e.max_num_batched_tokens, c.max_model_len
+                ));
+            }
+            let block = c.cache.block_size.unwrap_or(1) as u64;
+            let needed_tokens = c.max_model_len.div_ceil(block) * block;
+            if needed_tokens <= c.kv_capacity_tokens {
+                return Ok(());
+            }
+            let fits = c.kv_capacity_tokens / block * block;
+            let bytes = |t: u64| t as f64 * c.kv_bytes_per_token as f64 / c.tp as f64;
+            if let Some(blocks) = o.num_gpu_blocks_override {
+                return refuse(format!(
+                    "max_model_len {} needs {} blocks of {block} tokens but --num-gpu-blocks-override {blocks} \
+                     leaves {} (one is the null block). vLLM checks memory before applying the override, so it \
+                     would start and leave a request that long waiting forever; pass --max-model-len {fits} or \
+                     more blocks.",
+                    c.max_model_len,
+                    needed_tokens / block,
+                    blocks.saturating_sub(1)
+                ));
+            }
+            let estimate = if fits > 0 {
+                format!("Based on the available memory, the estimated maximum model length is {fits}. ")
+            } else {
+                String::new()
+            };
+            refuse(format!(
+                "To serve at least one request with the models's max seq len ({}), ({} GiB KV cache is needed, \
+                 which is larger than the available KV cache memory ({} GiB). {estimate}Try increasing \
+                 `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. \
+                 (cachesim: pass --max-model-len {fits}.)",
+                c.max_model_len,
+                gib(bytes(needed_tokens)),
+                gib(bytes(c.kv_capacity_tokens)),
+            ))
+        }
+        EngineKind::Sglang => {
+            if c.max_model_len > c.model.max_context {
+                return refuse(format!(
+                    "Warning: User-specified context_length ({}) is greater than the derived context_length ({}). \
+                     This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length \
+                     may differ from max_position_embeddings in the model's config. To allow overriding this \
+                     maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+                    c.max_model_len, c.model.max_context
+                ));
+            }
+            let max_req_len = (c.max_model_len.saturating_sub(1)).min(c.kv_capacity_tokens.saturating_sub(1));
+            if max_req_len <= 5 {
+                return refuse(format!(
+                    "Memory pool size is too small (max_total_num_tokens {}, context_len {}: \
+                     max_req_input_len = min(context_len - 1, max_total_num_tokens - 1) - 5 must be positive)",
+                    c.kv_capacity_tokens, c.max_model_len
+                ));
+            }
+            Ok(())
+        }
+        EngineKind::Lightllm => Ok(()),
+    }
 }
 
 fn positive(field: &str, v: f64) -> Result<f64> {
@@ -196,7 +297,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     if o.model_file.is_none() && model.heads % o.tp != 0 {
         return Err(Error::invalid("--tp", format!("{} attention heads do not split over {} GPUs", model.heads, o.tp)));
     }
-    let max_model_len = o.max_model_len.unwrap_or(model.max_context);
+    let max_model_len = o.max_model_len.unwrap_or(match o.engine {
+        EngineKind::Lightllm => LIGHTLLM_MAX_REQ_TOTAL_LEN,
+        _ => model.max_context,
+    });
+    if max_model_len == 0 {
+        return Err(Error::invalid("--max-model-len", "0 must be at least 1"));
+    }
     let request_overhead_ms = o.request_overhead_ms.unwrap_or(DEFAULT_REQUEST_OVERHEAD_MS);
     if !(request_overhead_ms.is_finite() && (0.0..=3.6e6).contains(&request_overhead_ms)) {
         return Err(Error::invalid(
@@ -331,7 +438,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             "no memory left for the KV cache: the model does not fit",
         ));
     }
-    Ok(RunConfig {
+    let c = RunConfig {
         engine: EngineConfig {
             engine: o.engine,
             version,
@@ -368,7 +475,9 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         max_concurrency: o.max_concurrency,
         request_overhead_ms,
         efficiency: Efficiency::default(),
-    })
+    };
+    startup_checks(o, &c)?;
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -486,5 +595,42 @@ mod tests {
         let zero = MemoryOverrides { kv_cache_memory_bytes: Some(0), ..Default::default() };
         let e = resolve(&RunOptions { memory: zero, ..Default::default() });
         assert!(e.unwrap_err().to_string().contains("--kv-cache-memory-bytes"));
+    }
+
+    #[test]
+    fn startup_refusals_at_their_boundaries() {
+        let refused = |o: RunOptions| matches!(resolve(&o), Err(Error::StartupRefused { .. }));
+        // SGLang: max_req_input_len = min(context − 1, pool − 1) − 5 must be positive.
+        let sglang = |t| RunOptions { engine: EngineKind::Sglang, max_total_tokens: Some(t), ..Default::default() };
+        assert!(refused(sglang(6)));
+        assert!(!refused(sglang(7)));
+        // vLLM: ceil(max_model_len / block) blocks must fit the usable blocks (the null block aside).
+        let vllm = |blocks, len| RunOptions {
+            num_gpu_blocks_override: Some(blocks),
+            max_model_len: Some(len),
+            ..Default::default()
+        };
+        assert!(!refused(vllm(11, 160)));
+        assert!(refused(vllm(11, 161)));
+        assert!(refused(vllm(10, 160)));
+        // Without chunked prefill the budget must cover max_model_len; an unset budget is raised to it.
+        let v0 = |budget| RunOptions {
+            engine: EngineKind::VllmV0,
+            max_num_batched_tokens: budget,
+            max_model_len: Some(4096),
+            ..Default::default()
+        };
+        assert!(refused(v0(Some(4095))));
+        assert!(!refused(v0(Some(4096))));
+        assert!(!refused(v0(None)));
+        // vLLM: no longer than the model's own context.
+        assert!(refused(RunOptions { max_model_len: Some(131_073), ..Default::default() }));
+        assert!(!refused(RunOptions { max_model_len: Some(131_072), ..Default::default() }));
+        let sglang_len = |l| RunOptions { engine: EngineKind::Sglang, max_model_len: Some(l), ..Default::default() };
+        assert!(refused(sglang_len(131_073)));
+        assert!(!refused(sglang_len(131_072)));
+        // LightLLM's model length is its max_req_total_len, 16384 by default.
+        let l = resolve(&RunOptions { engine: EngineKind::Lightllm, ..Default::default() }).unwrap();
+        assert_eq!(l.max_model_len, LIGHTLLM_MAX_REQ_TOTAL_LEN);
     }
 }

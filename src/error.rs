@@ -62,6 +62,9 @@ pub enum Error {
     Tokenizer { name: String, message: String },
     #[error("invalid value for {field}: {message}")]
     InvalidArgument { field: String, message: String },
+    /// The engine itself would refuse this configuration at start-up (its own message).
+    #[error("{engine} would not start: {message}")]
+    StartupRefused { engine: String, message: String },
 }
 
 impl Error {

@@ -19,6 +19,7 @@ pub mod plot;
 pub mod profile;
 pub mod replay;
 pub mod report;
+pub mod saturation;
 pub mod sim;
 pub mod tokenize;
 pub mod trace;

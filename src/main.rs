@@ -76,10 +76,17 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         trace_times: cfg.arrivals.rate.is_none() && w.requests.iter().all(|r| r.arrival_ms.is_some()),
         max_concurrency: cfg.max_concurrency,
     };
+    let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
+    let failed_reasons = out.sim.failures.iter().map(|(&r, &(n, _))| (r, n)).collect();
     let mut stdout = std::io::stdout().lock();
     if args.json {
         let doc = cachesim::report::RunReport {
             summary: &out.summary,
+            requests_sent: out.sent,
+            failed_reasons,
+            outputs_cut: out.sim.outputs_cut.0,
+            hit_ratio: cachesim::report::hit_ratio(&out.summary),
+            saturation: saturation.clone(),
             cache: &out.sim.cache,
             steps: out.sim.steps,
             trace: &w.info,
@@ -88,11 +95,57 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         serde_json::to_writer_pretty(&mut stdout, &doc)?;
         writeln!(stdout)?;
     } else {
-        write!(stdout, "{}", trace_summary(&w.info))?;
+        write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, out.sent))?;
         write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load, &out.summary))?;
+        if let Some(s) = &saturation {
+            write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
+        }
+    }
+    stdout.flush()?;
+    report_failures(&out);
+    if out.sent > 0 && out.summary.completed == 0 {
+        // The clients' warning when nothing succeeded (vLLM bench serve, sglang bench_serving).
+        anyhow::bail!("All requests failed. This is likely due to a misconfiguration on the benchmark arguments.");
     }
     Ok(())
+}
+
+/// Failed requests and cut outputs, on stderr: counts by reason and one engine message each.
+fn report_failures(out: &cachesim::sim::Outcome) {
+    let f = &out.sim.failures;
+    if !f.is_empty() {
+        let counts: Vec<String> = f.iter().map(|(r, (n, _))| format!("{} {}", thousands(*n), r.label())).collect();
+        eprintln!(
+            "{} of {} requests failed: {}",
+            thousands(out.sim.failed),
+            thousands(out.sent as u64),
+            counts.join(", ")
+        );
+        for (r, (_, message)) in f {
+            eprintln!("  {}: {message}", r.label());
+        }
+    }
+    let (cut, tokens) = out.sim.outputs_cut;
+    if cut > 0 {
+        eprintln!(
+            "{} of {} requests had their output cut to fit ({} tokens fewer): the engine shortens max_new_tokens",
+            thousands(cut),
+            thousands(out.sent as u64),
+            thousands(tokens)
+        );
+    }
+}
+
+/// The `cachesim cache` command answering the hit-ratio question of this run without timing.
+fn unloaded_command(args: &RunArgs, info: &cachesim::workload::TraceInfo, cfg: &cachesim::config::RunConfig) -> String {
+    let trace = args.trace.trace.as_ref().map(|_| format!(" --trace {}", info.path.display())).unwrap_or_default();
+    let block = cfg.cache.block_size.map(|b| format!(" --block {b}")).unwrap_or_default();
+    format!(
+        "cachesim cache{trace} --policy {}{block} --capacity-tokens {}",
+        cfg.cache.policy.name(),
+        cfg.kv_capacity_tokens
+    )
 }
 
 fn write_csv<T: serde::Serialize>(path: &std::path::Path, rows: &[T]) -> anyhow::Result<()> {

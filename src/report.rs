@@ -35,9 +35,16 @@ pub fn capacity(c: Option<u64>) -> String {
 
 /// The trace summary lines printed above every report.
 pub fn trace_summary(t: &TraceInfo) -> String {
+    trace_summary_sent(t, t.requests)
+}
+
+/// The trace summary of a run that sends `sent` of the trace's requests (`--num-prompts`).
+pub fn trace_summary_sent(t: &TraceInfo, sent: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "Trace:          {} ({})", t.path.display(), t.format);
-    let mut what = format!("{} requests from {} records", thousands(t.requests as u64), thousands(t.records as u64));
+    let of = if sent < t.requests { format!("{} of ", thousands(sent as u64)) } else { String::new() };
+    let mut what =
+        format!("{of}{} requests from {} records", thousands(t.requests as u64), thousands(t.records as u64));
     if t.sessions > 0 {
         let _ = write!(what, ", {} multi-turn sessions", thousands(t.sessions as u64));
     }
@@ -195,6 +202,16 @@ pub fn analysis_text(a: &Analysis) -> String {
 pub struct RunReport<'a> {
     #[serde(flatten)]
     pub summary: &'a Summary,
+    /// Requests sent (`--num-prompts`, else all of the trace).
+    pub requests_sent: usize,
+    /// Failed requests by reason (they add up to `failed`).
+    pub failed_reasons: std::collections::BTreeMap<crate::engine::frontend::FailReason, u64>,
+    /// Requests whose output the engine cut to fit the KV pool (SGLang, LightLLM).
+    pub outputs_cut: u64,
+    /// Prompt tokens served from the prefix cache / prompt tokens of completed requests.
+    pub hit_ratio: f64,
+    /// The overload diagnosis, `null` for a run below saturation.
+    pub saturation: Option<crate::saturation::Saturation>,
     pub cache: &'a crate::cache::CacheStats,
     pub steps: u64,
     pub trace: &'a TraceInfo,
@@ -357,6 +374,22 @@ fn ttft_tpot_sections(s: &mut String, m: &Summary) {
     rowf(s, "P99 TPOT (ms):", m.p99_tpot_ms);
 }
 
+/// Prompt tokens served from the prefix cache over the prompt tokens of completed requests.
+pub fn hit_ratio(m: &Summary) -> f64 {
+    if m.total_input_tokens == 0 {
+        0.0
+    } else {
+        m.cached_prompt_tokens as f64 / m.total_input_tokens as f64
+    }
+}
+
+/// cachesim's addition to both layouts: the prefix-cache hit rate in the engines' wording
+/// (vLLM logs "Prefix cache hit rate: X%"), in percent with two decimals.
+fn hit_rate_section(s: &mut String, m: &Summary) {
+    section(s, "Prefix Cache");
+    rowf(s, "Prefix cache hit rate (%):", hit_ratio(m) * 100.0);
+}
+
 /// Python's `repr` of a float as the clients print the rate (`20.0`, `0.5`).
 fn py_float(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e16 {
@@ -410,6 +443,7 @@ pub fn bench_report(style: ReportStyle, load: &LoadEcho, m: &Summary) -> String 
             rowf(&mut s, "P95 ITL (ms):", m.p95_itl_ms);
             rowf(&mut s, "P99 ITL (ms):", m.p99_itl_ms);
             rowf(&mut s, "Max ITL (ms):", m.max_itl_ms);
+            hit_rate_section(&mut s, m);
         }
         ReportStyle::Vllm => {
             let _ = writeln!(s, "{:=^50}", " Serving Benchmark Result ");
@@ -434,6 +468,7 @@ pub fn bench_report(style: ReportStyle, load: &LoadEcho, m: &Summary) -> String 
             rowf(&mut s, "Mean ITL (ms):", m.mean_itl_ms);
             rowf(&mut s, "Median ITL (ms):", m.median_itl_ms);
             rowf(&mut s, "P99 ITL (ms):", m.p99_itl_ms);
+            hit_rate_section(&mut s, m);
         }
     }
     let _ = writeln!(s, "{}", "=".repeat(50));
@@ -453,7 +488,7 @@ mod tests {
             last_token_s: 1.25,
             prompt_tokens: 200,
             output_tokens: 101,
-            cached_prompt_tokens: 0,
+            cached_prompt_tokens: 50,
             preemptions: 0,
             first_scheduled_s: 0.0,
         };
@@ -507,6 +542,8 @@ mod tests {
             "P95 ITL (ms):                            10.00     ",
             "P99 ITL (ms):                            10.00     ",
             "Max ITL (ms):                            10.00     ",
+            "-------------------Prefix Cache-------------------",
+            "Prefix cache hit rate (%):               25.00     ",
             "==================================================",
         ];
         assert_eq!(got.lines().collect::<Vec<_>>(), want);
@@ -544,6 +581,8 @@ mod tests {
             "Mean ITL (ms):                           10.00     ",
             "Median ITL (ms):                         10.00     ",
             "P99 ITL (ms):                            10.00     ",
+            "-------------------Prefix Cache-------------------",
+            "Prefix cache hit rate (%):               25.00     ",
             "==================================================",
         ];
         assert_eq!(got.lines().collect::<Vec<_>>(), want);

@@ -384,6 +384,7 @@ fn vllm_memory_budget_is_echoed_and_its_flags_reach_it() {
     assert!(out.contains("28,078 blocks of 16"), "{out}");
     let out = ok(&["--num-prompts", "4", "--engine-version", "vllm@0.18"]);
     assert!(out.contains("gpu_memory_utilization 0.9\n"), "{out}");
-    let out = ok(&["--num-prompts", "4", "--kv-cache-memory-bytes", "1073741824"]);
+    // 1 GiB holds 512 blocks (8,176 tokens past the null block): one longest sequence must fit.
+    let out = ok(&["--num-prompts", "4", "--kv-cache-memory-bytes", "1073741824", "--max-model-len", "8176"]);
     assert!(out.contains("(512 blocks of 16"), "{out}");
 }

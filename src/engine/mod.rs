@@ -6,6 +6,7 @@
 //! [`Step`]. vLLM's two versions share their queues and preemption ([`Vllm`],
 //! [`VllmQueues::schedule_running`]) and differ in their batch-forming rule ([`VllmRule`]).
 
+pub mod frontend;
 pub mod lightllm;
 pub mod sglang;
 pub mod version;
@@ -121,12 +122,13 @@ pub struct ReqRt {
 }
 
 impl ReqRt {
-    /// A request not yet seen by the engine.
+    /// A request not yet seen by the engine, generating `output_len` tokens (0: SGLang's
+    /// prefill-only request; the other engines' frontends reject it, [`frontend`]).
     pub fn new(seq: SeqId, prompt_len: u32, output_len: u32) -> Self {
         Self {
             seq,
             prompt_len,
-            output_len: output_len.max(1),
+            output_len,
             num_tokens: prompt_len,
             num_computed: 0,
             generated: 0,

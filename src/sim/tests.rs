@@ -5,6 +5,7 @@
 use super::*;
 use crate::cache::{CacheSpec, Policy};
 use crate::cost::Affine;
+use crate::engine::frontend::{FailReason, RequestLimits};
 use crate::engine::{EngineConfig, EngineKind};
 use crate::trace::{self, ReadOptions};
 use crate::workload::{build, BuildOptions};
@@ -49,6 +50,7 @@ fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
         },
         max_concurrency: None,
         request_overhead_s: 0.0,
+        limits: None,
     }
 }
 
@@ -398,4 +400,39 @@ fn vllm_v0_runs_prefills_first_and_no_decode_with_them() {
     assert!(close(a.last_token_s, 0.076) && close(b.first_token_s, 0.062) && close(b.last_token_s, 0.076));
     let kinds: Vec<(u64, u32)> = r.timeline.iter().map(|s| (s.prefill_tokens, s.decode_tokens)).collect();
     assert_eq!(kinds, vec![(10, 0), (0, 1), (20, 0), (0, 2)]);
+}
+
+#[test]
+fn a_rejected_request_fails_on_arrival_and_frees_its_slot() {
+    // max_model_len 20: the 30-token request fails when sent; with one slot, the next one is
+    // sent at once (t = 0), not after a timeout.
+    let w = workload(&[((0..30).collect(), 2), ((100..110).collect(), 2)]);
+    let mut c = cfg(8, 1000, None);
+    c.max_concurrency = Some(1);
+    c.limits = Some(RequestLimits { max_model_len: 20, pool_tokens: 1 << 20 });
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &c, &COST, Keep::default());
+    assert_eq!(r.failed, 1);
+    assert_eq!(r.failures[&FailReason::ContextLength].0, 1);
+    let b = rec(&r, 1);
+    assert_eq!(b.send_s, 0.0);
+    // Alone: prefill of 10 (0.020), one decode (0.012).
+    assert!(close(b.first_token_s, 0.020) && close(b.last_token_s, 0.032), "{b:?}");
+    assert_eq!(r.steps, 2);
+}
+
+#[test]
+fn sglang_serves_zero_outputs_as_a_prefill_and_cuts_to_the_pool() {
+    // Pool of 40: max_req_len 39; (10, 0) is a prefill only; (20, 50) is cut to 39 − 20 − 1 = 18.
+    let w = workload(&[((0..10).collect(), 0), ((100..120).collect(), 50)]);
+    let mut c = sglang_cfg(8, 0, Some(40));
+    c.limits = Some(RequestLimits { max_model_len: 1000, pool_tokens: 40 });
+    let r = run(&w, &[(0, 0.0), (1, 0.5)], &c, &COST, Keep { tokens: true, ..Keep::default() });
+    assert_eq!(r.failed, 0);
+    let (a, b) = (rec(&r, 0), rec(&r, 1));
+    assert_eq!(a.output_tokens, 0);
+    assert!(close(a.first_token_s, 0.020) && close(a.last_token_s, 0.020), "{a:?}");
+    assert_eq!(a.tpot_s(), None);
+    assert_eq!(b.output_tokens, 18);
+    assert_eq!(r.outputs_cut, (1, 32));
+    assert_eq!(r.tokens.iter().filter(|t| t.id == 0).count(), 0, "no token for a prefill-only request");
 }
