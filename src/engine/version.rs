@@ -18,7 +18,7 @@ pub enum EngineVersion {
     VllmV0,
     /// SGLang 0.5 (0.5.23's scheduling code).
     Sglang05,
-    /// SGLang 0.4 (the 2025 scheduling rules).
+    /// SGLang 0.4 (0.4.10's scheduling code, the last 0.4 release, 2025).
     Sglang04,
     /// LightLLM 1.x.
     Lightllm1,
@@ -35,6 +35,40 @@ pub struct Rules {
     pub vllm_free_unhashed_first: bool,
     /// vLLM `--gpu-memory-utilization` default.
     pub gpu_memory_utilization: f64,
+    /// SGLang: a running `ignore_eos` request reserves its remaining outputs at ratio 1.0, not at
+    /// `new_token_ratio` (`schedule_policy.py` `PrefillAdder._get_running_request_total_token_offset`,
+    /// 0.5.23; 0.4.10 scales every request by the ratio).
+    pub sglang_ignore_eos_full_reserve: bool,
+    /// SGLang's `PrefillBudget` (`mem_cache/prefill_budget.py`, 0.5.23): every admitted request
+    /// also reserves one page; a waiting request is checked against its remaining outputs; the
+    /// in-progress chunk is cut to the remaining memory budget. 0.4.10 (`PrefillAdder`
+    /// `_update_prefill_budget`, `add_chunked_req`) reserves no page and cuts only to the chunk.
+    pub sglang_prefill_budget_pages: bool,
+    /// SGLang `PrefillAdder._select_prefill_admission` (0.5.23): with chunking on, a prompt over
+    /// the remaining input budget is truncated to the chunk; only without chunking does it end the
+    /// batch. 0.4.10 `add_one_req` ends the batch in both cases (unless the batch is empty).
+    pub sglang_truncate_to_chunk: bool,
+    /// SGLang `evict_from_tree_cache` / `evict_to_free_tokens` (0.5.23) evicts only the shortfall
+    /// `n − available`; 0.4.10 `_evict_tree_cache_if_needed` asks the tree for all `n`.
+    pub sglang_evict_shortfall: bool,
+    /// SGLang `RadixCache.checkpoint` (`_insert_cache(split_prompt=True)`, 0.5.23) splits the
+    /// inserted path at the prompt's end, so eviction can drop outputs and keep the prompt;
+    /// 0.4.10 `cache_finished_req` inserts one node.
+    pub sglang_split_prompt: bool,
+    /// SGLang `ScheduleBatch.retract_decode` (0.5.23) retracts until one more decode step fits
+    /// (`check_decode_mem`) and estimates the new ratio over `Σ max_new + 1`; 0.4.10 retracts
+    /// until `SGLANG_RETRACT_DECODE_STEPS` (20) tokens per remaining request are free, over `Σ max_new`.
+    pub sglang_retract_until_fits: bool,
+}
+
+impl Rules {
+    /// The radix-cache rules of an SGLang bundle.
+    pub fn sglang_cache(&self) -> crate::cache::SglangCacheRules {
+        crate::cache::SglangCacheRules {
+            evict_shortfall: self.sglang_evict_shortfall,
+            split_prompt: self.sglang_split_prompt,
+        }
+    }
 }
 
 impl EngineVersion {
@@ -72,8 +106,16 @@ impl EngineVersion {
                  every freed block to the tail; gpu_memory_utilization 0.9"
             }
             EngineVersion::VllmV0 => "the V0 engine (--engine vllm-v0): whole prompts first, 1% block watermark",
-            EngineVersion::Sglang05 => "default for sglang: 0.5.23's scheduling code",
-            EngineVersion::Sglang04 => "SGLang's 2025 rules",
+            EngineVersion::Sglang05 => {
+                "default for sglang: 0.5.23's scheduling code: running ignore_eos requests reserve their \
+                 outputs in full; one page reserved per admitted request; long prompts cut to the chunk; \
+                 eviction of the shortfall only; prompt/output split in the tree; retraction until a decode fits"
+            }
+            EngineVersion::Sglang04 => {
+                "SGLang 0.4.10's scheduling code (2025): every reservation scaled by new_token_ratio; \
+                 a prompt over the input budget ends the batch; eviction of the whole request; retraction \
+                 until 20 tokens per request are free"
+            }
             EngineVersion::Lightllm1 => "default for lightllm",
         }
     }
@@ -95,14 +137,35 @@ impl EngineVersion {
 
     /// The bundle's rules.
     pub fn rules(self) -> Rules {
-        let newest =
-            Rules { vllm_reserve_full_isl: true, vllm_free_unhashed_first: true, gpu_memory_utilization: 0.92 };
+        let newest = Rules {
+            vllm_reserve_full_isl: true,
+            vllm_free_unhashed_first: true,
+            gpu_memory_utilization: 0.92,
+            sglang_ignore_eos_full_reserve: true,
+            sglang_prefill_budget_pages: true,
+            sglang_truncate_to_chunk: true,
+            sglang_evict_shortfall: true,
+            sglang_split_prompt: true,
+            sglang_retract_until_fits: true,
+        };
         match self {
             EngineVersion::Vllm033 => newest,
-            EngineVersion::Vllm018 | EngineVersion::VllmV0 => {
-                Rules { vllm_reserve_full_isl: false, vllm_free_unhashed_first: false, gpu_memory_utilization: 0.9 }
-            }
-            EngineVersion::Sglang05 | EngineVersion::Sglang04 | EngineVersion::Lightllm1 => newest,
+            EngineVersion::Vllm018 | EngineVersion::VllmV0 => Rules {
+                vllm_reserve_full_isl: false,
+                vllm_free_unhashed_first: false,
+                gpu_memory_utilization: 0.9,
+                ..newest
+            },
+            EngineVersion::Sglang05 | EngineVersion::Lightllm1 => newest,
+            EngineVersion::Sglang04 => Rules {
+                sglang_ignore_eos_full_reserve: false,
+                sglang_prefill_budget_pages: false,
+                sglang_truncate_to_chunk: false,
+                sglang_evict_shortfall: false,
+                sglang_split_prompt: false,
+                sglang_retract_until_fits: false,
+                ..newest
+            },
         }
     }
 }
