@@ -10,7 +10,7 @@
 
 use cachesim::config::{resolve, RunOptions};
 use cachesim::cost::Affine;
-use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy};
+use cachesim::engine::{EngineKind, EngineVersion, Rules, SchedulePolicy};
 use cachesim::sim::{self, Keep, ScheduledStep, SimConfig};
 use cachesim::trace::{self, ReadOptions};
 use cachesim::workload::{build, BuildOptions};
@@ -136,7 +136,13 @@ fn our_steps(schedule: &[ScheduledStep], pool: u64) -> Vec<Step> {
 }
 
 /// Replays one golden file; returns a description of the first divergence, if any.
-fn replay_case(dir: &Path, file: &str, trace_path: &Path, version: EngineVersion) -> Option<String> {
+fn replay_case(
+    dir: &Path,
+    file: &str,
+    trace_path: &Path,
+    version: EngineVersion,
+    rules: Option<Rules>,
+) -> Option<String> {
     let lines = json_lines(&dir.join("schedules").join(file));
     let config = &lines[0];
     assert_eq!(config["type"], "config");
@@ -159,7 +165,10 @@ fn replay_case(dir: &Path, file: &str, trace_path: &Path, version: EngineVersion
         overlap: Some(false),
         ..Default::default()
     };
-    let cfg = resolve(&opts).expect("resolve");
+    let mut cfg = resolve(&opts).expect("resolve");
+    if let Some(r) = rules {
+        cfg.engine.rules = r;
+    }
     assert_eq!(cfg.kv_capacity_tokens, pool, "{file}: pool");
     let w = build(trace::read(trace_path, &ReadOptions::default()).expect("trace"), &BuildOptions::default())
         .expect("workload");
@@ -262,7 +271,7 @@ fn every_golden_schedule_is_reproduced_by_the_default_bundle() {
     let version = EngineVersion::newest(EngineKind::Sglang);
     assert_eq!(version, EngineVersion::Sglang05);
     let failures: Vec<String> =
-        CASES.iter().filter_map(|(file, trace)| replay_case(&dir, file, &dir.join(trace), version)).collect();
+        CASES.iter().filter_map(|(file, trace)| replay_case(&dir, file, &dir.join(trace), version, None)).collect();
     for f in &failures {
         eprintln!("{f}");
     }
@@ -273,4 +282,35 @@ fn every_golden_schedule_is_reproduced_by_the_default_bundle() {
         CASES.len(),
         failures.join("\n")
     );
+}
+
+/// The rules the goldens exercise are each needed: turning any one of them back to 0.4's makes
+/// some golden schedule diverge (so the comparison can fail), and so does the 0.4 bundle. The
+/// goldens have no retraction, no prompt over the input budget and no eviction that splits a
+/// prompt from its outputs: `truncate_to_chunk`, `retract_until_fits` and `split_prompt` have
+/// scenario tests in `src/engine/sglang/tests.rs` instead.
+#[test]
+fn each_changed_rule_is_needed_to_reproduce_the_goldens() {
+    let Some(dir) = golden_dir() else { return };
+    let newest = EngineVersion::Sglang05.rules();
+    let old = EngineVersion::Sglang04.rules();
+    let flips: [(&str, Rules); 3] = [
+        ("ignore_eos_full_reserve", Rules { sglang_ignore_eos_full_reserve: false, ..newest }),
+        ("prefill_budget_pages", Rules { sglang_prefill_budget_pages: false, ..newest }),
+        ("evict_shortfall", Rules { sglang_evict_shortfall: false, ..newest }),
+    ];
+    let mut needed = Vec::new();
+    for (name, rules) in flips.into_iter().chain([("the sglang@0.4 bundle", old)]) {
+        let diverging: Vec<&str> = CASES
+            .iter()
+            .filter(|(file, trace)| {
+                replay_case(&dir, file, &dir.join(trace), EngineVersion::Sglang05, Some(rules)).is_some()
+            })
+            .map(|c| c.0)
+            .collect();
+        eprintln!("without {name}: {} of {} diverge {diverging:?}", diverging.len(), CASES.len());
+        needed.push((name, diverging.len()));
+    }
+    let unneeded: Vec<_> = needed.iter().filter(|(_, n)| *n == 0).collect();
+    assert!(unneeded.is_empty(), "rules no golden schedule depends on: {unneeded:?}");
 }
