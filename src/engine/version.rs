@@ -59,6 +59,15 @@ pub struct Rules {
     /// (`check_decode_mem`) and estimates the new ratio over `Σ max_new + 1`; 0.4.10 retracts
     /// until `SGLANG_RETRACT_DECODE_STEPS` (20) tokens per remaining request are free, over `Σ max_new`.
     pub sglang_retract_until_fits: bool,
+    /// SGLang's default `mem_fraction_static` (`arg_groups/memory_hook.py`
+    /// `_handle_gpu_memory_settings`, 0.5.23) reserves 512 MiB + 1.5 MiB per activation token
+    /// (`max(chunked_prefill_size, 2048)`, or `max_prefill_tokens` with chunking off) + 2 MiB per
+    /// decode CUDA graph + TP/8 GiB, at least 10 GiB above 60 GiB; 0.4.10
+    /// (`server_args.__post_init__`) reserves a fixed amount by GPU memory.
+    pub sglang_reserve_by_chunk: bool,
+    /// SGLang `KVCacheConfigurator.resolve_max_num_reqs` (0.5.23) caps a user's
+    /// `--max-running-requests` at token capacity / 2; 0.4.10 (`TpModelWorker`) takes it as given.
+    pub sglang_cap_running_by_tokens: bool,
 }
 
 impl Rules {
@@ -109,12 +118,13 @@ impl EngineVersion {
             EngineVersion::Sglang05 => {
                 "default for sglang: 0.5.23's scheduling code: running ignore_eos requests reserve their \
                  outputs in full; one page reserved per admitted request; long prompts cut to the chunk; \
-                 eviction of the shortfall only; prompt/output split in the tree; retraction until a decode fits"
+                 eviction of the shortfall only; prompt/output split in the tree; retraction until a decode fits; \
+                 memory reserve from the chunk in use; max_running_requests capped at tokens / 2"
             }
             EngineVersion::Sglang04 => {
                 "SGLang 0.4.10's scheduling code (2025): every reservation scaled by new_token_ratio; \
                  a prompt over the input budget ends the batch; eviction of the whole request; retraction \
-                 until 20 tokens per request are free"
+                 until 20 tokens per request are free; memory reserve fixed by GPU size"
             }
             EngineVersion::Lightllm1 => "default for lightllm",
         }
@@ -147,6 +157,8 @@ impl EngineVersion {
             sglang_evict_shortfall: true,
             sglang_split_prompt: true,
             sglang_retract_until_fits: true,
+            sglang_reserve_by_chunk: true,
+            sglang_cap_running_by_tokens: true,
         };
         match self {
             EngineVersion::Vllm033 => newest,
@@ -164,6 +176,8 @@ impl EngineVersion {
                 sglang_evict_shortfall: false,
                 sglang_split_prompt: false,
                 sglang_retract_until_fits: false,
+                sglang_reserve_by_chunk: false,
+                sglang_cap_running_by_tokens: false,
                 ..newest
             },
         }
