@@ -18,7 +18,7 @@ pub enum EngineVersion {
     VllmV0,
     /// SGLang 0.5 (0.5.23's scheduling code).
     Sglang05,
-    /// SGLang 0.4 (0.4.10's scheduling code, the last 0.4 release, 2025).
+    /// SGLang 0.4 (0.4.10's scheduling code, the last 0.4 release, 2025; 0.5.1 has the same rules).
     Sglang04,
     /// LightLLM 1.x.
     Lightllm1,
@@ -122,7 +122,7 @@ impl EngineVersion {
                  memory reserve from the chunk in use; max_running_requests capped at tokens / 2"
             }
             EngineVersion::Sglang04 => {
-                "SGLang 0.4.10's scheduling code (2025): every reservation scaled by new_token_ratio; \
+                "SGLang 0.4.10's scheduling code (2025; unchanged in these rules through 0.5.1): every reservation scaled by new_token_ratio; \
                  a prompt over the input budget ends the batch; eviction of the whole request; retraction \
                  until 20 tokens per request are free; memory reserve fixed by GPU size"
             }
