@@ -384,7 +384,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(resolve(&o(EngineVersion::Sglang05)).unwrap().engine.max_num_seqs, 1500);
-        assert_eq!(resolve(&o(EngineVersion::Sglang04)).unwrap().engine.max_num_seqs, 5000);
+        assert_eq!(resolve(&o(EngineVersion::Sglang051)).unwrap().engine.max_num_seqs, 5000);
         let under = RunOptions { max_running_requests: Some(64), ..o(EngineVersion::Sglang05) };
         assert_eq!(resolve(&under).unwrap().engine.max_num_seqs, 64);
     }
@@ -402,11 +402,11 @@ mod tests {
         let (off, kv_off) = frac(Some(-1));
         assert_eq!((on, off), (0.835, 0.685));
         assert!(kv_off < kv_on, "{kv_off} < {kv_on}");
-        // The 0.4 bundle's reserve does not depend on the chunk.
+        // The 0.5.1 bundle's reserve does not depend on the chunk.
         let old = |chunk| {
             let o = RunOptions {
                 engine: EngineKind::Sglang,
-                engine_version: Some(EngineVersion::Sglang04),
+                engine_version: Some(EngineVersion::Sglang051),
                 chunked_prefill_size: chunk,
                 ..Default::default()
             };

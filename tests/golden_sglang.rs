@@ -284,8 +284,8 @@ fn every_golden_schedule_is_reproduced_by_the_default_bundle() {
     );
 }
 
-/// The rules the goldens exercise are each needed: turning any one of them back to 0.4's makes
-/// some golden schedule diverge (so the comparison can fail), and so does the 0.4 bundle. The
+/// The rules the goldens exercise are each needed: turning any one of them back to 0.5.1's makes
+/// some golden schedule diverge (so the comparison can fail), and so does the 0.5.1 bundle. The
 /// goldens have no retraction, no prompt over the input budget and no eviction that splits a
 /// prompt from its outputs: `truncate_to_chunk`, `retract_until_fits` and `split_prompt` have
 /// scenario tests in `src/engine/sglang/tests.rs` instead.
@@ -293,14 +293,14 @@ fn every_golden_schedule_is_reproduced_by_the_default_bundle() {
 fn each_changed_rule_is_needed_to_reproduce_the_goldens() {
     let Some(dir) = golden_dir() else { return };
     let newest = EngineVersion::Sglang05.rules();
-    let old = EngineVersion::Sglang04.rules();
+    let old = EngineVersion::Sglang051.rules();
     let flips: [(&str, Rules); 3] = [
         ("ignore_eos_full_reserve", Rules { sglang_ignore_eos_full_reserve: false, ..newest }),
         ("prefill_budget_pages", Rules { sglang_prefill_budget_pages: false, ..newest }),
         ("evict_shortfall", Rules { sglang_evict_shortfall: false, ..newest }),
     ];
     let mut needed = Vec::new();
-    for (name, rules) in flips.into_iter().chain([("the sglang@0.4 bundle", old)]) {
+    for (name, rules) in flips.into_iter().chain([("the sglang@0.5.1 bundle", old)]) {
         let diverging: Vec<&str> = CASES
             .iter()
             .filter(|(file, trace)| {

@@ -442,7 +442,7 @@ enum Verdict {
     Other,
 }
 
-/// One prefill pass's budgets (SGLang `PrefillBudget`; 0.4's `PrefillAdder` offsets): the KV
+/// One prefill pass's budgets (SGLang `PrefillBudget`; 0.4.10's `PrefillAdder` offsets): the KV
 /// budget is the live free + evictable tokens less what running requests and admitted ones
 /// have reserved; the compute budgets count tokens of this pass.
 struct Budget {
@@ -509,7 +509,7 @@ impl Scheduler for Sglang {
         }
         self.running.append(&mut self.prefilled);
         if self.waiting.is_empty() && self.running.is_empty() && self.chunked.is_none() {
-            // Idle: `on_idle` (0.4: `self_check_during_idle`) resets new_token_ratio.
+            // Idle: `on_idle` (0.4.10: `self_check_during_idle`) resets new_token_ratio.
             self.ratio = self.init_ratio;
             return;
         }

@@ -18,8 +18,8 @@ pub enum EngineVersion {
     VllmV0,
     /// SGLang 0.5 (0.5.23's scheduling code).
     Sglang05,
-    /// SGLang 0.4 (0.4.10's scheduling code, the last 0.4 release, 2025; 0.5.1 has the same rules).
-    Sglang04,
+    /// SGLang through 0.5.1 (2025): 0.4.10's scheduling code, which 0.5.1 keeps for every rule here.
+    Sglang051,
     /// LightLLM 1.x.
     Lightllm1,
 }
@@ -87,7 +87,7 @@ impl EngineVersion {
         EngineVersion::Vllm018,
         EngineVersion::VllmV0,
         EngineVersion::Sglang05,
-        EngineVersion::Sglang04,
+        EngineVersion::Sglang051,
         EngineVersion::Lightllm1,
     ];
 
@@ -98,7 +98,7 @@ impl EngineVersion {
             EngineVersion::Vllm018 => "vllm@0.18",
             EngineVersion::VllmV0 => "vllm-v0@0.6",
             EngineVersion::Sglang05 => "sglang@0.5",
-            EngineVersion::Sglang04 => "sglang@0.4",
+            EngineVersion::Sglang051 => "sglang@0.5.1",
             EngineVersion::Lightllm1 => "lightllm@1.0",
         }
     }
@@ -121,8 +121,8 @@ impl EngineVersion {
                  eviction of the shortfall only; prompt/output split in the tree; retraction until a decode fits; \
                  memory reserve from the chunk in use; max_running_requests capped at tokens / 2"
             }
-            EngineVersion::Sglang04 => {
-                "SGLang 0.4.10's scheduling code (2025; unchanged in these rules through 0.5.1): every reservation scaled by new_token_ratio; \
+            EngineVersion::Sglang051 => {
+                "SGLang through 0.5.1 (0.4.10's scheduling code, 2025): every reservation scaled by new_token_ratio; \
                  a prompt over the input budget ends the batch; eviction of the whole request; retraction \
                  until 20 tokens per request are free; memory reserve fixed by GPU size"
             }
@@ -135,7 +135,7 @@ impl EngineVersion {
         match self {
             EngineVersion::Vllm033 | EngineVersion::Vllm018 => EngineKind::Vllm,
             EngineVersion::VllmV0 => EngineKind::VllmV0,
-            EngineVersion::Sglang05 | EngineVersion::Sglang04 => EngineKind::Sglang,
+            EngineVersion::Sglang05 | EngineVersion::Sglang051 => EngineKind::Sglang,
             EngineVersion::Lightllm1 => EngineKind::Lightllm,
         }
     }
@@ -169,7 +169,7 @@ impl EngineVersion {
                 ..newest
             },
             EngineVersion::Sglang05 | EngineVersion::Lightllm1 => newest,
-            EngineVersion::Sglang04 => Rules {
+            EngineVersion::Sglang051 => Rules {
                 sglang_ignore_eos_full_reserve: false,
                 sglang_prefill_budget_pages: false,
                 sglang_truncate_to_chunk: false,

@@ -120,7 +120,7 @@ fn a_prompt_over_the_input_budget_is_cut_to_the_chunk() {
     let sends = [(0, 0.0), (1, 0.0)];
     let new = run(&w, &sends, EngineVersion::Sglang05, 100_000, 512, 600);
     assert_eq!(new.schedule[0].items, vec![(0, 300, 0), (1, 212, 0)]);
-    let old = run(&w, &sends, EngineVersion::Sglang04, 100_000, 512, 600);
+    let old = run(&w, &sends, EngineVersion::Sglang051, 100_000, 512, 600);
     assert_eq!(old.schedule[0].items, vec![(0, 300, 0)]);
     assert_eq!(old.schedule[1].items, vec![(1, 400, 0)], "B alone, whole, in the next prefill");
 }
@@ -137,8 +137,8 @@ fn a_matched_prefix_is_pinned_while_its_request_is_checked() {
     for (v, out, admitted) in [
         (EngineVersion::Sglang05, 8, true),
         (EngineVersion::Sglang05, 9, false),
-        (EngineVersion::Sglang04, 9, true),
-        (EngineVersion::Sglang04, 10, false),
+        (EngineVersion::Sglang051, 9, true),
+        (EngineVersion::Sglang051, 10, false),
     ] {
         let w = workload(&[(a.clone(), 1), (b.clone(), out)]);
         let r = run(&w, &[(0, 0.0), (1, 1.0)], v, 80, 512, 16384);
@@ -208,22 +208,22 @@ fn retraction_stops_when_a_decode_step_fits_in_0_5() {
     assert_eq!(s.make_decode_room(&mut reqs, &mut cache), 1);
     // Kept in retraction order: most outputs first.
     assert_eq!(s.running, vec![2, 1]);
-    let (mut s, mut cache, mut reqs) = full_pool(1, EngineVersion::Sglang04.rules().sglang_cache());
-    s.cfg.rules = EngineVersion::Sglang04.rules();
+    let (mut s, mut cache, mut reqs) = full_pool(1, EngineVersion::Sglang051.rules().sglang_cache());
+    s.cfg.rules = EngineVersion::Sglang051.rules();
     s.running = vec![0, 1, 2];
     assert_eq!(s.make_decode_room(&mut reqs, &mut cache), 2);
     assert_eq!((s.running.clone(), s.waiting.clone()), (vec![2], vec![0, 1]));
-    // 0.4's ratio: (7 outputs + 20) / 50.
+    // 0.4.10's ratio: (7 outputs + 20) / 50.
     assert!((s.ratio - 27.0 / 50.0).abs() < 1e-12, "{}", s.ratio);
 }
 
 /// `RadixCache.checkpoint` (0.5.23) splits a finished request's path at its prompt's end: a
 /// shortfall eviction then takes only the outputs' node and keeps the prompt cached. A request
 /// with a 10-token prompt and 5 outputs leaves 14 tokens; 6 of a 20-token pool are free; making
-/// 9 free evicts the 4 output tokens (0.5) or the whole 14-token node (0.4).
+/// 9 free evicts the 4 output tokens (0.5) or the whole 14-token node (0.5.1).
 #[test]
 fn eviction_takes_the_outputs_before_the_prompt() {
-    for (v, evicted, prompt_kept) in [(EngineVersion::Sglang05, 4, 10), (EngineVersion::Sglang04, 14, 0)] {
+    for (v, evicted, prompt_kept) in [(EngineVersion::Sglang05, 4, 10), (EngineVersion::Sglang051, 14, 0)] {
         let store = Arc::new(TokenStore::from_seqs(&[toks(0, 15), toks(0, 12)]));
         let mut cache = TreeCache::sglang(store, 1, Some(20));
         cache.follow_sglang(v.rules().sglang_cache());
@@ -245,7 +245,7 @@ fn eviction_takes_the_outputs_before_the_prompt() {
 /// 100 prompt tokens and 10 outputs in a 1030-token pool, comes after an idle gap. The first pass
 /// admits nine (9 × 110 = 990; a tenth would need 110 of the 40 left). In the second pass the
 /// nine reserve 9 × 9 × ratio of their outputs: at 0.7 that leaves 73 < 110, at the floor 122 ≥
-/// 110, and the tenth would over-commit the pool. With SGLang 0.4's ratio-scaled reservations:
+/// 110, and the tenth would over-commit the pool. With SGLang 0.5.1's ratio-scaled reservations:
 /// no retraction with the reset; retractions without it (0.5 reserves ignore-EOS outputs fully).
 #[test]
 fn new_token_ratio_resets_when_idle() {
@@ -255,7 +255,7 @@ fn new_token_ratio_resets_when_idle() {
     }
     let w = workload(&reqs);
     let sends: Vec<(u32, f64)> = (0..11).map(|i| (i, if i == 0 { 0.0 } else { 100.0 })).collect();
-    let r = run(&w, &sends, EngineVersion::Sglang04, 1030, 0, 16384);
+    let r = run(&w, &sends, EngineVersion::Sglang051, 1030, 0, 16384);
     assert_eq!(r.records.len(), 11);
     assert_eq!(retractions(&r), 0);
     let burst2: Vec<_> = r.schedule.iter().skip_while(|s| s.items.iter().all(|&(id, ..)| id == 0)).collect();
