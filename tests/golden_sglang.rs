@@ -244,6 +244,14 @@ fn replay_case(
     }
     let summary = lines.iter().find(|l| l["type"] == "summary").expect("summary line");
     assert_eq!(r.records.len() as u64, u(&summary["finished"]), "{file}: finished requests");
+    if rules.is_none() {
+        println!(
+            "{file}: {} steps identical ({} requests, {} retractions)",
+            ours.len(),
+            r.records.len(),
+            u(&summary["retractions"])
+        );
+    }
     None
 }
 

@@ -321,8 +321,10 @@ impl Sglang {
             }
         }
         self.waiting.drain(..taken);
-        // `alloc_for_extend`: one allocation for the batch (evicting once), then each request's.
-        cache.ensure_free(plan.iter().map(|&(_, n)| n).sum());
+        // `alloc_for_extend`: one allocation for the batch (evicting once; with pages above one
+        // token, for a page more per request: `alloc_paged_token_slots_extend`), then each's.
+        let over = if b.page > 1 { plan.len() as u64 * b.page } else { 0 };
+        cache.ensure_free(plan.iter().map(|&(_, n)| n).sum::<u64>() + over);
         for &(id, n) in &plan {
             let r = reqs[id as usize];
             if cache.grow(id, (r.num_computed as u64 + n) as usize) {
@@ -410,6 +412,11 @@ impl Sglang {
         }
         let retracted = self.make_decode_room(reqs, cache);
         out.preempted += retracted;
+        let page = self.page();
+        if page > 1 {
+            // `alloc_paged_token_slots_decode` evicts for a page per request.
+            cache.ensure_free(self.running.len() as u64 * page);
+        }
         let mut i = 0;
         while i < self.running.len() {
             let id = self.running[i];
