@@ -164,15 +164,13 @@ pub trait PrefixCache: Send {
     /// Publishes what request `req` has computed so far (SGLang `checkpoint_kv_cache`).
     fn checkpoint(&mut self, _req: ReqId) {}
 
-    /// Cached tokens of `seq[..known]`'s prefix that are evictable now: what pinning the request's
-    /// match would take out of the evictable budget (SGLang `PrefillAdder._lock_node`).
-    fn evictable_in_prefix(&self, _seq: SeqId, _known: usize) -> u64 {
-        0
-    }
-
     /// Looks the prefix up as a scheduler pass does (SGLang `match_prefix` on a waiting request:
-    /// refreshes recency, splits a partly matched node); pins nothing.
-    fn touch(&mut self, _seq: SeqId, _known: usize) {}
+    /// refreshes recency, splits a partly matched node); pins nothing. Returns the hit and how
+    /// many of its tokens are evictable now: what pinning the match would take out of the
+    /// evictable budget (SGLang `PrefillAdder._lock_node`). The default only peeks.
+    fn touch(&mut self, seq: SeqId, known: usize) -> (usize, u64) {
+        (self.peek(seq, known), 0)
+    }
 
     /// Evicts, the engine's way, towards `tokens` free slots; whether that many are free now.
     /// The default evicts nothing and answers whether eviction could make the room.

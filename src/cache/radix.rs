@@ -139,13 +139,13 @@ impl TreeCache {
         if len <= st.cached {
             return;
         }
-        let (present, mut node) = self.tree.insert(&self.store, st.seq, len);
+        let (present, node) = self.tree.insert(&self.store, st.seq, len);
         let prompt = self.tree.align(self.prompt_len.get(req as usize).map_or(0, |&p| p as usize));
         if self.split_prompt && 0 < prompt && prompt < len {
-            // The prompt's end becomes a node boundary; then the whole key is matched again, as
-            // `checkpoint` does, which refreshes the path and yields the (possibly new) end node.
+            // The prompt's end becomes a node boundary. A split keeps the lower part's id, so
+            // `node` still ends the key; `checkpoint`'s second match only refreshes this path,
+            // the most recent anyway.
             self.tree.insert(&self.store, st.seq, prompt);
-            node = self.tree.match_prefix(&self.store, st.seq, len).1;
         }
         debug_assert!(present >= st.cached, "the tree lost part of a locked prefix");
         // [cached, present) were already in the tree: the request's copies are duplicates.
@@ -259,12 +259,9 @@ impl PrefixCache for TreeCache {
         self.reqs.put(req, st);
     }
 
-    fn evictable_in_prefix(&self, seq: SeqId, known: usize) -> u64 {
-        self.tree.peek_unlocked(&self.store, seq, known.saturating_sub(1)).1
-    }
-
-    fn touch(&mut self, seq: SeqId, known: usize) {
-        self.tree.match_prefix(&self.store, seq, known.saturating_sub(1));
+    fn touch(&mut self, seq: SeqId, known: usize) -> (usize, u64) {
+        let (hit, node) = self.tree.match_prefix(&self.store, seq, known.saturating_sub(1));
+        (hit, self.tree.unlocked_above(node))
     }
 
     fn ensure_free(&mut self, tokens: u64) -> bool {

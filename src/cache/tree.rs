@@ -199,23 +199,18 @@ impl RadixTree {
         pos
     }
 
-    /// [`peek`](Self::peek), also counting the matched tokens that sit in unlocked nodes: what
-    /// locking the match would take out of the evictable size. Read-only.
-    pub fn peek_unlocked(&self, store: &TokenStore, seq: SeqId, len: usize) -> (usize, u64) {
-        let len = self.align(len);
-        let (mut node, mut pos, mut unlocked) = (ROOT, 0, 0u64);
-        while pos < len {
-            let Some((child, same)) = self.step(store, seq, pos, len, node) else { break };
-            pos += same;
-            if self.nodes[child as usize].lock_ref == 0 {
-                unlocked += same as u64;
+    /// Tokens in unlocked nodes on the path from `node` up to the root: what locking `node`
+    /// would move from evictable to protected.
+    pub fn unlocked_above(&self, mut node: NodeId) -> u64 {
+        let mut unlocked = 0;
+        while node != ROOT {
+            let n = &self.nodes[node as usize];
+            if n.lock_ref == 0 {
+                unlocked += n.len as u64;
             }
-            if same < self.nodes[child as usize].len as usize {
-                break;
-            }
-            node = child;
+            node = n.parent;
         }
-        (pos, unlocked)
+        unlocked
     }
 
     /// SGLang `match_prefix`: longest cached prefix of `seq[..len]`, splitting a partially

@@ -252,8 +252,7 @@ impl Sglang {
             let r = reqs[id as usize];
             let known = r.num_tokens as usize;
             // `init_next_round_input` matches the request against the tree.
-            cache.touch(r.seq, known);
-            let hit = cache.peek(r.seq, known);
+            let (hit, pinned) = cache.touch(r.seq, known);
             let extend = (known - hit) as u64;
             let input = extend.div_ceil(b.page) * b.page;
             let check_new =
@@ -267,7 +266,7 @@ impl Sglang {
                 } else {
                     Verdict::Other
                 }
-            } else if total >= b.remaining_total(cache) - cache.evictable_in_prefix(r.seq, known) as f64 {
+            } else if total >= b.remaining_total(cache) - pinned as f64 {
                 // Checked with the match pinned (`_lock_node`): its evictable part is not free.
                 Verdict::NoToken
             } else if input as i64 >= b.rem_input
