@@ -352,22 +352,40 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             ((seqs, tokens, 0u32), kv, None)
         }
         EngineKind::Sglang => {
-            let (chunk_default, graphs) = profile::sglang_memory_defaults(&gpu, o.tp);
+            let rules = version.rules();
+            let (chunk_default, mut graphs) =
+                profile::sglang_memory_defaults(&gpu, o.tp, rules.sglang_reserve_by_chunk);
             let chunk = match o.chunked_prefill_size {
                 None => chunk_default,
                 Some(c) if c <= 0 => 0,
                 Some(c) => c.min(u32::MAX as i64) as u32,
             };
+            if let Some(r) = o.max_running_requests {
+                // A default decode-graph batch above the user's running limit is cut to it.
+                graphs = graphs.min(r);
+            }
             let frac = match o.mem_fraction_static {
                 Some(f) if f > 0.0 && f <= 1.0 => f,
                 Some(f) => return Err(Error::invalid("--mem-fraction-static", format!("{f} is not in (0, 1]"))),
-                None => profile::sglang_mem_fraction_static(&gpu, o.tp, chunk.max(chunk_default), graphs),
+                // The reserve follows the chunk in use (max_prefill_tokens with chunking off).
+                None => profile::sglang_mem_fraction_static(
+                    &gpu,
+                    o.tp,
+                    chunk,
+                    o.max_prefill_tokens,
+                    graphs,
+                    rules.sglang_reserve_by_chunk,
+                ),
             };
-            let kv = profile::sglang_kv_tokens(&gpu, &model, o.tp, frac);
+            let kv = profile::sglang_pool_tokens(&gpu, &model, o.tp, frac);
             let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
             let max_num_reqs = ((kv as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
-            let running = o.max_running_requests.map_or((kv / 2).min(max_num_reqs).max(1) as u32, |r| r.max(1));
-            ((running, o.max_prefill_tokens, chunk), kv, Some(frac))
+            let running = match o.max_running_requests {
+                None => (kv / 2).min(max_num_reqs),
+                Some(r) if rules.sglang_cap_running_by_tokens => (r as u64).min(kv / 2),
+                Some(r) => r as u64,
+            };
+            ((running.max(1) as u32, o.max_prefill_tokens, chunk), kv, Some(frac))
         }
         EngineKind::Lightllm => {
             // api_cli defaults: running_max_req_size 1000, chunked_prefill_size 4096,
@@ -556,13 +574,56 @@ mod tests {
     fn sglang_defaults() {
         let c = resolve(&RunOptions { engine: EngineKind::Sglang, ..Default::default() }).unwrap();
         assert_eq!(c.cache.policy, Policy::Radix);
-        assert_eq!(c.mem_fraction_static, Some(0.836));
+        assert_eq!(c.mem_fraction_static, Some(0.835));
         assert_eq!((c.engine.chunked_prefill_size, c.engine.max_prefill_tokens), (8192, 16384));
         // max_running_requests = min(tokens / 2, clamp(tokens / context × 512, 2048, 4096)).
         assert_eq!(c.engine.max_num_seqs, 2048);
         let small =
             resolve(&RunOptions { engine: EngineKind::Sglang, max_total_tokens: Some(3000), ..Default::default() });
         assert_eq!(small.unwrap().engine.max_num_seqs, 1500);
+    }
+
+    /// 0.5.23 caps a user's --max-running-requests at token capacity / 2 (`resolve_max_num_reqs`);
+    /// 0.4.10 takes it as given.
+    #[test]
+    fn sglang_caps_a_users_running_limit_at_half_the_tokens() {
+        let o = |v| RunOptions {
+            engine: EngineKind::Sglang,
+            engine_version: Some(v),
+            max_total_tokens: Some(3000),
+            max_running_requests: Some(5000),
+            ..Default::default()
+        };
+        assert_eq!(resolve(&o(EngineVersion::Sglang05)).unwrap().engine.max_num_seqs, 1500);
+        assert_eq!(resolve(&o(EngineVersion::Sglang051)).unwrap().engine.max_num_seqs, 5000);
+        let under = RunOptions { max_running_requests: Some(64), ..o(EngineVersion::Sglang05) };
+        assert_eq!(resolve(&under).unwrap().engine.max_num_seqs, 64);
+    }
+
+    /// With chunking off the memory reserve follows max_prefill_tokens, not the default chunk:
+    /// less KV than with chunking, where cachesim used to give 30% more.
+    #[test]
+    fn sglang_memory_reserve_follows_the_chunk_in_use() {
+        let frac = |chunk| {
+            let o = RunOptions { engine: EngineKind::Sglang, chunked_prefill_size: chunk, ..Default::default() };
+            let c = resolve(&o).unwrap();
+            (c.mem_fraction_static.unwrap(), c.kv_capacity_tokens)
+        };
+        let (on, kv_on) = frac(None);
+        let (off, kv_off) = frac(Some(-1));
+        assert_eq!((on, off), (0.835, 0.685));
+        assert!(kv_off < kv_on, "{kv_off} < {kv_on}");
+        // The 0.5.1 bundle's reserve does not depend on the chunk.
+        let old = |chunk| {
+            let o = RunOptions {
+                engine: EngineKind::Sglang,
+                engine_version: Some(EngineVersion::Sglang051),
+                chunked_prefill_size: chunk,
+                ..Default::default()
+            };
+            resolve(&o).unwrap().mem_fraction_static.unwrap()
+        };
+        assert_eq!((old(None), old(Some(-1))), (0.874, 0.874));
     }
 
     #[test]

@@ -161,6 +161,9 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
         s
     });
     let mut cache = cfg.cache.build_for(w.store.clone(), used.as_deref());
+    if cfg.engine.engine == crate::engine::EngineKind::Sglang {
+        cache.follow_sglang(cfg.engine.rules.sglang_cache());
+    }
     let tracks_computed = cache.tracks_computed();
     let mut sched = scheduler(&cfg.engine, w.store.clone());
     let mut due: BinaryHeap<Due> = BinaryHeap::new();

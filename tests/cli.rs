@@ -352,10 +352,12 @@ fn engine_version_selects_a_bundle_and_names_its_engine() {
     // The bundle implies its engine when --engine is not given.
     let out = ok(&["--engine-version", "sglang@0.5", "--num-prompts", "20"]);
     assert!(out.contains("Engine:         sglang@0.5 · max_running_requests"), "{out}");
+    let out = ok(&["--engine-version", "sglang@0.5.1", "--num-prompts", "20"]);
+    assert!(out.contains("Engine:         sglang@0.5.1 · max_running_requests"), "{out}");
     let e = fails(&["--engine", "sglang", "--engine-version", "vllm@0.33"]);
     assert!(e.contains("--engine-version") && e.contains("vllm@0.33 is a bundle of the vllm engine"), "{e}");
     let help = ok(&["run", "--help"]);
-    assert!(help.contains("vllm@0.33") && help.contains("sglang@0.5"), "{help}");
+    assert!(help.contains("vllm@0.33") && help.contains("sglang@0.5") && help.contains("sglang@0.5.1"), "{help}");
 }
 
 #[test]

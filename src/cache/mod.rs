@@ -111,6 +111,16 @@ pub struct Admitted {
     pub allocated_tokens: usize,
 }
 
+/// SGLang's release-dependent radix-cache rules, set from the engine bundle by a run that uses
+/// SGLang's scheduler (see [`crate::engine::Rules`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SglangCacheRules {
+    /// Eviction frees only the shortfall `n − available` (`evict_to_free_tokens`, 0.5.23).
+    pub evict_shortfall: bool,
+    /// An insert also splits the path at the prompt's end (`RadixCache.checkpoint`, 0.5.23).
+    pub split_prompt: bool,
+}
+
 /// A prefix-cache model. Requests go through `admit` → (`grow` / `computed`)* →
 /// `finish` or `preempt`; after `preempt` the request may be admitted again.
 pub trait PrefixCache: Send {
@@ -145,6 +155,29 @@ pub trait PrefixCache: Send {
 
     /// The request is preempted: its slots are freed the engine's way.
     fn preempt(&mut self, req: ReqId);
+
+    /// SGLang's scheduler drives this cache: follow that release's rules, and publish an
+    /// unfinished prefill chunk only when the scheduler calls [`checkpoint`](Self::checkpoint)
+    /// (SGLang `stash_chunked_request`) rather than when the chunk's step ends. Others ignore it.
+    fn follow_sglang(&mut self, _rules: SglangCacheRules) {}
+
+    /// Publishes what request `req` has computed so far (SGLang `checkpoint_kv_cache`).
+    fn checkpoint(&mut self, _req: ReqId) {}
+
+    /// Looks the prefix up as a scheduler pass does (SGLang `match_prefix` on a waiting request:
+    /// refreshes recency, splits a partly matched node); pins nothing. Returns the hit and how
+    /// many of its tokens are evictable now: what pinning the match would take out of the
+    /// evictable budget (SGLang `PrefillAdder._lock_node`). The default only peeks.
+    fn touch(&mut self, seq: SeqId, known: usize) -> (usize, u64) {
+        (self.peek(seq, known), 0)
+    }
+
+    /// Evicts, the engine's way, towards `tokens` free slots; whether that many are free now.
+    /// The default evicts nothing and answers whether eviction could make the room.
+    fn ensure_free(&mut self, tokens: u64) -> bool {
+        let u = self.usage();
+        u.capacity_tokens.is_none_or(|c| c - u.used_tokens + u.evictable_tokens >= tokens)
+    }
 
     /// Memory held now.
     fn usage(&self) -> Usage;

@@ -5,7 +5,7 @@
 //! private slots; slots whose content the tree already had are freed as duplicates on insert.
 
 use super::tree::{NodeId, RadixTree, ROOT};
-use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, SlotPool, Usage};
+use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, SglangCacheRules, SlotPool, Usage};
 use crate::workload::{SeqId, TokenStore};
 use std::sync::Arc;
 
@@ -48,21 +48,32 @@ pub struct TreeCache {
     /// Slots held by requests and not by the tree.
     private: u64,
     reqs: ReqSlots<ReqState>,
+    /// Each request's known tokens at its first admission (its prompt), 0 before.
+    prompt_len: Vec<u32>,
+    /// SGLang 0.5 `RadixCache.checkpoint`: each insert also splits the path at the end of the
+    /// request's prompt (page-aligned), so eviction takes the outputs before the prompt.
+    split_prompt: bool,
+    /// SGLang's scheduler publishes an unfinished prefill chunk when it next schedules
+    /// (`stash_chunked_request` → [`PrefixCache::checkpoint`]), not when the chunk's step ends.
+    checkpoint_chunks: bool,
     evicted: u64,
 }
 
 impl TreeCache {
-    /// SGLang RadixAttention with `page_size` tokens per page.
+    /// SGLang RadixAttention with `page_size` tokens per page, by the newest release's rules
+    /// (a run with SGLang's scheduler sets its bundle's through [`PrefixCache::follow_sglang`]).
     pub fn sglang(store: Arc<TokenStore>, page_size: u32, capacity_tokens: Option<u64>) -> Self {
         let rules = Rules {
             policy: Policy::Radix,
             page_size: page_size as usize,
             insert_after_prefill: true,
-            evict_deficit_only: false,
+            evict_deficit_only: true,
             insert_on_preempt: false,
         };
         // SGLang rounds the pool down to whole pages.
-        Self::new(store, rules, capacity_tokens.map(|c| c - c % page_size as u64))
+        let mut c = Self::new(store, rules, capacity_tokens.map(|c| c - c % page_size as u64));
+        c.split_prompt = true;
+        c
     }
 
     /// A tree cache with explicit rules.
@@ -74,6 +85,9 @@ impl TreeCache {
             pool: SlotPool::new(capacity_tokens),
             private: 0,
             reqs: ReqSlots::default(),
+            prompt_len: Vec::new(),
+            split_prompt: false,
+            checkpoint_chunks: false,
             evicted: 0,
         }
     }
@@ -93,11 +107,20 @@ impl TreeCache {
         if n - free > self.tree.evictable_tokens() {
             return false;
         }
+        self.evict_towards(n)
+    }
+
+    /// Evicts towards `n` free slots (the shortfall, or all `n` by the rules); whether they are.
+    fn evict_towards(&mut self, n: u64) -> bool {
+        let free = self.pool.available();
+        if n <= free {
+            return true;
+        }
         let ask = if self.rules.evict_deficit_only { n - free } else { n };
         let freed = self.tree.evict(ask);
         self.evicted += freed;
         self.pool.put(freed);
-        true
+        self.pool.available() >= n
     }
 
     fn alloc(&mut self, n: u64) -> bool {
@@ -110,13 +133,20 @@ impl TreeCache {
     }
 
     /// Inserts the request's first `len` tokens (page-aligned), frees its duplicate slots and
-    /// moves its lock to the new end node (SGLang `cache_unfinished_req`).
-    fn insert(&mut self, st: &mut ReqState, len: usize) {
+    /// moves its lock to the new end node (SGLang `cache_unfinished_req`, `checkpoint`).
+    fn insert(&mut self, st: &mut ReqState, req: ReqId, len: usize) {
         let len = self.tree.align(len);
         if len <= st.cached {
             return;
         }
         let (present, node) = self.tree.insert(&self.store, st.seq, len);
+        let prompt = self.tree.align(self.prompt_len.get(req as usize).map_or(0, |&p| p as usize));
+        if self.split_prompt && 0 < prompt && prompt < len {
+            // The prompt's end becomes a node boundary. A split keeps the lower part's id, so
+            // `node` still ends the key; `checkpoint`'s second match only refreshes this path,
+            // the most recent anyway.
+            self.tree.insert(&self.store, st.seq, prompt);
+        }
         debug_assert!(present >= st.cached, "the tree lost part of a locked prefix");
         // [cached, present) were already in the tree: the request's copies are duplicates.
         let dup = (present - st.cached) as u64;
@@ -163,6 +193,13 @@ impl PrefixCache for TreeCache {
         }
         let st = ReqState { seq, node, cached: hit, allocated: hit + new, computed: hit, prefill_end: known };
         self.reqs.put(req, st);
+        let i = req as usize;
+        if self.prompt_len.len() <= i {
+            self.prompt_len.resize(i + 1, 0);
+        }
+        if self.prompt_len[i] == 0 {
+            self.prompt_len[i] = known as u32;
+        }
         Some(Admitted { hit_tokens: hit, allocated_tokens: hit + new })
     }
 
@@ -181,8 +218,9 @@ impl PrefixCache for TreeCache {
         let mut st = self.reqs.take(req);
         debug_assert!(computed_tokens <= st.allocated, "computed tokens without slots");
         st.computed = st.computed.max(computed_tokens);
-        if self.rules.insert_after_prefill && computed_tokens <= st.prefill_end {
-            self.insert(&mut st, computed_tokens);
+        let chunk = computed_tokens < st.prefill_end;
+        if self.rules.insert_after_prefill && computed_tokens <= st.prefill_end && !(chunk && self.checkpoint_chunks) {
+            self.insert(&mut st, req, computed_tokens);
         }
         self.reqs.put(req, st);
     }
@@ -191,7 +229,7 @@ impl PrefixCache for TreeCache {
         let mut st = self.reqs.take(req);
         // Everything computed (prompt + output − 1) enters the tree; the unaligned tail is freed.
         let computed = st.computed;
-        self.insert(&mut st, computed);
+        self.insert(&mut st, req, computed);
         self.release(st);
     }
 
@@ -199,9 +237,35 @@ impl PrefixCache for TreeCache {
         let mut st = self.reqs.take(req);
         if self.rules.insert_on_preempt {
             let computed = st.computed;
-            self.insert(&mut st, computed);
+            self.insert(&mut st, req, computed);
         }
         self.release(st);
+    }
+
+    fn follow_sglang(&mut self, rules: SglangCacheRules) {
+        if self.rules.policy == Policy::Radix {
+            self.rules.evict_deficit_only = rules.evict_shortfall;
+            self.split_prompt = rules.split_prompt;
+            self.checkpoint_chunks = true;
+        }
+    }
+
+    fn checkpoint(&mut self, req: ReqId) {
+        let Some(mut st) = self.reqs.remove(req) else { return };
+        let computed = st.computed;
+        if computed <= st.prefill_end {
+            self.insert(&mut st, req, computed);
+        }
+        self.reqs.put(req, st);
+    }
+
+    fn touch(&mut self, seq: SeqId, known: usize) -> (usize, u64) {
+        let (hit, node) = self.tree.match_prefix(&self.store, seq, known.saturating_sub(1));
+        (hit, self.tree.unlocked_above(node))
+    }
+
+    fn ensure_free(&mut self, tokens: u64) -> bool {
+        self.evict_towards(tokens)
     }
 
     fn usage(&self) -> Usage {

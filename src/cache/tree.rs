@@ -199,6 +199,20 @@ impl RadixTree {
         pos
     }
 
+    /// Tokens in unlocked nodes on the path from `node` up to the root: what locking `node`
+    /// would move from evictable to protected.
+    pub fn unlocked_above(&self, mut node: NodeId) -> u64 {
+        let mut unlocked = 0;
+        while node != ROOT {
+            let n = &self.nodes[node as usize];
+            if n.lock_ref == 0 {
+                unlocked += n.len as u64;
+            }
+            node = n.parent;
+        }
+        unlocked
+    }
+
     /// SGLang `match_prefix`: longest cached prefix of `seq[..len]`, splitting a partially
     /// matched node and refreshing the access time of the path. Does not lock.
     pub fn match_prefix(&mut self, store: &TokenStore, seq: SeqId, len: usize) -> (usize, NodeId) {

@@ -44,6 +44,7 @@ pub struct Sglang {
     chunked: Option<ReqId>,
     batch_is_full: bool,
     ratio: f64,
+    init_ratio: f64,
     min_ratio: f64,
     decay: f64,
     rng: StdRng,
@@ -63,6 +64,7 @@ impl Sglang {
             chunked: None,
             batch_is_full: false,
             ratio: init,
+            init_ratio: init,
             min_ratio,
             decay: (init - min_ratio) / DECAY_STEPS,
             rng: StdRng::seed_from_u64(cfg.seed),
@@ -78,7 +80,20 @@ impl Sglang {
         r.output_len.saturating_sub(r.generated) as u64
     }
 
-    fn order_waiting(&mut self, reqs: &[ReqRt], cache: &dyn PrefixCache) {
+    fn order_waiting(&mut self, reqs: &[ReqRt], cache: &mut dyn PrefixCache) {
+        let cache_aware = match self.cfg.schedule_policy {
+            SchedulePolicy::Lpm => self.waiting.len() <= LPM_FALLBACK_WAITING,
+            SchedulePolicy::DfsWeight => true,
+            _ => false,
+        };
+        if cache_aware {
+            // `_compute_prefix_matches` matches every waiting request against the tree.
+            for &id in &self.waiting {
+                let r = &reqs[id as usize];
+                cache.touch(r.seq, r.num_tokens as usize);
+            }
+        }
+        let cache: &dyn PrefixCache = cache;
         match self.cfg.schedule_policy {
             SchedulePolicy::Fcfs => {}
             SchedulePolicy::Lpm => {
@@ -168,144 +183,239 @@ impl Sglang {
         out
     }
 
-    /// Forms a prefill batch; false when there is none.
+    /// Tokens a running request reserves for its remaining outputs (SGLang
+    /// `_get_running_request_total_token_offset`): clipped, scaled by new_token_ratio — or, for
+    /// an ignore-EOS request (all of cachesim's), in full where the bundle says so.
+    fn running_reserve(&self, r: &ReqRt) -> f64 {
+        let ratio = if self.cfg.rules.sglang_ignore_eos_full_reserve { 1.0 } else { self.ratio };
+        Self::remaining_new(r).min(CLIP_MAX_NEW) as f64 * ratio
+    }
+
+    /// Forms a prefill batch (SGLang `_get_new_batch_prefill_raw` with its `PrefillAdder`);
+    /// false when there is none. Requests are matched, checked and pinned one by one; slots are
+    /// allocated for the whole batch at the end, as `prepare_for_extend` does.
     fn prefill(&mut self, s: &mut Step) -> bool {
         let (now, reqs, cache, out) = (s.now, &mut *s.reqs, &mut *s.cache, &mut *s.out);
+        let rules = self.cfg.rules;
+        if self.running.is_empty() {
+            self.batch_is_full = false;
+        }
         if (self.batch_is_full || self.waiting.is_empty()) && self.chunked.is_none() {
             return false;
         }
-        let u = cache.usage();
-        let free = u.capacity_tokens.map_or(f64::INFINITY, |c| (c - u.used_tokens + u.evictable_tokens) as f64);
-        let reserved: f64 = self
-            .running
-            .iter()
-            .chain(&self.prefilled)
-            .map(|&id| Self::remaining_new(&reqs[id as usize]).min(CLIP_MAX_NEW) as f64 * self.ratio)
-            .sum();
-        let mut rem_total = free - reserved;
-        let mut cur_rem = free;
-        let mut rem_input = self.cfg.max_prefill_tokens as f64;
-        let mut rem_chunk =
-            if self.cfg.chunked_prefill_size == 0 { f64::INFINITY } else { self.cfg.chunked_prefill_size as f64 };
-        let page = self.page();
-        // 1. The in-progress chunked request.
-        if let Some(c) = self.chunked {
+        let max_running = self.cfg.max_num_seqs as usize;
+        if self.chunked.is_none() && self.running.len() >= max_running {
+            self.batch_is_full = true;
+            return false;
+        }
+        self.order_waiting(reqs, cache);
+        let mut b = Budget {
+            total_offset: self.running.iter().map(|&id| self.running_reserve(&reqs[id as usize])).sum(),
+            current_offset: 0.0,
+            rem_input: self.cfg.max_prefill_tokens as i64,
+            rem_chunk: (self.cfg.chunked_prefill_size > 0).then_some(self.cfg.chunked_prefill_size as i64),
+            page: self.page(),
+            page_reserve: if rules.sglang_prefill_budget_pages { self.page() } else { 0 },
+        };
+        let mut plan: Vec<(ReqId, u64)> = Vec::new();
+        // 1. The in-progress chunked request (`add_chunked_req`).
+        if let (Some(c), Some(chunk)) = (self.chunked, b.rem_chunk) {
             let r = reqs[c as usize];
-            let remaining = (r.num_tokens - r.num_computed) as u64;
-            let room = rem_chunk.min(rem_total).max(0.0) as u64;
-            let n = if remaining <= room { remaining } else { room / page * page };
-            if n > 0 && cache.grow(c, (r.num_computed as u64 + n) as usize) {
-                out.push(c, &r, n as u32);
-                rem_total -= n as f64;
-                cur_rem -= n as f64;
-                rem_input -= n as f64;
-                rem_chunk -= n as f64;
-                if n == remaining {
-                    self.chunked = None;
-                    self.prefilled.push(c);
+            let remaining = (r.num_tokens - r.num_computed) as i64;
+            let mut avail = chunk;
+            if rules.sglang_prefill_budget_pages {
+                let by_memory = b.remaining_total(cache).floor() as i64;
+                if by_memory > 0 {
+                    avail = avail.min(by_memory);
                 }
             }
+            let n = remaining.min(avail).max(0) as u64;
+            let truncated = remaining > avail;
+            b.reserve(n, if truncated { 0 } else { (r.output_len as u64).min(CLIP_MAX_NEW) });
+            plan.push((c, n));
+            if !truncated {
+                self.chunked = None;
+                self.prefilled.push(c);
+            }
         }
-        // 2. Waiting requests in policy order.
-        self.order_waiting(reqs, cache);
+        // 2. Waiting requests in policy order (`add_one_req`).
         let mut taken = 0usize;
-        let running_bs = self.running.len() + self.prefilled.len() + self.chunked.iter().count();
-        while taken < self.waiting.len()
-            && self.chunked.is_none()
-            && rem_total > 0.0
-            && cur_rem > 0.0
-            && rem_input > 0.0
-            && rem_chunk > 0.0
-        {
-            if out.items.len() >= (self.cfg.max_num_seqs as usize).saturating_sub(running_bs) {
+        while taken < self.waiting.len() {
+            if b.state(cache) == Verdict::Other {
+                break;
+            }
+            if plan.len() >= max_running.saturating_sub(self.running.len()) {
                 self.batch_is_full = true;
                 break;
             }
             let id = self.waiting[taken];
             let r = reqs[id as usize];
             let known = r.num_tokens as usize;
-            let hit = cache.peek(r.seq, known);
+            // `init_next_round_input` matches the request against the tree.
+            let (hit, pinned) = cache.touch(r.seq, known);
             let extend = (known - hit) as u64;
-            let max_new = Self::remaining_new(&r);
-            if (extend + max_new.min(CLIP_MAX_NEW)) as f64 >= rem_total {
-                self.batch_is_full = true;
+            let input = extend.div_ceil(b.page) * b.page;
+            let check_new =
+                if rules.sglang_prefill_budget_pages { Self::remaining_new(&r) } else { r.output_len as u64 };
+            let total = (extend + check_new.min(CLIP_MAX_NEW) + b.page_reserve) as f64;
+            let verdict = if !rules.sglang_truncate_to_chunk
+                && (total >= b.remaining_total(cache) || (input as i64 >= b.rem_input && !plan.is_empty()))
+            {
+                if total >= b.remaining_total(cache) {
+                    Verdict::NoToken
+                } else {
+                    Verdict::Other
+                }
+            } else if total >= b.remaining_total(cache) - pinned as f64 {
+                // Checked with the match pinned (`_lock_node`): its evictable part is not free.
+                Verdict::NoToken
+            } else if input as i64 >= b.rem_input
+                && !plan.is_empty()
+                && (b.rem_chunk.is_none() || !rules.sglang_truncate_to_chunk)
+            {
+                Verdict::Other
+            } else {
+                Verdict::Continue
+            };
+            if verdict != Verdict::Continue {
+                if verdict == Verdict::NoToken {
+                    self.batch_is_full = !plan.is_empty() || !self.running.is_empty();
+                }
                 break;
             }
-            if (extend.div_ceil(page) * page) as f64 >= rem_input && !out.items.is_empty() {
-                break;
-            }
-            let whole = (extend as f64) <= rem_chunk;
-            let n = if whole { extend } else { (rem_chunk as u64) / page * page };
+            let (n, chunked) = match b.rem_chunk {
+                Some(chunk) if input as i64 > chunk => {
+                    let n = if rules.sglang_truncate_to_chunk {
+                        let n = chunk as u64 / b.page * b.page;
+                        ((hit as u64 + n) / b.page * b.page).saturating_sub(hit as u64)
+                    } else {
+                        (chunk + 1).saturating_sub(b.page as i64).max(0) as u64
+                    };
+                    (n, true)
+                }
+                _ => (extend, false),
+            };
             if n == 0 {
                 break;
             }
-            let Some(a) = cache.admit(id, r.seq, known, n as usize) else {
-                self.batch_is_full = true;
-                break;
-            };
+            // Pin the match now; slots come with the whole batch's allocation below.
+            let Some(a) = cache.admit(id, r.seq, known, 0) else { break };
+            debug_assert_eq!(a.hit_tokens, hit, "peek and match disagree");
             reqs[id as usize].admitted_with(a.hit_tokens, now);
-            let rr = reqs[id as usize];
-            let n = (a.allocated_tokens - a.hit_tokens) as u64;
-            out.push(id, &rr, n as u32);
+            plan.push((id, n));
             taken += 1;
-            rem_input -= n as f64;
-            rem_chunk -= n as f64;
-            cur_rem -= n as f64;
-            if whole {
-                rem_total -= (extend + max_new.min(CLIP_MAX_NEW)) as f64;
-                self.prefilled.push(id);
-            } else {
-                rem_total -= n as f64;
+            b.reserve(n, if chunked { 0 } else { (r.output_len as u64).min(CLIP_MAX_NEW) });
+            if chunked {
                 self.chunked = Some(id);
+            } else {
+                self.prefilled.push(id);
+            }
+            match b.state(cache) {
+                Verdict::Continue => {}
+                Verdict::NoToken => {
+                    self.batch_is_full = true;
+                    break;
+                }
+                Verdict::Other => break,
             }
         }
         self.waiting.drain(..taken);
+        // `alloc_for_extend`: one allocation for the batch (evicting once; with pages above one
+        // token, for a page more per request: `alloc_paged_token_slots_extend`), then each's.
+        let over = if b.page > 1 { plan.len() as u64 * b.page } else { 0 };
+        cache.ensure_free(plan.iter().map(|&(_, n)| n).sum::<u64>() + over);
+        for &(id, n) in &plan {
+            let r = reqs[id as usize];
+            if cache.grow(id, (r.num_computed as u64 + n) as usize) {
+                out.push(id, &r, n as u32);
+            } else {
+                // Beyond what the budget allows (cannot happen with SGLang's budget): back to waiting.
+                self.chunked = self.chunked.filter(|&c| c != id);
+                self.prefilled.retain(|&x| x != id);
+                cache.preempt(id);
+                reqs[id as usize].preempted();
+                self.waiting.insert(0, id);
+            }
+        }
         !out.items.is_empty()
     }
 
-    /// Retracts requests until one more token each fits; returns how many were retracted.
-    fn make_decode_room(&mut self, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache) -> u32 {
+    /// Tokens the next decode step of `ids` allocates (a page for each request at a page end).
+    fn decode_need(&self, reqs: &[ReqRt], ids: &[ReqId]) -> u64 {
         let page = self.page();
+        ids.iter().filter(|&&id| (reqs[id as usize].num_computed as u64).is_multiple_of(page)).count() as u64 * page
+    }
+
+    /// `update_running_batch`: if the next decode does not fit after eviction, retracts requests
+    /// (`retract_decode`) — fewest outputs first, longest prompt on ties, the later in the batch
+    /// among equals — each followed by an eviction of `remaining × SGLANG_RETRACT_DECODE_STEPS`
+    /// tokens, and re-estimates new_token_ratio; the kept requests stay in retraction order.
+    /// Returns how many were retracted.
+    fn make_decode_room(&mut self, reqs: &mut [ReqRt], cache: &mut dyn PrefixCache) -> u32 {
+        let need = self.decode_need(reqs, &self.running);
+        if cache.ensure_free(need) {
+            return 0;
+        }
+        let rules = self.cfg.rules;
+        let mut keep = self.running.clone();
+        // Stable sort, most preferred to keep first; victims are popped from the end.
+        keep.sort_by_key(|&id| {
+            let r = &reqs[id as usize];
+            std::cmp::Reverse((r.generated, std::cmp::Reverse(r.prompt_len)))
+        });
         let mut retracted = 0;
         loop {
-            let need: u64 =
-                self.running.iter().filter(|&&id| (reqs[id as usize].num_computed as u64).is_multiple_of(page)).count()
-                    as u64
-                    * page;
-            let u = cache.usage();
-            let room = u.capacity_tokens.map_or(u64::MAX, |c| c - u.used_tokens + u.evictable_tokens);
-            if room >= need || self.running.len() <= 1 {
-                return retracted;
+            if retracted > 0 {
+                let short = if rules.sglang_retract_until_fits {
+                    let need = self.decode_need(reqs, &keep);
+                    !cache.ensure_free(need)
+                } else {
+                    let u = cache.usage();
+                    let free = u.capacity_tokens.map_or(u64::MAX, |c| c - u.used_tokens);
+                    free < keep.len() as u64 * RETRACT_DECODE_STEPS as u64
+                };
+                if !short {
+                    break;
+                }
             }
-            // Victim: fewest outputs, then longest prompt.
-            let (pos, _) = self
-                .running
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, &id)| {
-                    let r = &reqs[id as usize];
-                    (r.generated, std::cmp::Reverse(r.prompt_len), std::cmp::Reverse(id))
-                })
-                .expect("more than one running request");
-            let victim = self.running.remove(pos);
+            if keep.len() <= 1 {
+                break;
+            }
+            let victim = keep.pop().expect("more than one request");
             cache.preempt(victim);
             reqs[victim as usize].preempted();
             self.waiting.push(victim);
-            self.batch_is_full = false;
             retracted += 1;
-            let (out_sum, max_sum) = self.running.iter().fold((0u64, 0u64), |(o, m), &id| {
-                let r = &reqs[id as usize];
-                (o + r.generated as u64, m + r.output_len as u64)
-            });
-            self.ratio =
-                ((out_sum as f64 + RETRACT_DECODE_STEPS * self.running.len() as f64) / (max_sum as f64 + 1.0)).min(1.0);
+            // `release_req`: use the newly evictable memory at once.
+            cache.ensure_free(keep.len() as u64 * RETRACT_DECODE_STEPS as u64);
         }
+        if retracted == 0 {
+            return 0;
+        }
+        self.running = keep;
+        self.batch_is_full = false;
+        let (out_sum, max_sum) = self.running.iter().fold((0u64, 0u64), |(o, m), &id| {
+            let r = &reqs[id as usize];
+            (o + r.generated as u64, m + r.output_len as u64)
+        });
+        let denominator = max_sum as f64 + if rules.sglang_retract_until_fits { 1.0 } else { 0.0 };
+        self.ratio =
+            ((out_sum as f64 + RETRACT_DECODE_STEPS * self.running.len() as f64) / denominator.max(1.0)).min(1.0);
+        retracted
     }
 
     fn decode(&mut self, s: &mut Step) {
         let (reqs, cache, out) = (&mut *s.reqs, &mut *s.cache, &mut *s.out);
+        if self.running.is_empty() {
+            return;
+        }
         let retracted = self.make_decode_room(reqs, cache);
         out.preempted += retracted;
+        let page = self.page();
+        if page > 1 {
+            // `alloc_paged_token_slots_decode` evicts for a page per request.
+            cache.ensure_free(self.running.len() as u64 * page);
+        }
         let mut i = 0;
         while i < self.running.len() {
             let id = self.running[i];
@@ -314,7 +424,7 @@ impl Sglang {
                 out.push(id, &r, 1);
                 i += 1;
             } else {
-                // A page boundary the room check did not foresee: retract this one too.
+                // Even a lone request does not fit (SGLang aborts it): retract it.
                 self.running.remove(i);
                 cache.preempt(id);
                 reqs[id as usize].preempted();
@@ -328,6 +438,64 @@ impl Sglang {
     }
 }
 
+/// Whether the prefill pass may go on (SGLang `AddReqResult`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Continue,
+    /// Out of memory budget: the batch is full until a request leaves.
+    NoToken,
+    /// Out of input or chunk budget.
+    Other,
+}
+
+/// One prefill pass's budgets (SGLang `PrefillBudget`; 0.4.10's `PrefillAdder` offsets): the KV
+/// budget is the live free + evictable tokens less what running requests and admitted ones
+/// have reserved; the compute budgets count tokens of this pass.
+struct Budget {
+    total_offset: f64,
+    current_offset: f64,
+    rem_input: i64,
+    rem_chunk: Option<i64>,
+    page: u64,
+    /// The page each admitted request also reserves (0 before the 2026 `PrefillBudget`).
+    page_reserve: u64,
+}
+
+impl Budget {
+    fn live(cache: &dyn PrefixCache) -> f64 {
+        let u = cache.usage();
+        u.capacity_tokens.map_or(f64::INFINITY, |c| (c - u.used_tokens + u.evictable_tokens) as f64)
+    }
+
+    fn remaining_total(&self, cache: &dyn PrefixCache) -> f64 {
+        Self::live(cache) - self.total_offset
+    }
+
+    /// `reserve` / `_update_prefill_budget` for `n` new tokens and `max_new` outputs.
+    fn reserve(&mut self, n: u64, max_new: u64) {
+        let n = n.div_ceil(self.page) * self.page;
+        let immediate = (n + self.page_reserve) as f64;
+        self.total_offset += immediate + max_new as f64;
+        self.current_offset += immediate;
+        self.rem_input -= n as i64;
+        if let Some(c) = self.rem_chunk.as_mut() {
+            *c -= n as i64;
+        }
+    }
+
+    /// `budget_state`.
+    fn state(&self, cache: &dyn PrefixCache) -> Verdict {
+        let live = Self::live(cache);
+        if live - self.total_offset <= 0.0 || live - self.current_offset <= 0.0 {
+            Verdict::NoToken
+        } else if self.rem_input <= 0 || self.rem_chunk.is_some_and(|c| c <= 0) {
+            Verdict::Other
+        } else {
+            Verdict::Continue
+        }
+    }
+}
+
 impl Scheduler for Sglang {
     fn enqueue(&mut self, id: ReqId) {
         self.waiting.push(id);
@@ -335,7 +503,22 @@ impl Scheduler for Sglang {
 
     fn schedule(&mut self, s: &mut Step) {
         s.out.clear();
+        if let Some(c) = self.chunked {
+            // `stash_chunked_request`: the last chunk enters the tree; the previous prefill batch
+            // shrinks by it, which clears `batch_is_full`.
+            s.cache.checkpoint(c);
+            self.batch_is_full = false;
+        }
+        if self.running.is_empty() && !self.prefilled.is_empty() {
+            // The prefill batch becomes the running batch, a fresh one with the flag clear.
+            self.batch_is_full = false;
+        }
         self.running.append(&mut self.prefilled);
+        if self.waiting.is_empty() && self.running.is_empty() && self.chunked.is_none() {
+            // Idle: `on_idle` (0.4.10: `self_check_during_idle`) resets new_token_ratio.
+            self.ratio = self.init_ratio;
+            return;
+        }
         if self.prefill(s) {
             return;
         }
@@ -359,79 +542,4 @@ impl Scheduler for Sglang {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cache::radix::TreeCache;
-    use crate::engine::EngineKind;
-
-    fn cfg(policy: SchedulePolicy) -> EngineConfig {
-        EngineConfig {
-            engine: EngineKind::Sglang,
-            version: crate::engine::EngineVersion::newest(EngineKind::Sglang),
-            rules: crate::engine::EngineVersion::newest(EngineKind::Sglang).rules(),
-            max_num_seqs: 64,
-            max_num_batched_tokens: 16384,
-            enable_chunked_prefill: true,
-            long_prefill_token_threshold: 0,
-            chunked_prefill_size: 8192,
-            max_prefill_tokens: 16384,
-            schedule_policy: policy,
-            schedule_conservativeness: 1.0,
-            page_size: 1,
-            seed: 0,
-            overlap: false,
-        }
-    }
-
-    /// Waiting: x (shares prefix P2), a, b, c (share P1), z (no hit). dfs-weight visits the
-    /// heavier P1 subtree first, then P2, and the root's own request last; LPM sorts by hit.
-    #[test]
-    fn dfs_weight_and_lpm_orders() {
-        let p1: Vec<u32> = (0..20).collect();
-        let p2: Vec<u32> = (100..110).collect();
-        let with = |p: &[u32], tail: u32| -> Vec<u32> { p.iter().copied().chain([tail, tail + 1]).collect() };
-        let seqs = vec![
-            p1.clone(),
-            p2.clone(),
-            with(&p2, 500),
-            with(&p1, 600),
-            with(&p1, 700),
-            with(&p1, 800),
-            vec![900, 901],
-        ];
-        let store = Arc::new(TokenStore::from_seqs(&seqs));
-        let mut cache = TreeCache::sglang(store.clone(), 1, None);
-        for (id, len) in [(0u32, 20usize), (1, 10)] {
-            cache.admit(id, id, len, usize::MAX).unwrap();
-            cache.computed(id, len);
-            cache.finish(id);
-        }
-        let reqs: Vec<ReqRt> = seqs.iter().enumerate().map(|(i, s)| ReqRt::new(i as u32, s.len() as u32, 1)).collect();
-        let mut s = Sglang::new(cfg(SchedulePolicy::DfsWeight), store.clone());
-        s.waiting = vec![2, 3, 4, 5, 6];
-        assert_eq!(s.dfs_weight_order(&reqs, &cache), vec![3, 4, 5, 2, 6]);
-        let mut lpm = Sglang::new(cfg(SchedulePolicy::Lpm), store);
-        lpm.waiting = vec![6, 2, 3, 4, 5];
-        lpm.order_waiting(&reqs, &cache);
-        assert_eq!(lpm.waiting, vec![3, 4, 5, 2, 6]);
-    }
-
-    /// LPM's in-batch deprioritisation: of two uncached requests sharing ≥ 32 tokens, the
-    /// later one goes last, behind even requests without any hit.
-    #[test]
-    fn lpm_deprioritises_in_queue_duplicates() {
-        let shared: Vec<u32> = (0..40).collect();
-        let seqs = vec![
-            shared.iter().copied().chain([1000]).collect::<Vec<u32>>(),
-            vec![2000, 2001],
-            shared.iter().copied().chain([3000]).collect(),
-        ];
-        let store = Arc::new(TokenStore::from_seqs(&seqs));
-        let cache = TreeCache::sglang(store.clone(), 1, None);
-        let reqs: Vec<ReqRt> = seqs.iter().enumerate().map(|(i, s)| ReqRt::new(i as u32, s.len() as u32, 1)).collect();
-        let mut lpm = Sglang::new(cfg(SchedulePolicy::Lpm), store);
-        lpm.waiting = vec![0, 2, 1];
-        lpm.order_waiting(&reqs, &cache);
-        assert_eq!(lpm.waiting, vec![0, 1, 2]);
-    }
-}
+mod tests;

@@ -18,8 +18,8 @@ pub enum EngineVersion {
     VllmV0,
     /// SGLang 0.5 (0.5.23's scheduling code).
     Sglang05,
-    /// SGLang 0.4 (the 2025 scheduling rules).
-    Sglang04,
+    /// SGLang through 0.5.1 (2025): 0.4.10's scheduling code, which 0.5.1 keeps for every rule here.
+    Sglang051,
     /// LightLLM's main branch at fc72ffab (2025-07-11; package version 1.0.1, but its router
     /// differs from the v1.0.1 tag's, which paused one request per step by id).
     LightllmMain2507,
@@ -41,6 +41,49 @@ pub struct Rules {
     /// against the KV budget (`gpu_worker.py` `determine_available_memory`); on by default
     /// since PR #38284 (v0.21, `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`), off before.
     pub vllm_cudagraph_memory_estimate: bool,
+    /// SGLang: a running `ignore_eos` request reserves its remaining outputs at ratio 1.0, not at
+    /// `new_token_ratio` (`schedule_policy.py` `PrefillAdder._get_running_request_total_token_offset`,
+    /// 0.5.23; 0.4.10 scales every request by the ratio).
+    pub sglang_ignore_eos_full_reserve: bool,
+    /// SGLang's `PrefillBudget` (`mem_cache/prefill_budget.py`, 0.5.23): every admitted request
+    /// also reserves one page; a waiting request is checked against its remaining outputs; the
+    /// in-progress chunk is cut to the remaining memory budget. 0.4.10 (`PrefillAdder`
+    /// `_update_prefill_budget`, `add_chunked_req`) reserves no page and cuts only to the chunk.
+    pub sglang_prefill_budget_pages: bool,
+    /// SGLang `PrefillAdder._select_prefill_admission` (0.5.23): with chunking on, a prompt over
+    /// the remaining input budget is truncated to the chunk; only without chunking does it end the
+    /// batch. 0.4.10 `add_one_req` ends the batch in both cases (unless the batch is empty).
+    pub sglang_truncate_to_chunk: bool,
+    /// SGLang `evict_from_tree_cache` / `evict_to_free_tokens` (0.5.23) evicts only the shortfall
+    /// `n − available`; 0.4.10 `_evict_tree_cache_if_needed` asks the tree for all `n`.
+    pub sglang_evict_shortfall: bool,
+    /// SGLang `RadixCache.checkpoint` (`_insert_cache(split_prompt=True)`, 0.5.23) splits the
+    /// inserted path at the prompt's end, so eviction can drop outputs and keep the prompt;
+    /// 0.4.10 `cache_finished_req` inserts one node.
+    pub sglang_split_prompt: bool,
+    /// SGLang `ScheduleBatch.retract_decode` (0.5.23) retracts until one more decode step fits
+    /// (`check_decode_mem`) and estimates the new ratio over `Σ max_new + 1`; 0.4.10 retracts
+    /// until `SGLANG_RETRACT_DECODE_STEPS` (20) tokens per remaining request are free, over `Σ max_new`.
+    pub sglang_retract_until_fits: bool,
+    /// SGLang's default `mem_fraction_static` (`arg_groups/memory_hook.py`
+    /// `_handle_gpu_memory_settings`, 0.5.23) reserves 512 MiB + 1.5 MiB per activation token
+    /// (`max(chunked_prefill_size, 2048)`, or `max_prefill_tokens` with chunking off) + 2 MiB per
+    /// decode CUDA graph + TP/8 GiB, at least 10 GiB above 60 GiB; 0.4.10
+    /// (`server_args.__post_init__`) reserves a fixed amount by GPU memory.
+    pub sglang_reserve_by_chunk: bool,
+    /// SGLang `KVCacheConfigurator.resolve_max_num_reqs` (0.5.23) caps a user's
+    /// `--max-running-requests` at token capacity / 2; 0.4.10 (`TpModelWorker`) takes it as given.
+    pub sglang_cap_running_by_tokens: bool,
+}
+
+impl Rules {
+    /// The radix-cache rules of an SGLang bundle.
+    pub fn sglang_cache(&self) -> crate::cache::SglangCacheRules {
+        crate::cache::SglangCacheRules {
+            evict_shortfall: self.sglang_evict_shortfall,
+            split_prompt: self.sglang_split_prompt,
+        }
+    }
 }
 
 impl EngineVersion {
@@ -50,7 +93,7 @@ impl EngineVersion {
         EngineVersion::Vllm018,
         EngineVersion::VllmV0,
         EngineVersion::Sglang05,
-        EngineVersion::Sglang04,
+        EngineVersion::Sglang051,
         EngineVersion::LightllmMain2507,
     ];
 
@@ -61,7 +104,7 @@ impl EngineVersion {
             EngineVersion::Vllm018 => "vllm@0.18",
             EngineVersion::VllmV0 => "vllm-v0@0.6",
             EngineVersion::Sglang05 => "sglang@0.5",
-            EngineVersion::Sglang04 => "sglang@0.4",
+            EngineVersion::Sglang051 => "sglang@0.5.1",
             EngineVersion::LightllmMain2507 => "lightllm@main-2025-07",
         }
     }
@@ -79,8 +122,17 @@ impl EngineVersion {
                  every freed block to the tail; gpu_memory_utilization 0.9, no CUDA-graph estimate"
             }
             EngineVersion::VllmV0 => "the V0 engine (--engine vllm-v0): whole prompts first, 1% block watermark",
-            EngineVersion::Sglang05 => "default for sglang: 0.5.23's scheduling code",
-            EngineVersion::Sglang04 => "SGLang's 2025 rules",
+            EngineVersion::Sglang05 => {
+                "default for sglang: 0.5.23's scheduling code: running ignore_eos requests reserve their \
+                 outputs in full; one page reserved per admitted request; long prompts cut to the chunk; \
+                 eviction of the shortfall only; prompt/output split in the tree; retraction until a decode fits; \
+                 memory reserve from the chunk in use; max_running_requests capped at tokens / 2"
+            }
+            EngineVersion::Sglang051 => {
+                "SGLang through 0.5.1 (0.4.10's scheduling code, 2025): every reservation scaled by new_token_ratio; \
+                 a prompt over the input budget ends the batch; eviction of the whole request; retraction \
+                 until 20 tokens per request are free; memory reserve fixed by GPU size"
+            }
             EngineVersion::LightllmMain2507 => {
                 "default for lightllm: main at fc72ffab (2025-07-11), pauses one request per _can_decode check"
             }
@@ -92,7 +144,7 @@ impl EngineVersion {
         match self {
             EngineVersion::Vllm033 | EngineVersion::Vllm018 => EngineKind::Vllm,
             EngineVersion::VllmV0 => EngineKind::VllmV0,
-            EngineVersion::Sglang05 | EngineVersion::Sglang04 => EngineKind::Sglang,
+            EngineVersion::Sglang05 | EngineVersion::Sglang051 => EngineKind::Sglang,
             EngineVersion::LightllmMain2507 => EngineKind::Lightllm,
         }
     }
@@ -109,6 +161,14 @@ impl EngineVersion {
             vllm_free_unhashed_first: true,
             gpu_memory_utilization: 0.92,
             vllm_cudagraph_memory_estimate: true,
+            sglang_ignore_eos_full_reserve: true,
+            sglang_prefill_budget_pages: true,
+            sglang_truncate_to_chunk: true,
+            sglang_evict_shortfall: true,
+            sglang_split_prompt: true,
+            sglang_retract_until_fits: true,
+            sglang_reserve_by_chunk: true,
+            sglang_cap_running_by_tokens: true,
         };
         match self {
             EngineVersion::Vllm033 => newest,
@@ -117,8 +177,20 @@ impl EngineVersion {
                 vllm_free_unhashed_first: false,
                 gpu_memory_utilization: 0.9,
                 vllm_cudagraph_memory_estimate: false,
+                ..newest
             },
-            EngineVersion::Sglang05 | EngineVersion::Sglang04 | EngineVersion::LightllmMain2507 => newest,
+            EngineVersion::Sglang05 | EngineVersion::LightllmMain2507 => newest,
+            EngineVersion::Sglang051 => Rules {
+                sglang_ignore_eos_full_reserve: false,
+                sglang_prefill_budget_pages: false,
+                sglang_truncate_to_chunk: false,
+                sglang_evict_shortfall: false,
+                sglang_split_prompt: false,
+                sglang_retract_until_fits: false,
+                sglang_reserve_by_chunk: false,
+                sglang_cap_running_by_tokens: false,
+                ..newest
+            },
         }
     }
 }

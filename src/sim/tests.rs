@@ -340,9 +340,12 @@ fn sglang_retracts_the_request_with_the_fewest_outputs() {
     // A pool of 64 tokens. A (prompt 8, 30 outputs) starts first. At 0.05 s SGLang admits B
     // (12 prompt + 30 reserved outputs fit in what is left) but not C. A and B together outgrow
     // the pool (37 + 41 tokens of KV): the victim is the one with the fewest outputs, B, which
-    // goes to the end of the waiting queue and is prefilled again later.
+    // goes to the end of the waiting queue and is prefilled again later. (SGLang 0.5.1's rules:
+    // 0.5 reserves a running ignore-EOS request's outputs in full, which never over-commits.)
     let w = workload(&[((0..8).collect(), 30), ((100..112).collect(), 30), ((200..208).collect(), 30)]);
     let mut c = sglang_cfg(8, 0, Some(64));
+    c.engine.version = crate::engine::EngineVersion::Sglang051;
+    c.engine.rules = c.engine.version.rules();
     c.engine.schedule_conservativeness = 0.0; // reserve nothing for future decodes: admit all three
     let r =
         run(&w, &[(0, 0.0), (1, 0.05), (2, 0.05)], &c, &COST, Keep { steps: true, tokens: true, ..Keep::default() });

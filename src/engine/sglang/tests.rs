@@ -1,0 +1,266 @@
+//! SGLang scheduler tests: queue orders, and one hand-computed scenario per rule of
+//! ENGINE_SPEC §3 that the golden schedules (tests/golden_sglang.rs) do not exercise.
+
+use super::*;
+use crate::cache::radix::TreeCache;
+use crate::cache::{CacheSpec, Policy, SglangCacheRules};
+use crate::engine::{EngineKind, EngineVersion};
+use crate::sim::{self, Keep, SimConfig, SimResult};
+use crate::trace::{self, ReadOptions};
+use crate::workload::{build, BuildOptions, Workload};
+
+fn cfg(policy: SchedulePolicy) -> EngineConfig {
+    EngineConfig {
+        engine: EngineKind::Sglang,
+        version: crate::engine::EngineVersion::newest(EngineKind::Sglang),
+        rules: crate::engine::EngineVersion::newest(EngineKind::Sglang).rules(),
+        max_num_seqs: 64,
+        max_num_batched_tokens: 16384,
+        enable_chunked_prefill: true,
+        long_prefill_token_threshold: 0,
+        chunked_prefill_size: 8192,
+        max_prefill_tokens: 16384,
+        schedule_policy: policy,
+        schedule_conservativeness: 1.0,
+        page_size: 1,
+        seed: 0,
+        overlap: false,
+    }
+}
+
+/// Waiting: x (shares prefix P2), a, b, c (share P1), z (no hit). dfs-weight visits the
+/// heavier P1 subtree first, then P2, and the root's own request last; LPM sorts by hit.
+#[test]
+fn dfs_weight_and_lpm_orders() {
+    let p1: Vec<u32> = (0..20).collect();
+    let p2: Vec<u32> = (100..110).collect();
+    let with = |p: &[u32], tail: u32| -> Vec<u32> { p.iter().copied().chain([tail, tail + 1]).collect() };
+    let seqs =
+        vec![p1.clone(), p2.clone(), with(&p2, 500), with(&p1, 600), with(&p1, 700), with(&p1, 800), vec![900, 901]];
+    let store = Arc::new(TokenStore::from_seqs(&seqs));
+    let mut cache = TreeCache::sglang(store.clone(), 1, None);
+    for (id, len) in [(0u32, 20usize), (1, 10)] {
+        cache.admit(id, id, len, usize::MAX).unwrap();
+        cache.computed(id, len);
+        cache.finish(id);
+    }
+    let reqs: Vec<ReqRt> = seqs.iter().enumerate().map(|(i, s)| ReqRt::new(i as u32, s.len() as u32, 1)).collect();
+    let mut s = Sglang::new(cfg(SchedulePolicy::DfsWeight), store.clone());
+    s.waiting = vec![2, 3, 4, 5, 6];
+    assert_eq!(s.dfs_weight_order(&reqs, &cache), vec![3, 4, 5, 2, 6]);
+    let mut lpm = Sglang::new(cfg(SchedulePolicy::Lpm), store);
+    lpm.waiting = vec![6, 2, 3, 4, 5];
+    lpm.order_waiting(&reqs, &mut cache);
+    assert_eq!(lpm.waiting, vec![3, 4, 5, 2, 6]);
+}
+
+/// LPM's in-batch deprioritisation: of two uncached requests sharing ≥ 32 tokens, the
+/// later one goes last, behind even requests without any hit.
+#[test]
+fn lpm_deprioritises_in_queue_duplicates() {
+    let shared: Vec<u32> = (0..40).collect();
+    let seqs = vec![
+        shared.iter().copied().chain([1000]).collect::<Vec<u32>>(),
+        vec![2000, 2001],
+        shared.iter().copied().chain([3000]).collect(),
+    ];
+    let store = Arc::new(TokenStore::from_seqs(&seqs));
+    let mut cache = TreeCache::sglang(store.clone(), 1, None);
+    let reqs: Vec<ReqRt> = seqs.iter().enumerate().map(|(i, s)| ReqRt::new(i as u32, s.len() as u32, 1)).collect();
+    let mut lpm = Sglang::new(cfg(SchedulePolicy::Lpm), store);
+    lpm.waiting = vec![0, 2, 1];
+    lpm.order_waiting(&reqs, &mut cache);
+    assert_eq!(lpm.waiting, vec![0, 1, 2]);
+}
+
+/// A workload of (prompt token ids, output length) requests.
+fn workload(reqs: &[(Vec<u32>, u32)]) -> Workload {
+    let mut doc = String::new();
+    for (ids, out) in reqs {
+        doc.push_str(&serde_json::json!({"prompt_ids": ids, "output_len": out}).to_string());
+        doc.push('\n');
+    }
+    let file = trace::parse(std::path::Path::new("t.jsonl"), doc.as_bytes(), &ReadOptions::default()).unwrap();
+    build(file, &BuildOptions::default()).unwrap()
+}
+
+/// Distinct tokens `[base, base + n)`.
+fn toks(base: u32, n: u32) -> Vec<u32> {
+    (base..base + n).collect()
+}
+
+/// Runs `sends` on SGLang with bundle `v`, a pool of `pool` tokens, chunk `chunk`, prefill cap
+/// `max_prefill`.
+fn run(w: &Workload, sends: &[(u32, f64)], v: EngineVersion, pool: u64, chunk: u32, max_prefill: u32) -> SimResult {
+    let mut engine = cfg(SchedulePolicy::Fcfs);
+    engine.version = v;
+    engine.rules = v.rules();
+    engine.chunked_prefill_size = chunk;
+    engine.max_prefill_tokens = max_prefill;
+    let c = SimConfig {
+        engine,
+        cache: CacheSpec { policy: Policy::Radix, block_size: None, page_size: Some(1), capacity_tokens: Some(pool) },
+        max_concurrency: None,
+        request_overhead_s: 0.0,
+        limits: None,
+    };
+    let cost =
+        crate::cost::Affine { base_s: 0.01, per_prefill_token_s: 0.0, per_decode_seq_s: 0.0, per_ctx_token_s: 0.0 };
+    sim::run(w, sends, &c, &cost, Keep { schedule: true, ..Keep::default() })
+}
+
+fn retractions(r: &SimResult) -> usize {
+    r.schedule.iter().map(|s| s.preempted.len()).sum()
+}
+
+/// `_select_prefill_admission` (0.5): with chunking on, a prompt over the remaining input budget
+/// is cut to the chunk. Chunk 512, max_prefill_tokens 600: A (300) is admitted whole, leaving 300
+/// input and 212 chunk tokens; B (400 ≥ 300) gets 212 tokens in 0.5, ends the batch in 0.4.
+#[test]
+fn a_prompt_over_the_input_budget_is_cut_to_the_chunk() {
+    let w = workload(&[(toks(0, 300), 2), (toks(1000, 400), 2)]);
+    let sends = [(0, 0.0), (1, 0.0)];
+    let new = run(&w, &sends, EngineVersion::Sglang05, 100_000, 512, 600);
+    assert_eq!(new.schedule[0].items, vec![(0, 300, 0), (1, 212, 0)]);
+    let old = run(&w, &sends, EngineVersion::Sglang051, 100_000, 512, 600);
+    assert_eq!(old.schedule[0].items, vec![(0, 300, 0)]);
+    assert_eq!(old.schedule[1].items, vec![(1, 400, 0)], "B alone, whole, in the next prefill");
+}
+
+/// `PrefillAdder._lock_node` (0.4.10 and 0.5.23): a waiting request is checked with its matched
+/// prefix pinned, so its cached tokens no longer count as room. A (40 prompt tokens, 1 output)
+/// finishes and leaves 40 evictable tokens in an 80-token pool; B = A's prompt + 30 tokens with
+/// `out` outputs is admitted only while 30 + out (+ 1 page in 0.5) < 80 − 40 pinned. Unpinned,
+/// every B would fit the 80 free-or-evictable tokens.
+#[test]
+fn a_matched_prefix_is_pinned_while_its_request_is_checked() {
+    let a = toks(0, 40);
+    let b: Vec<u32> = a.iter().copied().chain(toks(500, 30)).collect();
+    for (v, out, admitted) in [
+        (EngineVersion::Sglang05, 8, true),
+        (EngineVersion::Sglang05, 9, false),
+        (EngineVersion::Sglang051, 9, true),
+        (EngineVersion::Sglang051, 10, false),
+    ] {
+        let w = workload(&[(a.clone(), 1), (b.clone(), out)]);
+        let r = run(&w, &[(0, 0.0), (1, 1.0)], v, 80, 512, 16384);
+        assert_eq!(r.records.len() == 2, admitted, "{v}, {out} outputs");
+        if admitted {
+            assert_eq!(r.schedule[1].items, vec![(1, 30, 40)], "{v}: admitted with its 40-token hit");
+        } else {
+            assert_eq!(r.failed, 1, "{v}: never admitted (SGLang would wait for ever)");
+        }
+    }
+}
+
+/// A cache of `pool` slots with B = prefix P (10 tokens, cached and pinned by B only) + 10
+/// private, and A = 20 private tokens (and more requests of 20 private tokens if `extra`);
+/// every slot used. B has the fewest outputs.
+fn full_pool(extra: u32, rules: SglangCacheRules) -> (Sglang, TreeCache, Vec<ReqRt>) {
+    let mut seqs: Vec<Vec<u32>> = vec![toks(0, 20), toks(100, 20)];
+    for i in 0..extra {
+        seqs.push(toks(1000 + 100 * i, 20));
+    }
+    let store = Arc::new(TokenStore::from_seqs(&seqs));
+    let pool = 40 + 20 * extra as u64;
+    let mut cache = TreeCache::sglang(store.clone(), 1, Some(pool));
+    cache.follow_sglang(rules);
+    let mut reqs = Vec::new();
+    for (id, s) in seqs.iter().enumerate() {
+        let id = id as ReqId;
+        let known = if id == 0 { 10 } else { 20 };
+        cache.admit(id, id, known, usize::MAX).unwrap();
+        cache.computed(id, known);
+        assert!(cache.grow(id, 20));
+        let mut r = ReqRt::new(id, s.len() as u32 - 5, 50);
+        r.num_tokens = 20;
+        r.num_computed = 20;
+        r.generated = if id == 0 { 1 } else { 5 + id };
+        reqs.push(r);
+    }
+    assert_eq!(
+        cache.usage(),
+        crate::cache::Usage { used_tokens: pool, evictable_tokens: 0, capacity_tokens: Some(pool) }
+    );
+    (Sglang::new(cfg(SchedulePolicy::Fcfs), store), cache, reqs)
+}
+
+/// `release_req` (0.4.10 and 0.5.23): after a retraction the tree evicts towards
+/// `remaining × SGLANG_RETRACT_DECODE_STEPS` free tokens. Retracting B frees its 10 private
+/// tokens and unpins P; then 20 free tokens are wanted for A, so P (10 tokens) is evicted at once.
+#[test]
+fn a_retraction_evicts_towards_twenty_tokens_per_remaining_request() {
+    let (mut s, mut cache, mut reqs) = full_pool(0, EngineVersion::Sglang05.rules().sglang_cache());
+    s.running = vec![1, 0];
+    assert_eq!(s.make_decode_room(&mut reqs, &mut cache), 1);
+    assert_eq!((s.running.clone(), s.waiting.clone()), (vec![1], vec![0]));
+    let u = cache.usage();
+    assert_eq!((u.used_tokens, u.evictable_tokens), (20, 0), "P was evicted right after B's retraction");
+    // new_token_ratio = (A's 6 outputs + 20) / (50 + 1).
+    assert!((s.ratio - 26.0 / 51.0).abs() < 1e-12, "{}", s.ratio);
+}
+
+/// `retract_decode`: 0.5.23 retracts until one more decode step fits; 0.4.10 until 20 tokens per
+/// remaining request are free. Three requests fill a 60-token pool: 0.5 retracts B only (20 free
+/// for 2 requests), 0.4 retracts B and then the next fewest-outputs request (20 < 2 × 20).
+#[test]
+fn retraction_stops_when_a_decode_step_fits_in_0_5() {
+    let (mut s, mut cache, mut reqs) = full_pool(1, EngineVersion::Sglang05.rules().sglang_cache());
+    s.running = vec![0, 1, 2];
+    assert_eq!(s.make_decode_room(&mut reqs, &mut cache), 1);
+    // Kept in retraction order: most outputs first.
+    assert_eq!(s.running, vec![2, 1]);
+    let (mut s, mut cache, mut reqs) = full_pool(1, EngineVersion::Sglang051.rules().sglang_cache());
+    s.cfg.rules = EngineVersion::Sglang051.rules();
+    s.running = vec![0, 1, 2];
+    assert_eq!(s.make_decode_room(&mut reqs, &mut cache), 2);
+    assert_eq!((s.running.clone(), s.waiting.clone()), (vec![2], vec![0, 1]));
+    // 0.4.10's ratio: (7 outputs + 20) / 50.
+    assert!((s.ratio - 27.0 / 50.0).abs() < 1e-12, "{}", s.ratio);
+}
+
+/// `RadixCache.checkpoint` (0.5.23) splits a finished request's path at its prompt's end: a
+/// shortfall eviction then takes only the outputs' node and keeps the prompt cached. A request
+/// with a 10-token prompt and 5 outputs leaves 14 tokens; 6 of a 20-token pool are free; making
+/// 9 free evicts the 4 output tokens (0.5) or the whole 14-token node (0.5.1).
+#[test]
+fn eviction_takes_the_outputs_before_the_prompt() {
+    for (v, evicted, prompt_kept) in [(EngineVersion::Sglang05, 4, 10), (EngineVersion::Sglang051, 14, 0)] {
+        let store = Arc::new(TokenStore::from_seqs(&[toks(0, 15), toks(0, 12)]));
+        let mut cache = TreeCache::sglang(store, 1, Some(20));
+        cache.follow_sglang(v.rules().sglang_cache());
+        cache.admit(0, 0, 10, usize::MAX).unwrap();
+        cache.computed(0, 10);
+        assert!(cache.grow(0, 14));
+        cache.computed(0, 14);
+        cache.finish(0);
+        assert_eq!(cache.usage().evictable_tokens, 14);
+        assert!(cache.ensure_free(9));
+        assert_eq!(cache.stats().evicted_tokens, evicted, "{v}");
+        assert_eq!(cache.peek(1, 12), prompt_kept, "{v}");
+        cache.check_invariants();
+    }
+}
+
+/// `Scheduler.on_idle` (0.5.23; 0.4.10 `self_check_during_idle`) resets new_token_ratio. Burst
+/// one, a 700-output request, decays the ratio to its floor (0.098). Burst two, ten requests of
+/// 100 prompt tokens and 10 outputs in a 1030-token pool, comes after an idle gap. The first pass
+/// admits nine (9 × 110 = 990; a tenth would need 110 of the 40 left). In the second pass the
+/// nine reserve 9 × 9 × ratio of their outputs: at 0.7 that leaves 73 < 110, at the floor 122 ≥
+/// 110, and the tenth would over-commit the pool. With SGLang 0.5.1's ratio-scaled reservations:
+/// no retraction with the reset; retractions without it (0.5 reserves ignore-EOS outputs fully).
+#[test]
+fn new_token_ratio_resets_when_idle() {
+    let mut reqs = vec![(toks(0, 10), 700)];
+    for i in 0..10 {
+        reqs.push((toks(10_000 + 1000 * i, 100), 10));
+    }
+    let w = workload(&reqs);
+    let sends: Vec<(u32, f64)> = (0..11).map(|i| (i, if i == 0 { 0.0 } else { 100.0 })).collect();
+    let r = run(&w, &sends, EngineVersion::Sglang051, 1030, 0, 16384);
+    assert_eq!(r.records.len(), 11);
+    assert_eq!(retractions(&r), 0);
+    let burst2: Vec<_> = r.schedule.iter().skip_while(|s| s.items.iter().all(|&(id, ..)| id == 0)).collect();
+    assert_eq!(burst2[0].items.len(), 9, "first pass: nine admitted");
+    assert!(burst2[1].items.iter().all(|&(_, n, _)| n == 1), "second pass admits none: a decode step");
+}

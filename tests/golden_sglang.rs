@@ -1,0 +1,330 @@
+//! Differential test against SGLang 0.5.23's own scheduler: every golden schedule in
+//! `../shared/golden/sglang/schedules` (written by SGLang's real `get_next_batch_to_run`,
+//! `RadixCache` and token pools, see that folder's README) is replayed through the library with
+//! the case's settings and the default bundle `sglang@0.5`, and each step must match: the
+//! scheduled requests and tokens in batch order, tokens computed before, the hit at each
+//! (re)admission, retractions, sampled and finished requests, free and evictable tokens after
+//! scheduling, and each request's first-token and finish steps. The first divergence is printed.
+//! Skipped (with a printed reason) when the golden folder is absent, unless
+//! CACHESIM_REQUIRE_DATA=1.
+
+use cachesim::config::{resolve, RunOptions};
+use cachesim::cost::Affine;
+use cachesim::engine::{EngineKind, EngineVersion, Rules, SchedulePolicy};
+use cachesim::sim::{self, Keep, ScheduledStep, SimConfig};
+use cachesim::trace::{self, ReadOptions};
+use cachesim::workload::{build, BuildOptions};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The golden folder of SGLang, or `None` (reason printed) when absent.
+fn golden_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden/sglang");
+    if dir.join("schedules").is_dir() {
+        return Some(dir);
+    }
+    if std::env::var("CACHESIM_REQUIRE_DATA").as_deref() == Ok("1") {
+        panic!("CACHESIM_REQUIRE_DATA=1 but {} has no schedules/ folder", dir.display());
+    }
+    eprintln!("skipping: no SGLang golden schedules at {}", dir.display());
+    None
+}
+
+/// Lines of a JSON Lines file, gzipped or not.
+fn json_lines(path: &Path) -> Vec<Value> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = if path.extension().is_some_and(|e| e == "gz") {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut s).expect("gzip");
+        s
+    } else {
+        String::from_utf8(bytes).expect("utf-8")
+    };
+    text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("json line")).collect()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not an unsigned integer: {v}"))
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().expect("array").iter().map(|x| u(x) as u32).collect()
+}
+
+/// One step as both sides can state it.
+#[derive(Debug, PartialEq)]
+struct Step {
+    /// (request, tokens, computed before, hit when (re)admitted here).
+    items: Vec<(u32, u32, u32, Option<u32>)>,
+    retracted: Vec<u32>,
+    sampled: Vec<u32>,
+    finished: Vec<u32>,
+    free_after_schedule: u64,
+    evictable_after_schedule: u64,
+    waiting: u32,
+}
+
+fn golden_step(v: &Value) -> Step {
+    let items = v["scheduled"]
+        .as_array()
+        .expect("scheduled")
+        .iter()
+        .map(|x| {
+            let tokens = u(&x["tokens"]) as u32;
+            match x["kind"].as_str() {
+                Some("running") => (u(&x["id"]) as u32, tokens, u32::MAX, None),
+                Some("new") => {
+                    (u(&x["id"]) as u32, tokens, u(&x["computed_before"]) as u32, Some(u(&x["hit_tokens"]) as u32))
+                }
+                _ => (u(&x["id"]) as u32, tokens, u(&x["computed_before"]) as u32, None),
+            }
+        })
+        .collect();
+    let mut retracted = ids(&v["retracted"]);
+    retracted.sort_unstable();
+    Step {
+        items,
+        retracted,
+        sampled: ids(&v["sampled"]),
+        finished: ids(&v["finished"]),
+        free_after_schedule: u(&v["free_tokens_after_schedule"]),
+        evictable_after_schedule: u(&v["evictable_tokens_after_schedule"]),
+        waiting: u(&v["waiting_after_schedule"]) as u32,
+    }
+}
+
+/// cachesim's steps in the golden form: a decode item (`running`) carries no computed-before
+/// (the golden file has none); an item of a request not admitted before it is an admission.
+fn our_steps(schedule: &[ScheduledStep], pool: u64) -> Vec<Step> {
+    let mut active: HashMap<u32, ()> = HashMap::new();
+    schedule
+        .iter()
+        .map(|s| {
+            for id in &s.preempted {
+                active.remove(id);
+            }
+            let items = s
+                .items
+                .iter()
+                .map(|&(id, k, before)| {
+                    let admitted_here = active.insert(id, ()).is_none();
+                    let decode = !admitted_here && k == 1 && s.items.iter().all(|&(_, k, _)| k == 1);
+                    if decode {
+                        (id, k, u32::MAX, None)
+                    } else {
+                        (id, k, before, admitted_here.then_some(before))
+                    }
+                })
+                .collect();
+            for id in &s.finished {
+                active.remove(id);
+            }
+            let used = s.usage_after_schedule.used_tokens;
+            Step {
+                items,
+                retracted: s.preempted.clone(),
+                sampled: s.sampled.clone(),
+                finished: s.finished.clone(),
+                free_after_schedule: pool - used,
+                evictable_after_schedule: s.usage_after_schedule.evictable_tokens,
+                waiting: s.waiting,
+            }
+        })
+        .collect()
+}
+
+/// Replays one golden file; returns a description of the first divergence, if any.
+fn replay_case(
+    dir: &Path,
+    file: &str,
+    trace_path: &Path,
+    version: EngineVersion,
+    rules: Option<Rules>,
+) -> Option<String> {
+    let lines = json_lines(&dir.join("schedules").join(file));
+    let config = &lines[0];
+    assert_eq!(config["type"], "config");
+    let pool = u(&config["max_total_tokens"]);
+    let policy = match config["schedule_policy"].as_str().expect("policy") {
+        p if p.ends_with("FCFS") => SchedulePolicy::Fcfs,
+        p if p.ends_with("LPM") => SchedulePolicy::Lpm,
+        p => panic!("{file}: policy {p} not covered"),
+    };
+    let opts = RunOptions {
+        engine: EngineKind::Sglang,
+        engine_version: Some(version),
+        max_total_tokens: Some(pool),
+        max_running_requests: Some(u(&config["max_running_requests"]) as u32),
+        chunked_prefill_size: Some(u(&config["chunked_prefill_size"]) as i64),
+        max_prefill_tokens: u(&config["max_prefill_tokens"]) as u32,
+        schedule_policy: policy,
+        schedule_conservativeness: config["schedule_conservativeness"].as_f64().expect("conservativeness"),
+        page_size: u(&config["page_size"]) as u32,
+        overlap: Some(false),
+        ..Default::default()
+    };
+    let mut cfg = resolve(&opts).expect("resolve");
+    if let Some(r) = rules {
+        cfg.engine.rules = r;
+    }
+    assert_eq!(cfg.kv_capacity_tokens, pool, "{file}: pool");
+    let w = build(trace::read(trace_path, &ReadOptions::default()).expect("trace"), &BuildOptions::default())
+        .expect("workload");
+    assert_eq!(w.requests.len() as u64, u(&config["num_requests"]), "{file}: requests");
+    let sends: Vec<(u32, f64)> = (0..w.requests.len() as u32).map(|i| (i, 0.0)).collect();
+    let sim_cfg = SimConfig {
+        engine: cfg.engine,
+        cache: cfg.cache,
+        max_concurrency: None,
+        request_overhead_s: 0.0,
+        limits: None,
+    };
+    let cost = Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
+    let r = sim::run(&w, &sends, &sim_cfg, &cost, Keep { schedule: true, ..Default::default() });
+    let ours = our_steps(&r.schedule, pool);
+    let golden: Vec<&Value> = lines.iter().filter(|l| l["type"] == "step").collect();
+    for (k, g) in golden.iter().enumerate() {
+        assert_eq!(u(&g["step"]) as usize, k, "{file}: golden steps are numbered densely");
+        let want = golden_step(g);
+        let Some(got) = ours.get(k) else {
+            return Some(format!("{file}: cachesim ends after {} steps, SGLang has {}", ours.len(), golden.len()));
+        };
+        if *got != want {
+            let ctx = if k > 0 {
+                format!("\n  previous step (SGLang): {:?}", golden_step(golden[k - 1]))
+            } else {
+                String::new()
+            };
+            return Some(format!(
+                "{file}: first divergence at step {k} ({} steps in SGLang, {} in cachesim)\n  SGLang:   {want:?}\n  cachesim: {got:?}{ctx}",
+                golden.len(),
+                ours.len()
+            ));
+        }
+    }
+    if ours.len() != golden.len() {
+        return Some(format!("{file}: cachesim has {} steps, SGLang {}", ours.len(), golden.len()));
+    }
+    // Per request: first-token and finish steps, retractions, hits at each admission.
+    let mut first = HashMap::new();
+    let mut finish = HashMap::new();
+    let mut retractions: HashMap<u32, u64> = HashMap::new();
+    let mut hits: HashMap<u32, Vec<u64>> = HashMap::new();
+    for (k, s) in ours.iter().enumerate() {
+        for &id in &s.sampled {
+            first.entry(id).or_insert(k as u64);
+        }
+        for &id in &s.finished {
+            finish.insert(id, k as u64);
+        }
+        for &id in &s.retracted {
+            *retractions.entry(id).or_default() += 1;
+        }
+        for &(id, _, _, hit) in &s.items {
+            if let Some(h) = hit {
+                hits.entry(id).or_default().push(h as u64);
+            }
+        }
+    }
+    for q in lines.iter().filter(|l| l["type"] == "request") {
+        let id = u(&q["id"]) as u32;
+        let want = (
+            u(&q["first_token_step"]),
+            u(&q["finish_step"]),
+            u(&q["retractions"]),
+            q["hit_tokens_each_admission"].as_array().expect("hits").iter().map(u).collect::<Vec<_>>(),
+        );
+        let got = (
+            first.get(&id).copied().unwrap_or(u64::MAX),
+            finish.get(&id).copied().unwrap_or(u64::MAX),
+            retractions.get(&id).copied().unwrap_or(0),
+            hits.get(&id).cloned().unwrap_or_default(),
+        );
+        if got != want {
+            return Some(format!(
+                "{file}: request {id} (first token, finish, retractions, hits): SGLang {want:?}, cachesim {got:?}"
+            ));
+        }
+    }
+    let summary = lines.iter().find(|l| l["type"] == "summary").expect("summary line");
+    assert_eq!(r.records.len() as u64, u(&summary["finished"]), "{file}: finished requests");
+    if rules.is_none() {
+        println!(
+            "{file}: {} steps identical ({} requests, {} retractions)",
+            ours.len(),
+            r.records.len(),
+            u(&summary["retractions"])
+        );
+    }
+    None
+}
+
+/// (schedule file, trace path relative to the SGLang golden folder).
+const CASES: [(&str, &str); 5] = [
+    ("a_4096_fcfs.jsonl", "../vllm/traces/a_shared_prefix.jsonl"),
+    ("a_4096_lpm.jsonl", "../vllm/traces/a_shared_prefix.jsonl"),
+    ("b_1024_fcfs.jsonl", "../vllm/traces/b_preemption.jsonl"),
+    ("c_8192_fcfs.jsonl", "../vllm/traces/c_chunked_prefill.jsonl"),
+    ("d_2048_fcfs.jsonl.gz", "traces/d_retract.jsonl"),
+];
+
+#[test]
+fn every_golden_schedule_is_reproduced_by_the_default_bundle() {
+    let Some(dir) = golden_dir() else { return };
+    // Every schedule in the folder is a listed case.
+    let mut listed: Vec<String> = std::fs::read_dir(dir.join("schedules"))
+        .expect("schedules folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    listed.sort();
+    let mut known: Vec<&str> = CASES.iter().map(|c| c.0).collect();
+    known.sort();
+    assert_eq!(listed, known, "a golden schedule without a case here");
+    let version = EngineVersion::newest(EngineKind::Sglang);
+    assert_eq!(version, EngineVersion::Sglang05);
+    let failures: Vec<String> =
+        CASES.iter().filter_map(|(file, trace)| replay_case(&dir, file, &dir.join(trace), version, None)).collect();
+    for f in &failures {
+        eprintln!("{f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} golden schedules diverge:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
+}
+
+/// The rules the goldens exercise are each needed: turning any one of them back to 0.5.1's makes
+/// some golden schedule diverge (so the comparison can fail), and so does the 0.5.1 bundle. The
+/// goldens have no retraction, no prompt over the input budget and no eviction that splits a
+/// prompt from its outputs: `truncate_to_chunk`, `retract_until_fits` and `split_prompt` have
+/// scenario tests in `src/engine/sglang/tests.rs` instead.
+#[test]
+fn each_changed_rule_is_needed_to_reproduce_the_goldens() {
+    let Some(dir) = golden_dir() else { return };
+    let newest = EngineVersion::Sglang05.rules();
+    let old = EngineVersion::Sglang051.rules();
+    let flips: [(&str, Rules); 3] = [
+        ("ignore_eos_full_reserve", Rules { sglang_ignore_eos_full_reserve: false, ..newest }),
+        ("prefill_budget_pages", Rules { sglang_prefill_budget_pages: false, ..newest }),
+        ("evict_shortfall", Rules { sglang_evict_shortfall: false, ..newest }),
+    ];
+    let mut needed = Vec::new();
+    for (name, rules) in flips.into_iter().chain([("the sglang@0.5.1 bundle", old)]) {
+        let diverging: Vec<&str> = CASES
+            .iter()
+            .filter(|(file, trace)| {
+                replay_case(&dir, file, &dir.join(trace), EngineVersion::Sglang05, Some(rules)).is_some()
+            })
+            .map(|c| c.0)
+            .collect();
+        eprintln!("without {name}: {} of {} diverge {diverging:?}", diverging.len(), CASES.len());
+        needed.push((name, diverging.len()));
+    }
+    let unneeded: Vec<_> = needed.iter().filter(|(_, n)| *n == 0).collect();
+    assert!(unneeded.is_empty(), "rules no golden schedule depends on: {unneeded:?}");
+}
