@@ -109,6 +109,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
         s
     });
     let mut cache = cfg.cache.build_for(w.store.clone(), used.as_deref());
+    cache.follow(&cfg.engine.rules);
     let tracks_computed = cache.tracks_computed();
     let mut sched = scheduler(&cfg.engine, w.store.clone());
     let mut due: BinaryHeap<Due> = BinaryHeap::new();

@@ -33,6 +33,9 @@ pub struct Rules {
     /// vLLM: `BlockPool.free_blocks` puts freed blocks without a hash at the front of the free
     /// queue and hashed ones at the tail (vLLM PR #42656); before, all went to the tail.
     pub vllm_free_unhashed_first: bool,
+    /// vLLM: `long_prefill_token_threshold` caps no chunk in a step that begins with a single
+    /// request running or waiting (`Scheduler.schedule`, 0.33); before, it always applied.
+    pub vllm_long_prefill_uncapped_alone: bool,
     /// vLLM `--gpu-memory-utilization` default.
     pub gpu_memory_utilization: f64,
 }
@@ -95,13 +98,20 @@ impl EngineVersion {
 
     /// The bundle's rules.
     pub fn rules(self) -> Rules {
-        let newest =
-            Rules { vllm_reserve_full_isl: true, vllm_free_unhashed_first: true, gpu_memory_utilization: 0.92 };
+        let newest = Rules {
+            vllm_reserve_full_isl: true,
+            vllm_free_unhashed_first: true,
+            vllm_long_prefill_uncapped_alone: true,
+            gpu_memory_utilization: 0.92,
+        };
         match self {
             EngineVersion::Vllm033 => newest,
-            EngineVersion::Vllm018 | EngineVersion::VllmV0 => {
-                Rules { vllm_reserve_full_isl: false, vllm_free_unhashed_first: false, gpu_memory_utilization: 0.9 }
-            }
+            EngineVersion::Vllm018 | EngineVersion::VllmV0 => Rules {
+                vllm_reserve_full_isl: false,
+                vllm_free_unhashed_first: false,
+                vllm_long_prefill_uncapped_alone: false,
+                gpu_memory_utilization: 0.9,
+            },
             EngineVersion::Sglang05 | EngineVersion::Sglang04 | EngineVersion::Lightllm1 => newest,
         }
     }
