@@ -466,20 +466,9 @@ impl<W: IndexWord> PagedCache<W> {
 
     /// Pops `n` blocks off the free-queue head into `out`, evicting cached ones; the caller
     /// checked `free_len`.
-    fn pop_many(&mut self, mut n: usize, out: &mut Vec<u32>) {
+    fn pop_many(&mut self, n: usize, out: &mut Vec<u32>) {
         out.reserve(n);
-        if !self.front.is_empty() {
-            // The front stack first: blocks without a hash, nothing to evict.
-            let k = n.min(self.front.len());
-            for _ in 0..k {
-                let b = self.front.pop().expect("k blocks on the stack");
-                debug_assert_eq!(self.blk[b as usize].key, NO_KEY, "a hashed block on the front stack");
-                self.blk[b as usize].state = 1;
-                out.push(b);
-            }
-            self.list_len -= k as u64;
-            n -= k;
-        }
+        let n = if self.front.is_empty() { n } else { self.pop_front_stack(n, out) };
         let never_used = self.num_blocks.map_or(n, |m| (m - self.fresh_next) as usize);
         let fresh = n.min(never_used) as u32;
         out.extend(self.fresh_next..self.fresh_next + fresh);
@@ -510,6 +499,20 @@ impl<W: IndexWord> PagedCache<W> {
         self.stats.evicted_tokens += evicted * self.block as u64;
     }
 
+    /// Pops up to `n` blocks off the front stack into `out` (blocks without a hash: nothing to
+    /// evict); returns how many are still to pop.
+    #[inline]
+    fn pop_front_stack(&mut self, n: usize, out: &mut Vec<u32>) -> usize {
+        let k = n.min(self.front.len());
+        for b in self.front.drain(self.front.len() - k..).rev() {
+            debug_assert_eq!(self.blk[b as usize].key, NO_KEY, "a hashed block on the front stack");
+            self.blk[b as usize].state = 1;
+            out.push(b);
+        }
+        self.list_len -= k as u64;
+        n - k
+    }
+
     /// Takes a reference on each of `blocks` (cached hits), taking free ones off the queue.
     fn touch_all(&mut self, blocks: &[u32]) {
         for &b in blocks {
@@ -529,15 +532,25 @@ impl<W: IndexWord> PagedCache<W> {
     /// free-queue tail, or — without a hash, under `unhashed_first` — its front, those of one
     /// call keeping their order there (vLLM's `prepend_n`).
     fn release_all(&mut self, blocks: impl ExactSizeIterator<Item = u32>) {
+        if self.unhashed_first && self.num_blocks.is_some() {
+            self.release_to::<true>(blocks);
+        } else {
+            self.release_to::<false>(blocks);
+        }
+    }
+
+    /// [`release_all`](Self::release_all), with blocks without a hash to the front (`FRONT`) or
+    /// every block to the tail (a loop of its own each, so the tail-only order pays nothing).
+    #[inline(always)]
+    fn release_to<const FRONT: bool>(&mut self, blocks: impl ExactSizeIterator<Item = u32>) {
         let ordered = self.num_blocks.is_some();
         if ordered && self.tail.wrapping_sub(self.head) as usize + blocks.len() > self.ring.len() {
             self.make_room(blocks.len());
         }
         let (mut tail, mut cached, mut watched) = (self.tail, 0u64, 0usize);
         let (gen, mask) = (self.watch_gen, self.ring.len() as u32 - 1);
-        let to_front = ordered && self.unhashed_first;
         let (blk, ring, front) = (&mut self.blk[..], &mut self.ring[..], &mut self.front);
-        let front_start = front.len();
+        let front_start = if FRONT { front.len() } else { 0 };
         for b in blocks {
             let r = &mut blk[b as usize];
             debug_assert!(!r.queued() && r.state > 0, "releasing a free block");
@@ -546,7 +559,7 @@ impl<W: IndexWord> PagedCache<W> {
                 watched += (r.watch_gen == gen) as usize;
                 cached += (r.key != NO_KEY) as u64;
                 r.state = IN_QUEUE;
-                if to_front && r.key == NO_KEY {
+                if FRONT && r.key == NO_KEY {
                     r.state |= FRONT_SLOT;
                     front.push(b);
                     continue;
@@ -558,9 +571,13 @@ impl<W: IndexWord> PagedCache<W> {
                 tail = tail.wrapping_add(1);
             }
         }
-        // The first of the call's front blocks ends at the head: on top of the stack.
-        front[front_start..].reverse();
-        self.list_len += (tail.wrapping_sub(self.tail) as usize + front.len() - front_start) as u64;
+        let mut released = tail.wrapping_sub(self.tail) as u64;
+        if FRONT {
+            // The first of the call's front blocks ends at the head: on top of the stack.
+            front[front_start..].reverse();
+            released += (front.len() - front_start) as u64;
+        }
+        self.list_len += released;
         self.tail = tail;
         self.cached_free += cached;
         if watched > 0 {
