@@ -466,9 +466,17 @@ impl<W: IndexWord> PagedCache<W> {
 
     /// Pops `n` blocks off the free-queue head into `out`, evicting cached ones; the caller
     /// checked `free_len`.
+    #[inline]
     fn pop_many(&mut self, n: usize, out: &mut Vec<u32>) {
-        out.reserve(n);
         let n = if self.front.is_empty() { n } else { self.pop_front_stack(n, out) };
+        self.pop_queue(n, out);
+    }
+
+    /// [`pop_many`](Self::pop_many) past the front stack: never-used blocks, then the ring (kept
+    /// out of line: its code is what the tail-only order ran before the front stack existed).
+    #[inline(never)]
+    fn pop_queue(&mut self, n: usize, out: &mut Vec<u32>) {
+        out.reserve(n);
         let never_used = self.num_blocks.map_or(n, |m| (m - self.fresh_next) as usize);
         let fresh = n.min(never_used) as u32;
         out.extend(self.fresh_next..self.fresh_next + fresh);
@@ -501,7 +509,7 @@ impl<W: IndexWord> PagedCache<W> {
 
     /// Pops up to `n` blocks off the front stack into `out` (blocks without a hash: nothing to
     /// evict); returns how many are still to pop.
-    #[inline]
+    #[inline(never)]
     fn pop_front_stack(&mut self, n: usize, out: &mut Vec<u32>) -> usize {
         let k = n.min(self.front.len());
         for b in self.front.drain(self.front.len() - k..).rev() {
@@ -541,7 +549,6 @@ impl<W: IndexWord> PagedCache<W> {
 
     /// [`release_all`](Self::release_all), with blocks without a hash to the front (`FRONT`) or
     /// every block to the tail (a loop of its own each, so the tail-only order pays nothing).
-    #[inline(always)]
     fn release_to<const FRONT: bool>(&mut self, blocks: impl ExactSizeIterator<Item = u32>) {
         let ordered = self.num_blocks.is_some();
         if ordered && self.tail.wrapping_sub(self.head) as usize + blocks.len() > self.ring.len() {
