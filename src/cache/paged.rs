@@ -537,27 +537,15 @@ impl<W: IndexWord> PagedCache<W> {
     }
 
     /// Drops a reference on each of `blocks`, in order; a block left without one joins the
-    /// free-queue tail, or — without a hash, under `unhashed_first` — its front, those of one
-    /// call keeping their order there (vLLM's `prepend_n`).
+    /// free-queue tail.
     fn release_all(&mut self, blocks: impl ExactSizeIterator<Item = u32>) {
-        if self.unhashed_first && self.num_blocks.is_some() {
-            self.release_to::<true>(blocks);
-        } else {
-            self.release_to::<false>(blocks);
-        }
-    }
-
-    /// [`release_all`](Self::release_all), with blocks without a hash to the front (`FRONT`) or
-    /// every block to the tail (a loop of its own each, so the tail-only order pays nothing).
-    fn release_to<const FRONT: bool>(&mut self, blocks: impl ExactSizeIterator<Item = u32>) {
         let ordered = self.num_blocks.is_some();
         if ordered && self.tail.wrapping_sub(self.head) as usize + blocks.len() > self.ring.len() {
             self.make_room(blocks.len());
         }
         let (mut tail, mut cached, mut watched) = (self.tail, 0u64, 0usize);
         let (gen, mask) = (self.watch_gen, self.ring.len() as u32 - 1);
-        let (blk, ring, front) = (&mut self.blk[..], &mut self.ring[..], &mut self.front);
-        let front_start = if FRONT { front.len() } else { 0 };
+        let (blk, ring) = (&mut self.blk[..], &mut self.ring[..]);
         for b in blocks {
             let r = &mut blk[b as usize];
             debug_assert!(!r.queued() && r.state > 0, "releasing a free block");
@@ -566,11 +554,6 @@ impl<W: IndexWord> PagedCache<W> {
                 watched += (r.watch_gen == gen) as usize;
                 cached += (r.key != NO_KEY) as u64;
                 r.state = IN_QUEUE;
-                if FRONT && r.key == NO_KEY {
-                    r.state |= FRONT_SLOT;
-                    front.push(b);
-                    continue;
-                }
                 if ordered {
                     r.state |= tail & mask;
                     ring[(tail & mask) as usize] = b;
@@ -578,18 +561,25 @@ impl<W: IndexWord> PagedCache<W> {
                 tail = tail.wrapping_add(1);
             }
         }
-        let mut released = tail.wrapping_sub(self.tail) as u64;
-        if FRONT {
-            // The first of the call's front blocks ends at the head: on top of the stack.
-            front[front_start..].reverse();
-            released += (front.len() - front_start) as u64;
-        }
-        self.list_len += released;
+        self.list_len += tail.wrapping_sub(self.tail) as u64;
         self.tail = tail;
         self.cached_free += cached;
         if watched > 0 {
             self.watch.as_mut().expect("watched block").evictable += watched;
         }
+    }
+
+    /// Puts a request's unregistered blocks (`blocks`, in block-table order) at the front of the
+    /// free queue, the last one at its head: vLLM's `prepend_n` of the blocks without a hash,
+    /// the table freed last block first. They have no other reference (no hash, so no hit).
+    fn release_to_front(&mut self, blocks: &[u32]) {
+        for &b in blocks {
+            let r = &mut self.blk[b as usize];
+            debug_assert!(r.state == 1 && r.key == NO_KEY, "an unregistered block with another reference");
+            r.state = IN_QUEUE | FRONT_SLOT;
+        }
+        self.front.extend_from_slice(blocks);
+        self.list_len += blocks.len() as u64;
     }
 
     fn note_peak(&mut self) {
@@ -633,11 +623,19 @@ impl<W: IndexWord> PagedCache<W> {
         true
     }
 
-    /// Releases the request's blocks, last first; returns its state.
+    /// Releases the request's blocks, last first; returns its state. Under `unhashed_first`
+    /// the blocks past its registered ones (they carry no hash: registration covers a leading
+    /// run of the table) go to the queue's front, the others to its tail.
     fn free_request(&mut self, req: ReqId) -> ReqState {
         let st = self.reqs.take(req);
         self.stats.partial_block_waste_tokens += (st.blocks.len() * self.block - st.tokens) as u64;
-        self.release_all(st.blocks.iter().rev().copied());
+        let to_tail = if self.unhashed_first && self.num_blocks.is_some() {
+            self.release_to_front(&st.blocks[st.cached_blocks..]);
+            st.cached_blocks
+        } else {
+            st.blocks.len()
+        };
+        self.release_all(st.blocks[..to_tail].iter().rev().copied());
         st
     }
 }
