@@ -161,6 +161,7 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
         s
     });
     let mut cache = cfg.cache.build_for(w.store.clone(), used.as_deref());
+    cache.follow(&cfg.engine.rules);
     if cfg.engine.engine == crate::engine::EngineKind::Sglang {
         cache.follow_sglang(cfg.engine.rules.sglang_cache());
     }

@@ -115,6 +115,36 @@ fn unlimited_capacity_never_evicts_and_release_keeps_content() {
     }
 }
 
+/// vLLM 0.33's whole-sequence admission, on every cache: the reservation counts free slots
+/// and evictable entries, a hit that is itself evictable counting as taken; refused, nothing is
+/// pinned or allocated; granted, only the chunk is allocated.
+#[test]
+fn admission_reserving_the_whole_sequence() {
+    // 64 slots. Request 1 is pinned (16 tokens); request 0's 32-token prompt is cached and
+    // evictable; request 2 shares its first 16 tokens and has 48 in all.
+    let seqs: Vec<Vec<u32>> =
+        vec![(0..32).collect(), (500..516).collect(), (0..16).chain(900..932).collect::<Vec<u32>>()];
+    let st = store(&seqs);
+    for spec in all_specs(Some(64)) {
+        let mut c = spec.build(st.clone());
+        c.admit(0, 0, 32, usize::MAX).unwrap();
+        c.computed(0, 32);
+        c.finish(0);
+        c.admit(1, 1, 16, usize::MAX).unwrap();
+        c.computed(1, 16);
+        let hit = c.peek(2, 48);
+        assert_eq!(hit, if spec.policy == Policy::None { 0 } else { 16 }, "{spec:?}");
+        // 48 slots are free or evictable, the hit among them: the whole 48 tokens fit, 49 do not.
+        let used = c.usage();
+        assert!(c.admit_reserving(2, 2, 48, 8, 49).is_none(), "{spec:?}");
+        assert_eq!(c.usage(), used, "{spec:?}: a refusal changes nothing");
+        c.check_invariants();
+        let a = c.admit_reserving(2, 2, 48, 8, 48).unwrap_or_else(|| panic!("{spec:?}: the whole sequence fits"));
+        assert_eq!((a.hit_tokens, a.allocated_tokens), (hit, hit + 8), "{spec:?}: only the chunk is allocated");
+        c.check_invariants();
+    }
+}
+
 #[test]
 fn memory_pressure_evicts_unpinned_and_fails_cleanly() {
     let seqs: Vec<Vec<u32>> = (0..4).map(|i| (i * 100..i * 100 + 32).collect()).collect();

@@ -135,7 +135,27 @@ pub trait PrefixCache: Send {
     /// cached prefix (the last known token is always recomputed; hits are block/page aligned),
     /// pins it, and allocates slots for up to `max_new_tokens` further tokens. `None` when the
     /// memory is short even after eviction; nothing is pinned or allocated then.
-    fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted>;
+    fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
+        self.admit_reserving(req, seq, known, max_new_tokens, 0)
+    }
+
+    /// [`admit`](Self::admit) that also refuses (`None`, nothing changed) unless slots for the
+    /// request's first `reserve_tokens` tokens, less its hit, could all be had now — free or
+    /// freed by eviction, a hit that is itself evictable counting as taken. vLLM 0.33's
+    /// whole-sequence admission (`allocate_slots(..., full_sequence_must_fit=True)`) passes
+    /// `known`; 0 checks only what is allocated.
+    fn admit_reserving(
+        &mut self,
+        req: ReqId,
+        seq: SeqId,
+        known: usize,
+        max_new_tokens: usize,
+        reserve_tokens: usize,
+    ) -> Option<Admitted>;
+
+    /// Adopts the engine release's cache rules (vLLM's free order); caches without such a rule
+    /// ignore them. Called once, before the first request.
+    fn follow(&mut self, _rules: &crate::engine::Rules) {}
 
     /// Ensures slots for the request's first `total_tokens` tokens, evicting unpinned cache
     /// entries in the engine's order. `false` (and no change) when memory is short.
@@ -294,9 +314,16 @@ impl PrefixCache for NoCache {
     fn peek(&self, _seq: SeqId, _known: usize) -> usize {
         0
     }
-    fn admit(&mut self, req: ReqId, _seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
+    fn admit_reserving(
+        &mut self,
+        req: ReqId,
+        _seq: SeqId,
+        known: usize,
+        max_new_tokens: usize,
+        reserve_tokens: usize,
+    ) -> Option<Admitted> {
         let n = known.min(max_new_tokens);
-        if n as u64 > self.pool.available() {
+        if n.max(reserve_tokens) as u64 > self.pool.available() {
             return None;
         }
         self.pool.take(n as u64);

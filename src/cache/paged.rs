@@ -2,9 +2,10 @@
 //! block 0; chained hashes over full blocks of prompt and output; lookup limited to
 //! `num_tokens − 1` rounded down to whole blocks; a free queue that starts in ascending block id
 //! order, hands out its head (evicting a cached block on the spot) and takes released blocks at
-//! its tail, a request's last block first; reference counts; no de-duplication (a hash may map
-//! to several blocks; lookup returns the oldest). Blocks are hashed when they are allocated for
-//! scheduled tokens, so requests later in the same step can already hit them.
+//! its tail, a request's last block first — or, under vLLM 0.33's free order, the released blocks
+//! without a hash at its front; reference counts; no de-duplication (a hash may map to several
+//! blocks; lookup returns the oldest). Blocks are hashed when they are allocated for scheduled
+//! tokens, so requests later in the same step can already hit them.
 //!
 //! How it is kept fast without changing any of that (a literal model of vLLM's pool, with
 //! chained hashes, checks it operation by operation in the tests): a block's hash is its dense
@@ -131,6 +132,9 @@ const FRESH: Blk = Blk { key: NO_KEY, state: 0, dup_next: NIL, watch_gen: 0, fir
 /// A free-queue slot whose block left the queue from the middle (a cache hit took it).
 const GONE: u32 = u32::MAX;
 
+/// The ring slot recorded for a block on the front stack (ring slots stay below 2^30).
+const FRONT_SLOT: u32 = IN_QUEUE - 1;
+
 struct ReqState {
     seq: SeqId,
     /// Block table, in token order.
@@ -149,7 +153,16 @@ pub struct PagedCache<W: IndexWord = u32> {
     num_blocks: Option<u32>,
     /// Per block, everything a block operation touches, in one cache line.
     blk: Vec<Blk>,
-    /// Never-used blocks `fresh_next..num_blocks` sit at the head of the free queue, in order.
+    /// Blocks put at the very front of the free queue (vLLM 0.33's `BlockPool.free_blocks`
+    /// prepends released blocks that carry no hash), the head last: the queue is this stack
+    /// read from its top, then the never-used blocks, then the ring. Blocks without a hash are
+    /// never hits, so none leaves the stack but from its top.
+    front: Vec<u32>,
+    /// Released blocks without a hash go to the front of the free queue (vLLM PR #42656), not
+    /// its tail.
+    unhashed_first: bool,
+    /// Never-used blocks `fresh_next..num_blocks` sit at the head of the free queue, in order
+    /// (behind the front stack).
     fresh_next: u32,
     /// The released part of the free queue: a ring of block ids (a power-of-two number of
     /// slots) holding tickets `head..tail` (wrapping), head first. A block taken from the
@@ -160,7 +173,8 @@ pub struct PagedCache<W: IndexWord = u32> {
     ring: Vec<u32>,
     head: u32,
     tail: u32,
-    /// Blocks in the ring (its slots that are not `GONE`).
+    /// Released blocks in the free queue: in the ring (its slots that are not `GONE`) or on the
+    /// front stack.
     list_len: u64,
     /// Content ids of the store's blocks: the keys.
     ids: BlockIds,
@@ -227,6 +241,10 @@ impl<W: IndexWord> PagedCache<W> {
             block: block as usize,
             num_blocks: num_gpu_blocks,
             blk: vec![FRESH],
+            front: Vec::new(),
+            unhashed_first: crate::engine::EngineVersion::newest(crate::engine::EngineKind::Vllm)
+                .rules()
+                .vllm_free_unhashed_first,
             fresh_next: 1,
             // Grown as blocks are released (a pool may be far larger than a run ever fills).
             ring: vec![GONE; num_gpu_blocks.map_or(1, |n| (2 * n as usize).next_power_of_two().min(1 << 12))],
@@ -243,31 +261,6 @@ impl<W: IndexWord> PagedCache<W> {
             cached_free: 0,
             stats: CacheStats::default(),
         }
-    }
-
-    /// Length of the free queue (never-used + released blocks).
-    pub fn free_len(&self) -> u64 {
-        match self.num_blocks {
-            Some(n) => (n - self.fresh_next) as u64 + self.list_len,
-            None => u64::MAX,
-        }
-    }
-
-    /// The free queue, head first (for tests; O(queue)). Unlimited pools keep no order: their
-    /// released blocks come in id order.
-    pub fn free_queue(&self) -> Vec<u32> {
-        if self.num_blocks.is_none() {
-            return (1..self.fresh_next).filter(|&b| self.blk[b as usize].queued()).collect();
-        }
-        let never_used = self.fresh_next..self.num_blocks.unwrap_or(self.fresh_next);
-        never_used.chain(self.released()).collect()
-    }
-
-    /// The blocks in the ring, head first.
-    fn released(&self) -> impl Iterator<Item = u32> + '_ {
-        let mask = self.ring.len() as u32 - 1;
-        let tickets = self.tail.wrapping_sub(self.head);
-        (0..tickets).map(move |k| self.ring[(self.head.wrapping_add(k) & mask) as usize]).filter(|&b| b != GONE)
     }
 
     /// The block table of a live request (for tests).
@@ -349,34 +342,6 @@ impl<W: IndexWord> PagedCache<W> {
         self.next_gen - 1
     }
 
-    /// Takes `b` out of the middle of the free queue.
-    fn unlink(&mut self, b: u32) {
-        if self.num_blocks.is_some() {
-            self.ring[(self.blk[b as usize].state & !IN_QUEUE) as usize] = GONE;
-        }
-        self.list_len -= 1;
-    }
-
-    /// Makes room for `n` more tickets in the ring: drops the `GONE` slots, and doubles the
-    /// ring while it would be more than half full of blocks.
-    #[cold]
-    fn make_room(&mut self, n: usize) {
-        let live: Vec<u32> = self.released().collect();
-        let mut size = self.ring.len();
-        while 2 * (live.len() + n) > size {
-            size *= 2;
-        }
-        // A slot must fit beside `IN_QUEUE` (2^30 released blocks: far more than memory holds).
-        assert!(size <= IN_QUEUE as usize, "free queue of more than 2^30 blocks");
-        self.ring.clear();
-        self.ring.resize(size, GONE);
-        for (k, &b) in live.iter().enumerate() {
-            self.ring[k] = b;
-            self.blk[b as usize].state = IN_QUEUE | k as u32;
-        }
-        (self.head, self.tail) = (0, live.len() as u32);
-    }
-
     fn uncache(&mut self, b: u32) {
         if self.is_watched(b) {
             // A watched hit is evicted: the hits end before it.
@@ -433,93 +398,6 @@ impl<W: IndexWord> PagedCache<W> {
         }
     }
 
-    /// Blocks referenced by requests.
-    fn in_use(&self) -> u64 {
-        (self.fresh_next - 1) as u64 - self.list_len
-    }
-
-    /// Pops `n` blocks off the free-queue head into `out`, evicting cached ones; the caller
-    /// checked `free_len`.
-    fn pop_many(&mut self, n: usize, out: &mut Vec<u32>) {
-        out.reserve(n);
-        let never_used = self.num_blocks.map_or(n, |m| (m - self.fresh_next) as usize);
-        let fresh = n.min(never_used) as u32;
-        out.extend(self.fresh_next..self.fresh_next + fresh);
-        self.blk.resize(self.blk.len() + fresh as usize, Blk { state: 1, ..FRESH });
-        self.fresh_next += fresh;
-        let (mut head, mut evicted, mask) = (self.head, 0u64, self.ring.len() as u32 - 1);
-        let start = out.len();
-        out.resize(start + n - fresh as usize, 0);
-        for slot in &mut out[start..] {
-            let b = loop {
-                debug_assert_ne!(head, self.tail, "pop from an empty free queue");
-                let b = self.ring[(head & mask) as usize];
-                head = head.wrapping_add(1);
-                if b != GONE {
-                    break b;
-                }
-            };
-            if self.blk[b as usize].key != NO_KEY {
-                self.uncache(b);
-                evicted += 1;
-            }
-            self.blk[b as usize].state = 1;
-            *slot = b;
-        }
-        self.head = head;
-        self.list_len -= (n - fresh as usize) as u64;
-        self.cached_free -= evicted;
-        self.stats.evicted_tokens += evicted * self.block as u64;
-    }
-
-    /// Takes a reference on each of `blocks` (cached hits), taking free ones off the queue.
-    fn touch_all(&mut self, blocks: &[u32]) {
-        for &b in blocks {
-            if self.blk[b as usize].queued() {
-                if self.is_watched(b) {
-                    self.watch.as_mut().expect("watched block").evictable -= 1;
-                }
-                self.unlink(b);
-                self.cached_free -= 1;
-                self.blk[b as usize].state = 0;
-            }
-            self.blk[b as usize].state += 1;
-        }
-    }
-
-    /// Drops a reference on each of `blocks`, in order; a block left without one joins the
-    /// free-queue tail.
-    fn release_all(&mut self, blocks: impl ExactSizeIterator<Item = u32>) {
-        let ordered = self.num_blocks.is_some();
-        if ordered && self.tail.wrapping_sub(self.head) as usize + blocks.len() > self.ring.len() {
-            self.make_room(blocks.len());
-        }
-        let (mut tail, mut cached, mut watched) = (self.tail, 0u64, 0usize);
-        let (gen, mask) = (self.watch_gen, self.ring.len() as u32 - 1);
-        let (blk, ring) = (&mut self.blk[..], &mut self.ring[..]);
-        for b in blocks {
-            let r = &mut blk[b as usize];
-            debug_assert!(!r.queued() && r.state > 0, "releasing a free block");
-            r.state -= 1;
-            if r.state == 0 {
-                watched += (r.watch_gen == gen) as usize;
-                cached += (r.key != NO_KEY) as u64;
-                r.state = IN_QUEUE;
-                if ordered {
-                    r.state |= tail & mask;
-                    ring[(tail & mask) as usize] = b;
-                }
-                tail = tail.wrapping_add(1);
-            }
-        }
-        self.list_len += tail.wrapping_sub(self.tail) as u64;
-        self.tail = tail;
-        self.cached_free += cached;
-        if watched > 0 {
-            self.watch.as_mut().expect("watched block").evictable += watched;
-        }
-    }
-
     fn note_peak(&mut self) {
         let used = (self.in_use() + self.cached_free) * self.block as u64;
         self.stats.peak_used_tokens = self.stats.peak_used_tokens.max(used);
@@ -561,11 +439,19 @@ impl<W: IndexWord> PagedCache<W> {
         true
     }
 
-    /// Releases the request's blocks, last first; returns its state.
+    /// Releases the request's blocks, last first; returns its state. Under `unhashed_first`
+    /// the blocks past its registered ones (they carry no hash: registration covers a leading
+    /// run of the table) go to the queue's front, the others to its tail.
     fn free_request(&mut self, req: ReqId) -> ReqState {
         let st = self.reqs.take(req);
         self.stats.partial_block_waste_tokens += (st.blocks.len() * self.block - st.tokens) as u64;
-        self.release_all(st.blocks.iter().rev().copied());
+        let to_tail = if self.unhashed_first && self.num_blocks.is_some() {
+            self.release_to_front(&st.blocks[st.cached_blocks..]);
+            st.cached_blocks
+        } else {
+            st.blocks.len()
+        };
+        self.release_all(st.blocks[..to_tail].iter().rev().copied());
         st
     }
 }
@@ -580,13 +466,25 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         }
     }
 
+    fn follow(&mut self, rules: &crate::engine::Rules) {
+        debug_assert_eq!(self.list_len, 0, "the free order changed with blocks released");
+        self.unhashed_first = rules.vllm_free_unhashed_first;
+    }
+
     fn peek(&self, seq: SeqId, known: usize) -> usize {
         let mut hits = Vec::new();
         self.walk(seq, known, &mut hits);
         hits.len() * self.block
     }
 
-    fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
+    fn admit_reserving(
+        &mut self,
+        req: ReqId,
+        seq: SeqId,
+        known: usize,
+        max_new_tokens: usize,
+        reserve_tokens: usize,
+    ) -> Option<Admitted> {
         debug_assert!(!self.reqs.is_live(req), "request admitted twice");
         // Scheduling any token needs a new block (the last known token is never a hit).
         if self.free_len() == 0 && max_new_tokens > 0 {
@@ -627,7 +525,10 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         let hit = hits.len() * self.block;
         let total = hit + (known - hit).min(max_new_tokens);
         let need = total.div_ceil(self.block) - hits.len();
-        if (need + evictable) as u64 > self.free_len() {
+        // vLLM's `get_num_blocks_to_allocate`: blocks for the reservation (at least what is
+        // allocated now) less the hits, plus the hits that are in the free queue.
+        let reserve = reserve_tokens.max(total).div_ceil(self.block) - hits.len();
+        if (reserve + evictable) as u64 > self.free_len() {
             let first_miss = (hits.len() < max_blocks).then(|| self.ids.id(seq, hits.len()));
             let gen = match watched {
                 Some(gen) => gen,
@@ -712,14 +613,25 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         }
         let ref_cnt: Vec<u32> = self.blk.iter().map(Blk::ref_cnt).collect();
         assert_eq!(refs, ref_cnt, "ref counts != block-table membership");
-        let in_list = self.free_queue();
-        let released = &in_list[in_list.len() - self.list_len as usize..];
+        let released: Vec<u32> = if self.num_blocks.is_some() {
+            self.front.iter().copied().chain(self.released()).collect()
+        } else {
+            self.free_queue()
+        };
+        assert_eq!(released.len() as u64, self.list_len, "released blocks in the queue");
         assert!(released.iter().all(|&b| self.blk[b as usize].queued()), "in-use block in the free queue");
         let queued = self.blk.iter().filter(|r| r.queued()).count() as u64;
         assert_eq!(queued, self.list_len, "blocks marked as queued");
+        assert!(self.front.iter().all(|&b| self.blk[b as usize].key == NO_KEY), "a hashed block on the front stack");
+        assert!(self.unhashed_first || self.front.is_empty(), "a front stack under the tail-only order");
         if self.num_blocks.is_some() {
             for (b, r) in self.blk.iter().enumerate().filter(|(_, r)| r.queued()) {
-                assert_eq!(self.ring[(r.state & !IN_QUEUE) as usize], b as u32, "ring slot of block {b}");
+                let slot = r.state & !IN_QUEUE;
+                if slot == FRONT_SLOT {
+                    assert!(self.front.contains(&(b as u32)), "block {b} marked as on the front stack");
+                } else {
+                    assert_eq!(self.ring[slot as usize], b as u32, "ring slot of block {b}");
+                }
             }
         }
         let in_use = ref_cnt.iter().filter(|&&r| r > 0).count() as u64;
@@ -756,6 +668,7 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
     }
 }
 
+mod free_queue;
 #[cfg(test)]
 mod reference;
 #[cfg(test)]

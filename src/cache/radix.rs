@@ -181,13 +181,25 @@ impl PrefixCache for TreeCache {
         self.tree.peek(&self.store, seq, known.saturating_sub(1))
     }
 
-    fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
+    fn admit_reserving(
+        &mut self,
+        req: ReqId,
+        seq: SeqId,
+        known: usize,
+        max_new_tokens: usize,
+        reserve_tokens: usize,
+    ) -> Option<Admitted> {
         debug_assert!(!self.reqs.is_live(req), "request admitted twice");
         // At least the last known token is recomputed; the match is page-aligned.
         let (hit, node) = self.tree.match_prefix(&self.store, seq, known.saturating_sub(1));
         let new = (known - hit).min(max_new_tokens);
         self.tree.lock(node);
-        if !self.alloc(new as u64) {
+        // The reservation counts what is free or evictable once the hit is locked (a hit that
+        // was evictable is taken, as vLLM counts it).
+        let reserve = reserve_tokens.saturating_sub(hit) as u64;
+        if reserve > new as u64 && reserve > self.pool.available().saturating_add(self.tree.evictable_tokens())
+            || !self.alloc(new as u64)
+        {
             self.tree.unlock(node);
             return None;
         }

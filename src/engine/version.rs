@@ -9,10 +9,11 @@ use serde::Serialize;
 /// A versioned bundle of engine rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum EngineVersion {
-    /// vLLM 0.33 (v1 engine): whole-prompt admission, unhashed blocks freed to the queue's front.
+    /// vLLM 0.33 (v1 engine): whole-sequence admission (since 0.19), unhashed blocks freed to the
+    /// queue's front (since 0.24), no long-prefill cap for a lone request (since 0.31).
     Vllm033,
-    /// vLLM before the 2026 admission and free-order changes: first-chunk admission, every freed
-    /// block to the queue's tail.
+    /// vLLM 0.18 (0.18.1, the last release before the 2026 admission and free-order changes):
+    /// first-chunk admission, every freed block to the queue's tail.
     Vllm018,
     /// vLLM V0 (the 0.5/0.6 era; `--engine vllm-v0`).
     VllmV0,
@@ -29,11 +30,16 @@ pub enum EngineVersion {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Rules {
     /// vLLM: a waiting request is admitted only when blocks for its whole known sequence fit
-    /// (`scheduler_reserve_full_isl`, vLLM PR #37307), not only its first chunk.
+    /// (`scheduler_reserve_full_isl`, vLLM PR #37307, first in 0.19.0), not only its first chunk.
     pub vllm_reserve_full_isl: bool,
     /// vLLM: `BlockPool.free_blocks` puts freed blocks without a hash at the front of the free
-    /// queue and hashed ones at the tail (vLLM PR #42656); before, all went to the tail.
+    /// queue and hashed ones at the tail (vLLM PR #42656, first in 0.24.0); before, all went to
+    /// the tail.
     pub vllm_free_unhashed_first: bool,
+    /// vLLM: `long_prefill_token_threshold` caps no chunk in a step that begins with a single
+    /// request running or waiting (`Scheduler.schedule`, first in 0.31.0); before, it always
+    /// applied.
+    pub vllm_long_prefill_uncapped_alone: bool,
     /// vLLM `--gpu-memory-utilization` default: 0.92 since vLLM PR #38284 (v0.21), 0.9 before
     /// (`vllm/config/cache.py` `CacheConfig.gpu_memory_utilization`).
     pub gpu_memory_utilization: f64,
@@ -113,13 +119,14 @@ impl EngineVersion {
     pub fn summary(self) -> &'static str {
         match self {
             EngineVersion::Vllm033 => {
-                "default for vllm: admits a prompt only when its whole known sequence fits (PR #37307); \
-                 frees unhashed blocks to the free queue's front (PR #42656); gpu_memory_utilization 0.92 \
-                 with the CUDA-graph memory estimate charged (PR #38284)"
+                "default for vllm: admits a request only when its whole known sequence fits (PR #37307, \
+                 since 0.19); frees unhashed blocks to the free queue's front (PR #42656, since 0.24); no \
+                 long-prefill cap for a lone request (since 0.31); gpu_memory_utilization 0.92 \
+                 with the CUDA-graph memory estimate charged (PR #38284, since 0.21)"
             }
             EngineVersion::Vllm018 => {
-                "the last vLLM release before those two changes: admits when the first chunk fits; \
-                 every freed block to the tail; gpu_memory_utilization 0.9, no CUDA-graph estimate"
+                "vLLM 0.18.1, the last release before those changes: admits when the first chunk fits; \
+                 every freed block to the tail; long-prefill cap always; gpu_memory_utilization 0.9, no CUDA-graph estimate"
             }
             EngineVersion::VllmV0 => "the V0 engine (--engine vllm-v0): whole prompts first, 1% block watermark",
             EngineVersion::Sglang05 => {
@@ -159,6 +166,7 @@ impl EngineVersion {
         let newest = Rules {
             vllm_reserve_full_isl: true,
             vllm_free_unhashed_first: true,
+            vllm_long_prefill_uncapped_alone: true,
             gpu_memory_utilization: 0.92,
             vllm_cudagraph_memory_estimate: true,
             sglang_ignore_eos_full_reserve: true,
@@ -175,6 +183,7 @@ impl EngineVersion {
             EngineVersion::Vllm018 | EngineVersion::VllmV0 => Rules {
                 vllm_reserve_full_isl: false,
                 vllm_free_unhashed_first: false,
+                vllm_long_prefill_uncapped_alone: false,
                 gpu_memory_utilization: 0.9,
                 vllm_cudagraph_memory_estimate: false,
                 ..newest

@@ -4,7 +4,12 @@
 //! preempted (recompute: blocks freed, outputs kept, prepended to waiting) until it fits or
 //! the request itself was the victim. Waiting requests are admitted in FCFS order only when
 //! nothing was preempted in this step, under `max_num_seqs`, with their prefix-cache hit free
-//! of budget; the first that cannot be allocated blocks everyone behind it.
+//! of budget; the first that cannot be allocated blocks everyone behind it. Per bundle
+//! ([`Rules`](super::Rules)): vLLM 0.19+ admits a waiting (new or preempted) request only when
+//! blocks for all its known tokens, less its hits, are free (`scheduler_reserve_full_isl`,
+//! `KVCacheManager.allocate_slots(..., full_sequence_must_fit=True)`); before, when its first
+//! chunk fits. vLLM 0.33 caps no chunk by `long_prefill_token_threshold` in a step that begins
+//! with a single request running or waiting (`Scheduler.schedule`).
 
 use super::{EngineConfig, Step, VllmQueues, VllmRule};
 
@@ -19,10 +24,10 @@ impl VllmV1 {
         Self { cfg }
     }
 
-    fn cap(&self, n: u32) -> u32 {
-        let t = self.cfg.long_prefill_token_threshold;
-        if t > 0 && n > t {
-            t
+    /// Caps a chunk of `n` tokens by `threshold` (0: no cap).
+    fn cap(threshold: u32, n: u32) -> u32 {
+        if threshold > 0 && n > threshold {
+            threshold
         } else {
             n
         }
@@ -32,12 +37,17 @@ impl VllmV1 {
 impl VllmRule for VllmV1 {
     fn schedule(&mut self, q: &mut VllmQueues, s: &mut Step) {
         let mut budget = self.cfg.max_num_batched_tokens;
+        let rules = self.cfg.rules;
+        // vLLM 0.33 `Scheduler.schedule`: with one request present (running + waiting, counted
+        // as the step begins) nobody can be starved, so no chunk is capped.
+        let alone = rules.vllm_long_prefill_uncapped_alone && q.running.len() + q.waiting.len() <= 1;
+        let threshold = if alone { 0 } else { self.cfg.long_prefill_token_threshold };
         // Phase A: running requests, in list order.
         let mut i = 0;
         while i < q.running.len() && budget > 0 {
             let id = q.running[i];
             let r = &s.reqs[id as usize];
-            let n = self.cap(r.num_tokens - r.num_computed).min(budget);
+            let n = Self::cap(threshold, r.num_tokens - r.num_computed).min(budget);
             if n == 0 {
                 i += 1;
                 continue;
@@ -58,12 +68,15 @@ impl VllmRule for VllmV1 {
             let known = r.num_tokens as usize;
             if !self.cfg.enable_chunked_prefill {
                 let hit = s.cache.peek(r.seq, known);
-                if (self.cap((known - hit) as u32)) > budget {
+                if Self::cap(threshold, (known - hit) as u32) > budget {
                     break;
                 }
             }
-            let max_new = budget.min(self.cap(u32::MAX));
-            let Some(a) = s.cache.admit(id, r.seq, known, max_new as usize) else { break };
+            let max_new = budget.min(Self::cap(threshold, u32::MAX));
+            // Whole-sequence admission reserves blocks for every known token (resumed requests'
+            // outputs included); refused, the request stays at the queue head, blocking it.
+            let reserve = if rules.vllm_reserve_full_isl { known } else { 0 };
+            let Some(a) = s.cache.admit_reserving(id, r.seq, known, max_new as usize, reserve) else { break };
             let n = (a.allocated_tokens - a.hit_tokens) as u32;
             s.reqs[id as usize].admitted_with(a.hit_tokens, s.now);
             q.waiting.pop_front();

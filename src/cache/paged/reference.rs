@@ -2,7 +2,9 @@
 //! speed, that the optimised [`PagedCache`](super::PagedCache) is checked against operation by
 //! operation: a plain free queue (hits are searched for and removed from it), a map from hash to
 //! its carriers in registration order, every lookup hashed and walked from the first block, and
-//! no memory of earlier lookups.
+//! no memory of earlier lookups. Freeing follows vLLM's `BlockPool.free_blocks` over the block
+//! table reversed: either every block to the tail (before vLLM PR #42656) or the blocks without
+//! a hash prepended to the front as one group, in that order, and the others to the tail (0.33).
 
 use crate::cache::{Admitted, CacheStats};
 use crate::workload::{SeqId, TokenStore};
@@ -26,11 +28,13 @@ pub struct RefPool {
     free: VecDeque<u32>,
     carriers: HashMap<u64, Vec<u32>>,
     reqs: HashMap<u32, Req>,
+    /// Freed blocks without a hash go to the front of the queue.
+    unhashed_first: bool,
     pub stats: CacheStats,
 }
 
 impl RefPool {
-    pub fn new(store: Arc<TokenStore>, block: usize, num_blocks: Option<u32>) -> Self {
+    pub fn new(store: Arc<TokenStore>, block: usize, num_blocks: Option<u32>, unhashed_first: bool) -> Self {
         let n = num_blocks.unwrap_or(1) as usize;
         Self {
             store,
@@ -41,6 +45,7 @@ impl RefPool {
             free: (1..n as u32).collect(),
             carriers: HashMap::new(),
             reqs: HashMap::new(),
+            unhashed_first,
             stats: CacheStats::default(),
         }
     }
@@ -122,7 +127,9 @@ impl RefPool {
         self.stats.peak_used_tokens = self.stats.peak_used_tokens.max((used * self.block) as u64);
     }
 
-    pub fn admit(&mut self, req: u32, seq: SeqId, known: usize, max_new: usize) -> Option<Admitted> {
+    /// Admission; `reserve` tokens (at least those allocated) must find blocks, less the hits,
+    /// evictable hits counted as taken (vLLM's `full_sequence_must_fit`).
+    pub fn admit(&mut self, req: u32, seq: SeqId, known: usize, max_new: usize, reserve: usize) -> Option<Admitted> {
         if self.free_len() == 0 && max_new > 0 {
             return None;
         }
@@ -131,7 +138,8 @@ impl RefPool {
         let total = hit + (known - hit).min(max_new);
         let need = total.div_ceil(self.block) - hits.len();
         let evictable = hits.iter().filter(|&&b| self.ref_cnt[b as usize] == 0).count();
-        if need.saturating_add(evictable) > self.free_len() {
+        let reserved = reserve.max(total).div_ceil(self.block) - hits.len();
+        if reserved.saturating_add(evictable) > self.free_len() {
             return None;
         }
         for &b in &hits {
@@ -173,11 +181,19 @@ impl RefPool {
     pub fn free(&mut self, req: u32) {
         let r = self.reqs.remove(&req).expect("live");
         self.stats.partial_block_waste_tokens += (r.blocks.len() * self.block - r.tokens) as u64;
+        let mut front = Vec::new();
         for &b in r.blocks.iter().rev() {
             self.ref_cnt[b as usize] -= 1;
             if self.ref_cnt[b as usize] == 0 {
-                self.free.push_back(b);
+                if self.unhashed_first && self.hash[b as usize].is_none() {
+                    front.push(b);
+                } else {
+                    self.free.push_back(b);
+                }
             }
+        }
+        for &b in front.iter().rev() {
+            self.free.push_front(b);
         }
     }
 }

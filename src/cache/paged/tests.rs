@@ -10,7 +10,8 @@ fn range(a: u32, b: u32) -> Vec<u32> {
     (a..b).collect()
 }
 
-/// ENGINE_SPEC §1.11: block_size 4, num_gpu_blocks 11.
+/// ENGINE_SPEC §1.11: block_size 4, num_gpu_blocks 11; every freed block to the queue's tail
+/// (vLLM before PR #42656).
 #[test]
 fn engine_spec_worked_vector() {
     let r0 = range(100, 117); // prompt 100..114, outputs 115, 116
@@ -18,6 +19,7 @@ fn engine_spec_worked_vector() {
     let r2 = [range(100, 112), range(500, 517)].concat();
     let st = store(&[r0, r1, r2]);
     let mut c = PagedCache::with_blocks(st, 4, Some(11));
+    c.set_unhashed_first(false);
     assert_eq!(c.free_queue(), range(1, 11));
 
     // 1. R0: 15-token prompt, no hit, 4 blocks; blocks 1..3 full and hashed.
@@ -58,6 +60,60 @@ fn engine_spec_worked_vector() {
     assert_eq!(c.block_table(2).unwrap(), &[1, 2, 3, 8, 9, 10, 5, 4]);
     assert_eq!(c.free_queue(), vec![7, 6]);
     assert_eq!(c.stats().evicted_tokens, 4);
+    c.check_invariants();
+}
+
+/// The same requests under vLLM 0.33's `BlockPool.free_blocks`: a freed block without a hash
+/// (a partial last block) goes to the queue's front — before the never-used blocks — the
+/// hashed ones to its tail, each group in the order freed (the block table reversed).
+#[test]
+fn unhashed_blocks_are_freed_to_the_front() {
+    let r0 = range(100, 117);
+    let r1 = [range(100, 110), range(900, 904)].concat();
+    let r2 = [range(100, 112), range(500, 517)].concat();
+    let st = store(&[r0, r1, r2]);
+    let mut c = PagedCache::with_blocks(st, 4, Some(11));
+    assert!(c.unhashed_first, "vLLM 0.33's order is the default");
+    c.admit(0, 0, 15, usize::MAX).unwrap();
+    assert!(c.grow(0, 16) && c.grow(0, 17));
+    c.admit(1, 1, 14, usize::MAX).unwrap();
+    assert_eq!(c.block_table(1).unwrap(), &[1, 2, 6, 7]);
+    // R0 frees 5 (one token, no hash), 4, 3 (hashed); 2 and 1 stay with R1.
+    c.finish(0);
+    assert_eq!(c.free_queue(), vec![5, 8, 9, 10, 4, 3]);
+    // R1 frees 7 (no hash) to the front, 6, 2, 1 to the tail.
+    c.finish(1);
+    assert_eq!(c.free_queue(), vec![7, 5, 8, 9, 10, 4, 3, 6, 2, 1]);
+    c.check_invariants();
+    // R2 hits 1, 2, 3 and pops 7, 5, 8, 9, 10: nothing cached is evicted.
+    let a = c.admit(2, 2, 29, usize::MAX).unwrap();
+    assert_eq!((a.hit_tokens, a.allocated_tokens), (12, 29));
+    assert_eq!(c.block_table(2).unwrap(), &[1, 2, 3, 7, 5, 8, 9, 10]);
+    assert_eq!(c.free_queue(), vec![4, 6]);
+    assert_eq!(c.stats().evicted_tokens, 0);
+    c.check_invariants();
+}
+
+/// Whole-sequence admission (vLLM 0.33 `allocate_slots(..., full_sequence_must_fit=True)`):
+/// blocks for every known token, less the hits, must be free, a hit waiting in the free queue
+/// counting as taken; the first chunk alone fitting is not enough.
+#[test]
+fn whole_sequence_admission_counts_evictable_hits() {
+    let st = store(&[range(0, 9), range(0, 21)]);
+    let mut c = PagedCache::with_blocks(st, 4, Some(7)); // 6 usable blocks
+    c.admit(0, 0, 9, usize::MAX).unwrap(); // blocks 1, 2 (hashed), 3
+    c.finish(0);
+    assert_eq!(c.free_queue(), vec![3, 4, 5, 6, 2, 1]);
+    // 21 tokens: 6 blocks; 2 hit (both free), so 4 more + 2 evictable = 6 ≤ 6 free.
+    assert!(c.admit_reserving(1, 1, 21, 4, 21).is_some());
+    c.finish(1);
+    // That chunk registered a third block. Hold one block: 5 free; 3 hits (free) + 3 more = 6
+    // blocks needed: refused, though a 4-token chunk (one block) fits.
+    c.admit(2, 0, 1, usize::MAX).unwrap();
+    assert_eq!(c.free_len(), 5);
+    assert!(c.admit_reserving(1, 1, 21, 4, 21).is_none());
+    assert!(c.block_table(1).is_none());
+    assert_eq!(c.admit_reserving(1, 1, 21, 4, 0).map(|a| (a.hit_tokens, a.allocated_tokens)), Some((12, 16)));
     c.check_invariants();
 }
 
@@ -144,6 +200,7 @@ fn duplicates_are_not_merged_and_the_oldest_is_returned() {
 fn a_remembered_block_that_became_a_duplicate_is_not_the_answer() {
     let st = store(&[range(0, 9), range(100, 112), range(300, 303)]);
     let mut c = PagedCache::with_blocks(st, 4, Some(6));
+    c.set_unhashed_first(false);
     c.admit(9, 2, 3, usize::MAX).unwrap();
     c.admit(0, 0, 9, usize::MAX).unwrap();
     assert_eq!(c.block_table(0).unwrap(), &[2, 3, 4]);
@@ -197,8 +254,10 @@ proptest! {
         first_gen in prop::sample::select(vec![1u16, NO_GEN - 3]),
         one_slot_ring in any::<bool>(),
         narrow_index in any::<bool>(),
+        unhashed_first in any::<bool>(),
+        full_reserve in any::<bool>(),
     ) {
-        let case = Case { seqs, ops, block, num_blocks, first_gen, one_slot_ring };
+        let case = Case { seqs, ops, block, num_blocks, first_gen, one_slot_ring, unhashed_first, full_reserve };
         if narrow_index && num_blocks.is_some() {
             matches_literal::<u16>(&case)?;
         } else {
@@ -215,17 +274,22 @@ struct Case {
     num_blocks: Option<u32>,
     first_gen: u16,
     one_slot_ring: bool,
+    /// vLLM 0.33's free order (unhashed blocks to the front).
+    unhashed_first: bool,
+    /// Admissions reserve the whole known sequence (vLLM 0.33's `full_sequence_must_fit`).
+    full_reserve: bool,
 }
 
 fn matches_literal<W: IndexWord>(case: &Case) -> Result<(), TestCaseError> {
-    let Case { ref seqs, ref ops, block, num_blocks, first_gen, one_slot_ring } = *case;
+    let Case { ref seqs, ref ops, block, num_blocks, first_gen, one_slot_ring, unhashed_first, full_reserve } = *case;
     let st = store(seqs);
     let mut fast = PagedCache::<W>::build(st.clone(), block as u32, num_blocks, None);
+    fast.set_unhashed_first(unhashed_first);
     fast.next_gen = first_gen; // the second start wraps the watch generations
     if one_slot_ring {
         fast.ring = vec![GONE; 1]; // the free-queue ring compacts and grows as it goes
     }
-    let mut lit = reference::RefPool::new(st.clone(), block, num_blocks);
+    let mut lit = reference::RefPool::new(st.clone(), block, num_blocks, unhashed_first);
     let mut live: Vec<Option<(SeqId, usize)>> = vec![None; 6];
     let mut refused: Option<(usize, SeqId, usize, usize)> = None;
     for op in ops {
@@ -240,7 +304,9 @@ fn matches_literal<W: IndexWord>(case: &Case) -> Result<(), TestCaseError> {
                     _ => refused.filter(|r| live[r.0].is_none()),
                 };
                 let Some((slot, seq, known, chunk)) = attempt else { continue };
-                let (a, b) = (fast.admit(slot as ReqId, seq, known, chunk), lit.admit(slot as u32, seq, known, chunk));
+                let reserve = if full_reserve { known } else { 0 };
+                let a = fast.admit_reserving(slot as ReqId, seq, known, chunk, reserve);
+                let b = lit.admit(slot as u32, seq, known, chunk, reserve);
                 prop_assert_eq!(a, b, "admit {:?}", (slot, seq, known, chunk));
                 refused = None;
                 match a {

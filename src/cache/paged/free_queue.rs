@@ -1,0 +1,193 @@
+//! The paged pool's free queue (vLLM's `FreeKVCacheBlockQueue`): the front stack of released
+//! blocks without a hash (vLLM 0.33's `BlockPool.free_blocks` prepends them), then the
+//! never-used blocks in id order, then the ring of released blocks with tombstones; popping
+//! evicts a cached block on the spot, releasing appends (or prepends), a cache hit takes a
+//! block from the middle.
+
+use super::*;
+
+impl<W: IndexWord> PagedCache<W> {
+    /// Length of the free queue (never-used + released blocks).
+    pub fn free_len(&self) -> u64 {
+        match self.num_blocks {
+            Some(n) => (n - self.fresh_next) as u64 + self.list_len,
+            None => u64::MAX,
+        }
+    }
+
+    /// The free queue, head first (for tests; O(queue)). Unlimited pools keep no order: their
+    /// released blocks come in id order.
+    pub fn free_queue(&self) -> Vec<u32> {
+        if self.num_blocks.is_none() {
+            return (1..self.fresh_next).filter(|&b| self.blk[b as usize].queued()).collect();
+        }
+        let never_used = self.fresh_next..self.num_blocks.unwrap_or(self.fresh_next);
+        self.front.iter().rev().copied().chain(never_used).chain(self.released()).collect()
+    }
+
+    /// Puts released blocks without a hash at the queue's front (`true`, vLLM 0.33) or every
+    /// released block at its tail (`false`, before vLLM PR #42656).
+    pub fn set_unhashed_first(&mut self, on: bool) {
+        self.unhashed_first = on;
+    }
+
+    /// The blocks in the ring, head first.
+    pub(super) fn released(&self) -> impl Iterator<Item = u32> + '_ {
+        let mask = self.ring.len() as u32 - 1;
+        let tickets = self.tail.wrapping_sub(self.head);
+        (0..tickets).map(move |k| self.ring[(self.head.wrapping_add(k) & mask) as usize]).filter(|&b| b != GONE)
+    }
+
+    /// Takes `b` out of the middle of the free queue.
+    pub(super) fn unlink(&mut self, b: u32) {
+        debug_assert_ne!(self.blk[b as usize].key, NO_KEY, "a block without a hash left the queue's middle");
+        if self.num_blocks.is_some() {
+            self.ring[(self.blk[b as usize].state & !IN_QUEUE) as usize] = GONE;
+        }
+        self.list_len -= 1;
+    }
+
+    /// Makes room for `n` more tickets in the ring: drops the `GONE` slots, and doubles the
+    /// ring while it would be more than half full of blocks.
+    #[cold]
+    pub(super) fn make_room(&mut self, n: usize) {
+        let live: Vec<u32> = self.released().collect();
+        let mut size = self.ring.len();
+        while 2 * (live.len() + n) > size {
+            size *= 2;
+        }
+        // A slot must fit beside `IN_QUEUE`, below `FRONT_SLOT` (2^30 released blocks: far more
+        // than memory holds).
+        assert!(size <= (IN_QUEUE / 2) as usize, "free queue of more than 2^30 blocks");
+        self.ring.clear();
+        self.ring.resize(size, GONE);
+        for (k, &b) in live.iter().enumerate() {
+            self.ring[k] = b;
+            self.blk[b as usize].state = IN_QUEUE | k as u32;
+        }
+        (self.head, self.tail) = (0, live.len() as u32);
+    }
+
+    /// Blocks referenced by requests.
+    pub(super) fn in_use(&self) -> u64 {
+        (self.fresh_next - 1) as u64 - self.list_len
+    }
+
+    /// Pops `n` blocks off the free-queue head into `out`, evicting cached ones; the caller
+    /// checked `free_len`.
+    #[inline]
+    pub(super) fn pop_many(&mut self, n: usize, out: &mut Vec<u32>) {
+        let n = if self.front.is_empty() { n } else { self.pop_front_stack(n, out) };
+        self.pop_queue(n, out);
+    }
+
+    /// [`pop_many`](Self::pop_many) past the front stack: never-used blocks, then the ring (kept
+    /// out of line: its code is what the tail-only order ran before the front stack existed).
+    #[inline(never)]
+    pub(super) fn pop_queue(&mut self, n: usize, out: &mut Vec<u32>) {
+        out.reserve(n);
+        let never_used = self.num_blocks.map_or(n, |m| (m - self.fresh_next) as usize);
+        let fresh = n.min(never_used) as u32;
+        out.extend(self.fresh_next..self.fresh_next + fresh);
+        self.blk.resize(self.blk.len() + fresh as usize, Blk { state: 1, ..FRESH });
+        self.fresh_next += fresh;
+        let (mut head, mut evicted, mask) = (self.head, 0u64, self.ring.len() as u32 - 1);
+        let start = out.len();
+        out.resize(start + n - fresh as usize, 0);
+        for slot in &mut out[start..] {
+            let b = loop {
+                debug_assert_ne!(head, self.tail, "pop from an empty free queue");
+                let b = self.ring[(head & mask) as usize];
+                head = head.wrapping_add(1);
+                if b != GONE {
+                    break b;
+                }
+            };
+            if self.blk[b as usize].key != NO_KEY {
+                self.uncache(b);
+                evicted += 1;
+            }
+            self.blk[b as usize].state = 1;
+            *slot = b;
+        }
+        self.head = head;
+        self.list_len -= (n - fresh as usize) as u64;
+        self.cached_free -= evicted;
+        self.stats.evicted_tokens += evicted * self.block as u64;
+    }
+
+    /// Pops up to `n` blocks off the front stack into `out` (blocks without a hash: nothing to
+    /// evict); returns how many are still to pop.
+    #[inline(never)]
+    pub(super) fn pop_front_stack(&mut self, n: usize, out: &mut Vec<u32>) -> usize {
+        let k = n.min(self.front.len());
+        for b in self.front.drain(self.front.len() - k..).rev() {
+            debug_assert_eq!(self.blk[b as usize].key, NO_KEY, "a hashed block on the front stack");
+            self.blk[b as usize].state = 1;
+            out.push(b);
+        }
+        self.list_len -= k as u64;
+        n - k
+    }
+
+    /// Takes a reference on each of `blocks` (cached hits), taking free ones off the queue.
+    pub(super) fn touch_all(&mut self, blocks: &[u32]) {
+        for &b in blocks {
+            if self.blk[b as usize].queued() {
+                if self.is_watched(b) {
+                    self.watch.as_mut().expect("watched block").evictable -= 1;
+                }
+                self.unlink(b);
+                self.cached_free -= 1;
+                self.blk[b as usize].state = 0;
+            }
+            self.blk[b as usize].state += 1;
+        }
+    }
+
+    /// Drops a reference on each of `blocks`, in order; a block left without one joins the
+    /// free-queue tail.
+    pub(super) fn release_all(&mut self, blocks: impl ExactSizeIterator<Item = u32>) {
+        let ordered = self.num_blocks.is_some();
+        if ordered && self.tail.wrapping_sub(self.head) as usize + blocks.len() > self.ring.len() {
+            self.make_room(blocks.len());
+        }
+        let (mut tail, mut cached, mut watched) = (self.tail, 0u64, 0usize);
+        let (gen, mask) = (self.watch_gen, self.ring.len() as u32 - 1);
+        let (blk, ring) = (&mut self.blk[..], &mut self.ring[..]);
+        for b in blocks {
+            let r = &mut blk[b as usize];
+            debug_assert!(!r.queued() && r.state > 0, "releasing a free block");
+            r.state -= 1;
+            if r.state == 0 {
+                watched += (r.watch_gen == gen) as usize;
+                cached += (r.key != NO_KEY) as u64;
+                r.state = IN_QUEUE;
+                if ordered {
+                    r.state |= tail & mask;
+                    ring[(tail & mask) as usize] = b;
+                }
+                tail = tail.wrapping_add(1);
+            }
+        }
+        self.list_len += tail.wrapping_sub(self.tail) as u64;
+        self.tail = tail;
+        self.cached_free += cached;
+        if watched > 0 {
+            self.watch.as_mut().expect("watched block").evictable += watched;
+        }
+    }
+
+    /// Puts a request's unregistered blocks (`blocks`, in block-table order) at the front of the
+    /// free queue, the last one at its head: vLLM's `prepend_n` of the blocks without a hash,
+    /// the table freed last block first. They have no other reference (no hash, so no hit).
+    pub(super) fn release_to_front(&mut self, blocks: &[u32]) {
+        for &b in blocks {
+            let r = &mut self.blk[b as usize];
+            debug_assert!(r.state == 1 && r.key == NO_KEY, "an unregistered block with another reference");
+            r.state = IN_QUEUE | FRONT_SLOT;
+        }
+        self.front.extend_from_slice(blocks);
+        self.list_len += blocks.len() as u64;
+    }
+}

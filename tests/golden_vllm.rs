@@ -1,0 +1,297 @@
+//! Differential test against vLLM's own scheduler: every golden schedule in
+//! `../shared/golden/vllm/schedules` (written by vLLM 0.33.0's `Scheduler`, see that folder's
+//! README) is replayed through the library with the settings of its config line, and each step
+//! must be composed identically — the scheduled requests with their new tokens and computed
+//! tokens (in order), preemptions, samples and finishes, the KV blocks in use after scheduling,
+//! the queue lengths — and so must each request's first-scheduled, first-token and finish steps,
+//! its prefix hits at every admission and its preemptions. `default` schedules are vLLM 0.33 as
+//! shipped (bundle `vllm@0.33`); `legacy` ones switch two 2026 changes back (the older bundle).
+//!
+//! Skipped (with a printed reason) when the golden folder is absent, unless
+//! CACHESIM_REQUIRE_DATA=1.
+
+use cachesim::cache::{CacheSpec, Policy};
+use cachesim::cost::Affine;
+use cachesim::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
+use cachesim::sim::{self, Keep, ScheduledStep, SimConfig};
+use cachesim::trace::ReadOptions;
+use cachesim::workload::BuildOptions;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+/// The golden folder (`$CACHESIM_GOLDEN`, else `../shared/golden` beside the repository), if
+/// it holds vLLM schedules.
+fn golden_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("CACHESIM_GOLDEN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden"));
+    if dir.join("vllm/schedules").is_dir() {
+        return Some(dir.join("vllm"));
+    }
+    if std::env::var("CACHESIM_REQUIRE_DATA").as_deref() == Ok("1") {
+        panic!("CACHESIM_REQUIRE_DATA=1 but {} has no vllm/schedules/ folder", dir.display());
+    }
+    eprintln!("skipping: no golden schedules at {} (set CACHESIM_GOLDEN)", dir.display());
+    None
+}
+
+/// One step as both sides describe it.
+#[derive(Debug, PartialEq)]
+struct Step {
+    /// (request, new tokens, computed before), in scheduling order.
+    scheduled: Vec<(u32, u32, u32)>,
+    preempted: Vec<u32>,
+    sampled: Vec<u32>,
+    finished: Vec<u32>,
+    used_blocks: u64,
+    waiting: u32,
+    running: u32,
+}
+
+/// One request's milestones, in step numbers.
+#[derive(Debug, PartialEq, Default)]
+struct Req {
+    first_scheduled_step: Option<u64>,
+    first_token_step: Option<u64>,
+    finish_step: Option<u64>,
+    hit_tokens_each_admission: Vec<u32>,
+    preemptions: u32,
+}
+
+struct Golden {
+    config: Value,
+    steps: Vec<Step>,
+    reqs: BTreeMap<u32, Req>,
+    /// Admission kind per (step, request): new or resumed.
+    kinds: BTreeMap<(usize, u32), String>,
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    let mut out: Vec<u32> = v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().parse().unwrap()).collect();
+    out.sort_unstable();
+    out
+}
+
+fn num(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no number {key} in {v}"))
+}
+
+fn read_golden(path: &Path) -> Golden {
+    let text = std::fs::read_to_string(path).unwrap();
+    let (mut config, mut steps, mut reqs, mut kinds) = (Value::Null, Vec::new(), BTreeMap::new(), BTreeMap::new());
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let o: Value = serde_json::from_str(line).unwrap();
+        match o["type"].as_str().unwrap() {
+            "config" => config = o,
+            "step" => {
+                assert_eq!(num(&o, "step") as usize, steps.len(), "{}: steps numbered in order", path.display());
+                let mut scheduled = Vec::new();
+                for s in o["scheduled"].as_array().unwrap() {
+                    let id: u32 = s["id"].as_str().unwrap().parse().unwrap();
+                    scheduled.push((id, num(s, "tokens") as u32, num(s, "computed_before") as u32));
+                    let kind = s["kind"].as_str().unwrap();
+                    if kind != "running" {
+                        kinds.insert((steps.len(), id), kind.to_string());
+                    }
+                }
+                steps.push(Step {
+                    scheduled,
+                    preempted: ids(&o["preempted"]),
+                    sampled: ids(&o["sampled"]),
+                    finished: ids(&o["finished"]),
+                    used_blocks: num(&o, "used_blocks_after_schedule"),
+                    waiting: num(&o, "waiting_after_schedule") as u32,
+                    running: num(&o, "running_after_schedule") as u32,
+                });
+            }
+            "request" => {
+                let id: u32 = o["id"].as_str().unwrap().parse().unwrap();
+                let hits = o["hit_tokens_each_admission"].as_array().unwrap();
+                reqs.insert(
+                    id,
+                    Req {
+                        first_scheduled_step: o["first_scheduled_step"].as_u64(),
+                        first_token_step: o["first_token_step"].as_u64(),
+                        finish_step: o["finish_step"].as_u64(),
+                        hit_tokens_each_admission: hits.iter().map(|h| h.as_u64().unwrap() as u32).collect(),
+                        preemptions: num(&o, "preemptions") as u32,
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+    assert!(config.is_object(), "{}: no config line", path.display());
+    Golden { config, steps, reqs, kinds }
+}
+
+/// cachesim's side: steps, request milestones (derived from the steps, as the golden driver
+/// derives vLLM's), and the admission kind per (step, request).
+fn cachesim_side(schedule: &[ScheduledStep], block: u64) -> Golden {
+    let (mut steps, mut reqs, mut kinds) = (Vec::new(), BTreeMap::<u32, Req>::new(), BTreeMap::new());
+    let mut running = BTreeSet::new();
+    let mut preempted_ever = BTreeSet::new();
+    for (k, s) in schedule.iter().enumerate() {
+        for &p in &s.preempted {
+            running.remove(&p);
+            preempted_ever.insert(p);
+            reqs.entry(p).or_default().preemptions += 1;
+        }
+        for &(id, _, before) in &s.items {
+            let r = reqs.entry(id).or_default();
+            r.first_scheduled_step.get_or_insert(k as u64);
+            if running.insert(id) {
+                r.hit_tokens_each_admission.push(before);
+                let kind = if preempted_ever.contains(&id) { "resumed" } else { "new" };
+                kinds.insert((k, id), kind.to_string());
+            }
+        }
+        for &id in &s.sampled {
+            reqs.entry(id).or_default().first_token_step.get_or_insert(k as u64);
+        }
+        for &id in &s.finished {
+            reqs.entry(id).or_default().finish_step = Some(k as u64);
+            running.remove(&id);
+        }
+        let sorted = |v: &[u32]| {
+            let mut v = v.to_vec();
+            v.sort_unstable();
+            v
+        };
+        let u = s.usage_after_schedule;
+        let (preempted, sampled, finished) = (sorted(&s.preempted), sorted(&s.sampled), sorted(&s.finished));
+        steps.push(Step {
+            scheduled: s.items.clone(),
+            preempted,
+            sampled,
+            finished,
+            used_blocks: (u.used_tokens - u.evictable_tokens) / block,
+            waiting: s.waiting,
+            running: s.running,
+        });
+    }
+    Golden { config: Value::Null, steps, reqs, kinds }
+}
+
+/// The bundle a golden mode is reproduced by.
+fn bundle(mode: &str) -> EngineVersion {
+    match mode {
+        "default" => EngineVersion::Vllm033,
+        "legacy" => EngineVersion::Vllm018,
+        other => panic!("unknown golden mode {other}"),
+    }
+}
+
+/// Replays one schedule; returns a description of the first divergences (empty when identical).
+fn replay(dir: &Path, path: &Path) -> String {
+    let g = read_golden(path);
+    let c = &g.config;
+    let mode = c["free_order"].as_str().unwrap();
+    assert_eq!(c["scheduler_reserve_full_isl"].as_bool().unwrap(), mode == "default", "mode and switches agree");
+    assert_eq!(c["async_scheduling"].as_bool(), Some(false));
+    assert_eq!(c["policy"].as_str(), Some("fcfs"));
+    assert_eq!(c["long_prefill_token_threshold"].as_u64(), Some(0));
+    assert_eq!(c["watermark"].as_f64(), Some(0.0));
+    let block = num(c, "block_size");
+    let version = bundle(mode);
+    let trace = dir.join(c["trace"].as_str().unwrap());
+    let w = cachesim::load_workload(Some(&trace), &ReadOptions::default(), &BuildOptions::default()).unwrap();
+    assert_eq!(w.requests.len() as u64, num(c, "num_requests"));
+    let cfg = SimConfig {
+        engine: EngineConfig {
+            engine: EngineKind::Vllm,
+            version,
+            rules: version.rules(),
+            max_num_seqs: num(c, "max_num_seqs") as u32,
+            max_num_batched_tokens: num(c, "max_num_batched_tokens") as u32,
+            enable_chunked_prefill: c["enable_chunked_prefill"].as_bool().unwrap(),
+            long_prefill_token_threshold: 0,
+            chunked_prefill_size: 0,
+            max_prefill_tokens: 16384,
+            schedule_policy: SchedulePolicy::Fcfs,
+            schedule_conservativeness: 1.0,
+            page_size: 1,
+            seed: 0,
+            overlap: false,
+        },
+        cache: CacheSpec {
+            policy: Policy::Paged,
+            block_size: Some(block as u32),
+            page_size: None,
+            // `num_gpu_blocks` counts the null block, as `--num-gpu-blocks-override` does.
+            capacity_tokens: Some((num(c, "num_gpu_blocks") - 1) * block),
+        },
+        max_concurrency: None,
+        request_overhead_s: 0.0,
+        limits: None,
+    };
+    let cost = Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
+    let sends: Vec<(u32, f64)> = (0..w.requests.len() as u32).map(|i| (i, 0.0)).collect();
+    let r = sim::run(&w, &sends, &cfg, &cost, Keep { schedule: true, ..Keep::default() });
+    assert_eq!(r.failed, 0);
+    let ours = cachesim_side(&r.schedule, block);
+
+    let mut out = String::new();
+    let name = path.file_name().unwrap().to_string_lossy();
+    if g.steps.len() != ours.steps.len() {
+        writeln!(out, "{name} ({version}): vLLM ran {} steps, cachesim {}", g.steps.len(), ours.steps.len()).unwrap();
+    }
+    if let Some(k) = (0..g.steps.len().min(ours.steps.len())).find(|&k| g.steps[k] != ours.steps[k]) {
+        let (a, b) = (&g.steps[k], &ours.steps[k]);
+        writeln!(out, "{name} ({version}): first divergence at step {k}").unwrap();
+        let mut field = |what: &str, x: String, y: String| {
+            if x != y {
+                writeln!(out, "  {what}:\n    vLLM     {x}\n    cachesim {y}").unwrap();
+            }
+        };
+        field("scheduled (id, tokens, computed before)", format!("{:?}", a.scheduled), format!("{:?}", b.scheduled));
+        field("preempted", format!("{:?}", a.preempted), format!("{:?}", b.preempted));
+        field("sampled", format!("{:?}", a.sampled), format!("{:?}", b.sampled));
+        field("finished", format!("{:?}", a.finished), format!("{:?}", b.finished));
+        field("blocks in use after scheduling", a.used_blocks.to_string(), b.used_blocks.to_string());
+        field("waiting after scheduling", a.waiting.to_string(), b.waiting.to_string());
+        field("running after scheduling", a.running.to_string(), b.running.to_string());
+        if k > 0 {
+            writeln!(out, "  (step {} agreed: {:?})", k - 1, g.steps[k - 1].scheduled).unwrap();
+        }
+    }
+    if g.kinds != ours.kinds {
+        let first = g.kinds.iter().zip(ours.kinds.iter()).find(|(x, y)| x != y);
+        writeln!(out, "{name}: admissions differ, first (vLLM, cachesim): {first:?}").unwrap();
+    }
+    for (id, want) in &g.reqs {
+        match ours.reqs.get(id) {
+            Some(got) if got == want => {}
+            got => {
+                writeln!(out, "{name}: request {id}:\n    vLLM     {want:?}\n    cachesim {got:?}").unwrap();
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_golden_schedule_is_reproduced_step_for_step() {
+    let Some(dir) = golden_dir() else { return };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("schedules"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 9, "expected the nine golden schedules, found {}", files.len());
+    let mut report = String::new();
+    let mut modes = BTreeSet::new();
+    for f in &files {
+        let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+        modes.insert(stem.rsplit('_').next().unwrap().to_string());
+        let diff = replay(&dir, f);
+        eprintln!("{stem}: {}", if diff.is_empty() { "identical" } else { "DIFFERS" });
+        report.push_str(&diff);
+    }
+    assert_eq!(modes, BTreeSet::from(["default".to_string(), "legacy".to_string()]));
+    assert!(report.is_empty(), "golden schedules not reproduced:\n{report}");
+}
