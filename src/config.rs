@@ -141,6 +141,9 @@ fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u3
     if o.max_num_seqs.is_none() {
         max_num_seqs = max_num_seqs.min(max_num_batched_tokens);
     }
+    if o.max_num_seqs == Some(0) {
+        return Err(Error::invalid("--max-num-seqs", "0 must be at least 1"));
+    }
     if max_num_seqs == 0 || max_num_batched_tokens < max_num_seqs {
         return Err(Error::invalid(
             "--max-num-batched-tokens",
@@ -148,6 +151,53 @@ fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u3
         ));
     }
     Ok((max_num_seqs, max_num_batched_tokens))
+}
+
+/// The error for fewer than two KV blocks, naming the setting that caused it: the override when
+/// one was given, else the activation reserve when the weights alone would leave room, else the
+/// memory share (the model does not fit).
+fn no_kv_blocks(o: &RunOptions, gpu: &Gpu, model: &Model, util: f64, blocks: u64) -> Error {
+    let weights_gb = model.weight_bytes(2) / o.tp as f64 / 1e9;
+    let usable_gb = gpu.memory_bytes() * util / 1e9;
+    if o.num_gpu_blocks_override.is_some() {
+        return Error::invalid("--num-gpu-blocks-override", format!("{blocks} KV blocks: at least 2 are needed"));
+    }
+    let without_reserve = profile::vllm_kv_tokens(gpu, model, o.tp, util, 0.0) / o.block_size as u64;
+    if o.activation_reserve_gb > 0.0 && without_reserve >= 2 {
+        return Error::invalid(
+            "--activation-reserve-gb",
+            format!(
+                "{} GB leaves no room for the KV cache: {usable_gb:.1} GB usable per GPU \
+                 (gpu_memory_utilization {util}) − {weights_gb:.1} GB of weights",
+                o.activation_reserve_gb
+            ),
+        );
+    }
+    Error::invalid(
+        "--gpu-memory-utilization",
+        format!(
+            "{util}: the model does not fit (weights {weights_gb:.1} GB per GPU, {usable_gb:.1} GB usable; \
+             try --tp or a larger GPU)"
+        ),
+    )
+}
+
+/// What resolving changed without being asked, worth telling the user: vLLM's `EngineArgs`
+/// (`_set_default_args`, vllm/engine/arg_utils.py, 0.33) lowers an unset `max_num_seqs` to
+/// `max_num_batched_tokens` silently; cachesim follows it and says so.
+pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let vllm = matches!(o.engine, EngineKind::Vllm | EngineKind::VllmV0);
+    if vllm && o.max_num_seqs.is_none() && o.max_num_batched_tokens.is_some() {
+        let default = if c.gpu.vllm_large() { 1024 } else { 256 };
+        if c.engine.max_num_seqs < default {
+            out.push(format!(
+                "max_num_seqs lowered from its default {default} to {} = --max-num-batched-tokens (as vLLM does)",
+                c.engine.max_num_seqs
+            ));
+        }
+    }
+    out
 }
 
 /// Resolves options into a full configuration.
@@ -164,6 +214,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     if util > 1.0 {
         return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
     }
+    if !(o.activation_reserve_gb.is_finite() && o.activation_reserve_gb >= 0.0) {
+        return Err(Error::invalid(
+            "--activation-reserve-gb",
+            format!("{} must be a number of GB, 0 or more", o.activation_reserve_gb),
+        ));
+    }
+    positive("--schedule-conservativeness", o.schedule_conservativeness)?;
     let max_model_len = o.max_model_len.unwrap_or(model.max_context);
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
@@ -248,13 +305,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         Policy::Paged => {
             let blocks = o.num_gpu_blocks_override.unwrap_or(kv_tokens / o.block_size as u64);
             if blocks < 2 {
-                return Err(Error::invalid(
-                    "--num-gpu-blocks-override",
-                    format!(
-                        "{blocks} KV blocks: the model does not fit (weights {:.1} GB per GPU)",
-                        model.weight_bytes(2) / o.tp as f64 / 1e9
-                    ),
-                ));
+                return Err(no_kv_blocks(o, &gpu, &model, util, blocks));
             }
             (Some(blocks), (blocks - 1) * o.block_size as u64)
         }
@@ -378,5 +429,49 @@ mod tests {
         assert!(e.unwrap_err().to_string().contains("--tp"));
         let e = resolve(&RunOptions { gpu_memory_utilization: 1.5, ..Default::default() });
         assert!(e.unwrap_err().to_string().contains("above 1"));
+    }
+
+    fn blamed(o: RunOptions) -> String {
+        match resolve(&o).unwrap_err() {
+            Error::InvalidArgument { field, .. } => field,
+            e => panic!("not an argument error: {e}"),
+        }
+    }
+
+    #[test]
+    fn each_error_names_the_flag_at_fault() {
+        assert_eq!(blamed(RunOptions { max_num_seqs: Some(0), ..Default::default() }), "--max-num-seqs");
+        assert_eq!(
+            blamed(RunOptions { max_num_seqs: Some(64), max_num_batched_tokens: Some(32), ..Default::default() }),
+            "--max-num-batched-tokens"
+        );
+        assert_eq!(
+            blamed(RunOptions { activation_reserve_gb: 1000.0, ..Default::default() }),
+            "--activation-reserve-gb"
+        );
+        assert_eq!(blamed(RunOptions { activation_reserve_gb: -1.0, ..Default::default() }), "--activation-reserve-gb");
+        assert_eq!(
+            blamed(RunOptions { num_gpu_blocks_override: Some(1), ..Default::default() }),
+            "--num-gpu-blocks-override"
+        );
+        assert_eq!(
+            blamed(RunOptions { model: "llama-3.1-70b".into(), gpu: "a10".into(), ..Default::default() }),
+            "--gpu-memory-utilization"
+        );
+        assert_eq!(
+            blamed(RunOptions { engine: EngineKind::Sglang, schedule_conservativeness: -1.0, ..Default::default() }),
+            "--schedule-conservativeness"
+        );
+    }
+
+    #[test]
+    fn a_lowered_max_num_seqs_is_said() {
+        let o = RunOptions { max_num_batched_tokens: Some(1), ..Default::default() };
+        let c = resolve(&o).unwrap();
+        assert_eq!(c.engine.max_num_seqs, 1);
+        let n = notes(&o, &c);
+        assert_eq!(n.len(), 1);
+        assert!(n[0].contains("from its default 1024 to 1"), "{n:?}");
+        assert!(notes(&RunOptions::default(), &resolve(&RunOptions::default()).unwrap()).is_empty());
     }
 }

@@ -5,7 +5,7 @@
 //! data-set analysis ([`analyze`]), the serving simulation — profiles ([`profile`]), resolved
 //! configuration ([`config`]), step time ([`cost`]), schedulers ([`engine`]), the event loop
 //! ([`sim`]) and the benchmark clients' metrics ([`metrics`]) — and reports ([`report`],
-//! [`plot`]).
+//! [`plot`]), written all or nothing ([`output`]).
 
 pub mod analyze;
 pub mod cache;
@@ -14,6 +14,7 @@ pub mod cost;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod output;
 pub mod plot;
 pub mod profile;
 pub mod replay;

@@ -37,7 +37,9 @@ pub fn capacity(c: Option<u64>) -> String {
 pub fn trace_summary(t: &TraceInfo) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "Trace:          {} ({})", t.path.display(), t.format);
-    let mut what = format!("{} requests from {} records", thousands(t.requests as u64), thousands(t.records as u64));
+    let n =
+        |count: usize, what: &str| format!("{} {what}{}", thousands(count as u64), if count == 1 { "" } else { "s" });
+    let mut what = format!("{} from {}", n(t.requests, "request"), n(t.records, "record"));
     if t.sessions > 0 {
         let _ = write!(what, ", {} multi-turn sessions", thousands(t.sessions as u64));
     }

@@ -99,6 +99,19 @@ type Due = Reverse<(u64, u64, ReqId)>;
 
 /// Runs `sends` — (request, send time) in send order — through one instance.
 pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostModel, keep: Keep) -> SimResult {
+    run_with_progress(w, sends, cfg, cost, keep, &|_, _| ())
+}
+
+/// [`run`], calling `progress(requests done (completed or rejected), simulated time)` after each
+/// step that finished one.
+pub fn run_with_progress(
+    w: &Workload,
+    sends: &[(u32, f64)],
+    cfg: &SimConfig,
+    cost: &dyn CostModel,
+    keep: Keep,
+    progress: &dyn Fn(u64, f64),
+) -> SimResult {
     let n = w.requests.len();
     let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
     // A run of some of the requests numbers only their sequences' blocks.
@@ -271,6 +284,9 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
             schedule.extend(composition.take());
             now = end;
         }
+        if !finished.is_empty() {
+            progress(records.len() as u64 + failed, now);
+        }
         for id in finished.drain(..) {
             in_flight -= 1;
             if let Some(c) = client_queue.pop_front() {
@@ -299,9 +315,21 @@ pub struct Outcome {
 
 /// Simulates `w` under `cfg` (arrivals, engine, cache, step time).
 pub fn simulate(w: &Workload, cfg: &crate::config::RunConfig, keep: Keep) -> crate::error::Result<Outcome> {
+    simulate_with_progress(w, cfg, keep, &|_, _, _| ())
+}
+
+/// [`simulate`], calling `progress(requests done, requests sent, simulated time)` as requests
+/// finish.
+pub fn simulate_with_progress(
+    w: &Workload,
+    cfg: &crate::config::RunConfig,
+    keep: Keep,
+    progress: &dyn Fn(u64, u64, f64),
+) -> crate::error::Result<Outcome> {
     let sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
     let sim_cfg = SimConfig { engine: cfg.engine, cache: cfg.cache, max_concurrency: cfg.max_concurrency };
-    let mut sim = run(w, &sends, &sim_cfg, &cfg.cost(), keep);
+    let total = sends.len() as u64;
+    let mut sim = run_with_progress(w, &sends, &sim_cfg, &cfg.cost(), keep, &|done, now| progress(done, total, now));
     let summary = crate::metrics::Summary::new(&sim.records, sim.failed, &mut sim.log);
     Ok(Outcome { sim, summary, sent: sends.len() })
 }
