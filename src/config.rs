@@ -135,8 +135,9 @@ fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u3
         if o.enable_chunked_prefill == Some(false) {
             max_num_batched_tokens = max_num_batched_tokens.max(max_model_len.min(u32::MAX as u64) as u32);
         }
-        max_num_batched_tokens =
-            (max_num_batched_tokens as u64).min(max_num_seqs as u64 * max_model_len).min(u32::MAX as u64) as u32;
+        max_num_batched_tokens = (max_num_batched_tokens as u64)
+            .min((max_num_seqs as u64).saturating_mul(max_model_len))
+            .min(u32::MAX as u64) as u32;
     }
     if o.max_num_seqs.is_none() {
         max_num_seqs = max_num_seqs.min(max_num_batched_tokens);
@@ -160,7 +161,7 @@ fn no_kv_blocks(o: &RunOptions, gpu: &Gpu, model: &Model, util: f64, blocks: u64
     let weights_gb = model.weight_bytes(2) / o.tp as f64 / 1e9;
     let usable_gb = gpu.memory_bytes() * util / 1e9;
     if o.num_gpu_blocks_override.is_some() {
-        return Error::invalid("--num-gpu-blocks-override", format!("{blocks} KV blocks: at least 2 are needed"));
+        return Error::invalid("--num-gpu-blocks-override", format!("{blocks}: at least 2 KV blocks are needed"));
     }
     let without_reserve = profile::vllm_kv_tokens(gpu, model, o.tp, util, 0.0) / o.block_size as u64;
     if o.activation_reserve_gb > 0.0 && without_reserve >= 2 {
@@ -272,8 +273,11 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 Some(c) if c <= 0 => 0,
                 Some(c) => c.min(u32::MAX as i64) as u32,
             };
-            let batch_max =
-                o.max_num_batched_tokens.unwrap_or(if chunk == 0 { 16384 } else { (2 * chunk + 256).min(16384) });
+            let batch_max = o.max_num_batched_tokens.unwrap_or(if chunk == 0 {
+                16384
+            } else {
+                (2 * chunk as u64 + 256).min(16384) as u32
+            });
             let frac = o.mem_fraction_static.unwrap_or(0.9);
             if !(frac > 0.0 && frac <= 1.0) {
                 return Err(Error::invalid("--mem-fraction-static", format!("{frac} is not in (0, 1]")));
@@ -306,6 +310,12 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             let blocks = o.num_gpu_blocks_override.unwrap_or(kv_tokens / o.block_size as u64);
             if blocks < 2 {
                 return Err(no_kv_blocks(o, &gpu, &model, util, blocks));
+            }
+            if blocks > u32::MAX as u64 {
+                return Err(Error::invalid(
+                    "--num-gpu-blocks-override",
+                    format!("{blocks} KV blocks: at most {} (block ids are 32-bit)", u32::MAX),
+                ));
             }
             (Some(blocks), (blocks - 1) * o.block_size as u64)
         }
@@ -462,6 +472,27 @@ mod tests {
             blamed(RunOptions { engine: EngineKind::Sglang, schedule_conservativeness: -1.0, ..Default::default() }),
             "--schedule-conservativeness"
         );
+    }
+
+    /// Found by tests/fuzz.rs: `max_num_seqs × max_model_len` overflowed.
+    #[test]
+    fn a_huge_max_model_len_does_not_overflow() {
+        let o = RunOptions { max_model_len: Some(u64::MAX), ..Default::default() };
+        assert_eq!(resolve(&o).unwrap().engine.max_num_batched_tokens, 8192);
+    }
+
+    /// Found by tests/fuzz.rs: LightLLM's `2 × chunk + 256` overflowed.
+    #[test]
+    fn a_huge_lightllm_chunk_saturates() {
+        let o = RunOptions { engine: EngineKind::Lightllm, chunked_prefill_size: Some(i64::MAX), ..Default::default() };
+        assert_eq!(resolve(&o).unwrap().engine.max_num_batched_tokens, 16384);
+    }
+
+    /// Found by tests/fuzz.rs: `(blocks − 1) × block_size` overflowed.
+    #[test]
+    fn a_huge_block_override_is_refused() {
+        let o = RunOptions { num_gpu_blocks_override: Some(u64::MAX), block_size: 512, ..Default::default() };
+        assert_eq!(blamed(o), "--num-gpu-blocks-override");
     }
 
     #[test]

@@ -321,7 +321,7 @@ pub fn check_time(field: &str, value: f64) -> std::result::Result<f64, (String, 
     if !(value.is_finite() && value >= 0.0) {
         Err((field.to_string(), format!("{value} is not a time (must be finite and ≥ 0)")))
     } else if value > MAX_TIME_MS {
-        Err((field.to_string(), format!("{value} ms is absurd (limit {MAX_TIME_MS:e} ms, about 3,170 years)")))
+        Err((field.to_string(), format!("{value:e} ms is absurd (limit {MAX_TIME_MS:e} ms, about 3,170 years)")))
     } else {
         Ok(value)
     }
@@ -330,7 +330,7 @@ pub fn check_time(field: &str, value: f64) -> std::result::Result<f64, (String, 
 /// Checks a time stamp in seconds, as [`check_time`] does for milliseconds.
 pub fn check_time_s(field: &str, value: f64) -> std::result::Result<f64, (String, String)> {
     if value.is_finite() && value > MAX_TIME_MS / 1e3 {
-        Err((field.to_string(), format!("{value} s is absurd (limit {:e} s, about 3,170 years)", MAX_TIME_MS / 1e3)))
+        Err((field.to_string(), format!("{value:e} s is absurd (limit {:e} s, about 3,170 years)", MAX_TIME_MS / 1e3)))
     } else {
         check_time(field, value)
     }

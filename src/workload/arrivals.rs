@@ -96,7 +96,7 @@ pub fn schedule(w: &Workload, o: &ArrivalOptions) -> Result<Vec<(u32, f64)>> {
             v
         }
     };
-    check_span(w, o, &ids, &times)?;
+    check_span(o, &ids, &times)?;
     Ok(ids.into_iter().zip(times).collect())
 }
 
@@ -105,7 +105,7 @@ pub fn schedule(w: &Workload, o: &ArrivalOptions) -> Result<Vec<(u32, f64)>> {
 pub const MAX_SEND_S: f64 = 1e9;
 
 /// Refuses send times past [`MAX_SEND_S`], naming the flag and the request that caused them.
-fn check_span(w: &Workload, o: &ArrivalOptions, ids: &[u32], times: &[f64]) -> Result<()> {
+fn check_span(o: &ArrivalOptions, ids: &[u32], times: &[f64]) -> Result<()> {
     let Some(i) = times.iter().position(|t| !(t.is_finite() && *t <= MAX_SEND_S)) else { return Ok(()) };
     let (id, t) = (ids[i], times[i]);
     match o.rate {
@@ -113,17 +113,20 @@ fn check_span(w: &Workload, o: &ArrivalOptions, ids: &[u32], times: &[f64]) -> R
             "--request-rate",
             format!("{r:e} sends request {id} at {t:.3e} s, past the limit of {MAX_SEND_S:e} s (about 31 years)"),
         )),
-        _ => {
-            let trace_ms = w.requests[id as usize].arrival_ms.unwrap_or(0.0);
-            Err(Error::invalid(
-                "--time-scale",
-                format!(
-                    "{:e} puts request {id} (trace time {trace_ms} ms) at {t:.3e} s, past the limit of {MAX_SEND_S:e} s \
-                     (about 31 years)",
-                    o.time_scale
-                ),
-            ))
-        }
+        _ if o.time_scale > 1.0 => Err(Error::invalid(
+            "--time-scale",
+            format!(
+                "{:e} puts request {id} at {t:.3e} s after the first, past the limit of {MAX_SEND_S:e} s (about 31 years)",
+                o.time_scale
+            ),
+        )),
+        _ => Err(Error::invalid(
+            "--trace",
+            format!(
+                "request {id} arrives {t:.3e} s after the first, past the limit of {MAX_SEND_S:e} s (about 31 years); \
+                 shrink the trace's times with --time-scale below 1"
+            ),
+        )),
     }
 }
 
