@@ -154,7 +154,7 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     if regular && !gzip {
         let mut out = Vec::with_capacity(meta.len() as usize);
         src.read_to_end(&mut out).map_err(io)?;
-        check_lines(path, &out, 0, &mut 1, &mut 0)?;
+        check_lines(path, &out, 0, &mut LineState::default())?;
         return Ok(out);
     }
     if gzip {
@@ -170,7 +170,7 @@ fn read_bounded(path: &Path, mut r: impl Read, probe: bool) -> Result<Vec<u8>> {
     let io = |error| Error::Io { path: path.to_path_buf(), error };
     let mut out = Vec::new();
     let mut chunk = vec![0u8; 1 << 16];
-    let (mut line, mut line_start, mut probed) = (1u64, 0usize, !probe);
+    let (mut lines, mut probed) = (LineState::default(), !probe);
     loop {
         let n = match r.read(&mut chunk) {
             Ok(0) => break,
@@ -180,7 +180,7 @@ fn read_bounded(path: &Path, mut r: impl Read, probe: bool) -> Result<Vec<u8>> {
         };
         let from = out.len();
         out.extend_from_slice(&chunk[..n]);
-        check_lines(path, &out, from, &mut line, &mut line_start)?;
+        check_lines(path, &out, from, &mut lines)?;
         if !probed && out.len() >= PROBE_BYTES {
             probed = true;
             if let Err(why) = detect(&out[..PROBE_BYTES]) {
@@ -197,30 +197,49 @@ fn read_bounded(path: &Path, mut r: impl Read, probe: bool) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Counts the lines of `bytes[from..]` (the line holding `from` started at `line_start`, line
-/// number `line`); a line over [`MAX_LINE_BYTES`] is an error. Content that is a JSON array
-/// (first non-blank byte `[`) is exempt: it may be one long line.
-fn check_lines(path: &Path, bytes: &[u8], from: usize, line: &mut u64, line_start: &mut usize) -> Result<()> {
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+/// Where [`check_lines`] is in the content read so far.
+#[derive(Debug, Clone, Copy)]
+struct LineState {
+    /// 1-based number of the line being read.
+    line: u64,
+    /// Byte offset where it starts.
+    start: usize,
+    /// Whether the content is a JSON array (first non-blank byte `[`); `None` while all blank.
+    array: Option<bool>,
+}
+
+impl Default for LineState {
+    fn default() -> Self {
+        Self { line: 1, start: 0, array: None }
+    }
+}
+
+/// Counts the lines of `bytes[from..]`; a line over [`MAX_LINE_BYTES`] is an error. Content that
+/// is a JSON array is exempt: it may be one long line.
+fn check_lines(path: &Path, bytes: &[u8], from: usize, st: &mut LineState) -> Result<()> {
+    if st.array.is_none() {
+        st.array = bytes[from..].iter().find(|b| !b.is_ascii_whitespace()).map(|&b| b == b'[');
+    }
+    if st.array == Some(true) {
         return Ok(());
     }
     for pos in memchr::memchr_iter(b'\n', &bytes[from..]) {
-        if from + pos - *line_start > MAX_LINE_BYTES {
+        if from + pos - st.start > MAX_LINE_BYTES {
             break;
         }
-        *line += 1;
-        *line_start = from + pos + 1;
+        st.line += 1;
+        st.start = from + pos + 1;
     }
-    if bytes.len() - *line_start > MAX_LINE_BYTES {
+    if bytes.len() - st.start > MAX_LINE_BYTES {
         return Err(Error::Record {
             path: path.to_path_buf(),
             error: RecordError {
-                location: Location::Line(*line),
+                location: Location::Line(st.line),
                 field: String::new(),
                 message: format!(
                     "longer than {} MiB (starting at byte offset {}): not a trace in a line format",
                     MAX_LINE_BYTES >> 20,
-                    *line_start
+                    st.start
                 ),
             },
         });
@@ -358,6 +377,21 @@ mod tests {
         assert!(detect(b"a,b,c\n1,2,3").unwrap_err().contains("a,b,c"));
         assert!(detect(b"{\"x\":1}").unwrap_err().contains("x"));
         assert!(detect(b"[1, 2]").unwrap_err().contains("not a JSON object"));
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_named_and_arrays_are_exempt() {
+        let mut st = LineState::default();
+        let mut doc = b"{}\n{}\n".to_vec();
+        doc.resize(6 + MAX_LINE_BYTES + 1, b'x');
+        let e = check_lines(Path::new("t.jsonl"), &doc, 0, &mut st).unwrap_err().to_string();
+        assert!(e.starts_with("t.jsonl: line 3: longer than 64 MiB (starting at byte offset 6)"), "{e}");
+        doc[0] = b'[';
+        assert!(check_lines(Path::new("t.json"), &doc, 0, &mut LineState::default()).is_ok());
+        // Blank content decides nothing; the first chunk with a byte does.
+        let mut st = LineState::default();
+        assert!(check_lines(Path::new("t"), b"  \n ", 0, &mut st).is_ok());
+        assert_eq!((st.array, st.line, st.start), (None, 2, 3));
     }
 
     #[test]
