@@ -80,7 +80,7 @@ pub struct TraceArgs {
     pub turns: Turns,
     /// ShareGPT with `--turns first`: fixed output length (as the benchmark clients'
     /// --sharegpt-output-len); records with a single message become usable.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    #[arg(allow_negative_numbers = true, long, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     pub sharegpt_output_len: Option<u32>,
     /// ShareGPT with `--turns first`: whose sampling to reproduce — vllm (`vllm bench serve`:
     /// 4 ≤ prompt ≤ 1024 tokens, reply ≥ 4, prompt + output ≤ 2048), sglang (`sglang.bench_serving`:
@@ -93,7 +93,7 @@ pub struct TraceArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub sharegpt_context_len: Option<u32>,
     /// Mooncake: tokens per `hash_ids` block.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub trace_block_size: u32,
 }
 
@@ -147,47 +147,53 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", help_heading = "Engine")]
     pub gpu_file: Option<PathBuf>,
     /// Tensor-parallel GPUs (adds two all-reduces per layer).
-    #[arg(long, visible_alias = "tensor-parallel-size", default_value_t = 1, help_heading = "Engine")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        visible_alias = "tensor-parallel-size",
+        default_value_t = 1,
+        help_heading = "Engine"
+    )]
     pub tp: u64,
     /// Cache model; default: the engine's own (vLLM: paged). Another one is a what-if.
     #[arg(long, value_enum, help_heading = "Engine")]
     pub policy: Option<Policy>,
     /// KV block size in tokens (vLLM --block-size).
-    #[arg(long = "block-size", visible_alias = "block", default_value_t = 16,
+    #[arg(allow_negative_numbers = true, long = "block-size", visible_alias = "block", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=512), help_heading = "Engine")]
     pub block_size: u32,
     /// Radix page size in tokens (SGLang --page-size).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=512), help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=512), help_heading = "Engine")]
     pub page_size: u32,
     /// Share of GPU memory vLLM may use (--gpu-memory-utilization; default by --engine-version:
     /// 0.92 for vllm@0.33, 0.9 for older bundles).
-    #[arg(long, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub gpu_memory_utilization: Option<f64>,
     /// vLLM's peak activation of its profile run, GiB per GPU, as its log reports it
     /// ("PyTorch activation peak memory"); default: modelled from the model and limits.
-    #[arg(long, value_name = "GIB", help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, value_name = "GIB", help_heading = "Engine")]
     pub activation_peak_gib: Option<f64>,
     /// vLLM's CUDA-graph memory estimate, GiB per GPU ("Estimated CUDA graph memory"; 0 = not
     /// charged, as VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0); default: modelled per bundle.
-    #[arg(long, value_name = "GIB", help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, value_name = "GIB", help_heading = "Engine")]
     pub cudagraph_memory_gib: Option<f64>,
     /// vLLM's non-torch memory increase, GiB per GPU (default 0.16).
-    #[arg(long, value_name = "GIB", help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, value_name = "GIB", help_heading = "Engine")]
     pub non_torch_memory_gib: Option<f64>,
     /// KV cache budget per GPU in bytes, skipping the memory model (vLLM --kv-cache-memory-bytes).
-    #[arg(long, value_name = "BYTES", help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, value_name = "BYTES", help_heading = "Engine")]
     pub kv_cache_memory_bytes: Option<u64>,
     /// Number of KV blocks, null block included (vLLM --num-gpu-blocks-override).
-    #[arg(long, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub num_gpu_blocks_override: Option<u64>,
     /// KV capacity in tokens for token-level caches (SGLang --max-total-tokens).
-    #[arg(long, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub max_total_tokens: Option<u64>,
     /// Requests running at once (vLLM --max-num-seqs; default by GPU class: 1024 or 256).
-    #[arg(long, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub max_num_seqs: Option<u32>,
     /// Tokens per step (vLLM --max-num-batched-tokens; default by GPU class: 8192 or 2048).
-    #[arg(long, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub max_num_batched_tokens: Option<u32>,
     /// Turn chunked prefill off (vLLM --no-enable-chunked-prefill; v1 has it on by default).
     #[arg(long, conflicts_with = "enable_chunked_prefill", help_heading = "Engine")]
@@ -196,30 +202,30 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Engine")]
     pub enable_chunked_prefill: bool,
     /// Cap on one request's prefill chunk per step, 0 = off (vLLM --long-prefill-token-threshold).
-    #[arg(long, default_value_t = 0, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0, help_heading = "Engine")]
     pub long_prefill_token_threshold: u32,
     /// Longest request, prompt + output (vLLM --max-model-len, SGLang --context-length, LightLLM
     /// --max_req_total_len; default: the model's, LightLLM 16384). Longer requests fail as the
     /// engine's frontend rejects them (docs/refusals.md).
-    #[arg(long, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub max_model_len: Option<u64>,
     /// SGLang: requests running at once (default: min(pool / 2, requests the pool can index)).
-    #[arg(long, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub max_running_requests: Option<u32>,
     /// SGLang: tokens per prefill chunk (default by GPU memory, 8192 on 80-141 GB; -1 = off).
     #[arg(long, allow_negative_numbers = true, help_heading = "Engine")]
     pub chunked_prefill_size: Option<i64>,
     /// SGLang: new tokens per prefill batch.
-    #[arg(long, default_value_t = 16384, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 16384, help_heading = "Engine")]
     pub max_prefill_tokens: u32,
     /// SGLang: order of the waiting queue.
     #[arg(long, value_enum, default_value = "fcfs", help_heading = "Engine")]
     pub schedule_policy: SchedulePolicy,
     /// SGLang: scales the initial decode-memory reservation ratio (0.7 × this).
-    #[arg(long, default_value_t = 1.0, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, help_heading = "Engine")]
     pub schedule_conservativeness: f64,
     /// SGLang: share of GPU memory for weights and KV (default derived from GPU memory).
-    #[arg(long, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub mem_fraction_static: Option<f64>,
     /// vLLM: schedule step k+1 while step k runs, so host work hides under the forward pass
     /// (a step takes max(GPU, host) instead of the sum). On by default for vLLM v1.
@@ -237,7 +243,7 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_rate, allow_negative_numbers = true, help_heading = "Load")]
     pub request_rate: Option<Rate>,
     /// Gamma shape of inter-arrival gaps (1 = Poisson; <1 burstier), vLLM semantics.
-    #[arg(long, default_value_t = 1.0, help_heading = "Load")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, help_heading = "Load")]
     pub burstiness: f64,
     /// Whose request-rate process to follow: vllm (`vllm bench serve`: gamma gaps rescaled so
     /// the last send is at N / rate), vllm-0.9 (older benchmark_serving.py: first send at 0,
@@ -251,16 +257,16 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Load")]
     pub request_overhead_ms: Option<f64>,
     /// Client-side limit on requests in flight (closed loop).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Load")]
+    #[arg(allow_negative_numbers = true, long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Load")]
     pub max_concurrency: Option<u32>,
     /// Multiplies trace time stamps (2 = half the load).
-    #[arg(long, default_value_t = 1.0, help_heading = "Load")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, help_heading = "Load")]
     pub time_scale: f64,
     /// Send only N requests (the first N of a timed or multi-turn trace, else a seeded sample).
-    #[arg(long, help_heading = "Load")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Load")]
     pub num_prompts: Option<usize>,
     /// Seed of sampling and arrivals.
-    #[arg(long, default_value_t = 0, help_heading = "Load")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0, help_heading = "Load")]
     pub seed: u64,
     /// Report layout: sglang bench_serving or vllm bench serve.
     #[arg(long, value_enum, default_value = "sglang", help_heading = "Output")]
@@ -369,18 +375,18 @@ pub struct CacheArgs {
     pub policy: Policies,
     /// Paged block size(s) in tokens, comma-separated (vLLM --block-size; CUDA backends use
     /// 16 or 32, MLA 64/128). Up to 512, so Mooncake traces can be replayed at their own block.
-    #[arg(long = "block", visible_alias = "block-size", default_value = "16", value_delimiter = ',',
+    #[arg(allow_negative_numbers = true, long = "block", visible_alias = "block-size", default_value = "16", value_delimiter = ',',
           value_parser = clap::value_parser!(u32).range(1..=512))]
     pub block: Vec<u32>,
     /// Radix page size(s) in tokens, 1..=512, comma-separated (SGLang --page-size).
-    #[arg(long, default_value = "1", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=512))]
+    #[arg(allow_negative_numbers = true, long, default_value = "1", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=512))]
     pub page_size: Vec<u32>,
     /// KV capacity in tokens, comma-separated: numbers (k = 1e3, M = 1e6, G = 1e9 allowed)
     /// or `unlimited`. Several values give a hit-ratio-vs-capacity table.
-    #[arg(long, default_value = "unlimited", value_delimiter = ',', value_parser = parse_capacity)]
+    #[arg(allow_negative_numbers = true, long, default_value = "unlimited", value_delimiter = ',', value_parser = parse_capacity)]
     pub capacity_tokens: Vec<Capacity>,
     /// Requests holding KV at once (pinned, not evictable). 1 replays one request at a time.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub inflight: u32,
     /// Print JSON instead of tables.
     #[arg(long)]
@@ -398,10 +404,10 @@ pub struct AnalyzeArgs {
     pub trace: TraceArgs,
     /// N: a shared prefix is a radix-tree node reached by at least N conversations whose
     /// children are each reached by fewer.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
     pub min_count: u64,
     /// L: keep shared prefixes strictly longer than this (120 characters ≈ one 32-token block).
-    #[arg(long, default_value_t = 120)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 120)]
     pub min_len: u64,
     /// Unit of lengths: chars (Unicode scalar values) or tokens (--tokenizer for text; the
     /// trace's own ids or blocks otherwise). Default: chars when the trace has text, else tokens.
@@ -415,7 +421,7 @@ pub struct AnalyzeArgs {
     pub no_bounds: bool,
     /// KV bytes per token, to express capacities in GB (default: Llama-3.1-8B in bf16,
     /// 2 × 8 KV heads × 128 dims × 32 layers × 2 bytes).
-    #[arg(long, default_value_t = 131_072, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 131_072, value_parser = clap::value_parser!(u64).range(1..))]
     pub kv_bytes_per_token: u64,
     /// Draw the bounds and the histogram of shared-prefix lengths to this SVG or PNG file.
     #[arg(long, value_name = "FILE.svg|png")]
@@ -523,13 +529,13 @@ pub struct GenCommon {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Random seed: the same arguments and seed give the same bytes.
-    #[arg(long, default_value_t = 0)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     pub seed: u64,
     /// Token ids are drawn from [0, VOCAB).
-    #[arg(long, default_value_t = gen::DEFAULT_VOCAB, value_parser = clap::value_parser!(u32).range(1..1 << 30))]
+    #[arg(allow_negative_numbers = true, long, default_value_t = gen::DEFAULT_VOCAB, value_parser = clap::value_parser!(u32).range(1..1 << 30))]
     pub vocab: u32,
     /// Length spread, SGLang semantics: lengths uniform on [max(1, L·r), L]; 1.0 = fixed.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub range_ratio: Option<f64>,
     /// Print the summary as JSON.
     #[arg(long)]
@@ -539,11 +545,11 @@ pub struct GenCommon {
 /// `gen random`.
 #[derive(Debug, Args)]
 pub struct GenRandom {
-    #[arg(long, default_value_t = 1000)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1000)]
     pub num_prompts: u32,
-    #[arg(long, default_value_t = 1024)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1024)]
     pub input_len: u32,
-    #[arg(long, default_value_t = 1024)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1024)]
     pub output_len: u32,
     #[command(flatten)]
     pub common: GenCommon,
@@ -552,15 +558,15 @@ pub struct GenRandom {
 /// `gen gsp`.
 #[derive(Debug, Args)]
 pub struct GenGsp {
-    #[arg(long, default_value_t = 64)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 64)]
     pub num_groups: u32,
-    #[arg(long, default_value_t = 16)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 16)]
     pub prompts_per_group: u32,
-    #[arg(long, default_value_t = 2048)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 2048)]
     pub system_prompt_len: u32,
-    #[arg(long, default_value_t = 128)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 128)]
     pub question_len: u32,
-    #[arg(long, default_value_t = 256)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 256)]
     pub output_len: u32,
     /// Keep group order instead of shuffling (SGLang --gsp-ordered).
     #[arg(long)]
@@ -572,24 +578,24 @@ pub struct GenGsp {
 /// `gen sessions`.
 #[derive(Debug, Args)]
 pub struct GenSessions {
-    #[arg(long, default_value_t = 100)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 100)]
     pub num_sessions: u32,
     /// User turns per session.
-    #[arg(long, default_value_t = 4)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 4)]
     pub turns: u32,
     /// Tokens of the system prompt all sessions share.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1024)]
     pub system_prompt_len: u32,
     /// Tokens of each user message.
-    #[arg(long, default_value_t = 128)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 128)]
     pub user_len: u32,
-    #[arg(long, default_value_t = 256)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 256)]
     pub output_len: u32,
     /// Sessions started per second (Poisson).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0)]
     pub session_rate: f64,
     /// Mean seconds from one turn's arrival to the next (exponential).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 10.0)]
     pub think_time_s: f64,
     #[command(flatten)]
     pub common: GenCommon,

@@ -272,11 +272,15 @@ fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u3
         if o.enable_chunked_prefill == Some(false) {
             max_num_batched_tokens = max_num_batched_tokens.max(max_model_len.min(u32::MAX as u64) as u32);
         }
-        max_num_batched_tokens =
-            (max_num_batched_tokens as u64).min(max_num_seqs as u64 * max_model_len).min(u32::MAX as u64) as u32;
+        max_num_batched_tokens = (max_num_batched_tokens as u64)
+            .min((max_num_seqs as u64).saturating_mul(max_model_len))
+            .min(u32::MAX as u64) as u32;
     }
     if o.max_num_seqs.is_none() {
         max_num_seqs = max_num_seqs.min(max_num_batched_tokens);
+    }
+    if o.max_num_seqs == Some(0) {
+        return Err(Error::invalid("--max-num-seqs", "0 must be at least 1"));
     }
     if max_num_seqs == 0 || max_num_batched_tokens < max_num_seqs {
         return Err(Error::invalid(
@@ -285,6 +289,79 @@ fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u3
         ));
     }
     Ok((max_num_seqs, max_num_batched_tokens))
+}
+
+/// The error for fewer than two KV blocks, naming the setting that caused it: the override when
+/// one was given, else the activation reserve when the weights alone would leave room, else the
+/// memory share (the model does not fit).
+fn no_kv_blocks(o: &RunOptions, gpu: &Gpu, model: &Model, util: f64, blocks: u64, run: Option<ProfileRun>) -> Error {
+    let weights_gb = model.weight_bytes(2) / o.tp as f64 / 1e9;
+    let usable_gb = gpu.memory_bytes() * util / 1e9;
+    if o.num_gpu_blocks_override.is_some() {
+        return Error::invalid("--num-gpu-blocks-override", format!("{blocks}: at least 2 KV blocks are needed"));
+    }
+    // A memory term the user set is at fault when the modelled term would leave room.
+    if let Some(run) = run {
+        let m = o.memory;
+        let blocks_without = |cleared: MemoryOverrides| {
+            VllmMemory::new(gpu, model, o.tp, util, run, cleared).num_gpu_blocks(model, o.tp, o.block_size)
+        };
+        let gib = |v: Option<f64>| v.map(|g| format!("{g} GiB"));
+        let terms = [
+            (
+                "--kv-cache-memory-bytes",
+                m.kv_cache_memory_bytes.map(|b| format!("{b} bytes")),
+                MemoryOverrides { kv_cache_memory_bytes: None, ..m },
+            ),
+            ("--activation-peak-gib", gib(m.activation_peak_gib), MemoryOverrides { activation_peak_gib: None, ..m }),
+            (
+                "--cudagraph-memory-gib",
+                gib(m.cudagraph_memory_gib),
+                MemoryOverrides { cudagraph_memory_gib: None, ..m },
+            ),
+            (
+                "--non-torch-memory-gib",
+                gib(m.non_torch_memory_gib),
+                MemoryOverrides { non_torch_memory_gib: None, ..m },
+            ),
+        ];
+        for (flag, set, cleared) in terms {
+            if let Some(value) = set.filter(|_| blocks_without(cleared) >= 2) {
+                return Error::invalid(
+                    flag,
+                    format!(
+                        "{value} leaves no room for the KV cache: {usable_gb:.1} GB usable per GPU \
+                         (gpu_memory_utilization {util}) − {weights_gb:.1} GB of weights"
+                    ),
+                );
+            }
+        }
+    }
+    Error::invalid(
+        "--gpu-memory-utilization",
+        format!(
+            "{util}: the model does not fit (weights {weights_gb:.1} GB per GPU, {usable_gb:.1} GB usable; \
+             try --tp or a larger GPU)"
+        ),
+    )
+}
+
+/// What resolving changed without being asked, worth telling the user: vLLM's `EngineArgs`
+/// (`_set_default_args`, vllm/engine/arg_utils.py, 0.33) lowers an unset `max_num_seqs` to
+/// `max_num_batched_tokens` silently; cachesim follows it and says so.
+pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let vllm = matches!(o.engine, EngineKind::Vllm | EngineKind::VllmV0);
+    if vllm && o.max_num_seqs.is_none() && o.max_num_batched_tokens.is_some() {
+        let default = if c.gpu.vllm_large() { 1024 } else { 256 };
+        if c.engine.max_num_seqs < default {
+            out.push(format!(
+                "max_num_seqs lowered from its default {default} to {} = --max-num-batched-tokens (as vLLM does)",
+                c.engine.max_num_seqs
+            ));
+        }
+    }
+    out
 }
 
 /// Resolves options into a full configuration.
@@ -311,6 +388,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             format!("{request_overhead_ms} must be a number of ms between 0 and 3600000"),
         ));
     }
+    positive("--schedule-conservativeness", o.schedule_conservativeness)?;
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
         Some(v) if v.engine() == o.engine => v,
@@ -335,6 +413,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         EngineKind::Lightllm => Policy::Token,
     });
     let mut vllm_memory = None;
+    let mut profile_run = None;
     let (limits, kv_tokens, mem_fraction_static) = match o.engine {
         EngineKind::Vllm | EngineKind::VllmV0 => {
             // Without chunked prefill (V0's default) the budget covers a whole prompt.
@@ -348,6 +427,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             };
             let mem = VllmMemory::new(&gpu, &model, o.tp, util, run, o.memory);
             vllm_memory = Some(mem);
+            profile_run = Some(run);
             let kv = mem.kv_cache_bytes / vllm_memory::kv_bytes_per_token_per_rank(&model, o.tp);
             ((seqs, tokens, 0u32), kv, None)
         }
@@ -395,8 +475,11 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 Some(c) if c <= 0 => 0,
                 Some(c) => c.min(u32::MAX as i64) as u32,
             };
-            let batch_max =
-                o.max_num_batched_tokens.unwrap_or(if chunk == 0 { 16384 } else { (2 * chunk + 256).min(16384) });
+            let batch_max = o.max_num_batched_tokens.unwrap_or(if chunk == 0 {
+                16384
+            } else {
+                (2 * chunk as u64 + 256).min(16384) as u32
+            });
             let frac = o.mem_fraction_static.unwrap_or(0.9);
             if !(frac > 0.0 && frac <= 1.0) {
                 return Err(Error::invalid("--mem-fraction-static", format!("{frac} is not in (0, 1]")));
@@ -437,12 +520,12 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 vllm_memory.map_or(kv_tokens / o.block_size as u64, |m| m.num_gpu_blocks(&model, o.tp, o.block_size));
             let blocks = o.num_gpu_blocks_override.unwrap_or(modelled);
             if blocks < 2 {
+                return Err(no_kv_blocks(o, &gpu, &model, util, blocks, profile_run));
+            }
+            if blocks > u32::MAX as u64 {
                 return Err(Error::invalid(
                     "--num-gpu-blocks-override",
-                    format!(
-                        "{blocks} KV blocks: the model does not fit (weights {:.1} GB per GPU)",
-                        model.weight_bytes(2) / o.tp as f64 / 1e9
-                    ),
+                    format!("{blocks} KV blocks: at most {} (block ids are 32-bit)", u32::MAX),
                 ));
             }
             (Some(blocks), (blocks - 1) * o.block_size as u64)
@@ -693,5 +776,72 @@ mod tests {
         // LightLLM's model length is its max_req_total_len, 16384 by default.
         let l = resolve(&RunOptions { engine: EngineKind::Lightllm, ..Default::default() }).unwrap();
         assert_eq!(l.max_model_len, LIGHTLLM_MAX_REQ_TOTAL_LEN);
+    }
+
+    fn blamed(o: RunOptions) -> String {
+        match resolve(&o).unwrap_err() {
+            Error::InvalidArgument { field, .. } => field,
+            e => panic!("not an argument error: {e}"),
+        }
+    }
+
+    #[test]
+    fn each_error_names_the_flag_at_fault() {
+        assert_eq!(blamed(RunOptions { max_num_seqs: Some(0), ..Default::default() }), "--max-num-seqs");
+        assert_eq!(
+            blamed(RunOptions { max_num_seqs: Some(64), max_num_batched_tokens: Some(32), ..Default::default() }),
+            "--max-num-batched-tokens"
+        );
+        let huge = MemoryOverrides { activation_peak_gib: Some(1000.0), ..Default::default() };
+        assert_eq!(blamed(RunOptions { memory: huge, ..Default::default() }), "--activation-peak-gib");
+        let negative = MemoryOverrides { activation_peak_gib: Some(-1.0), ..Default::default() };
+        assert_eq!(blamed(RunOptions { memory: negative, ..Default::default() }), "--activation-peak-gib");
+        assert_eq!(
+            blamed(RunOptions { num_gpu_blocks_override: Some(1), ..Default::default() }),
+            "--num-gpu-blocks-override"
+        );
+        assert_eq!(
+            blamed(RunOptions { model: "llama-3.1-70b".into(), gpu: "a10".into(), ..Default::default() }),
+            "--gpu-memory-utilization"
+        );
+        assert_eq!(
+            blamed(RunOptions { engine: EngineKind::Sglang, schedule_conservativeness: -1.0, ..Default::default() }),
+            "--schedule-conservativeness"
+        );
+    }
+
+    /// Found by tests/fuzz.rs: `max_num_seqs × max_model_len` overflowed. Such a length is now
+    /// refused (above the model's own), without overflowing on the way.
+    #[test]
+    fn a_huge_max_model_len_does_not_overflow() {
+        let o = RunOptions { max_model_len: Some(u64::MAX), ..Default::default() };
+        assert!(matches!(resolve(&o), Err(Error::StartupRefused { .. })));
+        let file = RunOptions { model_file: None, max_model_len: Some(u64::MAX / 2), ..Default::default() };
+        assert!(matches!(resolve(&file), Err(Error::StartupRefused { .. })));
+    }
+
+    /// Found by tests/fuzz.rs: LightLLM's `2 × chunk + 256` overflowed.
+    #[test]
+    fn a_huge_lightllm_chunk_saturates() {
+        let o = RunOptions { engine: EngineKind::Lightllm, chunked_prefill_size: Some(i64::MAX), ..Default::default() };
+        assert_eq!(resolve(&o).unwrap().engine.max_num_batched_tokens, 16384);
+    }
+
+    /// Found by tests/fuzz.rs: `(blocks − 1) × block_size` overflowed.
+    #[test]
+    fn a_huge_block_override_is_refused() {
+        let o = RunOptions { num_gpu_blocks_override: Some(u64::MAX), block_size: 512, ..Default::default() };
+        assert_eq!(blamed(o), "--num-gpu-blocks-override");
+    }
+
+    #[test]
+    fn a_lowered_max_num_seqs_is_said() {
+        let o = RunOptions { max_num_batched_tokens: Some(1), ..Default::default() };
+        let c = resolve(&o).unwrap();
+        assert_eq!(c.engine.max_num_seqs, 1);
+        let n = notes(&o, &c);
+        assert_eq!(n.len(), 1);
+        assert!(n[0].contains("from its default 1024 to 1"), "{n:?}");
+        assert!(notes(&RunOptions::default(), &resolve(&RunOptions::default()).unwrap()).is_empty());
     }
 }

@@ -44,12 +44,10 @@ impl std::fmt::Display for RecordError {
 /// Errors of the cachesim library.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The OS or gzip message is part of this error's text, not a separate source, so that
+    /// chained reports (`{:#}`) print it once.
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{path}: {error}")]
     Record { path: PathBuf, error: RecordError },
     #[error("{path}: cannot tell the trace format ({why}); pass --format")]

@@ -6,7 +6,7 @@
 //! memory budget ([`vllm_memory`]), resolved
 //! configuration ([`config`]), step time ([`cost`]), schedulers ([`engine`]), the event loop
 //! ([`sim`]) and the benchmark clients' metrics ([`metrics`]) — and reports ([`report`],
-//! [`plot`]).
+//! [`plot`]), written all or nothing ([`output`]).
 
 pub mod analyze;
 pub mod cache;
@@ -15,6 +15,7 @@ pub mod cost;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod output;
 pub mod plot;
 pub mod profile;
 pub mod replay;

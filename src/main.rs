@@ -1,5 +1,7 @@
 //! The `cachesim` binary: parses the command line, calls the library, prints reports.
-//! Errors are reported with `anyhow` context; nothing here panics on user input.
+//! Errors are reported with `anyhow` context, each message once and control characters escaped;
+//! nothing here panics on user input. Output files are written all or nothing
+//! (`cachesim::output`); progress bars show on a terminal only.
 
 mod cli;
 
@@ -22,9 +24,49 @@ fn main() {
         Some(Command::Gen(g)) => generate(&g),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", error_text(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes joined by `: `, skipping a cause whose text the previous one already
+/// ends with (libraries often print their source inside their own message), with control
+/// characters escaped so that bytes from a binary file never reach the terminal raw.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let t = cause.to_string();
+        if parts.last().is_some_and(|p| p.ends_with(&t)) {
+            continue;
+        }
+        parts.push(t);
+    }
+    escape_controls(&parts.join(": "))
+}
+
+/// `s` with control characters other than line breaks and tabs written as escapes.
+fn escape_controls(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// "1 request", "2 requests".
+fn plural(n: u64, what: &str) -> String {
+    format!("{} {what}{}", thousands(n), if n == 1 { "" } else { "s" })
+}
+
+/// A progress bar of `len` steps with `template`, drawn only when stderr is a terminal.
+fn bar(len: u64, template: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(ProgressStyle::with_template(template).expect("static template"));
+    pb
 }
 
 fn spinner(msg: &str) -> ProgressBar {
@@ -34,34 +76,66 @@ fn spinner(msg: &str) -> ProgressBar {
     pb
 }
 
+/// The input files of a run (flag, path).
+fn run_inputs(args: &RunArgs) -> Vec<(&'static str, &std::path::Path)> {
+    let mut v = Vec::new();
+    v.extend(args.trace.trace.as_deref().map(|p| ("--trace", p)));
+    v.extend(args.model_file.as_deref().map(|p| ("--model-file", p)));
+    v.extend(args.gpu_file.as_deref().map(|p| ("--gpu-file", p)));
+    v
+}
+
 fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let cfg = cachesim::config::resolve(&args.options())?;
+    let opts = args.options();
+    let cfg = cachesim::config::resolve(&opts)?;
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
+    }
+    let outputs: Vec<(&str, &std::path::Path)> = [
+        ("--requests-csv", args.requests_csv.as_deref()),
+        ("--timeline-csv", args.timeline_csv.as_deref()),
+        ("--token-times-csv", args.token_times_csv.as_deref()),
+        ("--plot", args.plot.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    cachesim::output::check_paths(&run_inputs(args), &outputs)?;
+    for note in cachesim::config::notes(&opts, &cfg) {
+        eprintln!("note: {note}");
     }
     let sp = spinner("reading and tokenizing the trace");
     let w = cachesim::load_workload(args.trace.trace.as_deref(), &args.trace.read_options(), &args.build_options())
         .context("cannot load the trace")?;
-    sp.set_message("simulating");
+    sp.finish_and_clear();
     let keep = cachesim::sim::Keep {
         steps: args.timeline_csv.is_some() || args.plot.is_some(),
         tokens: args.token_times_csv.is_some(),
         schedule: false,
     };
-    let out = cachesim::sim::simulate(&w, &cfg, keep)?;
-    sp.finish_and_clear();
+    let pb = bar(0, "simulating {bar:40} {pos}/{len} requests · {msg} simulated (eta {eta})");
+    let progress = |done: u64, total: u64, now: f64| {
+        pb.set_length(total);
+        pb.set_position(done);
+        pb.set_message(format!("{now:.1} s"));
+    };
+    let out = cachesim::sim::simulate_with_progress(&w, &cfg, keep, &progress)?;
+    pb.finish_and_clear();
+    let mut files = cachesim::output::Outputs::new();
     if let Some(p) = &args.requests_csv {
-        write_csv(p, &out.sim.records)?;
+        write_csv(&mut files, p, &out.sim.records)?;
     }
     if let Some(p) = &args.timeline_csv {
-        write_csv(p, &out.sim.timeline)?;
+        write_csv(&mut files, p, &out.sim.timeline)?;
     }
     if let Some(p) = &args.token_times_csv {
-        write_csv(p, &out.sim.tokens)?;
+        write_csv(&mut files, p, &out.sim.tokens)?;
     }
     if let Some(p) = &args.plot {
         let title = format!("{} · {} on {}", w.info.path.display(), cfg.model.name, cfg.gpu.name);
-        cachesim::plot::run_plot(p, &title, &out.sim.records, &out.sim.timeline, cfg.kv_capacity_tokens)?;
+        let tmp = files.stage(p)?;
+        cachesim::plot::run_plot(&tmp, &title, &out.sim.records, &out.sim.timeline, cfg.kv_capacity_tokens)
+            .with_context(|| format!("cannot draw {}", p.display()))?;
     }
     let load = cachesim::report::LoadEcho {
         backend: match cfg.engine.engine {
@@ -108,6 +182,7 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         // The clients' warning when nothing succeeded (vLLM bench serve, sglang bench_serving).
         anyhow::bail!("All requests failed. This is likely due to a misconfiguration on the benchmark arguments.");
     }
+    files.commit()?;
     Ok(())
 }
 
@@ -148,12 +223,18 @@ fn unloaded_command(args: &RunArgs, info: &cachesim::workload::TraceInfo, cfg: &
     )
 }
 
-fn write_csv<T: serde::Serialize>(path: &std::path::Path, rows: &[T]) -> anyhow::Result<()> {
-    let mut w = csv::Writer::from_path(path).with_context(|| format!("cannot create {}", path.display()))?;
+/// Writes `rows` as CSV to a temporary file that becomes `path` when `files` is committed.
+fn write_csv<T: serde::Serialize>(
+    files: &mut cachesim::output::Outputs,
+    path: &std::path::Path,
+    rows: &[T],
+) -> anyhow::Result<()> {
+    let tmp = files.stage(path)?;
+    let mut w = csv::Writer::from_path(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
     for r in rows {
         w.serialize(r).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    w.flush()?;
+    w.flush().with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 
@@ -178,7 +259,11 @@ fn cache(args: &CacheArgs) -> anyhow::Result<()> {
         writeln!(out)?;
     } else {
         write!(out, "{}", trace_summary(&w.info))?;
-        writeln!(out, "Replay:         arrival order, {} request(s) holding KV at once\n", args.inflight)?;
+        writeln!(
+            out,
+            "Replay:         arrival order, {} holding KV at once\n",
+            plural(args.inflight as u64, "request")
+        )?;
         write!(out, "{}", cache_table(&results))?;
     }
     Ok(())
@@ -187,6 +272,9 @@ fn cache(args: &CacheArgs) -> anyhow::Result<()> {
 fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
+        let inputs: Vec<(&str, &std::path::Path)> =
+            args.trace.trace.as_deref().map(|t| ("--trace", t)).into_iter().collect();
+        cachesim::output::check_paths(&inputs, &[("--plot", p)])?;
     }
     let opts = args.options();
     let sp = spinner("reading the trace");
@@ -194,11 +282,23 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
         .context("cannot read the trace")?;
     let title = file.path.display().to_string();
     let records = file.records_len();
-    sp.set_message("analysing shared prefixes and replaying the bounds");
-    let a = cachesim::analyze::run(file, &args.trace.build_options(), &opts, &|| ()).context("analysis failed")?;
     sp.finish_and_clear();
+    // One tick per request per bound replayed; the estimate counts one request per record.
+    let estimate = if opts.bounds { records as u64 * cachesim::analyze::BOUND_REPLAYS } else { 0 };
+    let pb = bar(estimate, "analysing {bar:40} {pos}/{len} request replays ({per_sec}, eta {eta})");
+    let tick = || {
+        pb.inc(1);
+        if pb.position() > pb.length().unwrap_or(0) {
+            pb.set_length(pb.position());
+        }
+    };
+    let a = cachesim::analyze::run(file, &args.trace.build_options(), &opts, &tick).context("analysis failed")?;
+    pb.finish_and_clear();
+    let mut files = cachesim::output::Outputs::new();
     if let Some(p) = &args.plot {
-        cachesim::plot::analysis_plot(p, &title, &a.repetition, a.bounds.as_ref())?;
+        let tmp = files.stage(p)?;
+        cachesim::plot::analysis_plot(&tmp, &title, &a.repetition, a.bounds.as_ref())
+            .with_context(|| format!("cannot draw {}", p.display()))?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -215,6 +315,8 @@ fn analyze(args: &AnalyzeArgs) -> anyhow::Result<()> {
             writeln!(out, "\nPlot:           {}", p.display())?;
         }
     }
+    out.flush()?;
+    files.commit()?;
     Ok(())
 }
 
@@ -266,14 +368,19 @@ fn generate(g: &GenCommand) -> anyhow::Result<()> {
     };
     let prompt_ids: u64 = records.iter().map(|r| r.prompt_ids.len() as u64).sum();
     let output: u64 = records.iter().map(|r| r.output_len as u64).sum();
+    let mut files = cachesim::output::Outputs::new();
     match &common.output {
         Some(path) => {
-            let f = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-            gen::write_jsonl(&records, std::io::BufWriter::new(f))
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            cachesim::output::check_paths(&[], &[("--output", path)])?;
+            let tmp = files.stage(path)?;
+            let f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
+            let mut w = std::io::BufWriter::new(f);
+            gen::write_jsonl(&records, &mut w).with_context(|| format!("cannot write {}", path.display()))?;
+            w.flush().with_context(|| format!("cannot write {}", path.display()))?;
         }
         None => gen::write_jsonl(&records, std::io::stdout().lock())?,
     }
+    files.commit()?;
     let dest = common.output.as_ref().map_or("stdout".to_string(), |p| p.display().to_string());
     let summary = if common.json {
         serde_json::json!({
@@ -283,8 +390,8 @@ fn generate(g: &GenCommand) -> anyhow::Result<()> {
         .to_string()
     } else {
         format!(
-            "gen {kind}: {} requests, {} prompt ids written, {} output tokens → {dest}",
-            thousands(records.len() as u64),
+            "gen {kind}: {}, {} prompt ids written, {} output tokens → {dest}",
+            plural(records.len() as u64, "request"),
             thousands(prompt_ids),
             thousands(output)
         )

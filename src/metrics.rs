@@ -1,9 +1,12 @@
 //! Per-request records → the benchmark clients' summary (ENGINE_SPEC §7.1–7.2): TTFT, TPOT
 //! excluding the first token (requests with one output token have none), ITL pooled over all
 //! requests, E2E latency, throughputs over the duration, Concurrency = Σ latency / duration,
-//! peak output throughput and peak concurrent requests over 1-second bins. Statistics are
-//! numpy's: mean, median, population std, percentiles with linear interpolation; an empty list
-//! counts as `[0]`.
+//! peak output throughput and peak concurrent requests over 1-second bins counted from the
+//! earliest request start (vLLM `vllm/benchmarks/serve.py` `calculate_metrics`, SGLang
+//! `bench_serving.py`; ENGINE_SPEC §7.2). The bins are never materialised: token counts are kept
+//! per step in time order and requests as intervals, so absurd times cost no memory. Statistics
+//! are numpy's: mean, median, population std, percentiles with linear interpolation; an empty
+//! list counts as `[0]`.
 
 use serde::Serialize;
 
@@ -148,8 +151,10 @@ pub struct TokenLog {
     /// Every inter-token gap, pooled (seconds), as runs of equal values in arrival order: the
     /// requests decoding in consecutive steps all see the same gap, so a step adds about one.
     pub itl_s: Vec<(f64, u32)>,
-    /// Output tokens per 1-second bin from the benchmark start.
-    pub per_second: Vec<u32>,
+    /// Output tokens by arrival time, `(time, count)` in time order: one entry per engine step
+    /// that sampled (the 1-second bins are counted from these at the end, from the earliest
+    /// request start, which is known only then).
+    pub emitted: Vec<(f64, u32)>,
 }
 
 impl TokenLog {
@@ -170,17 +175,74 @@ impl TokenLog {
         }
     }
 
-    /// `n` tokens arrived at `t` (the per-second bins).
+    /// `n` tokens arrived at `t` (times come in non-decreasing order).
     pub fn count(&mut self, t: f64, n: u32) {
         if n == 0 {
             return;
         }
-        let bin = t.max(0.0) as usize;
-        if self.per_second.len() <= bin {
-            self.per_second.resize(bin + 1, 0);
+        debug_assert!(self.emitted.last().is_none_or(|&(last, _)| last <= t), "token times in order");
+        match self.emitted.last_mut() {
+            Some((last, c)) if last.to_bits() == t.to_bits() && c.checked_add(n).is_some() => *c += n,
+            _ => self.emitted.push((t, n)),
         }
-        self.per_second[bin] += n;
     }
+
+    /// Output tokens logged.
+    pub fn total(&self) -> u64 {
+        self.emitted.iter().map(|&(_, n)| n as u64).sum()
+    }
+}
+
+/// Python's `int()` of a float: truncation toward zero (kept as a float, so any time is safe).
+fn py_int(x: f64) -> f64 {
+    x.trunc()
+}
+
+/// The most output tokens in one 1-second bucket, buckets counted from `origin` (the earliest
+/// request start): a token at `t` falls in bucket `int(t − origin)`, kept when
+/// `0 ≤ bucket < buckets` (vLLM `calculate_metrics`: `tokens_per_second`).
+fn peak_tokens_per_second(emitted: &[(f64, u32)], origin: f64, buckets: f64) -> u64 {
+    let mut sorted;
+    let emitted = if emitted.is_sorted_by(|a, b| a.0 <= b.0) {
+        emitted
+    } else {
+        sorted = emitted.to_vec();
+        sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+        &sorted[..]
+    };
+    let (mut best, mut bin, mut in_bin) = (0u64, f64::NAN, 0u64);
+    for &(t, n) in emitted {
+        let b = py_int(t - origin);
+        if !(b >= 0.0 && b < buckets) {
+            continue;
+        }
+        if b != bin {
+            (bin, in_bin) = (b, 0);
+        }
+        in_bin += n as u64;
+        best = best.max(in_bin);
+    }
+    best
+}
+
+/// The most requests active in one 1-second bucket, buckets counted from `origin`: a request
+/// counts in every bucket from `int(send − origin)` to `int(end − origin)`, both included
+/// (vLLM `calculate_metrics`: `concurrent_requests_per_second`). A sweep over the interval
+/// ends, not an array of buckets.
+fn peak_requests_per_second(records: &[RequestRecord], origin: f64) -> u64 {
+    let mut events: Vec<(f64, i8)> = Vec::with_capacity(records.len() * 2);
+    for r in records {
+        events.push((py_int(r.send_s - origin), 1));
+        events.push((py_int(r.last_token_s - origin) + 1.0, -1));
+    }
+    // At one bucket, the requests that ended before it leave before those starting in it come.
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut cur, mut best) = (0i64, 0i64);
+    for (_, d) in events {
+        cur += d as i64;
+        best = best.max(cur);
+    }
+    best as u64
 }
 
 /// The summary both clients print, in milliseconds where they do.
@@ -240,18 +302,16 @@ impl Summary {
             Stats::of_runs(&mut log.itl_s).ms(),
             Stats::of(&mut e2e).ms(),
         );
-        // Requests in flight per second: [send, send + latency] covers bins floor(send)..=floor(end).
-        let bins = end.max(0.0) as usize + 2;
-        let mut diff = vec![0i64; bins + 1];
-        for r in records {
-            diff[r.send_s.max(0.0) as usize] += 1;
-            diff[r.last_token_s.max(0.0) as usize + 1] -= 1;
-        }
-        let mut cur = 0i64;
-        let peak_conc = diff.iter().map(|d| {
-            cur += d;
-            cur
-        });
+        // The per-second peaks count buckets from the earliest start of a completed request;
+        // there are ceil(last end − earliest start) + 1 of them.
+        let origin = records.iter().map(|r| r.send_s).fold(f64::INFINITY, f64::min);
+        let last_end = records.iter().map(|r| r.last_token_s).fold(f64::NEG_INFINITY, f64::max);
+        let (peak_tokens, peak_requests) = if records.is_empty() {
+            (0, 0)
+        } else {
+            let buckets = (last_end - origin).ceil() + 1.0;
+            (peak_tokens_per_second(&log.emitted, origin, buckets), peak_requests_per_second(records, origin))
+        };
         Self {
             completed: records.len() as u64,
             failed,
@@ -262,8 +322,8 @@ impl Summary {
             input_throughput: per(input as f64),
             output_throughput: per(output as f64),
             total_throughput: per((input + output) as f64),
-            peak_output_throughput: log.per_second.iter().copied().max().unwrap_or(0) as f64,
-            peak_concurrent_requests: peak_conc.max().unwrap_or(0).max(0) as u64,
+            peak_output_throughput: peak_tokens as f64,
+            peak_concurrent_requests: peak_requests,
             concurrency: per(latency_sum),
             mean_ttft_ms: t.mean,
             median_ttft_ms: t.median,
@@ -365,5 +425,64 @@ mod tests {
         assert_eq!(s.peak_output_throughput, 6.0);
         assert_eq!(s.peak_concurrent_requests, 2);
         assert!((s.median_itl_ms - 100.0).abs() < 1e-9);
+    }
+
+    fn rec(id: u32, send: f64, last: f64) -> RequestRecord {
+        RequestRecord {
+            id,
+            send_s: send,
+            first_token_s: last,
+            last_token_s: last,
+            prompt_tokens: 1,
+            output_tokens: 1,
+            cached_prompt_tokens: 0,
+            preemptions: 0,
+            first_scheduled_s: send,
+        }
+    }
+
+    /// Buckets start at the earliest send (0.5 s), not at t = 0: tokens at 0.9 and 1.2 fall in
+    /// bucket 0, those at 1.6, 2.0 and 2.4 in bucket 1 → peak 3 (from t = 0 it would be 2).
+    #[test]
+    fn peak_tokens_count_from_the_earliest_start() {
+        let recs = [rec(0, 0.5, 1.6), rec(1, 1.7, 2.4)];
+        let mut log = TokenLog::default();
+        for t in [0.9, 1.2, 1.6, 2.0, 2.4] {
+            log.count(t, 1);
+        }
+        let s = Summary::new(&recs, 0, &mut log);
+        assert_eq!(s.peak_output_throughput, 3.0);
+        // A: buckets int(0)..=int(1.1) = {0, 1}; B: int(1.2)..=int(1.9) = {1} → 2 in bucket 1.
+        assert_eq!(s.peak_concurrent_requests, 2);
+    }
+
+    /// Requests [0.6, 0.95] and [1.05, 1.5] never overlap in time, but counted from 0.6 both
+    /// cover bucket 0 (inclusive integer seconds), as vLLM counts them; from t = 0 they would
+    /// sit in buckets 0 and 1.
+    #[test]
+    fn peak_concurrency_uses_inclusive_buckets_from_the_earliest_start() {
+        let recs = [rec(0, 0.6, 0.95), rec(1, 1.05, 1.5)];
+        let mut log = TokenLog::default();
+        log.count(0.95, 1);
+        log.count(1.5, 1);
+        let s = Summary::new(&recs, 0, &mut log);
+        assert_eq!(s.peak_concurrent_requests, 2);
+        assert_eq!(s.peak_output_throughput, 2.0);
+        // A request spanning buckets 0..=2 and one inside bucket 3: peak 1.
+        let recs = [rec(0, 0.0, 2.5), rec(1, 3.1, 3.2)];
+        assert_eq!(peak_requests_per_second(&recs, 0.0), 1);
+    }
+
+    /// Times near the limits of f64 cost no memory and do not panic.
+    #[test]
+    fn absurd_times_are_bounded() {
+        let recs = [rec(0, 1e300, 2e300), rec(1, 0.0, 1.0)];
+        let mut log = TokenLog::default();
+        log.count(1.0, 2);
+        log.count(2e300, 1);
+        let s = Summary::new(&recs, 0, &mut log);
+        assert_eq!(s.peak_output_throughput, 2.0);
+        assert_eq!(s.peak_concurrent_requests, 1);
+        assert_eq!(log.total(), 3);
     }
 }

@@ -13,7 +13,7 @@ use plotters::prelude::*;
 use std::path::Path;
 
 fn plot_err(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Io { path: path.to_path_buf(), source: std::io::Error::other(e.to_string()) }
+    Error::Io { path: path.to_path_buf(), error: std::io::Error::other(e.to_string()) }
 }
 
 /// The picture formats `--plot` writes.
@@ -81,7 +81,7 @@ fn render<F: Figure>(path: &Path, fig: &F) -> Result<()> {
                 draw_titled(&root, fig).map_err(|e| plot_err(path, e))?;
                 root.present().map_err(|e| plot_err(path, e))?;
             }
-            std::fs::write(path, svg).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+            std::fs::write(path, svg).map_err(|source| Error::Io { path: path.to_path_buf(), error: source })
         }
         Format::Png => {
             let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
@@ -96,7 +96,7 @@ fn render<F: Figure>(path: &Path, fig: &F) -> Result<()> {
 }
 
 fn write_png(path: &Path, size: (u32, u32), rgb: &[u8]) -> Result<()> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let io = |source| Error::Io { path: path.to_path_buf(), error: source };
     let file = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
     let mut enc = png::Encoder::new(file, size.0, size.1);
     enc.set_color(png::ColorType::Rgb);

@@ -140,7 +140,7 @@ fn first_in_file<F: serde::de::DeserializeOwned, T>(
     table: &str,
     list: impl FnOnce(F) -> Vec<T>,
 ) -> Result<T> {
-    let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.to_path_buf(), error: source })?;
     list(parse::<F>(&text, &p.display().to_string())?)
         .into_iter()
         .next()

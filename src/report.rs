@@ -43,8 +43,9 @@ pub fn trace_summary_sent(t: &TraceInfo, sent: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "Trace:          {} ({})", t.path.display(), t.format);
     let of = if sent < t.requests { format!("{} of ", thousands(sent as u64)) } else { String::new() };
-    let mut what =
-        format!("{of}{} requests from {} records", thousands(t.requests as u64), thousands(t.records as u64));
+    let n =
+        |count: usize, what: &str| format!("{} {what}{}", thousands(count as u64), if count == 1 { "" } else { "s" });
+    let mut what = format!("{of}{} from {}", n(t.requests, "request"), n(t.records, "record"));
     if t.sessions > 0 {
         let _ = write!(what, ", {} multi-turn sessions", thousands(t.sessions as u64));
     }

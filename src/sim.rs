@@ -131,6 +131,19 @@ type Due = Reverse<(u64, u64, ReqId)>;
 
 /// Runs `sends` — (request, send time) in send order — through one instance.
 pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostModel, keep: Keep) -> SimResult {
+    run_with_progress(w, sends, cfg, cost, keep, &|_, _| ())
+}
+
+/// [`run`], calling `progress(requests done (completed or rejected), simulated time)` after each
+/// step that finished one.
+pub fn run_with_progress(
+    w: &Workload,
+    sends: &[(u32, f64)],
+    cfg: &SimConfig,
+    cost: &dyn CostModel,
+    keep: Keep,
+    progress: &dyn Fn(u64, f64),
+) -> SimResult {
     let n = w.requests.len();
     // Without a frontend (tests of the schedulers alone) every request generates at least one
     // token; with one, its verdict decides: rejected requests fail when they arrive, cut ones
@@ -393,6 +406,9 @@ pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostM
         log.count(end, sampled);
         schedule.extend(composition.take());
         now = end;
+        if !finished.is_empty() {
+            progress(records.len() as u64 + failed, now);
+        }
     }
     debug_assert!(finished.is_empty() && client_queue.is_empty());
     SimResult {
@@ -421,6 +437,17 @@ pub struct Outcome {
 
 /// Simulates `w` under `cfg` (arrivals, engine, cache, step time).
 pub fn simulate(w: &Workload, cfg: &crate::config::RunConfig, keep: Keep) -> crate::error::Result<Outcome> {
+    simulate_with_progress(w, cfg, keep, &|_, _, _| ())
+}
+
+/// [`simulate`], calling `progress(requests done, requests sent, simulated time)` as requests
+/// finish.
+pub fn simulate_with_progress(
+    w: &Workload,
+    cfg: &crate::config::RunConfig,
+    keep: Keep,
+    progress: &dyn Fn(u64, u64, f64),
+) -> crate::error::Result<Outcome> {
     let mut sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
     let repeated = crate::workload::arrivals::split_repeats(w, &mut sends);
     let w = repeated.as_ref().unwrap_or(w);
@@ -431,7 +458,8 @@ pub fn simulate(w: &Workload, cfg: &crate::config::RunConfig, keep: Keep) -> cra
         request_overhead_s: cfg.request_overhead_ms / 1e3,
         limits: Some(cfg.request_limits()),
     };
-    let mut sim = run(w, &sends, &sim_cfg, &cfg.cost(), keep);
+    let total = sends.len() as u64;
+    let mut sim = run_with_progress(w, &sends, &sim_cfg, &cfg.cost(), keep, &|done, now| progress(done, total, now));
     let summary = crate::metrics::Summary::new(&sim.records, sim.failed, &mut sim.log);
     Ok(Outcome { sim, summary, sent: sends.len() })
 }

@@ -170,6 +170,10 @@ fn bound(r: &ReplayResult) -> Bound {
     Bound { policy: r.policy, block_size: r.block_size, hit_ratio: r.hit_ratio, peak_used_tokens: r.peak_used_tokens }
 }
 
+/// Most request replays [`bounds`] makes per request (the `tick`s it sends per request): the
+/// unlimited radix and paged replays, then a paged and a radix replay per capacity.
+pub const BOUND_REPLAYS: u64 = 1 + BOUND_BLOCKS.len() as u64 + 2 * CAPACITY_FRACTIONS.len() as u64;
+
 /// Replays the bounds (one request at a time, so every finished request is reusable).
 pub fn bounds(w: &Workload, kv_bytes_per_token: u64, tick: &(dyn Fn() + Sync)) -> Bounds {
     let spec =

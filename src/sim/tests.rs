@@ -272,7 +272,7 @@ fn conserves_and_repeats(w: &Workload, sends: &[(u32, f64)], c: &SimConfig) {
         assert!(x.first_token_s <= x.last_token_s && x.send_s <= x.first_token_s);
     }
     assert!(seen.iter().all(|&s| s == 1));
-    let emitted: u64 = a.log.per_second.iter().map(|&c| c as u64).sum();
+    let emitted: u64 = a.log.total();
     assert_eq!(emitted, a.records.iter().map(|x| x.output_tokens as u64).sum::<u64>());
     assert!(a.timeline.iter().all(|s| s.kv_used_tokens <= 1999 * 4));
     let b = run(w, sends, c, &COST, Keep { steps: true, tokens: true, ..Keep::default() });

@@ -3,7 +3,7 @@
 //! are failed requests: skipped and counted (as vLLM's loader drops them). Lengths only.
 
 use super::table::read_csv;
-use super::{check_time, check_tokens, LengthRecord, Skipped};
+use super::{check_time_s, check_tokens, LengthRecord, Skipped};
 use crate::error::RecordError;
 use serde::Deserialize;
 
@@ -28,7 +28,7 @@ pub fn parse(bytes: &[u8], lenient: bool, skipped: &mut Skipped) -> Result<Vec<L
             failed += 1;
             return Ok(None);
         }
-        let ts = check_time("Timestamp", r.timestamp)?;
+        let ts = check_time_s("Timestamp", r.timestamp)?;
         let t0 = *first.get_or_insert(ts);
         Ok(Some(LengthRecord {
             arrival_ms: (ts - t0).max(0.0) * 1000.0,

@@ -11,7 +11,7 @@ pub mod native;
 pub mod sharegpt;
 pub mod table;
 
-use crate::error::{Error, RecordError, Result};
+use crate::error::{Error, Location, RecordError, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -130,17 +130,121 @@ impl TraceFile {
     }
 }
 
-/// Reads the whole file, decompressing gzip when the name ends in `.gz` or the content is gzip.
+/// Longest line accepted in line-oriented content (JSONL, CSV), in bytes: a longer one means the
+/// file is not a trace (`/dev/zero`, a binary), and reading on would only fill memory.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// A file that is not a regular one (a device, a pipe) must show a recognisable first record
+/// within this many bytes (`/dev/urandom` never does, and never ends).
+pub const PROBE_BYTES: usize = 1 << 20;
+
+/// Reads the whole file, decompressing gzip when the content is gzip. Line-oriented content may
+/// not hold a line over [`MAX_LINE_BYTES`]; a source that is not a regular file must look like a
+/// trace within its first [`PROBE_BYTES`]. Both are errors naming the file and the line.
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
-    let raw = std::fs::read(path).map_err(io)?;
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::with_capacity(raw.len() * 4);
-        flate2::read::MultiGzDecoder::new(&raw[..]).read_to_end(&mut out).map_err(io)?;
-        Ok(out)
-    } else {
-        Ok(raw)
+    let io = |error| Error::Io { path: path.to_path_buf(), error };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_dir() {
+        return Err(io(std::io::Error::other("is a directory, not a trace file")));
     }
+    let regular = meta.is_file();
+    let mut src = std::io::BufReader::with_capacity(1 << 16, file);
+    let gzip = std::io::BufRead::fill_buf(&mut src).map_err(io)?.starts_with(&[0x1f, 0x8b]);
+    if regular && !gzip {
+        let mut out = Vec::with_capacity(meta.len() as usize);
+        src.read_to_end(&mut out).map_err(io)?;
+        check_lines(path, &out, 0, &mut LineState::default())?;
+        return Ok(out);
+    }
+    if gzip {
+        read_bounded(path, flate2::bufread::MultiGzDecoder::new(src), !regular)
+    } else {
+        read_bounded(path, src, true)
+    }
+}
+
+/// Reads a stream in chunks, checking line lengths as it goes and, with `probe`, that the first
+/// [`PROBE_BYTES`] look like a trace.
+fn read_bounded(path: &Path, mut r: impl Read, probe: bool) -> Result<Vec<u8>> {
+    let io = |error| Error::Io { path: path.to_path_buf(), error };
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let (mut lines, mut probed) = (LineState::default(), !probe);
+    loop {
+        let n = match r.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        let from = out.len();
+        out.extend_from_slice(&chunk[..n]);
+        check_lines(path, &out, from, &mut lines)?;
+        if !probed && out.len() >= PROBE_BYTES {
+            probed = true;
+            if let Err(why) = detect(&out[..PROBE_BYTES]) {
+                return Err(Error::UnknownFormat {
+                    path: path.to_path_buf(),
+                    why: format!(
+                        "not a regular file, and its first {} MiB hold no trace record: {why}",
+                        PROBE_BYTES >> 20
+                    ),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Where [`check_lines`] is in the content read so far.
+#[derive(Debug, Clone, Copy)]
+struct LineState {
+    /// 1-based number of the line being read.
+    line: u64,
+    /// Byte offset where it starts.
+    start: usize,
+    /// Whether the content is a JSON array (first non-blank byte `[`); `None` while all blank.
+    array: Option<bool>,
+}
+
+impl Default for LineState {
+    fn default() -> Self {
+        Self { line: 1, start: 0, array: None }
+    }
+}
+
+/// Counts the lines of `bytes[from..]`; a line over [`MAX_LINE_BYTES`] is an error. Content that
+/// is a JSON array is exempt: it may be one long line.
+fn check_lines(path: &Path, bytes: &[u8], from: usize, st: &mut LineState) -> Result<()> {
+    if st.array.is_none() {
+        st.array = bytes[from..].iter().find(|b| !b.is_ascii_whitespace()).map(|&b| b == b'[');
+    }
+    if st.array == Some(true) {
+        return Ok(());
+    }
+    for pos in memchr::memchr_iter(b'\n', &bytes[from..]) {
+        if from + pos - st.start > MAX_LINE_BYTES {
+            break;
+        }
+        st.line += 1;
+        st.start = from + pos + 1;
+    }
+    if bytes.len() - st.start > MAX_LINE_BYTES {
+        return Err(Error::Record {
+            path: path.to_path_buf(),
+            error: RecordError {
+                location: Location::Line(st.line),
+                field: String::new(),
+                message: format!(
+                    "longer than {} MiB (starting at byte offset {}): not a trace in a line format",
+                    MAX_LINE_BYTES >> 20,
+                    st.start
+                ),
+            },
+        });
+    }
+    Ok(())
 }
 
 /// Reads a trace file of any supported format.
@@ -212,8 +316,10 @@ pub fn detect(bytes: &[u8]) -> std::result::Result<Format, String> {
     }
 }
 
+/// The first `n` characters of `s`, control characters escaped (a binary file's first line must
+/// not reach the terminal raw).
 fn truncate(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
+    s.chars().take(n).flat_map(|c| if c.is_control() { c.escape_default().collect() } else { vec![c] }).collect()
 }
 
 /// Checks a token count read from a trace: at most [`MAX_TOKENS_PER_REQUEST`].
@@ -225,12 +331,27 @@ pub fn check_tokens(field: &str, value: u64) -> std::result::Result<u32, (String
     }
 }
 
-/// Checks a time stamp: finite and not negative.
+/// Largest time stamp accepted, in milliseconds: 1e14 ms is about 3,170 years, so Unix-epoch
+/// milliseconds (about 1.8e12 today) pass and microseconds or nanoseconds by mistake do not.
+pub const MAX_TIME_MS: f64 = 1e14;
+
+/// Checks a time stamp in milliseconds: finite, not negative, at most [`MAX_TIME_MS`].
 pub fn check_time(field: &str, value: f64) -> std::result::Result<f64, (String, String)> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(value)
-    } else {
+    if !(value.is_finite() && value >= 0.0) {
         Err((field.to_string(), format!("{value} is not a time (must be finite and ≥ 0)")))
+    } else if value > MAX_TIME_MS {
+        Err((field.to_string(), format!("{value:e} ms is absurd (limit {MAX_TIME_MS:e} ms, about 3,170 years)")))
+    } else {
+        Ok(value)
+    }
+}
+
+/// Checks a time stamp in seconds, as [`check_time`] does for milliseconds.
+pub fn check_time_s(field: &str, value: f64) -> std::result::Result<f64, (String, String)> {
+    if value.is_finite() && value > MAX_TIME_MS / 1e3 {
+        Err((field.to_string(), format!("{value:e} s is absurd (limit {:e} s, about 3,170 years)", MAX_TIME_MS / 1e3)))
+    } else {
+        check_time(field, value)
     }
 }
 
@@ -256,6 +377,31 @@ mod tests {
         assert!(detect(b"a,b,c\n1,2,3").unwrap_err().contains("a,b,c"));
         assert!(detect(b"{\"x\":1}").unwrap_err().contains("x"));
         assert!(detect(b"[1, 2]").unwrap_err().contains("not a JSON object"));
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_named_and_arrays_are_exempt() {
+        let mut st = LineState::default();
+        let mut doc = b"{}\n{}\n".to_vec();
+        doc.resize(6 + MAX_LINE_BYTES + 1, b'x');
+        let e = check_lines(Path::new("t.jsonl"), &doc, 0, &mut st).unwrap_err().to_string();
+        assert!(e.starts_with("t.jsonl: line 3: longer than 64 MiB (starting at byte offset 6)"), "{e}");
+        doc[0] = b'[';
+        assert!(check_lines(Path::new("t.json"), &doc, 0, &mut LineState::default()).is_ok());
+        // Blank content decides nothing; the first chunk with a byte does.
+        let mut st = LineState::default();
+        assert!(check_lines(Path::new("t"), b"  \n ", 0, &mut st).is_ok());
+        assert_eq!((st.array, st.line, st.start), (None, 2, 3));
+    }
+
+    #[test]
+    fn absurd_times_are_refused() {
+        assert_eq!(check_time("t", 1.8e12), Ok(1.8e12));
+        assert!(check_time("t", 1e13).is_ok());
+        assert!(check_time("t", 1.8e15).unwrap_err().1.contains("absurd"));
+        assert!(check_time_s("t", 1.8e9).is_ok());
+        assert!(check_time_s("t", 1.8e12).unwrap_err().1.contains("absurd"));
+        assert!(check_time_s("t", -1.0).is_err());
     }
 
     #[test]

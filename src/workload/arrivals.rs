@@ -107,6 +107,7 @@ pub fn schedule(w: &Workload, o: &ArrivalOptions) -> Result<Vec<(u32, f64)>> {
         None | Some(Rate::Inf) => vec![0.0; ids.len()],
         Some(Rate::PerSecond(r)) => send_times(ids.len(), r, o)?,
     };
+    check_span(o, &ids, &times)?;
     Ok(ids.into_iter().zip(times).collect())
 }
 
@@ -171,6 +172,36 @@ pub fn send_times(n: usize, rate: f64, o: &ArrivalOptions) -> Result<Vec<f64>> {
                 })
                 .collect())
         }
+    }
+}
+
+/// Latest send time accepted, in seconds (about 31.7 years): beyond it a run is surely a mistake
+/// in `--request-rate` or `--time-scale`, and times lose sub-second precision.
+pub const MAX_SEND_S: f64 = 1e9;
+
+/// Refuses send times past [`MAX_SEND_S`], naming the flag and the request that caused them.
+fn check_span(o: &ArrivalOptions, ids: &[u32], times: &[f64]) -> Result<()> {
+    let Some(i) = times.iter().position(|t| !(t.is_finite() && *t <= MAX_SEND_S)) else { return Ok(()) };
+    let (id, t) = (ids[i], times[i]);
+    match o.rate {
+        Some(Rate::PerSecond(r)) => Err(Error::invalid(
+            "--request-rate",
+            format!("{r:e} sends request {id} at {t:.3e} s, past the limit of {MAX_SEND_S:e} s (about 31 years)"),
+        )),
+        _ if o.time_scale > 1.0 => Err(Error::invalid(
+            "--time-scale",
+            format!(
+                "{:e} puts request {id} at {t:.3e} s after the first, past the limit of {MAX_SEND_S:e} s (about 31 years)",
+                o.time_scale
+            ),
+        )),
+        _ => Err(Error::invalid(
+            "--trace",
+            format!(
+                "request {id} arrives {t:.3e} s after the first, past the limit of {MAX_SEND_S:e} s (about 31 years); \
+                 shrink the trace's times with --time-scale below 1"
+            ),
+        )),
     }
 }
 

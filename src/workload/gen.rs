@@ -194,7 +194,7 @@ pub fn write_jsonl<W: std::io::Write>(records: &[GenRecord], mut w: W) -> std::i
 /// build options); `name` stands for the file in the trace info.
 pub fn workload(name: &str, records: &[GenRecord]) -> Result<super::Workload> {
     let mut bytes = Vec::new();
-    write_jsonl(records, &mut bytes).map_err(|source| Error::Io { path: name.into(), source })?;
+    write_jsonl(records, &mut bytes).map_err(|source| Error::Io { path: name.into(), error: source })?;
     let file = crate::trace::parse(std::path::Path::new(name), &bytes, &crate::trace::ReadOptions::default())?;
     super::build(file, &super::BuildOptions::default())
 }

@@ -1,0 +1,196 @@
+//! The bad-input table, docs/bad-input.md: every input listed there is run through the binary
+//! here, and the table must equal what the binary does — exit code and the first line it prints
+//! on stderr. After a deliberate change, `CACHESIM_BLESS=1 cargo test --test bad_input`
+//! rewrites the table. Also checks that a failed run leaves an existing output file untouched.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One row: what is wrong, the arguments, and a marker after which the message varies from run
+/// to run (random bytes) and is cut.
+struct Case {
+    what: &'static str,
+    args: &'static [&'static str],
+    cut: Option<&'static str>,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        what: "a device that never ends, all zeros",
+        args: &["cache", "--trace", "/dev/zero"],
+        cut: Some("first line:"),
+    },
+    Case {
+        what: "a device that never ends, random bytes",
+        args: &["cache", "--trace", "/dev/urandom"],
+        cut: Some("first line:"),
+    },
+    Case { what: "a missing file", args: &["cache", "--trace", "missing.jsonl"], cut: None },
+    Case { what: "a folder", args: &["cache", "--trace", "."], cut: None },
+    Case { what: "an empty file", args: &["cache", "--trace", "empty.jsonl"], cut: None },
+    Case { what: "binary garbage (terminal escapes, NUL)", args: &["cache", "--trace", "garbage.bin"], cut: None },
+    Case { what: "a corrupt gzip file", args: &["cache", "--trace", "bad.gz"], cut: None },
+    Case { what: "a 65 MiB line", args: &["cache", "--trace", "long.jsonl"], cut: None },
+    Case { what: "a time stamp of 1e16 ms (Mooncake)", args: &["cache", "--trace", "far.jsonl"], cut: None },
+    Case { what: "a trace spanning 317 years (1e13 ms)", args: &["--trace", "epoch.jsonl"], cut: None },
+    Case { what: "a time scale that stretches the sample past 1e12 s", args: &["--time-scale", "1e12"], cut: None },
+    Case { what: "a rate that sends the last request after 1e300 s", args: &["--request-rate", "1e-300"], cut: None },
+    Case { what: "a rate of 0", args: &["--request-rate", "0"], cut: None },
+    Case { what: "a negative time scale", args: &["--time-scale", "-1"], cut: None },
+    Case { what: "a negative burstiness", args: &["--request-rate", "4", "--burstiness", "-2"], cut: None },
+    Case { what: "no running requests allowed", args: &["--max-num-seqs", "0"], cut: None },
+    Case { what: "a negative integer", args: &["--max-num-seqs", "-1"], cut: None },
+    Case {
+        what: "a token budget below the request limit",
+        args: &["--max-num-seqs", "64", "--max-num-batched-tokens", "32"],
+        cut: None,
+    },
+    Case {
+        what: "a token budget of 1 (vLLM lowers max_num_seqs; said, then runs)",
+        args: &["--max-num-batched-tokens", "1", "--num-prompts", "2"],
+        cut: None,
+    },
+    Case { what: "an activation peak larger than the GPU", args: &["--activation-peak-gib", "1000"], cut: None },
+    Case { what: "a negative activation peak", args: &["--activation-peak-gib", "-1"], cut: None },
+    Case { what: "a memory share above 1", args: &["--gpu-memory-utilization", "1.5"], cut: None },
+    Case { what: "a model that does not fit", args: &["--model", "llama-3.1-70b", "--gpu", "a10"], cut: None },
+    Case { what: "one KV block", args: &["--num-gpu-blocks-override", "1"], cut: None },
+    Case { what: "heads that do not split", args: &["--tp", "3"], cut: None },
+    Case { what: "a missing model file", args: &["--model-file", "missing.toml"], cut: None },
+    Case { what: "an output that is the input", args: &["--trace", "t.jsonl", "--requests-csv", "t.jsonl"], cut: None },
+    Case {
+        what: "two outputs to one file",
+        args: &["--requests-csv", "a.csv", "--timeline-csv", "./a.csv"],
+        cut: None,
+    },
+    Case { what: "an output in a missing folder", args: &["--requests-csv", "no/such/r.csv"], cut: None },
+    Case { what: "a plot that is neither SVG nor PNG", args: &["--plot", "out.txt"], cut: None },
+    Case { what: "a block size of 0", args: &["cache", "--block", "0"], cut: None },
+    Case { what: "a negative capacity", args: &["cache", "--capacity-tokens", "-5"], cut: None },
+];
+
+/// A scratch folder with the input files the cases name (paths in messages stay relative).
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let w = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).unwrap();
+    w("empty.jsonl", b"");
+    w("garbage.bin", b"\x1b[31mRED\x07\x00\xff\xfe\x1b]0;title\x07 more\x08\x08\n\x00\x01\x02");
+    w("bad.gz", b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03this is not deflate data at all");
+    let mut long = vec![b'{'];
+    long.resize((65 << 20) + 2, b'a');
+    w("long.jsonl", &long);
+    w("far.jsonl", b"{\"timestamp\": 1e16, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n");
+    w(
+        "epoch.jsonl",
+        b"{\"prompt\": \"a\", \"output_len\": 2, \"timestamp_ms\": 0}\n{\"prompt\": \"b\", \"output_len\": 2, \"timestamp_ms\": 1e13}\n",
+    );
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/gsp.jsonl"), dir.join("t.jsonl")).unwrap();
+    dir
+}
+
+fn run_in(dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cachesim")).args(args).current_dir(dir).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err.lines().next().unwrap_or("").to_string();
+    (out.status.code().unwrap_or(-1), first)
+}
+
+fn cell(s: &str) -> String {
+    format!("`` {} ``", s.replace('|', "\\|"))
+}
+
+fn table() -> String {
+    let dir = scratch("bad-input");
+    let mut s = String::from(
+        "# Bad input: what cachesim says\n\n\
+         Each row is run by `cargo test --test bad_input` (tests/bad_input.rs), which fails when this\n\
+         table and the binary disagree; `CACHESIM_BLESS=1 cargo test --test bad_input` rewrites it.\n\
+         Exit code 1 is an error of cachesim, 2 a command-line error (clap); the message is the first\n\
+         line on stderr (…: the rest varies from run to run). Files named here are made by the test.\n\n\
+         | input | command | exit | message |\n|---|---|---|---|\n",
+    );
+    for c in CASES {
+        let (code, mut msg) = run_in(&dir, c.args);
+        assert!(!msg.contains("panicked"), "{:?} panicked: {msg}", c.args);
+        if let Some(cut) = c.cut {
+            if let Some(i) = msg.find(cut) {
+                msg.truncate(i + cut.len());
+                msg.push_str(" …");
+            }
+        }
+        s.push_str(&format!(
+            "| {} | {} | {code} | {} |\n",
+            c.what,
+            cell(&format!("cachesim {}", c.args.join(" "))),
+            cell(&msg)
+        ));
+    }
+    s
+}
+
+#[test]
+fn bad_input_table_matches_the_binary() {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/bad-input.md");
+    let got = table();
+    if std::env::var("CACHESIM_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&doc, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&doc).unwrap_or_default();
+    for (g, w) in got.lines().zip(want.lines()) {
+        assert_eq!(g, w, "docs/bad-input.md is out of date (CACHESIM_BLESS=1 cargo test --test bad_input)");
+    }
+    assert_eq!(got.lines().count(), want.lines().count(), "docs/bad-input.md has a different number of rows");
+}
+
+/// A run that fails after it started leaves an existing output file as it was, and no temporary
+/// files beside it.
+#[test]
+fn a_failed_run_keeps_existing_outputs() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("keep-outputs");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("keep.csv"), "precious").unwrap();
+    let (code, msg) = run_in(&dir, &["--request-rate", "1e-300", "--requests-csv", "keep.csv", "--plot", "keep.svg"]);
+    assert_eq!(code, 1, "{msg}");
+    assert_eq!(std::fs::read_to_string(dir.join("keep.csv")).unwrap(), "precious");
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["keep.csv"]);
+    // A run that succeeds replaces it.
+    let (code, msg) = run_in(&dir, &["--num-prompts", "4", "--requests-csv", "keep.csv"]);
+    assert_eq!(code, 0, "{msg}");
+    assert!(std::fs::read_to_string(dir.join("keep.csv")).unwrap().starts_with("id,send_s"));
+}
+
+/// Errors print the OS message once, and control bytes never reach the terminal raw.
+#[test]
+fn error_messages_are_printed_once_and_escaped() {
+    let dir = scratch("bad-input-messages");
+    let out = Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args(["cache", "--trace", "missing.jsonl"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args(["cache", "--trace", "garbage.bin"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.stderr.iter().any(|&b| b == 0x1b || b == 0x07 || b == 0 || b == 0x08), "{:?}", out.stderr);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\\u{1b}[31mRED"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args(["cache", "--trace", "bad.gz"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    let first_word = err.trim_start_matches("error: cannot load the trace: bad.gz: ");
+    assert_eq!(err.matches(first_word.trim()).count(), 1, "{err}");
+}
