@@ -458,7 +458,7 @@ fn numeric_flags_through_the_binary_never_panic() {
         "--num-gpu-blocks-override",
         "--max-model-len",
         "--gpu-memory-utilization",
-        "--activation-reserve-gb",
+        "--activation-peak-gib",
         "--request-rate",
         "--burstiness",
         "--time-scale",
