@@ -8,6 +8,8 @@
 //! Skipped (with a printed reason) when the golden folder is absent, unless
 //! CACHESIM_REQUIRE_DATA=1.
 
+mod common;
+
 use cachesim::config::{resolve, RunOptions};
 use cachesim::cost::Affine;
 use cachesim::engine::{EngineKind, EngineVersion, Rules, SchedulePolicy};
@@ -17,20 +19,7 @@ use cachesim::workload::{build, BuildOptions};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
-
-/// The golden folder of SGLang, or `None` (reason printed) when absent.
-fn golden_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden/sglang");
-    if dir.join("schedules").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("CACHESIM_REQUIRE_DATA").as_deref() == Ok("1") {
-        panic!("CACHESIM_REQUIRE_DATA=1 but {} has no schedules/ folder", dir.display());
-    }
-    eprintln!("skipping: no SGLang golden schedules at {}", dir.display());
-    None
-}
+use std::path::Path;
 
 /// Lines of a JSON Lines file, gzipped or not.
 fn json_lines(path: &Path) -> Vec<Value> {
@@ -272,7 +261,7 @@ const CASES: [(&str, &str); 5] = [
 
 #[test]
 fn every_golden_schedule_is_reproduced_by_the_default_bundle() {
-    let Some(dir) = golden_dir() else { return };
+    let Some(dir) = common::golden_dir("sglang") else { return };
     // Every schedule in the folder is a listed case.
     let mut listed: Vec<String> = std::fs::read_dir(dir.join("schedules"))
         .expect("schedules folder")
@@ -305,7 +294,7 @@ fn every_golden_schedule_is_reproduced_by_the_default_bundle() {
 /// scenario tests in `src/engine/sglang/tests.rs` instead.
 #[test]
 fn each_changed_rule_is_needed_to_reproduce_the_goldens() {
-    let Some(dir) = golden_dir() else { return };
+    let Some(dir) = common::golden_dir("sglang") else { return };
     let newest = EngineVersion::Sglang05.rules();
     let old = EngineVersion::Sglang051.rules();
     let flips: [(&str, Rules); 3] = [

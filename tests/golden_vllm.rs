@@ -10,6 +10,8 @@
 //! Skipped (with a printed reason) when the golden folder is absent, unless
 //! CACHESIM_REQUIRE_DATA=1.
 
+mod common;
+
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cost::Affine;
 use cachesim::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
@@ -20,22 +22,6 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-
-/// The golden folder (`$CACHESIM_GOLDEN`, else `../shared/golden` beside the repository), if
-/// it holds vLLM schedules.
-fn golden_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("CACHESIM_GOLDEN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden"));
-    if dir.join("vllm/schedules").is_dir() {
-        return Some(dir.join("vllm"));
-    }
-    if std::env::var("CACHESIM_REQUIRE_DATA").as_deref() == Ok("1") {
-        panic!("CACHESIM_REQUIRE_DATA=1 but {} has no vllm/schedules/ folder", dir.display());
-    }
-    eprintln!("skipping: no golden schedules at {} (set CACHESIM_GOLDEN)", dir.display());
-    None
-}
 
 /// One step as both sides describe it.
 #[derive(Debug, PartialEq)]
@@ -275,7 +261,7 @@ fn replay(dir: &Path, path: &Path) -> String {
 
 #[test]
 fn every_golden_schedule_is_reproduced_step_for_step() {
-    let Some(dir) = golden_dir() else { return };
+    let Some(dir) = common::golden_dir("vllm") else { return };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("schedules"))
         .unwrap()
         .map(|e| e.unwrap().path())

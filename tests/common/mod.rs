@@ -9,14 +9,32 @@ use std::process::{Command, Output};
 /// `None` (with the reason printed) when absent, unless `CACHESIM_REQUIRE_DATA=1`, which makes
 /// a missing folder a failure.
 pub fn data_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("CACHESIM_DATA")
+    shared_dir("CACHESIM_DATA", "data", "traces")
+}
+
+/// One engine's golden schedules (`$CACHESIM_GOLDEN/<engine>`, else `../shared/golden/<engine>`
+/// beside the repository), absent or required like [`data_dir`].
+pub fn golden_dir(engine: &str) -> Option<PathBuf> {
+    shared_dir("CACHESIM_GOLDEN", "golden", "").map(|d| d.join(engine)).filter(|d| {
+        let found = d.join("schedules").is_dir();
+        if !found && std::env::var("CACHESIM_REQUIRE_DATA").as_deref() == Ok("1") {
+            panic!("CACHESIM_REQUIRE_DATA=1 but {} has no schedules/ folder", d.display());
+        }
+        found
+    })
+}
+
+/// `$env`, else `../shared/<name>` beside the repository, when it holds `marker`; `None` with a
+/// line on stderr (once per test binary) otherwise, a failure under `CACHESIM_REQUIRE_DATA=1`.
+fn shared_dir(env: &str, name: &str, marker: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os(env)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
-    if dir.join("traces").is_dir() {
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared").join(name));
+    if dir.join(marker).is_dir() {
         return Some(dir);
     }
     if std::env::var("CACHESIM_REQUIRE_DATA").as_deref() == Ok("1") {
-        panic!("CACHESIM_REQUIRE_DATA=1 but {} has no traces/ folder", dir.display());
+        panic!("CACHESIM_REQUIRE_DATA=1 but {} has no {marker}/ folder", dir.display());
     }
     // Written to the stderr handle itself, not through `eprintln!`, which the test harness
     // captures: the line shows in a plain `cargo test` summary, once per test binary.
@@ -25,7 +43,7 @@ pub fn data_dir() -> Option<PathBuf> {
         use std::io::Write;
         let _ = writeln!(
             std::io::stderr(),
-            "skipped: no real data (set CACHESIM_DATA; looked in {}) — the real-data tests passed without checking anything",
+            "skipped: no real data (set {env}; looked in {}) — the tests that need it passed without checking anything",
             dir.display()
         );
     });
