@@ -15,7 +15,7 @@ pub enum EngineVersion {
     /// vLLM 0.18 (0.18.1, the last release before the 2026 admission and free-order changes):
     /// first-chunk admission, every freed block to the queue's tail.
     Vllm018,
-    /// vLLM V0 (the 0.5/0.6 era; `--engine vllm-v0`).
+    /// vLLM V0 as vLLM 0.9 had it, its last era (`--engine vllm-v0`; ENGINE_SPEC §2.3).
     VllmV0,
     /// SGLang 0.5 (0.5.23's scheduling code).
     Sglang05,
@@ -108,7 +108,7 @@ impl EngineVersion {
         match self {
             EngineVersion::Vllm033 => "vllm@0.33",
             EngineVersion::Vllm018 => "vllm@0.18",
-            EngineVersion::VllmV0 => "vllm-v0@0.6",
+            EngineVersion::VllmV0 => "vllm-v0@0.9",
             EngineVersion::Sglang05 => "sglang@0.5",
             EngineVersion::Sglang051 => "sglang@0.5.1",
             EngineVersion::LightllmMain2507 => "lightllm@main-2025-07",
@@ -128,7 +128,10 @@ impl EngineVersion {
                 "vLLM 0.18.1, the last release before those changes: admits when the first chunk fits; \
                  every freed block to the tail; long-prefill cap always; gpu_memory_utilization 0.9, no CUDA-graph estimate"
             }
-            EngineVersion::VllmV0 => "the V0 engine (--engine vllm-v0): whole prompts first, 1% block watermark",
+            EngineVersion::VllmV0 => {
+                "the V0 engine of vLLM 0.9, its last release (vllm/core/scheduler.py; --engine vllm-v0): whole \
+                 prompts first, 1% block watermark; limits by GPU class as in 0.9 (1024 or 256 sequences)"
+            }
             EngineVersion::Sglang05 => {
                 "default for sglang: 0.5.23's scheduling code: running ignore_eos requests reserve their \
                  outputs in full; one page reserved per admitted request; long prompts cut to the chunk; \
