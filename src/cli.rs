@@ -55,6 +55,10 @@ pub enum Command {
     /// Generate a synthetic workload as native JSONL (to a file with -o, else to stdout).
     #[command(subcommand)]
     Gen(GenCommand),
+    /// Run a grid of configurations over one trace (every point a full `run`) and rank them.
+    Sweep(Box<SweepArgs>),
+    /// Merge the CSV files of a sharded sweep into the unsharded sweep's CSV.
+    Merge(MergeArgs),
 }
 
 /// Where requests come from and how they become tokens.
@@ -640,5 +644,176 @@ mod tests {
         assert!(Cli::try_parse_from(["cachesim", "cache", "--block", "513"]).is_err());
         assert!(Cli::try_parse_from(["cachesim", "cache", "--inflight", "0"]).is_err());
         assert!(Cli::try_parse_from(["cachesim", "cache", "--tokenizer", "gpt9"]).is_err());
+    }
+}
+
+// ---- `sweep`, `merge` and `plan`: grids over the run flags ----
+
+/// The grid flags `sweep` and `plan` share.
+#[derive(Debug, Args)]
+pub struct GridArgs {
+    /// A run flag and its values: FLAG=v1,v2,… where a value may be an integer range a..b or
+    /// a..b:step (b included), e.g. max-num-seqs=16,24,32 or max-num-batched-tokens=2048..8192:1024.
+    /// Flags without a value take true/false. Repeated: the cartesian product, the first --grid
+    /// varying slowest.
+    #[arg(long, value_name = "FLAG=VALUES", help_heading = "Grid")]
+    pub grid: Vec<String>,
+    /// Zipped lists: the k-th values of every --zip flag go together (equal lengths); the group
+    /// is the last axis of the --grid product.
+    #[arg(long, value_name = "FLAG=VALUES", help_heading = "Grid")]
+    pub zip: Vec<String>,
+}
+
+/// `cachesim sweep`: every run flag sets the base; the grid overrides the flags it names.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub grid: GridArgs,
+    /// Rank by this metric (a key of `cachesim run --json`, e.g. output_throughput,
+    /// median_ttft_ms, p99_tpot_ms); ties go to the table's next metric, then grid order.
+    #[arg(long, default_value = "output_throughput", help_heading = "Grid")]
+    pub rank_by: String,
+    /// Smallest first [default for latencies (`*_ms`), duration, failed and preemptions].
+    #[arg(long, conflicts_with = "descending", help_heading = "Grid")]
+    pub ascending: bool,
+    /// Largest first [default for throughputs and counts].
+    #[arg(long, help_heading = "Grid")]
+    pub descending: bool,
+    /// Write one row per point, in grid order, to this CSV file (point, the knobs, the metric
+    /// keys of `run --json`, error); written to a temporary file and renamed.
+    #[arg(long, value_name = "FILE", help_heading = "Grid")]
+    pub csv: Option<PathBuf>,
+    /// Run only slice I of N disjoint slices of the grid (0 <= I < N; point k is in slice
+    /// k mod N), for job arrays; `cachesim merge` joins the slices' CSVs.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard, help_heading = "Grid")]
+    pub shard: Option<cachesim::sweep::Shard>,
+}
+
+fn parse_shard(s: &str) -> Result<cachesim::sweep::Shard, String> {
+    s.parse()
+}
+
+/// `cachesim merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' CSV files (`cachesim sweep --shard I/N --csv …`), in any order.
+    #[arg(required = true, value_name = "SHARD.csv")]
+    pub inputs: Vec<PathBuf>,
+    /// The merged file: byte for byte the CSV of the same sweep run unsharded.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub csv: PathBuf,
+}
+
+/// `run`'s flags alone, to re-parse a grid point's command line with clap itself.
+#[derive(Debug, Parser)]
+#[command(name = "cachesim run", no_binary_name = true)]
+struct PointCli {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Run flags a grid may not name: they change the shared workload or name per-run outputs.
+const NOT_IN_GRID: [&str; 5] = ["json", "requests_csv", "timeline_csv", "token_times_csv", "plot"];
+
+/// The base command line of a sweep (the run flags given on it) and the grid points' own,
+/// parsed by clap exactly as `cachesim run` parses them, so any run flag can be a knob.
+pub struct RunFlags {
+    cmd: clap::Command,
+    /// (argument id, its `--long=value` words on the base command line).
+    base: Vec<(String, Vec<String>)>,
+}
+
+impl RunFlags {
+    /// Reads the run flags set on the command line from the sweep's matches.
+    pub fn new(m: &clap::ArgMatches) -> Self {
+        use clap::CommandFactory;
+        let cmd = PointCli::command();
+        let mut base = Vec::new();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            let Some(long) = arg.get_long() else { continue };
+            if m.value_source(id) != Some(clap::parser::ValueSource::CommandLine) {
+                continue;
+            }
+            let words = if arg.get_action().takes_values() {
+                m.get_raw(id).into_iter().flatten().map(|v| format!("--{long}={}", v.to_string_lossy())).collect()
+            } else {
+                vec![format!("--{long}")]
+            };
+            base.push((id.to_string(), words));
+        }
+        Self { cmd, base }
+    }
+
+    fn find(&self, knob: &str) -> Option<&clap::Arg> {
+        self.cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some(knob) || a.get_all_aliases().is_some_and(|al| al.contains(&knob)))
+    }
+
+    /// The grid with every knob renamed to its flag's long name; refuses unknown flags, flags
+    /// of the trace (the workload is loaded once per sweep), output flags and `also_refused`.
+    pub fn grid(&self, g: &GridArgs, also_refused: &[&str]) -> Result<cachesim::sweep::Grid, String> {
+        use clap::Args as _;
+        let trace_cmd = TraceArgs::augment_args(clap::Command::new("trace"));
+        let trace_ids: Vec<&str> = trace_cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
+        let axes = |list: &[String]| -> Result<Vec<cachesim::sweep::Axis>, String> {
+            let mut out = Vec::new();
+            for s in list {
+                let mut axis = cachesim::sweep::parse_axis(s).map_err(|e| e.to_string())?;
+                let arg = self.find(&axis.knob).ok_or_else(|| {
+                    format!("--grid: `{}` is not a flag of `cachesim run` (see cachesim run --help)", axis.knob)
+                })?;
+                let id = arg.get_id().as_str();
+                if trace_ids.contains(&id) {
+                    return Err(format!(
+                        "--grid: `{}` changes how the trace is read, and a sweep reads it once; run one sweep per value",
+                        axis.knob
+                    ));
+                }
+                if NOT_IN_GRID.contains(&id) || also_refused.contains(&id) {
+                    return Err(format!("--grid: `{}` cannot vary across the points of this command", axis.knob));
+                }
+                axis.knob = arg.get_long().unwrap_or(id).to_string();
+                out.push(axis);
+            }
+            Ok(out)
+        };
+        Ok(cachesim::sweep::Grid { axes: axes(&g.grid)?, zip: axes(&g.zip)? })
+    }
+
+    /// The run arguments of one point: the base command line, the point's flags replacing the
+    /// base's, parsed by clap (so values are checked as `cachesim run` checks them).
+    pub fn parse_point(&self, point: &cachesim::sweep::Point) -> Result<RunArgs, String> {
+        use clap::FromArgMatches;
+        let mut set: Vec<&str> = Vec::new();
+        let mut extra: Vec<String> = Vec::new();
+        for (knob, value) in point {
+            let arg = self.find(knob).ok_or_else(|| format!("`{knob}` is not a flag of `cachesim run`"))?;
+            set.push(arg.get_id().as_str());
+            if arg.get_action().takes_values() {
+                extra.push(format!("--{knob}={value}"));
+            } else {
+                match value.as_str() {
+                    "true" | "on" | "1" | "yes" => extra.push(format!("--{knob}")),
+                    "false" | "off" | "0" | "no" => {}
+                    _ => {
+                        return Err(format!("--grid {knob}: `{value}` is not true or false (the flag takes no value)"))
+                    }
+                }
+            }
+        }
+        let mut argv: Vec<String> =
+            self.base.iter().filter(|(id, _)| !set.contains(&id.as_str())).flat_map(|(_, w)| w.clone()).collect();
+        argv.extend(extra);
+        let described = point.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        let m = self.cmd.clone().try_get_matches_from(&argv).map_err(|e| {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
+            format!("grid point {described}: {first}")
+        })?;
+        PointCli::from_arg_matches(&m).map(|p| p.run).map_err(|e| format!("grid point {described}: {e}"))
     }
 }

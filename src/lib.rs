@@ -21,6 +21,7 @@ pub mod replay;
 pub mod report;
 pub mod saturation;
 pub mod sim;
+pub mod sweep;
 pub mod tokenize;
 pub mod trace;
 pub mod vllm_memory;

@@ -7,19 +7,21 @@ use anyhow::Context;
 use cachesim::replay::{replay_all, ReplayOptions};
 use cachesim::report::{analysis_text, cache_table, thousands, trace_summary, CacheReport};
 use cachesim::workload::gen::{self, GenRecord};
-use clap::Parser;
 use cli::{AnalyzeArgs, CacheArgs, Cli, Command, GenCommand, GenCommon, RunArgs};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 
 fn main() {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         None => run(&cli.run),
         Some(Command::Run(args)) => run(&args),
         Some(Command::Cache(args)) => cache(&args),
         Some(Command::Analyze(args)) => analyze(&args),
         Some(Command::Gen(g)) => generate(&g),
+        Some(Command::Sweep(args)) => sweep(&args, matches.subcommand_matches("sweep").expect("sweep matches")),
+        Some(Command::Merge(args)) => merge(&args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
@@ -295,5 +297,139 @@ fn generate(g: &GenCommand) -> anyhow::Result<()> {
     } else {
         eprintln!("{summary}");
     }
+    Ok(())
+}
+
+/// A bar with ETA on stderr when it is a terminal, hidden otherwise.
+fn points_bar(n: usize, what: &str) -> ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(n as u64);
+    pb.set_style(
+        ProgressStyle::with_template(&format!("{what} {{bar:40}} {{pos}}/{{len}} points ({{per_sec}}, eta {{eta}})"))
+            .expect("static template"),
+    );
+    pb
+}
+
+/// Grid points: (index in the grid, knobs, the point's run arguments).
+type GridJobs = Vec<(usize, cachesim::sweep::Point, RunArgs)>;
+
+/// Grid points of this command (this shard's only), each with its run arguments parsed.
+fn grid_points(
+    base: &RunArgs,
+    grid: &cli::GridArgs,
+    m: &clap::ArgMatches,
+    shard: Option<cachesim::sweep::Shard>,
+    also_refused: &[&str],
+) -> anyhow::Result<(Vec<String>, GridJobs)> {
+    for (set, flag) in [
+        (base.requests_csv.is_some(), "--requests-csv"),
+        (base.timeline_csv.is_some(), "--timeline-csv"),
+        (base.token_times_csv.is_some(), "--token-times-csv"),
+        (base.plot.is_some(), "--plot"),
+    ] {
+        if set {
+            anyhow::bail!("{flag} writes one run's details; run the chosen point with `cachesim run` for it");
+        }
+    }
+    let flags = cli::RunFlags::new(m);
+    let grid = flags.grid(grid, also_refused).map_err(anyhow::Error::msg)?;
+    let knobs = grid.knobs()?;
+    let base_build = format!("{:?}", base.build_options());
+    let mut out = Vec::new();
+    for (k, p) in grid.points()?.into_iter().enumerate() {
+        if shard.is_some_and(|s| !s.contains(k)) {
+            continue;
+        }
+        let args = flags.parse_point(&p).map_err(anyhow::Error::msg)?;
+        if format!("{:?}", args.build_options()) != base_build {
+            anyhow::bail!(
+                "--grid: {} changes how the trace becomes requests (the sweep tokenises it once); set it outside the grid",
+                p.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
+        out.push((k, p, args));
+    }
+    Ok((knobs, out))
+}
+
+fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
+    use cachesim::sweep::output;
+    output::check_metric(&args.rank_by)?;
+    let ascending = if args.ascending {
+        true
+    } else if args.descending {
+        false
+    } else {
+        output::smaller_is_better(&args.rank_by)
+    };
+    let (knobs, points) = grid_points(&args.run, &args.grid, m, args.shard, &[])?;
+    let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
+    let sp = spinner("reading and tokenizing the trace");
+    let w = cachesim::load_workload(
+        args.run.trace.trace.as_deref(),
+        &args.run.trace.read_options(),
+        &args.run.build_options(),
+    )
+    .context("cannot load the trace")?;
+    sp.finish_and_clear();
+    let pb = points_bar(jobs.len(), "simulating");
+    let rows = cachesim::sweep::run_all(&w, jobs, &|| pb.inc(1));
+    pb.finish_and_clear();
+    if let Some(p) = &args.csv {
+        let (header, records) = output::csv_records(&knobs, &rows);
+        output::write_csv(p, &header, &records)?;
+    }
+    let order = output::rank(&rows, &args.rank_by, ascending);
+    let mut stdout = std::io::stdout().lock();
+    if args.run.json {
+        let results: Vec<serde_json::Value> = order
+            .iter()
+            .enumerate()
+            .map(|(rank, &i)| {
+                let r = &rows[i];
+                let mut o = serde_json::Map::new();
+                o.insert("rank".into(), (rank + 1).into());
+                o.insert("point".into(), r.point.into());
+                let knobs: serde_json::Map<String, serde_json::Value> =
+                    r.knobs.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
+                o.insert("knobs".into(), knobs.into());
+                match &r.outcome {
+                    Ok(s) => o.extend(output::metrics(s)),
+                    Err(e) => {
+                        o.insert("error".into(), e.clone().into());
+                    }
+                }
+                o.into()
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "rank_by": args.rank_by,
+            "ascending": ascending,
+            "shard": args.shard.map(|s| format!("{}/{}", s.index, s.count)),
+            "trace": &w.info,
+            "results": results,
+        });
+        serde_json::to_writer_pretty(&mut stdout, &doc)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", trace_summary(&w.info))?;
+        let dir = if ascending { "smallest first" } else { "largest first" };
+        writeln!(stdout, "Ranked by:      {} ({dir}), {} point(s)\n", args.rank_by, rows.len())?;
+        write!(stdout, "{}", output::table(&rows, &order))?;
+        if let Some(p) = &args.csv {
+            writeln!(stdout, "\nCSV:            {}", p.display())?;
+        }
+    }
+    Ok(())
+}
+
+fn merge(args: &cli::MergeArgs) -> anyhow::Result<()> {
+    let (header, records) = cachesim::sweep::output::merge(&args.inputs)?;
+    cachesim::sweep::output::write_csv(&args.csv, &header, &records)?;
+    eprintln!("merged {} point(s) from {} file(s) into {}", records.len(), args.inputs.len(), args.csv.display());
     Ok(())
 }

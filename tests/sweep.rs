@@ -1,0 +1,194 @@
+//! `cachesim sweep` and `cachesim merge`: sharded + merged CSVs equal the unsharded CSV byte
+//! for byte (property test over grids, failures and shard counts, and end to end through the
+//! binary), ranking ties are stable, a refused point is a row with its reason, unknown flags are
+//! refused, and the CSV does not depend on the thread count.
+
+mod common;
+
+use cachesim::metrics::{RequestRecord, Summary, TokenLog};
+use cachesim::sweep::output::{csv_records, merge, rank, write_csv};
+use cachesim::sweep::{parse_axis, Grid, Row, Shard};
+use common::{cachesim, fails, ok};
+use proptest::prelude::*;
+
+/// A summary of `n` requests whose latencies depend on `seed` (distinct, deterministic).
+fn summary(n: u32, seed: u32) -> Summary {
+    let records: Vec<RequestRecord> = (0..n)
+        .map(|id| RequestRecord {
+            id,
+            send_s: id as f64 * 0.1,
+            first_token_s: id as f64 * 0.1 + 0.01 * (1 + (seed + id) % 7) as f64,
+            last_token_s: id as f64 * 0.1 + 0.5,
+            prompt_tokens: 100 + seed,
+            output_tokens: 10 + id,
+            cached_prompt_tokens: id,
+            preemptions: 0,
+            first_scheduled_s: id as f64 * 0.1,
+        })
+        .collect();
+    Summary::new(&records, 0, &mut TokenLog::default())
+}
+
+fn rows(grid: &Grid, failing: &[bool]) -> Vec<Row> {
+    grid.points()
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(point, knobs)| Row {
+            point,
+            knobs,
+            outcome: if failing[point % failing.len()] {
+                Err(format!("point {point} refused: \"quoted\", with commas\nand a new line"))
+            } else {
+                Ok(summary(1 + point as u32 % 5, point as u32))
+            },
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn sharded_then_merged_is_the_unsharded_csv(
+        sizes in proptest::collection::vec(1usize..4, 1..4),
+        zip in 0usize..3,
+        failing in proptest::collection::vec(any::<bool>(), 1..5),
+        count in 1usize..7,
+    ) {
+        let axis = |i: usize, n: usize| parse_axis(&format!("k{i}={}", (0..n).map(|v| (v * 8).to_string()).collect::<Vec<_>>().join(","))).unwrap();
+        let grid = Grid {
+            axes: sizes.iter().enumerate().map(|(i, &n)| axis(i, n)).collect(),
+            zip: (0..zip).map(|j| axis(10 + j, 2)).collect(),
+        };
+        let knobs = grid.knobs().unwrap();
+        let all = rows(&grid, &failing);
+        let dir = tempfile::tempdir().unwrap();
+        let (header, records) = csv_records(&knobs, &all);
+        let whole = dir.path().join("all.csv");
+        write_csv(&whole, &header, &records).unwrap();
+        let mut parts = Vec::new();
+        // Shards written in reverse order, so the merge has to sort.
+        for index in (0..count).rev() {
+            let s = Shard { index, count };
+            let mine: Vec<Row> = all.iter().filter(|r| s.contains(r.point)).cloned().collect();
+            let (h, recs) = csv_records(&knobs, &mine);
+            let p = dir.path().join(format!("s{index}.csv"));
+            write_csv(&p, &h, &recs).unwrap();
+            parts.push(p);
+        }
+        let (mh, mrecs) = merge(&parts).unwrap();
+        let merged = dir.path().join("merged.csv");
+        write_csv(&merged, &mh, &mrecs).unwrap();
+        prop_assert_eq!(std::fs::read(&whole).unwrap(), std::fs::read(&merged).unwrap());
+        // No temporary file is left behind.
+        prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), count + 2);
+        if count > 1 && all.len() > 1 {
+            // parts[count - 1] is slice 0, holding point 0: without it there is a gap.
+            prop_assert!(merge(&parts[..count - 1]).is_err(), "a missing shard must be detected");
+            let twice = [parts.clone(), vec![parts[count - 1].clone()]].concat();
+            prop_assert!(merge(&twice).is_err(), "a shard given twice must be detected");
+        }
+    }
+}
+
+#[test]
+fn ranking_ties_are_stable_and_failures_last() {
+    let g = Grid { axes: vec![parse_axis("max-num-seqs=1..6").unwrap()], zip: vec![] };
+    let mut rs: Vec<Row> = g
+        .points()
+        .unwrap()
+        .into_iter()
+        .enumerate()
+        .map(|(point, knobs)| Row { point, knobs, outcome: Ok(summary(3, 1)) })
+        .collect();
+    // Points 1 and 4 tie on throughput with the rest but have a lower median TTFT: they win the
+    // tie-break; point 2 failed; the other equal points keep grid order.
+    let faster = summary(3, 0);
+    assert_eq!(faster.output_throughput, rs[0].outcome.as_ref().unwrap().output_throughput);
+    assert!(faster.median_ttft_ms < rs[0].outcome.as_ref().unwrap().median_ttft_ms);
+    rs[1].outcome = Ok(faster.clone());
+    rs[4].outcome = Ok(faster);
+    rs[2].outcome = Err("refused".into());
+    assert_eq!(rank(&rs, "output_throughput", false), [1, 4, 0, 3, 5, 2]);
+    assert_eq!(rank(&rs, "output_throughput", true), [1, 4, 0, 3, 5, 2]);
+    assert_eq!(rank(&rs, "median_ttft_ms", false), [0, 3, 5, 1, 4, 2]);
+    assert_eq!(rank(&rs, "preemptions", true), [1, 4, 0, 3, 5, 2]);
+}
+
+#[test]
+fn a_refused_point_is_a_row_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("s.csv");
+    let csv_s = csv.to_str().unwrap();
+    let out = ok(&[
+        "sweep",
+        "--num-prompts",
+        "8",
+        "--max-model-len",
+        "4096",
+        "--grid",
+        "num-gpu-blocks-override=2,3000",
+        "--csv",
+        csv_s,
+    ]);
+    assert!(out.contains("failed: vllm would not start"), "{out}");
+    let mut r = csv::Reader::from_path(&csv).unwrap();
+    let h = r.headers().unwrap().clone();
+    assert_eq!(&h[0], "point");
+    assert_eq!(&h[1], "num-gpu-blocks-override");
+    assert_eq!(&h[2], "completed");
+    assert_eq!(&h[h.len() - 1], "error");
+    let recs: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert_eq!(recs.len(), 2);
+    assert!(recs[0][h.len() - 1].contains("would not start"));
+    assert_eq!(&recs[0][2], "");
+    assert_eq!(&recs[1][2], "8");
+    assert_eq!(&recs[1][h.len() - 1], "");
+}
+
+#[test]
+fn unknown_and_workload_flags_are_refused() {
+    assert!(fails(&["sweep", "--grid", "max-num-sequences=8"]).contains("not a flag of `cachesim run`"));
+    assert!(fails(&["sweep", "--grid", "trace=a.jsonl"]).contains("reads it once"));
+    assert!(fails(&["sweep", "--grid", "max-num-seqs=8,x"]).contains("invalid value 'x'"));
+    assert!(fails(&["sweep", "--zip", "tp=1,2", "--zip", "gpu=h100-sxm"]).contains("differ in length"));
+    assert!(fails(&["sweep", "--rank-by", "speed"]).contains("unknown metric"));
+    assert!(fails(&["sweep", "--shard", "2/2"]).contains("0 <= I < N"));
+}
+
+#[test]
+fn sharded_runs_merge_into_the_unsharded_csv_whatever_the_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let base = [
+        "sweep",
+        "--num-prompts",
+        "12",
+        "--request-rate",
+        "20",
+        "--grid",
+        "max-num-seqs=2,4,8",
+        "--grid",
+        "block=16,32",
+    ];
+    let run = |extra: &[&str], threads: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
+            .args(base)
+            .args(extra)
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["--csv", &p("all1.csv")], "1");
+    run(&["--csv", &p("all4.csv")], "4");
+    for i in 0..4 {
+        run(&["--shard", &format!("{i}/4"), "--csv", &p(&format!("s{i}.csv"))], "2");
+    }
+    let out = cachesim(&["merge", &p("s2.csv"), &p("s0.csv"), &p("s3.csv"), &p("s1.csv"), "--csv", &p("merged.csv")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = std::fs::read(p("all1.csv")).unwrap();
+    assert_eq!(all, std::fs::read(p("all4.csv")).unwrap(), "thread count changed the CSV");
+    assert_eq!(all, std::fs::read(p("merged.csv")).unwrap(), "merged shards differ from the unsharded CSV");
+    assert_eq!(String::from_utf8(all).unwrap().lines().count(), 7);
+}
