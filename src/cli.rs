@@ -59,6 +59,8 @@ pub enum Command {
     Sweep(Box<SweepArgs>),
     /// Merge the CSV files of a sharded sweep into the unsharded sweep's CSV.
     Merge(MergeArgs),
+    /// The highest request rate each configuration of a grid sustains under an SLO.
+    Plan(Box<PlanArgs>),
 }
 
 /// Where requests come from and how they become tokens.
@@ -816,4 +818,33 @@ impl RunFlags {
         })?;
         PointCli::from_arg_matches(&m).map(|p| p.run).map_err(|e| format!("grid point {described}: {e}"))
     }
+}
+
+/// `cachesim plan`: every run flag sets the base (but --request-rate, which is searched).
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub grid: GridArgs,
+    /// Limits in ms, comma-separated: METRIC_STAT=MS with METRIC ttft, tpot, e2e or itl and STAT
+    /// mean, median, max or pNN (e.g. ttft_p99=2000,tpot_p99=50), or the sglang JSON keys
+    /// (p99_ttft_ms=2000).
+    #[arg(long, required = true, value_parser = parse_slo, help_heading = "Plan")]
+    pub slo: cachesim::plan::Slo,
+    /// Relative precision of the answer: the reported rate R meets the SLO and a rate of
+    /// R × (1 + tolerance) does not.
+    #[arg(long, default_value_t = 0.01, help_heading = "Plan")]
+    pub tolerance: f64,
+    /// First rate tried (req/s); the search doubles or halves from it to bracket the boundary.
+    #[arg(long, default_value_t = 1.0, help_heading = "Plan")]
+    pub start_rate: f64,
+    /// Highest rate tried (req/s); a configuration still within the SLO there is reported as
+    /// unbounded.
+    #[arg(long, default_value_t = 100_000.0, help_heading = "Plan")]
+    pub max_rate: f64,
+}
+
+fn parse_slo(s: &str) -> Result<cachesim::plan::Slo, String> {
+    s.parse().map_err(|e: cachesim::Error| e.to_string())
 }

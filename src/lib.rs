@@ -15,6 +15,7 @@ pub mod cost;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod plan;
 pub mod plot;
 pub mod profile;
 pub mod replay;

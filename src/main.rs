@@ -22,6 +22,7 @@ fn main() {
         Some(Command::Gen(g)) => generate(&g),
         Some(Command::Sweep(args)) => sweep(&args, matches.subcommand_matches("sweep").expect("sweep matches")),
         Some(Command::Merge(args)) => merge(&args),
+        Some(Command::Plan(args)) => plan(&args, matches.subcommand_matches("plan").expect("plan matches")),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
@@ -431,5 +432,154 @@ fn merge(args: &cli::MergeArgs) -> anyhow::Result<()> {
     let (header, records) = cachesim::sweep::output::merge(&args.inputs)?;
     cachesim::sweep::output::write_csv(&args.csv, &header, &records)?;
     eprintln!("merged {} point(s) from {} file(s) into {}", records.len(), args.inputs.len(), args.csv.display());
+    Ok(())
+}
+
+fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
+    use rayon::prelude::*;
+    if args.run.request_rate.is_some() {
+        anyhow::bail!("plan searches the request rate itself; drop --request-rate");
+    }
+    if !(args.tolerance > 0.0 && args.tolerance < 1.0) {
+        anyhow::bail!("--tolerance must lie in (0, 1), e.g. 0.01 for 1 %");
+    }
+    let opts = cachesim::plan::SearchOptions {
+        start_rate: args.start_rate,
+        tolerance: args.tolerance,
+        max_rate: args.max_rate,
+        min_rate: (args.start_rate / 1024.0).min(1e-3),
+    };
+    let (knobs, points) = grid_points(&args.run, &args.grid, m, None, &["request_rate"])?;
+    let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
+    let sp = spinner("reading and tokenizing the trace");
+    let w = cachesim::load_workload(
+        args.run.trace.trace.as_deref(),
+        &args.run.trace.read_options(),
+        &args.run.build_options(),
+    )
+    .context("cannot load the trace")?;
+    sp.finish_and_clear();
+    let pb = points_bar(jobs.len(), "searching");
+    let results: Vec<(usize, cachesim::sweep::Point, Result<cachesim::plan::PlanResult, String>)> = jobs
+        .into_par_iter()
+        .map(|(k, p, cfg)| {
+            let r = cfg.and_then(|cfg| cachesim::plan::max_rate(&w, &cfg, &args.slo, &opts)).map_err(|e| e.to_string());
+            pb.inc(1);
+            (k, p, r)
+        })
+        .collect();
+    pb.finish_and_clear();
+    let slo_text: Vec<String> = args.slo.0.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect();
+    let mut stdout = std::io::stdout().lock();
+    if args.run.json {
+        let rows: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(k, p, r)| {
+                let mut o = serde_json::Map::new();
+                o.insert("point".into(), (*k).into());
+                for (knob, v) in p {
+                    o.insert(knob.clone(), v.clone().into());
+                }
+                match r {
+                    Ok(res) => {
+                        if let serde_json::Value::Object(fields) = serde_json::to_value(res).expect("serialisable") {
+                            o.extend(fields);
+                        }
+                    }
+                    Err(e) => {
+                        o.insert("error".into(), e.clone().into());
+                    }
+                }
+                o.into()
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "slo": slo_text,
+            "tolerance": args.tolerance,
+            "goodput_definition": "max_rate: the highest request rate served within the SLO (DistServe, Zhong et al., OSDI 2024); goodput at it: requests meeting every per-request limit per second (vllm bench serve --goodput)",
+            "trace": &w.info,
+            "results": rows,
+        });
+        serde_json::to_writer_pretty(&mut stdout, &doc)?;
+        writeln!(stdout)?;
+        return Ok(());
+    }
+    write!(stdout, "{}", trace_summary(&w.info))?;
+    writeln!(stdout, "SLO:            {}", slo_text.join(", "))?;
+    writeln!(
+        stdout,
+        "Search:         Poisson arrivals ({} process), rate bracketed from {} req/s then bisected to {} %\n",
+        format!("{:?}", args.run.options().arrivals.process).to_lowercase(),
+        args.start_rate,
+        args.tolerance * 100.0
+    )?;
+    let mut head: Vec<String> = knobs.clone();
+    head.extend(["max req/s", "goodput req/s", "attainment", "output tok/s", "sims"].map(String::from));
+    head.extend(args.slo.0.iter().map(|t| t.key()));
+    let mut lines: Vec<Vec<String>> = Vec::new();
+    let mut best: Option<(f64, bool, String)> = None;
+    for (_, p, r) in &results {
+        let mut cells: Vec<String> = p.iter().map(|(_, v)| v.clone()).collect();
+        match r {
+            Ok(res) => {
+                let rate = match (res.max_rate, res.unbounded) {
+                    (Some(r), true) => format!(">= {r:.2}"),
+                    (Some(r), false) => format!("{r:.2}"),
+                    (None, _) => "none".into(),
+                };
+                cells.push(rate);
+                match &res.at_max_rate {
+                    Some(t) => {
+                        cells.extend([
+                            format!("{:.2}", t.goodput),
+                            format!("{:.1} %", t.slo_attainment * 100.0),
+                            format!("{:.1}", t.output_throughput),
+                        ]);
+                        cells.push(res.simulations.to_string());
+                        cells.extend(args.slo.0.iter().map(|s| format!("{:.1}", t.slo_values[&s.key()])));
+                    }
+                    None => {
+                        cells.extend(["-", "-", "-"].map(String::from));
+                        cells.push(res.simulations.to_string());
+                        cells.extend(args.slo.0.iter().map(|_| "-".to_string()));
+                    }
+                }
+                if let Some(r) = res.max_rate {
+                    let what = if p.is_empty() {
+                        "this configuration".to_string()
+                    } else {
+                        p.iter().map(|(k, v)| format!("--{k} {v}")).collect::<Vec<_>>().join(" ")
+                    };
+                    // An unbounded configuration beats every bounded one; the first of equals wins.
+                    if best.as_ref().is_none_or(|(b, u, _)| (res.unbounded, r) > (*u, *b)) {
+                        best = Some((r, res.unbounded, what));
+                    }
+                }
+            }
+            Err(e) => {
+                cells.push(format!("failed: {e}"));
+            }
+        }
+        lines.push(cells);
+    }
+    let widths: Vec<usize> = (0..head.len())
+        .map(|c| lines.iter().filter_map(|l| l.get(c)).map(String::len).chain([head[c].len()]).max().unwrap_or(0))
+        .collect();
+    let fmt =
+        |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ");
+    writeln!(stdout, "{}", fmt(&head))?;
+    for l in &lines {
+        writeln!(stdout, "{}", fmt(l))?;
+    }
+    match best {
+        Some((r, false, what)) => {
+            writeln!(stdout, "\nBest: {what} sustains {r:.2} req/s within the SLO (one instance).")?
+        }
+        Some((r, true, what)) => writeln!(
+            stdout,
+            "\nBest: {what} meets the SLO even at {r} req/s (--max-rate): these requests are too few to load it; send more (--num-prompts)."
+        )?,
+        None => writeln!(stdout, "\nNo configuration meets the SLO at any rate tried.")?,
+    }
     Ok(())
 }

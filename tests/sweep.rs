@@ -192,3 +192,105 @@ fn sharded_runs_merge_into_the_unsharded_csv_whatever_the_threads() {
     assert_eq!(all, std::fs::read(p("merged.csv")).unwrap(), "merged shards differ from the unsharded CSV");
     assert_eq!(String::from_utf8(all).unwrap().lines().count(), 7);
 }
+
+/// The rate search on a case solved by hand: 20 requests of 100 distinct prompt tokens and one
+/// output token, sent at constant gaps g = 1 / rate, priced by an affine step model: a request
+/// alone takes T = 0.01 s host + 100 × 1 ms = 0.11 s, its TTFT. For g >= T nobody waits; for g
+/// a little under T each request waits for its predecessor's step, one per step, so request k
+/// (0-based) has TTFT T + k (T − g) and the largest is T + 19 (T − g). Under the SLO
+/// max TTFT <= T + δ the boundary is g* = T − δ / 19, i.e. rate* = 1 / (T − δ / 19).
+#[test]
+fn rate_search_finds_the_analytic_boundary() {
+    use cachesim::cache::{CacheSpec, Policy};
+    use cachesim::cost::Affine;
+    use cachesim::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
+    use cachesim::plan::{search, SearchOptions, Slo};
+    use cachesim::sim::{run, Keep, SimConfig};
+
+    let mut doc = String::new();
+    for i in 0..20u32 {
+        let ids: Vec<u32> = (0..100).map(|t| i * 1000 + t).collect();
+        doc += &serde_json::json!({"prompt_ids": ids, "output_len": 1}).to_string();
+        doc.push('\n');
+    }
+    let file = cachesim::trace::parse(std::path::Path::new("t.jsonl"), doc.as_bytes(), &Default::default()).unwrap();
+    let w = cachesim::workload::build(file, &Default::default()).unwrap();
+    let version = EngineVersion::newest(EngineKind::Vllm);
+    let cfg = SimConfig {
+        engine: EngineConfig {
+            engine: EngineKind::Vllm,
+            version,
+            rules: version.rules(),
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            enable_chunked_prefill: true,
+            long_prefill_token_threshold: 0,
+            chunked_prefill_size: 0,
+            max_prefill_tokens: 16384,
+            schedule_policy: SchedulePolicy::Fcfs,
+            schedule_conservativeness: 1.0,
+            page_size: 1,
+            seed: 0,
+            overlap: false,
+        },
+        cache: CacheSpec { policy: Policy::Paged, block_size: Some(16), page_size: None, capacity_tokens: None },
+        max_concurrency: None,
+        request_overhead_s: 0.0,
+        limits: None,
+    };
+    let cost = Affine { base_s: 0.01, per_prefill_token_s: 0.001, per_decode_seq_s: 0.0, per_ctx_token_s: 0.0 };
+    let (t, delta) = (0.11, 0.0019);
+    let slo: Slo = format!("ttft_max={}", (t + delta) * 1e3).parse().unwrap();
+    let eval = |rate: f64| {
+        let sends: Vec<(u32, f64)> = (0..20u32).map(|i| (i, i as f64 / rate)).collect();
+        let mut sim = run(&w, &sends, &cfg, &cost, Keep::default());
+        let s = Summary::new(&sim.records, sim.failed, &mut sim.log);
+        Ok((slo.check(&sim.records, &s).0, s.max_itl_ms))
+    };
+    // The affine model as described: alone, TTFT is exactly T.
+    let slow = eval(1.0).unwrap();
+    assert!(slow.0);
+    let boundary = 1.0 / (t - delta / 19.0);
+    // The simulator agrees with the hand analysis on both sides of the boundary.
+    assert!(eval(boundary * 0.9999).unwrap().0);
+    assert!(!eval(boundary * 1.0001).unwrap().0);
+    for tolerance in [0.05, 0.01, 0.001] {
+        let o = SearchOptions { start_rate: 1.0, tolerance, ..Default::default() };
+        let found = search(&o, eval).unwrap();
+        let r = found.max_rate.unwrap();
+        assert!(r <= boundary + 1e-9 && boundary < r * (1.0 + tolerance), "tol {tolerance}: {r} vs {boundary}");
+        assert!(found.fails_at.unwrap() > boundary);
+        assert!(found.simulations >= 5 && found.simulations < 25, "{}", found.simulations);
+    }
+}
+
+#[test]
+fn plan_json_gives_max_rate_and_simulations_per_configuration() {
+    let out = ok(&[
+        "plan",
+        "--num-prompts",
+        "40",
+        "--slo",
+        "ttft_p99=300,tpot_p99=50",
+        "--grid",
+        "max-num-seqs=4,16",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for (r, seqs) in results.iter().zip(["4", "16"]) {
+        assert_eq!(r["max-num-seqs"], seqs);
+        assert!(r["simulations"].as_u64().unwrap() >= 2, "{r}");
+        let rate = r["max_rate"].as_f64().unwrap();
+        let at = &r["at_max_rate"];
+        assert_eq!(at["rate"].as_f64().unwrap(), rate);
+        assert!(at["slo_values"]["p99_ttft_ms"].as_f64().unwrap() <= 300.0);
+        // Just above the bracket's lower end the SLO fails (within the 1 % tolerance).
+        assert!(r["fails_at"].as_f64().unwrap() <= rate * 1.01 + 1e-9, "{r}");
+    }
+    // More room to batch sustains more load.
+    assert!(results[1]["max_rate"].as_f64().unwrap() > results[0]["max_rate"].as_f64().unwrap());
+    assert!(fails(&["plan", "--slo", "ttft_p99=300", "--request-rate", "5"]).contains("drop --request-rate"));
+    assert!(fails(&["plan", "--slo", "ttft_p99=300", "--grid", "request-rate=1,2"]).contains("cannot vary"));
+}
