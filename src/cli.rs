@@ -691,6 +691,10 @@ pub struct SweepArgs {
     /// k mod N), for job arrays; `cachesim merge` joins the slices' CSVs.
     #[arg(long, value_name = "I/N", value_parser = parse_shard, help_heading = "Grid")]
     pub shard: Option<cachesim::sweep::Shard>,
+    /// Draw the --rank-by metric over the first two grid knobs (best over the others) to this
+    /// SVG or PNG file.
+    #[arg(long, value_name = "FILE.svg|png", help_heading = "Grid")]
+    pub heatmap: Option<PathBuf>,
 }
 
 fn parse_shard(s: &str) -> Result<cachesim::sweep::Shard, String> {

@@ -367,6 +367,9 @@ fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     } else {
         output::smaller_is_better(&args.rank_by)
     };
+    if let Some(p) = &args.heatmap {
+        cachesim::plot::check_plot_path(p)?;
+    }
     let (knobs, points) = grid_points(&args.run, &args.grid, m, args.shard, &[])?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
     let sp = spinner("reading and tokenizing the trace");
@@ -383,6 +386,9 @@ fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     if let Some(p) = &args.csv {
         let (header, records) = output::csv_records(&knobs, &rows);
         output::write_csv(p, &header, &records)?;
+    }
+    if let Some(p) = &args.heatmap {
+        cachesim::sweep::heatmap::heatmap(p, &rows, &args.rank_by, ascending)?;
     }
     let order = output::rank(&rows, &args.rank_by, ascending);
     let mut stdout = std::io::stdout().lock();
