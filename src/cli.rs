@@ -735,6 +735,10 @@ pub struct PlanArgs {
     /// unbounded.
     #[arg(long, default_value_t = 100_000.0, help_heading = "Plan")]
     pub max_rate: f64,
+    /// Keep the trace's own arrival pattern and scale its time stamps (as --time-scale) to each
+    /// rate tried, instead of Poisson arrivals; the rate is the mean send rate.
+    #[arg(long, help_heading = "Plan")]
+    pub trace_shape: bool,
 }
 
 fn parse_slo(s: &str) -> Result<cachesim::plan::Slo, String> {

@@ -261,6 +261,32 @@ pub fn search<T>(o: &SearchOptions, mut eval: impl FnMut(f64) -> Result<(bool, T
     Ok(out)
 }
 
+/// How a searched rate becomes send times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// The configured arrival process at that rate (Poisson unless `--burstiness` says else).
+    Poisson,
+    /// The trace's own time stamps, compressed or stretched (`--time-scale`) so the mean send
+    /// rate, (sends − 1) / (last send − first send), is that rate.
+    Trace,
+}
+
+/// The trace's own mean send rate under `cfg`'s arrival options without a rate, req/s.
+pub fn trace_rate(w: &Workload, cfg: &RunConfig) -> Result<f64> {
+    if !w.requests.iter().all(|r| r.arrival_ms.is_some()) {
+        return Err(Error::invalid("--trace-shape", "the trace has no time stamps; search Poisson rates instead"));
+    }
+    let mut a = cfg.arrivals;
+    a.rate = None;
+    let sends = crate::workload::arrivals::schedule(w, &a)?;
+    let (lo, hi) = sends.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), s| (l.min(s.1), h.max(s.1)));
+    if sends.len() < 2 || hi <= lo {
+        return Err(Error::invalid("--trace-shape", "the requests sent span no time; there is no shape to scale"));
+    }
+    Ok((sends.len() - 1) as f64 / (hi - lo))
+}
+
 /// One simulated rate: the SLO metrics, goodput and throughput.
 #[derive(Debug, Clone, Serialize)]
 pub struct Trial {
@@ -282,7 +308,12 @@ pub struct Trial {
 pub fn trial(w: &Workload, cfg: &RunConfig, slo: &Slo, rate: f64) -> Result<(bool, Trial)> {
     let mut cfg = cfg.clone();
     cfg.arrivals.rate = Some(Rate::PerSecond(rate));
-    let out = crate::sim::simulate(w, &cfg, crate::sim::Keep::default())?;
+    shaped_trial(w, &cfg, slo, rate)
+}
+
+/// Simulates `w` under `cfg` as it is (its arrivals already set for `rate`) and checks the SLO.
+fn shaped_trial(w: &Workload, cfg: &RunConfig, slo: &Slo, rate: f64) -> Result<(bool, Trial)> {
+    let out = crate::sim::simulate(w, cfg, crate::sim::Keep::default())?;
     let (records, s) = (&out.sim.records, &out.summary);
     let (meets, values) = slo.check(records, s);
     let slo_values = values.into_iter().collect();
@@ -314,9 +345,20 @@ pub struct PlanResult {
     pub at_max_rate: Option<Trial>,
 }
 
-/// Searches the highest rate `cfg` sustains under `slo`.
-pub fn max_rate(w: &Workload, cfg: &RunConfig, slo: &Slo, o: &SearchOptions) -> Result<PlanResult> {
-    let s = search(o, |rate| trial(w, cfg, slo, rate))?;
+/// Searches the highest rate `cfg` sustains under `slo`, with arrivals of the given shape.
+pub fn max_rate(w: &Workload, cfg: &RunConfig, slo: &Slo, o: &SearchOptions, shape: Shape) -> Result<PlanResult> {
+    let s = match shape {
+        Shape::Poisson => search(o, |rate| trial(w, cfg, slo, rate))?,
+        Shape::Trace => {
+            let base = trace_rate(w, cfg)?;
+            search(o, |rate| {
+                let mut c = cfg.clone();
+                c.arrivals.rate = None;
+                c.arrivals.time_scale = cfg.arrivals.time_scale * base / rate;
+                shaped_trial(w, &c, slo, rate)
+            })?
+        }
+    };
     Ok(PlanResult {
         max_rate: s.max_rate,
         unbounded: s.unbounded,

@@ -276,7 +276,9 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
         max_rate: args.max_rate,
         min_rate: (args.start_rate / 1024.0).min(1e-3),
     };
-    let (knobs, points) = grid_points(&args.run, &args.grid, m, None, &["request_rate"])?;
+    let shape = if args.trace_shape { cachesim::plan::Shape::Trace } else { cachesim::plan::Shape::Poisson };
+    let refused: &[&str] = if args.trace_shape { &["request_rate", "time_scale"] } else { &["request_rate"] };
+    let (knobs, points) = grid_points(&args.run, &args.grid, m, None, refused)?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
     let sp = spinner("reading and tokenizing the trace");
     let w = cachesim::load_workload(
@@ -286,11 +288,19 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     )
     .context("cannot load the trace")?;
     sp.finish_and_clear();
+    if args.trace_shape && !w.requests.iter().all(|r| r.arrival_ms.is_some()) {
+        anyhow::bail!(
+            "--trace-shape: {} has no time stamps; drop --trace-shape to search Poisson rates",
+            w.info.path.display()
+        );
+    }
     let pb = points_bar(jobs.len(), "searching");
     let results: Vec<(usize, cachesim::sweep::Point, Result<cachesim::plan::PlanResult, String>)> = jobs
         .into_par_iter()
         .map(|(k, p, cfg)| {
-            let r = cfg.and_then(|cfg| cachesim::plan::max_rate(&w, &cfg, &args.slo, &opts)).map_err(|e| e.to_string());
+            let r = cfg
+                .and_then(|cfg| cachesim::plan::max_rate(&w, &cfg, &args.slo, &opts, shape))
+                .map_err(|e| e.to_string());
             pb.inc(1);
             (k, p, r)
         })
@@ -323,6 +333,7 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
         let doc = serde_json::json!({
             "slo": slo_text,
             "tolerance": args.tolerance,
+            "arrivals": shape,
             "goodput_definition": "max_rate: the highest request rate served within the SLO (DistServe, Zhong et al., OSDI 2024); goodput at it: requests meeting every per-request limit per second (vllm bench serve --goodput)",
             "trace": &w.info,
             "results": rows,
@@ -333,10 +344,14 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     }
     write!(stdout, "{}", trace_summary(&w.info))?;
     writeln!(stdout, "SLO:            {}", slo_text.join(", "))?;
+    let arrivals = if args.trace_shape {
+        "the trace's own arrival pattern, time stamps scaled to each rate".to_string()
+    } else {
+        format!("Poisson arrivals ({} process)", format!("{:?}", args.run.options().arrivals.process).to_lowercase())
+    };
     writeln!(
         stdout,
-        "Search:         Poisson arrivals ({} process), rate bracketed from {} req/s then bisected to {} %\n",
-        format!("{:?}", args.run.options().arrivals.process).to_lowercase(),
+        "Search:         {arrivals}, rate bracketed from {} req/s then bisected to {} %\n",
         args.start_rate,
         args.tolerance * 100.0
     )?;

@@ -294,3 +294,25 @@ fn plan_json_gives_max_rate_and_simulations_per_configuration() {
     assert!(fails(&["plan", "--slo", "ttft_p99=300", "--request-rate", "5"]).contains("drop --request-rate"));
     assert!(fails(&["plan", "--slo", "ttft_p99=300", "--grid", "request-rate=1,2"]).contains("cannot vary"));
 }
+
+#[test]
+fn plan_can_keep_the_traces_own_arrival_pattern() {
+    let out = ok(&["plan", "--trace-shape", "--slo", "ttft_p99=100", "--grid", "max-num-seqs=4,16", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["arrivals"], "trace");
+    let rates: Vec<f64> = v["results"].as_array().unwrap().iter().map(|r| r["max_rate"].as_f64().unwrap()).collect();
+    for r in v["results"].as_array().unwrap() {
+        assert!(r["at_max_rate"]["slo_values"]["p99_ttft_ms"].as_f64().unwrap() <= 100.0);
+        assert!(r["fails_at"].as_f64().unwrap() <= r["max_rate"].as_f64().unwrap() * 1.01 + 1e-9);
+    }
+    assert!(rates[1] > rates[0], "{rates:?}");
+    // Without time stamps there is no shape to keep.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.jsonl");
+    ok(&["gen", "random", "--num-prompts", "5", "-o", f.to_str().unwrap()]);
+    let err = fails(&["plan", "--trace", f.to_str().unwrap(), "--trace-shape", "--slo", "ttft_p99=100"]);
+    assert!(err.contains("no time stamps"), "{err}");
+    assert!(
+        fails(&["plan", "--trace-shape", "--slo", "ttft_p99=100", "--grid", "time-scale=1,2"]).contains("cannot vary")
+    );
+}
