@@ -55,6 +55,12 @@ pub enum Command {
     /// Generate a synthetic workload as native JSONL (to a file with -o, else to stdout).
     #[command(subcommand)]
     Gen(GenCommand),
+    /// Run a grid of configurations over one trace (every point a full `run`) and rank them.
+    Sweep(Box<SweepArgs>),
+    /// Merge the CSV files of a sharded sweep into the unsharded sweep's CSV.
+    Merge(MergeArgs),
+    /// The highest request rate each configuration of a grid sustains under an SLO.
+    Plan(Box<PlanArgs>),
 }
 
 /// Where requests come from and how they become tokens.
@@ -647,4 +653,100 @@ mod tests {
         assert!(Cli::try_parse_from(["cachesim", "cache", "--inflight", "0"]).is_err());
         assert!(Cli::try_parse_from(["cachesim", "cache", "--tokenizer", "gpt9"]).is_err());
     }
+}
+
+// ---- `sweep`, `merge` and `plan`: grids over the run flags ----
+
+/// The grid flags `sweep` and `plan` share.
+#[derive(Debug, Args)]
+pub struct GridArgs {
+    /// A run flag and its values: FLAG=v1,v2,… where a value may be an integer range a..b or
+    /// a..b:step (b included), e.g. max-num-seqs=16,24,32 or max-num-batched-tokens=2048..8192:1024.
+    /// Flags without a value take true/false. Repeated: the cartesian product, the first --grid
+    /// varying slowest.
+    #[arg(long, value_name = "FLAG=VALUES", help_heading = "Grid")]
+    pub grid: Vec<String>,
+    /// Zipped lists: the k-th values of every --zip flag go together (equal lengths); the group
+    /// is the last axis of the --grid product.
+    #[arg(long, value_name = "FLAG=VALUES", help_heading = "Grid")]
+    pub zip: Vec<String>,
+}
+
+/// `cachesim sweep`: every run flag sets the base; the grid overrides the flags it names.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub grid: GridArgs,
+    /// Rank by this metric (a key of `cachesim run --json`, e.g. output_throughput,
+    /// median_ttft_ms, p99_tpot_ms); ties go to the table's next metric, then grid order.
+    #[arg(long, default_value = "output_throughput", help_heading = "Grid")]
+    pub rank_by: String,
+    /// Smallest first [default for latencies (`*_ms`), duration, failed and preemptions].
+    #[arg(long, conflicts_with = "descending", help_heading = "Grid")]
+    pub ascending: bool,
+    /// Largest first [default for throughputs and counts].
+    #[arg(long, help_heading = "Grid")]
+    pub descending: bool,
+    /// Write one row per point, in grid order, to this CSV file (point, the knobs, the metric
+    /// keys of `run --json`, error); written to a temporary file and renamed.
+    #[arg(long, value_name = "FILE", help_heading = "Grid")]
+    pub csv: Option<PathBuf>,
+    /// Run only slice I of N disjoint slices of the grid (0 <= I < N; point k is in slice
+    /// k mod N), for job arrays; `cachesim merge` joins the slices' CSVs.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard, help_heading = "Grid")]
+    pub shard: Option<cachesim::sweep::Shard>,
+    /// Draw the --rank-by metric over the first two grid knobs (best over the others) to this
+    /// SVG or PNG file.
+    #[arg(long, value_name = "FILE.svg|png", help_heading = "Grid")]
+    pub heatmap: Option<PathBuf>,
+}
+
+fn parse_shard(s: &str) -> Result<cachesim::sweep::Shard, String> {
+    s.parse()
+}
+
+/// `cachesim merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' CSV files (`cachesim sweep --shard I/N --csv …`), in any order.
+    #[arg(required = true, value_name = "SHARD.csv")]
+    pub inputs: Vec<PathBuf>,
+    /// The merged file: byte for byte the CSV of the same sweep run unsharded.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub csv: PathBuf,
+}
+
+/// `cachesim plan`: every run flag sets the base (but --request-rate, which is searched).
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub grid: GridArgs,
+    /// Limits in ms, comma-separated: METRIC_STAT=MS with METRIC ttft, tpot, e2e or itl and STAT
+    /// mean, median, max or pNN (e.g. ttft_p99=2000,tpot_p99=50), or the sglang JSON keys
+    /// (p99_ttft_ms=2000).
+    #[arg(long, required = true, value_parser = parse_slo, help_heading = "Plan")]
+    pub slo: cachesim::plan::Slo,
+    /// Relative precision of the answer: the reported rate R meets the SLO and a rate of
+    /// R × (1 + tolerance) does not.
+    #[arg(long, default_value_t = 0.01, help_heading = "Plan")]
+    pub tolerance: f64,
+    /// First rate tried (req/s); the search doubles or halves from it to bracket the boundary.
+    #[arg(long, default_value_t = 1.0, help_heading = "Plan")]
+    pub start_rate: f64,
+    /// Highest rate tried (req/s); a configuration still within the SLO there is reported as
+    /// unbounded.
+    #[arg(long, default_value_t = 100_000.0, help_heading = "Plan")]
+    pub max_rate: f64,
+    /// Keep the trace's own arrival pattern and scale its time stamps (as --time-scale) to each
+    /// rate tried, instead of Poisson arrivals; the rate is the mean send rate.
+    #[arg(long, help_heading = "Plan")]
+    pub trace_shape: bool,
+}
+
+fn parse_slo(s: &str) -> Result<cachesim::plan::Slo, String> {
+    s.parse().map_err(|e: cachesim::Error| e.to_string())
 }

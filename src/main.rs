@@ -4,24 +4,30 @@
 //! (`cachesim::output`); progress bars show on a terminal only.
 
 mod cli;
+mod sweep_cmd;
 
 use anyhow::Context;
 use cachesim::replay::{replay_all, ReplayOptions};
 use cachesim::report::{analysis_text, cache_table, thousands, trace_summary, CacheReport};
 use cachesim::workload::gen::{self, GenRecord};
-use clap::Parser;
 use cli::{AnalyzeArgs, CacheArgs, Cli, Command, GenCommand, GenCommon, RunArgs};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 
 fn main() {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         None => run(&cli.run),
         Some(Command::Run(args)) => run(&args),
         Some(Command::Cache(args)) => cache(&args),
         Some(Command::Analyze(args)) => analyze(&args),
         Some(Command::Gen(g)) => generate(&g),
+        Some(Command::Sweep(args)) => {
+            sweep_cmd::sweep(&args, matches.subcommand_matches("sweep").expect("sweep matches"))
+        }
+        Some(Command::Merge(args)) => sweep_cmd::merge(&args),
+        Some(Command::Plan(args)) => sweep_cmd::plan(&args, matches.subcommand_matches("plan").expect("plan matches")),
     };
     if let Err(e) = result {
         eprintln!("error: {}", error_text(&e));

@@ -37,7 +37,7 @@ pub fn check_plot_path(path: &Path) -> Result<()> {
     format_of(path).map(|_| ())
 }
 
-type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+pub(crate) type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
 /// Registers the compiled-in font as plotters' sans-serif (once per process).
 fn register_font() {
@@ -49,7 +49,7 @@ fn register_font() {
 }
 
 /// A figure that can be drawn on any plotters backend.
-trait Figure {
+pub(crate) trait Figure {
     /// Width and height in pixels.
     const SIZE: (u32, u32);
     /// The line above the panels.
@@ -70,7 +70,7 @@ where
 }
 
 /// Draws `fig` into `path`, as SVG or PNG by its extension.
-fn render<F: Figure>(path: &Path, fig: &F) -> Result<()> {
+pub(crate) fn render<F: Figure>(path: &Path, fig: &F) -> Result<()> {
     register_font();
     let size = F::SIZE;
     match format_of(path)? {
