@@ -75,6 +75,14 @@ fn bar(len: u64, template: &str) -> ProgressBar {
     pb
 }
 
+/// Reads and tokenises the trace `t` names (the bundled sample without one), with a spinner.
+fn load(t: &cli::TraceArgs, build: &cachesim::workload::BuildOptions) -> anyhow::Result<cachesim::workload::Workload> {
+    let sp = spinner("reading and tokenizing the trace");
+    let w = cachesim::load_workload(t.trace.as_deref(), &t.read_options(), build).context("cannot load the trace")?;
+    sp.finish_and_clear();
+    Ok(w)
+}
+
 fn spinner(msg: &str) -> ProgressBar {
     let pb = ProgressBar::new_spinner();
     pb.set_message(msg.to_string());
@@ -110,10 +118,7 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     for note in cachesim::config::notes(&opts, &cfg) {
         eprintln!("note: {note}");
     }
-    let sp = spinner("reading and tokenizing the trace");
-    let w = cachesim::load_workload(args.trace.trace.as_deref(), &args.trace.read_options(), &args.build_options())
-        .context("cannot load the trace")?;
-    sp.finish_and_clear();
+    let w = load(&args.trace, &args.build_options())?;
     let keep = cachesim::sim::Keep {
         steps: args.timeline_csv.is_some() || args.plot.is_some(),
         tokens: args.token_times_csv.is_some(),
@@ -245,11 +250,7 @@ fn write_csv<T: serde::Serialize>(
 }
 
 fn cache(args: &CacheArgs) -> anyhow::Result<()> {
-    let sp = spinner("reading and tokenizing the trace");
-    let w =
-        cachesim::load_workload(args.trace.trace.as_deref(), &args.trace.read_options(), &args.trace.build_options())
-            .context("cannot load the trace")?;
-    sp.finish_and_clear();
+    let w = load(&args.trace, &args.trace.build_options())?;
     let specs = args.specs();
     let pb = ProgressBar::new((w.requests.len() * specs.len()) as u64);
     pb.set_style(

@@ -3,9 +3,8 @@
 //! then the library's [`cachesim::sweep`] and [`cachesim::plan`] over one shared workload, and
 //! the tables, CSV, JSON and heatmap they print or write.
 
-use super::{spinner, trace_summary};
+use super::{load, trace_summary};
 use crate::cli::{self, GridArgs, RunArgs, TraceArgs};
-use anyhow::Context;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -193,14 +192,7 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> 
     }
     let (knobs, points) = grid_points(&args.run, &args.grid, m, args.shard, &[])?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
-    let sp = spinner("reading and tokenizing the trace");
-    let w = cachesim::load_workload(
-        args.run.trace.trace.as_deref(),
-        &args.run.trace.read_options(),
-        &args.run.build_options(),
-    )
-    .context("cannot load the trace")?;
-    sp.finish_and_clear();
+    let w = load(&args.run.trace, &args.run.build_options())?;
     let pb = points_bar(jobs.len(), "simulating");
     let rows = cachesim::sweep::run_all(&w, jobs, &|| pb.inc(1));
     pb.finish_and_clear();
@@ -285,14 +277,7 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     let refused: &[&str] = if args.trace_shape { &["request_rate", "time_scale"] } else { &["request_rate"] };
     let (knobs, points) = grid_points(&args.run, &args.grid, m, None, refused)?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
-    let sp = spinner("reading and tokenizing the trace");
-    let w = cachesim::load_workload(
-        args.run.trace.trace.as_deref(),
-        &args.run.trace.read_options(),
-        &args.run.build_options(),
-    )
-    .context("cannot load the trace")?;
-    sp.finish_and_clear();
+    let w = load(&args.run.trace, &args.run.build_options())?;
     if args.trace_shape && !w.requests.iter().all(|r| r.arrival_ms.is_some()) {
         anyhow::bail!(
             "--trace-shape: {} has no time stamps; drop --trace-shape to search Poisson rates",

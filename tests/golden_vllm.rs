@@ -14,7 +14,7 @@ mod common;
 
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cost::Affine;
-use cachesim::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
+use cachesim::engine::{EngineConfig, EngineVersion};
 use cachesim::sim::{self, Keep, ScheduledStep, SimConfig};
 use cachesim::trace::ReadOptions;
 use cachesim::workload::BuildOptions;
@@ -187,20 +187,10 @@ fn replay(dir: &Path, path: &Path) -> String {
     assert_eq!(w.requests.len() as u64, num(c, "num_requests"));
     let cfg = SimConfig {
         engine: EngineConfig {
-            engine: EngineKind::Vllm,
-            version,
-            rules: version.rules(),
             max_num_seqs: num(c, "max_num_seqs") as u32,
             max_num_batched_tokens: num(c, "max_num_batched_tokens") as u32,
             enable_chunked_prefill: c["enable_chunked_prefill"].as_bool().unwrap(),
-            long_prefill_token_threshold: 0,
-            chunked_prefill_size: 0,
-            max_prefill_tokens: 16384,
-            schedule_policy: SchedulePolicy::Fcfs,
-            schedule_conservativeness: 1.0,
-            page_size: 1,
-            seed: 0,
-            overlap: false,
+            ..EngineConfig::new(version)
         },
         cache: CacheSpec {
             policy: Policy::Paged,

@@ -203,7 +203,7 @@ fn sharded_runs_merge_into_the_unsharded_csv_whatever_the_threads() {
 fn rate_search_finds_the_analytic_boundary() {
     use cachesim::cache::{CacheSpec, Policy};
     use cachesim::cost::Affine;
-    use cachesim::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
+    use cachesim::engine::{EngineConfig, EngineKind, EngineVersion};
     use cachesim::plan::{search, SearchOptions, Slo};
     use cachesim::sim::{run, Keep, SimConfig};
 
@@ -217,22 +217,7 @@ fn rate_search_finds_the_analytic_boundary() {
     let w = cachesim::workload::build(file, &Default::default()).unwrap();
     let version = EngineVersion::newest(EngineKind::Vllm);
     let cfg = SimConfig {
-        engine: EngineConfig {
-            engine: EngineKind::Vllm,
-            version,
-            rules: version.rules(),
-            max_num_seqs: 256,
-            max_num_batched_tokens: 8192,
-            enable_chunked_prefill: true,
-            long_prefill_token_threshold: 0,
-            chunked_prefill_size: 0,
-            max_prefill_tokens: 16384,
-            schedule_policy: SchedulePolicy::Fcfs,
-            schedule_conservativeness: 1.0,
-            page_size: 1,
-            seed: 0,
-            overlap: false,
-        },
+        engine: EngineConfig::new(version),
         cache: CacheSpec { policy: Policy::Paged, block_size: Some(16), page_size: None, capacity_tokens: None },
         max_concurrency: None,
         request_overhead_s: 0.0,

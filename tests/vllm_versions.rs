@@ -4,7 +4,7 @@
 
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cost::Affine;
-use cachesim::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
+use cachesim::engine::{EngineConfig, EngineVersion};
 use cachesim::sim::{self, Keep, SimConfig};
 use cachesim::trace::{self, ReadOptions};
 use cachesim::workload::{build, BuildOptions, Workload};
@@ -28,20 +28,9 @@ fn workload(reqs: &[(u32, u32)]) -> Workload {
 fn cfg(version: EngineVersion, policy: Policy, capacity_tokens: u64, budget: u32, threshold: u32) -> SimConfig {
     SimConfig {
         engine: EngineConfig {
-            engine: EngineKind::Vllm,
-            version,
-            rules: version.rules(),
-            max_num_seqs: 256,
             max_num_batched_tokens: budget,
-            enable_chunked_prefill: true,
             long_prefill_token_threshold: threshold,
-            chunked_prefill_size: 0,
-            max_prefill_tokens: 16384,
-            schedule_policy: SchedulePolicy::Fcfs,
-            schedule_conservativeness: 1.0,
-            page_size: 1,
-            seed: 0,
-            overlap: false,
+            ..EngineConfig::new(version)
         },
         cache: CacheSpec { policy, block_size: Some(16), page_size: None, capacity_tokens: Some(capacity_tokens) },
         max_concurrency: None,

@@ -240,25 +240,17 @@ impl Scheduler for Lightllm {
 mod tests {
     use super::*;
     use crate::cache::NoCache;
-    use crate::engine::{Batch, EngineKind, SchedulePolicy};
+    use crate::engine::{Batch, EngineKind};
 
     fn cfg(max_reqs: u32, batch_max_tokens: u32, chunk: u32) -> EngineConfig {
         let version = crate::engine::EngineVersion::newest(EngineKind::Lightllm);
         EngineConfig {
-            engine: EngineKind::Lightllm,
-            version,
-            rules: version.rules(),
             max_num_seqs: max_reqs,
             max_num_batched_tokens: batch_max_tokens,
             enable_chunked_prefill: false,
-            long_prefill_token_threshold: 0,
             chunked_prefill_size: chunk,
             max_prefill_tokens: 0,
-            schedule_policy: SchedulePolicy::Fcfs,
-            schedule_conservativeness: 1.0,
-            page_size: 1,
-            seed: 0,
-            overlap: false,
+            ..EngineConfig::new(version)
         }
     }
 

@@ -96,6 +96,32 @@ pub struct EngineConfig {
     pub overlap: bool,
 }
 
+impl EngineConfig {
+    /// A configuration of `version`'s engine with plain limits — 256 sequences, 8,192 tokens per
+    /// step, chunked prefill on, no long-prefill cap, SGLang's 16,384 prefill tokens without
+    /// chunking, FCFS, page 1, no overlap — for tests and embedders to adjust field by field
+    /// (`EngineConfig { max_num_seqs: 8, ..EngineConfig::new(v) }`). A run's configuration comes
+    /// from [`crate::config::resolve`], which sets every field from the engine's own defaults.
+    pub fn new(version: EngineVersion) -> Self {
+        Self {
+            engine: version.engine(),
+            version,
+            rules: version.rules(),
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            enable_chunked_prefill: true,
+            long_prefill_token_threshold: 0,
+            chunked_prefill_size: 0,
+            max_prefill_tokens: 16384,
+            schedule_policy: SchedulePolicy::Fcfs,
+            schedule_conservativeness: 1.0,
+            page_size: 1,
+            seed: 0,
+            overlap: false,
+        }
+    }
+}
+
 /// A request as the engine sees it while it runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReqRt {

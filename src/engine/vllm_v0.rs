@@ -131,25 +131,15 @@ impl VllmRule for VllmV0 {
 mod tests {
     use super::*;
     use crate::cache::{NoCache, PrefixCache};
+    use crate::engine::EngineKind;
     use crate::engine::{Batch, ReqRt, Scheduler, Vllm};
-    use crate::engine::{EngineKind, SchedulePolicy};
 
     fn cfg(budget: u32) -> EngineConfig {
         EngineConfig {
-            engine: EngineKind::VllmV0,
-            version: crate::engine::EngineVersion::newest(EngineKind::VllmV0),
-            rules: crate::engine::EngineVersion::newest(EngineKind::VllmV0).rules(),
             max_num_seqs: 8,
             max_num_batched_tokens: budget,
-            enable_chunked_prefill: true,
-            long_prefill_token_threshold: 0,
-            chunked_prefill_size: 0,
             max_prefill_tokens: 0,
-            schedule_policy: SchedulePolicy::Fcfs,
-            schedule_conservativeness: 1.0,
-            page_size: 1,
-            seed: 0,
-            overlap: false,
+            ..EngineConfig::new(crate::engine::EngineVersion::newest(EngineKind::VllmV0))
         }
     }
 

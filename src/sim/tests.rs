@@ -27,20 +27,9 @@ fn workload(reqs: &[(Vec<u32>, u32)]) -> Workload {
 fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
     SimConfig {
         engine: EngineConfig {
-            engine: EngineKind::Vllm,
-            version: crate::engine::EngineVersion::newest(EngineKind::Vllm),
-            rules: crate::engine::EngineVersion::newest(EngineKind::Vllm).rules(),
             max_num_seqs: seqs,
             max_num_batched_tokens: tokens,
-            enable_chunked_prefill: true,
-            long_prefill_token_threshold: 0,
-            chunked_prefill_size: 0,
-            max_prefill_tokens: 16384,
-            schedule_policy: crate::engine::SchedulePolicy::Fcfs,
-            schedule_conservativeness: 1.0,
-            page_size: 1,
-            seed: 0,
-            overlap: false,
+            ..EngineConfig::new(crate::engine::EngineVersion::newest(EngineKind::Vllm))
         },
         cache: CacheSpec {
             policy: Policy::Paged,

@@ -11,20 +11,11 @@ use crate::workload::{build, BuildOptions, Workload};
 
 fn cfg(policy: SchedulePolicy) -> EngineConfig {
     EngineConfig {
-        engine: EngineKind::Sglang,
-        version: crate::engine::EngineVersion::newest(EngineKind::Sglang),
-        rules: crate::engine::EngineVersion::newest(EngineKind::Sglang).rules(),
         max_num_seqs: 64,
         max_num_batched_tokens: 16384,
-        enable_chunked_prefill: true,
-        long_prefill_token_threshold: 0,
         chunked_prefill_size: 8192,
-        max_prefill_tokens: 16384,
         schedule_policy: policy,
-        schedule_conservativeness: 1.0,
-        page_size: 1,
-        seed: 0,
-        overlap: false,
+        ..EngineConfig::new(crate::engine::EngineVersion::newest(EngineKind::Sglang))
     }
 }
 
