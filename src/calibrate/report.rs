@@ -90,7 +90,9 @@ fn scalar_key(label: &str) -> Option<&'static str> {
         "Output token throughput (tok/s)" => "output_throughput",
         "Peak output token throughput (tok/s)" => "peak_output_throughput",
         "Peak concurrent requests" => "peak_concurrent_requests",
-        "Total token throughput (tok/s)" => "total_throughput",
+        // vLLM's benchmark_serving.py printed "Token" capitalised before `vllm bench serve`.
+        "Total token throughput (tok/s)" | "Total Token throughput (tok/s)" => "total_throughput",
+        "Request goodput (req/s)" => "request_goodput",
         "Concurrency" => "concurrency",
         "Prefix cache hit rate (%)" => "prefix_cache_hit_rate_pct",
         _ => return None,
@@ -260,6 +262,17 @@ mod tests {
         assert_eq!(r.backend.as_deref(), Some("vllm"));
         assert_eq!(r.request_rate, None);
         assert_eq!(r.get("mean_ttft_ms"), Some(12.5));
+    }
+
+    #[test]
+    fn older_vllm_labels() {
+        let r = p("== Serving Benchmark Result ==\nSuccessful requests: 3\nMaximum request concurrency: 100\n\
+                   Total Token throughput (tok/s): 6644.86\nP50 E2EL (ms): 7.5\n=====\n")
+        .unwrap();
+        assert_eq!(r.layout, Layout::Vllm);
+        assert_eq!(r.max_concurrency, Some(100));
+        assert_eq!(r.get("total_throughput"), Some(6644.86));
+        assert_eq!(r.get("p50_e2e_latency_ms"), Some(7.5));
     }
 
     #[test]
