@@ -282,3 +282,55 @@ pub fn text(v: &Validation) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(metric: &str, measured: f64, predicted: f64) -> Row {
+        let error_pct = (predicted - measured) / measured * 100.0;
+        Row { case: "c".into(), metric: metric.into(), measured, predicted, error_pct }
+    }
+
+    /// MAPE and median |error| by hand: errors +10 %, −30 %, +20 % → MAPE 20, median 20;
+    /// −50 %, +25 % → MAPE 37.5, median 37.5.
+    #[test]
+    fn summary_by_hand() {
+        let mut v = Validation {
+            rows: vec![
+                row("median_ttft_ms", 100.0, 110.0),
+                row("median_ttft_ms", 100.0, 70.0),
+                row("median_ttft_ms", 50.0, 60.0),
+                row("output_throughput", 200.0, 100.0),
+                row("output_throughput", 40.0, 50.0),
+            ],
+            ..Validation::default()
+        };
+        summarise(&mut v);
+        let s = &v.summary["median_ttft_ms"];
+        assert!((s.mape_pct - 20.0).abs() < 1e-9 && (s.median_abs_error_pct - 20.0).abs() < 1e-9, "{s:?}");
+        assert_eq!(s.cases, 3);
+        let s = &v.summary["output_throughput"];
+        assert!((s.mape_pct - 37.5).abs() < 1e-9 && (s.median_abs_error_pct - 37.5).abs() < 1e-9, "{s:?}");
+        let t = text(&v);
+        assert!(t.contains("\nmedian_ttft_ms              20.0           20.0      3\n"), "{t}");
+        assert!(t.contains("c     median_ttft_ms               100.00       110.00     +10.0\n"), "{t}");
+    }
+
+    #[test]
+    fn case_file_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.toml");
+        let body = "case = \"x\"\nreport = \"r.txt\"\nexpressible = false\n\n[deployment]\ngpu = \"a\"\nmodel = \"b\"\n\
+                    engine = \"vllm\"\ntopology = \"1\"\n\n[workload]\ndataset = \"random\"\nnum_prompts = 1\nrequest_rate = \"inf\"\n";
+        std::fs::write(&f, body).unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.ends_with("x.toml: expressible = false needs `missing`"), "{e}");
+        std::fs::write(&f, body.replace("expressible = false", "expressible = true")).unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("r.txt"), "{e}");
+        std::fs::write(&f, body.replace("num_prompts", "prompts")).unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("x.toml") && e.contains("unknown field `prompts`"), "{e}");
+    }
+}
