@@ -61,6 +61,11 @@ pub enum Command {
     Merge(MergeArgs),
     /// The highest request rate each configuration of a grid sustains under an SLO.
     Plan(Box<PlanArgs>),
+    /// Read a real benchmark report (sglang bench_serving or vllm bench serve text) and print
+    /// the metrics read from it.
+    Calibrate(CalibrateArgs),
+    /// Simulate every expressible calibration case and compare with its real report.
+    Validate(ValidateArgs),
 }
 
 /// Where requests come from and how they become tokens.
@@ -749,4 +754,34 @@ pub struct PlanArgs {
 
 fn parse_slo(s: &str) -> Result<cachesim::plan::Slo, String> {
     s.parse().map_err(|e: cachesim::Error| e.to_string())
+}
+
+/// `cachesim calibrate`.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// The report file, as the benchmark client printed it.
+    #[arg(long, value_name = "FILE")]
+    pub report: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cachesim validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Folder of case files (*.toml).
+    #[arg(long, value_name = "DIR", default_value = "calibration/cases")]
+    pub cases: PathBuf,
+    /// Print JSON: rows, summary per metric, cases not expressible.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A case's `cachesim run` arguments, parsed as the command line would be.
+#[derive(Debug, Parser)]
+#[command(name = "case")]
+pub struct CaseRun {
+    #[command(flatten)]
+    pub run: RunArgs,
 }

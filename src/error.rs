@@ -63,6 +63,9 @@ pub enum Error {
     /// The engine itself would refuse this configuration at start-up (its own message).
     #[error("{engine} would not start: {message}")]
     StartupRefused { engine: String, message: String },
+    /// A benchmark report or calibration case that cannot be used as a whole.
+    #[error("{path}: {message}")]
+    Report { path: PathBuf, message: String },
 }
 
 impl Error {

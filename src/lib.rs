@@ -10,6 +10,7 @@
 
 pub mod analyze;
 pub mod cache;
+pub mod calibrate;
 pub mod config;
 pub mod cost;
 pub mod engine;

@@ -3,6 +3,7 @@
 //! nothing here panics on user input. Output files are written all or nothing
 //! (`cachesim::output`); progress bars show on a terminal only.
 
+mod calib_cmd;
 mod cli;
 mod sweep_cmd;
 
@@ -27,6 +28,8 @@ fn main() {
             sweep_cmd::sweep(&args, matches.subcommand_matches("sweep").expect("sweep matches"))
         }
         Some(Command::Merge(args)) => sweep_cmd::merge(&args),
+        Some(Command::Calibrate(args)) => calib_cmd::calibrate(&args),
+        Some(Command::Validate(args)) => calib_cmd::validate(&args),
         Some(Command::Plan(args)) => sweep_cmd::plan(&args, matches.subcommand_matches("plan").expect("plan matches")),
     };
     if let Err(e) = result {

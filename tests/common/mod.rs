@@ -12,6 +12,12 @@ pub fn data_dir() -> Option<PathBuf> {
     shared_dir("CACHESIM_DATA", "data", "traces")
 }
 
+/// The real benchmark reports (`$CACHESIM_CALIBRATION`, else `../shared/calibration` beside the
+/// repository, holding `reports/`), absent or required like [`data_dir`].
+pub fn calibration_dir() -> Option<PathBuf> {
+    shared_dir("CACHESIM_CALIBRATION", "calibration", "reports")
+}
+
 /// One engine's golden schedules (`$CACHESIM_GOLDEN/<engine>`, else `../shared/golden/<engine>`
 /// beside the repository), absent or required like [`data_dir`].
 pub fn golden_dir(engine: &str) -> Option<PathBuf> {

@@ -1,0 +1,336 @@
+//! Calibration cases (`calibration/cases/<case>.toml`): one real benchmark run each — the
+//! deployment, how to rebuild its workload, the report file its measured metrics are read from
+//! (by [`super::report`], never retyped), and what is assumed — and the validation table that
+//! compares a simulation of each expressible case with its report, metric by metric.
+
+use super::report::{self, BenchReport};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The deployment of a case.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deployment {
+    /// GPU profile name (models/gpus.toml), or the real GPU when not expressible.
+    pub gpu: String,
+    /// Model profile name (models/models.toml), or the real model when not expressible.
+    pub model: String,
+    /// Engine family as the run states it.
+    pub engine: String,
+    /// `--engine-version` bundle the case runs with.
+    pub engine_version: Option<String>,
+    /// Instances, parallelism, router, PD, in words.
+    pub topology: String,
+    /// Further `cachesim run` flags (the engine's own flags of the real run).
+    #[serde(default)]
+    pub flags: Vec<String>,
+}
+
+/// How the case's workload is rebuilt.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// `random` (cachesim gen random: fixed or ranged lengths) or `sharegpt`.
+    pub dataset: String,
+    pub num_prompts: u32,
+    pub input_len: Option<u32>,
+    pub output_len: Option<u32>,
+    /// sglang --random-range-ratio semantics (1.0 = fixed lengths).
+    #[serde(default = "one")]
+    pub range_ratio: f64,
+    /// Requests per second, or `inf`.
+    pub request_rate: String,
+    /// Seed of the generator and of the arrivals.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// One case file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// The `case` column of seed_runs.csv.
+    pub case: String,
+    /// The report file, relative to the case file's folder.
+    pub report: PathBuf,
+    /// Whether cachesim can simulate this deployment today.
+    pub expressible: bool,
+    /// What is missing when not expressible.
+    #[serde(default)]
+    pub missing: Option<String>,
+    pub deployment: Deployment,
+    pub workload: WorkloadSpec,
+    #[serde(default)]
+    pub assumptions: Vec<String>,
+}
+
+/// A case with its file and its parsed report.
+#[derive(Debug, Clone)]
+pub struct LoadedCase {
+    pub file: PathBuf,
+    pub case: Case,
+    pub measured: BenchReport,
+}
+
+/// Reads every `*.toml` in `dir`, sorted by file name, with its report.
+pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
+    let io = |error| Error::Io { path: dir.to_path_buf(), error };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::Report { path: dir.to_path_buf(), message: "no case files (*.toml)".into() });
+    }
+    files.iter().map(|f| load(f)).collect()
+}
+
+/// Reads one case file and the report it names.
+pub fn load(file: &Path) -> Result<LoadedCase> {
+    let text = std::fs::read_to_string(file).map_err(|error| Error::Io { path: file.to_path_buf(), error })?;
+    let case: Case =
+        toml::from_str(&text).map_err(|e| Error::Report { path: file.to_path_buf(), message: e.to_string() })?;
+    if !case.expressible && case.missing.is_none() {
+        return Err(Error::Report { path: file.to_path_buf(), message: "expressible = false needs `missing`".into() });
+    }
+    let measured = report::read(&file.parent().unwrap_or(Path::new(".")).join(&case.report))?;
+    Ok(LoadedCase { file: file.to_path_buf(), case, measured })
+}
+
+impl LoadedCase {
+    /// The client whose layout the report has (`--report-style`).
+    pub fn report_style(&self) -> &'static str {
+        match self.measured.layout {
+            report::Layout::Vllm => "vllm",
+            _ => "sglang",
+        }
+    }
+
+    /// The `cachesim run` arguments of this case, less the trace (see [`LoadedCase::workload`]).
+    pub fn run_args(&self) -> Vec<String> {
+        let d = &self.case.deployment;
+        let w = &self.case.workload;
+        let mut a: Vec<String> = vec!["--gpu".into(), d.gpu.clone(), "--model".into(), d.model.clone()];
+        if let Some(v) = &d.engine_version {
+            a.extend(["--engine-version".into(), v.clone()]);
+        }
+        a.extend(d.flags.iter().cloned());
+        a.extend([
+            "--request-rate".into(),
+            w.request_rate.clone(),
+            "--seed".into(),
+            w.seed.to_string(),
+            "--report-style".into(),
+            self.report_style().into(),
+        ]);
+        a
+    }
+
+    /// The case's workload, rebuilt (only `random` today).
+    pub fn workload(&self) -> Result<crate::workload::Workload> {
+        let w = &self.case.workload;
+        let need = |x: Option<u32>, f: &str| {
+            x.ok_or_else(|| Error::Report { path: self.file.clone(), message: format!("dataset random needs {f}") })
+        };
+        if w.dataset != "random" {
+            return Err(Error::Report {
+                path: self.file.clone(),
+                message: format!("dataset `{}` cannot be rebuilt yet (only `random`)", w.dataset),
+            });
+        }
+        let spec = crate::workload::gen::RandomSpec {
+            num_prompts: w.num_prompts,
+            input_len: need(w.input_len, "input_len")?,
+            output_len: need(w.output_len, "output_len")?,
+            range_ratio: w.range_ratio,
+            vocab: crate::workload::gen::DEFAULT_VOCAB,
+            seed: w.seed,
+        };
+        crate::workload::gen::workload(
+            &format!("{} (gen random)", self.case.case),
+            &crate::workload::gen::random(&spec)?,
+        )
+    }
+}
+
+/// The metrics compared, in table order, by sglang key (those the report prints).
+pub const METRICS: &[&str] = &[
+    "completed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "mean_e2e_latency_ms",
+    "median_e2e_latency_ms",
+];
+
+/// One row of the validation table.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Row {
+    pub case: String,
+    pub metric: String,
+    pub measured: f64,
+    pub predicted: f64,
+    /// (predicted − measured) / measured × 100.
+    pub error_pct: f64,
+}
+
+/// Error statistics of one metric over the cases.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MetricSummary {
+    /// Mean of |error %| (MAPE).
+    pub mape_pct: f64,
+    pub median_abs_error_pct: f64,
+    pub cases: usize,
+}
+
+/// A case that cannot be simulated yet.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Skipped {
+    pub case: String,
+    pub missing: String,
+}
+
+/// The `cachesim validate` result.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Validation {
+    pub rows: Vec<Row>,
+    pub summary: BTreeMap<String, MetricSummary>,
+    pub not_expressible: Vec<Skipped>,
+}
+
+/// The rows of one case: every metric of [`METRICS`] the report has, against the simulation's
+/// summary serialised with the same keys.
+pub fn compare(case: &LoadedCase, predicted: &crate::metrics::Summary) -> Vec<Row> {
+    let pred = serde_json::to_value(predicted).unwrap_or_default();
+    METRICS
+        .iter()
+        .filter_map(|&m| {
+            let measured = case.measured.get(m)?;
+            let predicted = pred.get(m)?.as_f64()?;
+            let error_pct = if measured == 0.0 { 0.0 } else { (predicted - measured) / measured * 100.0 };
+            Some(Row { case: case.case.case.clone(), metric: m.to_string(), measured, predicted, error_pct })
+        })
+        .collect()
+}
+
+/// Fills `summary` from `rows`.
+pub fn summarise(v: &mut Validation) {
+    let mut by: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in &v.rows {
+        by.entry(&r.metric).or_default().push(r.error_pct.abs());
+    }
+    v.summary = by
+        .into_iter()
+        .map(|(m, mut e)| {
+            e.sort_by(f64::total_cmp);
+            let n = e.len();
+            let median = if n % 2 == 1 { e[n / 2] } else { (e[n / 2 - 1] + e[n / 2]) / 2.0 };
+            (
+                m.to_string(),
+                MetricSummary { mape_pct: e.iter().sum::<f64>() / n as f64, median_abs_error_pct: median, cases: n },
+            )
+        })
+        .collect();
+}
+
+/// The validation table as text.
+pub fn text(v: &Validation) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let w = v.rows.iter().map(|r| r.case.len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(s, "{:<w$}  {:<22} {:>12} {:>12} {:>9}", "case", "metric", "measured", "predicted", "error %");
+    let _ = writeln!(s, "{}", "-".repeat(w + 59));
+    for r in &v.rows {
+        let _ = writeln!(
+            s,
+            "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}",
+            r.case, r.metric, r.measured, r.predicted, r.error_pct
+        );
+    }
+    if !v.summary.is_empty() {
+        let _ = writeln!(s, "\n{:<22} {:>9} {:>14} {:>6}", "metric", "MAPE %", "median |err| %", "cases");
+        for m in METRICS.iter().filter_map(|m| v.summary.get_key_value(*m)) {
+            let _ =
+                writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
+        }
+    }
+    if !v.not_expressible.is_empty() {
+        let _ = writeln!(s, "\nNot expressible yet:");
+        for x in &v.not_expressible {
+            let _ = writeln!(s, "  {}: {}", x.case, x.missing);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(metric: &str, measured: f64, predicted: f64) -> Row {
+        let error_pct = (predicted - measured) / measured * 100.0;
+        Row { case: "c".into(), metric: metric.into(), measured, predicted, error_pct }
+    }
+
+    /// MAPE and median |error| by hand: errors +10 %, −30 %, +20 % → MAPE 20, median 20;
+    /// −50 %, +25 % → MAPE 37.5, median 37.5.
+    #[test]
+    fn summary_by_hand() {
+        let mut v = Validation {
+            rows: vec![
+                row("median_ttft_ms", 100.0, 110.0),
+                row("median_ttft_ms", 100.0, 70.0),
+                row("median_ttft_ms", 50.0, 60.0),
+                row("output_throughput", 200.0, 100.0),
+                row("output_throughput", 40.0, 50.0),
+            ],
+            ..Validation::default()
+        };
+        summarise(&mut v);
+        let s = &v.summary["median_ttft_ms"];
+        assert!((s.mape_pct - 20.0).abs() < 1e-9 && (s.median_abs_error_pct - 20.0).abs() < 1e-9, "{s:?}");
+        assert_eq!(s.cases, 3);
+        let s = &v.summary["output_throughput"];
+        assert!((s.mape_pct - 37.5).abs() < 1e-9 && (s.median_abs_error_pct - 37.5).abs() < 1e-9, "{s:?}");
+        let t = text(&v);
+        assert!(t.contains("\nmedian_ttft_ms              20.0           20.0      3\n"), "{t}");
+        assert!(t.contains("c     median_ttft_ms               100.00       110.00     +10.0\n"), "{t}");
+    }
+
+    #[test]
+    fn case_file_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.toml");
+        let body = "case = \"x\"\nreport = \"r.txt\"\nexpressible = false\n\n[deployment]\ngpu = \"a\"\nmodel = \"b\"\n\
+                    engine = \"vllm\"\ntopology = \"1\"\n\n[workload]\ndataset = \"random\"\nnum_prompts = 1\nrequest_rate = \"inf\"\n";
+        std::fs::write(&f, body).unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.ends_with("x.toml: expressible = false needs `missing`"), "{e}");
+        std::fs::write(&f, body.replace("expressible = false", "expressible = true")).unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("r.txt"), "{e}");
+        std::fs::write(&f, body.replace("num_prompts", "prompts")).unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("x.toml") && e.contains("unknown field `prompts`"), "{e}");
+    }
+}

@@ -1,0 +1,6 @@
+//! Calibration and validation against real benchmark runs: reading the clients' reports
+//! ([`report`]) and the case files of `calibration/cases/` with the validation table
+//! ([`case`]). Fitting step-time profiles is not built yet.
+
+pub mod case;
+pub mod report;

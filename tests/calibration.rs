@@ -1,0 +1,206 @@
+//! Calibration: the report parsers over every real report (the shared originals and the
+//! bundled copies in `calibration/reports/`), cachesim's own reports read back to the numbers of
+//! its `--json`, and `cachesim validate` over the bundled cases.
+
+mod common;
+
+use cachesim::calibrate::report::{self, Layout};
+use common::{calibration_dir, fails, ok};
+use std::path::{Path, PathBuf};
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn report_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    v.sort();
+    v
+}
+
+/// Exact values of two reports, one per layout, as printed.
+fn check_known(dir: &Path) {
+    let r = report::read(&dir.join("vllm-ttft-64seq-6144btk.txt")).unwrap();
+    assert_eq!(r.layout, Layout::Vllm);
+    assert_eq!((r.backend.as_deref(), r.request_rate, r.max_concurrency), (None, Some(20.0), None));
+    let want = [
+        ("completed", 50.0),
+        ("failed", 0.0),
+        ("duration", 15.41),
+        ("total_input_tokens", 10000.0),
+        ("total_output_tokens", 5000.0),
+        ("request_throughput", 3.24),
+        ("output_throughput", 324.45),
+        ("peak_output_throughput", 450.0),
+        ("peak_concurrent_requests", 50.0),
+        ("total_throughput", 973.34),
+        ("mean_ttft_ms", 381.40),
+        ("median_ttft_ms", 376.31),
+        ("p99_ttft_ms", 581.25),
+        ("mean_tpot_ms", 127.90),
+        ("median_tpot_ms", 128.27),
+        ("p99_tpot_ms", 134.23),
+        ("mean_itl_ms", 127.90),
+        ("median_itl_ms", 120.87),
+        ("p99_itl_ms", 296.96),
+    ];
+    let got: Vec<(&str, f64)> = r.metrics.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let mut want_sorted = want.to_vec();
+    want_sorted.sort_by(|a, b| a.0.cmp(b.0));
+    assert_eq!(got, want_sorted);
+    assert!(r.unknown_lines.is_empty(), "{:?}", r.unknown_lines);
+
+    // The old sglang layout; its P99 TTFT fills the value column with no space before the end.
+    let r = report::read(&dir.join("v100-llama11b-2dp-router.txt")).unwrap();
+    assert_eq!(r.layout, Layout::SglangOld);
+    assert_eq!((r.backend.as_deref(), r.request_rate, r.max_concurrency), (Some("vllm"), None, None));
+    assert_eq!(r.get("completed"), Some(1000.0));
+    assert_eq!(r.get("duration"), Some(1247.16));
+    assert_eq!(r.get("total_input_tokens"), Some(289255.0));
+    assert_eq!(r.get("total_output_tokens"), Some(184429.0));
+    assert_eq!(r.get("total_output_tokens_retokenized"), Some(184388.0));
+    assert_eq!(r.get("concurrency"), Some(470.04));
+    assert_eq!(r.get("median_e2e_latency_ms"), Some(596155.97));
+    assert_eq!(r.get("p99_ttft_ms"), Some(1067230.41));
+    assert_eq!(r.get("median_itl_ms"), Some(273.54));
+    assert_eq!(r.metrics.len(), 21);
+    assert!(r.unknown_lines.is_empty(), "{:?}", r.unknown_lines);
+}
+
+/// Every report parses, with the rows its layout prints and nothing left unread.
+fn check_all(dir: &Path) {
+    let files = report_files(dir);
+    assert_eq!(files.len(), 5, "{files:?}");
+    for f in files {
+        let r = report::read(&f).unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.unknown_lines.is_empty(), "{}: {:?}", f.display(), r.unknown_lines);
+        let n = if r.layout == Layout::SglangOld { 21 } else { 19 };
+        assert_eq!(r.metrics.len(), n, "{}", f.display());
+    }
+}
+
+#[test]
+fn bundled_reports_parse() {
+    let dir = crate_dir().join("calibration/reports");
+    check_all(&dir);
+    check_known(&dir);
+}
+
+#[test]
+fn shared_reports_parse_and_equal_the_bundled_copies() {
+    let Some(dir) = calibration_dir() else { return };
+    let dir = dir.join("reports");
+    check_all(&dir);
+    check_known(&dir);
+    for f in report_files(&dir) {
+        let copy = crate_dir().join("calibration/reports").join(f.file_name().unwrap());
+        assert_eq!(std::fs::read(&f).unwrap(), std::fs::read(&copy).unwrap(), "{} differs", copy.display());
+    }
+}
+
+/// cachesim's own report, in both layouts, reads back to the numbers of its `--json`.
+#[test]
+fn own_reports_round_trip() {
+    let args = ["run", "--request-rate", "4", "--max-num-seqs", "8"];
+    for (style, layout, rows) in [("sglang", Layout::Sglang, 29), ("vllm", Layout::Vllm, 20)] {
+        // The style also picks the client's arrival process: the same style for both runs.
+        let text = ok(&[&args[..], &["--report-style", style]].concat());
+        let json: serde_json::Value =
+            serde_json::from_str(&ok(&[&args[..], &["--report-style", style, "--json"]].concat())).unwrap();
+        let r = report::parse(Path::new("own.txt"), &text).unwrap();
+        assert_eq!(r.layout, layout);
+        assert_eq!(r.request_rate, Some(4.0));
+        assert_eq!(r.metrics.len(), rows, "{style}: {:?}", r.metrics.keys());
+        for (k, &v) in &r.metrics {
+            let key = match k.as_str() {
+                "total_input_text_tokens" => "total_input_tokens",
+                "total_output_tokens_retokenized" => "total_output_tokens",
+                "prefix_cache_hit_rate_pct" => "hit_ratio",
+                k => k,
+            };
+            let mut want = json[key].as_f64().unwrap_or_else(|| panic!("{style}: no `{key}` in --json"));
+            if key == "hit_ratio" {
+                want *= 100.0;
+            }
+            // Printed with two decimals.
+            assert!((v - want).abs() <= 0.005 + 1e-9 * want.abs(), "{style}: {k} printed {v}, --json {want}");
+        }
+    }
+}
+
+#[test]
+fn malformed_report_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.txt");
+    let text = std::fs::read_to_string(crate_dir().join("calibration/reports/vllm-ttft-64seq-6144btk.txt"))
+        .unwrap()
+        .replace("376.31", "37x.31");
+    std::fs::write(&p, text).unwrap();
+    let err = fails(&["calibrate", "--report", p.to_str().unwrap()]);
+    assert!(err.contains("bad.txt: line 15: field `median_ttft_ms`: expected a number, found `37x.31`"), "{err}");
+}
+
+#[test]
+fn calibrate_prints_what_was_read() {
+    let f = crate_dir().join("calibration/reports/h20-dsr1-vllm-tp8pp2.txt");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["calibrate", "--report", f.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(v["layout"], "sglang-old");
+    assert_eq!(v["metrics"]["median_tpot_ms"], 341.77);
+    let text = ok(&["calibrate", "--report", f.to_str().unwrap()]);
+    assert!(text.contains("(sglang bench_serving (older layout))"), "{text}");
+    assert!(text.contains("  median_tpot_ms                     341.77\n"), "{text}");
+}
+
+/// `validate` over the bundled cases: one row per metric the report prints, measured values
+/// exactly the parsed report's, signed errors consistent, and every other case listed with
+/// what it needs. The prediction error itself is not asserted.
+#[test]
+fn validate_bundled_cases() {
+    let cases = crate_dir().join("calibration/cases");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["validate", "--cases", cases.to_str().unwrap(), "--json"])).unwrap();
+    let measured = report::read(&crate_dir().join("calibration/reports/vllm-ttft-64seq-6144btk.txt")).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let metrics: Vec<&str> = rows.iter().map(|r| r["metric"].as_str().unwrap()).collect();
+    let want: Vec<&str> =
+        cachesim::calibrate::case::METRICS.iter().copied().filter(|m| measured.get(m).is_some()).collect();
+    assert_eq!(metrics, want);
+    assert_eq!(rows.len(), 16);
+    for r in rows {
+        assert_eq!(r["case"], "vllm-ttft-64seq-6144btk");
+        let m = r["metric"].as_str().unwrap();
+        let (meas, pred) = (r["measured"].as_f64().unwrap(), r["predicted"].as_f64().unwrap());
+        assert_eq!(Some(meas), measured.get(m), "{m}");
+        let e = (pred - meas) / meas * 100.0;
+        assert!((r["error_pct"].as_f64().unwrap() - e).abs() < 1e-9, "{m}");
+    }
+    // The rebuilt workload matches the report's token totals exactly.
+    for m in ["completed", "total_input_tokens", "total_output_tokens"] {
+        let r = rows.iter().find(|r| r["metric"] == m).unwrap();
+        assert_eq!(r["error_pct"], 0.0, "{m}");
+    }
+    let summary = v["summary"].as_object().unwrap();
+    assert_eq!(summary.len(), 16);
+    assert_eq!(summary["median_ttft_ms"]["cases"], 1);
+    let skipped: Vec<&str> =
+        v["not_expressible"].as_array().unwrap().iter().map(|s| s["case"].as_str().unwrap()).collect();
+    assert_eq!(
+        skipped,
+        ["h20-dsr1-sglang-tp16-mtp", "h20-dsr1-vllm-tp8pp2", "v100-llama11b-1p1d", "v100-llama11b-2dp-router"]
+    );
+
+    let text = ok(&["validate", "--cases", cases.to_str().unwrap()]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("case ") && lines[0].ends_with("error %"), "{text}");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("vllm-ttft-64seq-6144btk ")).count(), 16);
+    assert!(text.contains("\nNot expressible yet:\n  h20-dsr1-sglang-tp16-mtp: "), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("  ") && l.contains(": ")).count(), 4);
+}
+
+#[test]
+fn validate_refuses_an_empty_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = fails(&["validate", "--cases", dir.path().to_str().unwrap()]);
+    assert!(err.contains("no case files (*.toml)"), "{err}");
+}
