@@ -188,16 +188,10 @@ fn startup_checks(o: &RunOptions, c: &RunConfig) -> Result<()> {
             }
             let fits = c.kv_capacity_tokens / block * block;
             let bytes = |t: u64| t as f64 * c.kv_bytes_per_token as f64 / c.tp as f64;
-            if let Some(blocks) = o.num_gpu_blocks_override {
-                return refuse(format!(
-                    "max_model_len {} needs {} blocks of {block} tokens but --num-gpu-blocks-override {blocks} \
-                     leaves {} (one is the null block). vLLM checks memory before applying the override, so it \
-                     would start and leave a request that long waiting forever; pass --max-model-len {fits} or \
-                     more blocks.",
-                    c.max_model_len,
-                    needed_tokens / block,
-                    blocks.saturating_sub(1)
-                ));
+            // vLLM checks memory before applying --num-gpu-blocks-override, so it starts with any
+            // override (`notes` says when a longest request could never fit).
+            if o.num_gpu_blocks_override.is_some() {
+                return Ok(());
             }
             let estimate = if fits > 0 {
                 format!("Based on the available memory, the estimated maximum model length is {fits}. ")
@@ -348,7 +342,8 @@ fn no_kv_blocks(o: &RunOptions, gpu: &Gpu, model: &Model, util: f64, blocks: u64
 
 /// What resolving changed without being asked, worth telling the user: vLLM's `EngineArgs`
 /// (`_set_default_args`, vllm/engine/arg_utils.py, 0.33) lowers an unset `max_num_seqs` to
-/// `max_num_batched_tokens` silently; cachesim follows it and says so.
+/// `max_num_batched_tokens` silently; cachesim follows it and says so. It also says when an
+/// override leaves too few blocks for one longest request (vLLM starts regardless).
 pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
     let mut out = Vec::new();
     let vllm = matches!(o.engine, EngineKind::Vllm | EngineKind::VllmV0);
@@ -358,6 +353,18 @@ pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
             out.push(format!(
                 "max_num_seqs lowered from its default {default} to {} = --max-num-batched-tokens (as vLLM does)",
                 c.engine.max_num_seqs
+            ));
+        }
+    }
+    if let (true, Some(blocks), Some(b)) = (vllm, o.num_gpu_blocks_override, c.cache.block_size) {
+        let needed = c.max_model_len.div_ceil(b as u64);
+        if needed > blocks.saturating_sub(1) {
+            out.push(format!(
+                "max_model_len {} needs {needed} blocks of {b} tokens but --num-gpu-blocks-override {blocks} leaves {} \
+                 (one is the null block); vLLM starts anyway (it checks memory before applying the override), and \
+                 a request that can never fit fails",
+                c.max_model_len,
+                blocks.saturating_sub(1)
             ));
         }
     }
@@ -748,15 +755,20 @@ mod tests {
         let sglang = |t| RunOptions { engine: EngineKind::Sglang, max_total_tokens: Some(t), ..Default::default() };
         assert!(refused(sglang(6)));
         assert!(!refused(sglang(7)));
-        // vLLM: ceil(max_model_len / block) blocks must fit the usable blocks (the null block aside).
+        // vLLM starts with any --num-gpu-blocks-override (memory is checked before it applies); a
+        // note says when ceil(max_model_len / block) blocks exceed the usable ones (null block aside).
         let vllm = |blocks, len| RunOptions {
             num_gpu_blocks_override: Some(blocks),
             max_model_len: Some(len),
             ..Default::default()
         };
-        assert!(!refused(vllm(11, 160)));
-        assert!(refused(vllm(11, 161)));
-        assert!(refused(vllm(10, 160)));
+        let noted = |o: RunOptions| {
+            let c = resolve(&o).expect("vLLM starts with any block override");
+            notes(&o, &c).iter().any(|n| n.contains("--num-gpu-blocks-override"))
+        };
+        assert!(!noted(vllm(11, 160)));
+        assert!(noted(vllm(11, 161)));
+        assert!(noted(vllm(10, 160)));
         // Without chunked prefill the budget must cover max_model_len; an unset budget is raised to it.
         let v0 = |budget| RunOptions {
             engine: EngineKind::VllmV0,

@@ -120,22 +120,12 @@ fn a_refused_point_is_a_row_with_its_reason() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("s.csv");
     let csv_s = csv.to_str().unwrap();
-    let out = ok(&[
-        "sweep",
-        "--num-prompts",
-        "8",
-        "--max-model-len",
-        "4096",
-        "--grid",
-        "num-gpu-blocks-override=2,3000",
-        "--csv",
-        csv_s,
-    ]);
+    let out = ok(&["sweep", "--num-prompts", "8", "--grid", "max-model-len=200000,4096", "--csv", csv_s]);
     assert!(out.contains("failed: vllm would not start"), "{out}");
     let mut r = csv::Reader::from_path(&csv).unwrap();
     let h = r.headers().unwrap().clone();
     assert_eq!(&h[0], "point");
-    assert_eq!(&h[1], "num-gpu-blocks-override");
+    assert_eq!(&h[1], "max-model-len");
     assert_eq!(&h[2], "completed");
     assert_eq!(&h[h.len() - 1], "error");
     let recs: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
