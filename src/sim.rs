@@ -174,10 +174,7 @@ pub fn run_with_progress(
         s
     });
     let mut cache = cfg.cache.build_for(w.store.clone(), used.as_deref());
-    cache.follow(&cfg.engine.rules);
-    if cfg.engine.engine == crate::engine::EngineKind::Sglang {
-        cache.follow_sglang(cfg.engine.rules.sglang_cache());
-    }
+    cache.follow(&cfg.engine);
     let tracks_computed = cache.tracks_computed();
     let mut sched = scheduler(&cfg.engine, w.store.clone());
     let mut due: BinaryHeap<Due> = BinaryHeap::new();

@@ -153,9 +153,12 @@ pub trait PrefixCache: Send {
         reserve_tokens: usize,
     ) -> Option<Admitted>;
 
-    /// Adopts the engine release's cache rules (vLLM's free order); caches without such a rule
-    /// ignore them. Called once, before the first request.
-    fn follow(&mut self, _rules: &crate::engine::Rules) {}
+    /// Adopts the rules of the engine release that drives this cache: vLLM's free order (paged);
+    /// under SGLang's scheduler, that release's eviction and prompt split, and publication of an
+    /// unfinished prefill chunk only when the scheduler calls [`checkpoint`](Self::checkpoint)
+    /// (SGLang `stash_chunked_request`) rather than when the chunk's step ends (radix). Caches
+    /// without such a rule ignore it. Called once, before the first request.
+    fn follow(&mut self, _engine: &crate::engine::EngineConfig) {}
 
     /// Ensures slots for the request's first `total_tokens` tokens, evicting unpinned cache
     /// entries in the engine's order. `false` (and no change) when memory is short.
@@ -175,11 +178,6 @@ pub trait PrefixCache: Send {
 
     /// The request is preempted: its slots are freed the engine's way.
     fn preempt(&mut self, req: ReqId);
-
-    /// SGLang's scheduler drives this cache: follow that release's rules, and publish an
-    /// unfinished prefill chunk only when the scheduler calls [`checkpoint`](Self::checkpoint)
-    /// (SGLang `stash_chunked_request`) rather than when the chunk's step ends. Others ignore it.
-    fn follow_sglang(&mut self, _rules: SglangCacheRules) {}
 
     /// Publishes what request `req` has computed so far (SGLang `checkpoint_kv_cache`).
     fn checkpoint(&mut self, _req: ReqId) {}

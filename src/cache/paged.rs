@@ -466,9 +466,9 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         }
     }
 
-    fn follow(&mut self, rules: &crate::engine::Rules) {
+    fn follow(&mut self, engine: &crate::engine::EngineConfig) {
         debug_assert_eq!(self.list_len, 0, "the free order changed with blocks released");
-        self.unhashed_first = rules.vllm_free_unhashed_first;
+        self.unhashed_first = engine.rules.vllm_free_unhashed_first;
     }
 
     fn peek(&self, seq: SeqId, known: usize) -> usize {

@@ -61,7 +61,7 @@ pub struct TreeCache {
 
 impl TreeCache {
     /// SGLang RadixAttention with `page_size` tokens per page, by the newest release's rules
-    /// (a run with SGLang's scheduler sets its bundle's through [`PrefixCache::follow_sglang`]).
+    /// (a run with SGLang's scheduler sets its bundle's through [`PrefixCache::follow`]).
     pub fn sglang(store: Arc<TokenStore>, page_size: u32, capacity_tokens: Option<u64>) -> Self {
         let rules = Rules {
             policy: Policy::Radix,
@@ -167,6 +167,19 @@ impl TreeCache {
     }
 }
 
+impl TreeCache {
+    /// SGLang's scheduler drives this cache: follow that release's eviction and prompt split,
+    /// and publish an unfinished prefill chunk only at [`PrefixCache::checkpoint`]. LightLLM's
+    /// token cache has no such rules and ignores it.
+    pub fn follow_sglang(&mut self, rules: SglangCacheRules) {
+        if self.rules.policy == Policy::Radix {
+            self.rules.evict_deficit_only = rules.evict_shortfall;
+            self.split_prompt = rules.split_prompt;
+            self.checkpoint_chunks = true;
+        }
+    }
+}
+
 impl PrefixCache for TreeCache {
     fn spec(&self) -> CacheSpec {
         CacheSpec {
@@ -254,11 +267,9 @@ impl PrefixCache for TreeCache {
         self.release(st);
     }
 
-    fn follow_sglang(&mut self, rules: SglangCacheRules) {
-        if self.rules.policy == Policy::Radix {
-            self.rules.evict_deficit_only = rules.evict_shortfall;
-            self.split_prompt = rules.split_prompt;
-            self.checkpoint_chunks = true;
+    fn follow(&mut self, engine: &crate::engine::EngineConfig) {
+        if engine.engine == crate::engine::EngineKind::Sglang {
+            self.follow_sglang(engine.rules.sglang_cache());
         }
     }
 
