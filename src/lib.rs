@@ -11,6 +11,7 @@
 pub mod analyze;
 pub mod cache;
 pub mod calibrate;
+pub mod cluster;
 pub mod config;
 pub mod cost;
 pub mod engine;
