@@ -24,6 +24,10 @@ pub(super) struct Disagg<'r> {
     lanes: Vec<f64>,
     /// Per decode instance: requests waiting for its allocation, FIFO.
     waiting: Vec<VecDeque<ReqId>>,
+    /// Per decode instance: allocations held for requests whose KV has not landed.
+    holding: Vec<u32>,
+    /// Per request: its decode instance holds an allocation for it that has not landed.
+    held: Vec<bool>,
     /// Transfers in flight: (end bits, FIFO, request).
     transfers: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
     fifo: u64,
@@ -42,6 +46,8 @@ impl<'r> Disagg<'r> {
             prefill,
             lanes: vec![0.0; pd.cfg.link.links as usize],
             waiting: vec![VecDeque::new(); instances - prefill],
+            holding: vec![0; instances - prefill],
+            held: vec![false; requests],
             transfers: BinaryHeap::new(),
             fifo: 0,
             output_len: vec![0; requests],
@@ -52,6 +58,12 @@ impl<'r> Disagg<'r> {
     /// The request timelines, by request id.
     pub fn into_times(self) -> Vec<PdTimes> {
         self.times
+    }
+
+    /// Whether instance `i` may reject a request that does not fit it idle: not while it holds
+    /// memory for hand-offs still to land (that memory frees when they do).
+    pub fn may_reject(&self, i: usize) -> bool {
+        i < self.prefill || self.holding[i - self.prefill] == 0
     }
 
     /// The next transfer end.
@@ -166,6 +178,8 @@ impl<'r> Disagg<'r> {
             match x.cache.admit(id, seq, prompt, prompt - hit) {
                 Some(a) => {
                     self.waiting[d].pop_front();
+                    self.holding[d] += 1;
+                    self.held[id as usize] = true;
                     self.times[id as usize].bytes = (prompt - a.hit_tokens) as u64 * self.kv_bytes_per_token;
                     match self.style {
                         PdStyle::Vllm => self.send(id, now),
@@ -175,7 +189,7 @@ impl<'r> Disagg<'r> {
                 None => {
                     let u = x.cache.usage();
                     let (waiting, running) = x.sched.queued();
-                    if u.used_tokens == u.evictable_tokens && waiting + running == 0 {
+                    if u.used_tokens == u.evictable_tokens && waiting + running == 0 && self.holding[d] == 0 {
                         self.waiting[d].pop_front();
                         lost.push(id);
                         continue;
@@ -222,6 +236,8 @@ impl<'r> Disagg<'r> {
                 inst[d].cache.computed(id, prompt);
             }
             inst[d].cache.finish(id);
+            self.holding[d - self.prefill] -= 1;
+            self.held[i] = false;
             let r = &mut rt[i];
             let kept = *r;
             *r = ReqRt::new(w.requests[i].seq, kept.prompt_len, self.output_len[i]);
@@ -230,6 +246,17 @@ impl<'r> Disagg<'r> {
             r.first_scheduled_s = kept.first_scheduled_s;
             r.preemptions = kept.preemptions;
             inst_enqueue(inst, d, id, dirty);
+        }
+    }
+
+    /// Request `id` failed on its prefill instance (it can never fit there): its decode
+    /// instance drops what it allocated for it (SGLang's pre-allocation).
+    pub fn abandon(&mut self, id: ReqId, inst: &mut [Instance], dirty: &mut Dirty) {
+        if std::mem::take(&mut self.held[id as usize]) {
+            let d = self.times[id as usize].decode_instance as usize;
+            inst[self.prefill + d].cache.finish(id);
+            self.holding[d] -= 1;
+            dirty.mark(self.prefill + d);
         }
     }
 

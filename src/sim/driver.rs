@@ -204,13 +204,17 @@ pub fn drive(
             if inst[i].busy_until.is_some() {
                 continue; // it schedules when its step ends
             }
-            match inst[i].begin_step(now, &mut rt, keep) {
+            let may_reject = disagg.as_ref().is_none_or(|pd| pd.may_reject(i));
+            match inst[i].begin_step(now, &mut rt, keep, may_reject) {
                 Begun::Busy(end) => busy.push(Reverse((end.to_bits(), i))),
                 Begun::Retry => {
                     dirty.mark(i);
                     again = true;
                 }
                 Begun::RejectedHead(id) => {
+                    if let Some(pd) = disagg.as_mut() {
+                        pd.abandon(id, &mut inst, &mut dirty);
+                    }
                     failed += 1;
                     fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
                     finished.push(id);
@@ -219,8 +223,18 @@ pub fn drive(
                 }
                 Begun::Idle => {}
             }
+            // A decode instance with nothing to run may still owe hand-offs an allocation (or
+            // owe them a failure, when they cannot fit it idle).
+            if let Some(pd) = disagg.as_mut().filter(|_| inst[i].busy_until.is_none()) {
+                for id in pd.freed(w, i, now, &mut inst, &mut rt, &mut dirty) {
+                    failed += 1;
+                    fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
+                    finished.push(id);
+                    again = true;
+                }
+            }
         }
-        if again {
+        if again || dirty.list.iter().any(|&i| inst[i].busy_until.is_none()) {
             continue;
         }
         let next = [

@@ -135,8 +135,10 @@ impl<'a> Instance<'a> {
         self.sched.enqueue(id);
     }
 
-    /// Forms the next step at `now` and prices it.
-    pub fn begin_step(&mut self, now: f64, rt: &mut [ReqRt], keep: Keep) -> Begun {
+    /// Forms the next step at `now` and prices it. `may_reject`: a waiting head that cannot run
+    /// in an idle engine can never run (false while memory is held for requests still to
+    /// arrive, as a decode instance's pre-allocations: the head then waits).
+    pub fn begin_step(&mut self, now: f64, rt: &mut [ReqRt], keep: Keep, may_reject: bool) -> Begun {
         debug_assert!(self.busy_until.is_none());
         if keep.schedule {
             self.preemptions_before.clear();
@@ -164,7 +166,7 @@ impl<'a> Instance<'a> {
                 return Begun::Retry;
             }
             let (waiting, running) = self.sched.queued();
-            if running == 0 && waiting > 0 {
+            if running == 0 && waiting > 0 && may_reject {
                 return Begun::RejectedHead(self.sched.reject_head().expect("a waiting request"));
             }
             return Begun::Idle;
