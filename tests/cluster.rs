@@ -125,7 +125,7 @@ proptest! {
         for x in &r.records {
             let t = r.pd[x.id as usize];
             let q = &w.requests[x.id as usize];
-            prop_assert!((t.prefill_instance as u32) < p && (t.decode_instance as u32) < d);
+            prop_assert!(t.prefill_instance < p && t.decode_instance < d);
             prop_assert!(t.arrived_s <= x.first_scheduled_s && x.first_scheduled_s <= t.prefill_done_s);
             prop_assert!(t.prefill_done_s <= t.transfer_start_s && t.transfer_start_s < t.transfer_end_s);
             prop_assert!(t.transfer_end_s < x.first_token_s, "no decode before the transfer ends: {:?} {:?}", t, x);
