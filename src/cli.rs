@@ -675,6 +675,11 @@ pub struct GridArgs {
     /// is the last axis of the --grid product.
     #[arg(long, value_name = "FLAG=VALUES", help_heading = "Grid")]
     pub zip: Vec<String>,
+    /// A sweep file (TOML): fixed run flags in [run], axes in [grid] and [zip], rank-by,
+    /// ascending, and slo for plan (see examples/sweep.toml). Flags on the command line win
+    /// over [run]; --grid and --zip axes follow the file's.
+    #[arg(long, value_name = "FILE.toml", help_heading = "Grid")]
+    pub file: Option<PathBuf>,
 }
 
 /// `cachesim sweep`: every run flag sets the base; the grid overrides the flags it names.
@@ -733,8 +738,9 @@ pub struct PlanArgs {
     /// Limits in ms, comma-separated: METRIC_STAT=MS with METRIC ttft, tpot, e2e or itl and STAT
     /// mean, median, max or pNN (e.g. ttft_p99=2000,tpot_p99=50), or the sglang JSON keys
     /// (p99_ttft_ms=2000).
-    #[arg(long, required = true, value_parser = parse_slo, help_heading = "Plan")]
-    pub slo: cachesim::plan::Slo,
+    /// Required here or as `slo` in the --file.
+    #[arg(long, value_parser = parse_slo, help_heading = "Plan")]
+    pub slo: Option<cachesim::plan::Slo>,
     /// Relative precision of the answer: the reported rate R meets the SLO and a rate of
     /// R × (1 + tolerance) does not.
     #[arg(long, default_value_t = 0.01, help_heading = "Plan")]

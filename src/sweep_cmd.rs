@@ -5,6 +5,7 @@
 
 use super::{load, trace_summary};
 use crate::cli::{self, GridArgs, RunArgs, TraceArgs};
+use cachesim::sweep::file::SweepFile;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -29,8 +30,10 @@ pub struct RunFlags {
 }
 
 impl RunFlags {
-    /// Reads the run flags set on the command line from the sweep's matches.
-    pub fn new(m: &clap::ArgMatches) -> Self {
+    /// Reads the run flags set on the command line from the command's matches, then the sweep
+    /// file's `[run]` settings for flags the command line leaves unset; a file setting that is
+    /// not a run flag, or whose value `cachesim run` would refuse, is an error at its line.
+    pub fn new(m: &clap::ArgMatches, file: Option<&SweepFile>) -> anyhow::Result<Self> {
         use clap::CommandFactory;
         let cmd = PointCli::command();
         let mut base = Vec::new();
@@ -47,7 +50,22 @@ impl RunFlags {
             };
             base.push((id.to_string(), words));
         }
-        Self { cmd, base }
+        let mut flags = Self { cmd, base };
+        for s in file.map(|f| f.run.as_slice()).unwrap_or_default() {
+            let f = file.expect("settings come from a file");
+            let field = format!("run.{}", s.knob);
+            let arg = flags
+                .find(&s.knob)
+                .ok_or_else(|| f.error(s.line, &field, "not a flag of `cachesim run` (see cachesim run --help)"))?;
+            let id = arg.get_id().to_string();
+            if flags.base.iter().any(|(b, _)| *b == id) {
+                continue;
+            }
+            let words = words(arg, &s.knob, &s.value).map_err(|e| f.error(s.line, &field, &e))?;
+            flags.cmd.clone().try_get_matches_from(&words).map_err(|e| f.error(s.line, &field, &first_line(&e)))?;
+            flags.base.push((id, words));
+        }
+        Ok(flags)
     }
 
     fn find(&self, knob: &str) -> Option<&clap::Arg> {
@@ -56,35 +74,61 @@ impl RunFlags {
             .find(|a| a.get_long() == Some(knob) || a.get_all_aliases().is_some_and(|al| al.contains(&knob)))
     }
 
-    /// The grid with every knob renamed to its flag's long name; refuses unknown flags, flags
-    /// of the trace (the workload is loaded once per sweep), output flags and `also_refused`.
-    pub fn grid(&self, g: &GridArgs, also_refused: &[&str]) -> Result<cachesim::sweep::Grid, String> {
+    /// The grid, the file's axes first, with every knob renamed to its flag's long name; refuses
+    /// unknown flags, flags of the trace (the workload is loaded once per sweep), output flags
+    /// and `also_refused`. Errors about a file axis name its line.
+    pub fn grid(
+        &self,
+        g: &GridArgs,
+        file: Option<&SweepFile>,
+        also_refused: &[&str],
+    ) -> anyhow::Result<cachesim::sweep::Grid> {
         use clap::Args as _;
         let trace_cmd = TraceArgs::augment_args(clap::Command::new("trace"));
         let trace_ids: Vec<&str> = trace_cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
-        let axes = |list: &[String]| -> Result<Vec<cachesim::sweep::Axis>, String> {
-            let mut out = Vec::new();
-            for s in list {
-                let mut axis = cachesim::sweep::parse_axis(s).map_err(|e| e.to_string())?;
-                let arg = self.find(&axis.knob).ok_or_else(|| {
-                    format!("--grid: `{}` is not a flag of `cachesim run` (see cachesim run --help)", axis.knob)
-                })?;
-                let id = arg.get_id().as_str();
-                if trace_ids.contains(&id) {
-                    return Err(format!(
-                        "--grid: `{}` changes how the trace is read, and a sweep reads it once; run one sweep per value",
-                        axis.knob
-                    ));
+        let check = |mut axis: cachesim::sweep::Axis| -> Result<cachesim::sweep::Axis, String> {
+            let arg = self.find(&axis.knob).ok_or_else(|| {
+                if axis.knob == "instances" {
+                    "`instances` needs --instances in `cachesim run` (multi-instance runs), which this build lacks"
+                        .to_string()
+                } else {
+                    format!("`{}` is not a flag of `cachesim run` (see cachesim run --help)", axis.knob)
                 }
-                if NOT_IN_GRID.contains(&id) || also_refused.contains(&id) {
-                    return Err(format!("--grid: `{}` cannot vary across the points of this command", axis.knob));
-                }
-                axis.knob = arg.get_long().unwrap_or(id).to_string();
-                out.push(axis);
+            })?;
+            let id = arg.get_id().as_str();
+            if trace_ids.contains(&id) {
+                return Err(format!(
+                    "`{}` changes how the trace is read, and a sweep reads it once; run one sweep per value",
+                    axis.knob
+                ));
             }
-            Ok(out)
+            if NOT_IN_GRID.contains(&id) || also_refused.contains(&id) {
+                return Err(format!("`{}` cannot vary across the points of this command", axis.knob));
+            }
+            axis.knob = arg.get_long().unwrap_or(id).to_string();
+            Ok(axis)
         };
-        Ok(cachesim::sweep::Grid { axes: axes(&g.grid)?, zip: axes(&g.zip)? })
+        let mut axes = Vec::new();
+        let mut zip = Vec::new();
+        for (section, from_file, from_cli, out) in
+            [("grid", file.map(|f| &f.grid), &g.grid, &mut axes), ("zip", file.map(|f| &f.zip), &g.zip, &mut zip)]
+        {
+            for (axis, line) in from_file.into_iter().flatten() {
+                let f = file.expect("axes come from a file");
+                let field = format!("{section}.{}", axis.knob);
+                out.push(check(axis.clone()).map_err(|e| f.error(*line, &field, &e))?);
+            }
+            for s in from_cli {
+                let axis = cachesim::sweep::parse_axis(s)?;
+                out.push(check(axis).map_err(|e| anyhow::anyhow!("--{section}: {e}"))?);
+            }
+        }
+        Ok(cachesim::sweep::Grid { axes, zip })
+    }
+
+    /// The base run arguments: the command line and the file's `[run]`, no grid point.
+    pub fn base_args(&self) -> anyhow::Result<RunArgs> {
+        self.parse_point(&Vec::new()).map_err(anyhow::Error::msg)
     }
 
     /// The run arguments of one point: the base command line, the point's flags replacing the
@@ -96,29 +140,40 @@ impl RunFlags {
         for (knob, value) in point {
             let arg = self.find(knob).ok_or_else(|| format!("`{knob}` is not a flag of `cachesim run`"))?;
             set.push(arg.get_id().as_str());
-            if arg.get_action().takes_values() {
-                extra.push(format!("--{knob}={value}"));
-            } else {
-                match value.as_str() {
-                    "true" | "on" | "1" | "yes" => extra.push(format!("--{knob}")),
-                    "false" | "off" | "0" | "no" => {}
-                    _ => {
-                        return Err(format!("--grid {knob}: `{value}` is not true or false (the flag takes no value)"))
-                    }
-                }
-            }
+            extra.extend(words(arg, knob, value).map_err(|e| format!("--grid {knob}: {e}"))?);
         }
         let mut argv: Vec<String> =
             self.base.iter().filter(|(id, _)| !set.contains(&id.as_str())).flat_map(|(_, w)| w.clone()).collect();
         argv.extend(extra);
         let described = point.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
         let m = self.cmd.clone().try_get_matches_from(&argv).map_err(|e| {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
-            format!("grid point {described}: {first}")
+            if point.is_empty() {
+                first_line(&e)
+            } else {
+                format!("grid point {described}: {}", first_line(&e))
+            }
         })?;
         PointCli::from_arg_matches(&m).map(|p| p.run).map_err(|e| format!("grid point {described}: {e}"))
     }
+}
+
+/// The command-line words setting `arg` (named `knob`) to `value`; a flag without a value takes
+/// true or false.
+fn words(arg: &clap::Arg, knob: &str, value: &str) -> Result<Vec<String>, String> {
+    if arg.get_action().takes_values() {
+        return Ok(vec![format!("--{knob}={value}")]);
+    }
+    match value {
+        "true" | "on" | "1" | "yes" => Ok(vec![format!("--{knob}")]),
+        "false" | "off" | "0" | "no" => Ok(Vec::new()),
+        _ => Err(format!("`{value}` is not true or false (the flag takes no value)")),
+    }
+}
+
+/// The first line of a clap error, without its `error: ` prefix.
+fn first_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
 }
 
 /// A bar with ETA on stderr when it is a terminal, hidden otherwise.
@@ -138,61 +193,81 @@ fn points_bar(n: usize, what: &str) -> ProgressBar {
 /// Grid points: (index in the grid, knobs, the point's run arguments).
 type GridJobs = Vec<(usize, cachesim::sweep::Point, RunArgs)>;
 
-/// Grid points of this command (this shard's only), each with its run arguments parsed.
-fn grid_points(
-    base: &RunArgs,
-    grid: &GridArgs,
-    m: &clap::ArgMatches,
-    shard: Option<cachesim::sweep::Shard>,
-    also_refused: &[&str],
-) -> anyhow::Result<(Vec<String>, GridJobs)> {
-    for (set, flag) in [
-        (base.requests_csv.is_some(), "--requests-csv"),
-        (base.timeline_csv.is_some(), "--timeline-csv"),
-        (base.token_times_csv.is_some(), "--token-times-csv"),
-        (base.plot.is_some(), "--plot"),
-    ] {
-        if set {
-            anyhow::bail!("{flag} writes one run's details; run the chosen point with `cachesim run` for it");
-        }
+/// What `sweep` and `plan` share: the sweep file, the run flags (command line over `[run]`)
+/// and the base run arguments they make.
+struct Setup {
+    file: Option<SweepFile>,
+    flags: RunFlags,
+    run: RunArgs,
+}
+
+impl Setup {
+    fn new(grid: &GridArgs, m: &clap::ArgMatches) -> anyhow::Result<Setup> {
+        let file = grid.file.as_deref().map(SweepFile::read).transpose()?;
+        let flags = RunFlags::new(m, file.as_ref())?;
+        let run = flags.base_args()?;
+        Ok(Setup { file, flags, run })
     }
-    let flags = RunFlags::new(m);
-    let grid = flags.grid(grid, also_refused).map_err(anyhow::Error::msg)?;
-    let knobs = grid.knobs()?;
-    let base_build = format!("{:?}", base.build_options());
-    let mut out = Vec::new();
-    for (k, p) in grid.points()?.into_iter().enumerate() {
-        if shard.is_some_and(|s| !s.contains(k)) {
-            continue;
+
+    /// Grid points of this command (this shard's only), each with its run arguments parsed.
+    fn points(
+        &self,
+        grid: &GridArgs,
+        shard: Option<cachesim::sweep::Shard>,
+        also_refused: &[&str],
+    ) -> anyhow::Result<(Vec<String>, GridJobs)> {
+        let base = &self.run;
+        for (set, flag) in [
+            (base.requests_csv.is_some(), "--requests-csv"),
+            (base.timeline_csv.is_some(), "--timeline-csv"),
+            (base.token_times_csv.is_some(), "--token-times-csv"),
+            (base.plot.is_some(), "--plot"),
+        ] {
+            if set {
+                anyhow::bail!("{flag} writes one run's details; run the chosen point with `cachesim run` for it");
+            }
         }
-        let args = flags.parse_point(&p).map_err(anyhow::Error::msg)?;
-        if format!("{:?}", args.build_options()) != base_build {
-            anyhow::bail!(
-                "--grid: {} changes how the trace becomes requests (the sweep tokenises it once); set it outside the grid",
-                p.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
-            );
+        let grid = self.flags.grid(grid, self.file.as_ref(), also_refused)?;
+        let knobs = grid.knobs()?;
+        let base_build = format!("{:?}", base.build_options());
+        let mut out = Vec::new();
+        for (k, p) in grid.points()?.into_iter().enumerate() {
+            if shard.is_some_and(|s| !s.contains(k)) {
+                continue;
+            }
+            let args = self.flags.parse_point(&p).map_err(anyhow::Error::msg)?;
+            if format!("{:?}", args.build_options()) != base_build {
+                anyhow::bail!(
+                    "--grid: {} changes how the trace becomes requests (the sweep tokenises it once); set it outside the grid",
+                    p.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+                );
+            }
+            out.push((k, p, args));
         }
-        out.push((k, p, args));
+        Ok((knobs, out))
     }
-    Ok((knobs, out))
 }
 
 pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     use cachesim::sweep::output;
-    output::check_metric(&args.rank_by)?;
+    let setup = Setup::new(&args.grid, m)?;
+    let from_cli = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    let file_rank = setup.file.as_ref().and_then(|f| f.rank_by.clone()).filter(|_| !from_cli("rank_by"));
+    let rank_by = file_rank.unwrap_or_else(|| args.rank_by.clone());
+    output::check_metric(&rank_by)?;
     let ascending = if args.ascending {
         true
     } else if args.descending {
         false
     } else {
-        output::smaller_is_better(&args.rank_by)
+        setup.file.as_ref().and_then(|f| f.ascending).unwrap_or_else(|| output::smaller_is_better(&rank_by))
     };
     if let Some(p) = &args.heatmap {
         cachesim::plot::check_plot_path(p)?;
     }
-    let (knobs, points) = grid_points(&args.run, &args.grid, m, args.shard, &[])?;
+    let (knobs, points) = setup.points(&args.grid, args.shard, &[])?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
-    let w = load(&args.run.trace, &args.run.build_options())?;
+    let w = load(&setup.run.trace, &setup.run.build_options())?;
     let pb = points_bar(jobs.len(), "simulating");
     let rows = cachesim::sweep::run_all(&w, jobs, &|| pb.inc(1));
     pb.finish_and_clear();
@@ -201,11 +276,11 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> 
         output::write_csv(p, &header, &records)?;
     }
     if let Some(p) = &args.heatmap {
-        cachesim::sweep::heatmap::heatmap(p, &rows, &args.rank_by, ascending)?;
+        cachesim::sweep::heatmap::heatmap(p, &rows, &rank_by, ascending)?;
     }
-    let order = output::rank(&rows, &args.rank_by, ascending);
+    let order = output::rank(&rows, &rank_by, ascending);
     let mut stdout = std::io::stdout().lock();
-    if args.run.json {
+    if setup.run.json {
         let results: Vec<serde_json::Value> = order
             .iter()
             .enumerate()
@@ -227,7 +302,7 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> 
             })
             .collect();
         let doc = serde_json::json!({
-            "rank_by": args.rank_by,
+            "rank_by": rank_by,
             "ascending": ascending,
             "shard": args.shard.map(|s| format!("{}/{}", s.index, s.count)),
             "trace": &w.info,
@@ -238,7 +313,7 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> 
     } else {
         write!(stdout, "{}", trace_summary(&w.info))?;
         let dir = if ascending { "smallest first" } else { "largest first" };
-        writeln!(stdout, "Ranked by:      {} ({dir}), {}\n", args.rank_by, plural(rows.len(), "point"))?;
+        writeln!(stdout, "Ranked by:      {} ({dir}), {}\n", rank_by, plural(rows.len(), "point"))?;
         write!(stdout, "{}", output::table(&rows, &order))?;
         if let Some(p) = &args.csv {
             writeln!(stdout, "\nCSV:            {}", p.display())?;
@@ -261,7 +336,14 @@ pub fn merge(args: &cli::MergeArgs) -> anyhow::Result<()> {
 
 pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     use rayon::prelude::*;
-    if args.run.request_rate.is_some() {
+    let setup = Setup::new(&args.grid, m)?;
+    let slo = args
+        .slo
+        .clone()
+        .or_else(|| setup.file.as_ref().and_then(|f| f.slo.clone()))
+        .ok_or_else(|| anyhow::anyhow!("plan needs an SLO: --slo ttft_p99=2000,… or slo = \"…\" in the --file"))?;
+    let slo = &slo;
+    if setup.run.request_rate.is_some() {
         anyhow::bail!("plan searches the request rate itself; drop --request-rate");
     }
     if !(args.tolerance > 0.0 && args.tolerance < 1.0) {
@@ -275,9 +357,9 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     };
     let shape = if args.trace_shape { cachesim::plan::Shape::Trace } else { cachesim::plan::Shape::Poisson };
     let refused: &[&str] = if args.trace_shape { &["request_rate", "time_scale"] } else { &["request_rate"] };
-    let (knobs, points) = grid_points(&args.run, &args.grid, m, None, refused)?;
+    let (knobs, points) = setup.points(&args.grid, None, refused)?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
-    let w = load(&args.run.trace, &args.run.build_options())?;
+    let w = load(&setup.run.trace, &setup.run.build_options())?;
     if args.trace_shape && !w.requests.iter().all(|r| r.arrival_ms.is_some()) {
         anyhow::bail!(
             "--trace-shape: {} has no time stamps; drop --trace-shape to search Poisson rates",
@@ -288,17 +370,16 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     let results: Vec<(usize, cachesim::sweep::Point, Result<cachesim::plan::PlanResult, String>)> = jobs
         .into_par_iter()
         .map(|(k, p, cfg)| {
-            let r = cfg
-                .and_then(|cfg| cachesim::plan::max_rate(&w, &cfg, &args.slo, &opts, shape))
-                .map_err(|e| e.to_string());
+            let r =
+                cfg.and_then(|cfg| cachesim::plan::max_rate(&w, &cfg, slo, &opts, shape)).map_err(|e| e.to_string());
             pb.inc(1);
             (k, p, r)
         })
         .collect();
     pb.finish_and_clear();
-    let slo_text: Vec<String> = args.slo.0.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect();
+    let slo_text: Vec<String> = slo.0.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect();
     let mut stdout = std::io::stdout().lock();
-    if args.run.json {
+    if setup.run.json {
         let rows: Vec<serde_json::Value> = results
             .iter()
             .map(|(k, p, r)| {
@@ -337,7 +418,7 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     let arrivals = if args.trace_shape {
         "the trace's own arrival pattern, time stamps scaled to each rate".to_string()
     } else {
-        format!("Poisson arrivals ({} process)", format!("{:?}", args.run.options().arrivals.process).to_lowercase())
+        format!("Poisson arrivals ({} process)", format!("{:?}", setup.run.options().arrivals.process).to_lowercase())
     };
     writeln!(
         stdout,
@@ -347,7 +428,7 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
     )?;
     let mut head: Vec<String> = knobs.clone();
     head.extend(["max req/s", "goodput req/s", "attainment", "output tok/s", "sims"].map(String::from));
-    head.extend(args.slo.0.iter().map(|t| t.key()));
+    head.extend(slo.0.iter().map(|t| t.key()));
     let mut lines: Vec<Vec<String>> = Vec::new();
     let mut best: Option<(f64, bool, String)> = None;
     for (_, p, r) in &results {
@@ -368,12 +449,12 @@ pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
                             format!("{:.1}", t.output_throughput),
                         ]);
                         cells.push(res.simulations.to_string());
-                        cells.extend(args.slo.0.iter().map(|s| format!("{:.1}", t.slo_values[&s.key()])));
+                        cells.extend(slo.0.iter().map(|s| format!("{:.1}", t.slo_values[&s.key()])));
                     }
                     None => {
                         cells.extend(["-", "-", "-"].map(String::from));
                         cells.push(res.simulations.to_string());
-                        cells.extend(args.slo.0.iter().map(|_| "-".to_string()));
+                        cells.extend(slo.0.iter().map(|_| "-".to_string()));
                     }
                 }
                 if let Some(r) = res.max_rate {
