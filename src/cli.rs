@@ -756,6 +756,22 @@ pub struct PlanArgs {
     /// rate tried, instead of Poisson arrivals; the rate is the mean send rate.
     #[arg(long, help_heading = "Plan")]
     pub trace_shape: bool,
+    /// Find the cheapest deployment meeting the SLO at this rate (req/s) instead of each
+    /// configuration's highest rate: the grid's points (e.g. --gpus a,b --tp 1,2,4) each with
+    /// the fewest instances (--instances 1..16, bisected) that meet it, priced by --gpu-price.
+    #[arg(long, value_name = "REQ/S", help_heading = "Deployment")]
+    pub target_rate: Option<f64>,
+    /// GPU prices in USD per GPU-hour, GPU=USD,… (e.g. h100-sxm=3.50,a100-80gb=1.80); none are
+    /// built in. Repeatable.
+    #[arg(long, value_name = "GPU=USD_PER_HOUR,…", value_parser = parse_prices, help_heading = "Deployment")]
+    pub gpu_price: Vec<cachesim::plan::deploy::Prices>,
+    /// Curves in the --plot figure: the best N configurations (cheapest N deployments).
+    #[arg(long, default_value_t = 4, value_name = "N", help_heading = "Plan")]
+    pub top: usize,
+}
+
+fn parse_prices(s: &str) -> Result<cachesim::plan::deploy::Prices, String> {
+    s.parse().map_err(|e: cachesim::Error| e.to_string())
 }
 
 fn parse_slo(s: &str) -> Result<cachesim::plan::Slo, String> {

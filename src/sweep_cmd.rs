@@ -3,6 +3,11 @@
 //! then the library's [`cachesim::sweep`] and [`cachesim::plan`] over one shared workload, and
 //! the tables, CSV, JSON and heatmap they print or write.
 
+mod deploy;
+mod plan;
+
+pub use plan::plan;
+
 use super::{load, trace_summary};
 use crate::cli::{self, GridArgs, RunArgs, TraceArgs};
 use cachesim::sweep::file::SweepFile;
@@ -89,8 +94,11 @@ impl RunFlags {
         let check = |mut axis: cachesim::sweep::Axis| -> Result<cachesim::sweep::Axis, String> {
             let arg = self.find(&axis.knob).ok_or_else(|| {
                 if axis.knob == "instances" {
-                    "`instances` needs --instances in `cachesim run` (multi-instance runs), which this build lacks"
-                        .to_string()
+                    format!(
+                        "instances {} needs --instances in `cachesim run` (multi-instance runs), which this build \
+                         lacks: only one instance can be simulated",
+                        axis.values.join(",")
+                    )
                 } else {
                     format!("`{}` is not a flag of `cachesim run` (see cachesim run --help)", axis.knob)
                 }
@@ -108,18 +116,25 @@ impl RunFlags {
             axis.knob = arg.get_long().unwrap_or(id).to_string();
             Ok(axis)
         };
+        // One instance is every run's deployment, with or without the flag.
+        let single = |a: &cachesim::sweep::Axis| {
+            a.knob == "instances" && self.find("instances").is_none() && a.values.iter().all(|v| v == "1")
+        };
         let mut axes = Vec::new();
         let mut zip = Vec::new();
         for (section, from_file, from_cli, out) in
             [("grid", file.map(|f| &f.grid), &g.grid, &mut axes), ("zip", file.map(|f| &f.zip), &g.zip, &mut zip)]
         {
-            for (axis, line) in from_file.into_iter().flatten() {
+            for (axis, line) in from_file.into_iter().flatten().filter(|(a, _)| !single(a)) {
                 let f = file.expect("axes come from a file");
                 let field = format!("{section}.{}", axis.knob);
                 out.push(check(axis.clone()).map_err(|e| f.error(*line, &field, &e))?);
             }
             for s in from_cli {
                 let axis = cachesim::sweep::parse_axis(s)?;
+                if single(&axis) {
+                    continue;
+                }
                 out.push(check(axis).map_err(|e| anyhow::anyhow!("--{section}: {e}"))?);
             }
         }
@@ -177,7 +192,7 @@ fn first_line(e: &clap::Error) -> String {
 }
 
 /// A bar with ETA on stderr when it is a terminal, hidden otherwise.
-fn points_bar(n: usize, what: &str) -> ProgressBar {
+pub(crate) fn points_bar(n: usize, what: &str) -> ProgressBar {
     use std::io::IsTerminal;
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
@@ -191,11 +206,11 @@ fn points_bar(n: usize, what: &str) -> ProgressBar {
 }
 
 /// Grid points: (index in the grid, knobs, the point's run arguments).
-type GridJobs = Vec<(usize, cachesim::sweep::Point, RunArgs)>;
+pub(crate) type GridJobs = Vec<(usize, cachesim::sweep::Point, RunArgs)>;
 
 /// What `sweep` and `plan` share: the sweep file, the run flags (command line over `[run]`)
 /// and the base run arguments they make.
-struct Setup {
+pub(crate) struct Setup {
     file: Option<SweepFile>,
     flags: RunFlags,
     run: RunArgs,
@@ -216,20 +231,33 @@ impl Setup {
         shard: Option<cachesim::sweep::Shard>,
         also_refused: &[&str],
     ) -> anyhow::Result<(Vec<String>, GridJobs)> {
+        let grid = self.grid(grid, also_refused)?;
+        self.jobs(&grid, shard)
+    }
+
+    /// The grid of the file and the command line; refuses per-run output files.
+    fn grid(&self, grid: &GridArgs, also_refused: &[&str]) -> anyhow::Result<cachesim::sweep::Grid> {
         let base = &self.run;
         for (set, flag) in [
             (base.requests_csv.is_some(), "--requests-csv"),
             (base.timeline_csv.is_some(), "--timeline-csv"),
             (base.token_times_csv.is_some(), "--token-times-csv"),
-            (base.plot.is_some(), "--plot"),
         ] {
             if set {
                 anyhow::bail!("{flag} writes one run's details; run the chosen point with `cachesim run` for it");
             }
         }
-        let grid = self.flags.grid(grid, self.file.as_ref(), also_refused)?;
+        self.flags.grid(grid, self.file.as_ref(), also_refused)
+    }
+
+    /// The grid's points (this shard's only), each with its run arguments parsed.
+    fn jobs(
+        &self,
+        grid: &cachesim::sweep::Grid,
+        shard: Option<cachesim::sweep::Shard>,
+    ) -> anyhow::Result<(Vec<String>, GridJobs)> {
         let knobs = grid.knobs()?;
-        let base_build = format!("{:?}", base.build_options());
+        let base_build = format!("{:?}", self.run.build_options());
         let mut out = Vec::new();
         for (k, p) in grid.points()?.into_iter().enumerate() {
             if shard.is_some_and(|s| !s.contains(k)) {
@@ -264,6 +292,11 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> 
     };
     if let Some(p) = &args.heatmap {
         cachesim::plot::check_plot_path(p)?;
+    }
+    if setup.run.plot.is_some() {
+        anyhow::bail!(
+            "--plot draws one run; a sweep draws its --heatmap (run the chosen point with `cachesim run --plot`)"
+        );
     }
     let (knobs, points) = setup.points(&args.grid, args.shard, &[])?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
@@ -334,170 +367,68 @@ pub fn merge(args: &cli::MergeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
-    use rayon::prelude::*;
-    let setup = Setup::new(&args.grid, m)?;
-    let slo = args
-        .slo
-        .clone()
-        .or_else(|| setup.file.as_ref().and_then(|f| f.slo.clone()))
-        .ok_or_else(|| anyhow::anyhow!("plan needs an SLO: --slo ttft_p99=2000,… or slo = \"…\" in the --file"))?;
-    let slo = &slo;
-    if setup.run.request_rate.is_some() {
-        anyhow::bail!("plan searches the request rate itself; drop --request-rate");
-    }
-    if !(args.tolerance > 0.0 && args.tolerance < 1.0) {
-        anyhow::bail!("--tolerance must lie in (0, 1), e.g. 0.01 for 1 %");
-    }
-    let opts = cachesim::plan::SearchOptions {
-        start_rate: args.start_rate,
-        tolerance: args.tolerance,
-        max_rate: args.max_rate,
-        min_rate: (args.start_rate / 1024.0).min(1e-3),
-    };
-    let shape = if args.trace_shape { cachesim::plan::Shape::Trace } else { cachesim::plan::Shape::Poisson };
-    let refused: &[&str] = if args.trace_shape { &["request_rate", "time_scale"] } else { &["request_rate"] };
-    let (knobs, points) = setup.points(&args.grid, None, refused)?;
-    let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
-    let w = load(&setup.run.trace, &setup.run.build_options())?;
-    if args.trace_shape && !w.requests.iter().all(|r| r.arrival_ms.is_some()) {
-        anyhow::bail!(
-            "--trace-shape: {} has no time stamps; drop --trace-shape to search Poisson rates",
-            w.info.path.display()
-        );
-    }
-    let pb = points_bar(jobs.len(), "searching");
-    let results: Vec<(usize, cachesim::sweep::Point, Result<cachesim::plan::PlanResult, String>)> = jobs
-        .into_par_iter()
-        .map(|(k, p, cfg)| {
-            let r =
-                cfg.and_then(|cfg| cachesim::plan::max_rate(&w, &cfg, slo, &opts, shape)).map_err(|e| e.to_string());
-            pb.inc(1);
-            (k, p, r)
-        })
-        .collect();
-    pb.finish_and_clear();
-    let slo_text: Vec<String> = slo.0.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect();
-    let mut stdout = std::io::stdout().lock();
-    if setup.run.json {
-        let rows: Vec<serde_json::Value> = results
-            .iter()
-            .map(|(k, p, r)| {
-                let mut o = serde_json::Map::new();
-                o.insert("point".into(), (*k).into());
-                for (knob, v) in p {
-                    o.insert(knob.clone(), v.clone().into());
-                }
-                match r {
-                    Ok(res) => {
-                        if let serde_json::Value::Object(fields) = serde_json::to_value(res).expect("serialisable") {
-                            o.extend(fields);
-                        }
-                    }
-                    Err(e) => {
-                        o.insert("error".into(), e.clone().into());
-                    }
-                }
-                o.into()
-            })
-            .collect();
-        let doc = serde_json::json!({
-            "slo": slo_text,
-            "tolerance": args.tolerance,
-            "arrivals": shape,
-            "goodput_definition": "max_rate: the highest request rate served within the SLO (DistServe, Zhong et al., OSDI 2024); goodput at it: requests meeting every per-request limit per second (vllm bench serve --goodput)",
-            "trace": &w.info,
-            "results": rows,
-        });
-        serde_json::to_writer_pretty(&mut stdout, &doc)?;
-        writeln!(stdout)?;
-        return Ok(());
-    }
-    write!(stdout, "{}", trace_summary(&w.info))?;
-    writeln!(stdout, "SLO:            {}", slo_text.join(", "))?;
-    let arrivals = if args.trace_shape {
-        "the trace's own arrival pattern, time stamps scaled to each rate".to_string()
-    } else {
-        format!("Poisson arrivals ({} process)", format!("{:?}", setup.run.options().arrivals.process).to_lowercase())
-    };
-    writeln!(
-        stdout,
-        "Search:         {arrivals}, rate bracketed from {} req/s then bisected to {} %\n",
-        args.start_rate,
-        args.tolerance * 100.0
-    )?;
-    let mut head: Vec<String> = knobs.clone();
-    head.extend(["max req/s", "goodput req/s", "attainment", "output tok/s", "sims"].map(String::from));
-    head.extend(slo.0.iter().map(|t| t.key()));
-    let mut lines: Vec<Vec<String>> = Vec::new();
-    let mut best: Option<(f64, bool, String)> = None;
-    for (_, p, r) in &results {
-        let mut cells: Vec<String> = p.iter().map(|(_, v)| v.clone()).collect();
-        match r {
-            Ok(res) => {
-                let rate = match (res.max_rate, res.unbounded) {
-                    (Some(r), true) => format!(">= {r:.2}"),
-                    (Some(r), false) => format!("{r:.2}"),
-                    (None, _) => "none".into(),
-                };
-                cells.push(rate);
-                match &res.at_max_rate {
-                    Some(t) => {
-                        cells.extend([
-                            format!("{:.2}", t.goodput),
-                            format!("{:.1} %", t.slo_attainment * 100.0),
-                            format!("{:.1}", t.output_throughput),
-                        ]);
-                        cells.push(res.simulations.to_string());
-                        cells.extend(slo.0.iter().map(|s| format!("{:.1}", t.slo_values[&s.key()])));
-                    }
-                    None => {
-                        cells.extend(["-", "-", "-"].map(String::from));
-                        cells.push(res.simulations.to_string());
-                        cells.extend(slo.0.iter().map(|_| "-".to_string()));
-                    }
-                }
-                if let Some(r) = res.max_rate {
-                    let what = if p.is_empty() {
-                        "this configuration".to_string()
-                    } else {
-                        p.iter().map(|(k, v)| format!("--{k} {v}")).collect::<Vec<_>>().join(" ")
-                    };
-                    // An unbounded configuration beats every bounded one; the first of equals wins.
-                    if best.as_ref().is_none_or(|(b, u, _)| (res.unbounded, r) > (*u, *b)) {
-                        best = Some((r, res.unbounded, what));
-                    }
-                }
-            }
-            Err(e) => {
-                cells.push(format!("failed: {e}"));
-            }
-        }
-        lines.push(cells);
-    }
-    let widths: Vec<usize> = (0..head.len())
-        .map(|c| lines.iter().filter_map(|l| l.get(c)).map(String::len).chain([head[c].len()]).max().unwrap_or(0))
-        .collect();
-    let fmt =
-        |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ");
-    writeln!(stdout, "{}", fmt(&head))?;
-    for l in &lines {
-        writeln!(stdout, "{}", fmt(l))?;
-    }
-    match best {
-        Some((r, false, what)) => {
-            writeln!(stdout, "\nBest: {what} sustains {r:.2} req/s within the SLO (one instance).")?
-        }
-        Some((r, true, what)) => writeln!(
-            stdout,
-            "\nBest: {what} meets the SLO even at {r} req/s (--max-rate): these requests are too few to load it; send more (--num-prompts)."
-        )?,
-        None => writeln!(stdout, "\nNo configuration meets the SLO at any rate tried.")?,
-    }
-    Ok(())
+/// "1 point", "2 points".
+pub(crate) fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-/// "1 point", "2 points".
-fn plural(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+/// In `sweep` and `plan`, a run flag given a list or an integer range on the command line is a
+/// grid axis: `--tp 1,2,4` is `--grid tp=1,2,4`, `--max-num-seqs 16..64:16` is
+/// `--grid max-num-seqs=16..64:16`; `--gpus a,b` is `--grid gpu=a,b`. Until `cachesim run`
+/// has `--instances`, `--instances N` is `--grid instances=N` too (refused above 1 by the grid).
+/// Trace flags and values that look like paths are left alone. Other commands' words pass
+/// through unchanged.
+pub fn lists_as_axes(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use clap::{Args as _, CommandFactory};
+    if !matches!(argv.get(1).and_then(|a| a.to_str()), Some("sweep" | "plan")) {
+        return argv;
+    }
+    let cmd = PointCli::command();
+    let trace_cmd = TraceArgs::augment_args(clap::Command::new("trace"));
+    let has_instances = cmd.get_arguments().any(|a| a.get_long() == Some("instances"));
+    let is_list = |v: &str| {
+        let item = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "_.@-".contains(c));
+        let range = |t: &str| {
+            let (a, rest) = t.split_once("..").unwrap_or(("x", ""));
+            let (b, step) = rest.split_once(':').unwrap_or((rest, "1"));
+            [a, b, step].iter().all(|n| n.parse::<i64>().is_ok())
+        };
+        (v.contains(',') && v.split(',').all(item)) || range(v)
+    };
+    // The knob a flag's list becomes an axis of, if it does.
+    let axis_of = |name: &str, value: &str| -> Option<String> {
+        match name {
+            "gpus" => return Some("gpu".into()),
+            "instances" if !has_instances => return Some("instances".into()),
+            _ => {}
+        }
+        let arg = cmd.get_arguments().find(|a| a.get_long() == Some(name))?;
+        let is_trace = trace_cmd.get_arguments().any(|t| t.get_id() == arg.get_id());
+        (!is_trace && arg.get_action().takes_values() && is_list(value)).then(|| name.to_string())
+    };
+    let mut out: Vec<std::ffi::OsString> = argv[..2].to_vec();
+    let mut i = 2;
+    while i < argv.len() {
+        let word = argv[i].to_str().unwrap_or("");
+        let Some(flag) = word.strip_prefix("--").filter(|f| !f.is_empty()) else {
+            out.push(argv[i].clone());
+            i += 1;
+            continue;
+        };
+        let (name, value, used) = match flag.split_once('=') {
+            Some((n, v)) => (n, Some(v), 1),
+            None => (flag, argv.get(i + 1).and_then(|v| v.to_str()), 2),
+        };
+        match value.and_then(|v| axis_of(name, v).map(|k| format!("--grid={k}={v}"))) {
+            Some(grid) => {
+                out.push(grid.into());
+                i += used;
+            }
+            None => {
+                out.push(argv[i].clone());
+                i += 1;
+            }
+        }
+    }
+    out
 }
