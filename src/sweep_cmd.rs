@@ -92,17 +92,9 @@ impl RunFlags {
         let trace_cmd = TraceArgs::augment_args(clap::Command::new("trace"));
         let trace_ids: Vec<&str> = trace_cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
         let check = |mut axis: cachesim::sweep::Axis| -> Result<cachesim::sweep::Axis, String> {
-            let arg = self.find(&axis.knob).ok_or_else(|| {
-                if axis.knob == "instances" {
-                    format!(
-                        "instances {} needs --instances in `cachesim run` (multi-instance runs), which this build \
-                         lacks: only one instance can be simulated",
-                        axis.values.join(",")
-                    )
-                } else {
-                    format!("`{}` is not a flag of `cachesim run` (see cachesim run --help)", axis.knob)
-                }
-            })?;
+            let arg = self
+                .find(&axis.knob)
+                .ok_or_else(|| format!("`{}` is not a flag of `cachesim run` (see cachesim run --help)", axis.knob))?;
             let id = arg.get_id().as_str();
             if trace_ids.contains(&id) {
                 return Err(format!(
@@ -116,25 +108,18 @@ impl RunFlags {
             axis.knob = arg.get_long().unwrap_or(id).to_string();
             Ok(axis)
         };
-        // One instance is every run's deployment, with or without the flag.
-        let single = |a: &cachesim::sweep::Axis| {
-            a.knob == "instances" && self.find("instances").is_none() && a.values.iter().all(|v| v == "1")
-        };
         let mut axes = Vec::new();
         let mut zip = Vec::new();
         for (section, from_file, from_cli, out) in
             [("grid", file.map(|f| &f.grid), &g.grid, &mut axes), ("zip", file.map(|f| &f.zip), &g.zip, &mut zip)]
         {
-            for (axis, line) in from_file.into_iter().flatten().filter(|(a, _)| !single(a)) {
+            for (axis, line) in from_file.into_iter().flatten() {
                 let f = file.expect("axes come from a file");
                 let field = format!("{section}.{}", axis.knob);
                 out.push(check(axis.clone()).map_err(|e| f.error(*line, &field, &e))?);
             }
             for s in from_cli {
                 let axis = cachesim::sweep::parse_axis(s)?;
-                if single(&axis) {
-                    continue;
-                }
                 out.push(check(axis).map_err(|e| anyhow::anyhow!("--{section}: {e}"))?);
             }
         }
@@ -374,9 +359,8 @@ pub(crate) fn plural(n: usize, what: &str) -> String {
 
 /// In `sweep` and `plan`, a run flag given a list or an integer range on the command line is a
 /// grid axis: `--tp 1,2,4` is `--grid tp=1,2,4`, `--max-num-seqs 16..64:16` is
-/// `--grid max-num-seqs=16..64:16`; `--gpus a,b` is `--grid gpu=a,b`. Until `cachesim run`
-/// has `--instances`, `--instances N` is `--grid instances=N` too (refused above 1 by the grid).
-/// Trace flags and values that look like paths are left alone. Other commands' words pass
+/// `--grid max-num-seqs=16..64:16`, `--instances 1..16` is `--grid instances=1..16`;
+/// `--gpus a,b` is `--grid gpu=a,b`. Trace flags and values that look like paths are left alone. Other commands' words pass
 /// through unchanged.
 pub fn lists_as_axes(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     use clap::{Args as _, CommandFactory};
@@ -385,7 +369,6 @@ pub fn lists_as_axes(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     }
     let cmd = PointCli::command();
     let trace_cmd = TraceArgs::augment_args(clap::Command::new("trace"));
-    let has_instances = cmd.get_arguments().any(|a| a.get_long() == Some("instances"));
     let is_list = |v: &str| {
         let item = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "_.@-".contains(c));
         let range = |t: &str| {
@@ -397,10 +380,8 @@ pub fn lists_as_axes(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     };
     // The knob a flag's list becomes an axis of, if it does.
     let axis_of = |name: &str, value: &str| -> Option<String> {
-        match name {
-            "gpus" => return Some("gpu".into()),
-            "instances" if !has_instances => return Some("instances".into()),
-            _ => {}
+        if name == "gpus" {
+            return Some("gpu".into());
         }
         let arg = cmd.get_arguments().find(|a| a.get_long() == Some(name))?;
         let is_trace = trace_cmd.get_arguments().any(|t| t.get_id() == arg.get_id());

@@ -1,12 +1,12 @@
 //! `cachesim plan` beyond the rate search: the cheapest deployment at a target rate (each
 //! deployment's SLO values equal a plain `cachesim run` at that rate, costs are instances × GPUs
-//! × the user's price, the cheapest is named), list flags as grid axes, refusals (missing prices,
-//! more than one instance before `run` has `--instances`), the SLO-against-rate figure, the
+//! × the user's price, the cheapest is named), the fewest instances by bisection, list flags as
+//! grid axes, refusals (missing prices, a price without a target), the SLO-against-rate figure, the
 //! calibration line, and output that does not depend on the thread count.
 
 mod common;
 
-use common::{cachesim, fails, ok};
+use common::{fails, ok};
 use serde_json::Value;
 
 const DEPLOY: [&str; 14] = [
@@ -92,15 +92,6 @@ fn deployment_refusals() {
     assert!(err.contains("no price for `l40s`; add l40s=USD_PER_HOUR (no prices are built in)"), "{err}");
     let no_prices = ["plan", "--num-prompts", "4", "--slo", "ttft_p99=60", "--target-rate", "10"];
     assert!(fails(&no_prices).contains("needs --gpu-price"));
-    let four = ["plan", "--num-prompts", "4", "--slo", "ttft_p99=60", "--target-rate", "10", "--instances", "1..4"];
-    let four: Vec<&str> = four.into_iter().chain(["--gpu-price", "h100-sxm=1"]).collect();
-    let run_has_instances = String::from_utf8(cachesim(&["run", "--help"]).stdout).unwrap().contains("--instances");
-    if !run_has_instances {
-        assert!(fails(&four).contains("instances 1,2,3,4 needs --instances in `cachesim run`"));
-        // One instance is what every run is: accepted.
-        let one: Vec<&str> = four.iter().map(|a| if *a == "1..4" { "1" } else { a }).collect();
-        assert!(ok(&one).contains("Cheapest: 1 × h100-sxm TP1"));
-    }
     let price_no_target = ["plan", "--num-prompts", "4", "--slo", "ttft_p99=60", "--gpu-price", "h100-sxm=1"];
     assert!(fails(&price_no_target).contains("--gpu-price prices deployments at a --target-rate"));
     assert!(fails(&["plan", "--slo", "ttft_p99=60", "--target-rate", "10", "--gpu-price", "h100-sxm"])
@@ -184,4 +175,56 @@ fn plan_output_does_not_depend_on_the_thread_count() {
     assert_eq!(run("1", &[]), run("2", &[]));
     let deploy = ["--target-rate", "5", "--gpus", "h100-sxm,l40s", "--gpu-price", "h100-sxm=2,l40s=1"];
     assert_eq!(run("1", &deploy), run("2", &deploy));
+}
+
+/// With `--instances 1..8` the fewest instances meeting the SLO are found by bisection (the most
+/// first, then halving: 4 simulations, not 8), and the answer checks out against plain runs: one
+/// instance fewer misses the SLO, the count found gives exactly the values reported. At equal
+/// cost per hour, fewer GPUs win.
+#[test]
+fn the_fewest_instances_by_bisection() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("r300.jsonl");
+    let trace = trace.to_str().unwrap();
+    ok(&[
+        "gen",
+        "random",
+        "--num-prompts",
+        "300",
+        "--input-len",
+        "1000",
+        "--output-len",
+        "100",
+        "--range-ratio",
+        "0.5",
+        "-o",
+        trace,
+    ]);
+    let base = ["--trace", trace, "--slo", "ttft_p99=300", "--target-rate", "40"];
+    let mut args = vec!["plan"];
+    args.extend(base);
+    args.extend(["--gpus", "l40s,h100-sxm", "--instances", "1..8", "--gpu-price", "l40s=1,h100-sxm=3", "--json"]);
+    let doc: Value = serde_json::from_str(&ok(&args)).unwrap();
+    assert_eq!(doc["instances_searched"], serde_json::json!([1, 2, 3, 4, 5, 6, 7, 8]));
+    let r = doc["results"].as_array().unwrap();
+    // h100-sxm: 1 instance at $3/h; l40s: 3 instances at $3/h; 1 GPU beats 3.
+    assert_eq!((r[0]["gpu"].as_str(), r[0]["instances"].as_u64()), (Some("h100-sxm"), Some(1)));
+    assert_eq!((r[1]["gpu"].as_str(), r[1]["instances"].as_u64()), (Some("l40s"), Some(3)));
+    assert_eq!(r[1]["tried"], serde_json::json!([[8, true], [4, true], [2, false], [3, true]]));
+    assert_eq!(r[0]["tried"], serde_json::json!([[8, true], [4, true], [2, true], [1, true]]));
+    assert_eq!(doc["simulations"], 8);
+    let p99 = |n: &str| -> f64 {
+        let out = ok(&["run", "--trace", trace, "--request-rate", "40", "--gpu", "l40s", "--instances", n, "--json"]);
+        serde_json::from_str::<Value>(&out).unwrap()["p99_ttft_ms"].as_f64().unwrap()
+    };
+    assert!(p99("2") > 300.0);
+    assert_eq!(p99("3"), r[1]["at_target"]["slo_values"]["p99_ttft_ms"].as_f64().unwrap());
+    args.pop();
+    let text = ok(&args);
+    assert!(
+        text.contains("fewest instances among 1..8 meeting the SLO at 40 req/s, bisected per configuration"),
+        "{text}"
+    );
+    assert!(text.contains("8 simulations instead of 16"), "{text}");
+    assert!(text.contains("Cheapest: 1 × h100-sxm TP1 (1 GPU) serves 40 req/s"), "{text}");
 }

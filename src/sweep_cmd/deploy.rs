@@ -23,6 +23,8 @@ struct Deployment {
     knobs: cachesim::sweep::Point,
     gpu: String,
     tp: u64,
+    /// The router in front of the instances (`--router`).
+    router: String,
     /// The fewest instances meeting the SLO at the target rate; `None`: not even the most.
     instances: Option<u64>,
     cost: Option<Cost>,
@@ -99,6 +101,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                 knobs: knobs.clone(),
                 gpu: String::new(),
                 tp: 0,
+                router: String::new(),
                 instances: None,
                 cost: None,
                 tried: Vec::new(),
@@ -113,6 +116,12 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                 }
             };
             (d.gpu, d.tp) = (cfg.gpu.name.clone(), cfg.tp);
+            d.router = serde_json::to_value(cfg.cluster.router)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            // Without an --instances list, the deployment's own count (--instances N, or 1).
+            let own = [cfg.cluster.instances as u64];
             let eval = |n: u64| -> cachesim::Result<(bool, Trial)> {
                 let cfg = match &counts {
                     Some(_) => {
@@ -125,7 +134,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                 };
                 cachesim::plan::trial_shaped(&w, &cfg, slo, rate, shape)
             };
-            match smallest(counts.as_deref().unwrap_or(&[1]), eval) {
+            match smallest(counts.as_deref().unwrap_or(&own), eval) {
                 Ok(s) => {
                     d.tried = s.tried;
                     if let Some((n, t)) = s.found {
@@ -141,10 +150,15 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         })
         .collect();
     pb.finish_and_clear();
-    // Cheapest first, then fewer GPUs, then grid order; those that miss the SLO last.
+    // Cheapest per hour first, then fewer GPUs, then cheaper per token, then grid order; those
+    // that miss the SLO last.
     found.sort_by(|a, b| match (&a.cost, &b.cost) {
         (Some(x), Some(y)) => {
-            x.usd_per_hour.total_cmp(&y.usd_per_hour).then(x.gpus.cmp(&y.gpus)).then(a.point.cmp(&b.point))
+            let per_m = |c: &Cost| c.usd_per_million_output_tokens.unwrap_or(f64::INFINITY);
+            (x.usd_per_hour.total_cmp(&y.usd_per_hour))
+                .then(x.gpus.cmp(&y.gpus))
+                .then(per_m(x).total_cmp(&per_m(y)))
+                .then(a.point.cmp(&b.point))
         }
         (Some(_), None) => std::cmp::Ordering::Less,
         (None, Some(_)) => std::cmp::Ordering::Greater,
@@ -159,7 +173,9 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         } else {
             format!(" ({})", describe(&rest.into_iter().cloned().collect()))
         };
-        format!("{} × {} TP{}{rest}", d.instances.unwrap_or(0), d.gpu, d.tp)
+        let n = d.instances.unwrap_or(0);
+        let behind = if n > 1 { format!(" behind {} routing", d.router) } else { String::new() };
+        format!("{n} × {} TP{}{behind}{rest}", d.gpu, d.tp)
     };
     if let Some(path) = &plan.setup.run.plot {
         let top: Vec<&Deployment> = found.iter().filter(|d| d.cost.is_some()).take(args.top.max(1)).collect();
@@ -189,10 +205,10 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
     let search = match &range {
         Some(r) => format!(
             "fewest instances among {r} meeting the SLO at {rate} req/s, bisected per configuration (more instances \
-             never serve a rate worse): {} instead of {all}",
+             are assumed never to serve a rate worse): {} instead of {all}",
             plural(sims, "simulation")
         ),
-        None => format!("one instance per configuration at {rate} req/s: {}", plural(sims, "simulation")),
+        None => format!("each configuration as given at {rate} req/s: {}", plural(sims, "simulation")),
     };
     let mut stdout = std::io::stdout().lock();
     if plan.setup.run.json {
