@@ -725,6 +725,11 @@ pub struct SweepArgs {
     /// SVG or PNG file.
     #[arg(long, value_name = "FILE.svg|png", help_heading = "Grid")]
     pub heatmap: Option<PathBuf>,
+    /// Real runs to compare with (CSV: columns named as the grid knobs, - or _, and as metric
+    /// keys or output_tok_s; others are labels): real against predicted, and Spearman's rho per
+    /// metric.
+    #[arg(long, value_name = "REAL.csv", help_heading = "Grid")]
+    pub compare: Option<PathBuf>,
 }
 
 fn parse_shard(s: &str) -> Result<cachesim::sweep::Shard, String> {
@@ -744,6 +749,7 @@ pub struct MergeArgs {
 
 /// `cachesim plan`: every run flag sets the base (but --request-rate, which is searched).
 #[derive(Debug, Args)]
+#[command(mut_arg("plot", |a| a.help("Draw each SLO metric against the request rate for the --top configurations (or cheapest deployments), with the SLO limit, to this SVG or PNG file")))]
 pub struct PlanArgs {
     #[command(flatten)]
     pub run: RunArgs,

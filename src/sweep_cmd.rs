@@ -297,6 +297,7 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> 
         cachesim::sweep::heatmap::heatmap(p, &rows, &rank_by, ascending)?;
     }
     let order = output::rank(&rows, &rank_by, ascending);
+    let compared = args.compare.as_deref().map(|p| cachesim::sweep::compare::compare(p, &rows)).transpose()?;
     let mut stdout = std::io::stdout().lock();
     if setup.run.json {
         let results: Vec<serde_json::Value> = order
@@ -325,6 +326,11 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> 
             "shard": args.shard.map(|s| format!("{}/{}", s.index, s.count)),
             "trace": &w.info,
             "results": results,
+            "compare": compared.as_ref().map(|c| serde_json::json!({
+                "metrics": c.metrics,
+                "rows": c.pairs.iter().map(|p| serde_json::json!({"label": p.label, "point": p.point, "real_predicted": p.values})).collect::<Vec<_>>(),
+                "spearman_rho": c.rho,
+            })),
         });
         serde_json::to_writer_pretty(&mut stdout, &doc)?;
         writeln!(stdout)?;
@@ -333,6 +339,10 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> 
         let dir = if ascending { "smallest first" } else { "largest first" };
         writeln!(stdout, "Ranked by:      {} ({dir}), {}\n", rank_by, plural(rows.len(), "point"))?;
         write!(stdout, "{}", output::table(&rows, &order))?;
+        if let Some(c) = &compared {
+            writeln!(stdout)?;
+            write!(stdout, "{}", cachesim::sweep::compare::table(c))?;
+        }
         if let Some(p) = &args.csv {
             writeln!(stdout, "\nCSV:            {}", p.display())?;
         }

@@ -1,7 +1,8 @@
 //! Sweep files and the seed's vLLM tuning table: `sweep --file examples/vllm-tuning.toml` runs
 //! exactly the sweep its flags describe (the same CSV, byte for byte), a bad file is reported
 //! with its file, line and key, and the predicted ranking of the real tuning runs
-//! (`ttft_sweep.csv`) agrees with the measured one (Spearman's ρ per metric).
+//! (`ttft_sweep.csv`) agrees with the measured one (Spearman's ρ per metric, computed here and by
+//! `sweep --compare`).
 
 mod common;
 
@@ -143,4 +144,23 @@ fn the_tuning_table_ranks_as_the_real_runs() {
         let rho = spearman(&num(&real, col(real_col)), &num(&pred, pcol(metric))).unwrap();
         assert_eq!(rho, 1.0, "{metric}: Spearman ρ {rho}");
     }
+    // The tool says the same with --compare, pairing each real run with its point.
+    let real_csv = cal.join("ttft_sweep.csv");
+    let text = ok(&[
+        "sweep",
+        "--trace",
+        &trace,
+        "--file",
+        example().to_str().unwrap(),
+        "--compare",
+        real_csv.to_str().unwrap(),
+    ]);
+    assert!(
+        text.contains("Spearman's rho (rank agreement, real vs predicted): output_throughput 1.00, median_ttft_ms 1.00, request_throughput 1.00"),
+        "{text}"
+    );
+    let plan7 = text.lines().find(|l| l.trim_start().starts_with("plan7")).unwrap();
+    let cells: Vec<&str> = plan7.split_whitespace().collect();
+    assert_eq!(cells[..3], ["plan7", "0", "324.45"]);
+    assert_eq!(cells[3].parse::<f64>().unwrap(), (num(&pred, pcol("output_throughput"))[0] * 100.0).round() / 100.0);
 }
