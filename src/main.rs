@@ -16,7 +16,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 
 fn main() {
-    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let argv = sweep_cmd::lists_as_axes(std::env::args_os().collect());
+    let matches = <Cli as clap::CommandFactory>::command().get_matches_from(argv);
     let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         None => run(&cli.run),
