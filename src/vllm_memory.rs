@@ -153,11 +153,7 @@ impl VllmMemory {
 /// KV bytes per token on one rank (bf16): KV heads split over TP but never below one head
 /// (`ModelConfig.get_num_kv_heads`: `max(1, total // tp)`); an MLA latent is not split.
 pub fn kv_bytes_per_token_per_rank(model: &Model, tp: u64) -> u64 {
-    let layers = model.kv_layers.unwrap_or(model.layers);
-    match model.mla_kv_dim {
-        Some(d) => layers * d * 2,
-        None => 2 * layers * (model.kv_heads / tp).max(1) * model.head_dim * 2,
-    }
+    crate::cost::parallel::Parallel::tp(tp).kv_bytes_per_token_per_rank(model, 2)
 }
 
 /// The torch peak increase of vLLM's profile run, modelled from tensor lifetimes (bf16):
