@@ -236,7 +236,11 @@ impl Roofline {
         let full_depth = Parallel { pp: 1, ..p };
         let kv_read = full_depth.kv_bytes_per_token_per_rank(model, kv_bytes) as f64 / dp;
         let attn = model.attn_weight_bytes();
-        let dense_weight_bytes = attn / attn_tp + (model.dense_weight_bytes() - attn) / tp;
+        let dense_weight_bytes = if p.attn_tp() == p.tp {
+            model.dense_weight_bytes() / tp
+        } else {
+            attn / attn_tp + (model.dense_weight_bytes() - attn) / tp
+        };
         let moe = model.is_moe().then(|| {
             (
                 model.experts.unwrap_or(0) as f64,

@@ -436,6 +436,19 @@ pub fn sglang_pool_tokens(gpu: &Gpu, model: &Model, tp: u64, mem_fraction_static
     (budget / (model.kv_bytes_per_token(2) as f64 / tp as f64)).max(0.0) as u64
 }
 
+/// [`sglang_pool_tokens`] of one rank of any layout: `mem_fraction_static × memory − weights`
+/// over the rank's KV bytes per token (`get_cell_size_per_token`: for MLA the whole latent,
+/// else the rank's KV heads, of the rank's layers).
+pub fn sglang_pool_tokens_per_rank(gpu: &Gpu, weights: f64, kv_bytes_per_token: u64, mem_fraction_static: f64) -> u64 {
+    let memory_bytes = sglang_gpu_mem_mib(gpu) * (1u64 << 20) as f64;
+    ((memory_bytes * mem_fraction_static - weights) / kv_bytes_per_token.max(1) as f64).max(0.0) as u64
+}
+
+/// [`sglang_kv_tokens`] of one rank of any layout (LightLLM's pool from the datasheet memory).
+pub fn lightllm_kv_tokens_per_rank(gpu: &Gpu, weights: f64, kv_bytes_per_token: u64, mem_fraction: f64) -> u64 {
+    ((gpu.memory_bytes() * mem_fraction - weights) / kv_bytes_per_token.max(1) as f64).max(0.0) as u64
+}
+
 /// KV capacity in tokens from the datasheet memory: `mem_fraction_static × memory − weights/TP`,
 /// over KV bytes per token per rank (LightLLM's pool).
 pub fn sglang_kv_tokens(gpu: &Gpu, model: &Model, tp: u64, mem_fraction_static: f64) -> u64 {

@@ -117,6 +117,9 @@ impl Parallel {
     /// with EP, whole experts per rank: the same bytes), embedding and LM head — over TP; each
     /// stage holds its share of the layers.
     pub fn weight_bytes_per_rank(&self, model: &Model) -> f64 {
+        if self.attn_tp() == self.tp {
+            return model.weight_bytes(2) / self.tp as f64 / self.pp as f64;
+        }
         let attn = model.attn_weight_bytes();
         let rest = model.weight_bytes(2) - attn;
         (attn / self.attn_tp() as f64 + rest / self.tp as f64) / self.pp as f64

@@ -31,6 +31,18 @@ pub enum SpecAlgorithm {
     Ngram,
 }
 
+impl SpecAlgorithm {
+    /// The flag's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpecAlgorithm::None => "none",
+            SpecAlgorithm::Mtp => "mtp",
+            SpecAlgorithm::Eagle => "eagle",
+            SpecAlgorithm::Ngram => "ngram",
+        }
+    }
+}
+
 /// A resolved speculative-decoding setup.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SpecDecode {
