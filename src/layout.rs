@@ -198,7 +198,7 @@ pub fn describe(d: &Deployment) -> String {
         parts.push(format!("MoE skew {}", d.moe_skew));
     }
     if let Some(s) = &d.spec {
-        parts.push(format!("speculative {:?} k {} ({:.2} tokens/step)", s.algorithm, s.k, s.tokens_per_step()));
+        parts.push(format!("speculative {} k {} ({:.2} tokens/step)", s.algorithm.name(), s.k, s.tokens_per_step()));
     }
     parts.join(" · ")
 }
