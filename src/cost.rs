@@ -10,6 +10,8 @@
 
 pub mod moe;
 pub mod parallel;
+#[cfg(test)]
+mod sanity;
 pub mod spec;
 
 use crate::profile::{Dtype, Gpu, Model, Network};
@@ -407,7 +409,9 @@ impl CostModel for Roofline {
         }
         let e = &self.eff;
         let mut device_s: f64 = self.stage_times(b).iter().sum();
-        let mut host_s = e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64;
+        // With DP attention every group's scheduler prepares its own sequences in parallel.
+        let dp = self.deployment.parallel.dp_attention.max(1) as f64;
+        let mut host_s = e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64 / dp;
         let tau = self.tokens_per_step();
         if tau > 1.0 && b.decode_seqs > 0 {
             let mut prefill_only = *b;
