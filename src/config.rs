@@ -5,6 +5,7 @@
 //! a run can be compared with a real `vllm serve`.
 
 use crate::cache::{CacheSpec, Policy};
+use crate::cluster::ClusterConfig;
 use crate::cost::{Deployment, Efficiency, Roofline};
 use crate::engine::frontend::RequestLimits;
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
@@ -68,6 +69,8 @@ pub struct RunOptions {
     pub request_overhead_ms: Option<f64>,
     /// Pipeline, expert and DP-attention parallelism, nodes, KV dtype, speculative decoding.
     pub layout: LayoutOptions,
+    /// Instances and the router in front of them.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for RunOptions {
@@ -103,6 +106,7 @@ impl Default for RunOptions {
             max_concurrency: None,
             request_overhead_ms: None,
             layout: LayoutOptions::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -138,6 +142,8 @@ pub struct RunConfig {
     /// not. A plain number so calibration can fit it.
     pub request_overhead_ms: f64,
     pub efficiency: Efficiency,
+    /// Instances and the router in front of them.
+    pub cluster: ClusterConfig,
 }
 
 impl RunConfig {
@@ -415,6 +421,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         ));
     }
     positive("--schedule-conservativeness", o.schedule_conservativeness)?;
+    o.cluster.validate()?;
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
         Some(v) if v.engine() == o.engine => v,
@@ -605,6 +612,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         max_concurrency: o.max_concurrency,
         request_overhead_ms,
         efficiency: Efficiency::default(),
+        cluster: o.cluster,
     };
     startup_checks(o, &c)?;
     Ok(c)
