@@ -86,6 +86,12 @@ pub trait CostModel: Send + Sync {
     fn step_time(&self, batch: &BatchShape, overlap: bool) -> f64 {
         self.step_parts(batch).total(overlap)
     }
+
+    /// Expected tokens a decoding sequence gains per step (speculative decoding: the accepted
+    /// drafts and the target's own token); 1 without speculation.
+    fn tokens_per_step(&self) -> f64 {
+        1.0
+    }
 }
 
 /// Device `per_prefill_token × prefill tokens + per_decode_seq × decode seqs + per_ctx_token ×
@@ -280,11 +286,6 @@ impl Roofline {
         }
     }
 
-    /// Expected tokens a decoding sequence gains per step (1 without speculation).
-    pub fn tokens_per_step(&self) -> f64 {
-        self.deployment.spec.as_ref().map_or(1.0, SpecDecode::tokens_per_step)
-    }
-
     fn load(&self, b: &BatchShape, decode_positions: f64) -> Load {
         Load {
             seqs: b.seqs as f64,
@@ -399,32 +400,25 @@ impl Roofline {
 impl CostModel for Roofline {
     /// One step's price. Under PP the batch passes the stages one after another (the sum of
     /// [`Roofline::stage_times`]): vLLM v1 keeps up to PP batches in flight, but a request in
-    /// flight has nothing new to schedule, so overlap needs a second batch of other requests —
-    /// the event loop's part. With speculative decoding the event loop samples one token per
-    /// step, so the decoding part of the step is divided by the expected tokens per step (time
-    /// per token right; see docs/addendum-bigmodel.md).
+    /// flight has nothing new to schedule, so overlap needs a second batch of other requests,
+    /// which the event loop does not form yet (docs/addendum-bigmodel.md). With speculative
+    /// decoding the step is the verify over k + 1 positions per decoding sequence plus the
+    /// draft passes; the event loop emits [`CostModel::tokens_per_step`] tokens for it.
     fn step_parts(&self, b: &BatchShape) -> StepTime {
         if b.seqs == 0 {
             return StepTime::default();
         }
         let e = &self.eff;
-        let mut device_s: f64 = self.stage_times(b).iter().sum();
         // With DP attention every group's scheduler prepares its own sequences in parallel.
         let dp = self.deployment.parallel.dp_attention.max(1) as f64;
-        let mut host_s = e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64 / dp;
-        let tau = self.tokens_per_step();
-        if tau > 1.0 && b.decode_seqs > 0 {
-            let mut prefill_only = *b;
-            prefill_only.seqs -= b.decode_seqs;
-            prefill_only.decode_seqs = 0;
-            prefill_only.decode_ctx_tokens = 0;
-            let prefill: f64 = self.stage_times(&prefill_only).iter().sum();
-            device_s = prefill + (device_s - prefill) / tau;
-            if b.prefill_tokens == 0 {
-                host_s /= tau;
-            }
+        StepTime {
+            device_s: self.stage_times(b).iter().sum(),
+            host_s: e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64 / dp,
         }
-        StepTime { device_s, host_s }
+    }
+
+    fn tokens_per_step(&self) -> f64 {
+        self.deployment.spec.as_ref().map_or(1.0, SpecDecode::tokens_per_step)
     }
 }
 

@@ -479,4 +479,6 @@ pub fn simulate_with_progress(
 #[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
+mod spec_tests;
+#[cfg(test)]
 mod tests;

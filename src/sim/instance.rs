@@ -82,6 +82,10 @@ pub struct Instance<'a> {
     pub stats: InstanceStats,
     pub timeline: Vec<StepRecord>,
     pub schedule: Vec<ScheduledStep>,
+    /// Speculative decoding: expected extra tokens per decode step (tokens per step − 1), and
+    /// each request's fractional credit of them, by request id.
+    spec_extra: f64,
+    spec_credit: Vec<f64>,
 }
 
 impl<'a> Instance<'a> {
@@ -106,6 +110,8 @@ impl<'a> Instance<'a> {
             stats: InstanceStats::default(),
             timeline: Vec::new(),
             schedule: Vec::new(),
+            spec_extra: (spec.cost.tokens_per_step() - 1.0).max(0.0),
+            spec_credit: Vec::new(),
         }
     }
 
@@ -181,12 +187,45 @@ impl<'a> Instance<'a> {
         Begun::Busy(end)
     }
 
+    /// Speculative decoding: the extra tokens a decode step of `id` yields beyond its own — the
+    /// expected accepted drafts, dealt out deterministically (each request accrues
+    /// tokens per step − 1 a step and takes the whole part), no more than its output has left
+    /// and only when the cache can hold them (their KV was computed by the verify pass).
+    fn accepted_drafts(&mut self, id: ReqId, r: &ReqRt) -> u32 {
+        if self.spec_extra <= 0.0 {
+            return 0;
+        }
+        let i = id as usize;
+        if self.spec_credit.len() <= i {
+            self.spec_credit.resize(i + 1, 0.0);
+        }
+        let credit = self.spec_credit[i] + self.spec_extra;
+        let whole = (credit.floor() as u32).min(r.output_len.saturating_sub(r.generated + 1));
+        if whole == 0 || !self.cache.grow(id, (r.num_computed + whole) as usize + 1) {
+            self.spec_credit[i] = credit.min(self.spec_extra + 1.0);
+            return 0;
+        }
+        self.spec_credit[i] = credit - whole as f64;
+        whole
+    }
+
     /// Applies the running step's effects at its end: computed tokens, one sampled token per
-    /// request that computed its last known token, finished requests' KV freed.
+    /// request that computed its last known token — more in one chunk for a decoding request
+    /// under speculative decoding — finished requests' KV freed.
     pub fn end_step(&mut self, rt: &mut [ReqRt], out: &mut Sink<'_>) {
         let end = self.busy_until.take().expect("a step is running");
         let mut sampled = 0;
-        for &(id, k) in &self.batch.items {
+        for idx in 0..self.batch.items.len() {
+            let (id, k) = self.batch.items[idx];
+            // A decode step (one token after at least one output) verifies drafts.
+            let drafts = if k == 1
+                && rt[id as usize].generated > 0
+                && rt[id as usize].num_computed + 1 == rt[id as usize].num_tokens
+            {
+                self.accepted_drafts(id, &rt[id as usize])
+            } else {
+                0
+            };
             let r = &mut rt[id as usize];
             r.num_computed += k;
             if self.tracks_computed {
@@ -199,13 +238,19 @@ impl<'a> Instance<'a> {
             // SGLang's max_new_tokens 0: done when the prompt is computed, no token sampled.
             let prefill_only = r.output_len == 0;
             if !prefill_only {
-                r.generated += 1;
-                sampled += 1;
+                // The accepted drafts' KV is computed: they join the sequence with the new token,
+                // all in one chunk (one inter-token gap, as the clients count chunks).
+                r.num_computed += drafts;
+                r.num_tokens += drafts;
+                r.generated += 1 + drafts;
+                sampled += 1 + drafts;
                 if !r.last_token_s.is_nan() {
                     out.log.gap(end - r.last_token_s);
                 }
                 if out.keep.tokens {
-                    out.tokens.push(TokenRecord { id, index: r.generated - 1, time_s: end });
+                    for t in 0..=drafts {
+                        out.tokens.push(TokenRecord { id, index: r.generated - 1 - drafts + t, time_s: end });
+                    }
                 }
             }
             if let Some(c) = self.composition.as_mut() {
