@@ -99,3 +99,31 @@ fn sglang_tp16_mtp_runs_end_to_end_with_both_kv_capacities() {
         u(&c["kv_capacity_tokens"])
     );
 }
+
+#[test]
+fn big_model_flags_are_checked() {
+    // Each refusal names its flag.
+    for (args, flag) in [
+        (vec!["--model", "deepseek-r1", "--gpu", "h20", "--tp", "16", "--nnodes", "3"], "--nnodes"),
+        (vec!["--model", "deepseek-r1", "--gpu", "h20", "--tp", "8", "--dp-size", "2"], "--dp-size"),
+        (
+            vec!["--model", "deepseek-r1", "--gpu", "h20", "--tp", "8", "--enable-dp-attention", "--dp-size", "3"],
+            "--dp-size",
+        ),
+        (vec!["--speculative-algorithm", "mtp"], "--speculative-algorithm"),
+        (vec!["--speculative-algorithm", "eagle"], "--spec-acceptance-rate"),
+        (vec!["--num-speculative-tokens", "2"], "--num-speculative-tokens"),
+        (vec!["--enable-expert-parallel", "--tp", "2"], "--enable-expert-parallel"),
+        (vec!["--model", "qwen3-30b-a3b", "--moe-skew", "1"], "--moe-skew"),
+        (
+            vec!["--model", "deepseek-r1", "--gpu", "h20", "--tp", "16", "--nnodes", "2", "--network", "nope"],
+            "--network",
+        ),
+    ] {
+        let err = common::fails(&args);
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+    // DeepSeek-R1's 673 GB of weights (84 GB a GPU at TP 8) do not fit 8 A100-40GBs.
+    let err = common::fails(&["--model", "deepseek-r1", "--gpu", "a100-40gb", "--tp", "8"]);
+    assert!(err.contains("does not fit"), "{err}");
+}
