@@ -92,6 +92,17 @@ pub trait CostModel: Send + Sync {
     fn tokens_per_step(&self) -> f64 {
         1.0
     }
+
+    /// Batches the engine keeps in flight at once (vLLM v1 under PP: one per stage).
+    fn in_flight_batches(&self) -> usize {
+        1
+    }
+
+    /// Seconds the step spends in each pipeline stage, host work in the first; one stage
+    /// (the whole step) without PP.
+    fn pipeline_stages(&self, batch: &BatchShape, overlap: bool) -> Vec<f64> {
+        vec![self.step_time(batch, overlap)]
+    }
 }
 
 /// Device `per_prefill_token × prefill tokens + per_decode_seq × decode seqs + per_ctx_token ×
@@ -398,12 +409,12 @@ impl Roofline {
 }
 
 impl CostModel for Roofline {
-    /// One step's price. Under PP the batch passes the stages one after another (the sum of
-    /// [`Roofline::stage_times`]): vLLM v1 keeps up to PP batches in flight, but a request in
-    /// flight has nothing new to schedule, so overlap needs a second batch of other requests,
-    /// which the event loop does not form yet (docs/addendum-bigmodel.md). With speculative
-    /// decoding the step is the verify over k + 1 positions per decoding sequence plus the
-    /// draft passes; the event loop emits [`CostModel::tokens_per_step`] tokens for it.
+    /// One step's price: under PP its stages one after another (the sum of
+    /// [`Roofline::stage_times`]), which is the step's latency. vLLM v1 keeps up to PP batches in
+    /// flight: the event loop forms the next batch over the requests not in flight and plays it
+    /// through [`CostModel::pipeline_stages`]. With speculative decoding the step is the verify
+    /// over k + 1 positions per decoding sequence plus the draft passes; the event loop emits
+    /// [`CostModel::tokens_per_step`] tokens for it.
     fn step_parts(&self, b: &BatchShape) -> StepTime {
         if b.seqs == 0 {
             return StepTime::default();
@@ -419,6 +430,19 @@ impl CostModel for Roofline {
 
     fn tokens_per_step(&self) -> f64 {
         self.deployment.spec.as_ref().map_or(1.0, SpecDecode::tokens_per_step)
+    }
+
+    fn in_flight_batches(&self) -> usize {
+        self.deployment.parallel.pp.max(1) as usize
+    }
+
+    fn pipeline_stages(&self, b: &BatchShape, overlap: bool) -> Vec<f64> {
+        let parts = self.step_parts(b);
+        let mut stages = self.stage_times(b);
+        if let Some(first) = stages.first_mut() {
+            *first = StepTime { device_s: *first, host_s: parts.host_s }.total(overlap);
+        }
+        stages
     }
 }
 

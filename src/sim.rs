@@ -329,7 +329,7 @@ pub fn drive(
         dirty.sort_unstable();
         let mut again = false;
         for i in std::mem::take(&mut dirty) {
-            if inst[i].busy_until.is_some() {
+            if !inst[i].can_schedule() {
                 is_dirty[i] = false; // it schedules when its step ends
                 continue;
             }
@@ -337,6 +337,12 @@ pub fn drive(
                 Begun::Busy(end) => {
                     is_dirty[i] = false;
                     busy.push(Reverse((end.to_bits(), i)));
+                    if inst[i].can_schedule() {
+                        // Under PP another batch may join the pipeline at once.
+                        dirty.push(i);
+                        is_dirty[i] = true;
+                        again = true;
+                    }
                 }
                 Begun::Retry => {
                     dirty.push(i);
@@ -477,8 +483,8 @@ pub fn simulate_with_progress(
 }
 
 #[cfg(test)]
-mod cluster_tests;
+mod bigmodel_tests;
 #[cfg(test)]
-mod spec_tests;
+mod cluster_tests;
 #[cfg(test)]
 mod tests;

@@ -5,14 +5,19 @@
 //! requests freeing their KV. Between the two the cache holds the step's allocations, as the
 //! engine's does while the GPU runs the batch, so a router reading it sees the engine's state at
 //! that moment. Requests' runtime state ([`ReqRt`]) is shared by all instances of a run, indexed
-//! by request id (a request is in one instance at a time).
+//! by request id (a request is in one instance at a time). Under pipeline parallelism a vLLM
+//! instance keeps up to PP batches in flight, as vLLM v1's batch queue does: it forms the next
+//! batch at once over the requests not in flight, each batch enters a stage when the stage is
+//! free, and batches end in order. Under speculative decoding a decode step yields the cost
+//! model's expected tokens per step in one chunk.
 
 use super::{Keep, LoadStats, ScheduledStep, StepRecord, TokenRecord, KV_FULL_SHARE};
 use crate::cache::{CacheSpec, PrefixCache, ReqId};
 use crate::cost::{BatchShape, CostModel};
-use crate::engine::{scheduler, Batch, EngineConfig, ReqRt, Scheduler, Step};
+use crate::engine::{scheduler, Batch, EngineConfig, EngineKind, ReqRt, Scheduler, Step};
 use crate::metrics::{RequestRecord, TokenLog};
 use crate::workload::{SeqId, Workload};
+use std::collections::VecDeque;
 
 /// What an instance runs on.
 #[derive(Clone, Copy)]
@@ -64,6 +69,25 @@ pub struct InstanceStats {
     pub steps: u64,
 }
 
+/// A batch formed while earlier ones still run (vLLM v1 under PP): its requests' computed
+/// tokens were advanced when it was formed, so the scheduler leaves them out of the next batch
+/// (`Scheduler.schedule`: new tokens = known − computed), as vLLM does.
+struct Queued {
+    batch: Batch,
+    end: f64,
+    composition: Option<ScheduledStep>,
+    progress: Progress,
+}
+
+/// A batch in flight's items as scheduled: each request's computed tokens after it and its
+/// preemption count then (a request preempted since yields nothing). Empty with one batch in
+/// flight at most, where computed tokens advance at the step's end.
+#[derive(Default)]
+struct Progress {
+    after: Vec<u32>,
+    preemptions: Vec<u32>,
+}
+
 /// One serving instance.
 pub struct Instance<'a> {
     pub engine: EngineConfig,
@@ -86,6 +110,13 @@ pub struct Instance<'a> {
     /// each request's fractional credit of them, by request id.
     spec_extra: f64,
     spec_credit: Vec<f64>,
+    /// Batches in flight at most (PP stages under vLLM v1; 1 otherwise), those behind the
+    /// running one, and when each pipeline stage is next free.
+    max_in_flight: usize,
+    queued: VecDeque<Queued>,
+    stage_free: Vec<f64>,
+    /// The running batch's [`Progress`].
+    progress: Progress,
 }
 
 impl<'a> Instance<'a> {
@@ -112,6 +143,14 @@ impl<'a> Instance<'a> {
             schedule: Vec::new(),
             spec_extra: (spec.cost.tokens_per_step() - 1.0).max(0.0),
             spec_credit: Vec::new(),
+            max_in_flight: if spec.engine.engine == EngineKind::Vllm {
+                spec.cost.in_flight_batches().max(1)
+            } else {
+                1
+            },
+            queued: VecDeque::new(),
+            stage_free: Vec::new(),
+            progress: Progress::default(),
         }
     }
 
@@ -120,9 +159,25 @@ impl<'a> Instance<'a> {
         self.sched.enqueue(id);
     }
 
-    /// Forms the next step at `now` and prices it.
+    /// Whether another batch can be formed now: none in flight, or fewer than the pipeline
+    /// keeps.
+    pub fn can_schedule(&self) -> bool {
+        self.busy_until.is_none() || self.queued.len() + 1 < self.max_in_flight
+    }
+
+    /// Forms the next step at `now` and prices it. Under PP (vLLM v1) it may join batches
+    /// already in flight: it enters each stage when the stage is free.
     pub fn begin_step(&mut self, now: f64, rt: &mut [ReqRt], keep: Keep) -> Begun {
-        debug_assert!(self.busy_until.is_none());
+        debug_assert!(self.can_schedule());
+        if self.busy_until.is_some() {
+            return self.begin_queued(now, rt, keep);
+        }
+        self.begin_step_alone(now, rt, keep, false)
+    }
+
+    /// Forms and prices a step into `self.batch`; `queued`: behind batches in flight (the
+    /// caller keeps it), else the running step.
+    fn begin_step_alone(&mut self, now: f64, rt: &mut [ReqRt], keep: Keep, queued: bool) -> Begun {
         if keep.schedule {
             self.preemptions_before.clear();
             self.preemptions_before.extend(rt.iter().map(|r| r.preemptions));
@@ -157,7 +212,18 @@ impl<'a> Instance<'a> {
         let overlap = self.engine.overlap;
         let cost = self.cost;
         let price = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b, overlap) };
-        let dt = price(&self.batch.shape) + price(&self.batch.second_pass);
+        let mut dt = price(&self.batch.shape) + price(&self.batch.second_pass);
+        let end = if self.max_in_flight > 1 {
+            let mut stages = cost.pipeline_stages(&self.batch.shape, overlap);
+            stages[0] += price(&self.batch.second_pass);
+            let last = self.stage_free.last().copied().unwrap_or(0.0);
+            let end = self.through_stages(now, &stages);
+            // Busy time: what this batch adds beyond the pipeline's previous end.
+            dt = end - last.max(now);
+            end
+        } else {
+            now + dt
+        };
         self.stats.steps += 1;
         let held = {
             let u = self.cache.usage();
@@ -182,16 +248,58 @@ impl<'a> Instance<'a> {
                 running: running as u32,
             });
         }
-        let end = now + dt;
-        self.busy_until = Some(end);
+        if self.max_in_flight > 1 {
+            // vLLM advances computed tokens when it schedules: a request in flight has no new
+            // token for the next batch.
+            self.progress.after.clear();
+            self.progress.preemptions.clear();
+            for &(id, k) in &self.batch.items {
+                let r = &mut rt[id as usize];
+                r.num_computed += k;
+                self.progress.after.push(r.num_computed);
+                self.progress.preemptions.push(r.preemptions);
+            }
+        }
+        if !queued {
+            self.busy_until = Some(end);
+        }
         Begun::Busy(end)
+    }
+
+    /// A batch formed while others are in flight: scheduled now over the requests not in
+    /// flight, its tokens counted as computed at once, priced through the pipeline stages.
+    fn begin_queued(&mut self, now: f64, rt: &mut [ReqRt], keep: Keep) -> Begun {
+        let running = std::mem::take(&mut self.batch);
+        let composition = self.composition.take();
+        let progress = std::mem::take(&mut self.progress);
+        let begun = self.begin_step_alone(now, rt, keep, true);
+        let batch = std::mem::replace(&mut self.batch, running);
+        let formed_composition = std::mem::replace(&mut self.composition, composition);
+        let formed_progress = std::mem::replace(&mut self.progress, progress);
+        if let Begun::Busy(end) = begun {
+            self.queued.push_back(Queued { batch, end, composition: formed_composition, progress: formed_progress });
+        }
+        begun
+    }
+
+    /// When a batch entering the pipeline at `now` leaves it, its stage times `stages`.
+    fn through_stages(&mut self, now: f64, stages: &[f64]) -> f64 {
+        if self.stage_free.len() < stages.len() {
+            self.stage_free.resize(stages.len(), 0.0);
+        }
+        let mut t = now;
+        for (free, d) in self.stage_free.iter_mut().zip(stages) {
+            t = t.max(*free) + d;
+            *free = t;
+        }
+        t
     }
 
     /// Speculative decoding: the extra tokens a decode step of `id` yields beyond its own — the
     /// expected accepted drafts, dealt out deterministically (each request accrues
     /// tokens per step − 1 a step and takes the whole part), no more than its output has left
     /// and only when the cache can hold them (their KV was computed by the verify pass).
-    fn accepted_drafts(&mut self, id: ReqId, r: &ReqRt) -> u32 {
+    fn accepted_drafts(&mut self, id: ReqId, r: &ReqRt, before: u32) -> u32 {
         if self.spec_extra <= 0.0 {
             return 0;
         }
@@ -201,7 +309,7 @@ impl<'a> Instance<'a> {
         }
         let credit = self.spec_credit[i] + self.spec_extra;
         let whole = (credit.floor() as u32).min(r.output_len.saturating_sub(r.generated + 1));
-        if whole == 0 || !self.cache.grow(id, (r.num_computed + whole) as usize + 1) {
+        if whole == 0 || !self.cache.grow(id, (before + whole) as usize + 1) {
             self.spec_credit[i] = credit.min(self.spec_extra + 1.0);
             return 0;
         }
@@ -215,23 +323,29 @@ impl<'a> Instance<'a> {
     pub fn end_step(&mut self, rt: &mut [ReqRt], out: &mut Sink<'_>) {
         let end = self.busy_until.take().expect("a step is running");
         let mut sampled = 0;
+        let pre_advanced = !self.progress.after.is_empty();
         for idx in 0..self.batch.items.len() {
             let (id, k) = self.batch.items[idx];
+            if pre_advanced && rt[id as usize].preemptions != self.progress.preemptions[idx] {
+                continue; // preempted while in flight: its output is dropped
+            }
+            let before = if pre_advanced { self.progress.after[idx] - k } else { rt[id as usize].num_computed };
             // A decode step (one token after at least one output) verifies drafts.
-            let drafts = if k == 1
-                && rt[id as usize].generated > 0
-                && rt[id as usize].num_computed + 1 == rt[id as usize].num_tokens
-            {
-                self.accepted_drafts(id, &rt[id as usize])
+            let r = &rt[id as usize];
+            let drafts = if k == 1 && r.generated > 0 && before + 1 == r.num_tokens {
+                self.accepted_drafts(id, &rt[id as usize], before)
             } else {
                 0
             };
             let r = &mut rt[id as usize];
-            r.num_computed += k;
-            if self.tracks_computed {
-                self.cache.computed(id, r.num_computed as usize);
+            if !pre_advanced {
+                r.num_computed += k;
             }
-            if r.num_computed < r.num_tokens {
+            let computed = before + k;
+            if self.tracks_computed {
+                self.cache.computed(id, computed as usize);
+            }
+            if computed < r.num_tokens {
                 continue; // an unfinished prefill chunk samples nothing
             }
             let i = id as usize;
@@ -289,5 +403,15 @@ impl<'a> Instance<'a> {
         }
         out.log.count(end, sampled);
         self.schedule.extend(self.composition.take());
+        // The next batch in flight becomes the running one.
+        if let Some(q) = self.queued.pop_front() {
+            self.batch = q.batch;
+            self.busy_until = Some(q.end);
+            self.composition = q.composition;
+            self.progress = q.progress;
+        } else {
+            self.progress.after.clear();
+            self.progress.preemptions.clear();
+        }
     }
 }
