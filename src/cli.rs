@@ -348,6 +348,8 @@ pub struct RunArgs {
     /// Draw TTFT and TPOT CDFs, KV usage and queue lengths over time to this SVG or PNG file.
     #[arg(long, value_name = "FILE.svg|png", help_heading = "Output")]
     pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub layout: cachesim::layout::LayoutArgs,
 }
 
 impl RunArgs {
@@ -410,6 +412,7 @@ impl RunArgs {
             },
             max_concurrency: self.max_concurrency,
             request_overhead_ms: self.request_overhead_ms,
+            layout: self.layout.options(),
             cluster: ClusterConfig {
                 instances: self.instances,
                 router: self.router,

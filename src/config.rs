@@ -6,12 +6,13 @@
 
 use crate::cache::{CacheSpec, Policy};
 use crate::cluster::ClusterConfig;
-use crate::cost::{Efficiency, Roofline};
+use crate::cost::{Deployment, Efficiency, Roofline};
 use crate::engine::frontend::RequestLimits;
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
 use crate::error::{Error, Result};
+use crate::layout::LayoutOptions;
 use crate::profile::{self, Gpu, Model};
-use crate::vllm_memory::{self, MemoryOverrides, ProfileRun, VllmMemory};
+use crate::vllm_memory::{MemoryOverrides, ProfileRun, VllmMemory};
 use crate::workload::arrivals::ArrivalOptions;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -66,6 +67,8 @@ pub struct RunOptions {
     pub max_concurrency: Option<u32>,
     /// Send-to-engine delay per request, ms; `None` = [`DEFAULT_REQUEST_OVERHEAD_MS`].
     pub request_overhead_ms: Option<f64>,
+    /// Pipeline, expert and DP-attention parallelism, nodes, KV dtype, speculative decoding.
+    pub layout: LayoutOptions,
     /// Instances and the router in front of them.
     pub cluster: ClusterConfig,
 }
@@ -102,6 +105,7 @@ impl Default for RunOptions {
             arrivals: ArrivalOptions::default(),
             max_concurrency: None,
             request_overhead_ms: None,
+            layout: LayoutOptions::default(),
             cluster: ClusterConfig::default(),
         }
     }
@@ -126,6 +130,11 @@ pub struct RunConfig {
     pub num_gpu_blocks: Option<u64>,
     pub kv_capacity_tokens: u64,
     pub kv_bytes_per_token: u64,
+    /// KV bytes per token on one GPU: its stage's layers, its share of the KV heads (an MLA
+    /// latent is whole on every rank), at the KV dtype.
+    pub kv_bytes_per_token_per_rank: u64,
+    /// The layout beyond TP and what the step cost needs of it.
+    pub deployment: Deployment,
     pub arrivals: ArrivalOptions,
     pub max_concurrency: Option<u32>,
     /// Per request, ms from the client's send to the engine's scheduler (HTTP, JSON parsing,
@@ -140,7 +149,7 @@ pub struct RunConfig {
 impl RunConfig {
     /// The step-time model of this configuration.
     pub fn cost(&self) -> Roofline {
-        Roofline::new(&self.gpu, &self.model, self.tp, self.efficiency)
+        Roofline::deployed(&self.gpu, &self.model, self.deployment.clone(), self.efficiency)
     }
 
     /// What the engine's frontend checks each request against.
@@ -193,7 +202,7 @@ fn startup_checks(o: &RunOptions, c: &RunConfig) -> Result<()> {
                 return Ok(());
             }
             let fits = c.kv_capacity_tokens / block * block;
-            let bytes = |t: u64| t as f64 * c.kv_bytes_per_token as f64 / c.tp as f64;
+            let bytes = |t: u64| t as f64 * c.kv_bytes_per_token_per_rank as f64;
             // vLLM checks memory before applying --num-gpu-blocks-override, so it starts with any
             // override (`notes` says when a longest request could never fit).
             if o.num_gpu_blocks_override.is_some() {
@@ -294,8 +303,14 @@ fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u3
 /// The error for fewer than two KV blocks, naming the setting that caused it: the override when
 /// one was given, else the activation reserve when the weights alone would leave room, else the
 /// memory share (the model does not fit).
-fn no_kv_blocks(o: &RunOptions, gpu: &Gpu, model: &Model, util: f64, blocks: u64, run: Option<ProfileRun>) -> Error {
-    let weights_gb = model.weight_bytes(2) / o.tp as f64 / 1e9;
+fn no_kv_blocks(
+    o: &RunOptions,
+    (gpu, model, layout): (&Gpu, &Model, &Deployment),
+    util: f64,
+    blocks: u64,
+    run: Option<ProfileRun>,
+) -> Error {
+    let weights_gb = layout.parallel.weight_bytes_per_rank(model) / 1e9;
     let usable_gb = gpu.memory_bytes() * util / 1e9;
     if o.num_gpu_blocks_override.is_some() {
         return Error::invalid("--num-gpu-blocks-override", format!("{blocks}: at least 2 KV blocks are needed"));
@@ -304,7 +319,8 @@ fn no_kv_blocks(o: &RunOptions, gpu: &Gpu, model: &Model, util: f64, blocks: u64
     if let Some(run) = run {
         let m = o.memory;
         let blocks_without = |cleared: MemoryOverrides| {
-            VllmMemory::new(gpu, model, o.tp, util, run, cleared).num_gpu_blocks(model, o.tp, o.block_size)
+            VllmMemory::laid_out(gpu, model, layout.parallel, layout.kv_dtype.bytes(), util, run, cleared)
+                .num_gpu_blocks(o.block_size)
         };
         let gib = |v: Option<f64>| v.map(|g| format!("{g} GiB"));
         let terms = [
@@ -387,6 +403,9 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     if o.model_file.is_none() && model.heads % o.tp != 0 {
         return Err(Error::invalid("--tp", format!("{} attention heads do not split over {} GPUs", model.heads, o.tp)));
     }
+    let layout = o.layout.resolve(&model, o.tp)?;
+    let (kv_dtype_bytes, dp) = (layout.kv_dtype.bytes(), layout.parallel.dp_attention.max(1));
+    let kv_bytes_per_token_per_rank = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
     let max_model_len = o.max_model_len.unwrap_or(match o.engine {
         EngineKind::Lightllm => LIGHTLLM_MAX_REQ_TOTAL_LEN,
         _ => model.max_context,
@@ -439,10 +458,10 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 max_num_seqs: seqs,
                 cudagraph_estimate: version.rules().vllm_cudagraph_memory_estimate,
             };
-            let mem = VllmMemory::new(&gpu, &model, o.tp, util, run, o.memory);
+            let mem = VllmMemory::laid_out(&gpu, &model, layout.parallel, kv_dtype_bytes, util, run, o.memory);
             vllm_memory = Some(mem);
             profile_run = Some(run);
-            let kv = mem.kv_cache_bytes / vllm_memory::kv_bytes_per_token_per_rank(&model, o.tp);
+            let kv = mem.kv_cache_bytes / mem.kv_bytes_per_token_per_rank * dp;
             ((seqs, tokens, 0u32), kv, None)
         }
         EngineKind::Sglang => {
@@ -471,7 +490,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                     rules.sglang_reserve_by_chunk,
                 ),
             };
-            let kv = profile::sglang_pool_tokens(&gpu, &model, o.tp, frac);
+            let weights = layout.parallel.weight_bytes_per_rank(&model);
+            let kv = profile::sglang_pool_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
             let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
             let max_num_reqs = ((kv as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
             let running = match o.max_running_requests {
@@ -498,7 +518,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             if !(frac > 0.0 && frac <= 1.0) {
                 return Err(Error::invalid("--mem-fraction-static", format!("{frac} is not in (0, 1]")));
             }
-            let kv = profile::sglang_kv_tokens(&gpu, &model, o.tp, frac);
+            let weights = layout.parallel.weight_bytes_per_rank(&model);
+            let kv = profile::lightllm_kv_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
             let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
             ((o.max_num_seqs.unwrap_or(1000), batch_max, chunk), kv, Some(frac))
         }
@@ -530,11 +551,10 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     };
     let (num_gpu_blocks, capacity) = match policy {
         Policy::Paged => {
-            let modelled =
-                vllm_memory.map_or(kv_tokens / o.block_size as u64, |m| m.num_gpu_blocks(&model, o.tp, o.block_size));
+            let modelled = vllm_memory.map_or(kv_tokens / o.block_size as u64, |m| m.num_gpu_blocks(o.block_size) * dp);
             let blocks = o.num_gpu_blocks_override.unwrap_or(modelled);
             if blocks < 2 {
-                return Err(no_kv_blocks(o, &gpu, &model, util, blocks, profile_run));
+                return Err(no_kv_blocks(o, (&gpu, &model, &layout), util, blocks, profile_run));
             }
             if blocks > u32::MAX as u64 {
                 return Err(Error::invalid(
@@ -576,7 +596,9 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             page_size: (policy == Policy::Radix).then_some(o.page_size),
             capacity_tokens: Some(capacity),
         },
-        kv_bytes_per_token: model.kv_bytes_per_token(2),
+        kv_bytes_per_token: model.kv_bytes_per_token(kv_dtype_bytes),
+        kv_bytes_per_token_per_rank,
+        deployment: layout,
         model,
         gpu,
         tp: o.tp,

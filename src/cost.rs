@@ -8,8 +8,16 @@
 //! schedule, vLLM's async scheduling) takes the larger, one that does not takes the sum.
 //! [`Affine`] is a plain linear model for hand-computed tests.
 
-use crate::profile::{Gpu, Model};
+pub mod moe;
+pub mod parallel;
+#[cfg(test)]
+mod sanity;
+pub mod spec;
+
+use crate::profile::{Dtype, Gpu, Model, Network};
+use parallel::{Links, Parallel};
 use serde::Serialize;
+use spec::SpecDecode;
 
 /// What one step computes, in aggregate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -78,6 +86,23 @@ pub trait CostModel: Send + Sync {
     fn step_time(&self, batch: &BatchShape, overlap: bool) -> f64 {
         self.step_parts(batch).total(overlap)
     }
+
+    /// Expected tokens a decoding sequence gains per step (speculative decoding: the accepted
+    /// drafts and the target's own token); 1 without speculation.
+    fn tokens_per_step(&self) -> f64 {
+        1.0
+    }
+
+    /// Batches the engine keeps in flight at once (vLLM v1 under PP: one per stage).
+    fn in_flight_batches(&self) -> usize {
+        1
+    }
+
+    /// Seconds the step spends in each pipeline stage, host work in the first; one stage
+    /// (the whole step) without PP.
+    fn pipeline_stages(&self, batch: &BatchShape, overlap: bool) -> Vec<f64> {
+        vec![self.step_time(batch, overlap)]
+    }
 }
 
 /// Device `per_prefill_token × prefill tokens + per_decode_seq × decode seqs + per_ctx_token ×
@@ -135,68 +160,289 @@ impl Default for Efficiency {
     }
 }
 
-/// Roofline step time of a dense (or MoE, by active parameters) model on `tp` GPUs in bf16.
+/// Everything beyond GPU, model and efficiency that shapes a step's cost: the layout over
+/// GPUs and nodes, the KV element type, MoE routing skew and speculative decoding.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Deployment {
+    pub parallel: Parallel,
+    /// Links between nodes (needed when `parallel.nnodes > 1`).
+    pub network: Option<Network>,
+    /// KV-cache element type (`--kv-cache-dtype`: auto = bf16, fp8).
+    pub kv_dtype: Dtype,
+    /// `--moe-skew` (0 = uniform routing; see [`moe::distinct_experts_skewed`]).
+    pub moe_skew: f64,
+    /// Speculative decoding; `None` = off.
+    pub spec: Option<SpecDecode>,
+}
+
+impl Deployment {
+    /// Plain TP on one node, bf16 KV, no speculation.
+    pub fn tp(tp: u64) -> Self {
+        Self { parallel: Parallel::tp(tp), ..Self::default() }
+    }
+}
+
+/// A step's work per rank, in f64 so batches can be split and scaled.
+#[derive(Debug, Clone, Copy, Default)]
+struct Load {
+    seqs: f64,
+    /// Tokens through the GEMMs (prefill tokens + decode positions).
+    tokens: f64,
+    prefill_pairs: f64,
+    prefill_ctx: f64,
+    /// Query positions per decoding sequence (1, or k + 1 when verifying drafts).
+    decode_positions: f64,
+    decode_ctx: f64,
+}
+
+/// Roofline step time of a dense, MoE or MLA model on `tp` × `pp` GPUs: GEMMs (FLOPs over peak
+/// vs weight bytes over bandwidth, the routed experts by the distinct experts a step touches),
+/// attention (prefill over expanded heads, decode over the cached KV — MLA's latent), and
+/// collectives (two per layer under TP, two-level across nodes; all-to-alls under EP with DP
+/// attention; activations between pipeline stages).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Roofline {
     pub tp: u64,
     pub eff: Efficiency,
-    peak_flops: f64,
+    pub deployment: Deployment,
+    attn_peak: f64,
+    gemm_peak: f64,
     bw: f64,
-    link: f64,
-    weight_bytes: f64,
-    matmul_params: f64,
-    attn_flops_per_pair: f64,
-    kv_bytes_per_token: f64,
-    allreduce_bytes_per_token: f64,
+    links: Links,
+    /// Per rank, all layers (as if on one stage).
+    dense_weight_bytes: f64,
+    dense_matmul_params: f64,
+    /// Routed experts: (experts, top-k, MoE layers, params of one expert per rank, bytes of one
+    /// expert per rank).
+    moe: Option<(f64, f64, f64, f64, f64)>,
+    prefill_flops_per_pair: f64,
+    decode_flops_per_pair: f64,
+    kv_read_bytes_per_token: f64,
+    act_bytes_per_token: f64,
     layers: f64,
+    head_params: f64,
 }
 
 impl Roofline {
-    /// The model on `tp` GPUs of one kind (bf16 weights and KV).
+    /// The model on `tp` GPUs of one node (bf16 KV, no speculation).
     pub fn new(gpu: &Gpu, model: &Model, tp: u64, eff: Efficiency) -> Self {
-        let tp_f = tp as f64;
+        Self::deployed(gpu, model, Deployment::tp(tp), eff)
+    }
+
+    /// The model under a full deployment.
+    pub fn deployed(gpu: &Gpu, model: &Model, d: Deployment, eff: Efficiency) -> Self {
+        let p = d.parallel;
+        let (tp, attn_tp, dp) = (p.tp as f64, p.attn_tp() as f64, p.dp_attention.max(1) as f64);
+        let layers = model.text_layers() as f64;
+        let heads = model.heads as f64;
+        let (qk, v) = match model.kv_lora_rank {
+            Some(_) => (
+                (model.qk_nope_head_dim.unwrap_or(0) + model.qk_rope_head_dim.unwrap_or(0)) as f64,
+                model.v_head_dim.unwrap_or(model.head_dim) as f64,
+            ),
+            None => (model.head_dim as f64, model.head_dim as f64),
+        };
+        // Prefill over expanded heads: QKᵀ (2·qk) and AV (2·v) FLOPs per head per layer per
+        // query-key pair. MLA decode attends over the latent with the up-projections absorbed:
+        // scores over kv_lora + rope, values over kv_lora.
+        let prefill_flops_per_pair = 2.0 * layers * heads * (qk + v) / tp;
+        let decode_flops_per_pair = match model.kv_lora_rank {
+            Some(r) => 2.0 * layers * heads * ((r + model.qk_rope_head_dim.unwrap_or(0)) as f64 + r as f64) / tp,
+            None => prefill_flops_per_pair,
+        };
+        let kv_bytes = d.kv_dtype.bytes();
+        // Each rank reads its attention group's KV of its own sequences (1/dp of them).
+        let full_depth = Parallel { pp: 1, ..p };
+        let kv_read = full_depth.kv_bytes_per_token_per_rank(model, kv_bytes) as f64 / dp;
+        let attn = model.attn_weight_bytes();
+        let dense_weight_bytes = if p.attn_tp() == p.tp {
+            model.dense_weight_bytes() / tp
+        } else {
+            attn / attn_tp + (model.dense_weight_bytes() - attn) / tp
+        };
+        let moe = model.is_moe().then(|| {
+            (
+                model.experts.unwrap_or(0) as f64,
+                model.experts_per_token.unwrap_or(0) as f64,
+                model.moe_layers() as f64,
+                model.expert_params() / tp,
+                model.expert_bytes() / tp,
+            )
+        });
+        let fp8 = model.weight_dtype == Dtype::Fp8;
+        let links = Links {
+            intra_bytes_per_s: gpu.link_bytes_per_s(),
+            intra_latency_s: eff.comm_latency_s,
+            net: if p.nnodes > 1 { d.network.clone() } else { None },
+            gpus_per_node: p.gpus_per_node(),
+            efficiency: eff.comm_bw,
+        };
         Self {
-            tp,
+            tp: p.tp,
             eff,
-            peak_flops: gpu.bf16_tflops * 1e12,
+            attn_peak: gpu.bf16_tflops * 1e12,
+            gemm_peak: if fp8 { gpu.fp8_tflops.unwrap_or(gpu.bf16_tflops) } else { gpu.bf16_tflops } * 1e12,
             bw: gpu.mem_bw_gbps * 1e9,
-            link: gpu.link_bytes_per_s(),
-            weight_bytes: model.weight_bytes(2) / tp_f,
-            matmul_params: model.active_matmul_params() / tp_f,
-            // QKᵀ and AV: 2 matmuls × 2 FLOPs × head_dim per head per layer.
-            attn_flops_per_pair: 4.0 * (model.layers * model.heads * model.head_dim) as f64 / tp_f,
-            kv_bytes_per_token: model.kv_bytes_per_token(2) as f64 / tp_f,
-            allreduce_bytes_per_token: (model.hidden * 2) as f64,
-            layers: model.layers as f64,
+            links,
+            dense_weight_bytes,
+            dense_matmul_params: model.dense_matmul_params() / tp,
+            moe,
+            prefill_flops_per_pair,
+            decode_flops_per_pair,
+            kv_read_bytes_per_token: kv_read,
+            act_bytes_per_token: (model.hidden * 2) as f64,
+            layers,
+            head_params: (model.vocab * model.hidden) as f64 / tp,
+            deployment: d,
         }
+    }
+
+    fn load(&self, b: &BatchShape, decode_positions: f64) -> Load {
+        Load {
+            seqs: b.seqs as f64,
+            tokens: b.prefill_tokens as f64 + b.decode_seqs as f64 * decode_positions,
+            prefill_pairs: b.prefill_attn_pairs,
+            prefill_ctx: b.prefill_ctx_tokens as f64,
+            decode_positions,
+            decode_ctx: b.decode_ctx_tokens as f64,
+        }
+    }
+
+    /// Device seconds of one forward pass over all layers on one TP group (no PP split).
+    fn forward_s(&self, l: &Load) -> f64 {
+        if l.seqs <= 0.0 {
+            return 0.0;
+        }
+        let e = &self.eff;
+        let flops = self.gemm_peak * e.gemm_flops;
+        let bw = self.bw * e.mem_bw;
+        let attn_flops = self.attn_peak * e.attn_flops;
+        let mut gemm = (2.0 * self.dense_matmul_params * l.tokens / flops).max(self.dense_weight_bytes / bw);
+        if let Some((experts, k, moe_layers, params, bytes)) = self.moe {
+            let touched = moe::distinct_experts_skewed(experts, k, l.tokens, self.deployment.moe_skew);
+            gemm += moe_layers * (2.0 * l.tokens * k * params / flops).max(touched * bytes / bw);
+        }
+        let prefill_attn = (self.prefill_flops_per_pair * l.prefill_pairs / attn_flops)
+            .max(l.prefill_ctx * self.kv_read_bytes_per_token / bw);
+        let decode_attn = (self.decode_flops_per_pair * l.decode_ctx * l.decode_positions / attn_flops)
+            .max(l.decode_ctx * self.kv_read_bytes_per_token / bw);
+        gemm + prefill_attn + decode_attn + self.comm_s(l.tokens)
+    }
+
+    /// Collectives of one forward pass over all layers, for `tokens` tokens in the step.
+    fn comm_s(&self, tokens: f64) -> f64 {
+        let p = self.deployment.parallel;
+        if p.tp <= 1 {
+            return 0.0;
+        }
+        let (g, n) = p.tp_span();
+        let dp = p.dp_attention.max(1);
+        let bytes = tokens * self.act_bytes_per_token;
+        let attn_tp = p.attn_tp();
+        // After attention: an all-reduce inside the attention group over its own tokens.
+        let attn = if attn_tp > 1 {
+            let (ga, na) = (attn_tp.min(g), attn_tp.div_ceil(g.max(1)));
+            self.links.all_reduce_s(bytes / dp as f64, ga, na)
+        } else {
+            0.0
+        };
+        // After the FFN: an all-reduce over TP (with DP attention, the gather and scatter of
+        // every group's tokens move the same bytes); MoE layers under EP with DP attention
+        // dispatch and combine top-k copies of each rank's tokens instead.
+        let ffn = self.links.all_reduce_s(bytes, g, n);
+        let moe_layers = self.moe.map_or(0.0, |m| m.2);
+        let moe_ffn = match self.moe {
+            Some((_, k, ..)) if p.ep && dp > 1 => 2.0 * self.links.all_to_all_s(bytes / dp as f64 * k, p.tp, g),
+            _ => ffn,
+        };
+        self.layers * attn + (self.layers - moe_layers) * ffn + moe_layers * moe_ffn
+    }
+
+    /// Device seconds of one MTP/EAGLE draft pass: one layer over the decoding sequences and
+    /// the LM head.
+    fn draft_pass_s(&self, b: &BatchShape) -> f64 {
+        if b.decode_seqs == 0 {
+            return 0.0;
+        }
+        let d = BatchShape {
+            seqs: b.decode_seqs,
+            decode_seqs: b.decode_seqs,
+            decode_ctx_tokens: b.decode_ctx_tokens,
+            ..Default::default()
+        };
+        let one_layer = self.forward_s(&self.load(&d, 1.0)) / self.layers.max(1.0);
+        let head = (2.0 * self.head_params * b.decode_seqs as f64 / (self.gemm_peak * self.eff.gemm_flops))
+            .max(self.head_params * 2.0 / (self.bw * self.eff.mem_bw));
+        one_layer + head
+    }
+
+    /// Device seconds of the step's verify pass and drafts, before the PP split.
+    fn device_s(&self, b: &BatchShape) -> f64 {
+        match &self.deployment.spec {
+            None => self.forward_s(&self.load(b, 1.0)),
+            Some(s) => {
+                let verify = self.forward_s(&self.load(b, s.verify_positions() as f64));
+                verify + s.draft_passes() as f64 * self.draft_pass_s(b)
+            }
+        }
+    }
+
+    /// Seconds to hand the step's activations from one stage to the next.
+    fn stage_send_s(&self, b: &BatchShape) -> f64 {
+        let p = self.deployment.parallel;
+        let positions = self.deployment.spec.as_ref().map_or(1, SpecDecode::verify_positions) as u64;
+        let tokens = b.prefill_tokens + b.decode_seqs as u64 * positions;
+        self.links.stage_send_s(tokens as f64 * self.act_bytes_per_token, p.tp, p.pp_crosses_nodes())
+    }
+
+    /// Device seconds the batch spends in each pipeline stage (layers split evenly; each
+    /// stage but the last also sends its activations on). One stage without PP.
+    pub fn stage_times(&self, b: &BatchShape) -> Vec<f64> {
+        let pp = self.deployment.parallel.pp.max(1);
+        if b.seqs == 0 {
+            return vec![0.0; pp as usize];
+        }
+        let stage = self.device_s(b) / pp as f64;
+        let send = if pp > 1 { self.stage_send_s(b) } else { 0.0 };
+        (0..pp).map(|s| if s + 1 < pp { stage + send } else { stage }).collect()
     }
 }
 
 impl CostModel for Roofline {
+    /// One step's price: under PP its stages one after another (the sum of
+    /// [`Roofline::stage_times`]), which is the step's latency. vLLM v1 keeps up to PP batches in
+    /// flight: the event loop forms the next batch over the requests not in flight and plays it
+    /// through [`CostModel::pipeline_stages`]. With speculative decoding the step is the verify
+    /// over k + 1 positions per decoding sequence plus the draft passes; the event loop emits
+    /// [`CostModel::tokens_per_step`] tokens for it.
     fn step_parts(&self, b: &BatchShape) -> StepTime {
         if b.seqs == 0 {
             return StepTime::default();
         }
         let e = &self.eff;
-        let tokens = b.tokens() as f64;
-        let flops = self.peak_flops * e.gemm_flops;
-        let bw = self.bw * e.mem_bw;
-        let gemm = (2.0 * self.matmul_params * tokens / flops).max(self.weight_bytes / bw);
-        let prefill_attn = (self.attn_flops_per_pair * b.prefill_attn_pairs / (self.peak_flops * e.attn_flops))
-            .max(b.prefill_ctx_tokens as f64 * self.kv_bytes_per_token / bw);
-        let decode_attn = (self.attn_flops_per_pair * b.decode_ctx_tokens as f64 / (self.peak_flops * e.attn_flops))
-            .max(b.decode_ctx_tokens as f64 * self.kv_bytes_per_token / bw);
-        let comm = if self.tp > 1 {
-            let ring = 2.0 * (self.tp as f64 - 1.0) / self.tp as f64;
-            2.0 * self.layers
-                * (e.comm_latency_s + ring * tokens * self.allreduce_bytes_per_token / (self.link * e.comm_bw))
-        } else {
-            0.0
-        };
+        // With DP attention every group's scheduler prepares its own sequences in parallel.
+        let dp = self.deployment.parallel.dp_attention.max(1) as f64;
         StepTime {
-            device_s: gemm + prefill_attn + decode_attn + comm,
-            host_s: e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64,
+            device_s: self.stage_times(b).iter().sum(),
+            host_s: e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64 / dp,
         }
+    }
+
+    fn tokens_per_step(&self) -> f64 {
+        self.deployment.spec.as_ref().map_or(1.0, SpecDecode::tokens_per_step)
+    }
+
+    fn in_flight_batches(&self) -> usize {
+        self.deployment.parallel.pp.max(1) as usize
+    }
+
+    fn pipeline_stages(&self, b: &BatchShape, overlap: bool) -> Vec<f64> {
+        let parts = self.step_parts(b);
+        let mut stages = self.stage_times(b);
+        if let Some(first) = stages.first_mut() {
+            *first = StepTime { device_s: *first, host_s: parts.host_s }.total(overlap);
+        }
+        stages
     }
 }
 
@@ -230,6 +476,76 @@ mod tests {
         assert!(r.step_time(&d2, false) > r.step_time(&d, false));
         assert!(h100_8b(2).step_time(&p, false) < r.step_time(&p, false));
         assert_eq!(r.step_time(&BatchShape::default(), true), 0.0);
+    }
+
+    #[test]
+    fn moe_profiles_match_the_published_active_parameters() {
+        // Dense part + top-k experts per MoE layer + the embedding = the model cards' "active".
+        for (name, active_b) in
+            [("deepseek-r1", 37.0), ("mixtral-8x7b", 12.9), ("qwen3-235b-a22b", 22.0), ("qwen3-30b-a3b", 3.3)]
+        {
+            let m = model(name, None).unwrap();
+            let derived = (m.active_matmul_params() + (m.vocab * m.hidden) as f64) / 1e9;
+            assert!((derived / active_b - 1.0).abs() < 0.03, "{name}: {derived} vs {active_b}");
+        }
+        // DeepSeek-R1: 58 MoE layers × 256 experts × 3 × 7,168 × 2,048 = 653.9 B routed.
+        let r1 = model("deepseek-r1", None).unwrap();
+        assert_eq!(r1.moe_layers(), 58);
+        assert!((r1.routed_params() - 58.0 * 256.0 * 3.0 * 7168.0 * 2048.0).abs() < 1.0);
+        // FP8 checkpoint: 671 B weights at 1 byte, embedding and LM head at 2.
+        assert!((r1.weight_bytes(2) - (671e9 + 2.0 * 129_280.0 * 7168.0)).abs() < 1.0);
+    }
+
+    #[test]
+    fn moe_decode_reads_the_experts_it_touches() {
+        // Qwen3-30B-A3B on one H100, one decoding token at context 0: the dense weights
+        // (30.5 B − 48 × 128 × 3 × 2,048 × 768 routed, at 2 B) and 48 layers × 8 experts ×
+        // 9,437,184 B, all at 0.8 × 3.35 TB/s; FLOPs are negligible.
+        let m = model("qwen3-30b-a3b", None).unwrap();
+        let r = Roofline::new(&gpu("h100-sxm", None).unwrap(), &m, 1, Efficiency::default());
+        let routed = 48.0 * 128.0 * 3.0 * 2048.0 * 768.0;
+        let dense = (30.5e9 - routed) * 2.0;
+        let expert = 3.0 * 2048.0 * 768.0 * 2.0;
+        let mut one = BatchShape::default();
+        one.add(0, 1);
+        let want = (dense + 48.0 * 8.0 * expert) / (3.35e12 * 0.8);
+        assert!((r.step_parts(&one).device_s - want).abs() < 1e-12, "{}", r.step_parts(&one).device_s);
+        // 4,096 tokens touch all 128 experts: bytes of the whole model, but the FLOPs now bound.
+        let mut big = BatchShape::default();
+        big.add(0, 4096);
+        let flops_bound = 2.0 * 4096.0 * (m.dense_matmul_params() + 48.0 * 8.0 * expert / 2.0) / (989.4e12 * 0.6);
+        let bytes_bound = (dense + routed * 2.0) / (3.35e12 * 0.8);
+        let gemm =
+            r.forward_s(&r.load(&big, 1.0)) - r.prefill_flops_per_pair * big.prefill_attn_pairs / (989.4e12 * 0.4);
+        assert!(gemm >= bytes_bound.min(flops_bound) && gemm < 1.2 * (bytes_bound + flops_bound), "{gemm}");
+        // Per token, a large batch is ~200× cheaper than one token alone.
+        assert!(r.step_parts(&big).device_s / 4096.0 < r.step_parts(&one).device_s / 100.0);
+    }
+
+    #[test]
+    fn mla_decode_reads_the_latent_and_dp_attention_splits_it() {
+        let (h20, r1) = (gpu("h20", None).unwrap(), model("deepseek-r1", None).unwrap());
+        let net = crate::profile::network("cx7-8x400", None).unwrap();
+        let tp16 = Deployment {
+            parallel: Parallel { nnodes: 2, ..Parallel::tp(16) },
+            network: Some(net.clone()),
+            ..Deployment::default()
+        };
+        let r = Roofline::deployed(&h20, &r1, tp16.clone(), Efficiency::default());
+        // Every TP rank reads the whole 576-element latent of every token: 70,272 B.
+        assert_eq!(r.kv_read_bytes_per_token, 70_272.0);
+        // Absorbed decode: 2 × 61 × 128 × (576 + 512) / 16 FLOPs per query-key pair per rank;
+        // prefill over expanded heads: 2 × 61 × 128 × (192 + 128) / 16.
+        assert_eq!(r.decode_flops_per_pair, 2.0 * 61.0 * 128.0 * 1088.0 / 16.0);
+        assert_eq!(r.prefill_flops_per_pair, 2.0 * 61.0 * 128.0 * 320.0 / 16.0);
+        // DP attention over 16 groups: each rank reads only its sequences' latents.
+        let mut dp = tp16;
+        dp.parallel.dp_attention = 16;
+        dp.parallel.ep = true;
+        let d = Roofline::deployed(&h20, &r1, dp, Efficiency::default());
+        assert_eq!(d.kv_read_bytes_per_token, 70_272.0 / 16.0);
+        // FP8 GEMMs on the H20 (296 TFLOPS), attention at bf16 (148).
+        assert_eq!((d.gemm_peak, d.attn_peak), (296e12, 148e12));
     }
 
     #[test]

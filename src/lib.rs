@@ -16,6 +16,7 @@ pub mod config;
 pub mod cost;
 pub mod engine;
 pub mod error;
+pub mod layout;
 pub mod metrics;
 pub mod output;
 pub mod plan;

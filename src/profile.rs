@@ -9,6 +9,7 @@ use std::path::Path;
 
 const GPUS: &str = include_str!("../models/gpus.toml");
 const MODELS: &str = include_str!("../models/models.toml");
+const NETWORKS: &str = include_str!("../models/networks.toml");
 
 /// A GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +52,26 @@ impl Gpu {
     }
 }
 
+/// The element type of weights or KV: 2 bytes (bf16, fp16) or 1 (fp8).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    #[default]
+    Bf16,
+    Fp16,
+    Fp8,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::Bf16 | Dtype::Fp16 => 2,
+            Dtype::Fp8 => 1,
+        }
+    }
+}
+
 /// A model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,41 +84,187 @@ pub struct Model {
     pub heads: u64,
     pub kv_heads: u64,
     pub head_dim: u64,
+    /// FFN width of the dense layers (of every layer in a dense model).
     pub intermediate: u64,
     pub vocab: u64,
     pub params_b: f64,
-    /// Parameters used per token (MoE); `None` = all.
+    /// Parameters used per token (MoE), as published; the cost model derives its own from the
+    /// expert fields and checks it against this.
     #[serde(default)]
     pub active_params_b: Option<f64>,
+    /// MoE: routed experts per MoE layer.
     #[serde(default)]
     pub experts: Option<u64>,
+    /// MoE: routed experts each token goes to (top-k).
     #[serde(default)]
     pub experts_per_token: Option<u64>,
+    /// MoE: experts every token goes to, each `moe_intermediate` wide (DeepSeek: 1).
+    #[serde(default)]
+    pub shared_experts: Option<u64>,
+    /// MoE: FFN width of one expert (default: `intermediate`).
+    #[serde(default)]
+    pub moe_intermediate: Option<u64>,
+    /// MoE: leading dense layers before the MoE layers (DeepSeek-V3: 3).
+    #[serde(default)]
+    pub first_dense_layers: Option<u64>,
     /// Layers that cache KV per token (default: all).
     #[serde(default)]
     pub kv_layers: Option<u64>,
-    /// MLA: cached latent width per token per layer (kv_lora_rank + rope dims).
+    /// MLA: query low-rank width (DeepSeek-V3: 1536).
     #[serde(default)]
-    pub mla_kv_dim: Option<u64>,
+    pub q_lora_rank: Option<u64>,
+    /// MLA: latent KV width (DeepSeek-V3: 512); with `qk_rope_head_dim`, what is cached.
+    #[serde(default)]
+    pub kv_lora_rank: Option<u64>,
+    /// MLA: rotary part of a query/key head, cached beside the latent (DeepSeek-V3: 64).
+    #[serde(default)]
+    pub qk_rope_head_dim: Option<u64>,
+    /// MLA: non-rotary part of a query/key head after expansion (DeepSeek-V3: 128).
+    #[serde(default)]
+    pub qk_nope_head_dim: Option<u64>,
+    /// MLA: value head width after expansion (DeepSeek-V3: 128).
+    #[serde(default)]
+    pub v_head_dim: Option<u64>,
+    /// The checkpoint's linear-layer weights (default bf16; DeepSeek-R1 fp8).
+    #[serde(default)]
+    pub weight_dtype: Dtype,
+    /// Multi-token-prediction modules shipped with the model (DeepSeek-V3: 1), the MTP draft.
+    #[serde(default)]
+    pub mtp_layers: Option<u64>,
+    /// Cross-attention layers that text-only prompts skip (Llama-3.2-Vision: 8).
+    #[serde(default)]
+    pub cross_attn_layers: Option<u64>,
+    /// Vision-tower parameters, billions: loaded, never run for text-only prompts.
+    #[serde(default)]
+    pub vision_params_b: Option<f64>,
     pub max_context: u64,
 }
 
 impl Model {
-    /// KV-cache bytes per token (all ranks together) at `dtype_bytes` per element.
-    pub fn kv_bytes_per_token(&self, dtype_bytes: u64) -> u64 {
-        let layers = self.kv_layers.unwrap_or(self.layers);
-        match self.mla_kv_dim {
-            Some(d) => layers * d * dtype_bytes,
-            None => 2 * layers * self.kv_heads * self.head_dim * dtype_bytes,
+    /// Whether the model caches an MLA latent instead of per-head K and V.
+    pub fn is_mla(&self) -> bool {
+        self.kv_lora_rank.is_some()
+    }
+    /// Whether the model routes tokens over experts.
+    pub fn is_moe(&self) -> bool {
+        self.experts.is_some_and(|e| e > 1) && self.experts_per_token.is_some()
+    }
+    /// KV elements cached per token per layer (all ranks together): the MLA latent
+    /// (`kv_lora_rank + qk_rope_head_dim`) or `2 × kv_heads × head_dim`.
+    pub fn kv_elems_per_layer(&self) -> u64 {
+        match self.kv_lora_rank {
+            Some(r) => r + self.qk_rope_head_dim.unwrap_or(0),
+            None => 2 * self.kv_heads * self.head_dim,
         }
     }
-    /// Weight bytes at `dtype_bytes` per parameter.
-    pub fn weight_bytes(&self, dtype_bytes: u64) -> f64 {
-        self.params_b * 1e9 * dtype_bytes as f64
+    /// KV-cache bytes per token (all ranks together) at `dtype_bytes` per element.
+    pub fn kv_bytes_per_token(&self, dtype_bytes: u64) -> u64 {
+        self.kv_layers.unwrap_or(self.layers) * self.kv_elems_per_layer() * dtype_bytes
     }
-    /// Parameters touched per token (dense: all but the embedding table, which is a lookup).
+    /// Weight bytes in memory: linear weights at `dtype_bytes` (bf16 models) or at the
+    /// checkpoint's own width (fp8 models, whose embedding and LM head stay 16-bit).
+    pub fn weight_bytes(&self, dtype_bytes: u64) -> f64 {
+        let all = self.params_b * 1e9;
+        match self.weight_dtype {
+            Dtype::Fp8 => {
+                let tables = 2.0 * (self.vocab * self.hidden) as f64;
+                (all - tables) + tables * 2.0
+            }
+            _ => all * dtype_bytes as f64,
+        }
+    }
+    /// Bytes per linear weight (1 for fp8 checkpoints, else 2).
+    pub fn weight_elem_bytes(&self) -> f64 {
+        self.weight_dtype.bytes() as f64
+    }
+    /// Layers a text-only token runs through (cross-attention layers skipped).
+    pub fn text_layers(&self) -> u64 {
+        self.layers - self.cross_attn_layers.unwrap_or(0).min(self.layers)
+    }
+    /// MoE layers (0 for a dense model).
+    pub fn moe_layers(&self) -> u64 {
+        if self.is_moe() {
+            self.text_layers().saturating_sub(self.first_dense_layers.unwrap_or(0))
+        } else {
+            0
+        }
+    }
+    /// Parameters of one expert (gate, up and down projections).
+    pub fn expert_params(&self) -> f64 {
+        3.0 * (self.hidden * self.moe_intermediate.unwrap_or(self.intermediate)) as f64
+    }
+    /// Routed-expert parameters of the whole model.
+    pub fn routed_params(&self) -> f64 {
+        self.moe_layers() as f64 * self.experts.unwrap_or(0) as f64 * self.expert_params()
+    }
+    /// Attention parameters of one layer: MLA's down/up projections, or Q, K, V and O.
+    pub fn attn_params_per_layer(&self) -> f64 {
+        let (h, n) = (self.hidden as f64, self.heads as f64);
+        match self.kv_lora_rank {
+            Some(r) => {
+                let (rope, nope) =
+                    (self.qk_rope_head_dim.unwrap_or(0) as f64, self.qk_nope_head_dim.unwrap_or(0) as f64);
+                let v = self.v_head_dim.unwrap_or(self.head_dim) as f64;
+                let q = match self.q_lora_rank {
+                    Some(ql) => h * ql as f64 + ql as f64 * n * (nope + rope),
+                    None => h * n * (nope + rope),
+                };
+                q + h * (r as f64 + rope) + r as f64 * n * (nope + v) + n * v * h
+            }
+            None => 2.0 * h * n * self.head_dim as f64 + 2.0 * h * (self.kv_heads * self.head_dim) as f64,
+        }
+    }
+    /// Parameters loaded but never run for a text-only prompt: the vision tower and the
+    /// cross-attention layers (attention and FFN each).
+    pub fn skipped_params(&self) -> f64 {
+        let per_layer = self.attn_params_per_layer() + 3.0 * (self.hidden * self.intermediate) as f64;
+        self.vision_params_b.unwrap_or(0.0) * 1e9 + self.cross_attn_layers.unwrap_or(0) as f64 * per_layer
+    }
+    /// Parameters every token runs through apart from the routed experts: attention, dense
+    /// FFNs, shared experts, norms, the LM head (the embedding is a lookup and not counted).
+    pub fn dense_matmul_params(&self) -> f64 {
+        self.params_b * 1e9 - self.routed_params() - self.skipped_params() - (self.vocab * self.hidden) as f64
+    }
+    /// Parameters touched per token (dense: all but the embedding table, which is a lookup;
+    /// MoE: the dense part plus top-k experts per MoE layer).
     pub fn active_matmul_params(&self) -> f64 {
-        self.active_params_b.unwrap_or(self.params_b) * 1e9 - (self.vocab * self.hidden) as f64
+        self.dense_matmul_params()
+            + self.moe_layers() as f64 * self.experts_per_token.unwrap_or(0) as f64 * self.expert_params()
+    }
+    /// Bytes of the weights one step reads besides the routed experts (all ranks together):
+    /// everything loaded except the routed experts and what text-only prompts skip.
+    pub fn dense_weight_bytes(&self) -> f64 {
+        self.weight_bytes(2) - (self.routed_params() + self.skipped_params()) * self.weight_elem_bytes()
+    }
+    /// Bytes of one routed expert.
+    pub fn expert_bytes(&self) -> f64 {
+        self.expert_params() * self.weight_elem_bytes()
+    }
+    /// Attention weight bytes of all layers (replicated per DP-attention rank).
+    pub fn attn_weight_bytes(&self) -> f64 {
+        self.text_layers() as f64 * self.attn_params_per_layer() * self.weight_elem_bytes()
+    }
+}
+
+/// Links between nodes, for parallel groups that span nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// NICs per node.
+    pub nics: u64,
+    /// Gb/s of one NIC, one direction.
+    pub gbps: f64,
+    /// Start-up latency of one message, µs.
+    pub latency_us: f64,
+}
+
+impl Network {
+    /// One node's bandwidth off the node, one direction, bytes/s.
+    pub fn node_bytes_per_s(&self) -> f64 {
+        self.nics as f64 * self.gbps * 1e9 / 8.0
     }
 }
 
@@ -109,6 +276,11 @@ struct GpuFile {
 #[derive(Deserialize)]
 struct ModelFile {
     model: Vec<Model>,
+}
+
+#[derive(Deserialize)]
+struct NetworkFile {
+    network: Vec<Network>,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
@@ -160,6 +332,19 @@ pub fn model(name: &str, file: Option<&Path>) -> Result<Model> {
     match file {
         Some(p) => first_in_file(p, "--model-file", "model", |f: ModelFile| f.model),
         None => pick(builtin_models(), name, |m| &m.name, "--model"),
+    }
+}
+
+/// The built-in networks.
+pub fn builtin_networks() -> Vec<Network> {
+    parse::<NetworkFile>(NETWORKS, "models/networks.toml").expect("built-in network profiles parse").network
+}
+
+/// A network by name, or the first entry of a TOML file with `[[network]]` tables.
+pub fn network(name: &str, file: Option<&Path>) -> Result<Network> {
+    match file {
+        Some(p) => first_in_file(p, "--network-file", "network", |f: NetworkFile| f.network),
+        None => pick(builtin_networks(), name, |n| &n.name, "--network"),
     }
 }
 
@@ -249,6 +434,19 @@ pub fn sglang_pool_tokens(gpu: &Gpu, model: &Model, tp: u64, mem_fraction_static
     let memory_bytes = sglang_gpu_mem_mib(gpu) * (1u64 << 20) as f64;
     let budget = memory_bytes * mem_fraction_static - model.weight_bytes(2) / tp as f64;
     (budget / (model.kv_bytes_per_token(2) as f64 / tp as f64)).max(0.0) as u64
+}
+
+/// [`sglang_pool_tokens`] of one rank of any layout: `mem_fraction_static × memory − weights`
+/// over the rank's KV bytes per token (`get_cell_size_per_token`: for MLA the whole latent,
+/// else the rank's KV heads, of the rank's layers).
+pub fn sglang_pool_tokens_per_rank(gpu: &Gpu, weights: f64, kv_bytes_per_token: u64, mem_fraction_static: f64) -> u64 {
+    let memory_bytes = sglang_gpu_mem_mib(gpu) * (1u64 << 20) as f64;
+    ((memory_bytes * mem_fraction_static - weights) / kv_bytes_per_token.max(1) as f64).max(0.0) as u64
+}
+
+/// [`sglang_kv_tokens`] of one rank of any layout (LightLLM's pool from the datasheet memory).
+pub fn lightllm_kv_tokens_per_rank(gpu: &Gpu, weights: f64, kv_bytes_per_token: u64, mem_fraction: f64) -> u64 {
+    ((gpu.memory_bytes() * mem_fraction - weights) / kv_bytes_per_token.max(1) as f64).max(0.0) as u64
 }
 
 /// KV capacity in tokens from the datasheet memory: `mem_fraction_static × memory − weights/TP`,

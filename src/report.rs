@@ -274,13 +274,20 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
             e.max_num_seqs, e.max_num_batched_tokens, e.chunked_prefill_size
         ),
     };
+    let layout = crate::layout::describe(&c.deployment);
+    let per_rank = if c.kv_bytes_per_token_per_rank != c.kv_bytes_per_token {
+        format!(" ({} per GPU)", thousands(c.kv_bytes_per_token_per_rank))
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "Model / GPU:    {} on {} × {} (TP {}) · max_model_len {} · {} KV bytes/token",
+        "Model / GPU:    {} on {} × {} (TP {}{}) · max_model_len {} · {} KV bytes/token{per_rank}",
         c.model.name,
-        c.tp,
+        c.deployment.parallel.world(),
         c.gpu.name,
         c.tp,
+        if layout.is_empty() { String::new() } else { format!(" · {layout}") },
         thousands(c.max_model_len),
         thousands(c.kv_bytes_per_token)
     );

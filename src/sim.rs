@@ -263,6 +263,8 @@ pub fn simulate_with_progress(
 }
 
 #[cfg(test)]
+mod bigmodel_tests;
+#[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,7 @@
 //! [`cudagraph_graphs`]) and each can be set by hand ([`MemoryOverrides`]) to reproduce a
 //! logged `num_gpu_blocks`.
 
+use crate::cost::parallel::Parallel;
 use crate::profile::{Gpu, Model};
 use serde::Serialize;
 
@@ -66,7 +67,7 @@ pub struct VllmMemory {
     pub gpu_memory_utilization: f64,
     /// `ceil(total × gpu_memory_utilization)`.
     pub requested_bytes: u64,
-    /// Weights per GPU (bf16).
+    /// Weights per GPU (its stage's layers, its TP shard; fp8 checkpoints at 1 byte).
     pub weights_bytes: u64,
     /// Peak activation of the profile run (torch peak increase).
     pub activation_peak_bytes: u64,
@@ -79,14 +80,30 @@ pub struct VllmMemory {
     pub kv_cache_bytes: u64,
     /// Which terms were set by hand, in the order above.
     pub overridden: MemoryOverrides,
+    /// KV bytes per token on one GPU (its stage's layers; MLA latent replicated).
+    pub kv_bytes_per_token_per_rank: u64,
 }
 
 impl VllmMemory {
-    /// The budget of one GPU of a TP group.
+    /// The budget of one GPU of a TP group on one node (bf16 KV).
     pub fn new(gpu: &Gpu, model: &Model, tp: u64, utilization: f64, run: ProfileRun, o: MemoryOverrides) -> Self {
+        Self::laid_out(gpu, model, Parallel::tp(tp), 2, utilization, run, o)
+    }
+
+    /// The budget of one GPU of any layout, KV at `kv_dtype_bytes` per element.
+    pub fn laid_out(
+        gpu: &Gpu,
+        model: &Model,
+        layout: Parallel,
+        kv_dtype_bytes: u64,
+        utilization: f64,
+        run: ProfileRun,
+        o: MemoryOverrides,
+    ) -> Self {
+        let tp = layout.tp;
         let total = gpu.cuda_total_bytes();
         let requested = (total as f64 * utilization).ceil() as u64;
-        let weights = (model.weight_bytes(2) / tp as f64).round() as u64;
+        let weights = layout.weight_bytes_per_rank(model).round() as u64;
         let gib = |g: f64| (g * GIB).round() as u64;
         let activation = o
             .activation_peak_gib
@@ -113,13 +130,14 @@ impl VllmMemory {
             non_torch_bytes: non_torch,
             kv_cache_bytes: kv,
             overridden: o,
+            kv_bytes_per_token_per_rank: layout.kv_bytes_per_token_per_rank(model, kv_dtype_bytes),
         }
     }
 
     /// `num_gpu_blocks` as `vllm/v1/core/kv_cache_utils.py` `get_num_blocks` computes it:
     /// `available // page_size // num_layers`, the page being one layer's block on this rank.
-    pub fn num_gpu_blocks(&self, model: &Model, tp: u64, block_size: u32) -> u64 {
-        let per_block = kv_bytes_per_token_per_rank(model, tp) * block_size as u64;
+    pub fn num_gpu_blocks(&self, block_size: u32) -> u64 {
+        let per_block = self.kv_bytes_per_token_per_rank * block_size as u64;
         self.kv_cache_bytes / per_block.max(1)
     }
 
@@ -153,11 +171,7 @@ impl VllmMemory {
 /// KV bytes per token on one rank (bf16): KV heads split over TP but never below one head
 /// (`ModelConfig.get_num_kv_heads`: `max(1, total // tp)`); an MLA latent is not split.
 pub fn kv_bytes_per_token_per_rank(model: &Model, tp: u64) -> u64 {
-    let layers = model.kv_layers.unwrap_or(model.layers);
-    match model.mla_kv_dim {
-        Some(d) => layers * d * 2,
-        None => 2 * layers * (model.kv_heads / tp).max(1) * model.head_dim * 2,
-    }
+    crate::cost::parallel::Parallel::tp(tp).kv_bytes_per_token_per_rank(model, 2)
 }
 
 /// The torch peak increase of vLLM's profile run, modelled from tensor lifetimes (bf16):
@@ -169,10 +183,9 @@ pub fn kv_bytes_per_token_per_rank(model: &Model, tp: u64) -> u64 {
 pub fn activation_peak_bytes(model: &Model, tp: u64, max_num_batched_tokens: u32, max_num_seqs: u32) -> u64 {
     let t = max_num_batched_tokens as u64;
     let rows = t.min(max_num_seqs as u64);
-    let i_rank = model.intermediate / tp;
     let mlp = match model.experts_per_token {
-        Some(k) => k * (3 * i_rank + model.hidden),
-        None => 3 * i_rank,
+        Some(k) => k * (3 * (model.moe_intermediate.unwrap_or(model.intermediate) / tp) + model.hidden),
+        None => 3 * (model.intermediate / tp),
     };
     let forward = t * (3 * model.hidden + mlp) * 2;
     let sampler = t * model.hidden * 2 + rows * model.vocab * SAMPLER_BYTES_PER_LOGIT;
@@ -231,7 +244,7 @@ mod tests {
         // 78,256,881,114 − 16,060,000,000 − 3,744,464,896 − 663,000,000 − 171,798,692.
         assert_eq!(m.kv_cache_bytes, 57_617_617_526);
         // ÷ (16 tokens × 131,072 B) = 27,474.6 → 27,474 blocks.
-        assert_eq!(m.num_gpu_blocks(&model, 1, 16), 27_474);
+        assert_eq!(m.num_gpu_blocks(16), 27_474);
     }
 
     #[test]
@@ -248,7 +261,7 @@ mod tests {
         let set = MemoryOverrides { kv_cache_memory_bytes: Some(1 << 34), ..Default::default() };
         let m = VllmMemory::new(&gpu, &model, 1, 0.9, run, set);
         assert_eq!(m.kv_cache_bytes, 1 << 34);
-        assert_eq!(m.num_gpu_blocks(&model, 1, 16), (1 << 34) / (16 * 131_072));
+        assert_eq!(m.num_gpu_blocks(16), (1 << 34) / (16 * 131_072));
         // Without the estimate (vLLM before 0.21) no graph is charged.
         let old =
             VllmMemory::new(&gpu, &model, 1, 0.9, ProfileRun { cudagraph_estimate: false, ..run }, Default::default());

@@ -201,12 +201,19 @@ pub fn drive(
         let mut again = false;
         for i in std::mem::take(&mut dirty.list) {
             dirty.flag[i] = false;
-            if inst[i].busy_until.is_some() {
+            if !inst[i].can_schedule() {
                 continue; // it schedules when its step ends
             }
             let may_reject = disagg.as_ref().is_none_or(|pd| pd.may_reject(i));
             match inst[i].begin_step(now, &mut rt, keep, may_reject) {
-                Begun::Busy(end) => busy.push(Reverse((end.to_bits(), i))),
+                Begun::Busy(end) => {
+                    busy.push(Reverse((end.to_bits(), i)));
+                    if inst[i].can_schedule() {
+                        // Under PP another batch may join the pipeline at once.
+                        dirty.mark(i);
+                        again = true;
+                    }
+                }
                 Begun::Retry => {
                     dirty.mark(i);
                     again = true;
@@ -234,7 +241,7 @@ pub fn drive(
                 }
             }
         }
-        if again || dirty.list.iter().any(|&i| inst[i].busy_until.is_none()) {
+        if again || dirty.list.iter().any(|&i| inst[i].can_schedule()) {
             continue;
         }
         let next = [

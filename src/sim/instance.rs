@@ -5,14 +5,19 @@
 //! requests freeing their KV. Between the two the cache holds the step's allocations, as the
 //! engine's does while the GPU runs the batch, so a router reading it sees the engine's state at
 //! that moment. Requests' runtime state ([`ReqRt`]) is shared by all instances of a run, indexed
-//! by request id (a request is in one instance at a time).
+//! by request id (a request is in one instance at a time). Under pipeline parallelism a vLLM
+//! instance keeps up to PP batches in flight, as vLLM v1's batch queue does: it forms the next
+//! batch at once over the requests not in flight, each batch enters a stage when the stage is
+//! free, and batches end in order. Under speculative decoding a decode step yields the cost
+//! model's expected tokens per step in one chunk.
 
 use super::{Keep, LoadStats, ScheduledStep, StepRecord, TokenRecord, KV_FULL_SHARE};
 use crate::cache::{CacheSpec, PrefixCache, ReqId};
 use crate::cost::{BatchShape, CostModel};
-use crate::engine::{scheduler, Batch, EngineConfig, ReqRt, Scheduler, Step};
+use crate::engine::{scheduler, Batch, EngineConfig, EngineKind, ReqRt, Scheduler, Step};
 use crate::metrics::{RequestRecord, TokenLog};
 use crate::workload::{SeqId, Workload};
+use std::collections::VecDeque;
 
 /// What an instance runs on.
 #[derive(Clone, Copy)]
@@ -83,6 +88,25 @@ pub struct InstanceStats {
     pub steps: u64,
 }
 
+/// A batch formed while earlier ones still run (vLLM v1 under PP): its requests' computed
+/// tokens were advanced when it was formed, so the scheduler leaves them out of the next batch
+/// (`Scheduler.schedule`: new tokens = known − computed), as vLLM does.
+struct Queued {
+    batch: Batch,
+    end: f64,
+    composition: Option<ScheduledStep>,
+    progress: Progress,
+}
+
+/// A batch in flight's items as scheduled: each request's computed tokens after it and its
+/// preemption count then (a request preempted since yields nothing). Empty with one batch in
+/// flight at most, where computed tokens advance at the step's end.
+#[derive(Default)]
+struct Progress {
+    after: Vec<u32>,
+    preemptions: Vec<u32>,
+}
+
 /// One serving instance.
 pub struct Instance<'a> {
     pub role: Role,
@@ -102,6 +126,17 @@ pub struct Instance<'a> {
     pub stats: InstanceStats,
     pub timeline: Vec<StepRecord>,
     pub schedule: Vec<ScheduledStep>,
+    /// Speculative decoding: expected extra tokens per decode step (tokens per step − 1), and
+    /// each request's fractional credit of them, by request id.
+    spec_extra: f64,
+    spec_credit: Vec<f64>,
+    /// Batches in flight at most (PP stages under vLLM v1; 1 otherwise), those behind the
+    /// running one, and when each pipeline stage is next free.
+    max_in_flight: usize,
+    queued: VecDeque<Queued>,
+    stage_free: Vec<f64>,
+    /// The running batch's [`Progress`].
+    progress: Progress,
 }
 
 impl<'a> Instance<'a> {
@@ -127,6 +162,16 @@ impl<'a> Instance<'a> {
             stats: InstanceStats { role: spec.role, ..InstanceStats::default() },
             timeline: Vec::new(),
             schedule: Vec::new(),
+            spec_extra: (spec.cost.tokens_per_step() - 1.0).max(0.0),
+            spec_credit: Vec::new(),
+            max_in_flight: if spec.engine.engine == EngineKind::Vllm {
+                spec.cost.in_flight_batches().max(1)
+            } else {
+                1
+            },
+            queued: VecDeque::new(),
+            stage_free: Vec::new(),
+            progress: Progress::default(),
         }
     }
 
@@ -135,11 +180,27 @@ impl<'a> Instance<'a> {
         self.sched.enqueue(id);
     }
 
-    /// Forms the next step at `now` and prices it. `may_reject`: a waiting head that cannot run
-    /// in an idle engine can never run (false while memory is held for requests still to
-    /// arrive, as a decode instance's pre-allocations: the head then waits).
+    /// Whether another batch can be formed now: none in flight, or fewer than the pipeline
+    /// keeps.
+    pub fn can_schedule(&self) -> bool {
+        self.busy_until.is_none() || self.queued.len() + 1 < self.max_in_flight
+    }
+
+    /// Forms the next step at `now` and prices it. Under PP (vLLM v1) it may join batches
+    /// already in flight: it enters each stage when the stage is free. `may_reject`: a waiting
+    /// head that cannot run in an idle engine can never run (false while memory is held for
+    /// requests still to arrive, as a decode instance's pre-allocations: the head then waits).
     pub fn begin_step(&mut self, now: f64, rt: &mut [ReqRt], keep: Keep, may_reject: bool) -> Begun {
-        debug_assert!(self.busy_until.is_none());
+        debug_assert!(self.can_schedule());
+        if self.busy_until.is_some() {
+            return self.begin_queued(now, rt, keep);
+        }
+        self.begin_step_alone(now, rt, keep, false, may_reject)
+    }
+
+    /// Forms and prices a step into `self.batch`; `queued`: behind batches in flight (the
+    /// caller keeps it), else the running step.
+    fn begin_step_alone(&mut self, now: f64, rt: &mut [ReqRt], keep: Keep, queued: bool, may_reject: bool) -> Begun {
         if keep.schedule {
             self.preemptions_before.clear();
             self.preemptions_before.extend(rt.iter().map(|r| r.preemptions));
@@ -174,7 +235,18 @@ impl<'a> Instance<'a> {
         let overlap = self.engine.overlap;
         let cost = self.cost;
         let price = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b, overlap) };
-        let dt = price(&self.batch.shape) + price(&self.batch.second_pass);
+        let mut dt = price(&self.batch.shape) + price(&self.batch.second_pass);
+        let end = if self.max_in_flight > 1 {
+            let mut stages = cost.pipeline_stages(&self.batch.shape, overlap);
+            stages[0] += price(&self.batch.second_pass);
+            let last = self.stage_free.last().copied().unwrap_or(0.0);
+            let end = self.through_stages(now, &stages);
+            // Busy time: what this batch adds beyond the pipeline's previous end.
+            dt = end - last.max(now);
+            end
+        } else {
+            now + dt
+        };
         self.stats.steps += 1;
         let held = {
             let u = self.cache.usage();
@@ -199,23 +271,104 @@ impl<'a> Instance<'a> {
                 running: running as u32,
             });
         }
-        let end = now + dt;
-        self.busy_until = Some(end);
+        if self.max_in_flight > 1 {
+            // vLLM advances computed tokens when it schedules: a request in flight has no new
+            // token for the next batch.
+            self.progress.after.clear();
+            self.progress.preemptions.clear();
+            for &(id, k) in &self.batch.items {
+                let r = &mut rt[id as usize];
+                r.num_computed += k;
+                self.progress.after.push(r.num_computed);
+                self.progress.preemptions.push(r.preemptions);
+            }
+        }
+        if !queued {
+            self.busy_until = Some(end);
+        }
         Begun::Busy(end)
     }
 
+    /// A batch formed while others are in flight: scheduled now over the requests not in
+    /// flight, its tokens counted as computed at once, priced through the pipeline stages.
+    fn begin_queued(&mut self, now: f64, rt: &mut [ReqRt], keep: Keep) -> Begun {
+        let running = std::mem::take(&mut self.batch);
+        let composition = self.composition.take();
+        let progress = std::mem::take(&mut self.progress);
+        let begun = self.begin_step_alone(now, rt, keep, true, false);
+        let batch = std::mem::replace(&mut self.batch, running);
+        let formed_composition = std::mem::replace(&mut self.composition, composition);
+        let formed_progress = std::mem::replace(&mut self.progress, progress);
+        if let Begun::Busy(end) = begun {
+            self.queued.push_back(Queued { batch, end, composition: formed_composition, progress: formed_progress });
+        }
+        begun
+    }
+
+    /// When a batch entering the pipeline at `now` leaves it, its stage times `stages`.
+    fn through_stages(&mut self, now: f64, stages: &[f64]) -> f64 {
+        if self.stage_free.len() < stages.len() {
+            self.stage_free.resize(stages.len(), 0.0);
+        }
+        let mut t = now;
+        for (free, d) in self.stage_free.iter_mut().zip(stages) {
+            t = t.max(*free) + d;
+            *free = t;
+        }
+        t
+    }
+
+    /// Speculative decoding: the extra tokens a decode step of `id` yields beyond its own — the
+    /// expected accepted drafts, dealt out deterministically (each request accrues
+    /// tokens per step − 1 a step and takes the whole part), no more than its output has left
+    /// and only when the cache can hold them (their KV was computed by the verify pass).
+    fn accepted_drafts(&mut self, id: ReqId, r: &ReqRt, before: u32) -> u32 {
+        if self.spec_extra <= 0.0 {
+            return 0;
+        }
+        let i = id as usize;
+        if self.spec_credit.len() <= i {
+            self.spec_credit.resize(i + 1, 0.0);
+        }
+        let credit = self.spec_credit[i] + self.spec_extra;
+        let whole = (credit.floor() as u32).min(r.output_len.saturating_sub(r.generated + 1));
+        if whole == 0 || !self.cache.grow(id, (before + whole) as usize + 1) {
+            self.spec_credit[i] = credit.min(self.spec_extra + 1.0);
+            return 0;
+        }
+        self.spec_credit[i] = credit - whole as f64;
+        whole
+    }
+
     /// Applies the running step's effects at its end: computed tokens, one sampled token per
-    /// request that computed its last known token, finished requests' KV freed.
+    /// request that computed its last known token — more in one chunk for a decoding request
+    /// under speculative decoding — finished requests' KV freed.
     pub fn end_step(&mut self, rt: &mut [ReqRt], out: &mut Sink<'_>) {
         let end = self.busy_until.take().expect("a step is running");
         let mut sampled = 0;
-        for &(id, k) in &self.batch.items {
-            let r = &mut rt[id as usize];
-            r.num_computed += k;
-            if self.tracks_computed {
-                self.cache.computed(id, r.num_computed as usize);
+        let pre_advanced = !self.progress.after.is_empty();
+        for idx in 0..self.batch.items.len() {
+            let (id, k) = self.batch.items[idx];
+            if pre_advanced && rt[id as usize].preemptions != self.progress.preemptions[idx] {
+                continue; // preempted while in flight: its output is dropped
             }
-            if r.num_computed < r.num_tokens {
+            let before = if pre_advanced { self.progress.after[idx] - k } else { rt[id as usize].num_computed };
+            // A decode step (one token after at least one output) verifies drafts.
+            let r = &rt[id as usize];
+            let drafts = if k == 1 && r.generated > 0 && before + 1 == r.num_tokens {
+                self.accepted_drafts(id, &rt[id as usize], before)
+            } else {
+                0
+            };
+            let r = &mut rt[id as usize];
+            if !pre_advanced {
+                r.num_computed += k;
+            }
+            let computed = before + k;
+            if self.tracks_computed {
+                self.cache.computed(id, computed as usize);
+            }
+            if computed < r.num_tokens {
                 continue; // an unfinished prefill chunk samples nothing
             }
             let i = id as usize;
@@ -232,13 +385,19 @@ impl<'a> Instance<'a> {
             // SGLang's max_new_tokens 0: done when the prompt is computed, no token sampled.
             let prefill_only = r.output_len == 0;
             if !prefill_only {
-                r.generated += 1;
-                sampled += 1;
+                // The accepted drafts' KV is computed: they join the sequence with the new token,
+                // all in one chunk (one inter-token gap, as the clients count chunks).
+                r.num_computed += drafts;
+                r.num_tokens += drafts;
+                r.generated += 1 + drafts;
+                sampled += 1 + drafts;
                 if !r.last_token_s.is_nan() {
                     out.log.gap(end - r.last_token_s);
                 }
                 if out.keep.tokens {
-                    out.tokens.push(TokenRecord { id, index: r.generated - 1, time_s: end });
+                    for t in 0..=drafts {
+                        out.tokens.push(TokenRecord { id, index: r.generated - 1 - drafts + t, time_s: end });
+                    }
                 }
             }
             if let Some(c) = self.composition.as_mut() {
@@ -279,5 +438,15 @@ impl<'a> Instance<'a> {
         }
         out.log.count(end, sampled);
         self.schedule.extend(self.composition.take());
+        // The next batch in flight becomes the running one.
+        if let Some(q) = self.queued.pop_front() {
+            self.batch = q.batch;
+            self.busy_until = Some(q.end);
+            self.composition = q.composition;
+            self.progress = q.progress;
+        } else {
+            self.progress.after.clear();
+            self.progress.preemptions.clear();
+        }
     }
 }

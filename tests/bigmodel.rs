@@ -1,0 +1,129 @@
+//! The two H20 DeepSeek-R1 seed deployments (`calibration/deployments/*.toml`) end to end on a
+//! ShareGPT workload of the seed runs' size (1,000 first turns, rate inf): each file's flags are
+//! a `cachesim run` command line; the full report is printed beside the real one, and the KV
+//! sizing is checked by hand. Skipped (with a printed reason) without the shared data.
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn deployments() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/deployments")
+}
+
+/// The file's command line: trace and workload flags, engine, GPU, model and deployment flags.
+fn command(file: &str, data: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(deployments().join(file)).unwrap();
+    let v: toml::Value = toml::from_str(&text).unwrap();
+    let strs = |x: &toml::Value| -> Vec<String> {
+        x.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+    };
+    let d = &v["deployment"];
+    let w = &v["workload"];
+    let mut args = vec!["--trace".to_string(), data.join(w["trace"].as_str().unwrap()).display().to_string()];
+    args.extend(strs(&w["flags"]));
+    for key in ["engine", "gpu", "model"] {
+        args.push(format!("--{key}"));
+        args.push(d[key].as_str().unwrap().to_string());
+    }
+    args.extend(strs(&d["flags"]));
+    args
+}
+
+fn run(args: &[String], extra: &[&str]) -> String {
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.extend_from_slice(extra);
+    common::ok(&all)
+}
+
+fn json(args: &[String], extra: &[&str]) -> Value {
+    let mut e = extra.to_vec();
+    e.push("--json");
+    serde_json::from_str(&run(args, &e)).unwrap()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap()
+}
+
+#[test]
+fn vllm_tp8_pp2_runs_end_to_end() {
+    let Some(data) = common::data_dir() else { return };
+    let args = command("h20-dsr1-vllm-tp8pp2.toml", &data);
+    println!("cachesim {}\n{}", args.join(" "), run(&args, &[]));
+    let v = json(&args, &[]);
+    assert_eq!(u(&v["completed"]), 1000);
+    let c = &v["config"];
+    // 61 layers over 2 stages: the larger has 31, each caching the 576-element latent in bf16.
+    assert_eq!(u(&c["kv_bytes_per_token_per_rank"]), 31 * 576 * 2);
+    assert_eq!(u(&c["kv_bytes_per_token"]), 61 * 576 * 2);
+    // Weights per GPU: (671 B at 1 byte + embedding and LM head at 2) / 16.
+    let weights: f64 = (671e9 + 2.0 * 129_280.0 * 7168.0) / 16.0;
+    assert_eq!(u(&c["vllm_memory"]["weights_bytes"]), weights.round() as u64);
+    // vLLM's blocks: the KV budget over 16 tokens × 35,712 B.
+    let kv = u(&c["vllm_memory"]["kv_cache_bytes"]);
+    assert_eq!(u(&c["num_gpu_blocks"]), kv / (16 * 35_712));
+    assert_eq!(c["deployment"]["parallel"]["pp"], 2);
+}
+
+#[test]
+fn sglang_tp16_mtp_runs_end_to_end_with_both_kv_capacities() {
+    let Some(data) = common::data_dir() else { return };
+    let args = command("h20-dsr1-sglang-tp16-mtp.toml", &data);
+    println!("cachesim {}\n{}", args.join(" "), run(&args, &[]));
+    let v = json(&args, &[]);
+    assert_eq!(u(&v["completed"]), 1000);
+    let c = &v["config"];
+    // MLA under TP: every one of the 16 ranks caches the whole latent of every token.
+    assert_eq!(u(&c["kv_bytes_per_token_per_rank"]), 70_272);
+    let frac = c["mem_fraction_static"].as_f64().unwrap();
+    let mem = 97_871.0 * 1_048_576.0 * frac;
+    let weights: f64 = (671e9 + 2.0 * 129_280.0 * 7168.0) / 16.0;
+    assert_eq!(u(&c["kv_capacity_tokens"]), ((mem - weights) / 70_272.0) as u64);
+    let spec = &c["deployment"]["spec"];
+    assert_eq!((spec["algorithm"].as_str(), u(&spec["k"])), (Some("mtp"), 3));
+    // With DP attention (16 groups) each rank holds the whole attention (MLA projections:
+    // 61 × 187,105,280 parameters at 1 byte) and a sixteenth of the rest, and caches only its
+    // own requests: the instance holds 16 pools.
+    let dp = json(&args, &["--enable-dp-attention", "--enable-expert-parallel"]);
+    let c = &dp["config"];
+    let attn = 61.0 * 187_105_280.0;
+    let weights_dp = attn + (671e9 + 2.0 * 129_280.0 * 7168.0 - attn) / 16.0;
+    let frac = c["mem_fraction_static"].as_f64().unwrap();
+    let per_rank = ((97_871.0 * 1_048_576.0 * frac - weights_dp) / 70_272.0) as u64;
+    assert_eq!(u(&c["kv_capacity_tokens"]), 16 * per_rank);
+    println!(
+        "KV capacity, TP 16: {} tokens; with DP attention 16: {} tokens",
+        u(&v["config"]["kv_capacity_tokens"]),
+        u(&c["kv_capacity_tokens"])
+    );
+}
+
+#[test]
+fn big_model_flags_are_checked() {
+    // Each refusal names its flag.
+    for (args, flag) in [
+        (vec!["--model", "deepseek-r1", "--gpu", "h20", "--tp", "16", "--nnodes", "3"], "--nnodes"),
+        (vec!["--model", "deepseek-r1", "--gpu", "h20", "--tp", "8", "--dp-size", "2"], "--dp-size"),
+        (
+            vec!["--model", "deepseek-r1", "--gpu", "h20", "--tp", "8", "--enable-dp-attention", "--dp-size", "3"],
+            "--dp-size",
+        ),
+        (vec!["--speculative-algorithm", "mtp"], "--speculative-algorithm"),
+        (vec!["--speculative-algorithm", "eagle"], "--spec-acceptance-rate"),
+        (vec!["--num-speculative-tokens", "2"], "--num-speculative-tokens"),
+        (vec!["--enable-expert-parallel", "--tp", "2"], "--enable-expert-parallel"),
+        (vec!["--model", "qwen3-30b-a3b", "--moe-skew", "1"], "--moe-skew"),
+        (
+            vec!["--model", "deepseek-r1", "--gpu", "h20", "--tp", "16", "--nnodes", "2", "--network", "nope"],
+            "--network",
+        ),
+    ] {
+        let err = common::fails(&args);
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+    // DeepSeek-R1's 673 GB of weights (84 GB a GPU at TP 8) do not fit 8 A100-40GBs.
+    let err = common::fails(&["--model", "deepseek-r1", "--gpu", "a100-40gb", "--tp", "8"]);
+    assert!(err.contains("does not fit"), "{err}");
+}
