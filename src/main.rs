@@ -138,8 +138,15 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let mut files = cachesim::output::Outputs::new();
     if let Some(p) = &args.requests_csv {
-        write_csv(&mut files, p, &out.sim.records)?;
+        match cfg.cluster.pd {
+            Some(pd) if !out.sim.pd.is_empty() => {
+                let rows = cachesim::cluster::report::pd_rows(&out.sim.records, &out.sim.pd, pd.prefill);
+                write_csv(&mut files, p, &rows)?;
+            }
+            _ => write_csv(&mut files, p, &out.sim.records)?,
+        }
     }
+
     if let Some(p) = &args.timeline_csv {
         write_csv(&mut files, p, &out.sim.timeline)?;
     }
@@ -194,6 +201,9 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     } else {
         write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, out.sent))?;
         write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
+        if cfg.cluster.is_cluster() {
+            write!(stdout, "{}", cachesim::cluster::report::echo(&cfg.cluster))?;
+        }
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load, &out.summary))?;
         if let Some((rows, router)) = &cluster {
             write!(stdout, "{}", cachesim::cluster::report::text(rows, router))?;

@@ -168,3 +168,36 @@ proptest! {
         prop_assert_eq!(&again.records, &r.records);
     }
 }
+
+fn cachesim(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_cachesim")).args(args).output().expect("cachesim runs")
+}
+
+#[test]
+fn the_cli_reports_instances_router_and_pd_figures() {
+    let out = cachesim(&["--instances", "3", "--router", "least-load", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["instances"].as_array().expect("an instances array");
+    assert_eq!(rows.len(), 3);
+    let routed: u64 = rows.iter().map(|r| r["requests"].as_u64().unwrap()).sum();
+    assert_eq!(routed, v["requests_sent"].as_u64().unwrap());
+    assert_eq!(v["router"]["policy"], "least-load");
+    assert_eq!(v["config"]["cluster"]["instances"], 3);
+
+    let out = cachesim(&["--prefill-instances", "1", "--decode-instances", "2", "--ttft-breakdown"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in ["1 prefill + 2 decode instances", " prefill ", " decode ", "TTFT breakdown", "transfer wait"] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+
+    // A single instance prints neither table nor router entry.
+    let out = cachesim(&["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("instances").is_none() && v.get("router").is_none());
+
+    let bad = cachesim(&["--instances", "2", "--prefill-instances", "1", "--decode-instances", "1"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--instances"));
+}

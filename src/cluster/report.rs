@@ -147,3 +147,80 @@ pub fn ttft_breakdown(records: &[crate::metrics::RequestRecord], times: &[crate:
     }
     s
 }
+
+/// The deployment's line of the config echo (runs of more than one instance).
+pub fn echo(c: &crate::cluster::ClusterConfig) -> String {
+    let name = |k: crate::cluster::router::RouterKind| {
+        clap::ValueEnum::to_possible_value(&k).map(|v| v.get_name().to_string()).unwrap_or_default()
+    };
+    match &c.pd {
+        None => format!("Cluster:        {} instances behind the {} router\n", c.instances, name(c.router)),
+        Some(pd) => format!(
+            "Cluster:        {} prefill + {} decode instances ({} hand-off) · prefill router {} · decode router {} · KV link {} × {} Gb/s, {} ms per transfer\n",
+            pd.prefill,
+            pd.decode,
+            match pd.style {
+                crate::cluster::pd::PdStyle::Vllm => "vLLM",
+                crate::cluster::pd::PdStyle::Sglang => "SGLang",
+            },
+            name(c.router),
+            name(c.decode_router),
+            pd.link.links,
+            pd.link.gbps,
+            pd.link.latency_ms
+        ),
+    }
+}
+
+/// One completed request of a disaggregated run, for `--requests-csv`: the request's record
+/// (seconds) and its way through the pools.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PdRequestRow {
+    pub id: u32,
+    pub send_s: f64,
+    pub first_token_s: f64,
+    pub last_token_s: f64,
+    pub prompt_tokens: u32,
+    pub output_tokens: u32,
+    pub cached_prompt_tokens: u32,
+    pub preemptions: u32,
+    pub first_scheduled_s: f64,
+    pub prefill_instance: u32,
+    pub decode_instance: u32,
+    pub prefill_done_s: f64,
+    pub transfer_start_s: f64,
+    pub transfer_end_s: f64,
+    pub transfer_bytes: u64,
+}
+
+/// The rows of a disaggregated run's completed requests, in completion order. Decode
+/// instances are numbered after the prefill instances, as in the instance table.
+pub fn pd_rows(
+    records: &[crate::metrics::RequestRecord],
+    times: &[crate::cluster::pd::PdTimes],
+    prefill: u32,
+) -> Vec<PdRequestRow> {
+    records
+        .iter()
+        .map(|r| {
+            let t = &times[r.id as usize];
+            PdRequestRow {
+                id: r.id,
+                send_s: r.send_s,
+                first_token_s: r.first_token_s,
+                last_token_s: r.last_token_s,
+                prompt_tokens: r.prompt_tokens,
+                output_tokens: r.output_tokens,
+                cached_prompt_tokens: r.cached_prompt_tokens,
+                preemptions: r.preemptions,
+                first_scheduled_s: r.first_scheduled_s,
+                prefill_instance: t.prefill_instance,
+                decode_instance: t.decode_instance + prefill,
+                prefill_done_s: t.prefill_done_s,
+                transfer_start_s: t.transfer_start_s,
+                transfer_end_s: t.transfer_end_s,
+                transfer_bytes: t.bytes,
+            }
+        })
+        .collect()
+}
