@@ -120,8 +120,10 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                 .ok()
                 .and_then(|v| v.as_str().map(String::from))
                 .unwrap_or_default();
-            // Without an --instances list, the deployment's own count (--instances N, or 1).
-            let own = [cfg.cluster.instances as u64];
+            // Without an --instances list, the deployment's own count (--instances N, the
+            // prefill and decode pools together, or 1).
+            let own = [cfg.cluster.total_instances() as u64];
+            let gpus_per_instance = cfg.deployment.parallel.world();
             let eval = |n: u64| -> cachesim::Result<(bool, Trial)> {
                 let cfg = match &counts {
                     Some(_) => {
@@ -139,7 +141,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                     d.tried = s.tried;
                     if let Some((n, t)) = s.found {
                         let price = prices.of(&d.gpu).unwrap_or(0.0);
-                        d.cost = Some(cost(n * d.tp, price, t.output_throughput));
+                        d.cost = Some(cost(n * gpus_per_instance, price, t.output_throughput));
                         d.instances = Some(n);
                         d.at_target = Some(t);
                     }
