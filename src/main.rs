@@ -4,8 +4,9 @@
 //! (`cachesim::output`); progress bars show on a terminal only.
 
 mod calib_cmd;
-mod cli;
 mod sweep_cmd;
+
+use cachesim::cli;
 
 use anyhow::Context;
 use cachesim::replay::{replay_all, ReplayOptions};
@@ -165,21 +166,9 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         max_concurrency: cfg.max_concurrency,
     };
     let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
-    let failed_reasons = out.sim.failures.iter().map(|(&r, &(n, _))| (r, n)).collect();
     let mut stdout = std::io::stdout().lock();
     if args.json {
-        let doc = cachesim::report::RunReport {
-            summary: &out.summary,
-            requests_sent: out.sent,
-            failed_reasons,
-            outputs_cut: out.sim.outputs_cut.0,
-            hit_ratio: cachesim::report::hit_ratio(&out.summary),
-            saturation: saturation.clone(),
-            cache: &out.sim.cache,
-            steps: out.sim.steps,
-            trace: &w.info,
-            config: &cfg,
-        };
+        let doc = cachesim::report::RunReport::new(&out, &w.info, &cfg);
         serde_json::to_writer_pretty(&mut stdout, &doc)?;
         writeln!(stdout)?;
     } else {

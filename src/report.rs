@@ -219,6 +219,24 @@ pub struct RunReport<'a> {
     pub config: &'a crate::config::RunConfig,
 }
 
+impl<'a> RunReport<'a> {
+    /// The report of one simulation `out` of the workload described by `trace` under `config`.
+    pub fn new(out: &'a crate::sim::Outcome, trace: &'a TraceInfo, config: &'a crate::config::RunConfig) -> Self {
+        RunReport {
+            summary: &out.summary,
+            requests_sent: out.sent,
+            failed_reasons: out.sim.failures.iter().map(|(&r, &(n, _))| (r, n)).collect(),
+            outputs_cut: out.sim.outputs_cut.0,
+            hit_ratio: hit_ratio(&out.summary),
+            saturation: crate::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load),
+            cache: &out.sim.cache,
+            steps: out.sim.steps,
+            trace,
+            config,
+        }
+    }
+}
+
 fn on_off(on: bool) -> &'static str {
     if on {
         "on"
