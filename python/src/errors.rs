@@ -17,7 +17,7 @@ pyo3::create_exception!(
     Error,
     "A trace that cannot be read: attributes path, line (or None), field (or None)."
 );
-pyo3::create_exception!(_native, StartupRefused, Error, "A configuration the engine itself would refuse at start-up.");
+pyo3::create_exception!(cachesim, StartupRefused, Error, "A configuration the engine itself would refuse at start-up.");
 
 /// The Python exception of a library error, its message prefixed by `context` as the command
 /// line prints it (`cannot load the trace: …`).

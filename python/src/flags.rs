@@ -10,6 +10,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyTuple};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// `cachesim run`'s flags alone.
 #[derive(Debug, Parser)]
@@ -39,8 +40,11 @@ pub struct AnalyzeCli {
 pub type Word = (String, Vec<String>);
 
 /// The ids of the flags that say how the trace is read and tokenised.
-pub fn trace_ids() -> Vec<String> {
-    TraceArgs::augment_args(clap::Command::new("trace")).get_arguments().map(|a| a.get_id().to_string()).collect()
+pub fn trace_ids() -> &'static [String] {
+    static IDS: OnceLock<Vec<String>> = OnceLock::new();
+    IDS.get_or_init(|| {
+        TraceArgs::augment_args(clap::Command::new("trace")).get_arguments().map(|a| a.get_id().to_string()).collect()
+    })
 }
 
 /// The argument `name` (a long name or alias, `_` or `-`) of `cmd`.
@@ -119,6 +123,34 @@ pub fn parse<T: FromArgMatches>(cmd: &clap::Command, argv: &[String]) -> Result<
     T::from_arg_matches(&m).map_err(first)
 }
 
+/// The last `cachesim run` command lines parsed, most recent last: a notebook or a benchmark
+/// loop repeats the same flags, and clap's parse costs more than a small simulation's setup.
+static RUN_PARSES: Mutex<Vec<(Vec<String>, Arc<RunCli>)>> = Mutex::new(Vec::new());
+/// How many parses [`RUN_PARSES`] keeps.
+const KEEP_PARSES: usize = 16;
+
+/// [`parse`] of `cachesim run`'s flags, remembering the last few command lines.
+pub fn parse_run(argv: &[String]) -> Result<Arc<RunCli>, String> {
+    if let Ok(cache) = RUN_PARSES.lock() {
+        if let Some((_, hit)) = cache.iter().find(|(a, _)| a.as_slice() == argv) {
+            return Ok(hit.clone());
+        }
+    }
+    let parsed = Arc::new(parse::<RunCli>(run_command(), argv)?);
+    if let Ok(mut cache) = RUN_PARSES.lock() {
+        cache.push((argv.to_vec(), parsed.clone()));
+        if cache.len() > KEEP_PARSES {
+            cache.remove(0);
+        }
+    }
+    Ok(parsed)
+}
+
+/// [`parse_run`] raising `cachesim.Error`.
+pub fn parse_run_py(argv: &[String]) -> PyResult<Arc<RunCli>> {
+    parse_run(argv).map_err(PyCachesimError::new_err)
+}
+
 /// [`parse`] raising `cachesim.Error`.
 pub fn parse_py<T: FromArgMatches>(cmd: &clap::Command, argv: &[String]) -> PyResult<T> {
     parse(cmd, argv).map_err(PyCachesimError::new_err)
@@ -129,19 +161,22 @@ pub fn flat(words: &[Word]) -> Vec<String> {
     words.iter().flat_map(|(_, w)| w.iter().cloned()).collect()
 }
 
-/// The clap commands, built once per call site.
-pub fn run_command() -> clap::Command {
-    RunCli::command()
+/// `cachesim run`'s command, built once per process (parsing clones it).
+pub fn run_command() -> &'static clap::Command {
+    static CMD: OnceLock<clap::Command> = OnceLock::new();
+    CMD.get_or_init(RunCli::command)
 }
 
 /// `cachesim cache`'s command.
-pub fn cache_command() -> clap::Command {
-    CacheCli::command()
+pub fn cache_command() -> &'static clap::Command {
+    static CMD: OnceLock<clap::Command> = OnceLock::new();
+    CMD.get_or_init(CacheCli::command)
 }
 
 /// `cachesim analyze`'s command.
-pub fn analyze_command() -> clap::Command {
-    AnalyzeCli::command()
+pub fn analyze_command() -> &'static clap::Command {
+    static CMD: OnceLock<clap::Command> = OnceLock::new();
+    CMD.get_or_init(AnalyzeCli::command)
 }
 
 /// Every long flag of `cachesim run`, as `cachesim run --help` lists them (for the parity test).

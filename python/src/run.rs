@@ -143,7 +143,7 @@ pub fn run(
     keep_steps: bool,
 ) -> PyResult<NativeResult> {
     let cmd = flags::run_command();
-    let words = flags::words(&cmd, kwargs, "run")?;
+    let words = flags::words(cmd, kwargs, "run")?;
     if workload.is_some() {
         // Refuse trace flags before anything is read.
         let ids = flags::trace_ids();
@@ -158,8 +158,8 @@ pub fn run(
     if let Some(w) = &workload {
         pre = run_argv(&w.inner, &words);
     }
-    let args: flags::RunCli = flags::parse_py(&cmd, &pre)?;
-    let args = args.run;
+    let parsed = flags::parse_run_py(&pre)?;
+    let args = &parsed.run;
     let opts = args.options();
     let cfg = cachesim::config::resolve(&opts).map_err(|e| to_py(e, None))?;
     if let Some(p) = &args.plot {
@@ -228,7 +228,7 @@ pub fn cache(
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let cmd = flags::cache_command();
-    let words = flags::words(&cmd, kwargs, "cache")?;
+    let words = flags::words(cmd, kwargs, "cache")?;
     let loaded = match &workload {
         Some(w) => {
             let ids = flags::trace_ids();
@@ -240,7 +240,7 @@ pub fn cache(
             w.inner.clone()
         }
         None => {
-            let args: flags::CacheCli = flags::parse_py(&cmd, &flags::flat(&words))?;
+            let args: flags::CacheCli = flags::parse_py(cmd, &flags::flat(&words))?;
             let t = &args.cache.trace;
             let read = t.read_options();
             let build = t.build_options();
@@ -266,7 +266,7 @@ fn replay(
         argv.extend(l.words.iter().filter(|(id, _)| id != "report_style").flat_map(|(_, w)| w.iter().cloned()));
     }
     argv.extend(flags::flat(words));
-    let args: flags::CacheCli = flags::parse_py(&cmd, &argv)?;
+    let args: flags::CacheCli = flags::parse_py(cmd, &argv)?;
     if let Some(l) = loaded {
         check_build(l, &args.cache.trace.build_options()).map_err(Error::new_err)?;
     }
@@ -281,8 +281,8 @@ fn replay(
 #[pyo3(signature = (kwargs))]
 pub fn analyze(py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
     let cmd = flags::analyze_command();
-    let words = flags::words(&cmd, kwargs, "analyze")?;
-    let args: flags::AnalyzeCli = flags::parse_py(&cmd, &flags::flat(&words))?;
+    let words = flags::words(cmd, kwargs, "analyze")?;
+    let args: flags::AnalyzeCli = flags::parse_py(cmd, &flags::flat(&words))?;
     let args = args.analyze;
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p).map_err(|e| to_py(e, None))?;
@@ -322,8 +322,8 @@ pub fn time_rust_runs(
     keep_steps: bool,
 ) -> PyResult<f64> {
     let cmd = flags::run_command();
-    let words = flags::words(&cmd, kwargs, "run")?;
-    let args: flags::RunCli = flags::parse_py(&cmd, &run_argv(&workload.inner, &words))?;
+    let words = flags::words(cmd, kwargs, "run")?;
+    let args: flags::RunCli = flags::parse_py(cmd, &run_argv(&workload.inner, &words))?;
     let opts = args.run.options();
     let loaded = workload.inner.clone();
     let keep = cachesim::sim::Keep { steps: keep_steps, tokens: false, schedule: false };

@@ -23,7 +23,7 @@ const NOT_IN_GRID: [&str; 5] = ["json", "requests_csv", "timeline_csv", "token_t
 
 /// The run flags of a sweep's base (kwargs), refusing trace flags (they belong to the workload).
 fn base_words(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<Word>> {
-    let words = flags::words(&flags::run_command(), kwargs, "sweep")?;
+    let words = flags::words(flags::run_command(), kwargs, "sweep")?;
     let ids = flags::trace_ids();
     if let Some((id, _)) = words.iter().find(|(id, _)| ids.contains(id)) {
         return Err(Error::new_err(format!("sweep(): `{id}` says how the trace is read: it belongs to the Workload")));
@@ -45,7 +45,7 @@ fn point_args(loaded: &Loaded, base: &[Word], point: &Point) -> Result<cachesim:
     let mut set: Vec<String> = Vec::new();
     let mut extra: Vec<String> = Vec::new();
     for (knob, value) in point {
-        let arg = flags::find(&cmd, knob).ok_or_else(|| format!("`{knob}` is not a flag of `cachesim run`"))?;
+        let arg = flags::find(cmd, knob).ok_or_else(|| format!("`{knob}` is not a flag of `cachesim run`"))?;
         set.push(arg.get_id().to_string());
         if arg.get_action().takes_values() {
             extra.push(format!("--{knob}={value}"));
@@ -61,7 +61,7 @@ fn point_args(loaded: &Loaded, base: &[Word], point: &Point) -> Result<cachesim:
     let mut argv = run_argv(loaded, &kept);
     argv.extend(extra);
     let described = point.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-    flags::parse::<flags::RunCli>(&cmd, &argv).map(|c| c.run).map_err(|e| format!("grid point {described}: {e}"))
+    flags::parse::<flags::RunCli>(cmd, &argv).map(|c| c.run).map_err(|e| format!("grid point {described}: {e}"))
 }
 
 /// Expands the grid: `axes` and `zip` as (flag, values as text; `a..b:step` ranges allowed).
@@ -88,7 +88,7 @@ pub fn sweep_points(
             }
             let mut axis =
                 cachesim::sweep::parse_axis(&format!("{knob}={}", values.join(","))).map_err(|e| to_py(e, None))?;
-            let arg = flags::find(&cmd, &axis.knob).ok_or_else(|| {
+            let arg = flags::find(cmd, &axis.knob).ok_or_else(|| {
                 Error::new_err(format!("--grid: `{knob}` is not a flag of `cachesim run` (see cachesim run --help)"))
             })?;
             let id = arg.get_id().to_string();

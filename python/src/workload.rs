@@ -60,7 +60,7 @@ impl Loaded {
         if let Some(p) = &path {
             argv.push(format!("--trace={}", p.display()));
         }
-        let args: flags::RunCli = flags::parse_py(&flags::run_command(), &argv)?;
+        let args: flags::RunCli = flags::parse_py(flags::run_command(), &argv)?;
         let read = args.run.trace.read_options();
         let build = args.run.build_options();
         let build_key = format!("{build:?}");
@@ -122,7 +122,7 @@ impl NativeWorkload {
     fn load(py: Python<'_>, path: Option<PathBuf>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let cmd = flags::run_command();
         let trace_ids = flags::trace_ids();
-        let words = flags::words(&cmd, kwargs, "Workload.from_file")?;
+        let words = flags::words(cmd, kwargs, "Workload.from_file")?;
         for (id, _) in &words {
             if id == "trace" {
                 return Err(PyTypeError::new_err("Workload.from_file(): pass the trace as its first argument"));
@@ -151,14 +151,14 @@ impl NativeWorkload {
             .iter()
             .map(|w| {
                 let name = w.trim_start_matches('-').split('=').next().unwrap_or("");
-                let id = flags::find(&cmd, name).map(|a| a.get_id().to_string()).unwrap_or_default();
+                let id = flags::find(cmd, name).map(|a| a.get_id().to_string()).unwrap_or_default();
                 (id, vec![w.clone()])
             })
             .collect();
         let loaded = match bytes {
             None => Loaded::load(py, None, words)?,
             Some(bytes) => {
-                let args: flags::RunCli = flags::parse_py(&cmd, &argv)?;
+                let args: flags::RunCli = flags::parse_py(cmd, &argv)?;
                 let read = args.run.trace.read_options();
                 let build = args.run.build_options();
                 let build_key = format!("{build:?}");
