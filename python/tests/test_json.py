@@ -91,3 +91,15 @@ def test_cache_is_the_cli_json(cli_json, tmp_path):
 def test_analyze_is_the_cli_json(cli_json):
     assert cachesim.analyze(min_len=64) == cli_json("analyze", "--json", "--min-len", "64")
     assert cachesim.analyze(no_bounds=True, unit="tokens") == cli_json("analyze", "--json", "--no-bounds", "--unit", "tokens")
+
+
+def test_without_pandas_rows_are_dicts(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` now raises ImportError
+    r = cachesim.run(max_num_seqs=8, num_prompts=20)
+    rows = r.requests
+    assert isinstance(rows, list) and len(rows) == r.summary["completed"] == 20
+    assert set(rows[0]) >= {"id", "send_s", "first_token_s", "last_token_s", "prompt_tokens", "output_tokens"}
+    table = cachesim.sweep({"max_num_seqs": [8, 16]}, num_prompts=20)
+    assert [row["rank"] for row in table] == [1, 2]
