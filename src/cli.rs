@@ -4,6 +4,8 @@
 
 use cachesim::analyze::{AnalyzeOptions, RepetitionOptions, Scope, Unit};
 use cachesim::cache::{CacheSpec, Policy};
+use cachesim::cluster::router::{RouterKind, RouterParams};
+use cachesim::cluster::ClusterConfig;
 use cachesim::config::RunOptions;
 use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy};
 use cachesim::report::ReportStyle;
@@ -279,6 +281,13 @@ pub struct RunArgs {
     /// Seed of sampling and arrivals.
     #[arg(allow_negative_numbers = true, long, default_value_t = 0, help_heading = "Load")]
     pub seed: u64,
+    /// Identical serving instances (data parallel), each with its own scheduler, KV cache and
+    /// --tp GPUs, behind --router.
+    #[arg(long, visible_alias = "dp", default_value_t = 1, value_name = "N", help_heading = "Cluster")]
+    pub instances: u32,
+    /// How the router in front of the instances picks one per request.
+    #[arg(long, value_enum, default_value = "round-robin", help_heading = "Cluster")]
+    pub router: RouterKind,
     /// Report layout: sglang bench_serving or vllm bench serve.
     #[arg(long, value_enum, default_value = "sglang", help_heading = "Output")]
     pub report_style: ReportStyle,
@@ -359,6 +368,11 @@ impl RunArgs {
             },
             max_concurrency: self.max_concurrency,
             request_overhead_ms: self.request_overhead_ms,
+            cluster: ClusterConfig {
+                instances: self.instances,
+                router: self.router,
+                router_params: RouterParams { seed: self.seed, ..RouterParams::default() },
+            },
         }
     }
 

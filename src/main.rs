@@ -166,6 +166,7 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         max_concurrency: cfg.max_concurrency,
     };
     let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
+    let cluster = cachesim::report::cluster_report(&out, &cfg);
     let mut stdout = std::io::stdout().lock();
     if args.json {
         let doc = cachesim::report::RunReport::new(&out, &w.info, &cfg);
@@ -175,6 +176,9 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, out.sent))?;
         write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load, &out.summary))?;
+        if let Some((rows, router)) = &cluster {
+            write!(stdout, "{}", cachesim::cluster::report::text(rows, router))?;
+        }
         if let Some(s) = &saturation {
             write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
         }

@@ -11,15 +11,21 @@
 //! cannot run even in an empty engine (larger than the KV cache) fails. The load it put on the
 //! engine ([`LoadStats`]) feeds the saturation diagnosis.
 
+pub mod client;
+pub mod instance;
+
 use crate::cache::{CacheSpec, CacheStats, ReqId};
+use crate::cluster::router::{Arrival, Basis, InstanceView, Router, RouterKind};
 use crate::cost::CostModel;
 use crate::engine::frontend::{self, FailReason, RequestLimits, Verdict};
-use crate::engine::{scheduler, Batch, EngineConfig, ReqRt, Step};
+use crate::engine::{EngineConfig, ReqRt};
 use crate::metrics::{RequestRecord, TokenLog};
 use crate::workload::{SeqId, Workload};
+use client::Client;
+pub use instance::{Begun, Instance, InstanceSpec, InstanceStats, Sink};
 use serde::Serialize;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap};
 
 /// What to simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -108,6 +114,12 @@ pub struct SimResult {
     pub tokens: Vec<TokenRecord>,
     /// Per-step compositions, when asked for.
     pub schedule: Vec<ScheduledStep>,
+    /// Per-instance figures, by instance index.
+    pub instances: Vec<InstanceStats>,
+    /// What the router did.
+    pub router: RouterStats,
+    /// The instance each request was routed to, by request id (`u32::MAX`: not sent).
+    pub assigned: Vec<u32>,
 }
 
 /// How loaded the engine was (measured while simulating; see [`crate::saturation`]).
@@ -126,9 +138,6 @@ pub struct LoadStats {
 /// A step counts as "KV full" at this share of the capacity held by requests.
 pub const KV_FULL_SHARE: f64 = 0.95;
 
-/// Min-heap key: send time (non-negative, so its bits order like the value), then FIFO.
-type Due = Reverse<(u64, u64, ReqId)>;
-
 /// Runs `sends` — (request, send time) in send order — through one instance.
 pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostModel, keep: Keep) -> SimResult {
     run_with_progress(w, sends, cfg, cost, keep, &|_, _| ())
@@ -144,6 +153,79 @@ pub fn run_with_progress(
     keep: Keep,
     progress: &dyn Fn(u64, f64),
 ) -> SimResult {
+    let spec = InstanceSpec { engine: cfg.engine, cache: cfg.cache, cost };
+    let mut router = crate::cluster::router::build(RouterKind::RoundRobin, Default::default(), 1);
+    drive(w, sends, &Front::of(cfg), &[spec], router.as_mut(), keep, progress)
+}
+
+/// The serving side's front: the client's limits and the engine frontend's checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Front {
+    pub engine: EngineConfig,
+    pub max_concurrency: Option<u32>,
+    pub request_overhead_s: f64,
+    pub limits: Option<RequestLimits>,
+}
+
+impl Front {
+    /// The front of a one-instance configuration.
+    pub fn of(cfg: &SimConfig) -> Self {
+        Front {
+            engine: cfg.engine,
+            max_concurrency: cfg.max_concurrency,
+            request_overhead_s: cfg.request_overhead_s,
+            limits: cfg.limits,
+        }
+    }
+}
+
+/// What the router saw and did, over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct RouterStats {
+    /// Requests routed because of a prefix match, and by load (or turn, or chance).
+    pub by_prefix: u64,
+    pub by_load: u64,
+    /// Prompt tokens the router expected its choices to find cached, and the tokens the
+    /// instances really reused (completed requests, first admission).
+    pub predicted_hit_tokens: u64,
+    pub real_hit_tokens: u64,
+}
+
+/// The instances as routers may read them.
+struct View<'v, 'a>(&'v [Instance<'a>]);
+
+impl InstanceView for View<'_, '_> {
+    fn num_instances(&self) -> usize {
+        self.0.len()
+    }
+    fn cached_prefix(&self, i: usize, seq: SeqId, known: usize) -> usize {
+        self.0[i].cache.peek(seq, known)
+    }
+    fn held_tokens(&self, i: usize) -> u64 {
+        let u = self.0[i].cache.usage();
+        u.used_tokens - u.evictable_tokens
+    }
+    fn queued(&self, i: usize) -> u32 {
+        let (w, r) = self.0[i].sched.queued();
+        (w + r) as u32
+    }
+}
+
+/// Runs `sends` through the instances `specs`, each arrival routed by `router`, on one clock.
+/// Events at one time happen in this order: steps ending then (by instance index) apply their
+/// effects; completions free client slots and release next turns; due requests are sent; sent
+/// requests that reached the server are routed and queued (or rejected by the frontend); then
+/// every idle instance with something new forms its next step (by index).
+pub fn drive(
+    w: &Workload,
+    sends: &[(u32, f64)],
+    front: &Front,
+    specs: &[InstanceSpec<'_>],
+    router: &mut dyn Router,
+    keep: Keep,
+    progress: &dyn Fn(u64, f64),
+) -> SimResult {
+    assert!(!specs.is_empty(), "a deployment has at least one instance");
     let n = w.requests.len();
     // Without a frontend (tests of the schedulers alone) every request generates at least one
     // token; with one, its verdict decides: rejected requests fail when they arrive, cut ones
@@ -151,10 +233,10 @@ pub fn run_with_progress(
     let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1))).collect();
     let mut rejected: Vec<Option<(FailReason, String)>> = vec![None; n];
     let mut outputs_cut = (0u64, 0u64);
-    if let Some(lim) = cfg.limits {
+    if let Some(lim) = front.limits {
         for &(id, _) in sends {
             let q = &w.requests[id as usize];
-            match frontend::validate(cfg.engine.engine, lim, q.prompt_len, q.output_len) {
+            match frontend::validate(front.engine.engine, lim, q.prompt_len, q.output_len) {
                 Verdict::Serve { output_len } => {
                     if output_len < q.output_len {
                         outputs_cut.0 += 1;
@@ -173,94 +255,61 @@ pub fn run_with_progress(
         s.dedup();
         s
     });
-    let mut cache = cfg.cache.build_for(w.store.clone(), used.as_deref());
-    cache.follow(&cfg.engine);
-    let tracks_computed = cache.tracks_computed();
-    let mut sched = scheduler(&cfg.engine, w.store.clone());
-    let mut due: BinaryHeap<Due> = BinaryHeap::new();
-    let mut fifo = 0u64;
-    let mut planned = vec![f64::NAN; n];
-    let mut selected = vec![false; n];
-    for &(id, _) in sends {
-        selected[id as usize] = true;
-    }
-    // A turn whose previous turn is also sent waits for it to finish.
-    let mut next_turn: Vec<Option<u32>> = vec![None; n];
-    for &(id, t) in sends {
-        planned[id as usize] = t;
-        match w.requests[id as usize].prev_turn.filter(|&p| selected[p as usize]) {
-            Some(p) => next_turn[p as usize] = Some(id),
-            None => {
-                due.push(Reverse((t.max(0.0).to_bits(), fifo, id)));
-                fifo += 1;
-            }
-        }
-    }
-    let mut send_s = vec![f64::NAN; n];
-    // Sent, on the way to the engine: (arrival bits, FIFO, id).
-    let mut transit: BinaryHeap<Due> = BinaryHeap::new();
-    let overhead = cfg.request_overhead_s;
-    debug_assert!(overhead.is_finite() && overhead >= 0.0);
-    let mut in_flight = 0u32;
-    let mut client_queue: VecDeque<ReqId> = VecDeque::new();
-    let mut arrived: VecDeque<ReqId> = VecDeque::new();
+    let mut inst: Vec<Instance> =
+        specs.iter().map(|&s| Instance::new(w, s, used.as_deref(), specs.len() == 1)).collect();
+    let mut client = Client::new(w, sends, front.max_concurrency, front.request_overhead_s);
+    let mut assigned: Vec<u32> = vec![u32::MAX; n];
+    let mut routing = RouterStats::default();
+    // Instances whose step ends at a time: min-heap of (end bits, index).
+    let mut busy: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    // Idle instances with something new to schedule.
+    let mut dirty: Vec<usize> = Vec::new();
+    let mut is_dirty = vec![false; inst.len()];
+    let mut arrived: Vec<ReqId> = Vec::new();
+    let mut finished: Vec<ReqId> = Vec::new();
     let mut log = TokenLog::default();
     let mut records = Vec::with_capacity(sends.len());
-    let mut timeline = Vec::new();
     let mut tokens = Vec::new();
-    let mut schedule = Vec::new();
-    let mut preemptions_before: Vec<u32> = Vec::new();
-    let mut batch = Batch::default();
-    let mut finished: Vec<ReqId> = Vec::new();
     let mut failures: BTreeMap<FailReason, (u64, String)> = BTreeMap::new();
     let mut load = LoadStats::default();
-    let capacity = cfg.cache.capacity_tokens;
-    let (mut failed, mut steps, mut now) = (0u64, 0u64, 0.0f64);
+    let (mut failed, mut now) = (0u64, 0.0f64);
+    let mark = |i: usize, dirty: &mut Vec<usize>, is_dirty: &mut Vec<bool>| {
+        if !is_dirty[i] {
+            is_dirty[i] = true;
+            dirty.push(i);
+        }
+    };
 
     loop {
         // Completions free their slot and release their session's next turn; then sends due
         // by now reach the frontend, which rejects some at once (they complete too).
         loop {
             for id in finished.drain(..) {
-                in_flight -= 1;
-                if let Some(c) = client_queue.pop_front() {
-                    in_flight += 1;
-                    send_s[c as usize] = now;
-                    transit.push(Reverse(((now + overhead).to_bits(), fifo, c)));
-                    fifo += 1;
-                }
-                if let Some(t) = next_turn[id as usize] {
-                    let at = planned[t as usize].max(now);
-                    due.push(Reverse((at.to_bits(), fifo, t)));
-                    fifo += 1;
+                client.completed(id, now);
+                if let Some(&i) = assigned.get(id as usize).filter(|&&i| i != u32::MAX) {
+                    router.finished(id, i as usize, now);
                 }
             }
-            while let Some(&Reverse((bits, _, id))) = due.peek() {
-                let t = f64::from_bits(bits);
-                if t > now {
-                    break;
-                }
-                due.pop();
-                if cfg.max_concurrency.is_some_and(|c| in_flight >= c) {
-                    client_queue.push_back(id);
-                    continue;
-                }
-                in_flight += 1;
-                send_s[id as usize] = t;
-                transit.push(Reverse(((t + overhead).to_bits(), fifo, id)));
-                fifo += 1;
-            }
-            while let Some(&Reverse((bits, _, id))) = transit.peek() {
-                if f64::from_bits(bits) > now {
-                    break;
-                }
-                transit.pop();
-                arrived.push_back(id);
-            }
+            client.send_due(now);
+            client.arrivals(now, &mut arrived);
             let any_arrived = !arrived.is_empty();
             for id in arrived.drain(..) {
+                let q = &w.requests[id as usize];
+                let a = Arrival { id, seq: q.seq, prompt_len: q.prompt_len as usize, store: &w.store, now };
+                let d = router.route(&a, &View(&inst));
+                debug_assert!(d.instance < inst.len());
+                assigned[id as usize] = d.instance as u32;
+                match d.basis {
+                    Basis::Prefix => routing.by_prefix += 1,
+                    Basis::Load => routing.by_load += 1,
+                }
+                routing.predicted_hit_tokens += d.predicted_hit_tokens;
+                inst[d.instance].stats.requests += 1;
                 match &rejected[id as usize] {
-                    None => sched.enqueue(id),
+                    None => {
+                        inst[d.instance].enqueue(id);
+                        mark(d.instance, &mut dirty, &mut is_dirty);
+                    }
                     Some((reason, message)) => {
                         failed += 1;
                         failures.entry(*reason).or_insert_with(|| (0, message.clone())).0 += 1;
@@ -270,144 +319,104 @@ pub fn run_with_progress(
             }
             if any_arrived {
                 load.last_send_s = now;
-                load.backlog_at_last_send = sched.queued().0 as u32;
+                load.backlog_at_last_send = inst.iter().map(|x| x.sched.queued().0 as u32).sum();
             }
             if finished.is_empty() {
                 break;
             }
         }
-        if keep.schedule {
-            preemptions_before.clear();
-            preemptions_before.extend(rt.iter().map(|r| r.preemptions));
-        }
-        sched.schedule(&mut Step { now, reqs: &mut rt, cache: cache.as_mut(), out: &mut batch });
-        let mut composition = keep.schedule.then(|| {
-            let (waiting, running) = sched.queued();
-            ScheduledStep {
-                items: batch.items.iter().map(|&(id, k)| (id, k, rt[id as usize].num_computed)).collect(),
-                preempted: (0..n as ReqId)
-                    .filter(|&i| rt[i as usize].preemptions > preemptions_before[i as usize])
-                    .collect(),
-                usage_after_schedule: cache.usage(),
-                waiting: waiting as u32,
-                running: running as u32,
-                ..Default::default()
-            }
-        });
-        if batch.items.is_empty() {
-            if batch.preempted > 0 {
-                continue; // everything was preempted: admit again at the same time
-            }
-            let (waiting, running) = sched.queued();
-            if running == 0 && waiting > 0 {
-                // The head cannot run even alone: the engine rejects it.
-                let id = sched.reject_head().expect("a waiting request");
-                failed += 1;
-                failures
-                    .entry(FailReason::NeverFits)
-                    .or_insert_with(|| (0, "the request does not fit the KV cache even alone".to_string()))
-                    .0 += 1;
-                finished.push(id);
+        // Idle instances with news form their next step.
+        dirty.sort_unstable();
+        let mut again = false;
+        for i in std::mem::take(&mut dirty) {
+            if inst[i].busy_until.is_some() {
+                is_dirty[i] = false; // it schedules when its step ends
                 continue;
             }
-            let next = due.peek().into_iter().chain(transit.peek()).map(|&Reverse((bits, _, _))| bits).min();
-            match next {
-                Some(bits) => {
-                    now = now.max(f64::from_bits(bits));
-                    continue;
+            match inst[i].begin_step(now, &mut rt, keep) {
+                Begun::Busy(end) => {
+                    is_dirty[i] = false;
+                    busy.push(Reverse((end.to_bits(), i)));
                 }
+                Begun::Retry => {
+                    dirty.push(i);
+                    again = true;
+                }
+                Begun::RejectedHead(id) => {
+                    failed += 1;
+                    failures
+                        .entry(FailReason::NeverFits)
+                        .or_insert_with(|| (0, "the request does not fit the KV cache even alone".to_string()))
+                        .0 += 1;
+                    finished.push(id);
+                    dirty.push(i);
+                    again = true;
+                }
+                Begun::Idle => is_dirty[i] = false,
+            }
+        }
+        if again {
+            continue;
+        }
+        let next_end = busy.peek().map(|&Reverse((bits, _))| f64::from_bits(bits));
+        let next = match (next_end, client.next_event()) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
                 None => break,
-            }
-        }
-        let overlap = cfg.engine.overlap;
-        let price = |b: &crate::cost::BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b, overlap) };
-        let dt = price(&batch.shape) + price(&batch.second_pass);
-        let end = now + dt;
-        steps += 1;
-        let held = {
-            let u = cache.usage();
-            u.used_tokens - u.evictable_tokens
+            },
         };
-        load.busy_s += dt;
-        if capacity.is_some_and(|c| c > 0 && held as f64 >= KV_FULL_SHARE * c as f64) {
-            load.kv_full_s += dt;
+        now = now.max(next);
+        let mut any_finished = false;
+        while let Some(&Reverse((bits, i))) = busy.peek() {
+            if f64::from_bits(bits) > now {
+                break;
+            }
+            busy.pop();
+            let before = finished.len();
+            let mut sink = Sink {
+                w,
+                keep,
+                send_s: &client.send_s,
+                log: &mut log,
+                tokens: &mut tokens,
+                records: &mut records,
+                finished: &mut finished,
+            };
+            inst[i].end_step(&mut rt, &mut sink);
+            any_finished |= finished.len() > before;
+            mark(i, &mut dirty, &mut is_dirty);
         }
-        if keep.steps {
-            let (waiting, running) = sched.queued();
-            timeline.push(StepRecord {
-                start_s: now,
-                duration_s: dt,
-                batch_size: batch.shape.seqs + batch.second_pass.seqs,
-                prefill_tokens: batch.shape.prefill_tokens + batch.second_pass.prefill_tokens,
-                decode_tokens: batch.shape.decode_seqs + batch.second_pass.decode_seqs,
-                kv_used_tokens: held,
-                waiting: waiting as u32,
-                running: running as u32,
-            });
-        }
-        let mut sampled = 0;
-        for &(id, k) in &batch.items {
-            let r = &mut rt[id as usize];
-            r.num_computed += k;
-            if tracks_computed {
-                cache.computed(id, r.num_computed as usize);
-            }
-            if r.num_computed < r.num_tokens {
-                continue; // an unfinished prefill chunk samples nothing
-            }
-            let i = id as usize;
-            // SGLang's max_new_tokens 0: done when the prompt is computed, no token sampled.
-            let prefill_only = r.output_len == 0;
-            if !prefill_only {
-                r.generated += 1;
-                sampled += 1;
-                let prev = (!r.last_token_s.is_nan()).then_some(r.last_token_s);
-                if let Some(p) = prev {
-                    log.gap(end - p);
-                }
-                if keep.tokens {
-                    tokens.push(TokenRecord { id, index: r.generated - 1, time_s: end });
-                }
-            }
-            if let Some(c) = composition.as_mut() {
-                if !prefill_only {
-                    c.sampled.push(id);
-                }
-                if r.generated == r.output_len {
-                    c.finished.push(id);
-                }
-            }
-            if r.first_token_s.is_nan() {
-                r.first_token_s = end;
-            }
-            r.last_token_s = end;
-            if r.generated == r.output_len {
-                cache.finish(id);
-                sched.finished(id);
-                records.push(RequestRecord {
-                    id,
-                    send_s: send_s[i],
-                    first_token_s: r.first_token_s,
-                    last_token_s: end,
-                    prompt_tokens: w.requests[i].prompt_len,
-                    output_tokens: r.output_len,
-                    cached_prompt_tokens: r.cached_prompt_tokens,
-                    preemptions: r.preemptions,
-                    first_scheduled_s: r.first_scheduled_s,
-                });
-                finished.push(id);
-            } else {
-                r.num_tokens += 1;
-            }
-        }
-        log.count(end, sampled);
-        schedule.extend(composition.take());
-        now = end;
-        if !finished.is_empty() {
+        if any_finished {
             progress(records.len() as u64 + failed, now);
         }
     }
-    debug_assert!(finished.is_empty() && client_queue.is_empty());
+    debug_assert!(finished.is_empty() && client.is_done());
+    for r in &records {
+        routing.real_hit_tokens += r.cached_prompt_tokens as u64;
+    }
+    let mut instances = Vec::with_capacity(inst.len());
+    let mut cache = crate::cache::CacheStats::default();
+    let mut timeline = Vec::new();
+    let mut schedule = Vec::new();
+    let mut steps = 0;
+    for (i, x) in inst.into_iter().enumerate() {
+        let mut st = x.stats;
+        st.busy_s = x.load.busy_s;
+        load.busy_s += x.load.busy_s;
+        load.kv_full_s += x.load.kv_full_s;
+        steps += st.steps;
+        if i == 0 {
+            cache = x.cache.stats();
+            timeline = x.timeline;
+            schedule = x.schedule;
+        } else {
+            cache.merge(&x.cache.stats());
+            timeline.extend(x.timeline);
+            schedule.extend(x.schedule);
+        }
+        instances.push(st);
+    }
     SimResult {
         records,
         failed,
@@ -415,11 +424,14 @@ pub fn run_with_progress(
         outputs_cut,
         load,
         log,
-        cache: cache.stats(),
+        cache,
         steps,
         timeline,
         tokens,
         schedule,
+        instances,
+        router: routing,
+        assigned,
     }
 }
 
@@ -448,18 +460,23 @@ pub fn simulate_with_progress(
     let mut sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
     let repeated = crate::workload::arrivals::split_repeats(w, &mut sends);
     let w = repeated.as_ref().unwrap_or(w);
-    let sim_cfg = SimConfig {
+    let front = Front {
         engine: cfg.engine,
-        cache: cfg.cache,
         max_concurrency: cfg.max_concurrency,
         request_overhead_s: cfg.request_overhead_ms / 1e3,
         limits: Some(cfg.request_limits()),
     };
+    let cost = cfg.cost();
+    let cl = &cfg.cluster;
+    let specs = vec![InstanceSpec { engine: cfg.engine, cache: cfg.cache, cost: &cost }; cl.instances as usize];
+    let mut router = crate::cluster::router::build(cl.router, cl.router_params, specs.len());
     let total = sends.len() as u64;
-    let mut sim = run_with_progress(w, &sends, &sim_cfg, &cfg.cost(), keep, &|done, now| progress(done, total, now));
+    let mut sim = drive(w, &sends, &front, &specs, router.as_mut(), keep, &|done, now| progress(done, total, now));
     let summary = crate::metrics::Summary::new(&sim.records, sim.failed, &mut sim.log);
     Ok(Outcome { sim, summary, sent: sends.len() })
 }
 
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod tests;
