@@ -17,6 +17,7 @@ RUNS = [
     {"engine_version": "vllm@0.18", "num_prompts": 40, "seed": 3, "request_rate": "inf"},
     {"engine": "lightllm", "max_concurrency": 4},
     {"gpu": "a100-80gb", "tp": 2, "arrival_process": "vllm", "burstiness": 0.5, "request_rate": 10.5},
+    {"instances": 3, "router": "least-load", "request_rate": 12},
 ]
 
 
