@@ -17,7 +17,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 
 fn main() {
-    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let argv = sweep_cmd::lists_as_axes(std::env::args_os().collect());
+    let matches = <Cli as clap::CommandFactory>::command().get_matches_from(argv);
     let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         None => run(&cli.run),
@@ -178,6 +179,9 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load, &out.summary))?;
         if let Some((rows, router)) = &cluster {
             write!(stdout, "{}", cachesim::cluster::report::text(rows, router))?;
+        }
+        if args.ttft_breakdown && !out.sim.pd.is_empty() {
+            write!(stdout, "{}", cachesim::cluster::report::ttft_breakdown(&out.sim.records, &out.sim.pd))?;
         }
         if let Some(s) = &saturation {
             write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
