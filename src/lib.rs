@@ -6,11 +6,13 @@
 //! memory budget ([`vllm_memory`]), resolved
 //! configuration ([`config`]), step time ([`cost`]), schedulers ([`engine`]), the event loop
 //! ([`sim`]) and the benchmark clients' metrics ([`metrics`]) — and reports ([`report`],
-//! [`plot`]), written all or nothing ([`output`]).
+//! [`plot`]), written all or nothing ([`output`]). The command line's clap definitions ([`cli`])
+//! live here too, so that other front ends (the Python binding) parse flags exactly as it does.
 
 pub mod analyze;
 pub mod cache;
 pub mod calibrate;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod cost;
@@ -33,6 +35,9 @@ pub mod vllm_memory;
 pub mod workload;
 
 pub use error::{Error, Result};
+
+// `cli` names this crate `cachesim`, as the binary and the Python binding that share it do.
+extern crate self as cachesim;
 
 /// The bundled sample trace (`traces/sessions.jsonl`), used when no `--trace` is given.
 pub const SAMPLE_TRACE: &[u8] = include_bytes!("../traces/sessions.jsonl");

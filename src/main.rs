@@ -4,8 +4,9 @@
 //! (`cachesim::output`); progress bars show on a terminal only.
 
 mod calib_cmd;
-mod cli;
 mod sweep_cmd;
+
+use cachesim::cli;
 
 use anyhow::Context;
 use cachesim::replay::{replay_all, ReplayOptions};
@@ -173,29 +174,10 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         max_concurrency: cfg.max_concurrency,
     };
     let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
-    let failed_reasons = out.sim.failures.iter().map(|(&r, &(n, _))| (r, n)).collect();
-    let cluster = cfg.cluster.is_cluster().then(|| {
-        let rows = cachesim::cluster::report::rows(&out.sim.instances, out.summary.duration, cfg.kv_capacity_tokens);
-        let name = clap::ValueEnum::to_possible_value(&cfg.cluster.router).map(|v| v.get_name().to_string());
-        (rows, cachesim::cluster::report::router(&name.unwrap_or_default(), &out.sim.router))
-    });
+    let cluster = cachesim::report::cluster_report(&out, &cfg);
     let mut stdout = std::io::stdout().lock();
     if args.json {
-        let (instances, router) = cluster.clone().unzip();
-        let doc = cachesim::report::RunReport {
-            instances,
-            router,
-            summary: &out.summary,
-            requests_sent: out.sent,
-            failed_reasons,
-            outputs_cut: out.sim.outputs_cut.0,
-            hit_ratio: cachesim::report::hit_ratio(&out.summary),
-            saturation: saturation.clone(),
-            cache: &out.sim.cache,
-            steps: out.sim.steps,
-            trace: &w.info,
-            config: &cfg,
-        };
+        let doc = cachesim::report::RunReport::new(&out, &w.info, &cfg);
         serde_json::to_writer_pretty(&mut stdout, &doc)?;
         writeln!(stdout)?;
     } else {

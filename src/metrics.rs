@@ -8,7 +8,7 @@
 //! are numpy's: mean, median, population std, percentiles with linear interpolation; an empty
 //! list counts as `[0]`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One request as the client saw it (seconds from the benchmark start).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -245,8 +245,9 @@ fn peak_requests_per_second(records: &[RequestRecord], origin: f64) -> u64 {
     best as u64
 }
 
-/// The summary both clients print, in milliseconds where they do.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The summary both clients print, in milliseconds where they do (`Deserialize` so that
+/// summaries computed elsewhere, e.g. by a sweep's remote workers, can be ranked here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub completed: u64,
     pub failed: u64,

@@ -225,6 +225,39 @@ pub struct RunReport<'a> {
     pub router: Option<crate::cluster::report::RouterReport>,
 }
 
+impl<'a> RunReport<'a> {
+    /// The report of one simulation `out` of the workload described by `trace` under `config`.
+    pub fn new(out: &'a crate::sim::Outcome, trace: &'a TraceInfo, config: &'a crate::config::RunConfig) -> Self {
+        let (instances, router) = cluster_report(out, config).unzip();
+        RunReport {
+            summary: &out.summary,
+            requests_sent: out.sent,
+            failed_reasons: out.sim.failures.iter().map(|(&r, &(n, _))| (r, n)).collect(),
+            outputs_cut: out.sim.outputs_cut.0,
+            hit_ratio: hit_ratio(&out.summary),
+            saturation: crate::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load),
+            cache: &out.sim.cache,
+            steps: out.sim.steps,
+            trace,
+            config,
+            instances,
+            router,
+        }
+    }
+}
+
+/// The per-instance rows and the router's figures of a run of more than one instance.
+pub fn cluster_report(
+    out: &crate::sim::Outcome,
+    config: &crate::config::RunConfig,
+) -> Option<(Vec<crate::cluster::report::InstanceRow>, crate::cluster::report::RouterReport)> {
+    config.cluster.is_cluster().then(|| {
+        let rows = crate::cluster::report::rows(&out.sim.instances, out.summary.duration, config.kv_capacity_tokens);
+        let name = clap::ValueEnum::to_possible_value(&config.cluster.router).map(|v| v.get_name().to_string());
+        (rows, crate::cluster::report::router(&name.unwrap_or_default(), &out.sim.router))
+    })
+}
+
 fn on_off(on: bool) -> &'static str {
     if on {
         "on"
