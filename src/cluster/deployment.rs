@@ -171,10 +171,11 @@ impl Deployment {
         Error::Deployment { path: self.path.clone(), line: e.line, key: e.key.clone(), message: message.into() }
     }
 
-    /// Every entry checked against `cmd` (a command with `run`'s flags) and turned into its
-    /// words: unknown keys, keys naming one flag twice, values of the wrong shape and values the
-    /// flag refuses are errors naming the file, line and key; paths are made relative to the
-    /// file's folder.
+    /// Every entry matched with its flag in `cmd` (a command with `run`'s flags) and turned
+    /// into its words: unknown keys, keys naming one flag twice and values of the wrong shape
+    /// (an array for a one-value flag, a number for a switch) are errors naming the file, line
+    /// and key; paths are made relative to the file's folder. [`Deployment::check`] checks the
+    /// values themselves.
     pub fn arguments(&self, cmd: &clap::Command) -> Result<Vec<Argument>> {
         let mut out: Vec<Argument> = Vec::new();
         for e in &self.entries {
@@ -233,23 +234,29 @@ impl Deployment {
                     None => return Err(self.error(e, format!("`--{long}` takes one value, not an array"))),
                 },
             };
-            let a = Argument { entry: e.clone(), id: arg.get_id().to_string(), long: long.to_string(), words };
-            // Each value checked alone, so that clap's complaint names this key.
-            if let Err(ce) = cmd.clone().no_binary_name(true).try_get_matches_from(&a.words) {
-                return Err(self.error(e, with_keys(&first_line(&ce), std::slice::from_ref(&a), e)));
-            }
-            out.push(a);
-        }
-        // Together: flags of the file that exclude each other.
-        let all: Vec<&OsString> = out.iter().flat_map(|a| &a.words).collect();
-        if let Err(ce) = cmd.clone().no_binary_name(true).try_get_matches_from(all) {
-            let named = ce.get(clap::error::ContextKind::InvalidArg).map(|v| v.to_string()).unwrap_or_default();
-            let at = out.iter().find(|a| named.split(' ').next() == Some(&format!("--{}", a.long))).or(out.last());
-            if let Some(a) = at {
-                return Err(self.error(&a.entry, with_keys(&first_line(&ce), &out, &a.entry)));
-            }
+            out.push(Argument { entry: e.clone(), id: arg.get_id().to_string(), long: long.to_string(), words });
         }
         Ok(out)
+    }
+
+    /// Checks the values of `args` (from [`Deployment::arguments`]) as `cmd` parses them: each
+    /// alone, so that clap's complaint names its key, then together (flags that exclude each
+    /// other).
+    pub fn check(&self, args: &[Argument], cmd: &clap::Command) -> Result<()> {
+        let parse = |words: Vec<&OsString>| cmd.clone().no_binary_name(true).try_get_matches_from(words);
+        for a in args {
+            if let Err(ce) = parse(a.words.iter().collect()) {
+                return Err(self.error(&a.entry, with_keys(&first_line(&ce), std::slice::from_ref(a), &a.entry)));
+            }
+        }
+        if let Err(ce) = parse(args.iter().flat_map(|a| &a.words).collect()) {
+            let named = ce.get(clap::error::ContextKind::InvalidArg).map(|v| v.to_string()).unwrap_or_default();
+            let at = args.iter().find(|a| named.split(' ').next() == Some(&format!("--{}", a.long))).or(args.last());
+            if let Some(a) = at {
+                return Err(self.error(&a.entry, with_keys(&first_line(&ce), args, &a.entry)));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -280,10 +287,12 @@ fn find<'a>(cmd: &'a clap::Command, flag: &str) -> Option<&'a clap::Arg> {
     cmd.get_arguments().find(|a| a.get_long() == Some(flag) || a.get_all_aliases().is_some_and(|al| al.contains(&flag)))
 }
 
-/// clap's message without its `error: ` prefix and usage lines.
+/// clap's message on one line (its first paragraph, with the possible values), without its
+/// `error: ` prefix and usage lines.
 fn first_line(e: &clap::Error) -> String {
     let text = e.to_string();
-    text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
+    let para: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    para.join(" ").trim_start_matches("error: ").to_string()
 }
 
 /// A command line with its deployment file expanded, and what the run echoes about it.
@@ -353,15 +362,17 @@ pub fn command_line(args: Vec<OsString>, top: &clap::Command, run: &clap::Comman
         overridden: Vec::new(),
         file_values: Vec::new(),
     };
-    let mut out: Vec<OsString> = args[..at].to_vec();
-    for a in expanded {
-        if set.iter().any(|s| *s == a.id || excludes(s, &a.id)) {
-            echo.overridden.push(a.entry.key.clone());
-            echo.file_values.push(a.entry.value.text());
-        } else {
-            out.extend(a.words);
-        }
+    // The command line's flags replace the file's (and any they exclude), whose values are then
+    // not checked: a what-if may replace a value this build does not know.
+    let (overridden, kept): (Vec<Argument>, Vec<Argument>) =
+        expanded.into_iter().partition(|a| set.iter().any(|s| *s == a.id || excludes(s, &a.id)));
+    d.check(&kept, run)?;
+    for a in &overridden {
+        echo.overridden.push(a.entry.key.clone());
+        echo.file_values.push(a.entry.value.text());
     }
+    let mut out: Vec<OsString> = args[..at].to_vec();
+    out.extend(kept.into_iter().flat_map(|a| a.words));
     out.extend(user.iter().cloned());
     Ok(Expanded { args: out, echo: Some(echo) })
 }
@@ -476,7 +487,7 @@ mod tests {
     fn refusals_name_line_and_key() {
         let e = parse(Path::new("d.toml"), "a = 1\n[engine]\nx = 1\n").unwrap_err().to_string();
         assert!(e.contains("d.toml: line 2: key `engine`: unknown table"), "{e}");
-        let e = parse(Path::new("d.toml"), "\n\nname = 3\n").unwrap_err().to_string();
+        let e = parse(Path::new("d.toml"), "\n\nname = true\n").unwrap_err().to_string();
         assert!(e.contains("d.toml: line 3: key `name`"), "{e}");
         let e = parse(Path::new("d.toml"), "[prefill]\n[prefill.x]\ny = 1\n").unwrap_err().to_string();
         assert!(e.contains("line 2: key `prefill.x`: a table cannot nest here"), "{e}");
