@@ -4,6 +4,7 @@
 
 use cachesim::analyze::{AnalyzeOptions, RepetitionOptions, Scope, Unit};
 use cachesim::cache::{CacheSpec, Policy};
+use cachesim::cluster::pd::{KvLink, PdConfig, PdStyle};
 use cachesim::cluster::router::{RouterKind, RouterParams};
 use cachesim::cluster::ClusterConfig;
 use cachesim::config::RunOptions;
@@ -302,6 +303,47 @@ pub struct RunArgs {
     /// are relative to its folder (README: Deployment files).
     #[arg(long, value_name = "FILE.toml", help_heading = "Cluster")]
     pub deployment: Option<PathBuf>,
+    /// Prefill instances of a prefill/decode-disaggregated deployment (with --decode-instances;
+    /// --router then picks among them).
+    #[arg(long, value_name = "P", requires = "decode_instances", help_heading = "Cluster")]
+    pub prefill_instances: Option<u32>,
+    /// Decode instances of a disaggregated deployment.
+    #[arg(long, value_name = "D", requires = "prefill_instances", help_heading = "Cluster")]
+    pub decode_instances: Option<u32>,
+    /// How prefill hands a request to decode: vllm (proxy + NixlConnector: decode picked after
+    /// prefill, pulls the KV it lacks, recomputes the last prompt token) or sglang (both picked
+    /// at arrival, decode pre-allocates before prefill starts, prefill ships the first token).
+    #[arg(long, value_enum, default_value = "vllm", help_heading = "Cluster")]
+    pub pd_style: PdStyle,
+    /// How the decode instance is picked.
+    #[arg(long, value_enum, default_value = "least-load", help_heading = "Cluster")]
+    pub decode_router: RouterKind,
+    /// KV link: effective Gb/s of one lane [default: 200, one 400 Gb/s NIC at the 25 GB/s one
+    /// transfer reaches (ENGINE_SPEC §6.3)].
+    #[arg(long, default_value_t = 200.0, value_name = "GBPS", help_heading = "Cluster")]
+    pub kv_link_gbps: f64,
+    /// KV link: fixed milliseconds per transfer (assumed).
+    #[arg(long, default_value_t = 1.0, value_name = "MS", help_heading = "Cluster")]
+    pub kv_link_latency_ms: f64,
+    /// KV link: lanes (NICs) used in parallel; transfers queue FIFO for the first free one.
+    #[arg(long, default_value_t = 1, value_name = "N", help_heading = "Cluster")]
+    pub kv_links: u32,
+    /// --max-num-seqs of the prefill instances (default: --max-num-seqs).
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    pub prefill_max_num_seqs: Option<u32>,
+    /// --max-num-batched-tokens of the prefill instances.
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    pub prefill_max_num_batched_tokens: Option<u32>,
+    /// --max-num-seqs of the decode instances.
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    pub decode_max_num_seqs: Option<u32>,
+    /// --max-num-batched-tokens of the decode instances.
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    pub decode_max_num_batched_tokens: Option<u32>,
+    /// Print the mean and median TTFT decomposed into prefill queue, prefill, transfer wait,
+    /// transfer and the decode instance's first step (disaggregated runs).
+    #[arg(long, help_heading = "Output")]
+    pub ttft_breakdown: bool,
     /// Report layout: sglang bench_serving or vllm bench serve.
     #[arg(long, value_enum, default_value = "sglang", help_heading = "Output")]
     pub report_style: ReportStyle,
@@ -386,6 +428,17 @@ impl RunArgs {
                 instances: self.instances,
                 router: self.router,
                 router_params: RouterParams { seed: self.seed, ..RouterParams::default() },
+                pd: self.prefill_instances.zip(self.decode_instances).map(|(prefill, decode)| PdConfig {
+                    prefill,
+                    decode,
+                    style: self.pd_style,
+                    link: KvLink { gbps: self.kv_link_gbps, latency_ms: self.kv_link_latency_ms, links: self.kv_links },
+                    prefill_max_num_seqs: self.prefill_max_num_seqs,
+                    prefill_max_num_batched_tokens: self.prefill_max_num_batched_tokens,
+                    decode_max_num_seqs: self.decode_max_num_seqs,
+                    decode_max_num_batched_tokens: self.decode_max_num_batched_tokens,
+                }),
+                decode_router: self.decode_router,
             },
         }
     }

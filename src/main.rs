@@ -208,6 +208,9 @@ fn run(args: &RunArgs, deployment: Option<&cachesim::cluster::deployment::Echo>)
         if let Some((rows, router)) = &cluster {
             write!(stdout, "{}", cachesim::cluster::report::text(rows, router))?;
         }
+        if args.ttft_breakdown && !out.sim.pd.is_empty() {
+            write!(stdout, "{}", cachesim::cluster::report::ttft_breakdown(&out.sim.records, &out.sim.pd))?;
+        }
         if let Some(s) = &saturation {
             write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
         }

@@ -4,6 +4,7 @@
 //! One instance's event loop stays in [`crate::sim`].
 
 pub mod deployment;
+pub mod pd;
 pub mod report;
 pub mod router;
 
@@ -24,11 +25,22 @@ pub struct ClusterConfig {
     /// `--router`: the policy in front of them.
     pub router: RouterKind,
     pub router_params: RouterParams,
+    /// Prefill/decode disaggregation (`--prefill-instances`, `--decode-instances`); `--router`
+    /// then picks the prefill instance and `decode_router` the decode one.
+    pub pd: Option<pd::PdConfig>,
+    /// `--decode-router` (default least-load, as the PD routers default).
+    pub decode_router: RouterKind,
 }
 
 impl Default for ClusterConfig {
     fn default() -> Self {
-        ClusterConfig { instances: 1, router: RouterKind::RoundRobin, router_params: RouterParams::default() }
+        ClusterConfig {
+            instances: 1,
+            router: RouterKind::RoundRobin,
+            router_params: RouterParams::default(),
+            pd: None,
+            decode_router: RouterKind::LeastLoad,
+        }
     }
 }
 
@@ -41,11 +53,25 @@ impl ClusterConfig {
                 format!("{} must be between 1 and {MAX_INSTANCES}", self.instances),
             ));
         }
+        if let Some(pd) = &self.pd {
+            if self.instances > 1 {
+                return Err(Error::invalid(
+                    "--instances",
+                    "cannot be combined with --prefill-instances/--decode-instances (the pools set the count)",
+                ));
+            }
+            pd.validate()?;
+        }
         Ok(())
     }
 
     /// More than one instance.
     pub fn is_cluster(&self) -> bool {
-        self.instances > 1
+        self.instances > 1 || self.pd.is_some()
+    }
+
+    /// Instances in all.
+    pub fn total_instances(&self) -> u32 {
+        self.pd.map_or(self.instances, |p| p.prefill + p.decode)
     }
 }

@@ -17,6 +17,7 @@ use crate::workload::{SeqId, Workload};
 /// What an instance runs on.
 #[derive(Clone, Copy)]
 pub struct InstanceSpec<'a> {
+    pub role: Role,
     pub engine: EngineConfig,
     pub cache: CacheSpec,
     pub cost: &'a dyn CostModel,
@@ -45,11 +46,29 @@ pub struct Sink<'r> {
     pub records: &'r mut Vec<RequestRecord>,
     /// Requests that finished, in order.
     pub finished: &'r mut Vec<ReqId>,
+    /// Requests a prefill instance finished, for their decode instance (their KV stays held
+    /// until the driver releases it).
+    pub handoff: &'r mut Vec<ReqId>,
+}
+
+/// What an instance does for the requests it serves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Whole requests.
+    #[default]
+    Unified,
+    /// Prefill of a disaggregated deployment: a request ends after its first token (which the
+    /// client does not see), its KV held for the decode instance.
+    Prefill,
+    /// Decode of a disaggregated deployment.
+    Decode,
 }
 
 /// Per-instance figures for the cluster report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct InstanceStats {
+    pub role: Role,
     /// Requests routed here.
     pub requests: u64,
     /// Prompt tokens of those requests, and the part reused from this instance's cache at
@@ -66,6 +85,7 @@ pub struct InstanceStats {
 
 /// One serving instance.
 pub struct Instance<'a> {
+    pub role: Role,
     pub engine: EngineConfig,
     cost: &'a dyn CostModel,
     capacity: Option<u64>,
@@ -92,6 +112,7 @@ impl<'a> Instance<'a> {
         let mut cache = spec.cache.build_sized(w.store.clone(), used, alone);
         cache.follow(&spec.engine);
         Self {
+            role: spec.role,
             engine: spec.engine,
             cost: spec.cost,
             capacity: spec.cache.capacity_tokens,
@@ -103,7 +124,7 @@ impl<'a> Instance<'a> {
             composition: None,
             preemptions_before: Vec::new(),
             load: LoadStats::default(),
-            stats: InstanceStats::default(),
+            stats: InstanceStats { role: spec.role, ..InstanceStats::default() },
             timeline: Vec::new(),
             schedule: Vec::new(),
         }
@@ -196,6 +217,16 @@ impl<'a> Instance<'a> {
                 continue; // an unfinished prefill chunk samples nothing
             }
             let i = id as usize;
+            if self.role == Role::Prefill {
+                // The first token goes with the KV to the decode instance (SGLang) or is
+                // dropped by the proxy (vLLM); the client sees neither here.
+                r.generated += 1;
+                self.sched.finished(id);
+                self.stats.prompt_tokens += r.prompt_len as u64;
+                self.stats.cached_prompt_tokens += r.cached_prompt_tokens as u64;
+                out.handoff.push(id);
+                continue;
+            }
             // SGLang's max_new_tokens 0: done when the prompt is computed, no token sampled.
             let prefill_only = r.output_len == 0;
             if !prefill_only {
@@ -224,8 +255,10 @@ impl<'a> Instance<'a> {
                 self.cache.finish(id);
                 self.sched.finished(id);
                 let q = &out.w.requests[i];
-                self.stats.prompt_tokens += q.prompt_len as u64;
-                self.stats.cached_prompt_tokens += r.cached_prompt_tokens as u64;
+                if self.role == Role::Unified {
+                    self.stats.prompt_tokens += q.prompt_len as u64;
+                    self.stats.cached_prompt_tokens += r.cached_prompt_tokens as u64;
+                }
                 out.records.push(RequestRecord {
                     id,
                     send_s: out.send_s[i],
