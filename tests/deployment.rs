@@ -1,8 +1,9 @@
 //! Deployment files (`--deployment FILE.toml`): every key type expands to the flag words clap
 //! parses (tables, booleans, arrays, aliases, paths relative to the file), the command line
 //! overrides the file (seen in `--json`'s config), unknown keys and bad values are errors naming
-//! file, line and key, and the two V100 seed deployments of `calibration/deployments/` run end to
-//! end (on a ShareGPT workload of the seed's size when the shared data is present).
+//! file, line and key, and the two V100 seed deployments of `calibration/deployments/` (two
+//! instances behind a router; one prefill + one decode instance) run end to end (on a ShareGPT
+//! workload of the seed's size when the shared data is present).
 
 mod common;
 
@@ -326,4 +327,76 @@ fn the_two_instance_seed_serves_a_sharegpt_workload_of_the_seeds_size() {
     if !router.is_empty() {
         assert_eq!(per_instance, [500, 500]);
     }
+}
+
+#[test]
+fn the_one_prefill_one_decode_seed_runs_from_its_file() {
+    let out = json(&["run", "--deployment", ONE_P_ONE_D, "--num-prompts", "40", "--request-rate", "inf", "--json"]);
+    let pd = &out["config"]["cluster"]["pd"];
+    assert_eq!((pd["prefill"].as_u64(), pd["decode"].as_u64(), pd["style"].as_str()), (Some(1), Some(1), Some("vllm")));
+    assert_eq!(pd["link"], serde_json::json!({"gbps": 200.0, "latency_ms": 1.0, "links": 1}));
+    assert_eq!(out["config"]["engine"]["version"], "VllmV0");
+    assert_eq!(out["config"]["max_model_len"], 8192);
+    assert_eq!(out["completed"], 40);
+    let roles: Vec<(&str, u64)> = out["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["role"].as_str().unwrap(), i["requests"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(roles, [("prefill", 40), ("decode", 40)]);
+    // A what-if of the file: a faster link and a decode pool of two, from the command line.
+    let what_if = json(&[
+        "run",
+        "--deployment",
+        ONE_P_ONE_D,
+        "--num-prompts",
+        "40",
+        "--request-rate",
+        "inf",
+        "--decode-instances",
+        "2",
+        "--kv-link-gbps=400",
+        "--json",
+    ]);
+    assert_eq!(what_if["config"]["cluster"]["pd"]["decode"], 2);
+    assert_eq!(what_if["config"]["cluster"]["pd"]["link"]["gbps"], 400.0);
+    assert_eq!(what_if["config"]["deployment"]["overridden"], serde_json::json!(["decode.instances", "link.gbps"]));
+    assert_eq!(what_if["completed"], 40);
+}
+
+#[test]
+fn a_flag_the_file_requires_may_come_from_the_command_line() {
+    let (_dir, f) = deployment_file("num-prompts = 6\nrequest-rate = \"inf\"\n[prefill]\ninstances = 1\n");
+    let out = json(&["run", "--deployment", &f, "--decode-instances", "1", "--json"]);
+    assert_eq!(out["completed"], 6);
+    assert_eq!(out["config"]["cluster"]["pd"]["decode"], 1);
+    let e = fails(&["run", "--deployment", &f]);
+    assert!(e.contains("--decode-instances"), "{e}");
+}
+
+#[test]
+fn the_one_prefill_one_decode_seed_serves_a_sharegpt_workload_of_the_seeds_size() {
+    let Some(data) = common::data_dir() else { return };
+    let trace = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz").display().to_string();
+    let out = json(&[
+        "run",
+        "--deployment",
+        ONE_P_ONE_D,
+        "--trace",
+        &trace,
+        "--turns",
+        "first",
+        "--num-prompts",
+        "1000",
+        "--request-rate",
+        "inf",
+        "--json",
+    ]);
+    // The engines serve all 1,000 (the real run's 953 failures are the client's, not modelled).
+    assert_eq!(out["completed"], 1000);
+    assert_eq!(out["failed"], 0);
+    let requests: Vec<u64> =
+        out["instances"].as_array().unwrap().iter().map(|i| i["requests"].as_u64().unwrap()).collect();
+    assert_eq!(requests, [1000, 1000]);
 }

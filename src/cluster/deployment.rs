@@ -243,7 +243,12 @@ impl Deployment {
     /// alone, so that clap's complaint names its key, then together (flags that exclude each
     /// other).
     pub fn check(&self, args: &[Argument], cmd: &clap::Command) -> Result<()> {
-        let parse = |words: Vec<&OsString>| cmd.clone().no_binary_name(true).try_get_matches_from(words);
+        // A flag that requires another (--prefill-instances, --decode-instances) may find it in
+        // the file's next key or on the command line: the final parse judges what is missing.
+        let parse = |words: Vec<&OsString>| match cmd.clone().no_binary_name(true).try_get_matches_from(words) {
+            Err(e) if e.kind() == clap::error::ErrorKind::MissingRequiredArgument => Ok(()),
+            other => other.map(|_| ()),
+        };
         for a in args {
             if let Err(ce) = parse(a.words.iter().collect()) {
                 return Err(self.error(&a.entry, with_keys(&first_line(&ce), std::slice::from_ref(a), &a.entry)));
@@ -337,7 +342,9 @@ pub fn command_line(args: Vec<OsString>, top: &clap::Command, run: &clap::Comman
     let d = load(&file)?;
     let expanded = d.arguments(run)?;
     // The flags the user set: those the file's value gives way to.
-    let parsed = cmd.clone().no_binary_name(true).args_override_self(true).try_get_matches_from(user);
+    // Errors are left to the final parse: a flag the user's own flags require may be in the file.
+    let parsed =
+        cmd.clone().no_binary_name(true).args_override_self(true).ignore_errors(true).try_get_matches_from(user);
     let set: BTreeSet<String> = match &parsed {
         Ok(m) => cmd
             .get_arguments()
@@ -345,7 +352,7 @@ pub fn command_line(args: Vec<OsString>, top: &clap::Command, run: &clap::Comman
             .filter(|id| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
             .map(String::from)
             .collect(),
-        // The combined parse will report it.
+        // --help, --version: printed by the final parse.
         Err(_) => BTreeSet::new(),
     };
     let excludes = |a: &str, b: &str| {
