@@ -66,10 +66,6 @@ pub enum Error {
     /// A benchmark report or calibration case that cannot be used as a whole.
     #[error("{path}: {message}")]
     Report { path: PathBuf, message: String },
-    /// A deployment file's key (`--deployment`) that is not a run flag or whose value the flag
-    /// refuses.
-    #[error("{path}: line {line}: key `{key}`: {message}")]
-    Deployment { path: PathBuf, line: usize, key: String, message: String },
 }
 
 impl Error {

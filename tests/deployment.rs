@@ -107,24 +107,24 @@ fn shapes_that_do_not_fit_their_flag_are_refused_with_line_and_key() {
         let d = parse(Path::new("d.toml"), text).unwrap();
         d.arguments(&flags()).and_then(|a| d.check(&a, &flags())).unwrap_err().to_string()
     };
-    assert_eq!(err("\ncount = [1, 2]\n"), "d.toml: line 2: key `count`: `--count` takes one value, not an array");
-    assert_eq!(err("on = 3\n"), "d.toml: line 1: key `on`: `--on` takes no value: write true or false");
+    assert_eq!(err("\ncount = [1, 2]\n"), "d.toml: line 2: field `count`: `--count` takes one value, not an array");
+    assert_eq!(err("on = 3\n"), "d.toml: line 1: field `on`: `--on` takes no value: write true or false");
     assert_eq!(
         err("block = 1\nblock-size = 2\n"),
-        "d.toml: line 2: key `block-size`: sets the same flag as key `block` (line 1)"
+        "d.toml: line 2: field `block-size`: sets the same flag as key `block` (line 1)"
     );
     assert_eq!(
         err("kv-links = 3\n[link]\ncount = 1\n"),
-        "d.toml: line 3: key `link.count`: sets the same flag as key `kv-links` (line 1)"
+        "d.toml: line 3: field `link.count`: sets the same flag as key `kv-links` (line 1)"
     );
-    assert!(err("deployment = \"other.toml\"\n").starts_with("d.toml: line 1: key `deployment`: unknown key"));
+    assert!(err("deployment = \"other.toml\"\n").starts_with("d.toml: line 1: field `deployment`: unknown key"));
     assert_eq!(
         err("count = \"many\"\n"),
-        "d.toml: line 1: key `count`: invalid value 'many' for this key: invalid digit found in string"
+        "d.toml: line 1: field `count`: invalid value 'many' for this key: invalid digit found in string"
     );
     assert_eq!(
         err("on = true\n\noff = true\n"),
-        "d.toml: line 1: key `on`: this key cannot be used with key `off` (line 3)"
+        "d.toml: line 1: field `on`: this key cannot be used with key `off` (line 3)"
     );
 }
 
@@ -205,13 +205,13 @@ fn command_line_flags_win_in_the_json_config() {
 fn unknown_keys_and_bad_values_name_file_line_and_key() {
     let (_dir, f) = deployment_file("name = \"x\"\n\n[prefill]\nmax-num-seq = 8\n");
     let e = fails(&["run", "--deployment", &f]);
-    assert!(e.contains(&format!("{f}: line 4: key `prefill.max-num-seq`: unknown key")), "{e}");
+    assert!(e.contains(&format!("{f}: line 4: field `prefill.max-num-seq`: unknown key")), "{e}");
     let (_dir, f) = deployment_file("max_num_seqs = 8\n");
     let e = fails(&["run", "--deployment", &f]);
-    assert!(e.contains("line 1: key `max_num_seqs`: unknown key") && e.contains("`max-num-seqs`"), "{e}");
+    assert!(e.contains("line 1: field `max_num_seqs`: unknown key") && e.contains("`max-num-seqs`"), "{e}");
     let (_dir, f) = deployment_file("tp = 1\nmax-num-seqs = -3\n");
     let e = fails(&["run", "--deployment", &f]);
-    assert!(e.contains(&format!("{f}: line 2: key `max-num-seqs`: invalid value '-3' for this key")), "{e}");
+    assert!(e.contains(&format!("{f}: line 2: field `max-num-seqs`: invalid value '-3' for this key")), "{e}");
     assert!(!e.contains("'--max-num-seqs"), "{e}");
     let (_dir, f) = deployment_file("tp = \n");
     let e = fails(&["run", "--deployment", &f]);

@@ -11,7 +11,7 @@
 //! the command line win ([`command_line`]); each key is checked against the flags of `run` (the
 //! `clap::Command` passed in) with its file, line and key in every error.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, RecordError, Result};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -116,6 +116,15 @@ fn flag_in_table(table: &str, key: &str) -> Option<String> {
     }
 }
 
+/// An error at `line` of the file, about `key` (the whole file when empty), printed as the
+/// project's other files print theirs: FILE: line N: field \`KEY\`: message.
+fn record(path: &Path, line: usize, key: &str, message: String) -> Error {
+    Error::Record {
+        path: path.to_path_buf(),
+        error: RecordError { location: Location::Line(line as u64), field: key.to_string(), message },
+    }
+}
+
 /// Reads and parses a deployment file.
 pub fn load(path: &Path) -> Result<Deployment> {
     let text = std::fs::read_to_string(path).map_err(|error| Error::Io { path: path.to_path_buf(), error })?;
@@ -124,15 +133,12 @@ pub fn load(path: &Path) -> Result<Deployment> {
 
 /// Parses a deployment file's text (`path` names it in errors and anchors relative paths).
 pub fn parse(path: &Path, text: &str) -> Result<Deployment> {
-    let root: Table =
-        toml::from_str(text).map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })?;
     let line = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
-    let err = |line: usize, key: &str, message: String| Error::Deployment {
-        path: path.to_path_buf(),
-        line,
-        key: key.to_string(),
-        message,
-    };
+    let root: Table = toml::from_str(text).map_err(|e| {
+        let at = e.span().map_or(1, &line);
+        record(path, at, "", e.message().trim().to_string())
+    })?;
+    let err = |line: usize, key: &str, message: String| record(path, line, key, message);
     let mut d = Deployment { path: path.to_path_buf(), name: None, description: None, entries: Vec::new() };
     for (k, v) in root.0 {
         let (key, at) = (k.get_ref().as_str(), line(k.span()));
@@ -168,7 +174,7 @@ impl Deployment {
     }
 
     fn error(&self, e: &Entry, message: impl Into<String>) -> Error {
-        Error::Deployment { path: self.path.clone(), line: e.line, key: e.key.clone(), message: message.into() }
+        record(&self.path, e.line, &e.key, message.into())
     }
 
     /// Every entry matched with its flag in `cmd` (a command with `run`'s flags) and turned
@@ -493,11 +499,11 @@ mod tests {
     #[test]
     fn refusals_name_line_and_key() {
         let e = parse(Path::new("d.toml"), "a = 1\n[engine]\nx = 1\n").unwrap_err().to_string();
-        assert!(e.contains("d.toml: line 2: key `engine`: unknown table"), "{e}");
+        assert!(e.contains("d.toml: line 2: field `engine`: unknown table"), "{e}");
         let e = parse(Path::new("d.toml"), "\n\nname = true\n").unwrap_err().to_string();
-        assert!(e.contains("d.toml: line 3: key `name`"), "{e}");
+        assert!(e.contains("d.toml: line 3: field `name`"), "{e}");
         let e = parse(Path::new("d.toml"), "[prefill]\n[prefill.x]\ny = 1\n").unwrap_err().to_string();
-        assert!(e.contains("line 2: key `prefill.x`: a table cannot nest here"), "{e}");
+        assert!(e.contains("line 2: field `prefill.x`: a table cannot nest here"), "{e}");
         assert!(parse(Path::new("d.toml"), "when = 1979-05-27\n").is_err());
         assert!(parse(Path::new("d.toml"), "a = [[1]]\n").is_err());
     }
