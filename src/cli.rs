@@ -33,7 +33,16 @@ const AFTER: &str = "Examples:
 
 /// cachesim command line.
 #[derive(Debug, Parser)]
-#[command(name = "cachesim", version, about = ABOUT, after_help = AFTER, args_conflicts_with_subcommands = true)]
+// `args_override_self`: a flag given twice takes its last value, so the command line overrides a
+// `--deployment` file's flags, which are inserted before it.
+#[command(
+    name = "cachesim",
+    version,
+    about = ABOUT,
+    after_help = AFTER,
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -289,6 +298,11 @@ pub struct RunArgs {
     /// How the router in front of the instances picks one per request.
     #[arg(long, value_enum, default_value = "round-robin", help_heading = "Cluster")]
     pub router: RouterKind,
+    /// A deployment file (TOML) whose keys are these flags' names, with tables [prefill],
+    /// [decode], [router] and [link]; flags on the command line override its values, paths in it
+    /// are relative to its folder (README: Deployment files).
+    #[arg(long, value_name = "FILE.toml", help_heading = "Cluster")]
+    pub deployment: Option<PathBuf>,
     /// Prefill instances of a prefill/decode-disaggregated deployment (with --decode-instances;
     /// --router then picks among them).
     #[arg(long, value_name = "P", requires = "decode_instances", help_heading = "Cluster")]

@@ -144,6 +144,9 @@ pub struct RunConfig {
     pub efficiency: Efficiency,
     /// Instances and the router in front of them.
     pub cluster: ClusterConfig,
+    /// The `--deployment` file the run came from (set by the binary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deployment_file: Option<crate::cluster::deployment::Echo>,
 }
 
 impl RunConfig {
@@ -613,6 +616,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         request_overhead_ms,
         efficiency: Efficiency::default(),
         cluster: o.cluster,
+        deployment_file: None,
     };
     startup_checks(o, &c)?;
     Ok(c)

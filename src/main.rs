@@ -17,12 +17,20 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 
 fn main() {
-    let argv = sweep_cmd::lists_as_axes(std::env::args_os().collect());
-    let matches = <Cli as clap::CommandFactory>::command().get_matches_from(argv);
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let run_flags = <cli::CaseRun as clap::CommandFactory>::command();
+    // A --deployment file's flags go before the user's, which override them (README: Deployment files).
+    let argv = cachesim::cluster::deployment::command_line(std::env::args_os().collect(), &cmd, &run_flags)
+        .unwrap_or_else(|e| {
+            eprintln!("error: {}", escape_controls(&e.to_string()));
+            std::process::exit(2)
+        });
+    let matches = cmd.get_matches_from(sweep_cmd::lists_as_axes(argv.args));
     let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let deployment = argv.echo.as_ref();
     let result = match cli.command {
-        None => run(&cli.run),
-        Some(Command::Run(args)) => run(&args),
+        None => run(&cli.run, deployment),
+        Some(Command::Run(args)) => run(&args, deployment),
         Some(Command::Cache(args)) => cache(&args),
         Some(Command::Analyze(args)) => analyze(&args),
         Some(Command::Gen(g)) => generate(&g),
@@ -101,12 +109,14 @@ fn run_inputs(args: &RunArgs) -> Vec<(&'static str, &std::path::Path)> {
     v.extend(args.trace.trace.as_deref().map(|p| ("--trace", p)));
     v.extend(args.model_file.as_deref().map(|p| ("--model-file", p)));
     v.extend(args.gpu_file.as_deref().map(|p| ("--gpu-file", p)));
+    v.extend(args.deployment.as_deref().map(|p| ("--deployment", p)));
     v
 }
 
-fn run(args: &RunArgs) -> anyhow::Result<()> {
+fn run(args: &RunArgs, deployment: Option<&cachesim::cluster::deployment::Echo>) -> anyhow::Result<()> {
     let opts = args.options();
-    let cfg = cachesim::config::resolve(&opts)?;
+    let mut cfg = cachesim::config::resolve(&opts)?;
+    cfg.deployment_file = deployment.cloned();
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
     }

@@ -268,7 +268,7 @@ fn on_off(on: bool) -> &'static str {
 
 /// Every resolved setting and the cache outcome, before the benchmark report.
 pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> String {
-    let mut s = String::new();
+    let mut s = c.deployment_file.as_ref().map(|d| d.text()).unwrap_or_default();
     let e = &c.engine;
     let _ = match e.engine {
         crate::engine::EngineKind::Vllm => writeln!(

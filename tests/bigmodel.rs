@@ -1,6 +1,6 @@
 //! The two H20 DeepSeek-R1 seed deployments (`calibration/deployments/*.toml`) end to end on a
 //! ShareGPT workload of the seed runs' size (1,000 first turns, rate inf): each file's flags are
-//! a `cachesim run` command line; the full report is printed beside the real one, and the KV
+//! run with `--deployment`; the full report is printed beside the real one, and the KV
 //! sizing is checked by hand. Skipped (with a printed reason) without the shared data.
 
 mod common;
@@ -12,23 +12,23 @@ fn deployments() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/deployments")
 }
 
-/// The file's command line: trace and workload flags, engine, GPU, model and deployment flags.
+/// The deployment file on the seed's workload: 1,000 ShareGPT first turns at rate inf.
 fn command(file: &str, data: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(deployments().join(file)).unwrap();
-    let v: toml::Value = toml::from_str(&text).unwrap();
-    let strs = |x: &toml::Value| -> Vec<String> {
-        x.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
-    };
-    let d = &v["deployment"];
-    let w = &v["workload"];
-    let mut args = vec!["--trace".to_string(), data.join(w["trace"].as_str().unwrap()).display().to_string()];
-    args.extend(strs(&w["flags"]));
-    for key in ["engine", "gpu", "model"] {
-        args.push(format!("--{key}"));
-        args.push(d[key].as_str().unwrap().to_string());
-    }
-    args.extend(strs(&d["flags"]));
-    args
+    let trace = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz");
+    [
+        "--deployment",
+        &deployments().join(file).display().to_string(),
+        "--trace",
+        &trace.display().to_string(),
+        "--turns",
+        "first",
+        "--num-prompts",
+        "1000",
+        "--request-rate",
+        "inf",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 fn run(args: &[String], extra: &[&str]) -> String {
