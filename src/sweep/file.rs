@@ -93,6 +93,13 @@ impl SweepFile {
         };
         for (key, value) in in_file_order(&raw.run) {
             let line = line_of(text, key.span().start);
+            if key.get_ref().trim_start_matches('-') == "deployment" {
+                return Err(file.error(
+                    line,
+                    "run.deployment",
+                    "a deployment file is given on the command line (`cachesim sweep --deployment F --file S`), not inside a sweep file",
+                ));
+            }
             let value = scalar(value.get_ref()).ok_or_else(|| {
                 file.error(
                     line,
@@ -248,6 +255,10 @@ mod tests {
             ("\nrank-by = \"speed\"\n", "s.toml: line 2: field `rank-by`: unknown metric `speed`"),
             ("slo = \"ttft=3\"\n", "s.toml: line 1: field `slo`: `ttft` is not METRIC_STAT"),
             ("[gird]\nx = 1\n", "s.toml: line 1: unknown field `gird`"),
+            (
+                "[run]\ndeployment = \"d.toml\"\n",
+                "s.toml: line 2: field `run.deployment`: a deployment file is given on the command line",
+            ),
             ("[run]\nx = \n", "s.toml: line 2: "),
             (
                 "[zip]\na = [1, 2]\nb = 3\n",
