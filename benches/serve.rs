@@ -3,8 +3,10 @@
 //! cache on the default model and GPU (throughput: simulated output tokens per wall second);
 //! and, when the real data is present, the Mooncake conversation trace replayed as in the
 //! README (all 12,031 requests and the first 1,000), loaded once as in a sweep of many runs,
-//! and what loading it costs.
+//! and what loading it costs; and the whole trace on 16 instances behind each router.
 
+use cachesim::cluster::router::RouterKind;
+use cachesim::cluster::ClusterConfig;
 use cachesim::config::{resolve, RunOptions};
 use cachesim::engine::EngineKind;
 use cachesim::sim::{simulate, Keep};
@@ -82,6 +84,23 @@ fn mooncake_runs(c: &mut Criterion) {
             ..RunOptions::default()
         })
         .unwrap();
+        g.bench_function(name, |b| b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed));
+    }
+    g.finish();
+    // The cluster speed targets: the whole trace on 16 such instances, behind each router.
+    let mut g = c.benchmark_group("serve_mooncake_16_instances");
+    g.sample_size(10);
+    for &router in <RouterKind as clap::ValueEnum>::value_variants() {
+        let cfg = resolve(&RunOptions {
+            block_size: 16,
+            num_gpu_blocks_override: Some(16_384),
+            max_num_seqs: Some(256),
+            max_num_batched_tokens: Some(8192),
+            cluster: ClusterConfig { instances: 16, router, ..ClusterConfig::default() },
+            ..RunOptions::default()
+        })
+        .unwrap();
+        let name = clap::ValueEnum::to_possible_value(&router).unwrap().get_name().to_string();
         g.bench_function(name, |b| b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed));
     }
     g.finish();
