@@ -188,7 +188,9 @@ pub fn drive(
                     }
                 }
             }
-            if any_arrived {
+            // The backlog matters at the last send only: counted (a pass over the instances)
+            // when nothing else is planned to arrive yet.
+            if any_arrived && client.next_event().is_none() {
                 load.last_send_s = now;
                 load.backlog_at_last_send = inst.iter().map(|x| x.sched.queued().0 as u32).sum();
             }
