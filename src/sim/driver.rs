@@ -199,7 +199,9 @@ pub fn drive(
             }
         }
         // Idle instances with news form their next step.
-        dirty.list.sort_unstable();
+        if dirty.list.len() > 1 {
+            dirty.list.sort_unstable();
+        }
         let mut again = false;
         for i in std::mem::take(&mut dirty.list) {
             dirty.flag[i] = false;
