@@ -1,0 +1,139 @@
+//! `kv-aware`: NVIDIA Dynamo's KV router (`lib/llm/src/kv_router/scheduler.rs`,
+//! `DefaultWorkerSelector::select_worker`; `KvRouterConfig::default()` in `config.rs`). Dynamo
+//! learns each worker's cached blocks from its KV events; cachesim reads them directly through
+//! [`InstanceView::cached_prefix`] (an idealised, event-lag-free indexer). Per instance:
+//!
+//! * overlap = whole cached blocks of the prompt (`cached_prefix / block_size`);
+//! * prefill tokens = the router's own count of tokens still to prefill on the instance
+//!   (Dynamo's `ActiveSequences`, `router_track_active_blocks`) + this request's
+//!   `prompt − overlap × block_size`;
+//! * decode blocks = the router's own count of blocks of the requests in flight on the
+//!   instance + this request's `⌈prompt / block_size⌉`;
+//! * cost (Dynamo's "logit") = `overlap_score_weight × prefill tokens / block_size + decode
+//!   blocks`, and the lowest cost wins (`router_temperature` 0: `softmax_sample` returns every
+//!   minimum); ties go to the smallest cached tree ([`InstanceView::cached_blocks`]), then to a
+//!   seeded uniform choice.
+//!
+//! The decision counts as routed by prefix when the chosen instance holds a cached block of
+//! the prompt (its predicted hit tokens = those blocks), by load otherwise.
+//!
+//! Both load terms are router-tracked, as in Dynamo (not the engines' true occupancy). A
+//! request's prefill tokens leave its instance's count at [`Router::prefill_done`] (Dynamo's
+//! `mark_prefill_completed`), or at `finished` when the driver never reports a first token.
+//! Dynamo deduplicates the active blocks shared by several requests (`router_assume_kv_reuse`);
+//! cachesim counts each request's blocks (an upper bound when in-flight requests share
+//! prefixes).
+
+use super::{Arrival, Basis, Decision, InstanceView, Router, RouterParams};
+use crate::cache::ReqId;
+use rand::{Rng, SeedableRng};
+use rustc_hash::FxHashMap;
+
+/// What the router remembers of a request in flight.
+#[derive(Debug, Clone, Copy)]
+struct Active {
+    instance: usize,
+    prefill_tokens: u64,
+    blocks: u64,
+}
+
+/// Dynamo's KV router over the instances' true caches.
+pub struct KvAware {
+    weight: f64,
+    block: u64,
+    prefill_tokens: Vec<u64>,
+    blocks: Vec<u64>,
+    active: FxHashMap<ReqId, Active>,
+    rng: rand::rngs::StdRng,
+    ties: Vec<usize>,
+    overlaps: Vec<u64>,
+}
+
+impl KvAware {
+    /// The policy for `n` instances.
+    pub fn new(p: RouterParams, n: usize) -> Self {
+        KvAware {
+            weight: p.overlap_score_weight,
+            block: p.kv_block_size.max(1) as u64,
+            prefill_tokens: vec![0; n],
+            blocks: vec![0; n],
+            active: FxHashMap::default(),
+            rng: rand::rngs::StdRng::seed_from_u64(p.seed),
+            ties: Vec::with_capacity(n),
+            overlaps: Vec::with_capacity(n),
+        }
+    }
+
+    /// Tokens still to prefill and blocks in flight per instance, as the router counts them.
+    pub fn tracked(&self) -> (&[u64], &[u64]) {
+        (&self.prefill_tokens, &self.blocks)
+    }
+
+    /// Cost of sending a prompt of `isl` tokens with `overlap` cached blocks to instance `i`.
+    pub fn cost(&self, i: usize, isl: u64, overlap: u64) -> f64 {
+        let prefill = self.prefill_tokens[i] + isl - (overlap * self.block).min(isl);
+        let decode = self.blocks[i] + isl.div_ceil(self.block);
+        self.weight * (prefill as f64 / self.block as f64) + decode as f64
+    }
+}
+
+impl Router for KvAware {
+    fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
+        let isl = a.prompt_len as u64;
+        let n = self.blocks.len();
+        self.overlaps.clear();
+        self.ties.clear();
+        let mut best = f64::INFINITY;
+        for i in 0..n {
+            let overlap = view.cached_prefix(i, a.seq, a.prompt_len) as u64 / self.block;
+            self.overlaps.push(overlap);
+            let cost = self.cost(i, isl, overlap);
+            if cost < best {
+                best = cost;
+                self.ties.clear();
+            }
+            if cost == best {
+                self.ties.push(i);
+            }
+        }
+        let instance = match self.ties.len() {
+            1 => self.ties[0],
+            _ => {
+                let smallest = self.ties.iter().map(|&i| view.cached_blocks(i)).min().unwrap_or(0);
+                if self.ties.iter().all(|&i| view.cached_blocks(i) == smallest) {
+                    self.ties[self.rng.random_range(0..self.ties.len())]
+                } else {
+                    *self.ties.iter().find(|&&i| view.cached_blocks(i) == smallest).unwrap_or(&self.ties[0])
+                }
+            }
+        };
+        let hit = (self.overlaps[instance] * self.block).min(isl);
+        let entry = Active { instance, prefill_tokens: isl - hit, blocks: isl.div_ceil(self.block) };
+        self.prefill_tokens[instance] += entry.prefill_tokens;
+        self.blocks[instance] += entry.blocks;
+        self.active.insert(a.id, entry);
+        let basis = if hit > 0 { Basis::Prefix } else { Basis::Load };
+        Decision { instance, basis, predicted_hit_tokens: hit }
+    }
+
+    fn prefill_done(&mut self, id: ReqId, _instance: usize, _now: f64) {
+        if let Some(e) = self.active.get_mut(&id) {
+            self.prefill_tokens[e.instance] -= e.prefill_tokens;
+            e.prefill_tokens = 0;
+        }
+    }
+
+    fn finished(&mut self, id: ReqId, _instance: usize, _now: f64) {
+        if let Some(e) = self.active.remove(&id) {
+            self.prefill_tokens[e.instance] -= e.prefill_tokens;
+            self.blocks[e.instance] -= e.blocks;
+        }
+    }
+    fn in_flight(&self) -> Option<Vec<u32>> {
+        let mut n = vec![0; self.blocks.len()];
+        for e in self.active.values() {
+            n[e.instance] += 1;
+        }
+        Some(n)
+    }
+}
