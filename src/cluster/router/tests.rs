@@ -190,12 +190,13 @@ fn prefix_hash_falls_back_to_least_load_below_the_minimum_match_and_still_insert
     let view = blank(3);
     let p = RouterParams { prefix_min_match_length: 300, ..RouterParams::default() };
     let mut r = prefix_hash::PrefixHash::new(p, 3);
-    // 256 matched characters < 300 each time: least load 0, 1, 2; the trie gains every endpoint.
+    // 0, then 256 matched characters < 300 each time: least load 0, 1, 2, each inserted.
     for s in 0..3 {
         let d = r.route(&arrival(&store, s, s, 0.0), &view);
         assert_eq!((d.instance, d.basis), (s as usize, Basis::Load));
     }
-    assert_eq!(r.num_nodes(), 3);
+    assert_eq!(r.num_nodes(), 2); // the root and one leaf holding the three endpoints
+    assert_eq!(r.in_flight(), Some(vec![1, 1, 1]));
 }
 
 #[test]

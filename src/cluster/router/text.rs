@@ -102,6 +102,12 @@ impl Sets {
     pub fn contains(&self, s: usize, i: usize) -> bool {
         self.bits.get(s * self.words + i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
+    /// Makes set `to` a copy of set `from`.
+    pub fn copy(&mut self, from: usize, to: usize) {
+        self.ensure(from.max(to));
+        let w = self.words;
+        self.bits.copy_within(from * w..(from + 1) * w, to * w);
+    }
     /// The words of set `s`.
     pub fn get(&self, s: usize) -> &[u64] {
         &self.bits[s * self.words..(s + 1) * self.words]
