@@ -137,7 +137,7 @@ impl PrefixHash {
         }
         let mut matched = chunk * k;
         let mut length = chunk * k;
-        if chunk == full && chars % k != 0 && pos == len && whole {
+        if chunk == full && !chars.is_multiple_of(k) && pos == len && whole {
             // The final partial chunk: only a prompt of the same length and content holds it.
             if Self::narrow(&mut self.selected, &mut self.scratch, self.ended.get(node as usize)) {
                 matched = chars;
