@@ -8,6 +8,7 @@ pub mod arrivals;
 pub mod block_ids;
 pub mod client;
 pub mod gen;
+pub mod prefix_trie;
 pub mod pyrand;
 pub mod tokens;
 
