@@ -121,6 +121,14 @@ impl BlockIndex {
         }
     }
 
+    /// The pods holding `key`, if it is held, without refreshing its use. The router's walk
+    /// uses it: upstream's `Get` refreshes the walked blocks, but every one of them is added
+    /// again, in the same order and at the same time, before any block can leave (the adds
+    /// re-touch the walked prefix first), so the LRU order and times end up the same.
+    pub fn peek(&self, key: u64) -> Option<&[u64]> {
+        self.map.get(&key).map(|&s| self.pods.get(s as usize))
+    }
+
     /// The pods holding `key` (refreshing its use), if it is held.
     pub fn get(&mut self, key: u64, now: f64) -> Option<&[u64]> {
         let s = *self.map.get(&key)?;
@@ -245,7 +253,7 @@ impl Router for Aibrix {
         self.matched.fill(0);
         let mut any = false;
         for (i, &h) in self.hashes.iter().enumerate() {
-            let Some(pods) = self.index.get(h, a.now) else { break };
+            let Some(pods) = self.index.peek(h) else { break };
             let mut hit = false;
             for p in members(pods) {
                 if self.considered[p] {
