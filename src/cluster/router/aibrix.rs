@@ -185,6 +185,8 @@ pub struct Aibrix {
     matched: Vec<u32>,
     considered: Vec<bool>,
     order: Vec<usize>,
+    /// Refresh the walked blocks as upstream's `Get` does (tests only: the result is the same).
+    refresh_walk: bool,
 }
 
 impl Aibrix {
@@ -202,6 +204,7 @@ impl Aibrix {
             matched: vec![0; n],
             considered: vec![true; n],
             order: Vec::with_capacity(n),
+            refresh_walk: false,
         }
     }
 
@@ -253,7 +256,8 @@ impl Router for Aibrix {
         self.matched.fill(0);
         let mut any = false;
         for (i, &h) in self.hashes.iter().enumerate() {
-            let Some(pods) = self.index.peek(h) else { break };
+            let found = if self.refresh_walk { self.index.get(h, a.now) } else { self.index.peek(h) };
+            let Some(pods) = found else { break };
             let mut hit = false;
             for p in members(pods) {
                 if self.considered[p] {
@@ -337,6 +341,57 @@ mod tests {
         // block, nothing matches, and pod 2 is the least running (pod 1 would win otherwise).
         let d = route(&mut r, &store, 3, [12, 4, 2]);
         assert_eq!((d.instance, d.basis, d.predicted_hit_tokens), (2, Basis::Load, 0));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Peeking during the walk leaves the same decisions and the same index as refreshing
+        /// every walked block, also when the index is full and blocks expire.
+        #[test]
+        fn peeking_walk_equals_refreshing_walk(
+            prompts in proptest::collection::vec((0usize..3, 1usize..200, 0u32..5), 1..40),
+            capacity in 1u32..12,
+        ) {
+            let base: Vec<u32> = (1..=150).collect();
+            let mut store = TokenStore::new();
+            let mut ids = Vec::new();
+            for (t, len, _) in &prompts {
+                let full: Vec<u32> = base.iter().copied().chain((0..60).map(|i| 1000 * (*t as u32 + 1) + i)).collect();
+                store.begin_seq();
+                store.push_tokens(&full[..(*len).min(full.len())]);
+                ids.push(store.end_seq());
+            }
+            let p = RouterParams {
+                aibrix_block_number: capacity,
+                aibrix_eviction_secs: 3.0,
+                aibrix_imbalance_abs_count: 1,
+                seed: 5,
+                ..RouterParams::default()
+            };
+            let (mut fast, mut slow) = (Aibrix::new(p, 3), Aibrix::new(p, 3));
+            slow.refresh_walk = true;
+            let mut now = 0.0;
+            for (k, &s) in ids.iter().enumerate() {
+                now += prompts[k].2 as f64;
+                let a = Arrival { id: s, seq: s, prompt_len: store.seq_len(s), store: &store, now };
+                let (d1, d2) = (fast.route(&a, &NoView), slow.route(&a, &NoView));
+                proptest::prop_assert_eq!(d1, d2);
+                proptest::prop_assert_eq!(fast.index_len(), slow.index_len());
+                if k % 3 == 2 {
+                    fast.finished(s, d1.instance, now);
+                    slow.finished(s, d2.instance, now);
+                }
+            }
+            let order = |ix: &BlockIndex| {
+                let (mut v, mut s) = (Vec::new(), ix.head);
+                while s != NIL {
+                    v.push((ix.slots[s as usize].key, ix.slots[s as usize].last_use, ix.pods.get(s as usize).to_vec()));
+                    s = ix.slots[s as usize].next;
+                }
+                v
+            };
+            proptest::prop_assert_eq!(order(&fast.index), order(&slow.index));
+        }
     }
 
     #[test]
