@@ -5,6 +5,7 @@
 //! a run can be compared with a real `vllm serve`.
 
 use crate::cache::{CacheSpec, Policy};
+use crate::cluster::ClusterConfig;
 use crate::cost::{Efficiency, Roofline};
 use crate::engine::frontend::RequestLimits;
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
@@ -65,6 +66,8 @@ pub struct RunOptions {
     pub max_concurrency: Option<u32>,
     /// Send-to-engine delay per request, ms; `None` = [`DEFAULT_REQUEST_OVERHEAD_MS`].
     pub request_overhead_ms: Option<f64>,
+    /// Instances and the router in front of them.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for RunOptions {
@@ -99,6 +102,7 @@ impl Default for RunOptions {
             arrivals: ArrivalOptions::default(),
             max_concurrency: None,
             request_overhead_ms: None,
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -129,6 +133,8 @@ pub struct RunConfig {
     /// not. A plain number so calibration can fit it.
     pub request_overhead_ms: f64,
     pub efficiency: Efficiency,
+    /// Instances and the router in front of them.
+    pub cluster: ClusterConfig,
 }
 
 impl RunConfig {
@@ -396,6 +402,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         ));
     }
     positive("--schedule-conservativeness", o.schedule_conservativeness)?;
+    o.cluster.validate()?;
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
         Some(v) if v.engine() == o.engine => v,
@@ -583,6 +590,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         max_concurrency: o.max_concurrency,
         request_overhead_ms,
         efficiency: Efficiency::default(),
+        cluster: o.cluster,
     };
     startup_checks(o, &c)?;
     Ok(c)
