@@ -14,8 +14,9 @@
 //!   minimum); ties go to the smallest cached tree ([`InstanceView::cached_blocks`]), then to a
 //!   seeded uniform choice.
 //!
-//! The decision counts as routed by prefix when the chosen instance holds a cached block of
-//! the prompt (its predicted hit tokens = those blocks), by load otherwise.
+//! The decision counts as routed by prefix when the chosen instance holds more cached blocks
+//! of the prompt than the instance holding fewest (a prefix cached everywhere decides
+//! nothing), by load otherwise; its predicted hit tokens are the chosen instance's blocks.
 //!
 //! Both load terms are router-tracked, as in Dynamo (not the engines' true occupancy). A
 //! request's prefill tokens leave its instance's count at [`Router::prefill_done`] (Dynamo's
@@ -112,7 +113,10 @@ impl Router for KvAware {
         self.prefill_tokens[instance] += entry.prefill_tokens;
         self.blocks[instance] += entry.blocks;
         self.active.insert(a.id, entry);
-        let basis = if hit > 0 { Basis::Prefix } else { Basis::Load };
+        // By prefix when the chosen instance holds more of the prompt than the instance holding
+        // least: a prefix cached everywhere (a shared system prompt) decides nothing.
+        let least = self.overlaps.iter().copied().min().unwrap_or(0);
+        let basis = if self.overlaps[instance] > least { Basis::Prefix } else { Basis::Load };
         Decision { instance, basis, predicted_hit_tokens: hit }
     }
 
