@@ -23,7 +23,8 @@
 //! `mark_prefill_completed`), or at `finished` when the driver never reports a first token.
 //! Dynamo deduplicates the active blocks shared by several requests (`router_assume_kv_reuse`);
 //! cachesim counts each request's blocks (an upper bound when in-flight requests share
-//! prefixes).
+//! prefixes), so it lacks the pull that dedup gives a worker already running the same prefix
+//! (which matters for bursts routed before anything is cached).
 
 use super::{Arrival, Basis, Decision, InstanceView, Router, RouterParams};
 use crate::cache::ReqId;
