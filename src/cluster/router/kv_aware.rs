@@ -7,8 +7,10 @@
 //! * prefill tokens = the router's own count of tokens still to prefill on the instance
 //!   (Dynamo's `ActiveSequences`, `router_track_active_blocks`) + this request's
 //!   `prompt − overlap × block_size`;
-//! * decode blocks = the router's own count of blocks of the requests in flight on the
-//!   instance + this request's `⌈prompt / block_size⌉`;
+//! * decode blocks = the blocks of the prompts in flight on the instance with this one added,
+//!   shared prefixes counted once (Dynamo's `router_assume_kv_reuse`, default true):
+//!   `⌈(distinct in-flight tokens + prompt − prompt tokens already in flight) / block_size⌉`
+//!   ([`super::active::ActiveTrie`]);
 //! * cost (Dynamo's "logit") = `overlap_score_weight × prefill tokens / block_size + decode
 //!   blocks`, and the lowest cost wins (`router_temperature` 0: `softmax_sample` returns every
 //!   minimum); ties go to the smallest cached tree ([`InstanceView::cached_blocks`]), then to a
@@ -21,11 +23,12 @@
 //! Both load terms are router-tracked, as in Dynamo (not the engines' true occupancy). A
 //! request's prefill tokens leave its instance's count at [`Router::prefill_done`] (Dynamo's
 //! `mark_prefill_completed`), or at `finished` when the driver never reports a first token.
-//! Dynamo deduplicates the active blocks shared by several requests (`router_assume_kv_reuse`);
-//! cachesim counts each request's blocks (an upper bound when in-flight requests share
-//! prefixes), so it lacks the pull that dedup gives a worker already running the same prefix
-//! (which matters for bursts routed before anything is cached).
+//! Dynamo counts blocks by hash (each sequence's partial last block its own); cachesim counts
+//! the distinct in-flight tokens in blocks, which draws the same way: a worker already running
+//! a prompt's prefix adds fewer blocks, so a burst of same-prefix requests gathers before any
+//! of them is cached.
 
+use super::active::ActiveTrie;
 use super::{Arrival, Basis, Decision, InstanceView, Router, RouterParams};
 use crate::cache::ReqId;
 use rand::{Rng, SeedableRng};
@@ -36,7 +39,8 @@ use rustc_hash::FxHashMap;
 struct Active {
     instance: usize,
     prefill_tokens: u64,
-    blocks: u64,
+    /// End node of its prompt in the instance's in-flight trie.
+    end: u32,
 }
 
 /// Dynamo's KV router over the instances' true caches.
@@ -44,7 +48,7 @@ pub struct KvAware {
     weight: f64,
     block: u64,
     prefill_tokens: Vec<u64>,
-    blocks: Vec<u64>,
+    in_flight: Vec<ActiveTrie>,
     active: FxHashMap<ReqId, Active>,
     rng: rand::rngs::StdRng,
     ties: Vec<usize>,
@@ -58,7 +62,7 @@ impl KvAware {
             weight: p.overlap_score_weight,
             block: p.kv_block_size.max(1) as u64,
             prefill_tokens: vec![0; n],
-            blocks: vec![0; n],
+            in_flight: (0..n).map(|_| ActiveTrie::default()).collect(),
             active: FxHashMap::default(),
             rng: rand::rngs::StdRng::seed_from_u64(p.seed),
             ties: Vec::with_capacity(n),
@@ -66,15 +70,17 @@ impl KvAware {
         }
     }
 
-    /// Tokens still to prefill and blocks in flight per instance, as the router counts them.
-    pub fn tracked(&self) -> (&[u64], &[u64]) {
-        (&self.prefill_tokens, &self.blocks)
+    /// Tokens still to prefill and distinct in-flight prompt tokens per instance, as the
+    /// router counts them.
+    pub fn tracked(&self) -> (Vec<u64>, Vec<u64>) {
+        (self.prefill_tokens.clone(), self.in_flight.iter().map(|t| t.tokens()).collect())
     }
 
-    /// Cost of sending a prompt of `isl` tokens with `overlap` cached blocks to instance `i`.
-    pub fn cost(&self, i: usize, isl: u64, overlap: u64) -> f64 {
+    /// Cost of sending a prompt of `isl` tokens with `overlap` cached blocks, `shared` of its
+    /// tokens already in flight there, to instance `i`.
+    pub fn cost(&self, i: usize, isl: u64, overlap: u64, shared: u64) -> f64 {
         let prefill = self.prefill_tokens[i] + isl - (overlap * self.block).min(isl);
-        let decode = self.blocks[i] + isl.div_ceil(self.block);
+        let decode = (self.in_flight[i].tokens() + isl - shared.min(isl)).div_ceil(self.block);
         self.weight * (prefill as f64 / self.block as f64) + decode as f64
     }
 }
@@ -82,14 +88,15 @@ impl KvAware {
 impl Router for KvAware {
     fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
         let isl = a.prompt_len as u64;
-        let n = self.blocks.len();
+        let n = self.in_flight.len();
         self.overlaps.clear();
         self.ties.clear();
         let mut best = f64::INFINITY;
         for i in 0..n {
             let overlap = view.cached_prefix(i, a.seq, a.prompt_len) as u64 / self.block;
             self.overlaps.push(overlap);
-            let cost = self.cost(i, isl, overlap);
+            let shared = self.in_flight[i].shared(a.store, a.seq, a.prompt_len) as u64;
+            let cost = self.cost(i, isl, overlap, shared);
             if cost < best {
                 best = cost;
                 self.ties.clear();
@@ -110,9 +117,9 @@ impl Router for KvAware {
             }
         };
         let hit = (self.overlaps[instance] * self.block).min(isl);
-        let entry = Active { instance, prefill_tokens: isl - hit, blocks: isl.div_ceil(self.block) };
+        let end = self.in_flight[instance].insert(a.store, a.seq, a.prompt_len);
+        let entry = Active { instance, prefill_tokens: isl - hit, end };
         self.prefill_tokens[instance] += entry.prefill_tokens;
-        self.blocks[instance] += entry.blocks;
         self.active.insert(a.id, entry);
         // By prefix when the chosen instance holds more of the prompt than the instance holding
         // least: a prefix cached everywhere (a shared system prompt) decides nothing.
@@ -131,11 +138,11 @@ impl Router for KvAware {
     fn finished(&mut self, id: ReqId, _instance: usize, _now: f64) {
         if let Some(e) = self.active.remove(&id) {
             self.prefill_tokens[e.instance] -= e.prefill_tokens;
-            self.blocks[e.instance] -= e.blocks;
+            self.in_flight[e.instance].remove(e.end);
         }
     }
     fn in_flight(&self) -> Option<Vec<u32>> {
-        let mut n = vec![0; self.blocks.len()];
+        let mut n = vec![0; self.in_flight.len()];
         for e in self.active.values() {
             n[e.instance] += 1;
         }

@@ -15,6 +15,7 @@
 //! [`kv_aware`] (NVIDIA Dynamo's KV router). Upstream files, versions and what cachesim does
 //! differently are in `docs/addendum-routers.md`.
 
+pub mod active;
 pub mod aibrix;
 pub mod approx_tree;
 pub mod cache_aware;

@@ -205,24 +205,29 @@ fn kv_aware_takes_the_lowest_cost_with_router_tracked_load() {
     let store = TokenStore::from_seqs(&[run(1, 100), run(500, 48)]);
     let view = FakeView { cached: vec![vec![32, 0], vec![0, 0], vec![64, 0]], blocks: vec![10, 5, 0] };
     let mut r = KvAware::new(RouterParams::default(), 3);
-    // Costs: 68/16 + 7 = 11.25, 100/16 + 7 = 13.25, 36/16 + 7 = 9.25 → instance 2.
-    assert_eq!((r.cost(0, 100, 2), r.cost(1, 100, 0), r.cost(2, 100, 4)), (11.25, 13.25, 9.25));
+    // Costs: 68/16 + ⌈100/16⌉ = 11.25, 100/16 + 7 = 13.25, 36/16 + 7 = 9.25 → instance 2.
+    assert_eq!((r.cost(0, 100, 2, 0), r.cost(1, 100, 0, 0), r.cost(2, 100, 4, 0)), (11.25, 13.25, 9.25));
     let d = r.route(&arrival(&store, 0, 0, 0.0), &view);
     assert_eq!((d.instance, d.basis, d.predicted_hit_tokens), (2, Basis::Prefix, 64));
-    assert_eq!(r.tracked(), (&[0, 0, 36][..], &[0, 0, 7][..]));
-    // Prompt 1: 3 + 3 = 6, 6, (36 + 48)/16 + 10 = 15.25: instances 0 and 1 tie; instance 1
-    // caches the fewest blocks.
+    assert_eq!(r.tracked(), (vec![0, 0, 36], vec![0, 0, 100]));
+    // Prompt 1: 3 + 3 = 6, 6, (36 + 48)/16 + ⌈148/16⌉ = 15.25: instances 0 and 1 tie;
+    // instance 1 caches the fewest blocks. Nothing is cached anywhere: routed by load.
     let d = r.route(&arrival(&store, 1, 1, 0.0), &view);
     assert_eq!((d.instance, d.basis, d.predicted_hit_tokens), (1, Basis::Load, 0));
-    // Request 0's prefill is done: instance 2 keeps its 7 blocks, no prefill tokens.
+    // Request 0's prefill is done: instance 2 keeps its 100 in-flight tokens, no prefill.
     r.prefill_done(0, 2, 1.0);
-    // Prompt 0 again: 11.25, (48 + 100)/16 + 10 = 19.25, 36/16 + 14 = 16.25 → instance 0.
+    // Prompt 0 again: 68/16 + 7 = 11.25; (48 + 100)/16 + ⌈148/16⌉ = 19.25; on instance 2 the
+    // whole prompt is already in flight: 36/16 + ⌈100/16⌉ = 9.25 → instance 2.
     let d = r.route(&arrival(&store, 2, 0, 1.0), &view);
-    assert_eq!((d.instance, d.predicted_hit_tokens), (0, 32));
-    for (id, i) in [(0, 2), (1, 1), (2, 0)] {
+    assert_eq!((d.instance, d.predicted_hit_tokens), (2, 64));
+    assert_eq!(r.tracked(), (vec![0, 48, 36], vec![0, 48, 100]));
+    // Request 0 leaves; request 2 still holds the prompt on instance 2.
+    r.finished(0, 2, 2.0);
+    assert_eq!(r.tracked(), (vec![0, 48, 36], vec![0, 48, 100]));
+    for (id, i) in [(1, 1), (2, 2)] {
         r.finished(id, i, 2.0);
     }
-    assert_eq!(r.tracked(), (&[0, 0, 0][..], &[0, 0, 0][..]));
+    assert_eq!(r.tracked(), (vec![0, 0, 0], vec![0, 0, 0]));
 }
 
 const KINDS: [RouterKind; 7] = [
