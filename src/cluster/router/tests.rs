@@ -302,5 +302,21 @@ proptest! {
                 prop_assert!(load.iter().all(|&l| l == 0), "{kind:?}: {load:?}");
             }
         }
+        // kv-aware's own counts (prefill tokens, distinct in-flight tokens) also drain.
+        let mut r = KvAware::new(RouterParams { seed, ..RouterParams::default() }, n);
+        let mut open = Vec::new();
+        for (k, &s) in ids.iter().enumerate() {
+            let d = r.route(&arrival(&store, k as u32, s, 0.0), &view);
+            open.push((k as u32, d.instance));
+            if k % finish_every == 0 {
+                let (id, i) = open.swap_remove(open.len() / 2);
+                r.finished(id, i, 0.0);
+            }
+        }
+        for (id, i) in open {
+            r.prefill_done(id, i, 1.0);
+            r.finished(id, i, 1.0);
+        }
+        prop_assert_eq!(r.tracked(), (vec![0; n], vec![0; n]));
     }
 }
