@@ -5,7 +5,7 @@
 use cachesim::analyze::{AnalyzeOptions, RepetitionOptions, Scope, Unit};
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cluster::pd::{KvLink, PdConfig, PdStyle};
-use cachesim::cluster::router::{RouterKind, RouterParams};
+use cachesim::cluster::router::{CacheAwareFallback, RouterKind, RouterParams};
 use cachesim::cluster::ClusterConfig;
 use cachesim::config::RunOptions;
 use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy};
@@ -303,6 +303,55 @@ pub struct RunArgs {
     /// are relative to its folder (README: Deployment files).
     #[arg(long, value_name = "FILE.toml", help_heading = "Cluster")]
     pub deployment: Option<PathBuf>,
+    /// cache-aware, prefix-hash, aibrix: characters a token stands for when the router reads a
+    /// request's token ids as text (the trace has ids, not text).
+    #[arg(long, default_value_t = 4, value_name = "N", help_heading = "Router")]
+    pub router_chars_per_token: u32,
+    /// cache-aware: send to the best-matching instance when matched ÷ prompt characters exceed
+    /// this [sglang router default].
+    #[arg(long, default_value_t = 0.3, value_name = "SHARE", help_heading = "Router")]
+    pub cache_threshold: f32,
+    /// cache-aware: loads count as imbalanced when max − min in-flight exceeds this …
+    #[arg(long, default_value_t = 64, value_name = "N", help_heading = "Router")]
+    pub balance_abs_threshold: u32,
+    /// … and max > min × this; imbalanced requests go to the least-loaded instance.
+    #[arg(long, default_value_t = 1.5, value_name = "X", help_heading = "Router")]
+    pub balance_rel_threshold: f32,
+    /// cache-aware: seconds between evictions of the router's tree (0 = never).
+    #[arg(long, default_value_t = 120.0, value_name = "S", help_heading = "Router")]
+    pub eviction_interval_secs: f64,
+    /// cache-aware: characters per instance the router's tree keeps after an eviction.
+    #[arg(long, default_value_t = 1 << 26, value_name = "CHARS", help_heading = "Router")]
+    pub max_tree_size: u64,
+    /// cache-aware: where a request without a good match goes: least-load (current gateway) or
+    /// smallest-tree (sgl-router before mid-2025).
+    #[arg(long, value_enum, default_value = "least-load", help_heading = "Router")]
+    pub cache_aware_fallback: CacheAwareFallback,
+    /// prefix-hash: characters per chunk of production-stack's hash trie.
+    #[arg(long, default_value_t = 128, value_name = "CHARS", help_heading = "Router")]
+    pub prefix_chunk_chars: u32,
+    /// prefix-hash: matched characters below which the least-loaded instance is used instead.
+    #[arg(long, default_value_t = 0, value_name = "CHARS", help_heading = "Router")]
+    pub prefix_min_match_length: u64,
+    /// aibrix: characters per hashed block (AIBRIX_PREFIX_CACHE_BLOCK_SIZE).
+    #[arg(long, default_value_t = 128, value_name = "CHARS", help_heading = "Router")]
+    pub aibrix_block_size: u32,
+    /// aibrix: blocks its LRU index keeps (AIBRIX_PREFIX_CACHE_BLOCK_NUMBER).
+    #[arg(long, default_value_t = 200_000, value_name = "N", help_heading = "Router")]
+    pub aibrix_block_number: u32,
+    /// aibrix: seconds an unused block stays indexed (20 minutes upstream).
+    #[arg(long, default_value_t = 1200.0, value_name = "S", help_heading = "Router")]
+    pub aibrix_eviction_secs: f64,
+    /// aibrix: running requests max − min above which only the least-loaded pods are candidates
+    /// [code default 8].
+    #[arg(long, default_value_t = 8, value_name = "N", help_heading = "Router")]
+    pub aibrix_imbalance_abs_count: u32,
+    /// aibrix: a matched pod qualifies when its running ≤ mean + this × σ [code default 1].
+    #[arg(long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
+    pub aibrix_std_dev_factor: f64,
+    /// kv-aware: weight of the blocks to prefill against the blocks held in Dynamo's cost.
+    #[arg(long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
+    pub overlap_score_weight: f64,
     /// Prefill instances of a prefill/decode-disaggregated deployment (with --decode-instances;
     /// --router then picks among them).
     #[arg(long, value_name = "P", requires = "decode_instances", help_heading = "Cluster")]
@@ -430,7 +479,25 @@ impl RunArgs {
             cluster: ClusterConfig {
                 instances: self.instances,
                 router: self.router,
-                router_params: RouterParams { seed: self.seed, ..RouterParams::default() },
+                router_params: RouterParams {
+                    chars_per_token: self.router_chars_per_token,
+                    seed: self.seed,
+                    cache_threshold: self.cache_threshold,
+                    balance_abs_threshold: self.balance_abs_threshold,
+                    balance_rel_threshold: self.balance_rel_threshold,
+                    eviction_interval_secs: self.eviction_interval_secs,
+                    max_tree_size: self.max_tree_size,
+                    cache_aware_fallback: self.cache_aware_fallback,
+                    prefix_chunk_chars: self.prefix_chunk_chars,
+                    prefix_min_match_length: self.prefix_min_match_length,
+                    aibrix_block_chars: self.aibrix_block_size,
+                    aibrix_block_number: self.aibrix_block_number,
+                    aibrix_eviction_secs: self.aibrix_eviction_secs,
+                    aibrix_imbalance_abs_count: self.aibrix_imbalance_abs_count,
+                    aibrix_std_dev_factor: self.aibrix_std_dev_factor,
+                    overlap_score_weight: self.overlap_score_weight,
+                    kv_block_size: self.block_size,
+                },
                 pd: self.prefill_instances.zip(self.decode_instances).map(|(prefill, decode)| PdConfig {
                     prefill,
                     decode,

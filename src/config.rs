@@ -615,7 +615,18 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         max_concurrency: o.max_concurrency,
         request_overhead_ms,
         efficiency: Efficiency::default(),
-        cluster: o.cluster,
+        cluster: ClusterConfig {
+            // kv-aware counts blocks of the engines' own size.
+            router_params: crate::cluster::router::RouterParams {
+                kv_block_size: match policy {
+                    Policy::Paged => o.block_size,
+                    Policy::Radix => o.page_size,
+                    _ => 1,
+                },
+                ..o.cluster.router_params
+            },
+            ..o.cluster
+        },
         deployment_file: None,
     };
     startup_checks(o, &c)?;

@@ -258,55 +258,10 @@ pub fn cluster_report(
     })
 }
 
-fn on_off(on: bool) -> &'static str {
-    if on {
-        "on"
-    } else {
-        "off"
-    }
-}
-
 /// Every resolved setting and the cache outcome, before the benchmark report.
 pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> String {
     let mut s = c.deployment_file.as_ref().map(|d| d.text()).unwrap_or_default();
-    let e = &c.engine;
-    let _ = match e.engine {
-        crate::engine::EngineKind::Vllm => writeln!(
-            s,
-            "Engine:         {} (v1) · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {} · async scheduling {}",
-            e.version,
-            e.max_num_seqs,
-            e.max_num_batched_tokens,
-            on_off(e.enable_chunked_prefill),
-            e.long_prefill_token_threshold,
-            on_off(e.overlap)
-        ),
-        crate::engine::EngineKind::Sglang => writeln!(
-            s,
-            "Engine:         {} · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {} · overlap schedule {}",
-            e.version,
-            e.max_num_seqs,
-            e.chunked_prefill_size,
-            e.max_prefill_tokens,
-            serde_json::to_value(e.schedule_policy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
-            e.schedule_conservativeness,
-            on_off(e.overlap)
-        ),
-        crate::engine::EngineKind::VllmV0 => writeln!(
-            s,
-            "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark",
-            e.version,
-            e.max_num_seqs,
-            e.max_num_batched_tokens,
-            if e.enable_chunked_prefill { "chunked prefill, decodes first" } else { "prefills first, no chunked prefill" }
-        ),
-        crate::engine::EngineKind::Lightllm => writeln!(
-            s,
-            "Engine:         {} · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",
-            e.version,
-            e.max_num_seqs, e.max_num_batched_tokens, e.chunked_prefill_size
-        ),
-    };
+    let _ = writeln!(s, "{}", c.engine.settings_line());
     let layout = crate::layout::describe(&c.deployment);
     let per_rank = if c.kv_bytes_per_token_per_rank != c.kv_bytes_per_token {
         format!(" ({} per GPU)", thousands(c.kv_bytes_per_token_per_rank))

@@ -201,3 +201,24 @@ fn the_cli_reports_instances_router_and_pd_figures() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--instances"));
 }
+
+#[test]
+fn prefix_aware_routers_beat_round_robin_on_shared_prefix_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let gsp = dir.path().join("gsp.jsonl");
+    let g = cachesim(&["gen", "gsp", "--num-groups", "64", "--prompts-per-group", "16", "-o", gsp.to_str().unwrap()]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let hit = |router: &str| {
+        let out = cachesim(&["--trace", gsp.to_str().unwrap(), "--instances", "8", "--router", router, "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["hit_ratio"].as_f64().unwrap()
+    };
+    let (rr, ca, kv) = (hit("round-robin"), hit("cache-aware"), hit("kv-aware"));
+    println!("hit ratio on gen gsp, 8 instances: round-robin {rr:.4}, cache-aware {ca:.4}, kv-aware {kv:.4}");
+    assert!(ca > rr + 0.2 && kv > rr + 0.1, "{rr} {ca} {kv}");
+    // Bad router knobs are refused with their flag.
+    let bad = cachesim(&["--instances", "2", "--router", "cache-aware", "--cache-threshold", "1.5"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--cache-threshold"));
+}

@@ -157,8 +157,8 @@ fn msd_pruned_leaves(seqs: &[Vec<u32>], n: usize) -> Vec<(usize, usize)> {
 #[test]
 fn sharegpt_repetition_agrees_with_an_independent_count() {
     use cachesim::analyze::items::{texts, Texts};
-    use cachesim::analyze::prefix_tree::pruned_leaves;
     use cachesim::analyze::Scope;
+    use cachesim::workload::prefix_trie::pruned_leaves;
     let Some(data) = common::data_dir() else { return };
     let path = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz");
     let file = trace::read(&path, &ReadOptions::default()).unwrap();

@@ -2,12 +2,13 @@
 //! Unicode scalar values) or as token sequences, in the chosen scope (whole conversation —
 //! every message's value concatenated with nothing between — or the first user message).
 
-use super::prefix_tree::Items;
 use super::Scope;
 use crate::trace::native::Content;
 use crate::trace::sharegpt::Role;
 use crate::trace::Records;
-use crate::workload::{Chunk, SeqId, TokenStore, Workload, RESERVED_TOKEN_BASE};
+use crate::workload::prefix_trie::Items;
+pub use crate::workload::prefix_trie::Tokens;
+use crate::workload::{Chunk, SeqId, Workload, RESERVED_TOKEN_BASE};
 use std::cmp::Ordering;
 
 /// Conversations as text; lengths and common prefixes in characters.
@@ -53,12 +54,6 @@ impl Items for Texts {
     }
 }
 
-/// Conversations as token sequences in a store (each a prefix of a stored sequence).
-pub struct Tokens<'a> {
-    pub store: &'a TokenStore,
-    pub items: Vec<(SeqId, usize)>,
-}
-
 impl Tokens<'_> {
     /// The first `len` tokens of item `i`, at most `max` pieces: token ids, `h12` for a whole
     /// Mooncake hash block (`h12..h15` for a run of them, `h16(100)` for a partial one) when
@@ -94,23 +89,6 @@ impl Tokens<'_> {
         let more = parts.len() > max;
         parts.truncate(max);
         format!("[{}{}]", parts.join(" "), if more { " …" } else { "" })
-    }
-}
-
-impl Items for Tokens<'_> {
-    fn count(&self) -> usize {
-        self.items.len()
-    }
-    fn len(&self, i: usize) -> usize {
-        self.items[i].1
-    }
-    fn cmp(&self, a: usize, b: usize) -> Ordering {
-        self.store.cmp_prefixes(self.items[a], self.items[b])
-    }
-    fn lcp(&self, a: usize, b: usize) -> usize {
-        let (sa, la) = self.items[a];
-        let (sb, lb) = self.items[b];
-        self.store.lcp((sa, 0), (sb, 0), la.min(lb))
     }
 }
 

@@ -1,21 +1,20 @@
 //! `cachesim analyze`: can this data set show a prefix-cache benefit at all? Two answers:
 //! the *prefix repetition degree* (pruned leaves of a radix tree over all conversations at
-//! count N, longer than L, per conversation — see [`prefix_tree`]) with coverage, length
+//! count N, longer than L, per conversation — see [`crate::workload::prefix_trie`]) with coverage, length
 //! statistics and the most shared prefixes; and *what a cache could gain*: hit-ratio upper
 //! bounds at unlimited capacity per block size and for the radix tree, and the hit ratio
 //! against capacity (cache replays, in parallel).
 
 pub mod items;
-pub mod prefix_tree;
 
 use crate::cache::{CacheSpec, Policy};
 use crate::error::{Error, Result};
 use crate::replay::{replay_all, ReplayOptions, ReplayResult};
 use crate::tokenize::Tokenizer;
 use crate::trace::TraceFile;
+use crate::workload::prefix_trie::{pruned_leaves, Items, PrunedLeaf};
 use crate::workload::{BuildOptions, TokenStore, TraceInfo, Workload};
 use items::{Texts, Tokens};
-use prefix_tree::{pruned_leaves, Items, PrunedLeaf};
 use serde::Serialize;
 
 /// Unit of lengths (`--unit`).

@@ -53,6 +53,7 @@ impl ClusterConfig {
                 format!("{} must be between 1 and {MAX_INSTANCES}", self.instances),
             ));
         }
+        self.validate_router()?;
         if let Some(pd) = &self.pd {
             if self.instances > 1 {
                 return Err(Error::invalid(
@@ -62,6 +63,43 @@ impl ClusterConfig {
             }
             pd.validate()?;
         }
+        Ok(())
+    }
+
+    fn validate_router(&self) -> Result<()> {
+        let p = &self.router_params;
+        let share = |flag: &str, v: f64| {
+            if v.is_finite() && (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::invalid(flag, format!("{v} must be between 0 and 1")))
+            }
+        };
+        let positive = |flag: &str, v: f64| {
+            if v.is_finite() && (0.0..=1e9).contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::invalid(flag, format!("{v} must be a number between 0 and 1e9")))
+            }
+        };
+        let count = |flag: &str, v: u64| {
+            if v >= 1 {
+                Ok(())
+            } else {
+                Err(Error::invalid(flag, "0 must be at least 1"))
+            }
+        };
+        share("--cache-threshold", p.cache_threshold as f64)?;
+        positive("--balance-rel-threshold", p.balance_rel_threshold as f64)?;
+        positive("--eviction-interval-secs", p.eviction_interval_secs)?;
+        positive("--aibrix-eviction-secs", p.aibrix_eviction_secs)?;
+        positive("--aibrix-std-dev-factor", p.aibrix_std_dev_factor)?;
+        positive("--overlap-score-weight", p.overlap_score_weight)?;
+        count("--router-chars-per-token", p.chars_per_token as u64)?;
+        count("--prefix-chunk-chars", p.prefix_chunk_chars as u64)?;
+        count("--aibrix-block-size", p.aibrix_block_chars as u64)?;
+        count("--aibrix-block-number", p.aibrix_block_number as u64)?;
+        count("--block-size", p.kv_block_size as u64)?;
         Ok(())
     }
 

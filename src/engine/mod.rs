@@ -96,6 +96,14 @@ pub struct EngineConfig {
     pub overlap: bool,
 }
 
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}
+
 impl EngineConfig {
     /// A configuration of `version`'s engine with plain limits — 256 sequences, 8,192 tokens per
     /// step, chunked prefill on, no long-prefill cap, SGLang's 16,384 prefill tokens without
@@ -118,6 +126,45 @@ impl EngineConfig {
             page_size: 1,
             seed: 0,
             overlap: false,
+        }
+    }
+
+    /// The engine's settings as the run report's "Engine:" line prints them (each engine's
+    /// own knob names), without the line end.
+    pub fn settings_line(&self) -> String {
+        let e = self;
+        match e.engine {
+            EngineKind::Vllm => format!(
+                "Engine:         {} (v1) · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {} · async scheduling {}",
+                e.version,
+                e.max_num_seqs,
+                e.max_num_batched_tokens,
+                on_off(e.enable_chunked_prefill),
+                e.long_prefill_token_threshold,
+                on_off(e.overlap)
+            ),
+            EngineKind::Sglang => format!(
+                "Engine:         {} · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {} · overlap schedule {}",
+                e.version,
+                e.max_num_seqs,
+                e.chunked_prefill_size,
+                e.max_prefill_tokens,
+                serde_json::to_value(e.schedule_policy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                e.schedule_conservativeness,
+                on_off(e.overlap)
+            ),
+            EngineKind::VllmV0 => format!(
+                "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark",
+                e.version,
+                e.max_num_seqs,
+                e.max_num_batched_tokens,
+                if e.enable_chunked_prefill { "chunked prefill, decodes first" } else { "prefills first, no chunked prefill" }
+            ),
+            EngineKind::Lightllm => format!(
+                "Engine:         {} · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",
+                e.version,
+                e.max_num_seqs, e.max_num_batched_tokens, e.chunked_prefill_size
+            ),
         }
     }
 }

@@ -10,9 +10,8 @@
 //! and new_token_ratio jumps; otherwise it decays towards its floor.
 
 use super::{EngineConfig, ReqRt, SchedulePolicy, Scheduler, Step};
-use crate::analyze::items::Tokens;
-use crate::analyze::prefix_tree::build_trie;
 use crate::cache::{PrefixCache, ReqId};
+use crate::workload::prefix_trie::{build_trie, Tokens};
 use crate::workload::TokenStore;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;

@@ -249,6 +249,14 @@ impl<'r> Disagg<'r> {
         }
     }
 
+    /// Request `id` sampled its first token on its decode instance at `now`.
+    pub fn first_token(&mut self, id: ReqId, now: f64) {
+        let d = self.times[id as usize].decode_instance;
+        if d != u32::MAX {
+            self.decode_router.prefill_done(id, d as usize, now);
+        }
+    }
+
     /// Request `id` failed on its prefill instance (it can never fit there): its decode
     /// instance drops what it allocated for it (SGLang's pre-allocation).
     pub fn abandon(&mut self, id: ReqId, inst: &mut [Instance], dirty: &mut Dirty) {

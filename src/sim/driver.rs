@@ -45,6 +45,10 @@ impl InstanceView for View<'_, '_> {
         let (w, r) = self.0[i].sched.queued();
         (w + r) as u32
     }
+    fn cached_blocks(&self, i: usize) -> u64 {
+        let x = &self.0[i];
+        x.cache.usage().used_tokens / x.block_tokens
+    }
 }
 
 /// Idle instances with something new to schedule, each once.
@@ -133,6 +137,7 @@ pub fn drive(
     let mut arrived: Vec<ReqId> = Vec::new();
     let mut finished: Vec<ReqId> = Vec::new();
     let mut handoff: Vec<ReqId> = Vec::new();
+    let mut first_tokens: Vec<ReqId> = Vec::new();
     let mut log = TokenLog::default();
     let mut records = Vec::with_capacity(sends.len());
     let mut tokens = Vec::new();
@@ -274,8 +279,15 @@ pub fn drive(
                 records: &mut records,
                 finished: &mut finished,
                 handoff: &mut handoff,
+                first_tokens: &mut first_tokens,
             };
             inst[i].end_step(&mut rt, &mut sink);
+            for id in first_tokens.drain(..) {
+                match disagg.as_mut() {
+                    None => router.prefill_done(id, i, now),
+                    Some(pd) => pd.first_token(id, now),
+                }
+            }
             any_finished |= finished.len() > before;
             dirty.mark(i);
             if let Some(pd) = disagg.as_mut() {

@@ -54,6 +54,8 @@ pub struct Sink<'r> {
     /// Requests a prefill instance finished, for their decode instance (their KV stays held
     /// until the driver releases it).
     pub handoff: &'r mut Vec<ReqId>,
+    /// Requests that sampled their first token (their prefill is done).
+    pub first_tokens: &'r mut Vec<ReqId>,
 }
 
 /// What an instance does for the requests it serves.
@@ -110,6 +112,8 @@ struct Progress {
 /// One serving instance.
 pub struct Instance<'a> {
     pub role: Role,
+    /// Tokens per KV block (page) of its cache.
+    pub block_tokens: u64,
     pub engine: EngineConfig,
     cost: &'a dyn CostModel,
     capacity: Option<u64>,
@@ -148,6 +152,7 @@ impl<'a> Instance<'a> {
         cache.follow(&spec.engine);
         Self {
             role: spec.role,
+            block_tokens: spec.cache.block_size.or(spec.cache.page_size).unwrap_or(1).max(1) as u64,
             engine: spec.engine,
             cost: spec.cost,
             capacity: spec.cache.capacity_tokens,
@@ -410,6 +415,7 @@ impl<'a> Instance<'a> {
             }
             if r.first_token_s.is_nan() {
                 r.first_token_s = end;
+                out.first_tokens.push(id);
             }
             r.last_token_s = end;
             if r.generated == r.output_len {

@@ -20,6 +20,10 @@ use std::path::{Path, PathBuf};
 /// Largest prompt or output length accepted, in tokens (anything above is surely a typo).
 pub const MAX_TOKENS_PER_REQUEST: u64 = 1 << 24;
 
+/// Token ids a trace may carry lie below this; at and above it the id space is cachesim's own
+/// (synthetic runs and template markers, placed by [`crate::workload`]).
+pub const RESERVED_TOKEN_BASE: u32 = 1 << 30;
+
 /// Trace formats (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

@@ -5,9 +5,8 @@
 //! that session's earlier prompts and outputs. Unknown keys are errors (they are usually typos).
 
 use super::json::read_jsonl;
-use super::{check_time, check_tokens, Skipped};
+use super::{check_time, check_tokens, Skipped, RESERVED_TOKEN_BASE};
 use crate::error::RecordError;
-use crate::workload::RESERVED_TOKEN_BASE;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -8,6 +8,7 @@ pub mod arrivals;
 pub mod block_ids;
 pub mod client;
 pub mod gen;
+pub mod prefix_trie;
 pub mod pyrand;
 pub mod tokens;
 
@@ -25,8 +26,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 pub use tokens::{Chunk, PrefixOrder, SeqId, Token, TokenStore};
 
-/// Token ids at or above this value are synthetic (runs) or template markers.
-pub const RESERVED_TOKEN_BASE: u32 = 1 << 30;
+/// Token ids at or above this value are synthetic (runs) or template markers (defined with
+/// the trace readers, which refuse such ids in a trace).
+pub use crate::trace::RESERVED_TOKEN_BASE;
 /// First template marker id; markers are `MARKER_BASE + k`.
 pub const MARKER_BASE: u32 = 0xFFFF_FF00;
 /// Longest sequence (a conversation or session with all its turns), in tokens.

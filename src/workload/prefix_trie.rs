@@ -1,9 +1,13 @@
-//! The prefix repetition degree: a compressed trie over all conversations, built from the
-//! conversations sorted with the longest-common-prefix (LCP) of neighbours — one node per
-//! branching or ending point, never one per character. Each node counts the conversations
-//! passing through it; a *pruned leaf* at count N is a node with count ≥ N whose children all
-//! have count < N (the deepest point at which at least N conversations still agree).
+//! The compressed trie of a set of sequences, built from the sequences sorted with the
+//! longest-common-prefix (LCP) of neighbours — one node per branching or ending point, never
+//! one per character. Each node counts the sequences passing through it. Used by SGLang's
+//! scheduler (longest-prefix-match order of its waiting queue) and by `cachesim analyze` (the
+//! prefix repetition degree: a *pruned leaf* at count N is a node with count ≥ N whose
+//! children all have count < N, the deepest point at which at least N conversations still
+//! agree). Sequences are anything implementing [`Items`]: token prefixes in a store
+//! ([`Tokens`]), in-memory sequences ([`Seqs`]), or the analysis's texts.
 
+use super::{SeqId, TokenStore};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
@@ -116,6 +120,30 @@ pub fn pruned_leaves<I: Items>(items: &I, min_count: usize) -> Vec<PrunedLeaf> {
         .collect();
     leaves.sort_by_key(|&(v, _)| (t.nodes[v].rep, t.nodes[v].depth));
     leaves.into_iter().map(|(_, l)| l).collect()
+}
+
+/// Sequences as token prefixes in a store: item `i` is `store` sequence `items[i].0`, tokens
+/// `..items[i].1`.
+pub struct Tokens<'a> {
+    pub store: &'a TokenStore,
+    pub items: Vec<(SeqId, usize)>,
+}
+
+impl Items for Tokens<'_> {
+    fn count(&self) -> usize {
+        self.items.len()
+    }
+    fn len(&self, i: usize) -> usize {
+        self.items[i].1
+    }
+    fn cmp(&self, a: usize, b: usize) -> Ordering {
+        self.store.cmp_prefixes(self.items[a], self.items[b])
+    }
+    fn lcp(&self, a: usize, b: usize) -> usize {
+        let (sa, la) = self.items[a];
+        let (sb, lb) = self.items[b];
+        self.store.lcp((sa, 0), (sb, 0), la.min(lb))
+    }
 }
 
 /// Items made of token (or code point) sequences held in memory.
