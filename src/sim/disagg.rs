@@ -13,6 +13,16 @@ use crate::workload::Workload;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+/// What a hand-off works on: the workload, the time, the instances, the requests' state and
+/// the instances to schedule.
+pub(super) struct Ctx<'c, 'a> {
+    pub w: &'c Workload,
+    pub now: f64,
+    pub inst: &'c mut [Instance<'a>],
+    pub rt: &'c mut [ReqRt],
+    pub dirty: &'c mut Dirty,
+}
+
 pub(super) struct Disagg<'r> {
     style: PdStyle,
     link: KvLink,
@@ -71,109 +81,67 @@ impl<'r> Disagg<'r> {
         self.transfers.peek().map(|&Reverse((bits, _, _))| f64::from_bits(bits))
     }
 
-    fn pick_decode(&mut self, w: &Workload, id: ReqId, now: f64, inst: &mut [Instance]) -> usize {
-        let q = &w.requests[id as usize];
-        let a = Arrival { id, seq: q.seq, prompt_len: q.prompt_len as usize, store: &w.store, now };
-        let d = self.decode_router.route(&a, &View(&inst[self.prefill..])).instance;
+    /// Picks request `id`'s decode instance and queues it for that instance's allocation.
+    fn hand_to_decode(&mut self, id: ReqId, c: &mut Ctx) -> Vec<ReqId> {
+        let q = &c.w.requests[id as usize];
+        let a = Arrival { id, seq: q.seq, prompt_len: q.prompt_len as usize, store: &c.w.store, now: c.now };
+        let d = self.decode_router.route(&a, &View(&c.inst[self.prefill..])).instance;
         self.times[id as usize].decode_instance = d as u32;
-        inst[self.prefill + d].stats.requests += 1;
-        d
+        c.inst[self.prefill + d].stats.requests += 1;
+        self.waiting[d].push_back(id);
+        self.allocate(d, c)
     }
 
     /// Request `id` reached prefill instance `p`: it prefills with one output (the rest are the
     /// decode instance's). SGLang: the decode instance is picked now and must pre-allocate
     /// before the prefill may start. Returns requests that can never fit a decode instance.
-    #[allow(clippy::too_many_arguments)]
-    pub fn arrive(
-        &mut self,
-        w: &Workload,
-        id: ReqId,
-        p: usize,
-        now: f64,
-        inst: &mut [Instance],
-        rt: &mut [ReqRt],
-        dirty: &mut Dirty,
-    ) -> Vec<ReqId> {
+    pub fn arrive(&mut self, id: ReqId, p: usize, c: &mut Ctx) -> Vec<ReqId> {
         let i = id as usize;
-        self.output_len[i] = rt[i].output_len;
-        rt[i].output_len = 1;
+        self.output_len[i] = c.rt[i].output_len;
+        c.rt[i].output_len = 1;
         self.times[i].prefill_instance = p as u32;
-        self.times[i].arrived_s = now;
+        self.times[i].arrived_s = c.now;
         match self.style {
             PdStyle::Vllm => {
-                inst[p].enqueue(id);
-                dirty.mark(p);
+                inst_enqueue(c.inst, p, id, c.dirty);
                 Vec::new()
             }
-            PdStyle::Sglang => {
-                let d = self.pick_decode(w, id, now, inst);
-                self.waiting[d].push_back(id);
-                self.allocate(w, d, now, inst, rt, dirty)
-            }
+            PdStyle::Sglang => self.hand_to_decode(id, c),
         }
     }
 
     /// Prefill instance `p` sampled request `id`'s first token at `now`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn prefilled(
-        &mut self,
-        w: &Workload,
-        id: ReqId,
-        p: usize,
-        now: f64,
-        inst: &mut [Instance],
-        rt: &mut [ReqRt],
-        dirty: &mut Dirty,
-    ) -> Vec<ReqId> {
+    pub fn prefilled(&mut self, id: ReqId, p: usize, c: &mut Ctx) -> Vec<ReqId> {
         debug_assert!(p < self.prefill);
-        self.times[id as usize].prefill_done_s = now;
+        self.times[id as usize].prefill_done_s = c.now;
         match self.style {
-            PdStyle::Vllm => {
-                let d = self.pick_decode(w, id, now, inst);
-                self.waiting[d].push_back(id);
-                self.allocate(w, d, now, inst, rt, dirty)
-            }
+            PdStyle::Vllm => self.hand_to_decode(id, c),
             PdStyle::Sglang => {
-                self.send(id, now);
+                self.send(id, c.now);
                 Vec::new()
             }
         }
     }
 
     /// Instance `i` ended a step; if it decodes, its freed memory may admit hand-offs.
-    pub fn freed(
-        &mut self,
-        w: &Workload,
-        i: usize,
-        now: f64,
-        inst: &mut [Instance],
-        rt: &mut [ReqRt],
-        dirty: &mut Dirty,
-    ) -> Vec<ReqId> {
+    pub fn freed(&mut self, i: usize, c: &mut Ctx) -> Vec<ReqId> {
         if i < self.prefill || self.waiting[i - self.prefill].is_empty() {
             return Vec::new();
         }
-        self.allocate(w, i - self.prefill, now, inst, rt, dirty)
+        self.allocate(i - self.prefill, c)
     }
 
     /// Decode instance `d` (pool index) allocates the prompts of its queue's head requests
     /// while it has room (vLLM: then pulls their KV; SGLang: then lets their prefill start).
     /// A head that cannot fit even an idle instance fails; it is returned.
-    fn allocate(
-        &mut self,
-        w: &Workload,
-        d: usize,
-        now: f64,
-        inst: &mut [Instance],
-        rt: &mut [ReqRt],
-        dirty: &mut Dirty,
-    ) -> Vec<ReqId> {
+    fn allocate(&mut self, d: usize, c: &mut Ctx) -> Vec<ReqId> {
         let mut lost = Vec::new();
         let mut start = Vec::new();
-        let x = &mut inst[self.prefill + d];
+        let now = c.now;
+        let x = &mut c.inst[self.prefill + d];
         while let Some(&id) = self.waiting[d].front() {
-            let seq = w.requests[id as usize].seq;
-            let prompt = rt[id as usize].prompt_len as usize;
+            let seq = c.w.requests[id as usize].seq;
+            let prompt = c.rt[id as usize].prompt_len as usize;
             let hit = x.cache.peek(seq, prompt);
             match x.cache.admit(id, seq, prompt, prompt - hit) {
                 Some(a) => {
@@ -199,7 +167,7 @@ impl<'r> Disagg<'r> {
             }
         }
         for id in start {
-            inst_enqueue(inst, self.times[id as usize].prefill_instance as usize, id, dirty);
+            inst_enqueue(c.inst, self.times[id as usize].prefill_instance as usize, id, c.dirty);
         }
         lost
     }
@@ -220,7 +188,9 @@ impl<'r> Disagg<'r> {
     /// Transfers ended by `now` land: the prefill instance frees the request's blocks, the decode
     /// instance holds its KV as computed (cached, so its own admission finds it) and queues it
     /// to decode.
-    pub fn land(&mut self, w: &Workload, now: f64, inst: &mut [Instance], rt: &mut [ReqRt], dirty: &mut Dirty) {
+    pub fn land(&mut self, c: &mut Ctx) {
+        let Ctx { w, now, inst, rt, dirty } = c;
+        let (w, now) = (*w, *now);
         while let Some(&Reverse((bits, _, id))) = self.transfers.peek() {
             if f64::from_bits(bits) > now {
                 break;

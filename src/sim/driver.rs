@@ -5,7 +5,7 @@
 //! to (an arrival, a step end, freed memory) are asked to form a step.
 
 use super::client::Client;
-use super::disagg::Disagg;
+use super::disagg::{Ctx, Disagg};
 use super::instance::{Begun, Instance, InstanceSpec, Sink};
 use super::{Front, Keep, LoadStats, RouterStats, SimResult};
 use crate::cache::ReqId;
@@ -179,7 +179,11 @@ pub fn drive(
                         dirty.mark(d.instance);
                     }
                     (None, Some(pd)) => {
-                        let lost = pd.arrive(w, id, d.instance, now, &mut inst, &mut rt, &mut dirty);
+                        let lost = pd.arrive(
+                            id,
+                            d.instance,
+                            &mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty },
+                        );
                         for id in lost {
                             failed += 1;
                             fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
@@ -242,7 +246,7 @@ pub fn drive(
             // A decode instance with nothing to run may still owe hand-offs an allocation (or
             // owe them a failure, when they cannot fit it idle).
             if let Some(pd) = disagg.as_mut().filter(|_| inst[i].busy_until.is_none()) {
-                for id in pd.freed(w, i, now, &mut inst, &mut rt, &mut dirty) {
+                for id in pd.freed(i, &mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty }) {
                     failed += 1;
                     fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
                     finished.push(id);
@@ -294,10 +298,14 @@ pub fn drive(
                 let mut lost = Vec::new();
                 for id in handoff.drain(..) {
                     router.finished(id, i, now);
-                    lost.extend(pd.prefilled(w, id, i, now, &mut inst, &mut rt, &mut dirty));
+                    lost.extend(pd.prefilled(
+                        id,
+                        i,
+                        &mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty },
+                    ));
                 }
                 // Memory freed on a decode instance may let its hand-off queue move.
-                lost.extend(pd.freed(w, i, now, &mut inst, &mut rt, &mut dirty));
+                lost.extend(pd.freed(i, &mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty }));
                 for id in lost {
                     failed += 1;
                     fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
@@ -307,7 +315,7 @@ pub fn drive(
             }
         }
         if let Some(pd) = disagg.as_mut() {
-            pd.land(w, now, &mut inst, &mut rt, &mut dirty);
+            pd.land(&mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty });
         }
         if any_finished {
             progress(records.len() as u64 + failed, now);
