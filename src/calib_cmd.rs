@@ -9,13 +9,13 @@ use std::io::Write;
 
 /// `cachesim calibrate --report FILE [--json]`.
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
-    let r = report::read(&args.report)?;
+    let r = report::read_record(&args.report, args.record)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &r)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", report::text(&r))?;
+        write!(out, "{}", report::text(&r, args.verbose))?;
     }
     Ok(())
 }

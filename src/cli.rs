@@ -759,9 +759,16 @@ fn parse_slo(s: &str) -> Result<cachesim::plan::Slo, String> {
 /// `cachesim calibrate`.
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// The report file, as the benchmark client printed it.
+    /// The report file, as the benchmark client printed it (text), or its saved result (sglang
+    /// result JSONL, vLLM --save-result JSON).
     #[arg(long, value_name = "FILE")]
     pub report: PathBuf,
+    /// Which result of a JSONL file holding several (1-based).
+    #[arg(long, value_name = "N")]
+    pub record: Option<usize>,
+    /// List the lines (or JSON keys) not recognised.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

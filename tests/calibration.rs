@@ -204,3 +204,66 @@ fn validate_refuses_an_empty_folder() {
     let err = fails(&["validate", "--cases", dir.path().to_str().unwrap()]);
     assert!(err.contains("no case files (*.toml)"), "{err}");
 }
+
+/// The clients' saved results: a vLLM `--save-result` JSON and an sglang result JSONL read to the
+/// same keys as the printed reports; `-v` lists what was not recognised; no metric is an error
+/// naming the file.
+#[test]
+fn saved_results_read_through_calibrate() {
+    let dir = tempfile::tempdir().unwrap();
+    let vllm = dir.path().join("vllm.json");
+    std::fs::write(
+        &vllm,
+        r#"{"date": "20251130-120000", "backend": "vllm", "model_id": "m", "tokenizer_id": "m", "num_prompts": 50,
+  "request_rate": 20.0, "burstiness": 1.0, "max_concurrency": null, "duration": 15.41, "completed": 50,
+  "failed": 0, "total_input_tokens": 10000, "total_output_tokens": 5000, "request_throughput": 3.24,
+  "request_goodput": null, "output_throughput": 324.45, "total_token_throughput": 973.34,
+  "max_output_tokens_per_s": 450.0, "max_concurrent_requests": 50, "mean_ttft_ms": 381.4,
+  "median_ttft_ms": 376.31, "std_ttft_ms": 50.0, "p99_ttft_ms": 581.25, "mean_e2el_ms": 13000.0,
+  "median_e2el_ms": 12900.0, "p99_e2el_ms": 13500.0, "kv_hits": 1}"#,
+    )
+    .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["calibrate", "--report", vllm.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(v["layout"], "vllm-json");
+    assert_eq!(v["request_rate"], 20.0);
+    assert_eq!(v["metrics"]["total_throughput"], 973.34);
+    assert_eq!(v["metrics"]["median_e2e_latency_ms"], 12900.0);
+    assert_eq!(v["metrics"]["peak_concurrent_requests"], 50.0);
+    assert_eq!(v["metrics"].as_object().unwrap().len(), 17);
+    let text = ok(&["calibrate", "--report", vllm.to_str().unwrap()]);
+    assert!(text.contains("1 line(s) not recognised and ignored (-v lists them)"), "{text}");
+    let text = ok(&["calibrate", "--report", vllm.to_str().unwrap(), "-v"]);
+    assert!(text.contains("ignored line 1: kv_hits: 1\n"), "{text}");
+
+    let sgl = dir.path().join("sglang.jsonl");
+    let rec = |ttft: f64| {
+        format!(
+            "{{\"backend\": \"sglang\", \"dataset_name\": \"sharegpt\", \"request_rate\": 4.0, \"max_concurrency\": null, \
+             \"sharegpt_output_len\": null, \"random_input_len\": 1024, \"random_output_len\": 1024, \
+             \"random_range_ratio\": 0.0, \"duration\": 300.1, \"completed\": 1200, \"total_input_tokens\": 280000, \
+             \"total_output_tokens\": 230000, \"total_output_tokens_retokenized\": 229000, \"request_throughput\": 4.0, \
+             \"input_throughput\": 933.0, \"output_throughput\": 766.4, \"mean_e2e_latency_ms\": 2000.0, \
+             \"median_e2e_latency_ms\": 1564.17, \"std_e2e_latency_ms\": 10.0, \"p99_e2e_latency_ms\": 9000.0, \
+             \"mean_ttft_ms\": 40.0, \"median_ttft_ms\": {ttft}, \"std_ttft_ms\": 1.0, \"p99_ttft_ms\": 90.0, \
+             \"mean_tpot_ms\": 13.0, \"median_tpot_ms\": 13.17, \"std_tpot_ms\": 1.0, \"p99_tpot_ms\": 20.0, \
+             \"mean_itl_ms\": 12.0, \"median_itl_ms\": 11.93, \"std_itl_ms\": 1.0, \"p95_itl_ms\": 15.0, \
+             \"p99_itl_ms\": 30.0, \"concurrency\": 8.0, \"accept_length\": null}}"
+        )
+    };
+    std::fs::write(&sgl, format!("{}\n{}\n", rec(31.98), rec(35.68))).unwrap();
+    let err = fails(&["calibrate", "--report", sgl.to_str().unwrap()]);
+    assert!(err.contains("sglang.jsonl: 2 benchmark results in the file: pick one (record 1..=2)"), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["calibrate", "--report", sgl.to_str().unwrap(), "--record", "2", "--json"]))
+            .unwrap();
+    assert_eq!(v["layout"], "sglang-jsonl");
+    assert_eq!(v["metrics"]["median_ttft_ms"], 35.68);
+    assert_eq!(v["metrics"].as_object().unwrap().len(), 26);
+    assert!(v["unknown_lines"].as_array().unwrap().is_empty());
+
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, r#"{"backend": "vllm", "date": "x"}"#).unwrap();
+    let err = fails(&["calibrate", "--report", empty.to_str().unwrap()]);
+    assert!(err.contains("empty.json: the result holds no recognisable metric"), "{err}");
+}

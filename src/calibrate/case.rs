@@ -109,7 +109,7 @@ impl LoadedCase {
     /// The client whose layout the report has (`--report-style`).
     pub fn report_style(&self) -> &'static str {
         match self.measured.layout {
-            report::Layout::Vllm => "vllm",
+            report::Layout::Vllm | report::Layout::VllmJson => "vllm",
             _ => "sglang",
         }
     }

@@ -4,3 +4,4 @@
 
 pub mod case;
 pub mod report;
+pub mod report_json;
