@@ -9,7 +9,7 @@
 //! [`Affine`] is a plain linear model for hand-computed tests.
 
 use crate::profile::{Gpu, Model};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What one step computes, in aggregate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -102,8 +102,9 @@ impl CostModel for Affine {
 }
 
 /// Fractions of peak reached in practice, and fixed overheads. Defaults are engineering
-/// estimates (not yet fitted); `cachesim calibrate` will fit them to real reports.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// estimates; `cachesim calibrate --fit` fits them to real runs (`calibration/profiles/`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Efficiency {
     /// Achieved share of peak tensor FLOPS in GEMMs.
     pub gemm_flops: f64,

@@ -152,14 +152,20 @@ fn calibrate_prints_what_was_read() {
     assert!(text.contains("  median_tpot_ms                     341.77\n"), "{text}");
 }
 
-/// `validate` over the bundled cases: one row per metric the report prints, measured values
-/// exactly the parsed report's, signed errors consistent, and every other case listed with
-/// what it needs. The prediction error itself is not asserted.
+/// `validate` over the bundled cases without the data folder: the seed case (generated workload)
+/// runs, one row per metric its report prints, measured values exactly the parsed report's,
+/// signed errors consistent; the published ShareGPT cases are listed as not run, every other
+/// case with what it needs. The prediction error itself is not asserted here.
 #[test]
 fn validate_bundled_cases() {
     let cases = crate_dir().join("calibration/cases");
-    let v: serde_json::Value =
-        serde_json::from_str(&ok(&["validate", "--cases", cases.to_str().unwrap(), "--json"])).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args(["validate", "--cases", cases.to_str().unwrap(), "--json"])
+        .env_remove("CACHESIM_DATA")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let measured = report::read(&crate_dir().join("calibration/reports/vllm-ttft-64seq-6144btk.txt")).unwrap();
     let rows = v["rows"].as_array().unwrap();
     let metrics: Vec<&str> = rows.iter().map(|r| r["metric"].as_str().unwrap()).collect();
@@ -183,19 +189,109 @@ fn validate_bundled_cases() {
     let summary = v["summary"].as_object().unwrap();
     assert_eq!(summary.len(), 16);
     assert_eq!(summary["median_ttft_ms"]["cases"], 1);
-    let skipped: Vec<&str> =
-        v["not_expressible"].as_array().unwrap().iter().map(|s| s["case"].as_str().unwrap()).collect();
+    let names = |key: &str| -> Vec<String> {
+        v[key].as_array().unwrap().iter().map(|s| s["case"].as_str().unwrap().to_string()).collect()
+    };
+    let not_run = names("not_run");
+    assert_eq!(not_run, (1..=12).map(|i| format!("P{i:03}")).collect::<Vec<_>>());
+    assert!(v["not_run"][0]["missing"].as_str().unwrap().contains("needs the data folder"), "{}", v["not_run"][0]);
+    let skipped = names("not_expressible");
+    assert_eq!(skipped.len(), 4 + 70);
     assert_eq!(
-        skipped,
+        &skipped[70..],
         ["h20-dsr1-sglang-tp16-mtp", "h20-dsr1-vllm-tp8pp2", "v100-llama11b-1p1d", "v100-llama11b-2dp-router"]
     );
 
-    let text = ok(&["validate", "--cases", cases.to_str().unwrap()]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args(["validate", "--cases", cases.to_str().unwrap()])
+        .env_remove("CACHESIM_DATA")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("case ") && lines[0].ends_with("error %"), "{text}");
     assert_eq!(lines.iter().filter(|l| l.starts_with("vllm-ttft-64seq-6144btk ")).count(), 16);
-    assert!(text.contains("\nNot expressible yet:\n  h20-dsr1-sglang-tp16-mtp: "), "{text}");
-    assert_eq!(text.lines().filter(|l| l.starts_with("  ") && l.contains(": ")).count(), 4);
+    assert!(text.contains("\nNot expressible yet:\n  P039: "), "{text}");
+    assert!(text.contains("\nNot run here (data absent):\n  P001: "), "{text}");
+}
+
+/// The published-point cases agree with `serving_benchmarks.csv`: one case per `point_id`, its
+/// source row verbatim, every figure the row gives (and no other) under its sglang key, and the
+/// load of the expressible ones (prompts, rate) as the row states it.
+#[test]
+fn published_cases_agree_with_the_csv() {
+    let Some(data) = common::data_dir() else { return };
+    let csv_path = data.join("published/serving_benchmarks.csv");
+    let mut rd = csv::Reader::from_path(&csv_path).unwrap();
+    let headers = rd.headers().unwrap().clone();
+    let columns = [
+        ("req_throughput", "request_throughput"),
+        ("input_tok_throughput", "input_throughput"),
+        ("output_tok_throughput", "output_throughput"),
+        ("total_tok_throughput", "total_throughput"),
+        ("ttft_mean_ms", "mean_ttft_ms"),
+        ("ttft_median_ms", "median_ttft_ms"),
+        ("ttft_p99_ms", "p99_ttft_ms"),
+        ("tpot_mean_ms", "mean_tpot_ms"),
+        ("tpot_median_ms", "median_tpot_ms"),
+        ("tpot_p99_ms", "p99_tpot_ms"),
+        ("itl_mean_ms", "mean_itl_ms"),
+        ("itl_median_ms", "median_itl_ms"),
+        ("itl_p99_ms", "p99_itl_ms"),
+        ("e2e_mean_ms", "mean_e2e_latency_ms"),
+        ("e2e_median_ms", "median_e2e_latency_ms"),
+        ("e2e_p99_ms", "p99_e2e_latency_ms"),
+    ];
+    let mut ids = Vec::new();
+    for rec in rd.records() {
+        let rec = rec.unwrap();
+        let col = |name: &str| rec.get(headers.iter().position(|h| h == name).unwrap()).unwrap().to_string();
+        let id = col("point_id");
+        let file = crate_dir().join(format!("calibration/cases/{id}.toml"));
+        let c = cachesim::calibrate::case::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.case.case, id);
+        let p = c.case.published.as_ref().unwrap_or_else(|| panic!("{id}: no [published]"));
+        let want = cachesim::calibrate::case::Published {
+            point_id: id.clone(),
+            engine: col("engine"),
+            engine_version: col("engine_version"),
+            gpu: col("gpu"),
+            num_gpus: col("num_gpus"),
+            model: col("model"),
+            weight_dtype: col("weight_dtype"),
+            measurement_kind: col("measurement_kind"),
+            throughput_scope: col("throughput_scope"),
+            source_url: col("source_url"),
+            source_locator: col("source_locator"),
+            notes: col("notes"),
+        };
+        assert_eq!(p, &want, "{id}");
+        let mut figures = std::collections::BTreeMap::new();
+        for (column, key) in columns {
+            let v = col(column);
+            if !v.is_empty() {
+                figures.insert(key.to_string(), v.parse::<f64>().unwrap_or_else(|_| panic!("{id} {column}: {v}")));
+            }
+        }
+        assert!(!figures.is_empty(), "{id}: the row gives no figure");
+        assert_eq!(c.case.measured, figures, "{id}");
+        if c.case.expressible {
+            let w = &c.case.workload;
+            assert_eq!(w.num_prompts.map(|n| n.to_string()), Some(col("num_prompts")), "{id}");
+            assert_eq!(w.request_rate.as_deref(), Some(col("request_rate").as_str()), "{id}");
+        }
+        ids.push(id);
+    }
+    assert_eq!(ids.len(), 82);
+    let mut files: Vec<String> = std::fs::read_dir(crate_dir().join("calibration/cases"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.starts_with('P') && f.ends_with(".toml"))
+        .map(|f| f.trim_end_matches(".toml").to_string())
+        .collect();
+    files.sort();
+    ids.sort();
+    assert_eq!(files, ids, "one case file per point, no other");
 }
 
 #[test]
