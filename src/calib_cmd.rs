@@ -95,8 +95,14 @@ fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
 /// `cachesim calibrate --fit --cases PATTERN --out FILE`.
 fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     let (Some(pattern), Some(out)) = (&args.cases, &args.out) else { anyhow::bail!("--fit needs --cases and --out") };
-    let glob = glob::Pattern::new(pattern).with_context(|| format!("--cases: bad pattern `{pattern}`"))?;
-    let cases: Vec<_> = case::load_dir(&args.cases_dir)?.into_iter().filter(|c| glob.matches(&c.case.case)).collect();
+    let globs = pattern
+        .split(',')
+        .map(|p| glob::Pattern::new(p.trim()).with_context(|| format!("--cases: bad pattern `{p}`")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cases: Vec<_> = case::load_dir(&args.cases_dir)?
+        .into_iter()
+        .filter(|c| globs.iter().any(|g| g.matches(&c.case.case)))
+        .collect();
     if cases.is_empty() {
         anyhow::bail!("--cases {pattern}: no case in {} matches", args.cases_dir.display());
     }
@@ -256,9 +262,11 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     let sums: Vec<_> = targets.par_iter().map(|(_, t)| fit::simulate(t, t.cfg.efficiency)).collect();
     for ((c, t), s) in targets.iter().zip(sums) {
         let s = s.with_context(|| format!("case {}", c.case.case))?;
-        let fitted = profile::builtin_for(&t.cfg.gpu.name, t.cfg.engine.engine, &t.cfg.model.name)
-            .is_some_and(|(_, p)| p.fit.cases.contains(&c.case.case))
-            && !args.uncalibrated;
+        let used = match c.profile_path() {
+            Some(p) => Some(profile::read(&p)?),
+            None => profile::builtin_for(&t.cfg.gpu.name, t.cfg.engine.engine, &t.cfg.model.name).map(|(_, p)| p),
+        };
+        let fitted = !args.uncalibrated && used.is_some_and(|p| p.fit.cases.contains(&c.case.case));
         v.cases.push(case::CaseInfo { case: c.case.case.clone(), calibration: t.cfg.calibration.clone(), fitted });
         v.rows.extend(case::compare(c, &s));
     }
@@ -269,6 +277,18 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         writeln!(out)?;
     } else {
         write!(out, "{}", case::text(&v))?;
+    }
+    out.flush()?;
+    if let Some(bound) = args.max_held_out_error {
+        let weights = fit::default_weights();
+        let metrics: Vec<&str> = weights.keys().map(String::as_str).collect();
+        match case::held_out_median(&v, &metrics) {
+            Some(m) if m > bound => {
+                anyhow::bail!("held-out median |error| {m:.2} % exceeds --max-held-out-error {bound} %")
+            }
+            Some(_) => {}
+            None => anyhow::bail!("--max-held-out-error: no held-out case was run"),
+        }
     }
     Ok(())
 }

@@ -777,7 +777,8 @@ pub struct CalibrateArgs {
     /// Fit the step-time factors to the cases named by --cases and write the profile to --out.
     #[arg(long, requires_all = ["cases", "out"])]
     pub fit: bool,
-    /// Case names to fit on (a glob over the file names' stems in --cases-dir, e.g. 'P00[19]').
+    /// Case names to fit on: globs over the case names in --cases-dir, comma-separated (e.g.
+    /// 'P001,P009' or 'P00[19]').
     #[arg(long, value_name = "PATTERN")]
     pub cases: Option<String>,
     /// Folder of case files.
@@ -823,6 +824,10 @@ pub struct ValidateArgs {
     /// Simulate with the raw roofline instead of the fitted profiles.
     #[arg(long)]
     pub uncalibrated: bool,
+    /// Fail (exit status 1) when the held-out median |error| over output throughput and median
+    /// TTFT, TPOT and E2E exceeds this many percent.
+    #[arg(long, value_name = "PCT")]
+    pub max_held_out_error: Option<f64>,
     /// Print JSON: rows, summary per metric, cases not expressible.
     #[arg(long)]
     pub json: bool,

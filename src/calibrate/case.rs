@@ -27,6 +27,9 @@ pub struct Deployment {
     /// Further `cachesim run` flags (the engine's own flags of the real run).
     #[serde(default)]
     pub flags: Vec<String>,
+    /// A step-time profile for this case, relative to the case file's folder, instead of the
+    /// built-in one matching its GPU, engine and model (`--calibration FILE`).
+    pub profile: Option<PathBuf>,
 }
 
 /// How the case's workload is rebuilt.
@@ -186,6 +189,12 @@ impl LoadedCase {
         }
     }
 
+    /// The case's own profile file (`deployment.profile`), resolved against its folder.
+    pub fn profile_path(&self) -> Option<PathBuf> {
+        let p = self.case.deployment.profile.as_ref()?;
+        Some(self.file.parent().unwrap_or(Path::new(".")).join(p))
+    }
+
     /// The data set file of a `sharegpt` case under the data folder `data`.
     pub fn trace_path(&self, data: Option<&Path>) -> Result<Option<PathBuf>> {
         let w = &self.case.workload;
@@ -224,6 +233,9 @@ impl LoadedCase {
             a.extend(["--engine-version".into(), v.clone()]);
         }
         a.extend(d.flags.iter().cloned());
+        if let Some(p) = self.profile_path() {
+            a.extend(["--calibration".into(), p.display().to_string()]);
+        }
         if let Some(r) = &w.request_rate {
             a.extend(["--request-rate".into(), r.clone()]);
         }

@@ -77,7 +77,12 @@ pub fn family(e: EngineKind) -> &'static str {
 }
 
 /// The profiles of `calibration/profiles/`, built in: (file name, text).
-const BUILTIN: &[(&str, &str)] = &[];
+const BUILTIN: &[(&str, &str)] = &[
+    ("a100-80gb-sglang.toml", include_str!("../../calibration/profiles/a100-80gb-sglang.toml")),
+    ("a100-80gb-vllm.toml", include_str!("../../calibration/profiles/a100-80gb-vllm.toml")),
+    ("h100-sxm-sglang.toml", include_str!("../../calibration/profiles/h100-sxm-sglang.toml")),
+    ("h100-sxm-vllm.toml", include_str!("../../calibration/profiles/h100-sxm-vllm.toml")),
+];
 
 /// Parses a profile; `path` names the file in errors.
 pub fn parse(path: &Path, text: &str) -> Result<Profile> {
