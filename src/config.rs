@@ -90,7 +90,12 @@ fn calibration(o: &RunOptions, gpu: &str, model: &str) -> Result<(Efficiency, St
         Calibration::None => (Efficiency::default(), "none (raw roofline, --calibration none)".into()),
         Calibration::File(p) => {
             let prof = profile::read(p)?;
-            (prof.efficiency, format!("{} ({}, fitted on {})", prof.name, p.display(), prof.fit.cases.join(", ")))
+            let how = if prof.fit.cases.is_empty() {
+                "not fitted".to_string()
+            } else {
+                format!("fitted on {}", prof.fit.cases.join(", "))
+            };
+            (prof.efficiency, format!("{} ({}, {how})", prof.name, p.display()))
         }
         Calibration::Auto => match profile::builtin_for(gpu, o.engine, model) {
             Some((file, prof)) => (

@@ -22,8 +22,8 @@ pub struct Residual {
     pub error_pct: f64,
 }
 
-/// How a profile was fitted and how well.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// How a profile was fitted and how well (empty for a profile written by hand).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FitInfo {
     /// The command that produced the profile.
@@ -64,6 +64,7 @@ pub struct Profile {
     /// Models it was fitted on and applies to.
     pub models: Vec<String>,
     pub efficiency: Efficiency,
+    #[serde(default)]
     pub fit: FitInfo,
 }
 
