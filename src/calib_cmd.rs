@@ -138,7 +138,12 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         Some(w) => parse_weights(w)?,
         None => fit::default_weights(),
     };
-    let o = fit::FitOptions { weights: weights.clone(), max_iters: args.max_iters, ..Default::default() };
+    let o = fit::FitOptions {
+        weights: weights.clone(),
+        max_iters: args.max_iters,
+        unknown_hardware: args.unknown_hardware,
+        ..Default::default()
+    };
     let f = fit::fit(&targets, &o)?;
     let loo = if args.no_loo { Vec::new() } else { fit::leave_one_out(&targets, &o)? };
     let mut command = format!("cachesim calibrate --fit --cases '{pattern}' --out {}", out.display());
@@ -147,6 +152,9 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     }
     if args.max_iters != 150 {
         command += &format!(" --max-iters {}", args.max_iters);
+    }
+    if args.unknown_hardware {
+        command += " --unknown-hardware";
     }
     if args.no_loo {
         command += " --no-loo";

@@ -794,6 +794,10 @@ pub struct CalibrateArgs {
     /// Nelder–Mead iterations at most.
     #[arg(long, default_value_t = 150)]
     pub max_iters: u64,
+    /// The cases' GPU and model are stand-ins for an unknown setup: let the factors leave their
+    /// physical ranges (efficiencies down to 0.01, up to 1 s per step and 10 ms per sequence).
+    #[arg(long)]
+    pub unknown_hardware: bool,
     /// Skip the leave-one-out refits (faster; the profile then records no hold-out error).
     #[arg(long)]
     pub no_loo: bool,
