@@ -4,6 +4,9 @@
 
 use cachesim::analyze::{AnalyzeOptions, RepetitionOptions, Scope, Unit};
 use cachesim::cache::{CacheSpec, Policy};
+use cachesim::cluster::pd::{KvLink, PdConfig, PdStyle};
+use cachesim::cluster::router::{RouterKind, RouterParams};
+use cachesim::cluster::ClusterConfig;
 use cachesim::config::RunOptions;
 use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy};
 use cachesim::report::ReportStyle;
@@ -284,6 +287,54 @@ pub struct RunArgs {
     /// Seed of sampling and arrivals.
     #[arg(allow_negative_numbers = true, long, default_value_t = 0, help_heading = "Load")]
     pub seed: u64,
+    /// Identical serving instances (data parallel), each with its own scheduler, KV cache and
+    /// --tp GPUs, behind --router.
+    #[arg(long, visible_alias = "dp", default_value_t = 1, value_name = "N", help_heading = "Cluster")]
+    pub instances: u32,
+    /// How the router in front of the instances picks one per request.
+    #[arg(long, value_enum, default_value = "round-robin", help_heading = "Cluster")]
+    pub router: RouterKind,
+    /// Prefill instances of a prefill/decode-disaggregated deployment (with --decode-instances;
+    /// --router then picks among them).
+    #[arg(long, value_name = "P", requires = "decode_instances", help_heading = "Cluster")]
+    pub prefill_instances: Option<u32>,
+    /// Decode instances of a disaggregated deployment.
+    #[arg(long, value_name = "D", requires = "prefill_instances", help_heading = "Cluster")]
+    pub decode_instances: Option<u32>,
+    /// How prefill hands a request to decode: vllm (proxy + NixlConnector: decode picked after
+    /// prefill, pulls the KV it lacks, recomputes the last prompt token) or sglang (both picked
+    /// at arrival, decode pre-allocates before prefill starts, prefill ships the first token).
+    #[arg(long, value_enum, default_value = "vllm", help_heading = "Cluster")]
+    pub pd_style: PdStyle,
+    /// How the decode instance is picked.
+    #[arg(long, value_enum, default_value = "least-load", help_heading = "Cluster")]
+    pub decode_router: RouterKind,
+    /// KV link: effective Gb/s of one lane [default: 200, one 400 Gb/s NIC at the 25 GB/s one
+    /// transfer reaches (ENGINE_SPEC §6.3)].
+    #[arg(long, default_value_t = 200.0, value_name = "GBPS", help_heading = "Cluster")]
+    pub kv_link_gbps: f64,
+    /// KV link: fixed milliseconds per transfer (assumed).
+    #[arg(long, default_value_t = 1.0, value_name = "MS", help_heading = "Cluster")]
+    pub kv_link_latency_ms: f64,
+    /// KV link: lanes (NICs) used in parallel; transfers queue FIFO for the first free one.
+    #[arg(long, default_value_t = 1, value_name = "N", help_heading = "Cluster")]
+    pub kv_links: u32,
+    /// --max-num-seqs of the prefill instances (default: --max-num-seqs).
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    pub prefill_max_num_seqs: Option<u32>,
+    /// --max-num-batched-tokens of the prefill instances.
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    pub prefill_max_num_batched_tokens: Option<u32>,
+    /// --max-num-seqs of the decode instances.
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    pub decode_max_num_seqs: Option<u32>,
+    /// --max-num-batched-tokens of the decode instances.
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    pub decode_max_num_batched_tokens: Option<u32>,
+    /// Print the mean and median TTFT decomposed into prefill queue, prefill, transfer wait,
+    /// transfer and the decode instance's first step (disaggregated runs).
+    #[arg(long, help_heading = "Output")]
+    pub ttft_breakdown: bool,
     /// Report layout: sglang bench_serving or vllm bench serve.
     #[arg(long, value_enum, default_value = "sglang", help_heading = "Output")]
     pub report_style: ReportStyle,
@@ -368,6 +419,22 @@ impl RunArgs {
                 None => cachesim::config::Calibration::Auto,
                 Some(p) if p.as_os_str() == "none" => cachesim::config::Calibration::None,
                 Some(p) => cachesim::config::Calibration::File(p.clone()),
+            },
+            cluster: ClusterConfig {
+                instances: self.instances,
+                router: self.router,
+                router_params: RouterParams { seed: self.seed, ..RouterParams::default() },
+                pd: self.prefill_instances.zip(self.decode_instances).map(|(prefill, decode)| PdConfig {
+                    prefill,
+                    decode,
+                    style: self.pd_style,
+                    link: KvLink { gbps: self.kv_link_gbps, latency_ms: self.kv_link_latency_ms, links: self.kv_links },
+                    prefill_max_num_seqs: self.prefill_max_num_seqs,
+                    prefill_max_num_batched_tokens: self.prefill_max_num_batched_tokens,
+                    decode_max_num_seqs: self.decode_max_num_seqs,
+                    decode_max_num_batched_tokens: self.decode_max_num_batched_tokens,
+                }),
+                decode_router: self.decode_router,
             },
         }
     }
@@ -685,6 +752,11 @@ pub struct GridArgs {
     /// is the last axis of the --grid product.
     #[arg(long, value_name = "FLAG=VALUES", help_heading = "Grid")]
     pub zip: Vec<String>,
+    /// A sweep file (TOML): fixed run flags in [run], axes in [grid] and [zip], rank-by,
+    /// ascending, and slo for plan (see examples/sweep.toml). Flags on the command line win
+    /// over [run]; --grid and --zip axes follow the file's.
+    #[arg(long, value_name = "FILE.toml", help_heading = "Grid")]
+    pub file: Option<PathBuf>,
 }
 
 /// `cachesim sweep`: every run flag sets the base; the grid overrides the flags it names.
@@ -716,6 +788,11 @@ pub struct SweepArgs {
     /// SVG or PNG file.
     #[arg(long, value_name = "FILE.svg|png", help_heading = "Grid")]
     pub heatmap: Option<PathBuf>,
+    /// Real runs to compare with (CSV: columns named as the grid knobs, - or _, and as metric
+    /// keys or output_tok_s; others are labels): real against predicted, and Spearman's rho per
+    /// metric.
+    #[arg(long, value_name = "REAL.csv", help_heading = "Grid")]
+    pub compare: Option<PathBuf>,
 }
 
 fn parse_shard(s: &str) -> Result<cachesim::sweep::Shard, String> {
@@ -735,6 +812,7 @@ pub struct MergeArgs {
 
 /// `cachesim plan`: every run flag sets the base (but --request-rate, which is searched).
 #[derive(Debug, Args)]
+#[command(mut_arg("plot", |a| a.help("Draw each SLO metric against the request rate for the --top configurations (or cheapest deployments), with the SLO limit, to this SVG or PNG file")))]
 pub struct PlanArgs {
     #[command(flatten)]
     pub run: RunArgs,
@@ -743,8 +821,9 @@ pub struct PlanArgs {
     /// Limits in ms, comma-separated: METRIC_STAT=MS with METRIC ttft, tpot, e2e or itl and STAT
     /// mean, median, max or pNN (e.g. ttft_p99=2000,tpot_p99=50), or the sglang JSON keys
     /// (p99_ttft_ms=2000).
-    #[arg(long, required = true, value_parser = parse_slo, help_heading = "Plan")]
-    pub slo: cachesim::plan::Slo,
+    /// Required here or as `slo` in the --file.
+    #[arg(long, value_parser = parse_slo, help_heading = "Plan")]
+    pub slo: Option<cachesim::plan::Slo>,
     /// Relative precision of the answer: the reported rate R meets the SLO and a rate of
     /// R × (1 + tolerance) does not.
     #[arg(long, default_value_t = 0.01, help_heading = "Plan")]
@@ -760,6 +839,22 @@ pub struct PlanArgs {
     /// rate tried, instead of Poisson arrivals; the rate is the mean send rate.
     #[arg(long, help_heading = "Plan")]
     pub trace_shape: bool,
+    /// Find the cheapest deployment meeting the SLO at this rate (req/s) instead of each
+    /// configuration's highest rate: the grid's points (e.g. --gpus a,b --tp 1,2,4) each with
+    /// the fewest instances (--instances 1..16, bisected) that meet it, priced by --gpu-price.
+    #[arg(long, value_name = "REQ/S", help_heading = "Deployment")]
+    pub target_rate: Option<f64>,
+    /// GPU prices in USD per GPU-hour, GPU=USD,… (e.g. h100-sxm=3.50,a100-80gb=1.80); none are
+    /// built in. Repeatable.
+    #[arg(long, value_name = "GPU=USD_PER_HOUR,…", value_parser = parse_prices, help_heading = "Deployment")]
+    pub gpu_price: Vec<cachesim::plan::deploy::Prices>,
+    /// Curves in the --plot figure: the best N configurations (cheapest N deployments).
+    #[arg(long, default_value_t = 4, value_name = "N", help_heading = "Plan")]
+    pub top: usize,
+}
+
+fn parse_prices(s: &str) -> Result<cachesim::plan::deploy::Prices, String> {
+    s.parse().map_err(|e: cachesim::Error| e.to_string())
 }
 
 fn parse_slo(s: &str) -> Result<cachesim::plan::Slo, String> {

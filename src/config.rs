@@ -5,6 +5,7 @@
 //! a run can be compared with a real `vllm serve`.
 
 use crate::cache::{CacheSpec, Policy};
+use crate::cluster::ClusterConfig;
 use crate::cost::{Efficiency, Roofline};
 use crate::engine::frontend::RequestLimits;
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
@@ -67,6 +68,8 @@ pub struct RunOptions {
     pub request_overhead_ms: Option<f64>,
     /// Which step-time factors price the steps.
     pub calibration: Calibration,
+    /// Instances and the router in front of them.
+    pub cluster: ClusterConfig,
 }
 
 /// Where the step-time factors ([`Efficiency`]) come from.
@@ -143,6 +146,7 @@ impl Default for RunOptions {
             max_concurrency: None,
             request_overhead_ms: None,
             calibration: Calibration::Auto,
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -175,6 +179,8 @@ pub struct RunConfig {
     pub efficiency: Efficiency,
     /// Which profile set [`RunConfig::efficiency`], in words.
     pub calibration: String,
+    /// Instances and the router in front of them.
+    pub cluster: ClusterConfig,
 }
 
 impl RunConfig {
@@ -443,6 +449,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         ));
     }
     positive("--schedule-conservativeness", o.schedule_conservativeness)?;
+    o.cluster.validate()?;
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
         Some(v) if v.engine() == o.engine => v,
@@ -631,6 +638,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         request_overhead_ms,
         efficiency,
         calibration,
+        cluster: o.cluster,
     };
     startup_checks(o, &c)?;
     Ok(c)

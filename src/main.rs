@@ -16,7 +16,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 
 fn main() {
-    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let argv = sweep_cmd::lists_as_axes(std::env::args_os().collect());
+    let matches = <Cli as clap::CommandFactory>::command().get_matches_from(argv);
     let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         None => run(&cli.run),
@@ -166,9 +167,17 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     };
     let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
     let failed_reasons = out.sim.failures.iter().map(|(&r, &(n, _))| (r, n)).collect();
+    let cluster = cfg.cluster.is_cluster().then(|| {
+        let rows = cachesim::cluster::report::rows(&out.sim.instances, out.summary.duration, cfg.kv_capacity_tokens);
+        let name = clap::ValueEnum::to_possible_value(&cfg.cluster.router).map(|v| v.get_name().to_string());
+        (rows, cachesim::cluster::report::router(&name.unwrap_or_default(), &out.sim.router))
+    });
     let mut stdout = std::io::stdout().lock();
     if args.json {
+        let (instances, router) = cluster.clone().unzip();
         let doc = cachesim::report::RunReport {
+            instances,
+            router,
             summary: &out.summary,
             requests_sent: out.sent,
             failed_reasons,
@@ -186,6 +195,12 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
         write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, out.sent))?;
         write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load, &out.summary))?;
+        if let Some((rows, router)) = &cluster {
+            write!(stdout, "{}", cachesim::cluster::report::text(rows, router))?;
+        }
+        if args.ttft_breakdown && !out.sim.pd.is_empty() {
+            write!(stdout, "{}", cachesim::cluster::report::ttft_breakdown(&out.sim.records, &out.sim.pd))?;
+        }
         if let Some(s) = &saturation {
             write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
         }

@@ -15,6 +15,9 @@
 //! TTFT, TPOT and E2E latency are each within their limits; `request_goodput` = good requests /
 //! duration) and the SLO attainment (good requests / requests sent).
 
+pub mod deploy;
+pub mod plot;
+
 use crate::config::RunConfig;
 use crate::error::{Error, Result};
 use crate::metrics::{percentile, RequestRecord, Summary};
@@ -208,11 +211,13 @@ pub struct Search<T> {
     pub fails_at: Option<f64>,
     pub simulations: u32,
     pub best: Option<T>,
+    /// Every evaluation in the order made: (rate, met the SLO, what `eval` returned).
+    pub evaluated: Vec<(f64, bool, T)>,
 }
 
 /// Brackets the SLO boundary by doubling (or halving) from the start rate, then bisects until
 /// the bracket is narrower than the tolerance. `eval(rate)` says whether the rate meets the SLO.
-pub fn search<T>(o: &SearchOptions, mut eval: impl FnMut(f64) -> Result<(bool, T)>) -> Result<Search<T>> {
+pub fn search<T: Clone>(o: &SearchOptions, mut eval: impl FnMut(f64) -> Result<(bool, T)>) -> Result<Search<T>> {
     if !(o.start_rate > 0.0
         && o.tolerance > 0.0
         && o.min_rate > 0.0
@@ -221,10 +226,12 @@ pub fn search<T>(o: &SearchOptions, mut eval: impl FnMut(f64) -> Result<(bool, T
     {
         return Err(Error::invalid("plan", "need 0 < min rate <= start rate <= max rate and a positive tolerance"));
     }
-    let mut out = Search { max_rate: None, unbounded: false, fails_at: None, simulations: 0, best: None };
+    let mut out =
+        Search { max_rate: None, unbounded: false, fails_at: None, simulations: 0, best: None, evaluated: Vec::new() };
     let mut probe = |rate: f64, out: &mut Search<T>| -> Result<bool> {
         out.simulations += 1;
         let (ok, t) = eval(rate)?;
+        out.evaluated.push((rate, ok, t.clone()));
         if ok {
             out.max_rate = Some(rate);
             out.best = Some(t);
@@ -291,6 +298,8 @@ pub fn trace_rate(w: &Workload, cfg: &RunConfig) -> Result<f64> {
 #[derive(Debug, Clone, Serialize)]
 pub struct Trial {
     pub rate: f64,
+    /// Whether this run met the SLO.
+    pub meets: bool,
     /// Every SLO target's value in ms, by its sglang-style key.
     pub slo_values: std::collections::BTreeMap<String, f64>,
     /// Requests meeting every per-request limit, per second of the run (vLLM's request_goodput).
@@ -320,6 +329,7 @@ fn shaped_trial(w: &Workload, cfg: &RunConfig, slo: &Slo, rate: f64) -> Result<(
     let good = records.iter().filter(|r| slo.request_is_good(r)).count() as f64;
     let trial = Trial {
         rate,
+        meets,
         slo_values,
         goodput: if s.duration > 0.0 { good / s.duration } else { 0.0 },
         slo_attainment: if out.sent > 0 { good / out.sent as f64 } else { 0.0 },
@@ -343,6 +353,24 @@ pub struct PlanResult {
     pub simulations: u32,
     /// The run at `max_rate`.
     pub at_max_rate: Option<Trial>,
+    /// Every rate simulated, in the order tried (for the plot of the SLO metrics against rate).
+    pub trials: Vec<Trial>,
+}
+
+/// Simulates `w` under `cfg` at `rate` with arrivals of the given shape and checks the SLO.
+pub fn trial_shaped(w: &Workload, cfg: &RunConfig, slo: &Slo, rate: f64, shape: Shape) -> Result<(bool, Trial)> {
+    match shape {
+        Shape::Poisson => trial(w, cfg, slo, rate),
+        Shape::Trace => scaled_trial(w, cfg, slo, rate, trace_rate(w, cfg)?),
+    }
+}
+
+/// The trace's own arrivals (mean send rate `base` under `cfg`) scaled to `rate`.
+fn scaled_trial(w: &Workload, cfg: &RunConfig, slo: &Slo, rate: f64, base: f64) -> Result<(bool, Trial)> {
+    let mut c = cfg.clone();
+    c.arrivals.rate = None;
+    c.arrivals.time_scale = cfg.arrivals.time_scale * base / rate;
+    shaped_trial(w, &c, slo, rate)
 }
 
 /// Searches the highest rate `cfg` sustains under `slo`, with arrivals of the given shape.
@@ -351,12 +379,7 @@ pub fn max_rate(w: &Workload, cfg: &RunConfig, slo: &Slo, o: &SearchOptions, sha
         Shape::Poisson => search(o, |rate| trial(w, cfg, slo, rate))?,
         Shape::Trace => {
             let base = trace_rate(w, cfg)?;
-            search(o, |rate| {
-                let mut c = cfg.clone();
-                c.arrivals.rate = None;
-                c.arrivals.time_scale = cfg.arrivals.time_scale * base / rate;
-                shaped_trial(w, &c, slo, rate)
-            })?
+            search(o, |rate| scaled_trial(w, cfg, slo, rate, base))?
         }
     };
     Ok(PlanResult {
@@ -365,6 +388,7 @@ pub fn max_rate(w: &Workload, cfg: &RunConfig, slo: &Slo, o: &SearchOptions, sha
         fails_at: s.fails_at,
         simulations: s.simulations,
         at_max_rate: s.best,
+        trials: s.evaluated.into_iter().map(|(_, _, t)| t).collect(),
     })
 }
 

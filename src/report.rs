@@ -217,6 +217,12 @@ pub struct RunReport<'a> {
     pub steps: u64,
     pub trace: &'a TraceInfo,
     pub config: &'a crate::config::RunConfig,
+    /// Per-instance figures (runs of more than one instance).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instances: Option<Vec<crate::cluster::report::InstanceRow>>,
+    /// The router's figures (runs of more than one instance).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<crate::cluster::report::RouterReport>,
 }
 
 fn on_off(on: bool) -> &'static str {

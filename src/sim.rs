@@ -11,15 +11,22 @@
 //! cannot run even in an empty engine (larger than the KV cache) fails. The load it put on the
 //! engine ([`LoadStats`]) feeds the saturation diagnosis.
 
+pub mod client;
+mod disagg;
+mod driver;
+pub mod instance;
+
 use crate::cache::{CacheSpec, CacheStats, ReqId};
+use crate::cluster::router::RouterKind;
 use crate::cost::CostModel;
-use crate::engine::frontend::{self, FailReason, RequestLimits, Verdict};
-use crate::engine::{scheduler, Batch, EngineConfig, ReqRt, Step};
+use crate::engine::frontend::{FailReason, RequestLimits};
+use crate::engine::EngineConfig;
 use crate::metrics::{RequestRecord, TokenLog};
-use crate::workload::{SeqId, Workload};
+use crate::workload::Workload;
+pub use driver::{drive, Pd};
+pub use instance::{Begun, Instance, InstanceSpec, InstanceStats, Role, Sink};
 use serde::Serialize;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::BTreeMap;
 
 /// What to simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -108,6 +115,15 @@ pub struct SimResult {
     pub tokens: Vec<TokenRecord>,
     /// Per-step compositions, when asked for.
     pub schedule: Vec<ScheduledStep>,
+    /// Per-instance figures, by instance index.
+    pub instances: Vec<InstanceStats>,
+    /// What the router did.
+    pub router: RouterStats,
+    /// The instance each request was routed to, by request id (`u32::MAX`: not sent); with
+    /// prefill/decode disaggregation, its prefill instance.
+    pub assigned: Vec<u32>,
+    /// Disaggregated runs: each request's way through the pools, by request id.
+    pub pd: Vec<crate::cluster::pd::PdTimes>,
 }
 
 /// How loaded the engine was (measured while simulating; see [`crate::saturation`]).
@@ -126,9 +142,6 @@ pub struct LoadStats {
 /// A step counts as "KV full" at this share of the capacity held by requests.
 pub const KV_FULL_SHARE: f64 = 0.95;
 
-/// Min-heap key: send time (non-negative, so its bits order like the value), then FIFO.
-type Due = Reverse<(u64, u64, ReqId)>;
-
 /// Runs `sends` — (request, send time) in send order — through one instance.
 pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostModel, keep: Keep) -> SimResult {
     run_with_progress(w, sends, cfg, cost, keep, &|_, _| ())
@@ -144,283 +157,42 @@ pub fn run_with_progress(
     keep: Keep,
     progress: &dyn Fn(u64, f64),
 ) -> SimResult {
-    let n = w.requests.len();
-    // Without a frontend (tests of the schedulers alone) every request generates at least one
-    // token; with one, its verdict decides: rejected requests fail when they arrive, cut ones
-    // generate fewer tokens.
-    let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1))).collect();
-    let mut rejected: Vec<Option<(FailReason, String)>> = vec![None; n];
-    let mut outputs_cut = (0u64, 0u64);
-    if let Some(lim) = cfg.limits {
-        for &(id, _) in sends {
-            let q = &w.requests[id as usize];
-            match frontend::validate(cfg.engine.engine, lim, q.prompt_len, q.output_len) {
-                Verdict::Serve { output_len } => {
-                    if output_len < q.output_len {
-                        outputs_cut.0 += 1;
-                        outputs_cut.1 += (q.output_len - output_len) as u64;
-                    }
-                    rt[id as usize].output_len = output_len;
-                }
-                Verdict::Reject { reason, message } => rejected[id as usize] = Some((reason, message)),
-            }
-        }
-    }
-    // A run of some of the requests numbers only their sequences' blocks.
-    let used: Option<Vec<SeqId>> = (sends.len() < n).then(|| {
-        let mut s: Vec<SeqId> = sends.iter().map(|&(id, _)| w.requests[id as usize].seq).collect();
-        s.sort_unstable();
-        s.dedup();
-        s
-    });
-    let mut cache = cfg.cache.build_for(w.store.clone(), used.as_deref());
-    cache.follow(&cfg.engine);
-    let tracks_computed = cache.tracks_computed();
-    let mut sched = scheduler(&cfg.engine, w.store.clone());
-    let mut due: BinaryHeap<Due> = BinaryHeap::new();
-    let mut fifo = 0u64;
-    let mut planned = vec![f64::NAN; n];
-    let mut selected = vec![false; n];
-    for &(id, _) in sends {
-        selected[id as usize] = true;
-    }
-    // A turn whose previous turn is also sent waits for it to finish.
-    let mut next_turn: Vec<Option<u32>> = vec![None; n];
-    for &(id, t) in sends {
-        planned[id as usize] = t;
-        match w.requests[id as usize].prev_turn.filter(|&p| selected[p as usize]) {
-            Some(p) => next_turn[p as usize] = Some(id),
-            None => {
-                due.push(Reverse((t.max(0.0).to_bits(), fifo, id)));
-                fifo += 1;
-            }
-        }
-    }
-    let mut send_s = vec![f64::NAN; n];
-    // Sent, on the way to the engine: (arrival bits, FIFO, id).
-    let mut transit: BinaryHeap<Due> = BinaryHeap::new();
-    let overhead = cfg.request_overhead_s;
-    debug_assert!(overhead.is_finite() && overhead >= 0.0);
-    let mut in_flight = 0u32;
-    let mut client_queue: VecDeque<ReqId> = VecDeque::new();
-    let mut arrived: VecDeque<ReqId> = VecDeque::new();
-    let mut log = TokenLog::default();
-    let mut records = Vec::with_capacity(sends.len());
-    let mut timeline = Vec::new();
-    let mut tokens = Vec::new();
-    let mut schedule = Vec::new();
-    let mut preemptions_before: Vec<u32> = Vec::new();
-    let mut batch = Batch::default();
-    let mut finished: Vec<ReqId> = Vec::new();
-    let mut failures: BTreeMap<FailReason, (u64, String)> = BTreeMap::new();
-    let mut load = LoadStats::default();
-    let capacity = cfg.cache.capacity_tokens;
-    let (mut failed, mut steps, mut now) = (0u64, 0u64, 0.0f64);
+    let spec = InstanceSpec { role: Role::Unified, engine: cfg.engine, cache: cfg.cache, cost };
+    let mut router = crate::cluster::router::build(RouterKind::RoundRobin, Default::default(), 1);
+    drive(w, sends, &Front::of(cfg), &[spec], router.as_mut(), None, keep, progress)
+}
 
-    loop {
-        // Completions free their slot and release their session's next turn; then sends due
-        // by now reach the frontend, which rejects some at once (they complete too).
-        loop {
-            for id in finished.drain(..) {
-                in_flight -= 1;
-                if let Some(c) = client_queue.pop_front() {
-                    in_flight += 1;
-                    send_s[c as usize] = now;
-                    transit.push(Reverse(((now + overhead).to_bits(), fifo, c)));
-                    fifo += 1;
-                }
-                if let Some(t) = next_turn[id as usize] {
-                    let at = planned[t as usize].max(now);
-                    due.push(Reverse((at.to_bits(), fifo, t)));
-                    fifo += 1;
-                }
-            }
-            while let Some(&Reverse((bits, _, id))) = due.peek() {
-                let t = f64::from_bits(bits);
-                if t > now {
-                    break;
-                }
-                due.pop();
-                if cfg.max_concurrency.is_some_and(|c| in_flight >= c) {
-                    client_queue.push_back(id);
-                    continue;
-                }
-                in_flight += 1;
-                send_s[id as usize] = t;
-                transit.push(Reverse(((t + overhead).to_bits(), fifo, id)));
-                fifo += 1;
-            }
-            while let Some(&Reverse((bits, _, id))) = transit.peek() {
-                if f64::from_bits(bits) > now {
-                    break;
-                }
-                transit.pop();
-                arrived.push_back(id);
-            }
-            let any_arrived = !arrived.is_empty();
-            for id in arrived.drain(..) {
-                match &rejected[id as usize] {
-                    None => sched.enqueue(id),
-                    Some((reason, message)) => {
-                        failed += 1;
-                        failures.entry(*reason).or_insert_with(|| (0, message.clone())).0 += 1;
-                        finished.push(id);
-                    }
-                }
-            }
-            if any_arrived {
-                load.last_send_s = now;
-                load.backlog_at_last_send = sched.queued().0 as u32;
-            }
-            if finished.is_empty() {
-                break;
-            }
-        }
-        if keep.schedule {
-            preemptions_before.clear();
-            preemptions_before.extend(rt.iter().map(|r| r.preemptions));
-        }
-        sched.schedule(&mut Step { now, reqs: &mut rt, cache: cache.as_mut(), out: &mut batch });
-        let mut composition = keep.schedule.then(|| {
-            let (waiting, running) = sched.queued();
-            ScheduledStep {
-                items: batch.items.iter().map(|&(id, k)| (id, k, rt[id as usize].num_computed)).collect(),
-                preempted: (0..n as ReqId)
-                    .filter(|&i| rt[i as usize].preemptions > preemptions_before[i as usize])
-                    .collect(),
-                usage_after_schedule: cache.usage(),
-                waiting: waiting as u32,
-                running: running as u32,
-                ..Default::default()
-            }
-        });
-        if batch.items.is_empty() {
-            if batch.preempted > 0 {
-                continue; // everything was preempted: admit again at the same time
-            }
-            let (waiting, running) = sched.queued();
-            if running == 0 && waiting > 0 {
-                // The head cannot run even alone: the engine rejects it.
-                let id = sched.reject_head().expect("a waiting request");
-                failed += 1;
-                failures
-                    .entry(FailReason::NeverFits)
-                    .or_insert_with(|| (0, "the request does not fit the KV cache even alone".to_string()))
-                    .0 += 1;
-                finished.push(id);
-                continue;
-            }
-            let next = due.peek().into_iter().chain(transit.peek()).map(|&Reverse((bits, _, _))| bits).min();
-            match next {
-                Some(bits) => {
-                    now = now.max(f64::from_bits(bits));
-                    continue;
-                }
-                None => break,
-            }
-        }
-        let overlap = cfg.engine.overlap;
-        let price = |b: &crate::cost::BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b, overlap) };
-        let dt = price(&batch.shape) + price(&batch.second_pass);
-        let end = now + dt;
-        steps += 1;
-        let held = {
-            let u = cache.usage();
-            u.used_tokens - u.evictable_tokens
-        };
-        load.busy_s += dt;
-        if capacity.is_some_and(|c| c > 0 && held as f64 >= KV_FULL_SHARE * c as f64) {
-            load.kv_full_s += dt;
-        }
-        if keep.steps {
-            let (waiting, running) = sched.queued();
-            timeline.push(StepRecord {
-                start_s: now,
-                duration_s: dt,
-                batch_size: batch.shape.seqs + batch.second_pass.seqs,
-                prefill_tokens: batch.shape.prefill_tokens + batch.second_pass.prefill_tokens,
-                decode_tokens: batch.shape.decode_seqs + batch.second_pass.decode_seqs,
-                kv_used_tokens: held,
-                waiting: waiting as u32,
-                running: running as u32,
-            });
-        }
-        let mut sampled = 0;
-        for &(id, k) in &batch.items {
-            let r = &mut rt[id as usize];
-            r.num_computed += k;
-            if tracks_computed {
-                cache.computed(id, r.num_computed as usize);
-            }
-            if r.num_computed < r.num_tokens {
-                continue; // an unfinished prefill chunk samples nothing
-            }
-            let i = id as usize;
-            // SGLang's max_new_tokens 0: done when the prompt is computed, no token sampled.
-            let prefill_only = r.output_len == 0;
-            if !prefill_only {
-                r.generated += 1;
-                sampled += 1;
-                let prev = (!r.last_token_s.is_nan()).then_some(r.last_token_s);
-                if let Some(p) = prev {
-                    log.gap(end - p);
-                }
-                if keep.tokens {
-                    tokens.push(TokenRecord { id, index: r.generated - 1, time_s: end });
-                }
-            }
-            if let Some(c) = composition.as_mut() {
-                if !prefill_only {
-                    c.sampled.push(id);
-                }
-                if r.generated == r.output_len {
-                    c.finished.push(id);
-                }
-            }
-            if r.first_token_s.is_nan() {
-                r.first_token_s = end;
-            }
-            r.last_token_s = end;
-            if r.generated == r.output_len {
-                cache.finish(id);
-                sched.finished(id);
-                records.push(RequestRecord {
-                    id,
-                    send_s: send_s[i],
-                    first_token_s: r.first_token_s,
-                    last_token_s: end,
-                    prompt_tokens: w.requests[i].prompt_len,
-                    output_tokens: r.output_len,
-                    cached_prompt_tokens: r.cached_prompt_tokens,
-                    preemptions: r.preemptions,
-                    first_scheduled_s: r.first_scheduled_s,
-                });
-                finished.push(id);
-            } else {
-                r.num_tokens += 1;
-            }
-        }
-        log.count(end, sampled);
-        schedule.extend(composition.take());
-        now = end;
-        if !finished.is_empty() {
-            progress(records.len() as u64 + failed, now);
+/// The serving side's front: the client's limits and the engine frontend's checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Front {
+    pub engine: EngineConfig,
+    pub max_concurrency: Option<u32>,
+    pub request_overhead_s: f64,
+    pub limits: Option<RequestLimits>,
+}
+
+impl Front {
+    /// The front of a one-instance configuration.
+    pub fn of(cfg: &SimConfig) -> Self {
+        Front {
+            engine: cfg.engine,
+            max_concurrency: cfg.max_concurrency,
+            request_overhead_s: cfg.request_overhead_s,
+            limits: cfg.limits,
         }
     }
-    debug_assert!(finished.is_empty() && client_queue.is_empty());
-    SimResult {
-        records,
-        failed,
-        failures,
-        outputs_cut,
-        load,
-        log,
-        cache: cache.stats(),
-        steps,
-        timeline,
-        tokens,
-        schedule,
-    }
+}
+
+/// What the router saw and did, over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct RouterStats {
+    /// Requests routed because of a prefix match, and by load (or turn, or chance).
+    pub by_prefix: u64,
+    pub by_load: u64,
+    /// Prompt tokens the router expected its choices to find cached, and the tokens the
+    /// instances really reused (completed requests, first admission).
+    pub predicted_hit_tokens: u64,
+    pub real_hit_tokens: u64,
 }
 
 /// A whole run: sends scheduled, instance simulated, summary computed.
@@ -448,18 +220,49 @@ pub fn simulate_with_progress(
     let mut sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
     let repeated = crate::workload::arrivals::split_repeats(w, &mut sends);
     let w = repeated.as_ref().unwrap_or(w);
-    let sim_cfg = SimConfig {
+    let front = Front {
         engine: cfg.engine,
-        cache: cfg.cache,
         max_concurrency: cfg.max_concurrency,
         request_overhead_s: cfg.request_overhead_ms / 1e3,
         limits: Some(cfg.request_limits()),
     };
+    let cost = cfg.cost();
+    let cl = &cfg.cluster;
+    let unified = InstanceSpec { role: Role::Unified, engine: cfg.engine, cache: cfg.cache, cost: &cost };
     let total = sends.len() as u64;
-    let mut sim = run_with_progress(w, &sends, &sim_cfg, &cfg.cost(), keep, &|done, now| progress(done, total, now));
+    let progress = |done, now| progress(done, total, now);
+    let mut sim = match cl.pd {
+        None => {
+            let specs = vec![unified; cl.instances as usize];
+            let mut router = crate::cluster::router::build(cl.router, cl.router_params, specs.len());
+            drive(w, &sends, &front, &specs, router.as_mut(), None, keep, &progress)
+        }
+        Some(pd) => {
+            let pool = |role, seqs: Option<u32>, tokens: Option<u32>| InstanceSpec {
+                role,
+                engine: EngineConfig {
+                    max_num_seqs: seqs.unwrap_or(cfg.engine.max_num_seqs),
+                    max_num_batched_tokens: tokens.unwrap_or(cfg.engine.max_num_batched_tokens),
+                    ..cfg.engine
+                },
+                ..unified
+            };
+            let p = pool(Role::Prefill, pd.prefill_max_num_seqs, pd.prefill_max_num_batched_tokens);
+            let d = pool(Role::Decode, pd.decode_max_num_seqs, pd.decode_max_num_batched_tokens);
+            let mut specs = vec![p; pd.prefill as usize];
+            specs.extend(std::iter::repeat_n(d, pd.decode as usize));
+            let mut router = crate::cluster::router::build(cl.router, cl.router_params, pd.prefill as usize);
+            let mut decode_router =
+                crate::cluster::router::build(cl.decode_router, cl.router_params, pd.decode as usize);
+            let pd = Pd { cfg: pd, kv_bytes_per_token: cfg.kv_bytes_per_token, decode_router: decode_router.as_mut() };
+            drive(w, &sends, &front, &specs, router.as_mut(), Some(pd), keep, &progress)
+        }
+    };
     let summary = crate::metrics::Summary::new(&sim.records, sim.failed, &mut sim.log);
     Ok(Outcome { sim, summary, sent: sends.len() })
 }
 
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod tests;

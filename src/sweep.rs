@@ -7,6 +7,8 @@
 //! [`output`]. Flag names are resolved against the CLI by the binary; the library only sees
 //! `(knob, value)` pairs.
 
+pub mod compare;
+pub mod file;
 pub mod heatmap;
 pub mod output;
 

@@ -171,6 +171,7 @@ fn sharded_runs_merge_into_the_unsharded_csv_whatever_the_threads() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
     run(&["--csv", &p("all1.csv")], "1");
+    run(&["--csv", &p("all2.csv")], "2");
     run(&["--csv", &p("all4.csv")], "4");
     for i in 0..4 {
         run(&["--shard", &format!("{i}/4"), "--csv", &p(&format!("s{i}.csv"))], "2");
@@ -178,6 +179,7 @@ fn sharded_runs_merge_into_the_unsharded_csv_whatever_the_threads() {
     let out = cachesim(&["merge", &p("s2.csv"), &p("s0.csv"), &p("s3.csv"), &p("s1.csv"), "--csv", &p("merged.csv")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let all = std::fs::read(p("all1.csv")).unwrap();
+    assert_eq!(all, std::fs::read(p("all2.csv")).unwrap(), "thread count changed the CSV");
     assert_eq!(all, std::fs::read(p("all4.csv")).unwrap(), "thread count changed the CSV");
     assert_eq!(all, std::fs::read(p("merged.csv")).unwrap(), "merged shards differ from the unsharded CSV");
     assert_eq!(String::from_utf8(all).unwrap().lines().count(), 7);

@@ -69,8 +69,15 @@ impl CacheSpec {
     /// [`build`](Self::build) for a run that touches only the sequences `seqs` (`None`: any),
     /// which spares the paged cache numbering the blocks of the others.
     pub fn build_for(&self, store: Arc<TokenStore>, seqs: Option<&[SeqId]>) -> Box<dyn PrefixCache> {
+        self.build_sized(store, seqs, true)
+    }
+
+    /// [`build_for`](Self::build_for) for one instance of several, which touches only the part
+    /// of its content index its own requests' blocks map to: the index is left to lazily zeroed
+    /// pages instead of written up front (`dense` = false).
+    pub fn build_sized(&self, store: Arc<TokenStore>, seqs: Option<&[SeqId]>, dense: bool) -> Box<dyn PrefixCache> {
         match self.policy {
-            Policy::Paged => paged::boxed(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs),
+            Policy::Paged => paged::boxed(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs, dense),
             Policy::Radix => {
                 Box::new(radix::TreeCache::sglang(store, self.page_size.unwrap_or(1), self.capacity_tokens))
             }
@@ -100,6 +107,16 @@ pub struct CacheStats {
     pub peak_used_tokens: u64,
     /// Paged only: Σ over finished or preempted requests of unused slots in their last block.
     pub partial_block_waste_tokens: u64,
+}
+
+impl CacheStats {
+    /// Adds another instance's counters: evictions and waste add up; the peak is the largest
+    /// instance's.
+    pub fn merge(&mut self, o: &CacheStats) {
+        self.evicted_tokens += o.evicted_tokens;
+        self.peak_used_tokens = self.peak_used_tokens.max(o.peak_used_tokens);
+        self.partial_block_waste_tokens += o.partial_block_waste_tokens;
+    }
 }
 
 /// Result of a successful [`PrefixCache::admit`].

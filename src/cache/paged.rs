@@ -196,12 +196,12 @@ pub struct PagedCache<W: IndexWord = u32> {
 impl PagedCache {
     /// A cache of `capacity_tokens / block` usable blocks (plus the null block); unlimited when `None`.
     pub fn new(store: Arc<TokenStore>, block: u32, capacity_tokens: Option<u64>) -> Self {
-        Self::build(store, block, num_blocks(block, capacity_tokens), None)
+        Self::build(store, block, num_blocks(block, capacity_tokens), None, true)
     }
 
     /// A cache of exactly `num_gpu_blocks` blocks, block 0 being the null block (as vLLM).
     pub fn with_blocks(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>) -> Self {
-        Self::build(store, block, num_gpu_blocks, None)
+        Self::build(store, block, num_gpu_blocks, None, true)
     }
 }
 
@@ -217,25 +217,39 @@ pub fn boxed(
     block: u32,
     capacity_tokens: Option<u64>,
     seqs: Option<&[SeqId]>,
+    eager: bool,
 ) -> Box<dyn PrefixCache> {
     match num_blocks(block, capacity_tokens) {
-        Some(n) if n <= 1 << 16 => Box::new(PagedCache::<u16>::build(store, block, Some(n), seqs)),
-        n => Box::new(PagedCache::<u32>::build(store, block, n, seqs)),
+        Some(n) if n <= 1 << 16 => Box::new(PagedCache::<u16>::build(store, block, Some(n), seqs, eager)),
+        n => Box::new(PagedCache::<u32>::build(store, block, n, seqs, eager)),
     }
 }
 
 impl<W: IndexWord> PagedCache<W> {
-    fn build(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>, seqs: Option<&[SeqId]>) -> Self {
+    /// `eager`: write the index now (a run that touches most of it); else leave it to calloc's
+    /// lazily zeroed pages (one instance of many, which touches a small part).
+    fn build(
+        store: Arc<TokenStore>,
+        block: u32,
+        num_gpu_blocks: Option<u32>,
+        seqs: Option<&[SeqId]>,
+        eager: bool,
+    ) -> Self {
         assert!((1..=crate::workload::tokens::MAX_BLOCK_TOKENS as u32).contains(&block), "block size out of range");
         let ids = match seqs {
             None => BlockIds::new(&store, block as usize),
             Some(s) => BlockIds::of(&store, block as usize, &store.prefix_order_of(s.to_vec())),
         };
-        // Written now rather than left to calloc's lazily zeroed pages: a page of those costs two
-        // faults when first read then written (a shared zero page, then its copy), scattered
+        // Eagerly written rather than left to calloc's lazily zeroed pages: a page of those costs
+        // two faults when first read then written (a shared zero page, then its copy), scattered
         // through the run.
-        let mut index = Vec::with_capacity(ids.len() as usize);
-        index.resize(ids.len() as usize, W::NONE);
+        let index = if eager {
+            let mut v = Vec::with_capacity(ids.len() as usize);
+            v.resize(ids.len() as usize, W::NONE);
+            v
+        } else {
+            vec![W::NONE; ids.len() as usize]
+        };
         Self {
             store,
             block: block as usize,

@@ -3,4 +3,74 @@
 //! router policies ([`router`]) and the driver that runs N instances on one shared clock.
 //! One instance's event loop stays in [`crate::sim`].
 
+pub mod pd;
+pub mod report;
 pub mod router;
+
+use crate::error::{Error, Result};
+use router::{RouterKind, RouterParams};
+use serde::Serialize;
+
+/// The most instances a deployment may have.
+pub const MAX_INSTANCES: u32 = 4096;
+
+/// How the deployment is laid out (data parallel: `instances` identical instances behind
+/// `router`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClusterConfig {
+    /// `--instances` (alias `--dp`): identical serving instances, each with its own scheduler,
+    /// cache and GPUs (`--tp` each).
+    pub instances: u32,
+    /// `--router`: the policy in front of them.
+    pub router: RouterKind,
+    pub router_params: RouterParams,
+    /// Prefill/decode disaggregation (`--prefill-instances`, `--decode-instances`); `--router`
+    /// then picks the prefill instance and `decode_router` the decode one.
+    pub pd: Option<pd::PdConfig>,
+    /// `--decode-router` (default least-load, as the PD routers default).
+    pub decode_router: RouterKind,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            instances: 1,
+            router: RouterKind::RoundRobin,
+            router_params: RouterParams::default(),
+            pd: None,
+            decode_router: RouterKind::LeastLoad,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Checks the values a user set.
+    pub fn validate(&self) -> Result<()> {
+        if self.instances == 0 || self.instances > MAX_INSTANCES {
+            return Err(Error::invalid(
+                "--instances",
+                format!("{} must be between 1 and {MAX_INSTANCES}", self.instances),
+            ));
+        }
+        if let Some(pd) = &self.pd {
+            if self.instances > 1 {
+                return Err(Error::invalid(
+                    "--instances",
+                    "cannot be combined with --prefill-instances/--decode-instances (the pools set the count)",
+                ));
+            }
+            pd.validate()?;
+        }
+        Ok(())
+    }
+
+    /// More than one instance.
+    pub fn is_cluster(&self) -> bool {
+        self.instances > 1 || self.pd.is_some()
+    }
+
+    /// Instances in all.
+    pub fn total_instances(&self) -> u32 {
+        self.pd.map_or(self.instances, |p| p.prefill + p.decode)
+    }
+}

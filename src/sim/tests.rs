@@ -11,10 +11,11 @@ use crate::trace::{self, ReadOptions};
 use crate::workload::{build, BuildOptions};
 use std::path::Path;
 
-const COST: Affine = Affine { base_s: 0.01, per_prefill_token_s: 0.001, per_decode_seq_s: 0.002, per_ctx_token_s: 0.0 };
+pub(super) const COST: Affine =
+    Affine { base_s: 0.01, per_prefill_token_s: 0.001, per_decode_seq_s: 0.002, per_ctx_token_s: 0.0 };
 
 /// Requests of `prompt_ids` lengths with distinct tokens (or `shared` prefixes), output lens.
-fn workload(reqs: &[(Vec<u32>, u32)]) -> Workload {
+pub(super) fn workload(reqs: &[(Vec<u32>, u32)]) -> Workload {
     let mut doc = String::new();
     for (ids, out) in reqs {
         doc.push_str(&serde_json::json!({"prompt_ids": ids, "output_len": out}).to_string());
@@ -24,7 +25,7 @@ fn workload(reqs: &[(Vec<u32>, u32)]) -> Workload {
     build(file, &BuildOptions::default()).unwrap()
 }
 
-fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
+pub(super) fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
     SimConfig {
         engine: EngineConfig {
             max_num_seqs: seqs,

@@ -221,3 +221,52 @@ pub fn merge(paths: &[PathBuf]) -> Result<(Vec<String>, Vec<Vec<String>>)> {
     }
     Ok((header, records.into_iter().map(|(_, r)| r).collect()))
 }
+
+/// Spearman's rank correlation ρ of two equally long samples: Pearson's correlation of their
+/// ranks, tied values sharing the mean of their ranks; `None` for fewer than two pairs, unequal
+/// lengths or a sample whose values are all equal.
+pub fn spearman(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.len() != b.len() || a.len() < 2 {
+        return None;
+    }
+    let ranks = |v: &[f64]| -> Vec<f64> {
+        let mut idx: Vec<usize> = (0..v.len()).collect();
+        idx.sort_by(|&i, &j| v[i].total_cmp(&v[j]));
+        let mut r = vec![0.0; v.len()];
+        let mut k = 0;
+        while k < idx.len() {
+            let mut e = k;
+            while e + 1 < idx.len() && v[idx[e + 1]] == v[idx[k]] {
+                e += 1;
+            }
+            for &i in &idx[k..=e] {
+                r[i] = (k + e) as f64 / 2.0 + 1.0;
+            }
+            k = e + 1;
+        }
+        r
+    };
+    let (ra, rb) = (ranks(a), ranks(b));
+    let n = a.len() as f64;
+    let (ma, mb) = (ra.iter().sum::<f64>() / n, rb.iter().sum::<f64>() / n);
+    let cov: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let (va, vb): (f64, f64) = (ra.iter().map(|x| (x - ma).powi(2)).sum(), rb.iter().map(|y| (y - mb).powi(2)).sum());
+    (va > 0.0 && vb > 0.0).then(|| cov / (va * vb).sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spearman;
+
+    #[test]
+    fn spearman_by_hand() {
+        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]), Some(1.0));
+        assert_eq!(spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
+        // Ranks (1, 2, 3, 4) against (2, 1, 4, 3): d² = 1 + 1 + 1 + 1 = 4, ρ = 1 − 6·4 / (4·15) = 0.6.
+        assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[5.0, 1.0, 9.0, 7.0]).unwrap() - 0.6).abs() < 1e-12);
+        // Ties share ranks: (1.5, 1.5, 3) against (1, 2, 3): ρ = 1.5 / √(1.5 · 2) = √3 / 2.
+        assert!((spearman(&[1.0, 1.0, 2.0], &[1.0, 2.0, 3.0]).unwrap() - 3f64.sqrt() / 2.0).abs() < 1e-12);
+        assert_eq!(spearman(&[1.0, 1.0], &[1.0, 2.0]), None);
+        assert_eq!(spearman(&[1.0], &[1.0]), None);
+    }
+}

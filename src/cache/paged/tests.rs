@@ -146,7 +146,7 @@ fn the_highest_block_of_a_pool_is_indexed_at_either_width() {
     for n in [1u32 << 16, (1 << 16) + 1] {
         let junk = range(1_000_000, 1_000_000 + n - 3);
         let st = store(&[junk, vec![1, 2], vec![1, 2, 3]]);
-        let mut c = boxed(st, 1, Some(n as u64 - 1), None);
+        let mut c = boxed(st, 1, Some(n as u64 - 1), None, true);
         c.admit(0, 0, n as usize - 3, usize::MAX).unwrap(); // blocks 1..n-3
         c.admit(1, 1, 2, usize::MAX).unwrap(); // blocks n-2 and n-1, both cached
         c.finish(1);
@@ -283,7 +283,7 @@ struct Case {
 fn matches_literal<W: IndexWord>(case: &Case) -> Result<(), TestCaseError> {
     let Case { ref seqs, ref ops, block, num_blocks, first_gen, one_slot_ring, unhashed_first, full_reserve } = *case;
     let st = store(seqs);
-    let mut fast = PagedCache::<W>::build(st.clone(), block as u32, num_blocks, None);
+    let mut fast = PagedCache::<W>::build(st.clone(), block as u32, num_blocks, None, true);
     fast.set_unhashed_first(unhashed_first);
     fast.next_gen = first_gen; // the second start wraps the watch generations
     if one_slot_ring {

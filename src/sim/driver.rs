@@ -1,0 +1,338 @@
+//! The shared clock of a deployment: N instances ([`Instance`]), the client ([`Client`]), the
+//! router in front, and — for a disaggregated deployment — the hand-off from prefill to decode
+//! instances over the KV link ([`super::disagg`]). The loop never scans all instances per
+//! event: busy instances wait in a heap of step-end times, and only instances something happened
+//! to (an arrival, a step end, freed memory) are asked to form a step.
+
+use super::client::Client;
+use super::disagg::Disagg;
+use super::instance::{Begun, Instance, InstanceSpec, Sink};
+use super::{Front, Keep, LoadStats, RouterStats, SimResult};
+use crate::cache::ReqId;
+use crate::cluster::pd::PdConfig;
+use crate::cluster::router::{Arrival, Basis, InstanceView, Router};
+use crate::engine::frontend::{self, FailReason, Verdict};
+use crate::engine::ReqRt;
+use crate::metrics::TokenLog;
+use crate::workload::{SeqId, Workload};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+/// A disaggregated deployment: the first `cfg.prefill` instances prefill, the rest decode.
+pub struct Pd<'r> {
+    pub cfg: PdConfig,
+    /// KV bytes per token moved over the link (all layers, all ranks).
+    pub kv_bytes_per_token: u64,
+    /// Picks the decode instance.
+    pub decode_router: &'r mut dyn Router,
+}
+
+/// The instances as routers may read them.
+pub(super) struct View<'v, 'a>(pub &'v [Instance<'a>]);
+
+impl InstanceView for View<'_, '_> {
+    fn num_instances(&self) -> usize {
+        self.0.len()
+    }
+    fn cached_prefix(&self, i: usize, seq: SeqId, known: usize) -> usize {
+        self.0[i].cache.peek(seq, known)
+    }
+    fn held_tokens(&self, i: usize) -> u64 {
+        let u = self.0[i].cache.usage();
+        u.used_tokens - u.evictable_tokens
+    }
+    fn queued(&self, i: usize) -> u32 {
+        let (w, r) = self.0[i].sched.queued();
+        (w + r) as u32
+    }
+}
+
+/// Idle instances with something new to schedule, each once.
+pub(super) struct Dirty {
+    pub list: Vec<usize>,
+    flag: Vec<bool>,
+}
+
+impl Dirty {
+    fn new(n: usize) -> Self {
+        Dirty { list: Vec::new(), flag: vec![false; n] }
+    }
+    pub fn mark(&mut self, i: usize) {
+        if !self.flag[i] {
+            self.flag[i] = true;
+            self.list.push(i);
+        }
+    }
+}
+
+/// Failed requests by reason, with one engine message each.
+pub(super) type Failures = BTreeMap<FailReason, (u64, String)>;
+
+pub(super) fn fail(failures: &mut Failures, reason: FailReason, message: &str) {
+    failures.entry(reason).or_insert_with(|| (0, message.to_string())).0 += 1;
+}
+
+/// Runs `sends` through the instances `specs`, each arrival routed by `router`, on one clock.
+/// Events at one time happen in this order: steps ending then (by instance index) apply their
+/// effects; KV transfers ending then land; completions free client slots and release next
+/// turns; due requests are sent; sent requests that reached the server are routed and queued
+/// (or rejected by the frontend); then every idle instance with something new forms its next
+/// step (by index). With `pd`, `router` picks among the prefill instances.
+#[allow(clippy::too_many_arguments)]
+pub fn drive(
+    w: &Workload,
+    sends: &[(u32, f64)],
+    front: &Front,
+    specs: &[InstanceSpec<'_>],
+    router: &mut dyn Router,
+    pd: Option<Pd<'_>>,
+    keep: Keep,
+    progress: &dyn Fn(u64, f64),
+) -> SimResult {
+    assert!(!specs.is_empty(), "a deployment has at least one instance");
+    let n = w.requests.len();
+    // Without a frontend (tests of the schedulers alone) every request generates at least one
+    // token; with one, its verdict decides: rejected requests fail when they arrive, cut ones
+    // generate fewer tokens.
+    let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1))).collect();
+    let mut rejected: Vec<Option<(FailReason, String)>> = vec![None; n];
+    let mut outputs_cut = (0u64, 0u64);
+    if let Some(lim) = front.limits {
+        for &(id, _) in sends {
+            let q = &w.requests[id as usize];
+            match frontend::validate(front.engine.engine, lim, q.prompt_len, q.output_len) {
+                Verdict::Serve { output_len } => {
+                    if output_len < q.output_len {
+                        outputs_cut.0 += 1;
+                        outputs_cut.1 += (q.output_len - output_len) as u64;
+                    }
+                    rt[id as usize].output_len = output_len;
+                }
+                Verdict::Reject { reason, message } => rejected[id as usize] = Some((reason, message)),
+            }
+        }
+    }
+    // A run of some of the requests numbers only their sequences' blocks.
+    let used: Option<Vec<SeqId>> = (sends.len() < n).then(|| {
+        let mut s: Vec<SeqId> = sends.iter().map(|&(id, _)| w.requests[id as usize].seq).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    });
+    let mut inst: Vec<Instance> =
+        specs.iter().map(|&s| Instance::new(w, s, used.as_deref(), specs.len() == 1)).collect();
+    let routed = pd.as_ref().map_or(inst.len(), |p| p.cfg.prefill as usize);
+    debug_assert!(routed <= inst.len());
+    let mut disagg = pd.map(|p| Disagg::new(p, routed, inst.len(), n));
+    let mut client = Client::new(w, sends, front.max_concurrency, front.request_overhead_s);
+    let mut assigned: Vec<u32> = vec![u32::MAX; n];
+    let mut routing = RouterStats::default();
+    // Instances whose step ends at a time: min-heap of (end bits, index).
+    let mut busy: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    let mut dirty = Dirty::new(inst.len());
+    let mut arrived: Vec<ReqId> = Vec::new();
+    let mut finished: Vec<ReqId> = Vec::new();
+    let mut handoff: Vec<ReqId> = Vec::new();
+    let mut log = TokenLog::default();
+    let mut records = Vec::with_capacity(sends.len());
+    let mut tokens = Vec::new();
+    let mut failures: Failures = BTreeMap::new();
+    let mut load = LoadStats::default();
+    let (mut failed, mut now) = (0u64, 0.0f64);
+
+    loop {
+        // Completions free their slot and release their session's next turn; then sends due
+        // by now reach the frontend, which rejects some at once (they complete too).
+        loop {
+            for id in finished.drain(..) {
+                client.completed(id, now);
+                let i = assigned[id as usize];
+                match disagg.as_mut() {
+                    Some(d) => d.completed(id, i, now, router),
+                    None if i != u32::MAX => router.finished(id, i as usize, now),
+                    None => {}
+                }
+            }
+            client.send_due(now);
+            client.arrivals(now, &mut arrived);
+            let any_arrived = !arrived.is_empty();
+            for id in arrived.drain(..) {
+                let q = &w.requests[id as usize];
+                let a = Arrival { id, seq: q.seq, prompt_len: q.prompt_len as usize, store: &w.store, now };
+                let d = router.route(&a, &View(&inst[..routed]));
+                debug_assert!(d.instance < routed);
+                assigned[id as usize] = d.instance as u32;
+                match d.basis {
+                    Basis::Prefix => routing.by_prefix += 1,
+                    Basis::Load => routing.by_load += 1,
+                }
+                routing.predicted_hit_tokens += d.predicted_hit_tokens;
+                inst[d.instance].stats.requests += 1;
+                match (&rejected[id as usize], disagg.as_mut()) {
+                    (None, None) => {
+                        inst[d.instance].enqueue(id);
+                        dirty.mark(d.instance);
+                    }
+                    (None, Some(pd)) => {
+                        let lost = pd.arrive(w, id, d.instance, now, &mut inst, &mut rt, &mut dirty);
+                        for id in lost {
+                            failed += 1;
+                            fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
+                            finished.push(id);
+                        }
+                    }
+                    (Some((reason, message)), _) => {
+                        failed += 1;
+                        fail(&mut failures, *reason, message);
+                        finished.push(id);
+                    }
+                }
+            }
+            if any_arrived {
+                load.last_send_s = now;
+                load.backlog_at_last_send = inst.iter().map(|x| x.sched.queued().0 as u32).sum();
+            }
+            if finished.is_empty() {
+                break;
+            }
+        }
+        // Idle instances with news form their next step.
+        dirty.list.sort_unstable();
+        let mut again = false;
+        for i in std::mem::take(&mut dirty.list) {
+            dirty.flag[i] = false;
+            if inst[i].busy_until.is_some() {
+                continue; // it schedules when its step ends
+            }
+            let may_reject = disagg.as_ref().is_none_or(|pd| pd.may_reject(i));
+            match inst[i].begin_step(now, &mut rt, keep, may_reject) {
+                Begun::Busy(end) => busy.push(Reverse((end.to_bits(), i))),
+                Begun::Retry => {
+                    dirty.mark(i);
+                    again = true;
+                }
+                Begun::RejectedHead(id) => {
+                    if let Some(pd) = disagg.as_mut() {
+                        pd.abandon(id, &mut inst, &mut dirty);
+                    }
+                    failed += 1;
+                    fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
+                    finished.push(id);
+                    dirty.mark(i);
+                    again = true;
+                }
+                Begun::Idle => {}
+            }
+            // A decode instance with nothing to run may still owe hand-offs an allocation (or
+            // owe them a failure, when they cannot fit it idle).
+            if let Some(pd) = disagg.as_mut().filter(|_| inst[i].busy_until.is_none()) {
+                for id in pd.freed(w, i, now, &mut inst, &mut rt, &mut dirty) {
+                    failed += 1;
+                    fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
+                    finished.push(id);
+                    again = true;
+                }
+            }
+        }
+        if again || dirty.list.iter().any(|&i| inst[i].busy_until.is_none()) {
+            continue;
+        }
+        let next = [
+            busy.peek().map(|&Reverse((bits, _))| f64::from_bits(bits)),
+            client.next_event(),
+            disagg.as_ref().and_then(Disagg::next_event),
+        ]
+        .into_iter()
+        .flatten()
+        .min_by(f64::total_cmp);
+        let Some(next) = next else { break };
+        now = now.max(next);
+        let mut any_finished = false;
+        while let Some(&Reverse((bits, i))) = busy.peek() {
+            if f64::from_bits(bits) > now {
+                break;
+            }
+            busy.pop();
+            let before = finished.len();
+            let mut sink = Sink {
+                w,
+                keep,
+                send_s: &client.send_s,
+                log: &mut log,
+                tokens: &mut tokens,
+                records: &mut records,
+                finished: &mut finished,
+                handoff: &mut handoff,
+            };
+            inst[i].end_step(&mut rt, &mut sink);
+            any_finished |= finished.len() > before;
+            dirty.mark(i);
+            if let Some(pd) = disagg.as_mut() {
+                let mut lost = Vec::new();
+                for id in handoff.drain(..) {
+                    router.finished(id, i, now);
+                    lost.extend(pd.prefilled(w, id, i, now, &mut inst, &mut rt, &mut dirty));
+                }
+                // Memory freed on a decode instance may let its hand-off queue move.
+                lost.extend(pd.freed(w, i, now, &mut inst, &mut rt, &mut dirty));
+                for id in lost {
+                    failed += 1;
+                    fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
+                    finished.push(id);
+                    any_finished = true;
+                }
+            }
+        }
+        if let Some(pd) = disagg.as_mut() {
+            pd.land(w, now, &mut inst, &mut rt, &mut dirty);
+        }
+        if any_finished {
+            progress(records.len() as u64 + failed, now);
+        }
+    }
+    debug_assert!(finished.is_empty() && client.is_done());
+    for r in &records {
+        routing.real_hit_tokens += r.cached_prompt_tokens as u64;
+    }
+    let mut instances = Vec::with_capacity(inst.len());
+    let mut cache = crate::cache::CacheStats::default();
+    let mut timeline = Vec::new();
+    let mut schedule = Vec::new();
+    let mut steps = 0;
+    for (i, x) in inst.into_iter().enumerate() {
+        let mut st = x.stats;
+        st.busy_s = x.load.busy_s;
+        load.busy_s += x.load.busy_s;
+        load.kv_full_s += x.load.kv_full_s;
+        steps += st.steps;
+        if i == 0 {
+            cache = x.cache.stats();
+            timeline = x.timeline;
+            schedule = x.schedule;
+        } else {
+            cache.merge(&x.cache.stats());
+            timeline.extend(x.timeline);
+            schedule.extend(x.schedule);
+        }
+        instances.push(st);
+    }
+    SimResult {
+        records,
+        failed,
+        failures,
+        outputs_cut,
+        load,
+        log,
+        cache,
+        steps,
+        timeline,
+        tokens,
+        schedule,
+        instances,
+        router: routing,
+        assigned,
+        pd: disagg.map(Disagg::into_times).unwrap_or_default(),
+    }
+}
+
+const NEVER_FITS: &str = "the request does not fit the KV cache even alone";

@@ -1,0 +1,282 @@
+//! `cachesim plan --target-rate R`: the cheapest deployment meeting the SLO at R. The grid's
+//! points are the configurations (`--gpus a,b --tp 1,2,4` and any other run flag); for each,
+//! the fewest instances among `--instances` meeting the SLO, found by bisection
+//! ([`cachesim::plan::deploy::smallest`]), each probe one simulation at R through the run flag
+//! `--instances N`. Each deployment is priced with the user's `--gpu-price` (instances × GPUs
+//! per instance × USD per GPU-hour, and per million output tokens at the throughput served);
+//! the answer is the table, cheapest first, one sentence, and on `--plot` the SLO metrics
+//! against rate for the cheapest deployments, from a full rate search of each.
+
+use super::plan::{at_values, calibration, describe, table, Plan};
+use super::{plural, points_bar};
+use crate::cli;
+use cachesim::plan::deploy::{cost, smallest, Cost, Prices};
+use cachesim::plan::Trial;
+use serde::Serialize;
+use std::io::Write;
+
+/// One configuration's answer.
+#[derive(Debug, Clone, Serialize)]
+struct Deployment {
+    point: usize,
+    #[serde(serialize_with = "as_map")]
+    knobs: cachesim::sweep::Point,
+    gpu: String,
+    tp: u64,
+    /// The router in front of the instances (`--router`).
+    router: String,
+    /// The fewest instances meeting the SLO at the target rate; `None`: not even the most.
+    instances: Option<u64>,
+    cost: Option<Cost>,
+    /// Instance counts simulated, in order, and whether each met the SLO.
+    tried: Vec<(u64, bool)>,
+    /// The run at the target rate with `instances` (or with the most tried, when none meets).
+    at_target: Option<Trial>,
+    error: Option<String>,
+}
+
+/// Knob pairs as a JSON object.
+fn as_map<S: serde::Serializer>(p: &cachesim::sweep::Point, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(p.len()))?;
+    for (k, v) in p {
+        m.serialize_entry(k, v)?;
+    }
+    m.end()
+}
+
+pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Result<()> {
+    use rayon::prelude::*;
+    if !(rate.is_finite() && rate > 0.0) {
+        anyhow::bail!("--target-rate must be a positive number of requests per second");
+    }
+    let mut prices = Prices::default();
+    for p in &args.gpu_price {
+        prices.extend(p.clone())?;
+    }
+    if prices.0.is_empty() {
+        anyhow::bail!(
+            "--target-rate needs --gpu-price GPU=USD_PER_HOUR,… for every GPU it considers (no prices are built in)"
+        );
+    }
+    let mut grid = plan.setup.grid(&args.grid, plan.refused)?;
+    if grid.zip.iter().any(|a| a.knob == "instances") {
+        anyhow::bail!("--zip: instances are searched per configuration at --target-rate; give them with --instances");
+    }
+    let counts: Option<Vec<u64>> = match grid.axes.iter().position(|a| a.knob == "instances") {
+        Some(i) => {
+            let axis = grid.axes.remove(i);
+            let mut v = axis
+                .values
+                .iter()
+                .map(|s| s.parse::<u64>().ok().filter(|n| *n >= 1))
+                .collect::<Option<Vec<u64>>>()
+                .ok_or_else(|| anyhow::anyhow!("--instances: counts are whole numbers >= 1 (e.g. 1..16)"))?;
+            v.sort_unstable();
+            v.dedup();
+            Some(v)
+        }
+        None => None,
+    };
+    let (knobs, jobs) = plan.setup.jobs(&grid, None)?;
+    // Every configuration's GPU and TP, and its price, before any simulation.
+    let mut configs = Vec::new();
+    for (k, p, a) in jobs {
+        let cfg = cachesim::config::resolve(&a.options());
+        if let Ok(c) = &cfg {
+            prices.of(&c.gpu.name)?;
+        }
+        configs.push((k, p, cfg));
+    }
+    let w = plan.load()?;
+    let (slo, shape) = (&plan.slo, plan.shape);
+    let flags = &plan.setup.flags;
+    let pb = points_bar(configs.len(), "sizing");
+    let mut found: Vec<Deployment> = configs
+        .into_par_iter()
+        .map(|(point, knobs, cfg)| {
+            pb.inc(1);
+            let mut d = Deployment {
+                point,
+                knobs: knobs.clone(),
+                gpu: String::new(),
+                tp: 0,
+                router: String::new(),
+                instances: None,
+                cost: None,
+                tried: Vec::new(),
+                at_target: None,
+                error: None,
+            };
+            let cfg = match cfg {
+                Ok(c) => c,
+                Err(e) => {
+                    d.error = Some(e.to_string());
+                    return d;
+                }
+            };
+            (d.gpu, d.tp) = (cfg.gpu.name.clone(), cfg.tp);
+            d.router = serde_json::to_value(cfg.cluster.router)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            // Without an --instances list, the deployment's own count (--instances N, or 1).
+            let own = [cfg.cluster.instances as u64];
+            let eval = |n: u64| -> cachesim::Result<(bool, Trial)> {
+                let cfg = match &counts {
+                    Some(_) => {
+                        let mut p = knobs.clone();
+                        p.push(("instances".into(), n.to_string()));
+                        let args = flags.parse_point(&p).map_err(|e| cachesim::Error::invalid("--instances", e))?;
+                        cachesim::config::resolve(&args.options())?
+                    }
+                    None => cfg.clone(),
+                };
+                cachesim::plan::trial_shaped(&w, &cfg, slo, rate, shape)
+            };
+            match smallest(counts.as_deref().unwrap_or(&own), eval) {
+                Ok(s) => {
+                    d.tried = s.tried;
+                    if let Some((n, t)) = s.found {
+                        let price = prices.of(&d.gpu).unwrap_or(0.0);
+                        d.cost = Some(cost(n * d.tp, price, t.output_throughput));
+                        d.instances = Some(n);
+                        d.at_target = Some(t);
+                    }
+                }
+                Err(e) => d.error = Some(e.to_string()),
+            }
+            d
+        })
+        .collect();
+    pb.finish_and_clear();
+    // Cheapest per hour first, then fewer GPUs, then cheaper per token, then grid order; those
+    // that miss the SLO last.
+    found.sort_by(|a, b| match (&a.cost, &b.cost) {
+        (Some(x), Some(y)) => {
+            let per_m = |c: &Cost| c.usd_per_million_output_tokens.unwrap_or(f64::INFINITY);
+            (x.usd_per_hour.total_cmp(&y.usd_per_hour))
+                .then(x.gpus.cmp(&y.gpus))
+                .then(per_m(x).total_cmp(&per_m(y)))
+                .then(a.point.cmp(&b.point))
+        }
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.point.cmp(&b.point),
+    });
+    let sims: usize = found.iter().map(|d| d.tried.len()).sum();
+    let all = counts.as_ref().map_or(1, Vec::len) * found.len();
+    let label = |d: &Deployment| {
+        let rest: Vec<&(String, String)> = d.knobs.iter().filter(|(k, _)| k != "gpu" && k != "tp").collect();
+        let rest = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", describe(&rest.into_iter().cloned().collect()))
+        };
+        let n = d.instances.unwrap_or(0);
+        let behind = if n > 1 { format!(" behind {} routing", d.router) } else { String::new() };
+        format!("{n} × {} TP{}{behind}{rest}", d.gpu, d.tp)
+    };
+    if let Some(path) = &plan.setup.run.plot {
+        let top: Vec<&Deployment> = found.iter().filter(|d| d.cost.is_some()).take(args.top.max(1)).collect();
+        let curves: Vec<cachesim::plan::plot::Curve> = top
+            .par_iter()
+            .map(|d| -> anyhow::Result<cachesim::plan::plot::Curve> {
+                let mut p = d.knobs.clone();
+                if counts.is_some() {
+                    p.push(("instances".into(), d.instances.unwrap_or(1).to_string()));
+                }
+                let a = flags.parse_point(&p).map_err(anyhow::Error::msg)?;
+                let cfg = cachesim::config::resolve(&a.options())?;
+                let r = cachesim::plan::max_rate(&w, &cfg, slo, &plan.opts, shape)?;
+                Ok(cachesim::plan::plot::Curve { label: label(d), trials: r.trials })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        cachesim::plan::plot::rate_plot(path, slo, &curves, Some(rate))?;
+    }
+    let range = counts.as_ref().map(|c| {
+        let (lo, hi) = (c[0], c[c.len() - 1]);
+        if c.len() as u64 == hi - lo + 1 {
+            format!("{lo}..{hi}")
+        } else {
+            c.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+        }
+    });
+    let search = match &range {
+        Some(r) => format!(
+            "fewest instances among {r} meeting the SLO at {rate} req/s, bisected per configuration (more instances \
+             are assumed never to serve a rate worse): {} instead of {all}",
+            plural(sims, "simulation")
+        ),
+        None => format!("each configuration as given at {rate} req/s: {}", plural(sims, "simulation")),
+    };
+    let mut stdout = std::io::stdout().lock();
+    if plan.setup.run.json {
+        let doc = serde_json::json!({
+            "target_rate": rate,
+            "slo": plan.slo_text(),
+            "arrivals": shape,
+            "instances_searched": counts,
+            "gpu_prices_usd_per_hour": prices.0.iter().map(|(g, p)| (g.clone(), (*p).into())).collect::<serde_json::Map<String, serde_json::Value>>(),
+            "calibration": serde_json::Value::Null,
+            "calibration_text": calibration(&plan.setup.run)?,
+            "simulations": sims,
+            "trace": &w.info,
+            "results": found,
+        });
+        serde_json::to_writer_pretty(&mut stdout, &doc)?;
+        writeln!(stdout)?;
+        return Ok(());
+    }
+    write!(stdout, "{}", plan.header(&w, &search)?)?;
+    let mut head: Vec<String> = knobs.clone();
+    head.extend(["instances", "GPUs", "$/hour", "$/M out tok", "output tok/s", "sims"].map(String::from));
+    head.extend(slo.0.iter().map(|t| t.key()));
+    let lines: Vec<Vec<String>> = found
+        .iter()
+        .map(|d| {
+            let mut cells: Vec<String> = d.knobs.iter().map(|(_, v)| v.clone()).collect();
+            match (&d.error, &d.cost, &d.at_target) {
+                (Some(e), _, _) => cells.push(format!("failed: {e}")),
+                (None, Some(c), Some(t)) => {
+                    cells.extend([
+                        d.instances.unwrap_or(0).to_string(),
+                        c.gpus.to_string(),
+                        format!("{:.2}", c.usd_per_hour),
+                        c.usd_per_million_output_tokens.map_or("-".into(), |v| format!("{v:.3}")),
+                        format!("{:.1}", t.output_throughput),
+                        d.tried.len().to_string(),
+                    ]);
+                    cells.extend(slo.0.iter().map(|s| format!("{:.1}", t.slo_values[&s.key()])));
+                }
+                _ => {
+                    let most = d.tried.first().map_or(1, |t| t.0);
+                    cells.push(format!("misses the SLO even with {most} instance{}", if most == 1 { "" } else { "s" }));
+                }
+            }
+            cells
+        })
+        .collect();
+    write!(stdout, "{}", table(&head, &lines))?;
+    match found.first().filter(|d| d.cost.is_some()) {
+        Some(d) => {
+            let (c, t) = (d.cost.expect("priced"), d.at_target.as_ref().expect("simulated"));
+            let per_m = c
+                .usd_per_million_output_tokens
+                .map_or(String::new(), |v| format!(", ${v:.3} per million output tokens"));
+            writeln!(
+                stdout,
+                "\nCheapest: {} ({}) serves {rate} req/s within the SLO ({}), for ${:.2} per hour{per_m}.",
+                label(d),
+                plural(c.gpus as usize, "GPU"),
+                at_values(slo, t),
+                c.usd_per_hour
+            )?;
+        }
+        None => writeln!(stdout, "\nNo deployment tried meets the SLO at {rate} req/s.")?,
+    }
+    if let Some(p) = &plan.setup.run.plot {
+        writeln!(stdout, "Plot:           {}", p.display())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! `cachesim plan`: per grid point, the highest request rate meeting the SLO (table, JSON and
+//! the SLO-metric-against-rate figure of the best points); with `--target-rate`, the cheapest
+//! deployment meeting it at that rate ([`super::deploy`]). Every answer names the calibration
+//! its step times come from.
+
+use super::{points_bar, Setup};
+use crate::cli;
+use cachesim::plan::{PlanResult, SearchOptions, Shape, Slo};
+use std::io::Write;
+
+/// What `plan` and its deployment search share: the setup, SLO, search options and arrivals.
+pub(super) struct Plan {
+    pub setup: Setup,
+    pub slo: Slo,
+    pub opts: SearchOptions,
+    pub shape: Shape,
+    /// Run flags `plan` searches itself, refused in the grid.
+    pub refused: &'static [&'static str],
+}
+
+impl Plan {
+    fn new(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<Plan> {
+        let setup = Setup::new(&args.grid, m)?;
+        let slo =
+            args.slo.clone().or_else(|| setup.file.as_ref().and_then(|f| f.slo.clone())).ok_or_else(|| {
+                anyhow::anyhow!("plan needs an SLO: --slo ttft_p99=2000,… or slo = \"…\" in the --file")
+            })?;
+        if setup.run.request_rate.is_some() {
+            anyhow::bail!("plan searches the request rate itself; drop --request-rate");
+        }
+        if !(args.tolerance > 0.0 && args.tolerance < 1.0) {
+            anyhow::bail!("--tolerance must lie in (0, 1), e.g. 0.01 for 1 %");
+        }
+        if let Some(p) = &setup.run.plot {
+            cachesim::plot::check_plot_path(p)?;
+        }
+        let opts = SearchOptions {
+            start_rate: args.start_rate,
+            tolerance: args.tolerance,
+            max_rate: args.max_rate,
+            min_rate: (args.start_rate / 1024.0).min(1e-3),
+        };
+        let shape = if args.trace_shape { Shape::Trace } else { Shape::Poisson };
+        let refused: &[&str] = if args.trace_shape { &["request_rate", "time_scale"] } else { &["request_rate"] };
+        Ok(Plan { setup, slo, opts, shape, refused })
+    }
+
+    /// The trace, read once, with `--trace-shape` checked against it.
+    pub fn load(&self) -> anyhow::Result<cachesim::workload::Workload> {
+        let w = crate::load(&self.setup.run.trace, &self.setup.run.build_options())?;
+        if self.shape == Shape::Trace && !w.requests.iter().all(|r| r.arrival_ms.is_some()) {
+            anyhow::bail!(
+                "--trace-shape: {} has no time stamps; drop --trace-shape to search Poisson rates",
+                w.info.path.display()
+            );
+        }
+        Ok(w)
+    }
+
+    /// The SLO as `key <= limit ms` items.
+    pub fn slo_text(&self) -> Vec<String> {
+        self.slo.0.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect()
+    }
+
+    /// The lines every plan answer opens with: trace, SLO, arrivals, calibration.
+    pub fn header(&self, w: &cachesim::workload::Workload, search: &str) -> anyhow::Result<String> {
+        let mut s = crate::trace_summary(&w.info);
+        s += &format!("SLO:            {}\n", self.slo_text().join(", "));
+        let arrivals = match self.shape {
+            Shape::Trace => "the trace's own arrival pattern, time stamps scaled to each rate".to_string(),
+            Shape::Poisson => format!(
+                "Poisson arrivals ({} process)",
+                format!("{:?}", self.setup.run.options().arrivals.process).to_lowercase()
+            ),
+        };
+        s += &format!("Arrivals:       {arrivals}\n");
+        s += &format!("Search:         {search}\n");
+        s += &format!("Calibration:    {}\n\n", calibration(&self.setup.run)?);
+        Ok(s)
+    }
+}
+
+/// The calibration the step times of `run` come from, and its validated error: with
+/// `--calibration none` the raw roofline, with a file that profile for every configuration, by
+/// default the built-in fitted profile matching each configuration's GPU, engine family and
+/// model (else the raw roofline), with the leave-one-out error each profile records.
+pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
+    use cachesim::calibrate::profile;
+    let quality = |p: &profile::Profile| match p.fit.loo_median_abs_error_pct {
+        Some(e) => format!("leave-one-out median |error| {e:.1} %"),
+        None if p.fit.cases.is_empty() => "not fitted".to_string(),
+        None => format!("fit median |error| {:.1} % on {} case(s)", p.fit.median_abs_error_pct, p.fit.cases.len()),
+    };
+    Ok(match run.options().calibration {
+        cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
+        cachesim::config::Calibration::File(f) => {
+            let p = profile::read(&f)?;
+            format!("{} ({}) for every configuration; {}", p.name, f.display(), quality(&p))
+        }
+        cachesim::config::Calibration::Auto => {
+            let names: Vec<String> =
+                profile::builtin().iter().map(|(_, p)| format!("{} ({})", p.name, quality(p))).collect();
+            format!(
+                "fitted profile per configuration where one matches its GPU, engine family and model, else \
+                 none (raw roofline); profiles: {}",
+                names.join(", ")
+            )
+        }
+    })
+}
+
+pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
+    use rayon::prelude::*;
+    let plan = Plan::new(args, m)?;
+    if let Some(rate) = args.target_rate {
+        return super::deploy::target(args, &plan, rate);
+    }
+    if !args.gpu_price.is_empty() {
+        anyhow::bail!("--gpu-price prices deployments at a --target-rate; give one");
+    }
+    let (slo, opts, shape) = (&plan.slo, plan.opts, plan.shape);
+    let (knobs, points) = plan.setup.points(&args.grid, None, plan.refused)?;
+    let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
+    let w = plan.load()?;
+    let pb = points_bar(jobs.len(), "searching");
+    let results: Vec<(usize, cachesim::sweep::Point, Result<PlanResult, String>)> = jobs
+        .into_par_iter()
+        .map(|(k, p, cfg)| {
+            let r =
+                cfg.and_then(|cfg| cachesim::plan::max_rate(&w, &cfg, slo, &opts, shape)).map_err(|e| e.to_string());
+            pb.inc(1);
+            (k, p, r)
+        })
+        .collect();
+    pb.finish_and_clear();
+    // Best first: unbounded, then the highest rate; ties in grid order.
+    let mut order: Vec<usize> =
+        (0..results.len()).filter(|&i| matches!(&results[i].2, Ok(r) if r.max_rate.is_some())).collect();
+    order.sort_by(|&a, &b| {
+        let key =
+            |i: usize| results[i].2.as_ref().map(|r| (r.unbounded, r.max_rate.unwrap_or(0.0))).unwrap_or_default();
+        let (ka, kb) = (key(a), key(b));
+        kb.0.cmp(&ka.0).then(kb.1.total_cmp(&ka.1)).then(a.cmp(&b))
+    });
+    if let Some(path) = &plan.setup.run.plot {
+        let curves: Vec<cachesim::plan::plot::Curve> = order
+            .iter()
+            .take(args.top.max(1))
+            .map(|&i| cachesim::plan::plot::Curve {
+                label: describe(&results[i].1),
+                trials: results[i].2.as_ref().map(|r| r.trials.clone()).unwrap_or_default(),
+            })
+            .collect();
+        cachesim::plan::plot::rate_plot(path, slo, &curves, None)?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if plan.setup.run.json {
+        let rows: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(k, p, r)| {
+                let mut o = serde_json::Map::new();
+                o.insert("point".into(), (*k).into());
+                for (knob, v) in p {
+                    o.insert(knob.clone(), v.clone().into());
+                }
+                match r {
+                    Ok(res) => {
+                        if let serde_json::Value::Object(fields) = serde_json::to_value(res).expect("serialisable") {
+                            o.extend(fields);
+                        }
+                    }
+                    Err(e) => {
+                        o.insert("error".into(), e.clone().into());
+                    }
+                }
+                o.into()
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "slo": plan.slo_text(),
+            "tolerance": args.tolerance,
+            "arrivals": shape,
+            "calibration": serde_json::Value::Null,
+            "calibration_text": calibration(&plan.setup.run)?,
+            "goodput_definition": "max_rate: the highest request rate served within the SLO (DistServe, Zhong et al., OSDI 2024); goodput at it: requests meeting every per-request limit per second (vllm bench serve --goodput)",
+            "trace": &w.info,
+            "results": rows,
+        });
+        serde_json::to_writer_pretty(&mut stdout, &doc)?;
+        writeln!(stdout)?;
+        return Ok(());
+    }
+    let search = format!("rate bracketed from {} req/s then bisected to {} %", args.start_rate, args.tolerance * 100.0);
+    write!(stdout, "{}", plan.header(&w, &search)?)?;
+    let mut head: Vec<String> = knobs.clone();
+    head.extend(["max req/s", "goodput req/s", "attainment", "output tok/s", "sims"].map(String::from));
+    head.extend(slo.0.iter().map(|t| t.key()));
+    let mut lines: Vec<Vec<String>> = Vec::new();
+    for (_, p, r) in &results {
+        let mut cells: Vec<String> = p.iter().map(|(_, v)| v.clone()).collect();
+        match r {
+            Ok(res) => {
+                let rate = match (res.max_rate, res.unbounded) {
+                    (Some(r), true) => format!(">= {r:.2}"),
+                    (Some(r), false) => format!("{r:.2}"),
+                    (None, _) => "none".into(),
+                };
+                cells.push(rate);
+                match &res.at_max_rate {
+                    Some(t) => {
+                        cells.extend([
+                            format!("{:.2}", t.goodput),
+                            format!("{:.1} %", t.slo_attainment * 100.0),
+                            format!("{:.1}", t.output_throughput),
+                        ]);
+                        cells.push(res.simulations.to_string());
+                        cells.extend(slo.0.iter().map(|s| format!("{:.1}", t.slo_values[&s.key()])));
+                    }
+                    None => {
+                        cells.extend(["-", "-", "-"].map(String::from));
+                        cells.push(res.simulations.to_string());
+                        cells.extend(slo.0.iter().map(|_| "-".to_string()));
+                    }
+                }
+            }
+            Err(e) => cells.push(format!("failed: {e}")),
+        }
+        lines.push(cells);
+    }
+    write!(stdout, "{}", table(&head, &lines))?;
+    let best = order.first().and_then(|&i| results[i].2.as_ref().ok().map(|r| (r, describe(&results[i].1))));
+    match best {
+        Some((r, what)) if !r.unbounded => {
+            let at = r.at_max_rate.as_ref().map(|t| at_values(slo, t)).unwrap_or_default();
+            writeln!(
+                stdout,
+                "\nBest: {what} sustains {:.2} req/s within the SLO ({at}), on one instance.",
+                r.max_rate.unwrap_or(0.0)
+            )?
+        }
+        Some((r, what)) => writeln!(
+            stdout,
+            "\nBest: {what} meets the SLO even at {} req/s (--max-rate): these requests are too few to load it; send more (--num-prompts).",
+            r.max_rate.unwrap_or(0.0)
+        )?,
+        None => writeln!(stdout, "\nNo configuration meets the SLO at any rate tried.")?,
+    }
+    if let Some(p) = &plan.setup.run.plot {
+        writeln!(stdout, "Plot:           {}", p.display())?;
+    }
+    Ok(())
+}
+
+/// A point as flags (`--max-num-seqs 64 --tp 2`), or "this configuration" for the base.
+pub(super) fn describe(p: &cachesim::sweep::Point) -> String {
+    if p.is_empty() {
+        "this configuration".to_string()
+    } else {
+        p.iter().map(|(k, v)| format!("--{k} {v}")).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// The SLO metrics of a trial in words: "p99_ttft_ms 1812.3 ms, p99_tpot_ms 41.0 ms".
+pub(super) fn at_values(slo: &Slo, t: &cachesim::plan::Trial) -> String {
+    slo.0.iter().map(|s| format!("{} {:.1} ms", s.key(), t.slo_values[&s.key()])).collect::<Vec<_>>().join(", ")
+}
+
+/// Right-aligned columns; a row shorter than the header ends in a reason, written after its
+/// other cells without widening the columns.
+pub(super) fn table(head: &[String], lines: &[Vec<String>]) -> String {
+    let width = |c: usize| {
+        let cells = lines.iter().filter_map(|l| if l.len() < head.len() && c + 1 >= l.len() { None } else { l.get(c) });
+        cells.map(|s| s.chars().count()).chain([head[c].chars().count()]).max().unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..head.len()).map(width).collect();
+    let fmt = |cells: &[String]| {
+        let parts: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect();
+        parts.join("  ")
+    };
+    let mut out = fmt(head) + "\n";
+    for l in lines {
+        match l.split_last() {
+            Some((why, cells)) if l.len() < head.len() => {
+                out += &fmt(cells);
+                out += if cells.is_empty() { "" } else { "  " };
+                out += why;
+            }
+            _ => out += &fmt(l),
+        }
+        out += "\n";
+    }
+    out
+}

@@ -1,0 +1,170 @@
+//! Invariants of multi-instance and disaggregated runs over random small workloads (shared
+//! prefixes, random arrivals, tight decode memory): every sent request completes or fails once;
+//! in a disaggregated run each completed request was prefilled once on a prefill instance, its KV
+//! moved once, after its prefill and before its first token, with bytes = the prompt tokens the
+//! decode instance lacked × bytes per token; routers count their load back to zero; the same
+//! inputs give identical results.
+
+use cachesim::cache::{CacheSpec, Policy};
+use cachesim::cluster::pd::{KvLink, PdConfig, PdStyle};
+use cachesim::cluster::router::{build, RouterKind, RouterParams};
+use cachesim::cost::Affine;
+use cachesim::engine::{EngineConfig, EngineKind, EngineVersion};
+use cachesim::sim::{drive, Front, InstanceSpec, Keep, Pd, Role, SimResult};
+use cachesim::trace::{self, ReadOptions};
+use cachesim::workload::{build as build_workload, BuildOptions, Workload};
+use proptest::prelude::*;
+use std::path::Path;
+
+const COST: Affine = Affine { base_s: 0.01, per_prefill_token_s: 0.001, per_decode_seq_s: 0.002, per_ctx_token_s: 0.0 };
+const KVB: u64 = 100;
+
+fn workload(reqs: &[(u32, u32, u32)]) -> Workload {
+    let mut doc = String::new();
+    for &(group, len, out) in reqs {
+        // A group's requests share their first tokens.
+        let ids: Vec<u32> =
+            (0..len).map(|i| if i < 12 { group * 1000 + i } else { 500_000 + doc.len() as u32 + i }).collect();
+        doc.push_str(&serde_json::json!({"prompt_ids": ids, "output_len": out}).to_string());
+        doc.push('\n');
+    }
+    let file = trace::parse(Path::new("t.jsonl"), doc.as_bytes(), &ReadOptions::default()).unwrap();
+    build_workload(file, &BuildOptions::default()).unwrap()
+}
+
+fn spec(role: Role, engine: EngineKind, blocks: u64) -> InstanceSpec<'static> {
+    let policy = if engine == EngineKind::Sglang { Policy::Radix } else { Policy::Paged };
+    InstanceSpec {
+        role,
+        engine: EngineConfig {
+            max_num_seqs: 4,
+            max_num_batched_tokens: 64,
+            ..EngineConfig::new(EngineVersion::newest(engine))
+        },
+        cache: CacheSpec {
+            policy,
+            block_size: (policy == Policy::Paged).then_some(4),
+            page_size: (policy == Policy::Radix).then_some(1),
+            capacity_tokens: Some(blocks * 4),
+        },
+        cost: &COST,
+    }
+}
+
+fn run(
+    w: &Workload,
+    sends: &[(u32, f64)],
+    pd: Option<(u32, u32, PdStyle, u64)>,
+    instances: usize,
+    kind: RouterKind,
+) -> SimResult {
+    let front = Front {
+        engine: EngineConfig::new(EngineVersion::newest(EngineKind::Vllm)),
+        max_concurrency: None,
+        request_overhead_s: 0.0,
+        limits: None,
+    };
+    match pd {
+        None => {
+            let specs = vec![spec(Role::Unified, EngineKind::Vllm, 64); instances];
+            let mut r = build(kind, RouterParams::default(), instances);
+            drive(w, sends, &front, &specs, r.as_mut(), None, Keep::default(), &|_, _| ())
+        }
+        Some((p, d, style, decode_blocks)) => {
+            let engine = if style == PdStyle::Sglang { EngineKind::Sglang } else { EngineKind::Vllm };
+            let mut specs = vec![spec(Role::Prefill, engine, 64); p as usize];
+            specs.extend(std::iter::repeat_n(spec(Role::Decode, engine, decode_blocks), d as usize));
+            let cfg = PdConfig {
+                prefill: p,
+                decode: d,
+                style,
+                link: KvLink { gbps: 1.0, latency_ms: 0.5, links: 2 },
+                prefill_max_num_seqs: None,
+                prefill_max_num_batched_tokens: None,
+                decode_max_num_seqs: None,
+                decode_max_num_batched_tokens: None,
+            };
+            let mut r = build(kind, RouterParams::default(), p as usize);
+            let mut dr = build(RouterKind::LeastLoad, RouterParams::default(), d as usize);
+            let pd = Pd { cfg, kv_bytes_per_token: KVB, decode_router: dr.as_mut() };
+            drive(w, sends, &front, &specs, r.as_mut(), Some(pd), Keep::default(), &|_, _| ())
+        }
+    }
+}
+
+fn reqs() -> impl Strategy<Value = Vec<(u32, u32, u32, u32)>> {
+    // (group, prompt length, output length, arrival in ms)
+    proptest::collection::vec((0u32..3, 2u32..40, 1u32..6, 0u32..200), 1..24)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn every_request_once_and_kv_moved_once_in_order(
+        rs in reqs(),
+        p in 1u32..3,
+        d in 1u32..3,
+        sglang in any::<bool>(),
+        decode_blocks in 4u64..40,
+    ) {
+        let w = workload(&rs.iter().map(|&(g, l, o, _)| (g, l, o)).collect::<Vec<_>>());
+        let sends: Vec<(u32, f64)> = rs.iter().enumerate().map(|(i, r)| (i as u32, r.3 as f64 / 1e3)).collect();
+        let style = if sglang { PdStyle::Sglang } else { PdStyle::Vllm };
+        let r = run(&w, &sends, Some((p, d, style, decode_blocks)), 0, RouterKind::RoundRobin);
+        prop_assert_eq!(r.records.len() as u64 + r.failed, sends.len() as u64);
+        if decode_blocks >= 12 {
+            // Every prompt (under 40 tokens) fits an idle decode instance (at least 48 slots).
+            prop_assert_eq!(r.failed, 0);
+        }
+        let mut ids: Vec<u32> = r.records.iter().map(|x| x.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        prop_assert_eq!(ids.len(), r.records.len(), "each request completes once");
+        prop_assert_eq!(r.instances[..p as usize].iter().map(|s| s.requests).sum::<u64>(), sends.len() as u64);
+        for x in &r.records {
+            let t = r.pd[x.id as usize];
+            let q = &w.requests[x.id as usize];
+            prop_assert!(t.prefill_instance < p && t.decode_instance < d);
+            prop_assert!(t.arrived_s <= x.first_scheduled_s && x.first_scheduled_s <= t.prefill_done_s);
+            prop_assert!(t.prefill_done_s <= t.transfer_start_s && t.transfer_start_s < t.transfer_end_s);
+            prop_assert!(t.transfer_end_s < x.first_token_s, "no decode before the transfer ends: {:?} {:?}", t, x);
+            prop_assert_eq!(t.bytes % KVB, 0);
+            prop_assert!(t.bytes <= q.prompt_len as u64 * KVB);
+            prop_assert_eq!(x.output_tokens, q.output_len);
+        }
+        // Transfers on two lanes never overlap more than two at a time.
+        let mut ev: Vec<(f64, i32)> = r.records.iter().flat_map(|x| {
+            let t = r.pd[x.id as usize];
+            [(t.transfer_start_s, 1), (t.transfer_end_s, -1)]
+        }).collect();
+        ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut open = 0;
+        for (_, e) in ev {
+            open += e;
+            prop_assert!(open <= 2);
+        }
+        let again = run(&w, &sends, Some((p, d, style, decode_blocks)), 0, RouterKind::RoundRobin);
+        prop_assert_eq!(&again.records, &r.records);
+    }
+
+    #[test]
+    fn data_parallel_runs_conserve_requests_and_load(
+        rs in reqs(),
+        n in 1usize..5,
+        kind in prop_oneof![Just(RouterKind::RoundRobin), Just(RouterKind::Random), Just(RouterKind::LeastLoad)],
+    ) {
+        let w = workload(&rs.iter().map(|&(g, l, o, _)| (g, l, o)).collect::<Vec<_>>());
+        let sends: Vec<(u32, f64)> = rs.iter().enumerate().map(|(i, r)| (i as u32, r.3 as f64 / 1e3)).collect();
+        let r = run(&w, &sends, None, n, kind);
+        prop_assert_eq!(r.records.len(), sends.len());
+        prop_assert_eq!(r.instances.iter().map(|s| s.requests).sum::<u64>(), sends.len() as u64);
+        for x in &r.records {
+            prop_assert!((r.assigned[x.id as usize] as usize) < n);
+        }
+        let steps: u64 = r.instances.iter().map(|s| s.steps).sum();
+        prop_assert_eq!(steps, r.steps);
+        let again = run(&w, &sends, None, n, kind);
+        prop_assert_eq!(&again.records, &r.records);
+    }
+}

@@ -1,0 +1,230 @@
+//! `cachesim plan` beyond the rate search: the cheapest deployment at a target rate (each
+//! deployment's SLO values equal a plain `cachesim run` at that rate, costs are instances × GPUs
+//! × the user's price, the cheapest is named), the fewest instances by bisection, list flags as
+//! grid axes, refusals (missing prices, a price without a target), the SLO-against-rate figure, the
+//! calibration line, and output that does not depend on the thread count.
+
+mod common;
+
+use common::{fails, ok};
+use serde_json::Value;
+
+const DEPLOY: [&str; 14] = [
+    "plan",
+    "--num-prompts",
+    "60",
+    "--slo",
+    "ttft_p99=60,tpot_p99=15",
+    "--target-rate",
+    "10",
+    "--gpus",
+    "h100-sxm,a100-80gb,l40s",
+    "--tp",
+    "1,2",
+    "--gpu-price",
+    "h100-sxm=3.5,a100-80gb=1.8",
+    "--gpu-price=l40s=0.9",
+];
+
+#[test]
+fn the_cheapest_deployment_at_a_target_rate() {
+    let mut args = DEPLOY.to_vec();
+    args.push("--json");
+    let doc: Value = serde_json::from_str(&ok(&args)).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 6, "3 GPUs × 2 TP");
+    let price = |g: &str| doc["gpu_prices_usd_per_hour"][g].as_f64().unwrap();
+    let mut last = 0.0;
+    let mut met = 0;
+    for r in results {
+        let (gpu, tp) = (r["gpu"].as_str().unwrap(), r["tp"].as_u64().unwrap());
+        assert_eq!(r["knobs"]["gpu"], gpu);
+        assert_eq!(r["knobs"]["tp"], tp.to_string());
+        // Each deployment's run at the target rate is `cachesim run` at that rate, exactly.
+        let run: Value = serde_json::from_str(&ok(&[
+            "run",
+            "--num-prompts",
+            "60",
+            "--request-rate",
+            "10",
+            "--gpu",
+            gpu,
+            "--tp",
+            &tp.to_string(),
+            "--json",
+        ]))
+        .unwrap();
+        let t = if r["at_target"].is_null() { continue } else { &r["at_target"] };
+        met += 1;
+        assert_eq!(t["slo_values"]["p99_ttft_ms"], run["p99_ttft_ms"]);
+        assert_eq!(t["slo_values"]["p99_tpot_ms"], run["p99_tpot_ms"]);
+        assert!(run["p99_ttft_ms"].as_f64().unwrap() <= 60.0 && run["p99_tpot_ms"].as_f64().unwrap() <= 15.0);
+        let c = &r["cost"];
+        assert_eq!(c["gpus"].as_u64().unwrap(), tp);
+        assert_eq!(c["usd_per_hour"].as_f64().unwrap(), tp as f64 * price(gpu));
+        let per_m = tp as f64 * price(gpu) / (run["output_throughput"].as_f64().unwrap() * 3600.0) * 1e6;
+        assert!((c["usd_per_million_output_tokens"].as_f64().unwrap() - per_m).abs() < 1e-9);
+        assert!(c["usd_per_hour"].as_f64().unwrap() >= last, "cheapest first");
+        last = c["usd_per_hour"].as_f64().unwrap();
+    }
+    assert!((2..6).contains(&met), "the SLO is meant to split the deployments: {met} meet it");
+    // A deployment missing the SLO is listed after those meeting it, without a cost.
+    assert!(results.last().unwrap()["cost"].is_null());
+    // The text answer: the table and one sentence naming the first of the JSON's results.
+    let text = ok(&DEPLOY);
+    let first = &results[0];
+    let want = format!(
+        "Cheapest: 1 × {} TP{} ({} GPU{}) serves 10 req/s within the SLO",
+        first["gpu"].as_str().unwrap(),
+        first["tp"],
+        first["tp"],
+        if first["tp"] == 1 { "" } else { "s" }
+    );
+    assert!(text.contains(&want), "{text}");
+    assert!(text.contains(&format!("for ${:.2} per hour", first["cost"]["usd_per_hour"].as_f64().unwrap())), "{text}");
+    assert!(text.contains("misses the SLO even with 1 instance"), "{text}");
+    assert!(text.contains("Calibration:    fitted profile per configuration where one matches"), "{text}");
+}
+
+#[test]
+fn deployment_refusals() {
+    let err = fails(&DEPLOY[..13]);
+    assert!(err.contains("no price for `l40s`; add l40s=USD_PER_HOUR (no prices are built in)"), "{err}");
+    let no_prices = ["plan", "--num-prompts", "4", "--slo", "ttft_p99=60", "--target-rate", "10"];
+    assert!(fails(&no_prices).contains("needs --gpu-price"));
+    let price_no_target = ["plan", "--num-prompts", "4", "--slo", "ttft_p99=60", "--gpu-price", "h100-sxm=1"];
+    assert!(fails(&price_no_target).contains("--gpu-price prices deployments at a --target-rate"));
+    assert!(fails(&["plan", "--slo", "ttft_p99=60", "--target-rate", "10", "--gpu-price", "h100-sxm"])
+        .contains("GPU=USD_PER_HOUR"));
+}
+
+#[test]
+fn list_flags_are_grid_axes() {
+    let base = ["sweep", "--num-prompts", "6", "--request-rate", "20"];
+    let a: Vec<&str> =
+        base.iter().copied().chain(["--max-num-seqs", "2,4", "--tp=1..2", "--gpus", "h100-sxm,l40s"]).collect();
+    let b: Vec<&str> = base
+        .iter()
+        .copied()
+        .chain(["--grid", "max-num-seqs=2,4", "--grid", "tp=1..2", "--grid", "gpu=h100-sxm,l40s"])
+        .collect();
+    let out = ok(&a);
+    assert_eq!(out, ok(&b));
+    assert!(out.contains("8 points"), "{out}");
+    // One value stays a plain flag.
+    let c: Vec<&str> = base.iter().copied().chain(["--max-num-seqs", "4"]).collect();
+    assert!(ok(&c).contains("1 point"));
+}
+
+#[test]
+fn the_plan_figure_and_its_search_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("plan.svg");
+    let args = [
+        "plan",
+        "--num-prompts",
+        "40",
+        "--slo",
+        "ttft_p99=300,tpot_p99=40",
+        "--max-num-seqs",
+        "4,16",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--json",
+    ];
+    let doc: Value = serde_json::from_str(&ok(&args)).unwrap();
+    for r in doc["results"].as_array().unwrap() {
+        let trials = r["trials"].as_array().unwrap();
+        assert_eq!(trials.len() as u64, r["simulations"].as_u64().unwrap());
+        // The rate reported is the highest that met the SLO; the bracket's top failed it.
+        let max = r["max_rate"].as_f64().unwrap();
+        let best =
+            trials.iter().filter(|t| t["meets"] == true).map(|t| t["rate"].as_f64().unwrap()).fold(0.0, f64::max);
+        assert_eq!(best, max);
+        let fails_at = r["fails_at"].as_f64().unwrap();
+        assert!(trials.iter().any(|t| t["rate"].as_f64() == Some(fails_at) && t["meets"] == false));
+        assert!(trials.iter().filter(|t| t["meets"] == false).all(|t| t["rate"].as_f64().unwrap() > max));
+    }
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for want in [
+        "p99_ttft_ms (limit 300 ms)",
+        "p99_tpot_ms (limit 40 ms)",
+        "SLO limit",
+        "--max-num-seqs 16",
+        "--max-num-seqs 4",
+    ] {
+        assert!(text.contains(want), "the figure lacks {want}");
+    }
+    assert!(fails(&["plan", "--slo", "ttft_p99=1", "--plot", "x.pdf"]).contains(".svg or .png"));
+}
+
+#[test]
+fn plan_output_does_not_depend_on_the_thread_count() {
+    let run = |threads: &str, extra: &[&str]| {
+        let mut args =
+            vec!["plan", "--num-prompts", "30", "--slo", "ttft_p99=200", "--max-num-seqs", "2,4,8,16", "--json"];
+        args.extend(extra);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
+            .args(&args)
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    assert_eq!(run("1", &[]), run("2", &[]));
+    let deploy = ["--target-rate", "5", "--gpus", "h100-sxm,l40s", "--gpu-price", "h100-sxm=2,l40s=1"];
+    assert_eq!(run("1", &deploy), run("2", &deploy));
+}
+
+/// With `--instances 1..8` the fewest instances meeting the SLO are found by bisection (the most
+/// first, then halving: 4 simulations, not 8), and the answer checks out against plain runs: one
+/// instance fewer misses the SLO, the count found gives exactly the values reported. At equal
+/// cost per hour, fewer GPUs win.
+#[test]
+fn the_fewest_instances_by_bisection() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("r300.jsonl");
+    let trace = trace.to_str().unwrap();
+    ok(&[
+        "gen",
+        "random",
+        "--num-prompts",
+        "300",
+        "--input-len",
+        "1000",
+        "--output-len",
+        "100",
+        "--range-ratio",
+        "0.5",
+        "-o",
+        trace,
+    ]);
+    let base = ["--trace", trace, "--slo", "ttft_p99=300", "--target-rate", "40"];
+    let mut args = vec!["plan"];
+    args.extend(base);
+    args.extend(["--gpus", "l40s,h100-sxm", "--instances", "1..8", "--gpu-price", "l40s=1,h100-sxm=3", "--json"]);
+    let doc: Value = serde_json::from_str(&ok(&args)).unwrap();
+    assert_eq!(doc["instances_searched"], serde_json::json!([1, 2, 3, 4, 5, 6, 7, 8]));
+    let r = doc["results"].as_array().unwrap();
+    // h100-sxm: 1 instance at $3/h; l40s: 3 instances at $3/h; 1 GPU beats 3.
+    assert_eq!((r[0]["gpu"].as_str(), r[0]["instances"].as_u64()), (Some("h100-sxm"), Some(1)));
+    assert_eq!((r[1]["gpu"].as_str(), r[1]["instances"].as_u64()), (Some("l40s"), Some(3)));
+    assert_eq!(r[1]["tried"], serde_json::json!([[8, true], [4, true], [2, false], [3, true]]));
+    assert_eq!(r[0]["tried"], serde_json::json!([[8, true], [4, true], [2, true], [1, true]]));
+    assert_eq!(doc["simulations"], 8);
+    let p99 = |n: &str| -> f64 {
+        let out = ok(&["run", "--trace", trace, "--request-rate", "40", "--gpu", "l40s", "--instances", n, "--json"]);
+        serde_json::from_str::<Value>(&out).unwrap()["p99_ttft_ms"].as_f64().unwrap()
+    };
+    assert!(p99("2") > 300.0);
+    assert_eq!(p99("3"), r[1]["at_target"]["slo_values"]["p99_ttft_ms"].as_f64().unwrap());
+    args.pop();
+    let text = ok(&args);
+    assert!(
+        text.contains("fewest instances among 1..8 meeting the SLO at 40 req/s, bisected per configuration"),
+        "{text}"
+    );
+    assert!(text.contains("8 simulations instead of 16"), "{text}");
+    assert!(text.contains("Cheapest: 1 × h100-sxm TP1 (1 GPU) serves 40 req/s"), "{text}");
+}
