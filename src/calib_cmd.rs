@@ -1,47 +1,282 @@
-//! The `calibrate` and `validate` commands: print what a real benchmark report says, and run
-//! every expressible case of `calibration/cases/` against its report.
+//! The `calibrate` and `validate` commands: print what a real benchmark report says, fit a
+//! step-time profile to chosen cases, and run every expressible case of `calibration/cases/`
+//! against its measurements with the profile `cachesim run` would use.
 
 use crate::cli::{CalibrateArgs, CaseRun, ValidateArgs};
 use anyhow::Context;
-use cachesim::calibrate::{case, report};
+use cachesim::calibrate::{case, fit, profile};
+use cachesim::config::Calibration;
 use clap::Parser;
+use rayon::prelude::*;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// `cachesim calibrate --report FILE [--json]`.
+/// `cachesim calibrate --report FILE [--json]` or `cachesim calibrate --fit …`.
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
-    let r = report::read(&args.report)?;
+    if args.fit {
+        return fit_profile(args);
+    }
+    let Some(path) = &args.report else { anyhow::bail!("give --report FILE or --fit") };
+    let r = cachesim::calibrate::report::read_record(path, args.record)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &r)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", report::text(&r))?;
+        write!(out, "{}", cachesim::calibrate::report::text(&r, args.verbose))?;
     }
     Ok(())
 }
 
-/// Simulates one case: its run arguments parsed as `cachesim run` would, over its workload.
-fn simulate(c: &case::LoadedCase) -> anyhow::Result<cachesim::metrics::Summary> {
-    let argv = std::iter::once("case".to_string()).chain(c.run_args());
-    let run = CaseRun::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?.run;
-    let cfg = cachesim::config::resolve(&run.options())?;
-    let w = c.workload()?;
-    let keep = cachesim::sim::Keep { steps: false, tokens: false, schedule: false };
-    Ok(cachesim::sim::simulate(&w, &cfg, keep)?.summary)
+/// The data folder: the flag, else `$CACHESIM_DATA`.
+fn data_dir(flag: &Option<PathBuf>) -> Option<PathBuf> {
+    flag.clone().or_else(|| std::env::var_os("CACHESIM_DATA").map(PathBuf::from))
 }
 
-/// `cachesim validate [--cases DIR] [--json]`.
+/// Workloads already read, by trace flags, so cases sharing a data set read it once.
+type Workloads = HashMap<String, Arc<cachesim::workload::Workload>>;
+
+/// A case resolved as `cachesim run` would resolve its arguments, with its workload; `raw`
+/// prices steps with the raw roofline instead of the matching profile.
+fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Workloads) -> anyhow::Result<fit::Target> {
+    let argv = std::iter::once("case".to_string()).chain(c.run_args(data)?);
+    let run = CaseRun::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?.run;
+    let mut opts = run.options();
+    if raw {
+        opts.calibration = Calibration::None;
+    }
+    let cfg = cachesim::config::resolve(&opts)?;
+    let workload = match c.workload()? {
+        Some(w) => Arc::new(w),
+        None => {
+            let build = run.build_options();
+            let key = format!("{:?} {:?}", run.trace.trace, build);
+            match cache.get(&key) {
+                Some(w) => w.clone(),
+                None => {
+                    let w = Arc::new(cachesim::load_workload(
+                        run.trace.trace.as_deref(),
+                        &run.trace.read_options(),
+                        &build,
+                    )?);
+                    cache.insert(key, w.clone());
+                    w
+                }
+            }
+        }
+    };
+    let measured = c
+        .measured
+        .metrics
+        .iter()
+        .filter(|(k, _)| !c.case.skip_metrics.contains(k))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    Ok(fit::Target { case: c.case.case.clone(), cfg, workload, measured })
+}
+
+/// `metric=weight,…`.
+fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
+    s.split(',')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').with_context(|| format!("--weights: `{kv}` is not metric=weight"))?;
+            let w: f64 = v.trim().parse().with_context(|| format!("--weights: `{v}` is not a number"))?;
+            let k = k.trim();
+            if !case::METRICS.contains(&k) {
+                anyhow::bail!("--weights: unknown metric `{k}` (one of {})", case::METRICS.join(", "));
+            }
+            Ok((k.to_string(), w))
+        })
+        .collect()
+}
+
+/// `cachesim calibrate --fit --cases PATTERN --out FILE`.
+fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
+    let (Some(pattern), Some(out)) = (&args.cases, &args.out) else { anyhow::bail!("--fit needs --cases and --out") };
+    let globs = pattern
+        .split(',')
+        .map(|p| glob::Pattern::new(p.trim()).with_context(|| format!("--cases: bad pattern `{p}`")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cases: Vec<_> = case::load_dir(&args.cases_dir)?
+        .into_iter()
+        .filter(|c| globs.iter().any(|g| g.matches(&c.case.case)))
+        .collect();
+    if cases.is_empty() {
+        anyhow::bail!("--cases {pattern}: no case in {} matches", args.cases_dir.display());
+    }
+    let not: Vec<String> = cases
+        .iter()
+        .filter(|c| !c.case.expressible)
+        .map(|c| format!("{} ({})", c.case.case, c.case.missing.clone().unwrap_or_default()))
+        .collect();
+    if !not.is_empty() {
+        anyhow::bail!("--cases {pattern}: not expressible, cannot be fitted: {}", not.join("; "));
+    }
+    let data = data_dir(&args.data);
+    let mut cache = Workloads::new();
+    let targets = cases
+        .iter()
+        .map(|c| prepare(c, data.as_deref(), true, &mut cache).with_context(|| format!("case {}", c.case.case)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let gpu = &targets[0].cfg.gpu.name;
+    let family = profile::family(targets[0].cfg.engine.engine);
+    if let Some(t) = targets.iter().find(|t| &t.cfg.gpu.name != gpu || profile::family(t.cfg.engine.engine) != family) {
+        anyhow::bail!(
+            "a profile is for one GPU and engine family: {} runs {} / {}, {} runs {gpu} / {family}",
+            t.case,
+            t.cfg.gpu.name,
+            profile::family(t.cfg.engine.engine),
+            targets[0].case
+        );
+    }
+    let mut models: Vec<String> = targets.iter().map(|t| t.cfg.model.name.clone()).collect();
+    models.sort();
+    models.dedup();
+    let weights = match &args.weights {
+        Some(w) => parse_weights(w)?,
+        None => fit::default_weights(),
+    };
+    let o = fit::FitOptions {
+        weights: weights.clone(),
+        max_iters: args.max_iters,
+        unknown_hardware: args.unknown_hardware,
+        ..Default::default()
+    };
+    let f = fit::fit(&targets, &o)?;
+    let loo = if args.no_loo { Vec::new() } else { fit::leave_one_out(&targets, &o)? };
+    let mut command = format!("cachesim calibrate --fit --cases '{pattern}' --out {}", out.display());
+    if let Some(w) = &args.weights {
+        command += &format!(" --weights {w}");
+    }
+    if args.max_iters != 150 {
+        command += &format!(" --max-iters {}", args.max_iters);
+    }
+    if args.unknown_hardware {
+        command += " --unknown-hardware";
+    }
+    if args.no_loo {
+        command += " --no-loo";
+    }
+    let name = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let p = profile::Profile {
+        name,
+        gpu: gpu.clone(),
+        engine: family.to_string(),
+        models,
+        efficiency: f.efficiency,
+        fit: profile::FitInfo {
+            command,
+            cases: targets.iter().map(|t| t.case.clone()).collect(),
+            weights,
+            fitted: f.fitted.iter().map(|s| s.to_string()).collect(),
+            held: f.held.clone(),
+            objective: f.objective,
+            rms_log_error: fit::rms_log_error(&f.residuals),
+            median_abs_error_pct: fit::median_abs_error(&f.residuals).unwrap_or(0.0),
+            evaluations: f.evaluations,
+            loo_median_abs_error_pct: fit::median_abs_error(&loo),
+            residuals: f.residuals.clone(),
+            leave_one_out: loo,
+        },
+    };
+    let text = format!(
+        "# Fitted step-time profile (cachesim calibrate --fit); regenerate with the command in [fit].\n{}",
+        profile::to_toml(&p)
+    );
+    std::fs::write(out, text).with_context(|| format!("cannot write {}", out.display()))?;
+    let mut o = std::io::stdout().lock();
+    writeln!(
+        o,
+        "Profile {} ({} / {} / {}) written to {}",
+        p.name,
+        p.gpu,
+        p.engine,
+        p.models.join(", "),
+        out.display()
+    )?;
+    for name in &p.fit.fitted {
+        writeln!(o, "  {name:<20} {}", factor_text(&p.efficiency, name))?;
+    }
+    for h in &p.fit.held {
+        writeln!(o, "  held: {h}")?;
+    }
+    writeln!(
+        o,
+        "Fit over {} case(s), {} simulations each: objective {:.4}, rms log error {:.3}, median |error| {:.1} %",
+        p.fit.cases.len(),
+        p.fit.evaluations,
+        p.fit.objective,
+        p.fit.rms_log_error,
+        p.fit.median_abs_error_pct
+    )?;
+    for r in &p.fit.residuals {
+        writeln!(
+            o,
+            "  fit  {:<10} {:<22} {:>12.2} {:>12.2} {:>+8.1} %",
+            r.case, r.metric, r.measured, r.predicted, r.error_pct
+        )?;
+    }
+    match p.fit.loo_median_abs_error_pct {
+        Some(m) => {
+            writeln!(o, "Leave-one-out median |error| {m:.1} %")?;
+            for r in &p.fit.leave_one_out {
+                writeln!(
+                    o,
+                    "  loo  {:<10} {:<22} {:>12.2} {:>12.2} {:>+8.1} %",
+                    r.case, r.metric, r.measured, r.predicted, r.error_pct
+                )?;
+            }
+        }
+        None => writeln!(o, "Leave-one-out: not run (one case, or --no-loo)")?,
+    }
+    Ok(())
+}
+
+fn factor_text(e: &cachesim::cost::Efficiency, name: &str) -> String {
+    match name {
+        "gemm_flops" => format!("{:.3} of peak FLOPS", e.gemm_flops),
+        "attn_flops" => format!("{:.3} of peak FLOPS", e.attn_flops),
+        "mem_bw" => format!("{:.3} of HBM bandwidth", e.mem_bw),
+        "comm_bw" => format!("{:.3} of link bandwidth", e.comm_bw),
+        "step_overhead_s" => format!("{:.3} ms per step", e.step_overhead_s * 1e3),
+        "per_seq_overhead_s" => format!("{:.2} µs per sequence", e.per_seq_overhead_s * 1e6),
+        _ => String::new(),
+    }
+}
+
+/// `cachesim validate [--cases DIR] [--data DIR] [--json]`.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     let cases = case::load_dir(&args.cases)?;
+    let data = data_dir(&args.data);
     let mut v = case::Validation::default();
+    let mut cache = Workloads::new();
+    let mut targets = Vec::new();
     for c in &cases {
         if !c.case.expressible {
             let missing = c.case.missing.clone().unwrap_or_default();
             v.not_expressible.push(case::Skipped { case: c.case.case.clone(), missing });
             continue;
         }
-        let summary = simulate(c).with_context(|| format!("case {} ({})", c.case.case, c.file.display()))?;
-        v.rows.extend(case::compare(c, &summary));
+        if let Err(e) = c.trace_path(data.as_deref()) {
+            v.not_run.push(case::Skipped { case: c.case.case.clone(), missing: e.to_string() });
+            continue;
+        }
+        let t = prepare(c, data.as_deref(), args.uncalibrated, &mut cache)
+            .with_context(|| format!("case {} ({})", c.case.case, c.file.display()))?;
+        targets.push((c, t));
+    }
+    let sums: Vec<_> = targets.par_iter().map(|(_, t)| fit::simulate(t, t.cfg.efficiency)).collect();
+    for ((c, t), s) in targets.iter().zip(sums) {
+        let s = s.with_context(|| format!("case {}", c.case.case))?;
+        let used = match c.profile_path() {
+            Some(p) => Some(profile::read(&p)?),
+            None => profile::builtin_for(&t.cfg.gpu.name, t.cfg.engine.engine, &t.cfg.model.name).map(|(_, p)| p),
+        };
+        let fitted = !args.uncalibrated && used.is_some_and(|p| p.fit.cases.contains(&c.case.case));
+        v.cases.push(case::CaseInfo { case: c.case.case.clone(), calibration: t.cfg.calibration.clone(), fitted });
+        v.rows.extend(case::compare(c, &s));
     }
     case::summarise(&mut v);
     let mut out = std::io::stdout().lock();
@@ -50,6 +285,18 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         writeln!(out)?;
     } else {
         write!(out, "{}", case::text(&v))?;
+    }
+    out.flush()?;
+    if let Some(bound) = args.max_held_out_error {
+        let weights = fit::default_weights();
+        let metrics: Vec<&str> = weights.keys().map(String::as_str).collect();
+        match case::held_out_median(&v, &metrics) {
+            Some(m) if m > bound => {
+                anyhow::bail!("held-out median |error| {m:.2} % exceeds --max-held-out-error {bound} %")
+            }
+            Some(_) => {}
+            None => anyhow::bail!("--max-held-out-error: no held-out case was run"),
+        }
     }
     Ok(())
 }

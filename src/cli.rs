@@ -279,6 +279,11 @@ pub struct RunArgs {
     /// low-load SGLang TTFTs].
     #[arg(long, help_heading = "Load")]
     pub request_overhead_ms: Option<f64>,
+    /// Step-time factors: the fitted profile of calibration/profiles/ matching the GPU, engine
+    /// family and model (default), `none` for the raw roofline, or a profile FILE
+    /// (`cachesim calibrate --fit --out`).
+    #[arg(long, value_name = "none|FILE", help_heading = "Engine")]
+    pub calibration: Option<PathBuf>,
     /// Client-side limit on requests in flight (closed loop).
     #[arg(allow_negative_numbers = true, long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Load")]
     pub max_concurrency: Option<u32>,
@@ -476,6 +481,11 @@ impl RunArgs {
             max_concurrency: self.max_concurrency,
             request_overhead_ms: self.request_overhead_ms,
             layout: self.layout.options(),
+            calibration: match &self.calibration {
+                None => cachesim::config::Calibration::Auto,
+                Some(p) if p.as_os_str() == "none" => cachesim::config::Calibration::None,
+                Some(p) => cachesim::config::Calibration::File(p.clone()),
+            },
             cluster: ClusterConfig {
                 instances: self.instances,
                 router: self.router,
@@ -937,10 +947,48 @@ fn parse_slo(s: &str) -> Result<cachesim::plan::Slo, String> {
 
 /// `cachesim calibrate`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["report", "fit"])))]
 pub struct CalibrateArgs {
-    /// The report file, as the benchmark client printed it.
+    /// The report file, as the benchmark client printed it (text), or its saved result (sglang
+    /// result JSONL, vLLM --save-result JSON).
+    #[arg(long, value_name = "FILE", conflicts_with = "fit")]
+    pub report: Option<PathBuf>,
+    /// Fit the step-time factors to the cases named by --cases and write the profile to --out.
+    #[arg(long, requires_all = ["cases", "out"])]
+    pub fit: bool,
+    /// Case names to fit on: globs over the case names in --cases-dir, comma-separated (e.g.
+    /// 'P001,P009' or 'P00[19]').
+    #[arg(long, value_name = "PATTERN")]
+    pub cases: Option<String>,
+    /// Folder of case files.
+    #[arg(long, value_name = "DIR", default_value = "calibration/cases")]
+    pub cases_dir: PathBuf,
+    /// Where to write the profile (TOML).
     #[arg(long, value_name = "FILE")]
-    pub report: PathBuf,
+    pub out: Option<PathBuf>,
+    /// Metric weights of the objective, metric=weight,… [default: output_throughput=1,
+    /// median_ttft_ms=1,median_tpot_ms=1,median_e2e_latency_ms=1].
+    #[arg(long, value_name = "LIST")]
+    pub weights: Option<String>,
+    /// Nelder–Mead iterations at most.
+    #[arg(long, default_value_t = 150)]
+    pub max_iters: u64,
+    /// The cases' GPU and model are stand-ins for an unknown setup: let the factors leave their
+    /// physical ranges (efficiencies down to 0.01, up to 1 s per step and 10 ms per sequence).
+    #[arg(long)]
+    pub unknown_hardware: bool,
+    /// Skip the leave-one-out refits (faster; the profile then records no hold-out error).
+    #[arg(long)]
+    pub no_loo: bool,
+    /// The data folder the cases' data sets are relative to [default: $CACHESIM_DATA].
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Which result of a JSONL file holding several (1-based).
+    #[arg(long, value_name = "N")]
+    pub record: Option<usize>,
+    /// List the lines (or JSON keys) not recognised.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -952,6 +1000,17 @@ pub struct ValidateArgs {
     /// Folder of case files (*.toml).
     #[arg(long, value_name = "DIR", default_value = "calibration/cases")]
     pub cases: PathBuf,
+    /// The data folder the cases' data sets are relative to [default: $CACHESIM_DATA]; cases
+    /// whose data is absent are listed as not run.
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Simulate with the raw roofline instead of the fitted profiles.
+    #[arg(long)]
+    pub uncalibrated: bool,
+    /// Fail (exit status 1) when the held-out median |error| over output throughput and median
+    /// TTFT, TPOT and E2E exceeds this many percent.
+    #[arg(long, value_name = "PCT")]
+    pub max_held_out_error: Option<f64>,
     /// Print JSON: rows, summary per metric, cases not expressible.
     #[arg(long)]
     pub json: bool,

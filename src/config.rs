@@ -69,8 +69,51 @@ pub struct RunOptions {
     pub request_overhead_ms: Option<f64>,
     /// Pipeline, expert and DP-attention parallelism, nodes, KV dtype, speculative decoding.
     pub layout: LayoutOptions,
+    /// Which step-time factors price the steps.
+    pub calibration: Calibration,
     /// Instances and the router in front of them.
     pub cluster: ClusterConfig,
+}
+
+/// Where the step-time factors ([`Efficiency`]) come from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Calibration {
+    /// The built-in fitted profile of `calibration/profiles/` matching the GPU, engine family
+    /// and model, else the raw roofline's defaults.
+    #[default]
+    Auto,
+    /// The raw roofline: [`Efficiency::default`].
+    None,
+    /// A profile file (`cachesim calibrate --fit --out`).
+    File(PathBuf),
+}
+
+/// The step-time factors for `o` and how they were chosen (echoed with the config).
+fn calibration(o: &RunOptions, gpu: &str, model: &str) -> Result<(Efficiency, String)> {
+    use crate::calibrate::profile;
+    let family = profile::family(o.engine);
+    Ok(match &o.calibration {
+        Calibration::None => (Efficiency::default(), "none (raw roofline, --calibration none)".into()),
+        Calibration::File(p) => {
+            let prof = profile::read(p)?;
+            let how = if prof.fit.cases.is_empty() {
+                "not fitted".to_string()
+            } else {
+                format!("fitted on {}", prof.fit.cases.join(", "))
+            };
+            (prof.efficiency, format!("{} ({}, {how})", prof.name, p.display()))
+        }
+        Calibration::Auto => match profile::builtin_for(gpu, o.engine, model) {
+            Some((file, prof)) => (
+                prof.efficiency,
+                format!("{} (calibration/profiles/{file}, fitted on {})", prof.name, prof.fit.cases.join(", ")),
+            ),
+            None => (
+                Efficiency::default(),
+                format!("none (raw roofline: no fitted profile for {gpu} / {family} / {model})"),
+            ),
+        },
+    })
 }
 
 impl Default for RunOptions {
@@ -106,6 +149,7 @@ impl Default for RunOptions {
             max_concurrency: None,
             request_overhead_ms: None,
             layout: LayoutOptions::default(),
+            calibration: Calibration::Auto,
             cluster: ClusterConfig::default(),
         }
     }
@@ -142,6 +186,8 @@ pub struct RunConfig {
     /// not. A plain number so calibration can fit it.
     pub request_overhead_ms: f64,
     pub efficiency: Efficiency,
+    /// Which profile set [`RunConfig::efficiency`], in words.
+    pub calibration: String,
     /// Instances and the router in front of them.
     pub cluster: ClusterConfig,
     /// The `--deployment` file the run came from (set by the binary).
@@ -400,6 +446,7 @@ pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
 pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     let model = profile::model(&o.model, o.model_file.as_deref())?;
     let gpu = profile::gpu(&o.gpu, o.gpu_file.as_deref())?;
+    let (efficiency, calibration) = calibration(o, &gpu.name, &model.name)?;
     if o.tp == 0 || o.tp > 64 {
         return Err(Error::invalid("--tp", format!("{} must be between 1 and 64", o.tp)));
     }
@@ -614,7 +661,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         arrivals: o.arrivals,
         max_concurrency: o.max_concurrency,
         request_overhead_ms,
-        efficiency: Efficiency::default(),
+        efficiency,
+        calibration,
         cluster: ClusterConfig {
             // kv-aware counts blocks of the engines' own size.
             router_params: crate::cluster::router::RouterParams {

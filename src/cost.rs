@@ -16,7 +16,7 @@ pub mod spec;
 
 use crate::profile::{Dtype, Gpu, Model, Network};
 use parallel::{Links, Parallel};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use spec::SpecDecode;
 
 /// What one step computes, in aggregate.
@@ -127,8 +127,9 @@ impl CostModel for Affine {
 }
 
 /// Fractions of peak reached in practice, and fixed overheads. Defaults are engineering
-/// estimates (not yet fitted); `cachesim calibrate` will fit them to real reports.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// estimates; `cachesim calibrate --fit` fits them to real runs (`calibration/profiles/`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Efficiency {
     /// Achieved share of peak tensor FLOPS in GEMMs.
     pub gemm_flops: f64,

@@ -83,7 +83,7 @@ fn the_cheapest_deployment_at_a_target_rate() {
     assert!(text.contains(&want), "{text}");
     assert!(text.contains(&format!("for ${:.2} per hour", first["cost"]["usd_per_hour"].as_f64().unwrap())), "{text}");
     assert!(text.contains("misses the SLO even with 1 instance"), "{text}");
-    assert!(text.contains("Calibration:    none (raw roofline"), "{text}");
+    assert!(text.contains("Calibration:    fitted profile per configuration where one matches"), "{text}");
 }
 
 #[test]

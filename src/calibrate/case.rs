@@ -1,7 +1,8 @@
 //! Calibration cases (`calibration/cases/<case>.toml`): one real benchmark run each — the
-//! deployment, how to rebuild its workload, the report file its measured metrics are read from
-//! (by [`super::report`], never retyped), and what is assumed — and the validation table that
-//! compares a simulation of each expressible case with its report, metric by metric.
+//! deployment, how to rebuild its workload, its measured metrics (read from the report file by
+//! [`super::report`], never retyped; or, for a published point that exists only as a table row,
+//! the row's figures with its source), and what is assumed — and the validation table that
+//! compares a simulation of each expressible case with its measurements, metric by metric.
 
 use super::report::{self, BenchReport};
 use crate::error::{Error, Result};
@@ -26,25 +27,57 @@ pub struct Deployment {
     /// Further `cachesim run` flags (the engine's own flags of the real run).
     #[serde(default)]
     pub flags: Vec<String>,
+    /// A step-time profile for this case, relative to the case file's folder, instead of the
+    /// built-in one matching its GPU, engine and model (`--calibration FILE`).
+    pub profile: Option<PathBuf>,
 }
 
 /// How the case's workload is rebuilt.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
-    /// `random` (cachesim gen random: fixed or ranged lengths) or `sharegpt`.
+    /// `random` (cachesim gen random: fixed or ranged lengths), `sharegpt` (the clients'
+    /// ShareGPT sampling over `trace`), or the source's own words when not expressible.
     pub dataset: String,
-    pub num_prompts: u32,
+    pub num_prompts: Option<u32>,
     pub input_len: Option<u32>,
     pub output_len: Option<u32>,
     /// sglang --random-range-ratio semantics (1.0 = fixed lengths).
     #[serde(default = "one")]
     pub range_ratio: f64,
     /// Requests per second, or `inf`.
-    pub request_rate: String,
-    /// Seed of the generator and of the arrivals.
+    pub request_rate: Option<String>,
+    /// Client-side limit on requests in flight.
+    pub max_concurrency: Option<u32>,
+    /// Seed of the generator, the client's sampling and the arrivals.
     #[serde(default)]
     pub seed: u64,
+    /// The data set file, relative to the data folder (`--data`, `$CACHESIM_DATA`).
+    pub trace: Option<String>,
+    /// `--dataset-filter`: whose ShareGPT sampling rules to replay (`vllm`, `sglang`).
+    pub filter: Option<String>,
+    /// The benchmark client that measured the run (`sglang` bench_serving or `vllm` bench
+    /// serve): its arrival process and report keys. Default: the report's layout.
+    pub client: Option<String>,
+}
+
+/// Where a published point comes from: the row of `serving_benchmarks.csv`, verbatim.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Published {
+    pub point_id: String,
+    pub engine: String,
+    pub engine_version: String,
+    pub gpu: String,
+    pub num_gpus: String,
+    pub model: String,
+    pub weight_dtype: String,
+    pub measurement_kind: String,
+    pub throughput_scope: String,
+    pub source_url: String,
+    pub source_locator: String,
+    #[serde(default)]
+    pub notes: String,
 }
 
 fn one() -> f64 {
@@ -55,15 +88,26 @@ fn one() -> f64 {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
-    /// The `case` column of seed_runs.csv.
+    /// The `case` column of seed_runs.csv, or the published point's id.
     pub case: String,
-    /// The report file, relative to the case file's folder.
-    pub report: PathBuf,
+    /// The report file, relative to the case file's folder (or `measured` instead).
+    pub report: Option<PathBuf>,
+    /// Which result of a JSONL report holding several (1-based).
+    pub report_record: Option<usize>,
+    /// A published point's figures, by sglang key, as its source prints them (no report file).
+    #[serde(default)]
+    pub measured: BTreeMap<String, f64>,
+    /// A published point's source row.
+    pub published: Option<Published>,
     /// Whether cachesim can simulate this deployment today.
     pub expressible: bool,
     /// What is missing when not expressible.
     #[serde(default)]
     pub missing: Option<String>,
+    /// Metrics the source gives but the simulation cannot reproduce (the reason is among the
+    /// assumptions): listed, never compared or fitted.
+    #[serde(default)]
+    pub skip_metrics: Vec<String>,
     pub deployment: Deployment,
     pub workload: WorkloadSpec,
     #[serde(default)]
@@ -98,56 +142,129 @@ pub fn load(file: &Path) -> Result<LoadedCase> {
     let text = std::fs::read_to_string(file).map_err(|error| Error::Io { path: file.to_path_buf(), error })?;
     let case: Case =
         toml::from_str(&text).map_err(|e| Error::Report { path: file.to_path_buf(), message: e.to_string() })?;
+    let fail = |message: &str| Error::Report { path: file.to_path_buf(), message: message.into() };
     if !case.expressible && case.missing.is_none() {
-        return Err(Error::Report { path: file.to_path_buf(), message: "expressible = false needs `missing`".into() });
+        return Err(fail("expressible = false needs `missing`"));
     }
-    let measured = report::read(&file.parent().unwrap_or(Path::new(".")).join(&case.report))?;
+    let measured = match (&case.report, case.measured.is_empty()) {
+        (Some(r), true) => report::read_record(&file.parent().unwrap_or(Path::new(".")).join(r), case.report_record)?,
+        (None, false) => {
+            if let Some(k) =
+                case.measured.keys().find(|k| !METRICS.contains(&k.as_str()) && !EXTRA.contains(&k.as_str()))
+            {
+                return Err(fail(&format!("measured: unknown metric `{k}`")));
+            }
+            BenchReport {
+                path: file.to_path_buf(),
+                layout: report::Layout::SglangJsonl,
+                backend: None,
+                request_rate: None,
+                max_concurrency: None,
+                metrics: case.measured.clone(),
+                unknown_lines: Vec::new(),
+            }
+        }
+        (Some(_), false) => return Err(fail("give either `report` or `measured`, not both")),
+        (None, true) => return Err(fail("no measurements: give `report` (a file) or `measured` (figures)")),
+    };
+    if case.expressible {
+        let w = &case.workload;
+        if w.num_prompts.is_none() || w.request_rate.is_none() {
+            return Err(fail("an expressible case needs workload.num_prompts and workload.request_rate"));
+        }
+    }
     Ok(LoadedCase { file: file.to_path_buf(), case, measured })
 }
 
 impl LoadedCase {
-    /// The client whose layout the report has (`--report-style`).
-    pub fn report_style(&self) -> &'static str {
+    /// The client that measured the run (`--report-style`): the case's `client`, else the
+    /// report's layout.
+    pub fn report_style(&self) -> &str {
+        if let Some(c) = &self.case.workload.client {
+            return c;
+        }
         match self.measured.layout {
-            report::Layout::Vllm => "vllm",
+            report::Layout::Vllm | report::Layout::VllmJson => "vllm",
             _ => "sglang",
         }
     }
 
-    /// The `cachesim run` arguments of this case, less the trace (see [`LoadedCase::workload`]).
-    pub fn run_args(&self) -> Vec<String> {
+    /// The case's own profile file (`deployment.profile`), resolved against its folder.
+    pub fn profile_path(&self) -> Option<PathBuf> {
+        let p = self.case.deployment.profile.as_ref()?;
+        Some(self.file.parent().unwrap_or(Path::new(".")).join(p))
+    }
+
+    /// The data set file of a `sharegpt` case under the data folder `data`.
+    pub fn trace_path(&self, data: Option<&Path>) -> Result<Option<PathBuf>> {
+        let w = &self.case.workload;
+        if w.dataset != "sharegpt" {
+            return Ok(None);
+        }
+        let fail = |message: String| Error::Report { path: self.file.clone(), message };
+        let rel = w.trace.as_deref().ok_or_else(|| fail("dataset sharegpt needs workload.trace".into()))?;
+        let data = data.ok_or_else(|| {
+            fail(format!("needs the data folder (--data or CACHESIM_DATA) for {rel}, which is not given"))
+        })?;
+        let p = data.join(rel);
+        if !p.is_file() {
+            return Err(fail(format!("needs {}, which is absent", p.display())));
+        }
+        Ok(Some(p))
+    }
+
+    /// The `cachesim run` arguments of this case; a `sharegpt` case's trace flags included
+    /// (`data` = the data folder), a `random` case's workload comes from [`LoadedCase::workload`].
+    pub fn run_args(&self, data: Option<&Path>) -> Result<Vec<String>> {
         let d = &self.case.deployment;
         let w = &self.case.workload;
-        let mut a: Vec<String> = vec!["--gpu".into(), d.gpu.clone(), "--model".into(), d.model.clone()];
+        let mut a: Vec<String> = Vec::new();
+        if let Some(t) = self.trace_path(data)? {
+            a.extend(["--trace".into(), t.display().to_string(), "--turns".into(), "first".into()]);
+            if let Some(f) = &w.filter {
+                a.extend(["--dataset-filter".into(), f.clone()]);
+            }
+            if let Some(n) = w.num_prompts {
+                a.extend(["--num-prompts".into(), n.to_string()]);
+            }
+        }
+        a.extend(["--gpu".into(), d.gpu.clone(), "--model".into(), d.model.clone()]);
         if let Some(v) = &d.engine_version {
             a.extend(["--engine-version".into(), v.clone()]);
         }
         a.extend(d.flags.iter().cloned());
-        a.extend([
-            "--request-rate".into(),
-            w.request_rate.clone(),
-            "--seed".into(),
-            w.seed.to_string(),
-            "--report-style".into(),
-            self.report_style().into(),
-        ]);
-        a
+        if let Some(p) = self.profile_path() {
+            a.extend(["--calibration".into(), p.display().to_string()]);
+        }
+        if let Some(r) = &w.request_rate {
+            a.extend(["--request-rate".into(), r.clone()]);
+        }
+        if let Some(c) = w.max_concurrency {
+            a.extend(["--max-concurrency".into(), c.to_string()]);
+        }
+        a.extend(["--seed".into(), w.seed.to_string(), "--report-style".into(), self.report_style().to_string()]);
+        Ok(a)
     }
 
-    /// The case's workload, rebuilt (only `random` today).
-    pub fn workload(&self) -> Result<crate::workload::Workload> {
+    /// The case's workload when it is generated (`random`); `None` for a data set file, which
+    /// the run arguments name.
+    pub fn workload(&self) -> Result<Option<crate::workload::Workload>> {
         let w = &self.case.workload;
         let need = |x: Option<u32>, f: &str| {
             x.ok_or_else(|| Error::Report { path: self.file.clone(), message: format!("dataset random needs {f}") })
         };
-        if w.dataset != "random" {
-            return Err(Error::Report {
-                path: self.file.clone(),
-                message: format!("dataset `{}` cannot be rebuilt yet (only `random`)", w.dataset),
-            });
+        match w.dataset.as_str() {
+            "random" => {}
+            "sharegpt" => return Ok(None),
+            other => {
+                return Err(Error::Report {
+                    path: self.file.clone(),
+                    message: format!("dataset `{other}` cannot be rebuilt yet (only `random` and `sharegpt`)"),
+                })
+            }
         }
         let spec = crate::workload::gen::RandomSpec {
-            num_prompts: w.num_prompts,
+            num_prompts: need(w.num_prompts, "num_prompts")?,
             input_len: need(w.input_len, "input_len")?,
             output_len: need(w.output_len, "output_len")?,
             range_ratio: w.range_ratio,
@@ -158,6 +275,7 @@ impl LoadedCase {
             &format!("{} (gen random)", self.case.case),
             &crate::workload::gen::random(&spec)?,
         )
+        .map(Some)
     }
 }
 
@@ -182,6 +300,9 @@ pub const METRICS: &[&str] = &[
     "mean_e2e_latency_ms",
     "median_e2e_latency_ms",
 ];
+
+/// Metrics a published point may give beyond [`METRICS`].
+pub const EXTRA: &[&str] = &["input_throughput", "p99_e2e_latency_ms"];
 
 /// One row of the validation table.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -210,12 +331,28 @@ pub struct Skipped {
     pub missing: String,
 }
 
+/// How a case was simulated.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CaseInfo {
+    pub case: String,
+    /// The profile that priced its steps, in words (the run's config echo).
+    pub calibration: String,
+    /// Whether that profile was fitted on this case (else the case is held out).
+    pub fitted: bool,
+}
+
 /// The `cachesim validate` result.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct Validation {
     pub rows: Vec<Row>,
+    /// Per metric over every row.
     pub summary: BTreeMap<String, MetricSummary>,
+    /// Per metric over the rows of held-out cases (not fitted by the profile that priced them).
+    pub held_out: BTreeMap<String, MetricSummary>,
+    pub cases: Vec<CaseInfo>,
     pub not_expressible: Vec<Skipped>,
+    /// Expressible cases not run here (their data set is absent).
+    pub not_run: Vec<Skipped>,
 }
 
 /// The rows of one case: every metric of [`METRICS`] the report has, against the simulation's
@@ -224,6 +361,7 @@ pub fn compare(case: &LoadedCase, predicted: &crate::metrics::Summary) -> Vec<Ro
     let pred = serde_json::to_value(predicted).unwrap_or_default();
     METRICS
         .iter()
+        .filter(|&&m| !case.case.skip_metrics.iter().any(|s| s == m))
         .filter_map(|&m| {
             let measured = case.measured.get(m)?;
             let predicted = pred.get(m)?.as_f64()?;
@@ -233,14 +371,12 @@ pub fn compare(case: &LoadedCase, predicted: &crate::metrics::Summary) -> Vec<Ro
         .collect()
 }
 
-/// Fills `summary` from `rows`.
-pub fn summarise(v: &mut Validation) {
+fn summary_of<'a>(rows: impl Iterator<Item = &'a Row>) -> BTreeMap<String, MetricSummary> {
     let mut by: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for r in &v.rows {
+    for r in rows {
         by.entry(&r.metric).or_default().push(r.error_pct.abs());
     }
-    v.summary = by
-        .into_iter()
+    by.into_iter()
         .map(|(m, mut e)| {
             e.sort_by(f64::total_cmp);
             let n = e.len();
@@ -250,7 +386,31 @@ pub fn summarise(v: &mut Validation) {
                 MetricSummary { mape_pct: e.iter().sum::<f64>() / n as f64, median_abs_error_pct: median, cases: n },
             )
         })
+        .collect()
+}
+
+/// Fills `summary` and `held_out` from `rows` and `cases`.
+pub fn summarise(v: &mut Validation) {
+    v.summary = summary_of(v.rows.iter());
+    let fitted: Vec<&str> = v.cases.iter().filter(|c| c.fitted).map(|c| c.case.as_str()).collect();
+    v.held_out = summary_of(v.rows.iter().filter(|r| !fitted.contains(&r.case.as_str())));
+}
+
+/// Median |error %| over the held-out rows of the given metrics (`None` without such rows).
+pub fn held_out_median(v: &Validation, metrics: &[&str]) -> Option<f64> {
+    let fitted: Vec<&str> = v.cases.iter().filter(|c| c.fitted).map(|c| c.case.as_str()).collect();
+    let mut e: Vec<f64> = v
+        .rows
+        .iter()
+        .filter(|r| !fitted.contains(&r.case.as_str()) && metrics.contains(&r.metric.as_str()))
+        .map(|r| r.error_pct.abs())
         .collect();
+    if e.is_empty() {
+        return None;
+    }
+    e.sort_by(f64::total_cmp);
+    let n = e.len();
+    Some(if n % 2 == 1 { e[n / 2] } else { (e[n / 2 - 1] + e[n / 2]) / 2.0 })
 }
 
 /// The validation table as text.
@@ -267,16 +427,32 @@ pub fn text(v: &Validation) -> String {
             r.case, r.metric, r.measured, r.predicted, r.error_pct
         );
     }
-    if !v.summary.is_empty() {
-        let _ = writeln!(s, "\n{:<22} {:>9} {:>14} {:>6}", "metric", "MAPE %", "median |err| %", "cases");
-        for m in METRICS.iter().filter_map(|m| v.summary.get_key_value(*m)) {
+    for (title, summary) in [("all cases", &v.summary), ("held-out cases", &v.held_out)] {
+        if summary.is_empty() {
+            continue;
+        }
+        let _ = writeln!(s, "\n{:<22} {:>9} {:>14} {:>6}  ({title})", "metric", "MAPE %", "median |err| %", "cases");
+        for m in METRICS.iter().filter_map(|m| summary.get_key_value(*m)) {
             let _ =
                 writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
+        }
+    }
+    if !v.cases.is_empty() {
+        let _ = writeln!(s, "\nStep-time profiles:");
+        for c in &v.cases {
+            let role = if c.fitted { "fitted on" } else { "held out" };
+            let _ = writeln!(s, "  {} ({role}): {}", c.case, c.calibration);
         }
     }
     if !v.not_expressible.is_empty() {
         let _ = writeln!(s, "\nNot expressible yet:");
         for x in &v.not_expressible {
+            let _ = writeln!(s, "  {}: {}", x.case, x.missing);
+        }
+    }
+    if !v.not_run.is_empty() {
+        let _ = writeln!(s, "\nNot run here (data absent):");
+        for x in &v.not_run {
             let _ = writeln!(s, "  {}: {}", x.case, x.missing);
         }
     }

@@ -3,4 +3,7 @@
 //! ([`case`]). Fitting step-time profiles is not built yet.
 
 pub mod case;
+pub mod fit;
+pub mod profile;
 pub mod report;
+pub mod report_json;

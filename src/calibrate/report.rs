@@ -1,7 +1,8 @@
 //! Reading benchmark reports exactly as the clients printed them: sglang `bench_serving` text
 //! (the older layout with its own typo "Max reqeuest concurrency" and no P90/P95 rows, and the
 //! current layout that `cachesim run --report-style sglang` prints) and `vllm bench serve` /
-//! `benchmark_serving.py` text. Every metric is keyed by sglang's result-JSON key
+//! `benchmark_serving.py` text; the clients' saved results (sglang's JSONL, vLLM's
+//! `--save-result` JSON) are read by [`super::report_json`]. Every metric is keyed by sglang's result-JSON key
 //! (`output_throughput`, `median_ttft_ms`, …), the keys `cachesim run --json` uses, so a report
 //! and a simulation compare key by key. Unknown lines are kept (line number and text), not
 //! fatal; a malformed value is an error naming file, line and field; a file with no
@@ -22,6 +23,10 @@ pub enum Layout {
     Sglang,
     /// vLLM `benchmark_serving.py` / `vllm bench serve` (no Backend row).
     Vllm,
+    /// sglang `bench_serving --output-file` result JSONL (one object per run).
+    SglangJsonl,
+    /// vLLM `vllm bench serve --save-result` JSON.
+    VllmJson,
 }
 
 /// One report as read: the load it states and every metric it prints.
@@ -48,9 +53,24 @@ impl BenchReport {
     }
 }
 
-/// Reads and parses a report file.
+/// Reads and parses a report file: printed text, or a saved result (JSON / JSONL, which must
+/// then hold one result).
 pub fn read(path: &Path) -> Result<BenchReport> {
+    read_record(path, None)
+}
+
+/// Reads a report file; `record` (1-based) picks one result of a JSONL file holding several.
+pub fn read_record(path: &Path, record: Option<usize>) -> Result<BenchReport> {
     let text = std::fs::read_to_string(path).map_err(|error| Error::Io { path: path.to_path_buf(), error })?;
+    if text.trim_start().starts_with('{') {
+        return super::report_json::parse(path, &text, record);
+    }
+    if let Some(k) = record {
+        return Err(Error::Report {
+            path: path.to_path_buf(),
+            message: format!("record {k} asked for, but a printed report holds one result"),
+        });
+    }
     parse(path, &text)
 }
 
@@ -210,14 +230,17 @@ pub fn parse(path: &Path, text: &str) -> Result<BenchReport> {
     Ok(r)
 }
 
-/// The report as read, for `cachesim calibrate --report`.
-pub fn text(r: &BenchReport) -> String {
+/// The report as read, for `cachesim calibrate --report`; `verbose` lists the lines (or JSON
+/// keys) not recognised, else only their count.
+pub fn text(r: &BenchReport, verbose: bool) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let layout = match r.layout {
         Layout::SglangOld => "sglang bench_serving (older layout)",
         Layout::Sglang => "sglang bench_serving",
         Layout::Vllm => "vllm bench serve",
+        Layout::SglangJsonl => "sglang bench_serving result JSONL",
+        Layout::VllmJson => "vllm bench serve --save-result JSON",
     };
     let _ = writeln!(s, "Report:         {} ({layout})", r.path.display());
     if let Some(b) = &r.backend {
@@ -230,8 +253,12 @@ pub fn text(r: &BenchReport) -> String {
     for (k, v) in &r.metrics {
         let _ = writeln!(s, "  {k:<34} {v}");
     }
-    for (n, l) in &r.unknown_lines {
-        let _ = writeln!(s, "ignored line {n}: {l}");
+    if verbose {
+        for (n, l) in &r.unknown_lines {
+            let _ = writeln!(s, "ignored line {n}: {l}");
+        }
+    } else if !r.unknown_lines.is_empty() {
+        let _ = writeln!(s, "{} line(s) not recognised and ignored (-v lists them)", r.unknown_lines.len());
     }
     s
 }

@@ -80,12 +80,33 @@ impl Plan {
     }
 }
 
-/// The calibration the step times of `run` come from, and its validated error. No fitted
-/// profile can be selected yet (the calibration work adds `--calibration`), so every
-/// configuration runs on the uncalibrated roofline; once the run arguments carry a profile,
-/// this is where its name and validated error are printed.
-pub(super) fn calibration(_run: &cli::RunArgs) -> anyhow::Result<String> {
-    Ok("none (raw roofline: datasheet figures and default efficiencies, no fitted profile)".to_string())
+/// The calibration the step times of `run` come from, and its validated error: with
+/// `--calibration none` the raw roofline, with a file that profile for every configuration, by
+/// default the built-in fitted profile matching each configuration's GPU, engine family and
+/// model (else the raw roofline), with the leave-one-out error each profile records.
+pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
+    use cachesim::calibrate::profile;
+    let quality = |p: &profile::Profile| match p.fit.loo_median_abs_error_pct {
+        Some(e) => format!("leave-one-out median |error| {e:.1} %"),
+        None if p.fit.cases.is_empty() => "not fitted".to_string(),
+        None => format!("fit median |error| {:.1} % on {} case(s)", p.fit.median_abs_error_pct, p.fit.cases.len()),
+    };
+    Ok(match run.options().calibration {
+        cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
+        cachesim::config::Calibration::File(f) => {
+            let p = profile::read(&f)?;
+            format!("{} ({}) for every configuration; {}", p.name, f.display(), quality(&p))
+        }
+        cachesim::config::Calibration::Auto => {
+            let names: Vec<String> =
+                profile::builtin().iter().map(|(_, p)| format!("{} ({})", p.name, quality(p))).collect();
+            format!(
+                "fitted profile per configuration where one matches its GPU, engine family and model, else \
+                 none (raw roofline); profiles: {}",
+                names.join(", ")
+            )
+        }
+    })
 }
 
 pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {

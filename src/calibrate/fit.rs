@@ -1,0 +1,323 @@
+//! Fitting the step-time factors ([`Efficiency`]) to real runs: every evaluation simulates every
+//! case in full (in parallel, results combined in case order, so a fit is deterministic), and
+//! Nelder–Mead (`argmin`) minimises Σ weight × ln(predicted / measured)² over the chosen metrics.
+//! Each factor lives in its bounds through a log-logistic transform; a factor no case constrains
+//! (communication without tensor parallelism) is held at its default and said so. Leave-one-out
+//! refits without each case and predicts it: the honest error.
+
+use super::profile::Residual;
+use crate::config::RunConfig;
+use crate::cost::Efficiency;
+use crate::error::{Error, Result};
+use crate::metrics::Summary;
+use crate::workload::Workload;
+use argmin::core::{CostFunction, Executor, State};
+use argmin::solver::neldermead::NelderMead;
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One case ready to simulate: its resolved configuration and workload, and its measurements.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub case: String,
+    pub cfg: RunConfig,
+    pub workload: Arc<Workload>,
+    /// Measured metrics by sglang key (the skipped ones already removed).
+    pub measured: BTreeMap<String, f64>,
+}
+
+/// The default objective: output throughput, median TTFT, TPOT and E2E latency, weight 1 each.
+pub fn default_weights() -> BTreeMap<String, f64> {
+    ["output_throughput", "median_ttft_ms", "median_tpot_ms", "median_e2e_latency_ms"]
+        .iter()
+        .map(|m| (m.to_string(), 1.0))
+        .collect()
+}
+
+/// A fitted factor: its name and bounds (all positive, searched in log space).
+#[derive(Debug, Clone, Copy)]
+pub struct Factor {
+    pub name: &'static str,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Every factor with its bounds.
+pub const FACTORS: &[Factor] = &[
+    Factor { name: "gemm_flops", lo: 0.15, hi: 1.0 },
+    Factor { name: "attn_flops", lo: 0.05, hi: 1.0 },
+    Factor { name: "mem_bw", lo: 0.3, hi: 1.0 },
+    Factor { name: "step_overhead_s", lo: 1e-4, hi: 0.03 },
+    Factor { name: "per_seq_overhead_s", lo: 1e-7, hi: 3e-4 },
+    Factor { name: "comm_bw", lo: 0.1, hi: 1.0 },
+];
+
+/// The bounds for a run whose GPU and model are stand-ins (`--unknown-hardware`): the factors
+/// then absorb whatever the real setup is, so they may leave the physical ranges.
+pub const WIDE_FACTORS: &[Factor] = &[
+    Factor { name: "gemm_flops", lo: 0.01, hi: 1.0 },
+    Factor { name: "attn_flops", lo: 0.01, hi: 1.0 },
+    Factor { name: "mem_bw", lo: 0.01, hi: 1.0 },
+    Factor { name: "step_overhead_s", lo: 1e-4, hi: 1.0 },
+    Factor { name: "per_seq_overhead_s", lo: 1e-7, hi: 0.01 },
+    Factor { name: "comm_bw", lo: 0.01, hi: 1.0 },
+];
+
+fn get(e: &Efficiency, name: &str) -> f64 {
+    match name {
+        "gemm_flops" => e.gemm_flops,
+        "attn_flops" => e.attn_flops,
+        "mem_bw" => e.mem_bw,
+        "step_overhead_s" => e.step_overhead_s,
+        "per_seq_overhead_s" => e.per_seq_overhead_s,
+        "comm_bw" => e.comm_bw,
+        _ => unreachable!("factor names are the constants above"),
+    }
+}
+
+fn set(e: &mut Efficiency, name: &str, v: f64) {
+    match name {
+        "gemm_flops" => e.gemm_flops = v,
+        "attn_flops" => e.attn_flops = v,
+        "mem_bw" => e.mem_bw = v,
+        "step_overhead_s" => e.step_overhead_s = v,
+        "per_seq_overhead_s" => e.per_seq_overhead_s = v,
+        "comm_bw" => e.comm_bw = v,
+        _ => unreachable!("factor names are the constants above"),
+    }
+}
+
+/// Unbounded coordinate → factor value in (lo, hi), log-logistic.
+fn to_value(f: &Factor, x: f64) -> f64 {
+    let s = 1.0 / (1.0 + (-x).exp());
+    (f.lo.ln() + (f.hi.ln() - f.lo.ln()) * s).exp()
+}
+
+/// Factor value → unbounded coordinate (clamped just inside the bounds).
+fn to_coord(f: &Factor, v: f64) -> f64 {
+    let s = ((v.ln() - f.lo.ln()) / (f.hi.ln() - f.lo.ln())).clamp(1e-6, 1.0 - 1e-6);
+    (s / (1.0 - s)).ln()
+}
+
+/// Simulates one target with the factors `eff`.
+pub fn simulate(t: &Target, eff: Efficiency) -> Result<Summary> {
+    let mut cfg = t.cfg.clone();
+    cfg.efficiency = eff;
+    let keep = crate::sim::Keep { steps: false, tokens: false, schedule: false };
+    Ok(crate::sim::simulate(&t.workload, &cfg, keep)?.summary)
+}
+
+/// The value of a metric in a summary, by sglang key.
+pub fn metric(s: &Summary, key: &str) -> Option<f64> {
+    serde_json::to_value(s).ok()?.get(key)?.as_f64()
+}
+
+/// The rows (case, metric, measured, predicted, error %) of the weighted metrics.
+pub fn residuals(targets: &[Target], eff: Efficiency, weights: &BTreeMap<String, f64>) -> Result<Vec<Residual>> {
+    let sums: Vec<Result<Summary>> = targets.par_iter().map(|t| simulate(t, eff)).collect();
+    let mut rows = Vec::new();
+    for (t, s) in targets.iter().zip(sums) {
+        let s = s?;
+        for (m, &measured) in &t.measured {
+            if !weights.contains_key(m) {
+                continue;
+            }
+            let predicted = metric(&s, m).unwrap_or(f64::NAN);
+            let error_pct = (predicted - measured) / measured * 100.0;
+            rows.push(Residual { case: t.case.clone(), metric: m.clone(), measured, predicted, error_pct });
+        }
+    }
+    Ok(rows)
+}
+
+/// Σ weight × ln(predicted / measured)²; a prediction of zero or NaN counts as a log error of 10.
+fn loss(rows: &[Residual], weights: &BTreeMap<String, f64>) -> f64 {
+    rows.iter()
+        .map(|r| {
+            let e = if r.predicted > 0.0 && r.measured > 0.0 { (r.predicted / r.measured).ln() } else { 10.0 };
+            weights[&r.metric] * e * e
+        })
+        .sum()
+}
+
+struct Problem<'a> {
+    targets: &'a [Target],
+    weights: &'a BTreeMap<String, f64>,
+    factors: Vec<Factor>,
+    base: Efficiency,
+    evaluations: AtomicU64,
+}
+
+impl Problem<'_> {
+    fn efficiency(&self, x: &[f64]) -> Efficiency {
+        let mut e = self.base;
+        for (f, &xi) in self.factors.iter().zip(x) {
+            set(&mut e, f.name, to_value(f, xi));
+        }
+        e
+    }
+}
+
+impl CostFunction for Problem<'_> {
+    type Param = Vec<f64>;
+    type Output = f64;
+    fn cost(&self, x: &Self::Param) -> std::result::Result<f64, argmin::core::Error> {
+        self.evaluations.fetch_add(1, Ordering::Relaxed);
+        let rows = residuals(self.targets, self.efficiency(x), self.weights)
+            .map_err(|e| argmin::core::Error::msg(e.to_string()))?;
+        Ok(loss(&rows, self.weights))
+    }
+}
+
+/// Options of a fit.
+#[derive(Debug, Clone)]
+pub struct FitOptions {
+    pub weights: BTreeMap<String, f64>,
+    /// Nelder–Mead iterations at most.
+    pub max_iters: u64,
+    /// Where the search starts and what held factors keep.
+    pub start: Efficiency,
+    /// Use [`WIDE_FACTORS`] (the GPU and model are stand-ins).
+    pub unknown_hardware: bool,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        Self { weights: default_weights(), max_iters: 150, start: Efficiency::default(), unknown_hardware: false }
+    }
+}
+
+/// A fit's result.
+#[derive(Debug, Clone)]
+pub struct Fit {
+    pub efficiency: Efficiency,
+    pub fitted: Vec<&'static str>,
+    pub held: Vec<String>,
+    pub objective: f64,
+    pub evaluations: u64,
+    pub residuals: Vec<Residual>,
+}
+
+/// Fits the factors to `targets`.
+pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
+    if targets.is_empty() {
+        return Err(Error::invalid("--cases", "no expressible case to fit on"));
+    }
+    if o.weights.values().any(|w| !(w.is_finite() && *w >= 0.0)) {
+        return Err(Error::invalid("--weights", "weights must be finite and not negative"));
+    }
+    let rows = residuals(targets, o.start, &o.weights)?;
+    if rows.is_empty() {
+        return Err(Error::invalid("--weights", "the cases measure none of the weighted metrics"));
+    }
+    let tp = targets.iter().any(|t| t.cfg.tp > 1);
+    let mut held = Vec::new();
+    let bounds = if o.unknown_hardware { WIDE_FACTORS } else { FACTORS };
+    let factors: Vec<Factor> = bounds
+        .iter()
+        .copied()
+        .filter(|f| {
+            let keep = f.name != "comm_bw" || tp;
+            if !keep {
+                held.push(format!("{}: no case runs tensor parallel", f.name));
+            }
+            keep
+        })
+        .collect();
+    let problem =
+        Problem { targets, weights: &o.weights, factors: factors.clone(), base: o.start, evaluations: 0.into() };
+    let x0: Vec<f64> = factors.iter().map(|f| to_coord(f, get(&o.start, f.name))).collect();
+    let mut simplex = vec![x0.clone()];
+    for i in 0..x0.len() {
+        let mut x = x0.clone();
+        x[i] += if x[i] > 0.0 { -1.0 } else { 1.0 };
+        simplex.push(x);
+    }
+    let solver = NelderMead::new(simplex).with_sd_tolerance(1e-5).map_err(|e| Error::invalid("fit", e.to_string()))?;
+    let res = Executor::new(problem, solver)
+        .configure(|s| s.max_iters(o.max_iters))
+        .run()
+        .map_err(|e| Error::invalid("fit", e.to_string()))?;
+    let best = res.state().get_best_param().cloned().unwrap_or(x0);
+    let problem = &res.problem.problem.as_ref().expect("the executor keeps the problem");
+    let efficiency = problem.efficiency(&best);
+    let evaluations = problem.evaluations.load(Ordering::Relaxed);
+    let residuals = residuals(targets, efficiency, &o.weights)?;
+    Ok(Fit {
+        efficiency,
+        fitted: factors.iter().map(|f| f.name).collect(),
+        held,
+        objective: loss(&residuals, &o.weights),
+        evaluations,
+        residuals,
+    })
+}
+
+/// Leave-one-out: for each target, fit on the others and predict it (empty with one target).
+pub fn leave_one_out(targets: &[Target], o: &FitOptions) -> Result<Vec<Residual>> {
+    if targets.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for i in 0..targets.len() {
+        let rest: Vec<Target> = targets.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, t)| t.clone()).collect();
+        let f = fit(&rest, o)?;
+        out.extend(residuals(std::slice::from_ref(&targets[i]), f.efficiency, &o.weights)?);
+    }
+    Ok(out)
+}
+
+/// Median of |error %| of rows (`None` when empty).
+pub fn median_abs_error(rows: &[Residual]) -> Option<f64> {
+    let mut e: Vec<f64> = rows.iter().map(|r| r.error_pct.abs()).collect();
+    if e.is_empty() {
+        return None;
+    }
+    e.sort_by(f64::total_cmp);
+    let n = e.len();
+    Some(if n % 2 == 1 { e[n / 2] } else { (e[n / 2 - 1] + e[n / 2]) / 2.0 })
+}
+
+/// Root mean square of ln(predicted / measured).
+pub fn rms_log_error(rows: &[Residual]) -> f64 {
+    if rows.is_empty() {
+        return 0.0;
+    }
+    let s: f64 =
+        rows.iter().map(|r| if r.predicted > 0.0 { (r.predicted / r.measured).ln().powi(2) } else { 100.0 }).sum();
+    (s / rows.len() as f64).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transform_round_trips_inside_the_bounds() {
+        for f in FACTORS.iter().chain(WIDE_FACTORS) {
+            for v in [f.lo * 1.05, (f.lo * f.hi).sqrt(), f.hi * 0.95] {
+                let back = to_value(f, to_coord(f, v));
+                assert!((back / v - 1.0).abs() < 1e-9, "{} {v} {back}", f.name);
+            }
+            assert!(to_value(f, -50.0) >= f.lo * (1.0 - 1e-12) && to_value(f, 50.0) <= f.hi * (1.0 + 1e-12));
+        }
+    }
+
+    #[test]
+    fn median_and_rms_by_hand() {
+        let r = |p: f64, m: f64| Residual {
+            case: "c".into(),
+            metric: "m".into(),
+            measured: m,
+            predicted: p,
+            error_pct: (p - m) / m * 100.0,
+        };
+        let rows = [r(110.0, 100.0), r(50.0, 100.0), r(100.0, 100.0)];
+        assert!((median_abs_error(&rows).unwrap() - 10.0).abs() < 1e-9);
+        let want = ((1.1f64.ln().powi(2) + 0.5f64.ln().powi(2)) / 3.0).sqrt();
+        assert!((rms_log_error(&rows) - want).abs() < 1e-12);
+        assert_eq!(median_abs_error(&[]), None);
+    }
+}

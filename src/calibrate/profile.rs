@@ -1,0 +1,131 @@
+//! Fitted step-time profiles (`calibration/profiles/<name>.toml`): the [`Efficiency`] factors of
+//! one (GPU, engine family) fitted on named cases, with the fit's quality. The profiles of the
+//! repository are built into the binary; `cachesim run` picks the one whose GPU, engine family
+//! and model match the run ([`builtin_for`]) unless told `--calibration none` (the raw roofline)
+//! or `--calibration FILE`.
+
+use crate::cost::Efficiency;
+use crate::engine::EngineKind;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One row of a fit's residuals or hold-out predictions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Residual {
+    pub case: String,
+    pub metric: String,
+    pub measured: f64,
+    pub predicted: f64,
+    pub error_pct: f64,
+}
+
+/// How a profile was fitted and how well (empty for a profile written by hand).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitInfo {
+    /// The command that produced the profile.
+    pub command: String,
+    /// The cases fitted on.
+    pub cases: Vec<String>,
+    /// Metric weights of the objective.
+    pub weights: BTreeMap<String, f64>,
+    /// Factors fitted; the others are held at their defaults.
+    pub fitted: Vec<String>,
+    /// Factors held, each with why (no case constrains it).
+    pub held: Vec<String>,
+    /// Σ weight × ln(predicted / measured)² at the optimum.
+    pub objective: f64,
+    /// Root mean square of ln(predicted / measured) over the fitted rows.
+    pub rms_log_error: f64,
+    /// Median |error %| over the fitted rows.
+    pub median_abs_error_pct: f64,
+    /// Simulations of every case run by the optimiser.
+    pub evaluations: u64,
+    /// Leave-one-out: median |error %| predicting each case from a fit without it (`None` with
+    /// a single case).
+    pub loo_median_abs_error_pct: Option<f64>,
+    pub residuals: Vec<Residual>,
+    #[serde(default)]
+    pub leave_one_out: Vec<Residual>,
+}
+
+/// A fitted profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    /// GPU profile name it applies to.
+    pub gpu: String,
+    /// Engine family: `vllm` (v1 and V0), `sglang`, `lightllm`.
+    pub engine: String,
+    /// Models it was fitted on and applies to.
+    pub models: Vec<String>,
+    pub efficiency: Efficiency,
+    #[serde(default)]
+    pub fit: FitInfo,
+}
+
+/// The engine family of a scheduler, as profiles name it.
+pub fn family(e: EngineKind) -> &'static str {
+    match e {
+        EngineKind::Vllm | EngineKind::VllmV0 => "vllm",
+        EngineKind::Sglang => "sglang",
+        EngineKind::Lightllm => "lightllm",
+    }
+}
+
+/// The profiles of `calibration/profiles/`, built in: (file name, text).
+const BUILTIN: &[(&str, &str)] = &[
+    ("a100-80gb-sglang.toml", include_str!("../../calibration/profiles/a100-80gb-sglang.toml")),
+    ("a100-80gb-vllm.toml", include_str!("../../calibration/profiles/a100-80gb-vllm.toml")),
+    ("h100-sxm-sglang.toml", include_str!("../../calibration/profiles/h100-sxm-sglang.toml")),
+    ("h100-sxm-vllm.toml", include_str!("../../calibration/profiles/h100-sxm-vllm.toml")),
+];
+
+/// Parses a profile; `path` names the file in errors.
+pub fn parse(path: &Path, text: &str) -> Result<Profile> {
+    toml::from_str(text).map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// Reads a profile file.
+pub fn read(path: &Path) -> Result<Profile> {
+    let text = std::fs::read_to_string(path).map_err(|error| Error::Io { path: path.to_path_buf(), error })?;
+    parse(path, &text)
+}
+
+/// Writes a profile as TOML.
+pub fn to_toml(p: &Profile) -> String {
+    toml::to_string(p).unwrap_or_default()
+}
+
+/// Every built-in profile with its file name.
+pub fn builtin() -> Vec<(&'static str, Profile)> {
+    BUILTIN.iter().map(|(f, t)| (*f, parse(Path::new(f), t).expect("built-in profiles parse (tested)"))).collect()
+}
+
+/// The built-in profile for a GPU, engine family and model, with its file name.
+pub fn builtin_for(gpu: &str, engine: EngineKind, model: &str) -> Option<(&'static str, Profile)> {
+    builtin()
+        .into_iter()
+        .find(|(_, p)| p.gpu == gpu && p.engine == family(engine) && p.models.iter().any(|m| m == model))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_profiles_parse_and_match_at_most_one_setup() {
+        let all = builtin();
+        for (i, (f, p)) in all.iter().enumerate() {
+            assert!(f.ends_with(&format!("{}.toml", p.name)), "{f} holds profile {}", p.name);
+            for (g, q) in &all[i + 1..] {
+                let overlap = p.gpu == q.gpu && p.engine == q.engine && p.models.iter().any(|m| q.models.contains(m));
+                assert!(!overlap, "{f} and {g} both match one setup");
+            }
+        }
+    }
+}
