@@ -315,13 +315,13 @@ pub struct RunArgs {
     /// cache-aware: send to the best-matching instance when matched ÷ prompt characters exceed
     /// this [sglang router default].
     #[arg(long, default_value_t = 0.3, value_name = "SHARE", help_heading = "Router")]
-    pub cache_threshold: f32,
+    pub cache_threshold: f64,
     /// cache-aware: loads count as imbalanced when max − min in-flight exceeds this …
     #[arg(long, default_value_t = 64, value_name = "N", help_heading = "Router")]
     pub balance_abs_threshold: u32,
     /// … and max > min × this; imbalanced requests go to the least-loaded instance.
     #[arg(long, default_value_t = 1.5, value_name = "X", help_heading = "Router")]
-    pub balance_rel_threshold: f32,
+    pub balance_rel_threshold: f64,
     /// cache-aware: seconds between evictions of the router's tree (0 = never).
     #[arg(long, default_value_t = 120.0, value_name = "S", help_heading = "Router")]
     pub eviction_interval_secs: f64,

@@ -89,8 +89,8 @@ impl ClusterConfig {
                 Err(Error::invalid(flag, "0 must be at least 1"))
             }
         };
-        share("--cache-threshold", p.cache_threshold as f64)?;
-        positive("--balance-rel-threshold", p.balance_rel_threshold as f64)?;
+        share("--cache-threshold", p.cache_threshold)?;
+        positive("--balance-rel-threshold", p.balance_rel_threshold)?;
         positive("--eviction-interval-secs", p.eviction_interval_secs)?;
         positive("--aibrix-eviction-secs", p.aibrix_eviction_secs)?;
         positive("--aibrix-std-dev-factor", p.aibrix_std_dev_factor)?;

@@ -6,7 +6,7 @@
 //!
 //! 1. min and max of the workers' in-flight counts (the router's own `Worker::load`, +1 at
 //!    dispatch, −1 when the response completes); imbalanced iff `max − min >
-//!    balance_abs_threshold` and `max > min × balance_rel_threshold` (as f32);
+//!    balance_abs_threshold` and `max > min × balance_rel_threshold` (in f32, as upstream);
 //! 2. imbalanced → the least-loaded worker (lowest index among equals), the text still inserted
 //!    under it; no match is made;
 //! 3. balanced → prefix match in the shared approximate tree ([`super::approx_tree`]); match
@@ -70,7 +70,7 @@ impl Router for CacheAware {
         let min = self.load.iter().copied().min().unwrap_or(0);
         let max = self.load.iter().copied().max().unwrap_or(0);
         let imbalanced = max.saturating_sub(min) > self.p.balance_abs_threshold
-            && (max as f32) > (min as f32) * self.p.balance_rel_threshold;
+            && (max as f32) > (min as f32) * self.p.balance_rel_threshold as f32;
         let (instance, basis, predicted) = if imbalanced {
             (least_loaded(&self.load), Basis::Load, 0)
         } else {
@@ -81,7 +81,7 @@ impl Router for CacheAware {
                 len => (m.tokens as f32 * c) / (len as f32 * c),
             };
             match m.tenant {
-                Some(t) if rate > self.p.cache_threshold => (t, Basis::Prefix, m.tokens as u64),
+                Some(t) if rate > self.p.cache_threshold as f32 => (t, Basis::Prefix, m.tokens as u64),
                 _ => {
                     let i = match self.p.cache_aware_fallback {
                         CacheAwareFallback::LeastLoad => least_loaded(&self.load),

@@ -75,12 +75,12 @@ pub struct RouterParams {
     pub seed: u64,
     /// cache-aware: route to the best-matching worker when matched/input characters exceed
     /// this (`--cache-threshold`, default 0.3).
-    pub cache_threshold: f32,
+    pub cache_threshold: f64,
     /// cache-aware: imbalanced when max − min in-flight exceeds this … (`--balance-abs-threshold`,
     /// default 64).
     pub balance_abs_threshold: u32,
     /// … and max > min × this (`--balance-rel-threshold`, default 1.5).
-    pub balance_rel_threshold: f32,
+    pub balance_rel_threshold: f64,
     /// cache-aware: seconds of simulated time between tree evictions (`--eviction-interval-secs`,
     /// sglang's `--eviction-interval`, default 120; 0 = never).
     pub eviction_interval_secs: f64,
