@@ -30,6 +30,10 @@ pub struct Deployment {
     /// A step-time profile for this case, relative to the case file's folder, instead of the
     /// built-in one matching its GPU, engine and model (`--calibration FILE`).
     pub profile: Option<PathBuf>,
+    /// A deployment file (`--deployment`, relative to the case file's folder) that states the
+    /// deployment — GPU, model, engine, parallelism, instances, router, PD — instead of
+    /// `gpu`, `model` and `engine_version` (which then only describe it); `flags` still apply.
+    pub file: Option<PathBuf>,
 }
 
 /// How the case's workload is rebuilt.
@@ -195,6 +199,12 @@ impl LoadedCase {
         Some(self.file.parent().unwrap_or(Path::new(".")).join(p))
     }
 
+    /// The case's deployment file (`deployment.file`), resolved against its folder.
+    pub fn deployment_path(&self) -> Option<PathBuf> {
+        let p = self.case.deployment.file.as_ref()?;
+        Some(self.file.parent().unwrap_or(Path::new(".")).join(p))
+    }
+
     /// The data set file of a `sharegpt` case under the data folder `data`.
     pub fn trace_path(&self, data: Option<&Path>) -> Result<Option<PathBuf>> {
         let w = &self.case.workload;
@@ -228,9 +238,14 @@ impl LoadedCase {
                 a.extend(["--num-prompts".into(), n.to_string()]);
             }
         }
-        a.extend(["--gpu".into(), d.gpu.clone(), "--model".into(), d.model.clone()]);
-        if let Some(v) = &d.engine_version {
-            a.extend(["--engine-version".into(), v.clone()]);
+        match self.deployment_path() {
+            Some(f) => a.extend(["--deployment".into(), f.display().to_string()]),
+            None => {
+                a.extend(["--gpu".into(), d.gpu.clone(), "--model".into(), d.model.clone()]);
+                if let Some(v) = &d.engine_version {
+                    a.extend(["--engine-version".into(), v.clone()]);
+                }
+            }
         }
         a.extend(d.flags.iter().cloned());
         if let Some(p) = self.profile_path() {
@@ -339,6 +354,62 @@ pub struct CaseInfo {
     pub calibration: String,
     /// Whether that profile was fitted on this case (else the case is held out).
     pub fitted: bool,
+    /// No fitted profile matches the case (its GPU, engine family and model, or its own
+    /// `deployment.profile`): the raw roofline prices it, with or without `--uncalibrated`.
+    /// Such a case is neither fitted nor held out: it stays out of the held-out summary and
+    /// the `--max-held-out-error` gate, and its rows show how far the raw roofline is off.
+    pub no_profile: bool,
+}
+
+impl CaseInfo {
+    /// Held out: a fitted profile matches the case but was not fitted on it.
+    pub fn held_out(&self) -> bool {
+        !self.fitted && !self.no_profile
+    }
+}
+
+/// One row of `validate --csv`: a [`Row`] and the case's role.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CsvRow {
+    pub case: String,
+    pub metric: String,
+    pub measured: f64,
+    pub predicted: f64,
+    pub error_pct: f64,
+    /// `fitted`, `held-out` or `raw` ([`role`]).
+    pub profile: &'static str,
+}
+
+/// A case's role in `v`: `fitted` (its profile was fitted on it), `held-out` (a fitted profile
+/// matches it but was not fitted on it), `raw` (no fitted profile matches: the raw roofline);
+/// empty for a case `v` does not list.
+pub fn role(v: &Validation, case: &str) -> &'static str {
+    match v.cases.iter().find(|c| c.case == case) {
+        Some(c) if c.fitted => "fitted",
+        Some(c) if c.no_profile => "raw",
+        Some(_) => "held-out",
+        None => "",
+    }
+}
+
+/// The rows of `validate --csv`, in table order.
+pub fn csv_rows(v: &Validation) -> Vec<CsvRow> {
+    v.rows
+        .iter()
+        .map(|r| CsvRow {
+            case: r.case.clone(),
+            metric: r.metric.clone(),
+            measured: r.measured,
+            predicted: r.predicted,
+            error_pct: r.error_pct,
+            profile: role(v, &r.case),
+        })
+        .collect()
+}
+
+/// The names of the held-out cases of `v`.
+fn held_out_cases(v: &Validation) -> Vec<&str> {
+    v.cases.iter().filter(|c| c.held_out()).map(|c| c.case.as_str()).collect()
 }
 
 /// The `cachesim validate` result.
@@ -347,7 +418,8 @@ pub struct Validation {
     pub rows: Vec<Row>,
     /// Per metric over every row.
     pub summary: BTreeMap<String, MetricSummary>,
-    /// Per metric over the rows of held-out cases (not fitted by the profile that priced them).
+    /// Per metric over the rows of held-out cases (a fitted profile matches them but was not
+    /// fitted on them; [`CaseInfo::held_out`]).
     pub held_out: BTreeMap<String, MetricSummary>,
     pub cases: Vec<CaseInfo>,
     pub not_expressible: Vec<Skipped>,
@@ -392,17 +464,18 @@ fn summary_of<'a>(rows: impl Iterator<Item = &'a Row>) -> BTreeMap<String, Metri
 /// Fills `summary` and `held_out` from `rows` and `cases`.
 pub fn summarise(v: &mut Validation) {
     v.summary = summary_of(v.rows.iter());
-    let fitted: Vec<&str> = v.cases.iter().filter(|c| c.fitted).map(|c| c.case.as_str()).collect();
-    v.held_out = summary_of(v.rows.iter().filter(|r| !fitted.contains(&r.case.as_str())));
+    let held = held_out_cases(v);
+    let held_out = summary_of(v.rows.iter().filter(|r| held.contains(&r.case.as_str())));
+    v.held_out = held_out;
 }
 
 /// Median |error %| over the held-out rows of the given metrics (`None` without such rows).
 pub fn held_out_median(v: &Validation, metrics: &[&str]) -> Option<f64> {
-    let fitted: Vec<&str> = v.cases.iter().filter(|c| c.fitted).map(|c| c.case.as_str()).collect();
+    let held = held_out_cases(v);
     let mut e: Vec<f64> = v
         .rows
         .iter()
-        .filter(|r| !fitted.contains(&r.case.as_str()) && metrics.contains(&r.metric.as_str()))
+        .filter(|r| held.contains(&r.case.as_str()) && metrics.contains(&r.metric.as_str()))
         .map(|r| r.error_pct.abs())
         .collect();
     if e.is_empty() {
@@ -418,13 +491,22 @@ pub fn text(v: &Validation) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let w = v.rows.iter().map(|r| r.case.len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(s, "{:<w$}  {:<22} {:>12} {:>12} {:>9}", "case", "metric", "measured", "predicted", "error %");
-    let _ = writeln!(s, "{}", "-".repeat(w + 59));
+    let _ = writeln!(
+        s,
+        "{:<w$}  {:<22} {:>12} {:>12} {:>9}  profile",
+        "case", "metric", "measured", "predicted", "error %"
+    );
+    let _ = writeln!(s, "{}", "-".repeat(w + 68));
     for r in &v.rows {
         let _ = writeln!(
             s,
-            "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}",
-            r.case, r.metric, r.measured, r.predicted, r.error_pct
+            "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}  {}",
+            r.case,
+            r.metric,
+            r.measured,
+            r.predicted,
+            r.error_pct,
+            role(v, &r.case)
         );
     }
     for (title, summary) in [("all cases", &v.summary), ("held-out cases", &v.held_out)] {
@@ -440,7 +522,11 @@ pub fn text(v: &Validation) -> String {
     if !v.cases.is_empty() {
         let _ = writeln!(s, "\nStep-time profiles:");
         for c in &v.cases {
-            let role = if c.fitted { "fitted on" } else { "held out" };
+            let role = match (c.fitted, c.no_profile) {
+                (true, _) => "fitted on",
+                (false, false) => "held out",
+                (false, true) => "raw roofline, no fitted profile: not held out, not gated",
+            };
             let _ = writeln!(s, "  {} ({role}): {}", c.case, c.calibration);
         }
     }
@@ -490,7 +576,24 @@ mod tests {
         assert!((s.mape_pct - 37.5).abs() < 1e-9 && (s.median_abs_error_pct - 37.5).abs() < 1e-9, "{s:?}");
         let t = text(&v);
         assert!(t.contains("\nmedian_ttft_ms              20.0           20.0      3\n"), "{t}");
-        assert!(t.contains("c     median_ttft_ms               100.00       110.00     +10.0\n"), "{t}");
+        assert!(t.contains("c     median_ttft_ms               100.00       110.00     +10.0  \n"), "{t}");
+        // The role column and the CSV rows: fitted, held out, or the raw roofline.
+        for (no_profile, fitted, want) in [(false, true, "fitted"), (false, false, "held-out"), (true, false, "raw")] {
+            v.cases = vec![CaseInfo { case: "c".into(), calibration: String::new(), fitted, no_profile }];
+            summarise(&mut v);
+            let t = text(&v);
+            assert!(
+                t.contains(&format!("c     median_ttft_ms               100.00       110.00     +10.0  {want}\n")),
+                "{t}"
+            );
+            let rows = csv_rows(&v);
+            assert_eq!(rows.len(), 5);
+            assert!(rows.iter().all(|r| r.profile == want));
+            assert_eq!((rows[1].measured, rows[1].predicted, rows[1].error_pct), (100.0, 70.0, -30.0));
+            // Only held-out cases enter the held-out summary and gate.
+            assert_eq!(v.held_out.is_empty(), want != "held-out", "{want}");
+            assert_eq!(held_out_median(&v, &["median_ttft_ms"]).is_some(), want == "held-out", "{want}");
+        }
     }
 
     #[test]
