@@ -281,7 +281,14 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         let no_profile = used.is_none();
         let fitted = !args.uncalibrated && used.is_some_and(|p| p.fit.cases.contains(&c.case.case));
         let calibration = t.cfg.calibration.clone();
-        v.cases.push(case::CaseInfo { case: c.case.case.clone(), calibration, fitted, no_profile });
+        v.cases.push(case::CaseInfo {
+            case: c.case.case.clone(),
+            calibration,
+            fitted,
+            no_profile,
+            gpu: t.cfg.gpu.name.clone(),
+            engine: profile::family(t.cfg.engine.engine).to_string(),
+        });
         v.rows.extend(case::compare(c, &s));
     }
     case::summarise(&mut v);

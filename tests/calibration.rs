@@ -619,6 +619,17 @@ fn seed_deployments_are_compared_with_their_reports() {
         .map(|h| rows.iter().filter(|r| r["case"] == *h && r["metric"] == "median_ttft_ms").count())
         .sum();
     assert_eq!(v["held_out"]["median_ttft_ms"]["cases"].as_u64(), Some(held as u64));
+    // Per GPU and per engine: the H20 summary is over the two DeepSeek-R1 seeds alone.
+    assert_eq!(v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(), ["a100-80gb", "h100-sxm", "h20", "v100"]);
+    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["sglang", "vllm"]);
+    let h20_tpot: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["case"].as_str().unwrap().starts_with("h20-") && r["metric"] == "median_tpot_ms")
+        .map(|r| r["error_pct"].as_f64().unwrap().abs())
+        .collect();
+    let s = &v["by_gpu"]["h20"]["median_tpot_ms"];
+    assert_eq!(s["cases"], 2);
+    assert!((s["mape_pct"].as_f64().unwrap() - (h20_tpot[0] + h20_tpot[1]) / 2.0).abs() < 1e-9, "{s}");
     // The CSV: one row per JSON row, same figures, each case's role.
     let mut rd = csv::Reader::from_path(&csv_path).unwrap();
     assert_eq!(rd.headers().unwrap(), vec!["case", "metric", "measured", "predicted", "error_pct", "profile"]);

@@ -316,6 +316,9 @@ pub const METRICS: &[&str] = &[
     "median_e2e_latency_ms",
 ];
 
+/// The metrics of the per-GPU and per-engine text summaries (the fit's default metrics).
+pub const HEADLINE: &[&str] = &["output_throughput", "median_ttft_ms", "median_tpot_ms", "median_e2e_latency_ms"];
+
 /// Metrics a published point may give beyond [`METRICS`].
 pub const EXTRA: &[&str] = &["input_throughput", "p99_e2e_latency_ms"];
 
@@ -359,6 +362,10 @@ pub struct CaseInfo {
     /// Such a case is neither fitted nor held out: it stays out of the held-out summary and
     /// the `--max-held-out-error` gate, and its rows show how far the raw roofline is off.
     pub no_profile: bool,
+    /// The GPU profile it ran on.
+    pub gpu: String,
+    /// Its engine family (`vllm`, `sglang`, `lightllm`).
+    pub engine: String,
 }
 
 impl CaseInfo {
@@ -421,6 +428,10 @@ pub struct Validation {
     /// Per metric over the rows of held-out cases (a fitted profile matches them but was not
     /// fitted on them; [`CaseInfo::held_out`]).
     pub held_out: BTreeMap<String, MetricSummary>,
+    /// Per GPU, per metric over every row of the cases on that GPU.
+    pub by_gpu: BTreeMap<String, BTreeMap<String, MetricSummary>>,
+    /// Per engine family, per metric over every row of its cases.
+    pub by_engine: BTreeMap<String, BTreeMap<String, MetricSummary>>,
     pub cases: Vec<CaseInfo>,
     pub not_expressible: Vec<Skipped>,
     /// Expressible cases not run here (their data set is absent).
@@ -467,6 +478,20 @@ pub fn summarise(v: &mut Validation) {
     let held = held_out_cases(v);
     let held_out = summary_of(v.rows.iter().filter(|r| held.contains(&r.case.as_str())));
     v.held_out = held_out;
+    let group = |key: fn(&CaseInfo) -> &str| {
+        let mut keys: Vec<&str> = v.cases.iter().map(key).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .map(|k| {
+                let of: Vec<&str> = v.cases.iter().filter(|c| key(c) == k).map(|c| c.case.as_str()).collect();
+                (k.to_string(), summary_of(v.rows.iter().filter(|r| of.contains(&r.case.as_str()))))
+            })
+            .filter(|(_, s)| !s.is_empty())
+            .collect::<BTreeMap<_, _>>()
+    };
+    v.by_gpu = group(|c| c.gpu.as_str());
+    v.by_engine = group(|c| c.engine.as_str());
 }
 
 /// Median |error %| over the held-out rows of the given metrics (`None` without such rows).
@@ -517,6 +542,25 @@ pub fn text(v: &Validation) -> String {
         for m in METRICS.iter().filter_map(|m| summary.get_key_value(*m)) {
             let _ =
                 writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
+        }
+    }
+    for (title, groups) in [("GPU", &v.by_gpu), ("engine", &v.by_engine)] {
+        if groups.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<12} {:<22} {:>9} {:>14} {:>6}  (per {title}, all cases)",
+            title, "metric", "MAPE %", "median |err| %", "cases"
+        );
+        for (g, summary) in groups {
+            for m in HEADLINE.iter().filter_map(|m| summary.get_key_value(*m)) {
+                let _ = writeln!(
+                    s,
+                    "{:<12} {:<22} {:>9.1} {:>14.1} {:>6}",
+                    g, m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases
+                );
+            }
         }
     }
     if !v.cases.is_empty() {
@@ -579,7 +623,8 @@ mod tests {
         assert!(t.contains("c     median_ttft_ms               100.00       110.00     +10.0  \n"), "{t}");
         // The role column and the CSV rows: fitted, held out, or the raw roofline.
         for (no_profile, fitted, want) in [(false, true, "fitted"), (false, false, "held-out"), (true, false, "raw")] {
-            v.cases = vec![CaseInfo { case: "c".into(), calibration: String::new(), fitted, no_profile }];
+            let (gpu, engine) = ("h20".to_string(), "vllm".to_string());
+            v.cases = vec![CaseInfo { case: "c".into(), calibration: String::new(), fitted, no_profile, gpu, engine }];
             summarise(&mut v);
             let t = text(&v);
             assert!(
@@ -593,6 +638,10 @@ mod tests {
             // Only held-out cases enter the held-out summary and gate.
             assert_eq!(v.held_out.is_empty(), want != "held-out", "{want}");
             assert_eq!(held_out_median(&v, &["median_ttft_ms"]).is_some(), want == "held-out", "{want}");
+            // One GPU and one engine: their summaries are the whole one.
+            assert_eq!(v.by_gpu["h20"], v.summary);
+            assert_eq!(v.by_engine["vllm"], v.summary);
+            assert!(t.contains("\nh20          median_ttft_ms              20.0           20.0      3\n"), "{t}");
         }
     }
 
