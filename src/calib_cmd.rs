@@ -250,8 +250,11 @@ fn factor_text(e: &cachesim::cost::Efficiency, name: &str) -> String {
     }
 }
 
-/// `cachesim validate [--cases DIR] [--data DIR] [--json] [--csv FILE]`.
+/// `cachesim validate [--cases DIR] [--data DIR] [--json] [--csv FILE] [--plot F.svg]`.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.plot {
+        cachesim::plot::check_plot_path(p)?;
+    }
     let cases = case::load_dir(&args.cases)?;
     let data = data_dir(&args.data);
     let mut v = case::Validation::default();
@@ -288,10 +291,22 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
             no_profile,
             gpu: t.cfg.gpu.name.clone(),
             engine: profile::family(t.cfg.engine.engine).to_string(),
+            source: c.source(),
         });
         v.rows.extend(case::compare(c, &s));
     }
     case::summarise(&mut v);
+    if let Some(p) = &args.plot {
+        let mut files = cachesim::output::Outputs::new();
+        let tmp = files.stage(p)?;
+        let title = format!(
+            "cachesim validate: predicted vs measured, {} cases (filled: fitted profile, hollow: raw roofline)",
+            v.cases.len()
+        );
+        cachesim::calibrate::plot::validation_plot(&tmp, &title, &v)
+            .with_context(|| format!("cannot draw {}", p.display()))?;
+        files.commit()?;
+    }
     if let Some(p) = &args.csv {
         let mut files = cachesim::output::Outputs::new();
         let tmp = files.stage(p)?;

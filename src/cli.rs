@@ -1018,6 +1018,10 @@ pub struct ValidateArgs {
     /// predicted, error_pct, profile = fitted, held-out or raw).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Draw predicted against measured, log–log, one colour per source (filled: a fitted
+    /// profile priced the case; hollow: the raw roofline) to this SVG or PNG file.
+    #[arg(long, value_name = "F.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 /// A case's `cachesim run` arguments, parsed as the command line would be.

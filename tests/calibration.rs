@@ -657,7 +657,12 @@ fn seed_deployments_are_compared_with_their_reports() {
     }
     // The text table says so too.
     let cases_dir = crate_dir().join("calibration/cases");
-    let text = ok(&["validate", "--cases", cases_dir.to_str().unwrap(), "--data", data.to_str().unwrap()]);
+    let svg = dir.path().join("v.svg");
+    let args = ["validate", "--cases", cases_dir.to_str().unwrap(), "--data", data.to_str().unwrap(), "--plot"];
+    let text = ok(&[&args[..], &[svg.to_str().unwrap()]].concat());
+    // The scatter: one legend entry per source (the published points' and the seed runs).
+    let body = std::fs::read_to_string(&svg).unwrap();
+    assert!(body.contains("\nseed runs\n") && body.contains("\ngithub.com/sgl-project\n"), "{body}");
     assert!(
         text.contains(
             "  v100-llama11b-1p1d (raw roofline, no fitted profile: not held out, not gated): none (raw roofline"

@@ -205,6 +205,19 @@ impl LoadedCase {
         Some(self.file.parent().unwrap_or(Path::new(".")).join(p))
     }
 
+    /// Where the real run comes from: a published point's source URL's host (on GitHub with
+    /// the owner: `github.com/sgl-project`), else `seed runs`.
+    pub fn source(&self) -> String {
+        let Some(p) = &self.case.published else { return "seed runs".into() };
+        let rest = p.source_url.split("://").nth(1).unwrap_or(&p.source_url);
+        let mut parts = rest.split('/');
+        let host = parts.next().unwrap_or_default().trim_start_matches("www.");
+        match (host, parts.next()) {
+            ("github.com", Some(owner)) => format!("{host}/{owner}"),
+            _ => host.to_string(),
+        }
+    }
+
     /// The data set file of a `sharegpt` case under the data folder `data`.
     pub fn trace_path(&self, data: Option<&Path>) -> Result<Option<PathBuf>> {
         let w = &self.case.workload;
@@ -366,6 +379,9 @@ pub struct CaseInfo {
     pub gpu: String,
     /// Its engine family (`vllm`, `sglang`, `lightllm`).
     pub engine: String,
+    /// Where the real run comes from: a published point's source (its URL's host, and on
+    /// GitHub the owner), else `seed runs`.
+    pub source: String,
 }
 
 impl CaseInfo {
@@ -624,7 +640,16 @@ mod tests {
         // The role column and the CSV rows: fitted, held out, or the raw roofline.
         for (no_profile, fitted, want) in [(false, true, "fitted"), (false, false, "held-out"), (true, false, "raw")] {
             let (gpu, engine) = ("h20".to_string(), "vllm".to_string());
-            v.cases = vec![CaseInfo { case: "c".into(), calibration: String::new(), fitted, no_profile, gpu, engine }];
+            let source = "seed runs".to_string();
+            v.cases = vec![CaseInfo {
+                case: "c".into(),
+                calibration: String::new(),
+                fitted,
+                no_profile,
+                gpu,
+                engine,
+                source,
+            }];
             summarise(&mut v);
             let t = text(&v);
             assert!(
