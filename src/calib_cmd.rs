@@ -41,7 +41,11 @@ type Workloads = HashMap<String, Arc<cachesim::workload::Workload>>;
 /// A case resolved as `cachesim run` would resolve its arguments, with its workload; `raw`
 /// prices steps with the raw roofline instead of the matching profile.
 fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Workloads) -> anyhow::Result<fit::Target> {
-    let argv = std::iter::once("case".to_string()).chain(c.run_args(data)?);
+    let argv: Vec<std::ffi::OsString> =
+        std::iter::once("case".to_string()).chain(c.run_args(data)?).map(Into::into).collect();
+    // A deployment file's flags go before the case's own, as on the command line.
+    let cmd = <CaseRun as clap::CommandFactory>::command();
+    let argv = cachesim::cluster::deployment::command_line(argv, &cmd, &cmd)?.args;
     let run = CaseRun::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?.run;
     let mut opts = run.options();
     if raw {
@@ -246,8 +250,11 @@ fn factor_text(e: &cachesim::cost::Efficiency, name: &str) -> String {
     }
 }
 
-/// `cachesim validate [--cases DIR] [--data DIR] [--json]`.
+/// `cachesim validate [--cases DIR] [--data DIR] [--json] [--csv FILE] [--plot F.svg]`.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.plot {
+        cachesim::plot::check_plot_path(p)?;
+    }
     let cases = case::load_dir(&args.cases)?;
     let data = data_dir(&args.data);
     let mut v = case::Validation::default();
@@ -274,11 +281,43 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
             Some(p) => Some(profile::read(&p)?),
             None => profile::builtin_for(&t.cfg.gpu.name, t.cfg.engine.engine, &t.cfg.model.name).map(|(_, p)| p),
         };
+        let no_profile = used.is_none();
         let fitted = !args.uncalibrated && used.is_some_and(|p| p.fit.cases.contains(&c.case.case));
-        v.cases.push(case::CaseInfo { case: c.case.case.clone(), calibration: t.cfg.calibration.clone(), fitted });
+        let calibration = t.cfg.calibration.clone();
+        v.cases.push(case::CaseInfo {
+            case: c.case.case.clone(),
+            calibration,
+            fitted,
+            no_profile,
+            gpu: t.cfg.gpu.name.clone(),
+            engine: profile::family(t.cfg.engine.engine).to_string(),
+            source: c.source(),
+        });
         v.rows.extend(case::compare(c, &s));
     }
     case::summarise(&mut v);
+    if let Some(p) = &args.plot {
+        let mut files = cachesim::output::Outputs::new();
+        let tmp = files.stage(p)?;
+        let title = format!(
+            "cachesim validate: predicted vs measured, {} cases (filled: fitted profile, hollow: raw roofline)",
+            v.cases.len()
+        );
+        cachesim::calibrate::plot::validation_plot(&tmp, &title, &v)
+            .with_context(|| format!("cannot draw {}", p.display()))?;
+        files.commit()?;
+    }
+    if let Some(p) = &args.csv {
+        let mut files = cachesim::output::Outputs::new();
+        let tmp = files.stage(p)?;
+        let mut w = csv::Writer::from_path(&tmp).with_context(|| format!("cannot create {}", p.display()))?;
+        for r in case::csv_rows(&v) {
+            w.serialize(r).with_context(|| format!("cannot write {}", p.display()))?;
+        }
+        w.flush().with_context(|| format!("cannot write {}", p.display()))?;
+        drop(w);
+        files.commit()?;
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &v)?;

@@ -1014,6 +1014,14 @@ pub struct ValidateArgs {
     /// Print JSON: rows, summary per metric, cases not expressible.
     #[arg(long)]
     pub json: bool,
+    /// Also write the table as CSV: one row per case and metric (case, metric, measured,
+    /// predicted, error_pct, profile = fitted, held-out or raw).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Draw predicted against measured, log–log, one colour per source (filled: a fitted
+    /// profile priced the case; hollow: the raw roofline) to this SVG or PNG file.
+    #[arg(long, value_name = "F.svg")]
+    pub plot: Option<PathBuf>,
 }
 
 /// A case's `cachesim run` arguments, parsed as the command line would be.

@@ -195,15 +195,16 @@ fn validate_bundled_cases() {
     let names = |key: &str| -> Vec<String> {
         v[key].as_array().unwrap().iter().map(|s| s["case"].as_str().unwrap().to_string()).collect()
     };
+    // The published ShareGPT points and the four seed deployments need the data folder.
     let not_run = names("not_run");
-    assert_eq!(not_run, (1..=12).map(|i| format!("P{i:03}")).collect::<Vec<_>>());
+    let mut want: Vec<String> = (1..=12).map(|i| format!("P{i:03}")).collect();
+    want.extend(SEED_DEPLOYMENTS.iter().map(|s| s.to_string()));
+    assert_eq!(not_run, want);
     assert!(v["not_run"][0]["missing"].as_str().unwrap().contains("needs the data folder"), "{}", v["not_run"][0]);
+    // Only published points remain not expressible (MoE/PD/EP, TensorRT-LLM and FP8, LLaMA-7B v1).
     let skipped = names("not_expressible");
-    assert_eq!(skipped.len(), 4 + 70);
-    assert_eq!(
-        &skipped[70..],
-        ["h20-dsr1-sglang-tp16-mtp", "h20-dsr1-vllm-tp8pp2", "v100-llama11b-1p1d", "v100-llama11b-2dp-router"]
-    );
+    assert_eq!(skipped.len(), 70);
+    assert!(skipped.iter().all(|s| s.starts_with('P')), "{skipped:?}");
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
         .args(["validate", "--cases", cases.to_str().unwrap()])
@@ -212,7 +213,7 @@ fn validate_bundled_cases() {
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("case ") && lines[0].ends_with("error %"), "{text}");
+    assert!(lines[0].starts_with("case ") && lines[0].ends_with("error %  profile"), "{text}");
     assert_eq!(lines.iter().filter(|l| l.starts_with("vllm-ttft-64seq-6144btk ")).count(), 16);
     assert!(text.contains("\nNot expressible yet:\n  P039: "), "{text}");
     assert!(text.contains("\nNot run here (data absent):\n  P001: "), "{text}");
@@ -366,6 +367,10 @@ fn saved_results_read_through_calibrate() {
     let err = fails(&["calibrate", "--report", empty.to_str().unwrap()]);
     assert!(err.contains("empty.json: the result holds no recognisable metric"), "{err}");
 }
+
+/// The seed runs that run a deployment file (routed DP, 1P1D, DeepSeek-R1 PP and MTP), in file order.
+const SEED_DEPLOYMENTS: [&str; 4] =
+    ["h20-dsr1-sglang-tp16-mtp", "h20-dsr1-vllm-tp8pp2", "v100-llama11b-1p1d", "v100-llama11b-2dp-router"];
 
 const PUBLISHED_HELD_OUT: [&str; 4] = ["P003", "P004", "P007", "P008"];
 const SEED_HELD_OUT: [&str; 2] = ["seed-sweep-plan4", "seed-sweep-plan1"];
@@ -553,4 +558,117 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     assert!(text.contains("\nStep time:      roofline · calibration none (raw roofline: no fitted profile for h100-sxm / vllm / llama-3.1-8b)\n"), "{text}");
     let err = fails(&["run", "--calibration", dir.path().join("missing.toml").to_str().unwrap()]);
     assert!(err.contains("missing.toml"), "{err}");
+}
+
+/// The four seed deployments run their deployment files on the seed workload (1,000 ShareGPT
+/// first turns at rate inf) and are compared metric by metric with their reports, measured
+/// values exactly the parsed report's; no fitted profile matches them, so the raw roofline
+/// prices them and they are neither fitted nor held out (outside the held-out summary and gate).
+/// The 1P1D run's 47 successes of 1,000 leave its count, totals, duration and throughputs
+/// uncompared. `--csv` writes the same rows with each case's role.
+#[test]
+fn seed_deployments_are_compared_with_their_reports() {
+    let Some(data) = common::data_dir() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let csv_path = dir.path().join("v.csv");
+    let v = validate_json(&["--csv", csv_path.to_str().unwrap()]);
+    let rows = v["rows"].as_array().unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    for seed in SEED_DEPLOYMENTS {
+        let c = cases.iter().find(|c| c["case"] == seed).unwrap_or_else(|| panic!("{seed} not run"));
+        assert_eq!((c["fitted"].as_bool(), c["no_profile"].as_bool()), (Some(false), Some(true)), "{seed}");
+        assert!(c["calibration"].as_str().unwrap().starts_with("none (raw roofline: no fitted profile for "), "{c}");
+        let measured = report::read(&crate_dir().join(format!("calibration/reports/{seed}.txt"))).unwrap();
+        let mine: Vec<&serde_json::Value> = rows.iter().filter(|r| r["case"] == seed).collect();
+        let metrics: Vec<&str> = mine.iter().map(|r| r["metric"].as_str().unwrap()).collect();
+        let skipped: &[&str] = if seed == "v100-llama11b-1p1d" {
+            &[
+                "completed",
+                "total_input_tokens",
+                "total_output_tokens",
+                "duration",
+                "request_throughput",
+                "output_throughput",
+                "total_throughput",
+            ]
+        } else {
+            &[]
+        };
+        let want: Vec<&str> = cachesim::calibrate::case::METRICS
+            .iter()
+            .copied()
+            .filter(|m| measured.get(m).is_some() && !skipped.contains(m))
+            .collect();
+        assert_eq!(want.len(), 18 - skipped.len(), "{seed}");
+        assert_eq!(metrics, want, "{seed}");
+        for r in &mine {
+            let m = r["metric"].as_str().unwrap();
+            assert_eq!(r["measured"].as_f64(), measured.get(m), "{seed} {m}");
+            assert!(r["predicted"].as_f64().unwrap() > 0.0, "{seed} {m}");
+        }
+        // Every request served (the 1P1D run's real 47 of 1,000 are not reproduced).
+        if seed != "v100-llama11b-1p1d" {
+            let done = mine.iter().find(|r| r["metric"] == "completed").unwrap();
+            assert_eq!((done["measured"].as_f64(), done["predicted"].as_f64()), (Some(1000.0), Some(1000.0)));
+        }
+    }
+    // The held-out summary is over the held-out cases alone: the seeds' raw rows stay out.
+    let held: usize = PUBLISHED_HELD_OUT
+        .iter()
+        .chain(&SEED_HELD_OUT)
+        .map(|h| rows.iter().filter(|r| r["case"] == *h && r["metric"] == "median_ttft_ms").count())
+        .sum();
+    assert_eq!(v["held_out"]["median_ttft_ms"]["cases"].as_u64(), Some(held as u64));
+    // Per GPU and per engine: the H20 summary is over the two DeepSeek-R1 seeds alone.
+    assert_eq!(v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(), ["a100-80gb", "h100-sxm", "h20", "v100"]);
+    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["sglang", "vllm"]);
+    let h20_tpot: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["case"].as_str().unwrap().starts_with("h20-") && r["metric"] == "median_tpot_ms")
+        .map(|r| r["error_pct"].as_f64().unwrap().abs())
+        .collect();
+    let s = &v["by_gpu"]["h20"]["median_tpot_ms"];
+    assert_eq!(s["cases"], 2);
+    assert!((s["mape_pct"].as_f64().unwrap() - (h20_tpot[0] + h20_tpot[1]) / 2.0).abs() < 1e-9, "{s}");
+    // The CSV: one row per JSON row, same figures, each case's role.
+    let mut rd = csv::Reader::from_path(&csv_path).unwrap();
+    assert_eq!(rd.headers().unwrap(), vec!["case", "metric", "measured", "predicted", "error_pct", "profile"]);
+    let recs: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
+    assert_eq!(recs.len(), rows.len());
+    for (rec, row) in recs.iter().zip(rows) {
+        assert_eq!(rec[0], *row["case"].as_str().unwrap());
+        assert_eq!(rec[1], *row["metric"].as_str().unwrap());
+        // (the CSV's and the JSON's float text may parse an ulp apart)
+        let close = |text: &str, json: &serde_json::Value| {
+            let (a, b) = (text.parse::<f64>().unwrap(), json.as_f64().unwrap());
+            (a - b).abs() <= 1e-12 * b.abs().max(1.0)
+        };
+        assert!(close(&rec[2], &row["measured"]) && close(&rec[3], &row["predicted"]), "{rec:?}");
+        assert!(close(&rec[4], &row["error_pct"]), "{rec:?}");
+        let case = &rec[0];
+        let want = if SEED_DEPLOYMENTS.contains(&case) {
+            "raw"
+        } else if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) {
+            "held-out"
+        } else {
+            "fitted"
+        };
+        assert_eq!(&rec[5], want, "{case}");
+    }
+    // The text table says so too.
+    let cases_dir = crate_dir().join("calibration/cases");
+    let svg = dir.path().join("v.svg");
+    let args = ["validate", "--cases", cases_dir.to_str().unwrap(), "--data", data.to_str().unwrap(), "--plot"];
+    let text = ok(&[&args[..], &[svg.to_str().unwrap()]].concat());
+    // The scatter: one legend entry per source (the published points' and the seed runs).
+    let body = std::fs::read_to_string(&svg).unwrap();
+    assert!(body.contains("\nseed runs\n") && body.contains("\ngithub.com/sgl-project\n"), "{body}");
+    assert!(
+        text.contains(
+            "  v100-llama11b-1p1d (raw roofline, no fitted profile: not held out, not gated): none (raw roofline"
+        ),
+        "{text}"
+    );
+    let line = text.lines().find(|l| l.starts_with("h20-dsr1-vllm-tp8pp2 ") && l.contains(" median_tpot_ms ")).unwrap();
+    assert!(line.ends_with("  raw") && line.contains("      341.77 "), "{line}");
 }

@@ -30,6 +30,10 @@ pub struct Deployment {
     /// A step-time profile for this case, relative to the case file's folder, instead of the
     /// built-in one matching its GPU, engine and model (`--calibration FILE`).
     pub profile: Option<PathBuf>,
+    /// A deployment file (`--deployment`, relative to the case file's folder) that states the
+    /// deployment — GPU, model, engine, parallelism, instances, router, PD — instead of
+    /// `gpu`, `model` and `engine_version` (which then only describe it); `flags` still apply.
+    pub file: Option<PathBuf>,
 }
 
 /// How the case's workload is rebuilt.
@@ -195,6 +199,25 @@ impl LoadedCase {
         Some(self.file.parent().unwrap_or(Path::new(".")).join(p))
     }
 
+    /// The case's deployment file (`deployment.file`), resolved against its folder.
+    pub fn deployment_path(&self) -> Option<PathBuf> {
+        let p = self.case.deployment.file.as_ref()?;
+        Some(self.file.parent().unwrap_or(Path::new(".")).join(p))
+    }
+
+    /// Where the real run comes from: a published point's source URL's host (on GitHub with
+    /// the owner: `github.com/sgl-project`), else `seed runs`.
+    pub fn source(&self) -> String {
+        let Some(p) = &self.case.published else { return "seed runs".into() };
+        let rest = p.source_url.split("://").nth(1).unwrap_or(&p.source_url);
+        let mut parts = rest.split('/');
+        let host = parts.next().unwrap_or_default().trim_start_matches("www.");
+        match (host, parts.next()) {
+            ("github.com", Some(owner)) => format!("{host}/{owner}"),
+            _ => host.to_string(),
+        }
+    }
+
     /// The data set file of a `sharegpt` case under the data folder `data`.
     pub fn trace_path(&self, data: Option<&Path>) -> Result<Option<PathBuf>> {
         let w = &self.case.workload;
@@ -228,9 +251,14 @@ impl LoadedCase {
                 a.extend(["--num-prompts".into(), n.to_string()]);
             }
         }
-        a.extend(["--gpu".into(), d.gpu.clone(), "--model".into(), d.model.clone()]);
-        if let Some(v) = &d.engine_version {
-            a.extend(["--engine-version".into(), v.clone()]);
+        match self.deployment_path() {
+            Some(f) => a.extend(["--deployment".into(), f.display().to_string()]),
+            None => {
+                a.extend(["--gpu".into(), d.gpu.clone(), "--model".into(), d.model.clone()]);
+                if let Some(v) = &d.engine_version {
+                    a.extend(["--engine-version".into(), v.clone()]);
+                }
+            }
         }
         a.extend(d.flags.iter().cloned());
         if let Some(p) = self.profile_path() {
@@ -301,6 +329,9 @@ pub const METRICS: &[&str] = &[
     "median_e2e_latency_ms",
 ];
 
+/// The metrics of the per-GPU and per-engine text summaries (the fit's default metrics).
+pub const HEADLINE: &[&str] = &["output_throughput", "median_ttft_ms", "median_tpot_ms", "median_e2e_latency_ms"];
+
 /// Metrics a published point may give beyond [`METRICS`].
 pub const EXTRA: &[&str] = &["input_throughput", "p99_e2e_latency_ms"];
 
@@ -339,6 +370,69 @@ pub struct CaseInfo {
     pub calibration: String,
     /// Whether that profile was fitted on this case (else the case is held out).
     pub fitted: bool,
+    /// No fitted profile matches the case (its GPU, engine family and model, or its own
+    /// `deployment.profile`): the raw roofline prices it, with or without `--uncalibrated`.
+    /// Such a case is neither fitted nor held out: it stays out of the held-out summary and
+    /// the `--max-held-out-error` gate, and its rows show how far the raw roofline is off.
+    pub no_profile: bool,
+    /// The GPU profile it ran on.
+    pub gpu: String,
+    /// Its engine family (`vllm`, `sglang`, `lightllm`).
+    pub engine: String,
+    /// Where the real run comes from: a published point's source (its URL's host, and on
+    /// GitHub the owner), else `seed runs`.
+    pub source: String,
+}
+
+impl CaseInfo {
+    /// Held out: a fitted profile matches the case but was not fitted on it.
+    pub fn held_out(&self) -> bool {
+        !self.fitted && !self.no_profile
+    }
+}
+
+/// One row of `validate --csv`: a [`Row`] and the case's role.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CsvRow {
+    pub case: String,
+    pub metric: String,
+    pub measured: f64,
+    pub predicted: f64,
+    pub error_pct: f64,
+    /// `fitted`, `held-out` or `raw` ([`role`]).
+    pub profile: &'static str,
+}
+
+/// A case's role in `v`: `fitted` (its profile was fitted on it), `held-out` (a fitted profile
+/// matches it but was not fitted on it), `raw` (no fitted profile matches: the raw roofline);
+/// empty for a case `v` does not list.
+pub fn role(v: &Validation, case: &str) -> &'static str {
+    match v.cases.iter().find(|c| c.case == case) {
+        Some(c) if c.fitted => "fitted",
+        Some(c) if c.no_profile => "raw",
+        Some(_) => "held-out",
+        None => "",
+    }
+}
+
+/// The rows of `validate --csv`, in table order.
+pub fn csv_rows(v: &Validation) -> Vec<CsvRow> {
+    v.rows
+        .iter()
+        .map(|r| CsvRow {
+            case: r.case.clone(),
+            metric: r.metric.clone(),
+            measured: r.measured,
+            predicted: r.predicted,
+            error_pct: r.error_pct,
+            profile: role(v, &r.case),
+        })
+        .collect()
+}
+
+/// The names of the held-out cases of `v`.
+fn held_out_cases(v: &Validation) -> Vec<&str> {
+    v.cases.iter().filter(|c| c.held_out()).map(|c| c.case.as_str()).collect()
 }
 
 /// The `cachesim validate` result.
@@ -347,8 +441,13 @@ pub struct Validation {
     pub rows: Vec<Row>,
     /// Per metric over every row.
     pub summary: BTreeMap<String, MetricSummary>,
-    /// Per metric over the rows of held-out cases (not fitted by the profile that priced them).
+    /// Per metric over the rows of held-out cases (a fitted profile matches them but was not
+    /// fitted on them; [`CaseInfo::held_out`]).
     pub held_out: BTreeMap<String, MetricSummary>,
+    /// Per GPU, per metric over every row of the cases on that GPU.
+    pub by_gpu: BTreeMap<String, BTreeMap<String, MetricSummary>>,
+    /// Per engine family, per metric over every row of its cases.
+    pub by_engine: BTreeMap<String, BTreeMap<String, MetricSummary>>,
     pub cases: Vec<CaseInfo>,
     pub not_expressible: Vec<Skipped>,
     /// Expressible cases not run here (their data set is absent).
@@ -392,17 +491,32 @@ fn summary_of<'a>(rows: impl Iterator<Item = &'a Row>) -> BTreeMap<String, Metri
 /// Fills `summary` and `held_out` from `rows` and `cases`.
 pub fn summarise(v: &mut Validation) {
     v.summary = summary_of(v.rows.iter());
-    let fitted: Vec<&str> = v.cases.iter().filter(|c| c.fitted).map(|c| c.case.as_str()).collect();
-    v.held_out = summary_of(v.rows.iter().filter(|r| !fitted.contains(&r.case.as_str())));
+    let held = held_out_cases(v);
+    let held_out = summary_of(v.rows.iter().filter(|r| held.contains(&r.case.as_str())));
+    v.held_out = held_out;
+    let group = |key: fn(&CaseInfo) -> &str| {
+        let mut keys: Vec<&str> = v.cases.iter().map(key).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .map(|k| {
+                let of: Vec<&str> = v.cases.iter().filter(|c| key(c) == k).map(|c| c.case.as_str()).collect();
+                (k.to_string(), summary_of(v.rows.iter().filter(|r| of.contains(&r.case.as_str()))))
+            })
+            .filter(|(_, s)| !s.is_empty())
+            .collect::<BTreeMap<_, _>>()
+    };
+    v.by_gpu = group(|c| c.gpu.as_str());
+    v.by_engine = group(|c| c.engine.as_str());
 }
 
 /// Median |error %| over the held-out rows of the given metrics (`None` without such rows).
 pub fn held_out_median(v: &Validation, metrics: &[&str]) -> Option<f64> {
-    let fitted: Vec<&str> = v.cases.iter().filter(|c| c.fitted).map(|c| c.case.as_str()).collect();
+    let held = held_out_cases(v);
     let mut e: Vec<f64> = v
         .rows
         .iter()
-        .filter(|r| !fitted.contains(&r.case.as_str()) && metrics.contains(&r.metric.as_str()))
+        .filter(|r| held.contains(&r.case.as_str()) && metrics.contains(&r.metric.as_str()))
         .map(|r| r.error_pct.abs())
         .collect();
     if e.is_empty() {
@@ -418,13 +532,22 @@ pub fn text(v: &Validation) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let w = v.rows.iter().map(|r| r.case.len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(s, "{:<w$}  {:<22} {:>12} {:>12} {:>9}", "case", "metric", "measured", "predicted", "error %");
-    let _ = writeln!(s, "{}", "-".repeat(w + 59));
+    let _ = writeln!(
+        s,
+        "{:<w$}  {:<22} {:>12} {:>12} {:>9}  profile",
+        "case", "metric", "measured", "predicted", "error %"
+    );
+    let _ = writeln!(s, "{}", "-".repeat(w + 68));
     for r in &v.rows {
         let _ = writeln!(
             s,
-            "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}",
-            r.case, r.metric, r.measured, r.predicted, r.error_pct
+            "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}  {}",
+            r.case,
+            r.metric,
+            r.measured,
+            r.predicted,
+            r.error_pct,
+            role(v, &r.case)
         );
     }
     for (title, summary) in [("all cases", &v.summary), ("held-out cases", &v.held_out)] {
@@ -437,10 +560,33 @@ pub fn text(v: &Validation) -> String {
                 writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
         }
     }
+    for (title, groups) in [("GPU", &v.by_gpu), ("engine", &v.by_engine)] {
+        if groups.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "\n{:<12} {:<22} {:>9} {:>14} {:>6}  (per {title}, all cases)",
+            title, "metric", "MAPE %", "median |err| %", "cases"
+        );
+        for (g, summary) in groups {
+            for m in HEADLINE.iter().filter_map(|m| summary.get_key_value(*m)) {
+                let _ = writeln!(
+                    s,
+                    "{:<12} {:<22} {:>9.1} {:>14.1} {:>6}",
+                    g, m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases
+                );
+            }
+        }
+    }
     if !v.cases.is_empty() {
         let _ = writeln!(s, "\nStep-time profiles:");
         for c in &v.cases {
-            let role = if c.fitted { "fitted on" } else { "held out" };
+            let role = match (c.fitted, c.no_profile) {
+                (true, _) => "fitted on",
+                (false, false) => "held out",
+                (false, true) => "raw roofline, no fitted profile: not held out, not gated",
+            };
             let _ = writeln!(s, "  {} ({role}): {}", c.case, c.calibration);
         }
     }
@@ -490,7 +636,38 @@ mod tests {
         assert!((s.mape_pct - 37.5).abs() < 1e-9 && (s.median_abs_error_pct - 37.5).abs() < 1e-9, "{s:?}");
         let t = text(&v);
         assert!(t.contains("\nmedian_ttft_ms              20.0           20.0      3\n"), "{t}");
-        assert!(t.contains("c     median_ttft_ms               100.00       110.00     +10.0\n"), "{t}");
+        assert!(t.contains("c     median_ttft_ms               100.00       110.00     +10.0  \n"), "{t}");
+        // The role column and the CSV rows: fitted, held out, or the raw roofline.
+        for (no_profile, fitted, want) in [(false, true, "fitted"), (false, false, "held-out"), (true, false, "raw")] {
+            let (gpu, engine) = ("h20".to_string(), "vllm".to_string());
+            let source = "seed runs".to_string();
+            v.cases = vec![CaseInfo {
+                case: "c".into(),
+                calibration: String::new(),
+                fitted,
+                no_profile,
+                gpu,
+                engine,
+                source,
+            }];
+            summarise(&mut v);
+            let t = text(&v);
+            assert!(
+                t.contains(&format!("c     median_ttft_ms               100.00       110.00     +10.0  {want}\n")),
+                "{t}"
+            );
+            let rows = csv_rows(&v);
+            assert_eq!(rows.len(), 5);
+            assert!(rows.iter().all(|r| r.profile == want));
+            assert_eq!((rows[1].measured, rows[1].predicted, rows[1].error_pct), (100.0, 70.0, -30.0));
+            // Only held-out cases enter the held-out summary and gate.
+            assert_eq!(v.held_out.is_empty(), want != "held-out", "{want}");
+            assert_eq!(held_out_median(&v, &["median_ttft_ms"]).is_some(), want == "held-out", "{want}");
+            // One GPU and one engine: their summaries are the whole one.
+            assert_eq!(v.by_gpu["h20"], v.summary);
+            assert_eq!(v.by_engine["vllm"], v.summary);
+            assert!(t.contains("\nh20          median_ttft_ms              20.0           20.0      3\n"), "{t}");
+        }
     }
 
     #[test]
