@@ -12,6 +12,16 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 
+/// The series colours of every plot (matplotlib's "tab10" order), cycled by series index.
+pub const PALETTE: [plotters::style::RGBColor; 6] = [
+    plotters::style::RGBColor(31, 119, 180),
+    plotters::style::RGBColor(255, 127, 14),
+    plotters::style::RGBColor(44, 160, 44),
+    plotters::style::RGBColor(148, 103, 189),
+    plotters::style::RGBColor(140, 86, 75),
+    plotters::style::RGBColor(23, 190, 207),
+];
+
 fn plot_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Io { path: path.to_path_buf(), error: std::io::Error::other(e.to_string()) }
 }

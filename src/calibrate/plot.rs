@@ -6,19 +6,11 @@
 
 use super::case::Validation;
 use crate::error::Result;
+use crate::plot::PALETTE as COLORS;
 use crate::plot::{render, DrawResult, Figure};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
-
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(23, 190, 207),
-];
 
 /// One point: (source, priced by the raw roofline, measured, predicted).
 type Point = (String, bool, f64, f64);

@@ -7,6 +7,7 @@
 
 use super::{Slo, Trial};
 use crate::error::{Error, Result};
+use crate::plot::PALETTE as COLORS;
 use crate::plot::{render, DrawResult, Figure};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -38,15 +39,6 @@ pub fn rate_plot(path: &Path, slo: &Slo, curves: &[Curve], target_rate: Option<f
     let title = format!("SLO metrics against request rate (top {} candidates)", curves.len());
     render(path, &RateFigure { title, slo, curves, target_rate })
 }
-
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(23, 190, 207),
-];
 
 impl Figure for RateFigure<'_> {
     const SIZE: (u32, u32) = (1100, 800);
