@@ -209,24 +209,7 @@ fn engines_that_would_not_start_are_refused_with_their_message() {
 
 /// The README's shape check: 50 requests of 200 + 100 tokens at 20 req/s on a V100.
 fn shape_check(dir: &Path, seqs: &str, tokens: &str) -> (String, Value) {
-    let t = dir.join("r50.jsonl");
-    if !t.exists() {
-        let t = t.to_str().unwrap();
-        ok(&[
-            "gen",
-            "random",
-            "--num-prompts",
-            "50",
-            "--input-len",
-            "200",
-            "--output-len",
-            "100",
-            "--range-ratio",
-            "1.0",
-            "-o",
-            t,
-        ]);
-    }
+    let t = common::random_50x200x100(dir);
     let t = t.to_str().unwrap();
     let args = [
         "--trace",

@@ -16,23 +16,7 @@ fn example() -> PathBuf {
 
 /// The workload of the tuning runs: 50 requests of 200 input and 100 output tokens.
 fn workload(dir: &Path) -> String {
-    let p = dir.join("r50.jsonl");
-    let s = p.to_str().unwrap().to_string();
-    ok(&[
-        "gen",
-        "random",
-        "--num-prompts",
-        "50",
-        "--input-len",
-        "200",
-        "--output-len",
-        "100",
-        "--range-ratio",
-        "1.0",
-        "-o",
-        &s,
-    ]);
-    s
+    common::random_50x200x100(dir).to_str().unwrap().to_string()
 }
 
 /// The example file's sweep written out as flags.

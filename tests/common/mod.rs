@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The shared data folder (`$CACHESIM_DATA`, else `../shared/data` beside the repository).
@@ -73,4 +73,16 @@ pub fn fails(args: &[&str]) -> String {
     let out = cachesim(args);
     assert!(!out.status.success(), "cachesim {args:?} should have failed");
     String::from_utf8(out.stderr).expect("utf-8 output")
+}
+
+/// The README's shape-check and tuning workload, generated once into `dir`: 50 random prompts of
+/// 200 tokens, 100 output tokens each (`cachesim gen random`).
+pub fn random_50x200x100(dir: &Path) -> PathBuf {
+    let p = dir.join("r50.jsonl");
+    if !p.exists() {
+        let s = p.to_str().unwrap();
+        let args = ["--num-prompts", "50", "--input-len", "200", "--output-len", "100", "--range-ratio", "1.0"];
+        ok(&[&["gen", "random"][..], &args, &["-o", s]].concat());
+    }
+    p
 }

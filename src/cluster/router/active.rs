@@ -65,16 +65,7 @@ impl ActiveTrie {
     }
 
     fn alloc(&mut self, n: Node) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = n;
-                i
-            }
-            None => {
-                self.nodes.push(n);
-                (self.nodes.len() - 1) as u32
-            }
-        }
+        super::alloc_node(&mut self.nodes, &mut self.free, n)
     }
 
     /// Adds `seq[..len]`; returns its end node (the handle for [`remove`](Self::remove)).

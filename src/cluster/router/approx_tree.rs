@@ -152,16 +152,7 @@ impl ApproxTree {
     }
 
     fn alloc(&mut self, node: Node) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = node;
-                i
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        }
+        super::alloc_node(&mut self.nodes, &mut self.free, node)
     }
 
     /// Adds `tenant` to `node` at epoch 0 if it lacks it (a node passed through).

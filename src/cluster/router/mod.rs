@@ -277,3 +277,18 @@ pub fn least_loaded(load: &[u32]) -> usize {
     }
     best
 }
+
+/// Puts `node` in an arena of tree nodes, in a slot freed earlier when there is one; returns its
+/// index (the prefix trees of the routers recycle removed nodes this way).
+fn alloc_node<N>(nodes: &mut Vec<N>, free: &mut Vec<u32>, node: N) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            nodes[i as usize] = node;
+            i
+        }
+        None => {
+            nodes.push(node);
+            (nodes.len() - 1) as u32
+        }
+    }
+}
