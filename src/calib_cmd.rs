@@ -2,7 +2,7 @@
 //! step-time profile to chosen cases, and run every expressible case of `calibration/cases/`
 //! against its measurements with the profile `cachesim run` would use.
 
-use crate::cli::{CalibrateArgs, CaseRun, ValidateArgs};
+use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
 use cachesim::calibrate::{case, fit, profile};
 use cachesim::config::Calibration;
@@ -13,15 +13,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// `cachesim calibrate --report FILE [--json]` or `cachesim calibrate --fit …`.
+/// `cachesim calibrate --report FILE [--json]`, `cachesim calibrate --report FILE -o P.toml
+/// RUN FLAGS…` or `cachesim calibrate --fit …`.
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
     if args.fit {
         return fit_profile(args);
     }
     let Some(path) = &args.report else { anyhow::bail!("give --report FILE or --fit") };
     let r = cachesim::calibrate::report::read_record(path, args.record)?;
+    if let Some(out) = &args.out {
+        return crate::calib_report::fit_report(args, &r, out);
+    }
     let mut out = std::io::stdout().lock();
-    if args.json {
+    if args.run.json {
         serde_json::to_writer_pretty(&mut out, &r)?;
         writeln!(out)?;
     } else {
@@ -82,7 +86,7 @@ fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Wor
 }
 
 /// `metric=weight,…`.
-fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
+pub(crate) fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
     s.split(',')
         .map(|kv| {
             let (k, v) = kv.split_once('=').with_context(|| format!("--weights: `{kv}` is not metric=weight"))?;
@@ -99,10 +103,7 @@ fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
 /// `cachesim calibrate --fit --cases PATTERN --out FILE`.
 fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     let (Some(pattern), Some(out)) = (&args.cases, &args.out) else { anyhow::bail!("--fit needs --cases and --out") };
-    let globs = pattern
-        .split(',')
-        .map(|p| glob::Pattern::new(p.trim()).with_context(|| format!("--cases: bad pattern `{p}`")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let globs = case_globs(Some(pattern))?.unwrap_or_default();
     let cases: Vec<_> = case::load_dir(&args.cases_dir)?
         .into_iter()
         .filter(|c| globs.iter().any(|g| g.matches(&c.case.case)))
@@ -180,6 +181,9 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
             rms_log_error: fit::rms_log_error(&f.residuals),
             median_abs_error_pct: fit::median_abs_error(&f.residuals).unwrap_or(0.0),
             evaluations: f.evaluations,
+            max_iters: Some(args.max_iters),
+            unknown_hardware: Some(args.unknown_hardware),
+            assumptions: Vec::new(),
             loo_median_abs_error_pct: fit::median_abs_error(&loo),
             residuals: f.residuals.clone(),
             leave_one_out: loo,
@@ -238,7 +242,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn factor_text(e: &cachesim::cost::Efficiency, name: &str) -> String {
+pub(crate) fn factor_text(e: &cachesim::cost::Efficiency, name: &str) -> String {
     match name {
         "gemm_flops" => format!("{:.3} of peak FLOPS", e.gemm_flops),
         "attn_flops" => format!("{:.3} of peak FLOPS", e.attn_flops),
@@ -250,50 +254,101 @@ fn factor_text(e: &cachesim::cost::Efficiency, name: &str) -> String {
     }
 }
 
-/// `cachesim validate [--cases DIR] [--data DIR] [--json] [--csv FILE] [--plot F.svg]`.
+/// The globs of a `--cases` list (`None`: every case); a folder given there is an error that
+/// points to `--cases-dir`.
+fn case_globs(pattern: Option<&str>) -> anyhow::Result<Option<Vec<glob::Pattern>>> {
+    let Some(pattern) = pattern else { return Ok(None) };
+    if Path::new(pattern).is_dir() {
+        anyhow::bail!(
+            "--cases takes case names (globs, e.g. 'P001,P00*'), not a folder: give the folder {pattern} to --cases-dir"
+        );
+    }
+    pattern
+        .split(',')
+        .map(|p| glob::Pattern::new(p.trim()).with_context(|| format!("--cases: bad pattern `{p}`")))
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// The profile that prices a case in `validate`: its own file, else the built-in one matching
+/// its GPU, engine family and model; with a key naming it.
+fn case_profile(c: &case::LoadedCase, t: &fit::Target) -> anyhow::Result<Option<(String, profile::Profile)>> {
+    Ok(match c.profile_path() {
+        Some(p) => Some((p.display().to_string(), profile::read(&p)?)),
+        None => profile::builtin_for(&t.cfg.gpu.name, t.cfg.engine.engine, &t.cfg.model.name)
+            .map(|(f, p)| (f.to_string(), p)),
+    })
+}
+
+/// `cachesim validate [--cases GLOB,…] [--cases-dir DIR] [--data DIR] [--leave-one-out |
+/// --leave-group-out gpu|source] [--json] [--csv FILE] [--plot F.svg] [--max-held-out-error PCT]`.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
     }
-    let cases = case::load_dir(&args.cases)?;
+    let globs = case_globs(args.cases.as_deref())?;
+    let selected = |c: &case::LoadedCase| globs.as_ref().is_none_or(|g| g.iter().any(|g| g.matches(&c.case.case)));
+    let cases = case::load_dir(&args.cases_dir)?;
+    if !cases.iter().any(selected) {
+        let p = args.cases.as_deref().unwrap_or_default();
+        anyhow::bail!("--cases {p}: no case in {} matches", args.cases_dir.display());
+    }
+    // Refits train on cases --cases does not select: those are prepared too.
+    let holdout = args.leave_one_out || args.leave_group_out.is_some();
     let data = data_dir(&args.data);
     let mut v = case::Validation::default();
     let mut cache = Workloads::new();
     let mut targets = Vec::new();
+    let mut not_run = BTreeMap::new();
     for c in &cases {
+        let chosen = selected(c);
+        if !chosen && !holdout {
+            continue;
+        }
         if !c.case.expressible {
             let missing = c.case.missing.clone().unwrap_or_default();
-            v.not_expressible.push(case::Skipped { case: c.case.case.clone(), missing });
+            if chosen {
+                v.not_expressible.push(case::Skipped { case: c.case.case.clone(), missing });
+            }
             continue;
         }
         if let Err(e) = c.trace_path(data.as_deref()) {
-            v.not_run.push(case::Skipped { case: c.case.case.clone(), missing: e.to_string() });
+            not_run.insert(c.case.case.clone(), e.to_string());
+            if chosen {
+                v.not_run.push(case::Skipped { case: c.case.case.clone(), missing: e.to_string() });
+            }
             continue;
         }
         let t = prepare(c, data.as_deref(), args.uncalibrated, &mut cache)
             .with_context(|| format!("case {} ({})", c.case.case, c.file.display()))?;
-        targets.push((c, t));
+        targets.push((c, t, chosen));
     }
-    let sums: Vec<_> = targets.par_iter().map(|(_, t)| fit::simulate(t, t.cfg.efficiency)).collect();
-    for ((c, t), s) in targets.iter().zip(sums) {
+    let chosen: Vec<_> = targets.iter().filter(|(_, _, s)| *s).collect();
+    let sums: Vec<_> = chosen.par_iter().map(|(_, t, _)| fit::simulate(t, t.cfg.efficiency)).collect();
+    let mut predicted = Vec::new();
+    for ((c, t, _), s) in chosen.iter().zip(sums) {
         let s = s.with_context(|| format!("case {}", c.case.case))?;
-        let used = match c.profile_path() {
-            Some(p) => Some(profile::read(&p)?),
-            None => profile::builtin_for(&t.cfg.gpu.name, t.cfg.engine.engine, &t.cfg.model.name).map(|(_, p)| p),
-        };
+        let used = case_profile(c, t)?;
         let no_profile = used.is_none();
-        let fitted = !args.uncalibrated && used.is_some_and(|p| p.fit.cases.contains(&c.case.case));
-        let calibration = t.cfg.calibration.clone();
+        let fitted = !args.uncalibrated && used.as_ref().is_some_and(|(_, p)| p.fit.cases.contains(&c.case.case));
         v.cases.push(case::CaseInfo {
             case: c.case.case.clone(),
-            calibration,
+            calibration: t.cfg.calibration.clone(),
             fitted,
             no_profile,
             gpu: t.cfg.gpu.name.clone(),
             engine: profile::family(t.cfg.engine.engine).to_string(),
             source: c.source(),
+            refit: None,
+            refit_on: None,
         });
-        v.rows.extend(case::compare(c, &s));
+        predicted.push(s);
+    }
+    if holdout {
+        v.mode = honest_refits(args, &targets, &not_run, &mut v.cases, &mut predicted)?;
+    }
+    for ((c, _, _), s) in chosen.iter().zip(&predicted) {
+        v.rows.extend(case::compare(c, s));
     }
     case::summarise(&mut v);
     if let Some(p) = &args.plot {
@@ -329,13 +384,131 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(bound) = args.max_held_out_error {
         let weights = fit::default_weights();
         let metrics: Vec<&str> = weights.keys().map(String::as_str).collect();
+        let mode = case::mode_name(&v);
         match case::held_out_median(&v, &metrics) {
-            Some(m) if m > bound => {
-                anyhow::bail!("held-out median |error| {m:.2} % exceeds --max-held-out-error {bound} %")
-            }
+            Some(m) if m > bound => anyhow::bail!(
+                "{mode} median |error| {m:.2} % (over {}, pooled) exceeds --max-held-out-error {bound} %",
+                metrics.join(", ")
+            ),
             Some(_) => {}
-            None => anyhow::bail!("--max-held-out-error: no held-out case was run"),
+            None => anyhow::bail!("--max-held-out-error: no {mode} prediction was made"),
         }
     }
     Ok(())
+}
+
+/// `--leave-one-out` / `--leave-group-out`: plans each chosen case's refit, runs each distinct
+/// refit once (in parallel; each fit is deterministic, so the output does not depend on the
+/// thread count), replaces the chosen cases' predictions and marks their [`case::CaseInfo`];
+/// returns the mode's name.
+fn honest_refits(
+    args: &ValidateArgs,
+    targets: &[(&case::LoadedCase, fit::Target, bool)],
+    not_run: &BTreeMap<String, String>,
+    infos: &mut [case::CaseInfo],
+    predicted: &mut [cachesim::metrics::Summary],
+) -> anyhow::Result<String> {
+    use cachesim::calibrate::holdout::{self, Member, Plan, ProfileRef};
+    let mut profiles: Vec<(String, profile::Profile)> = Vec::new();
+    let mut members = Vec::new();
+    for (c, t, chosen) in targets {
+        let profile = case_profile(c, t)?.map(|(key, p)| match profiles.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                profiles.push((key, p));
+                profiles.len() - 1
+            }
+        });
+        let group = match args.leave_group_out {
+            Some(GroupBy::Gpu) => t.cfg.gpu.name.clone(),
+            _ => holdout::source_page(c.case.published.as_ref().map(|p| p.source_url.as_str())),
+        };
+        let family = profile::family(t.cfg.engine.engine).to_string();
+        members.push(Member { case: c.case.case.clone(), group, family, profile, selected: *chosen });
+    }
+    let refs: Vec<ProfileRef> = profiles
+        .iter()
+        .map(|(_, p)| ProfileRef {
+            cases: p.fit.cases.clone(),
+            family: p.engine.clone(),
+            transferable: !fit::options_of(&p.fit).unknown_hardware,
+        })
+        .collect();
+    let (mode, plans) = match args.leave_group_out {
+        Some(g) => {
+            let by = if g == GroupBy::Gpu { "gpu" } else { "source" };
+            (format!("leave-group-out {by}"), holdout::leave_group_out(&members, &refs)?)
+        }
+        None => ("leave-one-out".to_string(), holdout::leave_one_out(&members, &refs)),
+    };
+    // Each distinct refit once: (training cases, profile whose options it reuses, family).
+    let mut jobs: Vec<(Vec<String>, usize, bool)> = Vec::new();
+    for p in &plans {
+        if let Plan::Refit { training, options_of, family, .. } = p {
+            let key = (training.clone(), *options_of, *family);
+            if !jobs.contains(&key) {
+                jobs.push(key);
+            }
+        }
+    }
+    let by_name: HashMap<&str, &fit::Target> = targets.iter().map(|(c, t, _)| (c.case.case.as_str(), t)).collect();
+    let mut job_targets = Vec::new();
+    for (training, pi, _) in &jobs {
+        let mut ts = Vec::new();
+        for name in training {
+            let Some(t) = by_name.get(name.as_str()) else {
+                let why = not_run.get(name).map(String::as_str).unwrap_or("not an expressible case of --cases-dir");
+                anyhow::bail!(
+                    "{mode}: profile {} was fitted on case {name}, which is not run here: {why}",
+                    profiles[*pi].0
+                );
+            };
+            ts.push((*t).clone());
+        }
+        job_targets.push(ts);
+    }
+    let fits: Vec<_> = jobs
+        .par_iter()
+        .zip(&job_targets)
+        .map(|((_, pi, _), ts)| fit::fit(ts, &fit::options_of(&profiles[*pi].1.fit)))
+        .collect();
+    let fits =
+        fits.into_iter().collect::<cachesim::Result<Vec<_>>>().with_context(|| format!("{mode}: a refit failed"))?;
+    let chosen: Vec<&fit::Target> = targets.iter().filter(|(_, _, s)| *s).map(|(_, t, _)| t).collect();
+    let sims: Vec<_> = plans
+        .par_iter()
+        .zip(&chosen)
+        .map(|(p, t)| match p {
+            Plan::Refit { training, options_of, family, .. } => {
+                let j =
+                    jobs.iter().position(|k| (&k.0, k.1, k.2) == (training, *options_of, *family)).expect("planned");
+                fit::simulate(t, fits[j].efficiency).map(Some)
+            }
+            _ => Ok(None),
+        })
+        .collect();
+    for (((p, info), s), pred) in plans.iter().zip(infos.iter_mut()).zip(sims).zip(predicted.iter_mut()) {
+        let s = s.with_context(|| format!("case {}", info.case))?;
+        match p {
+            Plan::Keep => {}
+            Plan::NoTraining(why) => info.refit = Some(why.to_string()),
+            Plan::Refit { training, options_of, family, mark } => {
+                let name = &profiles[*options_of].1.name;
+                info.refit = Some(mark.to_string());
+                info.refit_on = Some(if *family {
+                    format!(
+                        "the {} family's factors (options of {name}) fitted on {} (outside its group)",
+                        info.engine,
+                        training.join(", ")
+                    )
+                } else {
+                    format!("{name} refitted on {}", training.join(", "))
+                });
+                if let Some(s) = s {
+                    *pred = s;
+                }
+            }
+        }
+    }
+    Ok(mode)
 }

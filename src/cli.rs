@@ -74,14 +74,15 @@ pub enum Command {
     /// The highest request rate each configuration of a grid sustains under an SLO.
     Plan(Box<PlanArgs>),
     /// Read a real benchmark report (sglang bench_serving or vllm bench serve text) and print
-    /// the metrics read from it.
-    Calibrate(CalibrateArgs),
+    /// the metrics read from it; fit a step-time profile to cases (--fit) or to the report
+    /// with the run flags describing what was run (-o).
+    Calibrate(Box<CalibrateArgs>),
     /// Simulate every expressible calibration case and compare with its real report.
     Validate(ValidateArgs),
 }
 
 /// Where requests come from and how they become tokens.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct TraceArgs {
     /// Trace file (.gz read transparently). Without it, the bundled sample
     /// (traces/sessions.jsonl: 40 multi-turn sessions sharing a system prompt).
@@ -145,7 +146,7 @@ impl TraceArgs {
 }
 
 /// `cachesim run` (and cachesim without a subcommand).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub trace: TraceArgs,
@@ -950,7 +951,9 @@ fn parse_slo(s: &str) -> Result<cachesim::plan::Slo, String> {
 #[command(group(clap::ArgGroup::new("what").required(true).args(["report", "fit"])))]
 pub struct CalibrateArgs {
     /// The report file, as the benchmark client printed it (text), or its saved result (sglang
-    /// result JSONL, vLLM --save-result JSON).
+    /// result JSONL, vLLM --save-result JSON). Alone: print what was read. With -o: fit the
+    /// step-time factors to it, the run flags (--deployment, --trace, --model, --gpu,
+    /// --request-rate, --max-concurrency, --num-prompts, …) describing what was run.
     #[arg(long, value_name = "FILE", conflicts_with = "fit")]
     pub report: Option<PathBuf>,
     /// Fit the step-time factors to the cases named by --cases and write the profile to --out.
@@ -963,9 +966,14 @@ pub struct CalibrateArgs {
     /// Folder of case files.
     #[arg(long, value_name = "DIR", default_value = "calibration/cases")]
     pub cases_dir: PathBuf,
-    /// Where to write the profile (TOML).
-    #[arg(long, value_name = "FILE")]
+    /// Where to write the profile (TOML); with --report, fit the profile to that report.
+    #[arg(short, long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// With --report and -o: fit even when the report's totals (completed requests, input and
+    /// output tokens) differ from the rebuilt run's by more than 1 % (the profile's
+    /// assumptions say so).
+    #[arg(long, requires = "report")]
+    pub accept_totals_mismatch: bool,
     /// Metric weights of the objective, metric=weight,… [default: output_throughput=1,
     /// median_ttft_ms=1,median_tpot_ms=1,median_e2e_latency_ms=1].
     #[arg(long, value_name = "LIST")]
@@ -989,26 +997,43 @@ pub struct CalibrateArgs {
     /// List the lines (or JSON keys) not recognised.
     #[arg(short, long)]
     pub verbose: bool,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// What the report's run was (with --report and -o), as for `cachesim run`; its --json
+    /// prints the report read as JSON.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// `cachesim validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
+    /// Case names to run: globs over the case names in --cases-dir, comma-separated (e.g.
+    /// 'P001,P009' or 'P00*') [default: every case].
+    #[arg(long, value_name = "PATTERN")]
+    pub cases: Option<String>,
     /// Folder of case files (*.toml).
     #[arg(long, value_name = "DIR", default_value = "calibration/cases")]
-    pub cases: PathBuf,
+    pub cases_dir: PathBuf,
     /// The data folder the cases' data sets are relative to [default: $CACHESIM_DATA]; cases
     /// whose data is absent are listed as not run.
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
     /// Simulate with the raw roofline instead of the fitted profiles.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["leave_one_out", "leave_group_out"])]
     pub uncalibrated: bool,
-    /// Fail (exit status 1) when the held-out median |error| over output throughput and median
-    /// TTFT, TPOT and E2E exceeds this many percent.
+    /// Predict each case a profile was fitted on from that profile refitted without it (same
+    /// factors, bounds, weights and iterations as its `fit` record); held-out cases keep their
+    /// prediction. The summary and the gate are then leave-one-out.
+    #[arg(long, conflicts_with = "leave_group_out")]
+    pub leave_one_out: bool,
+    /// Predict each group of cases (by GPU, or by source: a published point's page; seed runs
+    /// and other reports together) from its profiles refitted without the group's cases, else
+    /// from the engine family's factors fitted on the other groups' cases.
+    #[arg(long, value_enum, value_name = "gpu|source")]
+    pub leave_group_out: Option<GroupBy>,
+    /// Fail (exit status 1) when the median |error| of the honest predictions (held out; with
+    /// --leave-one-out or --leave-group-out, those refits) over the metrics output_throughput,
+    /// median_ttft_ms, median_tpot_ms and median_e2e_latency_ms, pooled, exceeds this many
+    /// percent.
     #[arg(long, value_name = "PCT")]
     pub max_held_out_error: Option<f64>,
     /// Print JSON: rows, summary per metric, cases not expressible.
@@ -1022,6 +1047,15 @@ pub struct ValidateArgs {
     /// profile priced the case; hollow: the raw roofline) to this SVG or PNG file.
     #[arg(long, value_name = "F.svg")]
     pub plot: Option<PathBuf>,
+}
+
+/// How `validate --leave-group-out` groups the cases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupBy {
+    /// The GPU profile a case runs on.
+    Gpu,
+    /// A published point's source page; seed runs and other reports form one group.
+    Source,
 }
 
 /// A case's `cachesim run` arguments, parsed as the command line would be.

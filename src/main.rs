@@ -4,6 +4,7 @@
 //! (`cachesim::output`); progress bars show on a terminal only.
 
 mod calib_cmd;
+mod calib_report;
 mod sweep_cmd;
 
 use cachesim::cli;

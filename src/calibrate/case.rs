@@ -382,12 +382,30 @@ pub struct CaseInfo {
     /// Where the real run comes from: a published point's source (its URL's host, and on
     /// GitHub the owner), else `seed runs`.
     pub source: String,
+    /// Under `--leave-one-out` / `--leave-group-out`: how its rows were predicted instead of by
+    /// its profile — `loo` or `group-out` (a refit without the case or its group; its profile
+    /// in `refit_on`), or why no refit was possible ([`super::holdout::NO_TRAINING_LEFT`],
+    /// [`super::holdout::NO_TRAINING_OUTSIDE`]: the profile's prediction stands, ungated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refit: Option<String>,
+    /// The refit in words: which factors, fitted on which cases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refit_on: Option<String>,
 }
 
 impl CaseInfo {
     /// Held out: a fitted profile matches the case but was not fitted on it.
     pub fn held_out(&self) -> bool {
         !self.fitted && !self.no_profile
+    }
+
+    /// An honest prediction, in the summary and gate of the mode run: held out and kept, or
+    /// refitted without the case (`loo`) or its group (`group-out`).
+    pub fn honest(&self) -> bool {
+        match self.refit.as_deref() {
+            Some(r) => r == super::holdout::LOO || r == super::holdout::GROUP_OUT,
+            None => self.held_out(),
+        }
     }
 }
 
@@ -399,15 +417,16 @@ pub struct CsvRow {
     pub measured: f64,
     pub predicted: f64,
     pub error_pct: f64,
-    /// `fitted`, `held-out` or `raw` ([`role`]).
-    pub profile: &'static str,
+    /// `fitted`, `held-out`, `raw`, `loo`, `group-out` or why no refit was possible ([`role`]).
+    pub profile: String,
 }
 
 /// A case's role in `v`: `fitted` (its profile was fitted on it), `held-out` (a fitted profile
-/// matches it but was not fitted on it), `raw` (no fitted profile matches: the raw roofline);
-/// empty for a case `v` does not list.
-pub fn role(v: &Validation, case: &str) -> &'static str {
+/// matches it but was not fitted on it), `raw` (no fitted profile matches: the raw roofline),
+/// or its [`CaseInfo::refit`] mark; empty for a case `v` does not list.
+pub fn role<'a>(v: &'a Validation, case: &str) -> &'a str {
     match v.cases.iter().find(|c| c.case == case) {
+        Some(CaseInfo { refit: Some(r), .. }) => r,
         Some(c) if c.fitted => "fitted",
         Some(c) if c.no_profile => "raw",
         Some(_) => "held-out",
@@ -425,24 +444,29 @@ pub fn csv_rows(v: &Validation) -> Vec<CsvRow> {
             measured: r.measured,
             predicted: r.predicted,
             error_pct: r.error_pct,
-            profile: role(v, &r.case),
+            profile: role(v, &r.case).to_string(),
         })
         .collect()
 }
 
-/// The names of the held-out cases of `v`.
+/// The names of the honestly predicted cases of `v` ([`CaseInfo::honest`]).
 fn held_out_cases(v: &Validation) -> Vec<&str> {
-    v.cases.iter().filter(|c| c.held_out()).map(|c| c.case.as_str()).collect()
+    v.cases.iter().filter(|c| c.honest()).map(|c| c.case.as_str()).collect()
 }
 
 /// The `cachesim validate` result.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct Validation {
+    /// How the honest predictions were made: `held-out` (the profiles as fitted; empty means
+    /// the same), `leave-one-out`, `leave-group-out gpu`, `leave-group-out source`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub mode: String,
     pub rows: Vec<Row>,
     /// Per metric over every row.
     pub summary: BTreeMap<String, MetricSummary>,
-    /// Per metric over the rows of held-out cases (a fitted profile matches them but was not
-    /// fitted on them; [`CaseInfo::held_out`]).
+    /// Per metric over the rows of the honestly predicted cases of the mode run
+    /// ([`CaseInfo::honest`]): held out (a fitted profile matches them but was not fitted on
+    /// them), or refitted without them or their group.
     pub held_out: BTreeMap<String, MetricSummary>,
     /// Per GPU, per metric over every row of the cases on that GPU.
     pub by_gpu: BTreeMap<String, BTreeMap<String, MetricSummary>>,
@@ -510,7 +534,17 @@ pub fn summarise(v: &mut Validation) {
     v.by_engine = group(|c| c.engine.as_str());
 }
 
-/// Median |error %| over the held-out rows of the given metrics (`None` without such rows).
+/// The name of `v`'s honest summary: `held-out`, `leave-one-out`, `leave-group-out gpu`, ….
+pub fn mode_name(v: &Validation) -> &str {
+    if v.mode.is_empty() {
+        "held-out"
+    } else {
+        &v.mode
+    }
+}
+
+/// Median |error %| over the honest rows (held out, or refitted without their case or group)
+/// of the given metrics, pooled (`None` without such rows).
 pub fn held_out_median(v: &Validation, metrics: &[&str]) -> Option<f64> {
     let held = held_out_cases(v);
     let mut e: Vec<f64> = v
@@ -550,7 +584,8 @@ pub fn text(v: &Validation) -> String {
             role(v, &r.case)
         );
     }
-    for (title, summary) in [("all cases", &v.summary), ("held-out cases", &v.held_out)] {
+    let honest = if v.mode.is_empty() { "held-out cases".to_string() } else { v.mode.clone() };
+    for (title, summary) in [("all cases", &v.summary), (honest.as_str(), &v.held_out)] {
         if summary.is_empty() {
             continue;
         }
@@ -559,6 +594,9 @@ pub fn text(v: &Validation) -> String {
             let _ =
                 writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
         }
+    }
+    if !v.mode.is_empty() && v.held_out.is_empty() {
+        let _ = writeln!(s, "\n({}: no case could be predicted; see the profiles below)", v.mode);
     }
     for (title, groups) in [("GPU", &v.by_gpu), ("engine", &v.by_engine)] {
         if groups.is_empty() {
@@ -588,6 +626,15 @@ pub fn text(v: &Validation) -> String {
                 (false, true) => "raw roofline, no fitted profile: not held out, not gated",
             };
             let _ = writeln!(s, "  {} ({role}): {}", c.case, c.calibration);
+            match (&c.refit, &c.refit_on) {
+                (Some(r), Some(on)) => {
+                    let _ = writeln!(s, "    {r}: {on}");
+                }
+                (Some(r), None) => {
+                    let _ = writeln!(s, "    {r}: its profile's prediction stands, not gated");
+                }
+                _ => {}
+            }
         }
     }
     if !v.not_expressible.is_empty() {
@@ -649,6 +696,8 @@ mod tests {
                 gpu,
                 engine,
                 source,
+                refit: None,
+                refit_on: None,
             }];
             summarise(&mut v);
             let t = text(&v);

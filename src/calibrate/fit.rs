@@ -189,6 +189,23 @@ impl Default for FitOptions {
     }
 }
 
+/// The options a profile was fitted with, from its `fit` record: its weights, `max_iters` and
+/// `unknown_hardware` (for a record written before those two were kept, the flags of its
+/// `command`: `--max-iters N`, `--unknown-hardware`; absent, the defaults), searching from the
+/// default factors as `calibrate --fit` does. A refit with these options on the same cases
+/// reproduces the profile.
+pub fn options_of(info: &super::profile::FitInfo) -> FitOptions {
+    let words: Vec<&str> = info.command.split_whitespace().collect();
+    let flag_value = |flag: &str| words.windows(2).find(|w| w[0] == flag).map(|w| w[1]);
+    let max_iters = info
+        .max_iters
+        .or_else(|| flag_value("--max-iters").and_then(|v| v.parse().ok()))
+        .unwrap_or(FitOptions::default().max_iters);
+    let unknown_hardware = info.unknown_hardware.unwrap_or_else(|| words.contains(&"--unknown-hardware"));
+    let weights = if info.weights.is_empty() { default_weights() } else { info.weights.clone() };
+    FitOptions { weights, max_iters, start: Efficiency::default(), unknown_hardware }
+}
+
 /// A fit's result.
 #[derive(Debug, Clone)]
 pub struct Fit {
@@ -303,6 +320,24 @@ mod tests {
             }
             assert!(to_value(f, -50.0) >= f.lo * (1.0 - 1e-12) && to_value(f, 50.0) <= f.hi * (1.0 + 1e-12));
         }
+    }
+
+    #[test]
+    fn options_come_from_the_record_else_the_command() {
+        let mut info = super::super::profile::FitInfo {
+            command: "cachesim calibrate --fit --cases 'x' --out p.toml --max-iters 300 --unknown-hardware".into(),
+            ..Default::default()
+        };
+        let o = options_of(&info);
+        assert_eq!((o.max_iters, o.unknown_hardware), (300, true));
+        assert_eq!(o.weights, default_weights());
+        info.max_iters = Some(20);
+        info.unknown_hardware = Some(false);
+        info.weights = [("median_ttft_ms".to_string(), 2.0)].into_iter().collect();
+        let o = options_of(&info);
+        assert_eq!((o.max_iters, o.unknown_hardware, o.weights.len()), (20, false, 1));
+        let o = options_of(&Default::default());
+        assert_eq!((o.max_iters, o.unknown_hardware), (150, false));
     }
 
     #[test]

@@ -112,6 +112,8 @@ mod tests {
             gpu: "h20".into(),
             engine: "vllm".into(),
             source: source.into(),
+            refit: None,
+            refit_on: None,
         }
     }
 

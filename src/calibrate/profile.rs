@@ -44,6 +44,17 @@ pub struct FitInfo {
     pub median_abs_error_pct: f64,
     /// Simulations of every case run by the optimiser.
     pub evaluations: u64,
+    /// Nelder–Mead iterations at most (`--max-iters`); absent in a profile written before it
+    /// was recorded (then read from `command`, see [`super::fit::options_of`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iters: Option<u64>,
+    /// Whether the wide bounds of `--unknown-hardware` were used; absent as `max_iters`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_hardware: Option<bool>,
+    /// What the fit assumed beyond its cases (e.g. a report whose totals differ from the rebuilt
+    /// workload's, accepted by `--accept-totals-mismatch`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assumptions: Vec<String>,
     /// Leave-one-out: median |error %| predicting each case from a fit without it (`None` with
     /// a single case).
     pub loo_median_abs_error_pct: Option<f64>,
