@@ -1,11 +1,12 @@
 //! Fitting, end to end: reports written by cachesim itself with known step-time factors are
-//! read back as cases and fitted; the fit must reproduce the reports and recover the factors
-//! the workloads constrain.
+//! read back as cases (or one report with the run flags) and fitted; the fit must reproduce the
+//! reports and recover the factors the workloads constrain; `validate --leave-one-out` and
+//! `--leave-group-out` refit the profiles without each case or group.
 
 mod common;
 
-use common::ok;
-use std::path::Path;
+use common::{fails, ok};
+use std::path::{Path, PathBuf};
 
 const TRUTH: &str = r#"name = "truth"
 gpu = "a100-80gb"
@@ -22,44 +23,33 @@ step_overhead_s = 0.002
 per_seq_overhead_s = 0.00002
 "#;
 
-/// Three loads (light Poisson, offline, closed-ish high rate) simulated with the factors of
-/// TRUTH, printed as vLLM reports, fitted from the defaults: every fitted metric within 1 %,
-/// GEMM and HBM efficiency within 5 %, attention within 15 %. The host overheads are not
-/// asserted: vLLM v1's async scheduling hides host time under device time (a step takes the
-/// larger), so these loads do not constrain them.
-#[test]
-fn synthetic_round_trip_recovers_the_factors() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// The loads of the synthetic cases: (case, GPU, prompts, input, output, request rate).
+const LOADS: &[(&str, &str, u32, u32, u32, &str)] = &[
+    ("c0", "a100-80gb", 40, 512, 128, "2"),
+    ("c1", "a100-80gb", 300, 1024, 256, "inf"),
+    ("c2", "a100-80gb", 100, 256, 512, "8"),
+    ("h0", "h100-sxm", 300, 1024, 256, "8"),
+];
+
+/// Writes `truth.toml`, and for each of [`LOADS`] its workload `w<case>.jsonl`, the report
+/// cachesim prints for it with the factors of TRUTH (vLLM layout) in `reports/`, and a case file
+/// in `cases/` whose profile is `../<gpu>.toml` (fitted by the tests).
+fn synthetic_cases(d: &Path) -> PathBuf {
     std::fs::create_dir_all(d.join("cases")).unwrap();
     std::fs::create_dir_all(d.join("reports")).unwrap();
     let truth = d.join("truth.toml");
     std::fs::write(&truth, TRUTH).unwrap();
-    for (i, (n, input, output, rate)) in
-        [(40, 512, 128, "2"), (300, 1024, 256, "inf"), (100, 256, 512, "8")].into_iter().enumerate()
-    {
-        let w = d.join(format!("w{i}.jsonl"));
+    for &(case, gpu, n, input, output, rate) in LOADS {
+        let w = d.join(format!("w{case}.jsonl"));
         let (n_s, in_s, out_s) = (n.to_string(), input.to_string(), output.to_string());
-        ok(&[
-            "gen",
-            "random",
-            "--num-prompts",
-            &n_s,
-            "--input-len",
-            &in_s,
-            "--output-len",
-            &out_s,
-            "--range-ratio",
-            "1.0",
-            "-o",
-            w.to_str().unwrap(),
-        ]);
+        let gen = ["gen", "random", "--num-prompts", &n_s, "--input-len", &in_s, "--output-len", &out_s];
+        ok(&[&gen[..], &["--range-ratio", "1.0", "-o", w.to_str().unwrap()]].concat());
         let report = ok(&[
             "run",
             "--trace",
             w.to_str().unwrap(),
             "--gpu",
-            "a100-80gb",
+            gpu,
             "--model",
             "llama-3.1-8b",
             "--calibration",
@@ -70,38 +60,218 @@ fn synthetic_round_trip_recovers_the_factors() {
             "vllm",
         ]);
         assert!(report.contains("calibration truth ("), "{report}");
-        std::fs::write(d.join(format!("reports/c{i}.txt")), report).unwrap();
-        let case = format!(
-            "case = \"c{i}\"\nreport = \"../reports/c{i}.txt\"\nexpressible = true\n\n[deployment]\ngpu = \"a100-80gb\"\n\
-             model = \"llama-3.1-8b\"\nengine = \"vllm\"\ntopology = \"1 GPU\"\n\n[workload]\ndataset = \"random\"\n\
-             num_prompts = {n}\ninput_len = {input}\noutput_len = {output}\nrequest_rate = \"{rate}\"\n"
+        std::fs::write(d.join(format!("reports/{case}.txt")), report).unwrap();
+        let case_file = format!(
+            "case = \"{case}\"\nreport = \"../reports/{case}.txt\"\nexpressible = true\n\n[deployment]\ngpu = \"{gpu}\"\n\
+             model = \"llama-3.1-8b\"\nengine = \"vllm\"\ntopology = \"1 GPU\"\nprofile = \"../{gpu}.toml\"\n\n[workload]\n\
+             dataset = \"random\"\nnum_prompts = {n}\ninput_len = {input}\noutput_len = {output}\nrequest_rate = \"{rate}\"\n"
         );
-        std::fs::write(d.join(format!("cases/c{i}.toml")), case).unwrap();
+        std::fs::write(d.join(format!("cases/{case}.toml")), case_file).unwrap();
     }
-    let out = d.join("fit.toml");
+    d.join("cases")
+}
+
+/// Fits the A100 profile on c0–c2 and the H100 one on h0 (`loo`: with the leave-one-out record).
+fn fit_both(d: &Path, loo: bool) {
     let cases = d.join("cases");
-    ok(&[
-        "calibrate",
-        "--fit",
-        "--cases",
-        "c*",
-        "--cases-dir",
-        cases.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--no-loo",
-    ]);
+    for (glob, gpu) in [("c*", "a100-80gb"), ("h0", "h100-sxm")] {
+        let out = d.join(format!("{gpu}.toml"));
+        let mut args = vec!["calibrate", "--fit", "--cases", glob, "--cases-dir", cases.to_str().unwrap()];
+        args.extend(["--out", out.to_str().unwrap()]);
+        if !loo {
+            args.push("--no-loo");
+        }
+        ok(&args);
+    }
+}
+
+fn close(got: f64, want: f64, tol: f64, what: &str) {
+    assert!((got / want - 1.0).abs() < tol, "{what}: fitted {got}, true {want}");
+}
+
+/// Three loads (light Poisson, offline, closed-ish high rate) simulated with the factors of
+/// TRUTH, printed as vLLM reports, fitted from the defaults: every fitted metric within 1 %,
+/// GEMM and HBM efficiency within 5 %, attention within 15 %. The host overheads are not
+/// asserted: vLLM v1's async scheduling hides host time under device time (a step takes the
+/// larger), so these loads do not constrain them.
+#[test]
+fn synthetic_round_trip_recovers_the_factors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synthetic_cases(d);
+    fit_both(d, false);
+    let out = d.join("a100-80gb.toml");
     let p = cachesim::calibrate::profile::read(&out).unwrap();
     assert_eq!(p.fit.cases, ["c0", "c1", "c2"]);
+    assert_eq!((p.fit.max_iters, p.fit.unknown_hardware), (Some(150), Some(false)));
     assert_eq!(p.fit.residuals.len(), 9);
     for r in &p.fit.residuals {
         assert!(r.error_pct.abs() < 1.0, "{r:?}");
     }
-    let close = |got: f64, want: f64, tol: f64, what: &str| {
-        assert!((got / want - 1.0).abs() < tol, "{what}: fitted {got}, true {want}");
-    };
     close(p.efficiency.gemm_flops, 0.45, 0.05, "gemm_flops");
     close(p.efficiency.mem_bw, 0.65, 0.05, "mem_bw");
     close(p.efficiency.attn_flops, 0.3, 0.15, "attn_flops");
     assert!(Path::new(&out).is_file());
+}
+
+/// The user's own run: one printed report (h0's: 300 × 1,024 → 256 tokens at 8 req/s on an
+/// H100) and the run flags describing it; the fit reproduces the report's metrics within 1 %
+/// and GEMM and HBM efficiency within 5 %; the profile records the command and residuals; the
+/// table prints measured, before and after. Totals that differ from the rebuilt run's by
+/// more than 1 % are an error naming the report and the totals, unless accepted (then the
+/// profile's assumptions say so).
+#[test]
+fn own_report_round_trip_recovers_the_factors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synthetic_cases(d);
+    let (report, w, out) = (d.join("reports/h0.txt"), d.join("wh0.jsonl"), d.join("own.toml"));
+    let run = ["--trace", w.to_str().unwrap(), "--gpu", "h100-sxm", "--model", "llama-3.1-8b"];
+    let text =
+        ok(&[&["calibrate", "--report", report.to_str().unwrap(), "-o", out.to_str().unwrap()], &run[..]].concat());
+    assert!(
+        text.contains("metric                     measured       before   error %        after   error %\n"),
+        "{text}"
+    );
+    let p = cachesim::calibrate::profile::read(&out).unwrap();
+    assert_eq!(
+        (p.gpu.as_str(), p.engine.as_str(), p.models.as_slice()),
+        ("h100-sxm", "vllm", &["llama-3.1-8b".to_string()][..])
+    );
+    assert_eq!(p.fit.cases, ["h0"]);
+    assert!(
+        p.fit.command.starts_with("cachesim calibrate --report ") && p.fit.command.contains(" --gpu h100-sxm"),
+        "{}",
+        p.fit.command
+    );
+    // vLLM's report prints no median E2E latency: three weighted metrics.
+    assert_eq!(p.fit.residuals.len(), 3);
+    for r in &p.fit.residuals {
+        assert!(r.error_pct.abs() < 1.0, "{r:?}");
+        assert!(text.contains(&format!("{:<22} {:>12.2}", r.metric, r.measured)), "{text}");
+    }
+    close(p.efficiency.gemm_flops, 0.45, 0.05, "gemm_flops");
+    close(p.efficiency.mem_bw, 0.65, 0.05, "mem_bw");
+    assert!(p.fit.assumptions.is_empty());
+    // 250 of the 300 prompts: the totals differ.
+    let short = [
+        &["calibrate", "--report", report.to_str().unwrap(), "-o", out.to_str().unwrap()],
+        &run[..],
+        &["--num-prompts", "250"],
+    ]
+    .concat();
+    let err = fails(&short);
+    assert!(
+        err.contains(&format!("{}: the report's totals differ from the rebuilt run's by more than 1 %: completed 300 in the report, 250 in the rebuilt run;", report.display())),
+        "{err}"
+    );
+    ok(&[&short[..], &["--accept-totals-mismatch"]].concat());
+    let p = cachesim::calibrate::profile::read(&out).unwrap();
+    assert_eq!(p.fit.assumptions.len(), 1);
+    assert!(
+        p.fit.assumptions[0].contains("completed 300 in the report, 250 in the rebuilt run"),
+        "{:?}",
+        p.fit.assumptions
+    );
+}
+
+/// `validate` with an environment (thread count) and the arguments after the case folder.
+fn validate(d: &Path, threads: &str, extra: &[&str]) -> std::process::Output {
+    let cases = d.join("cases");
+    std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args([&["validate", "--cases-dir", cases.to_str().unwrap()], extra].concat())
+        .env("RAYON_NUM_THREADS", threads)
+        .output()
+        .unwrap()
+}
+
+/// Leave-one-out: c0–c2 are predicted by the A100 profile refitted on the other two — exactly
+/// the profile's own leave-one-out record — whatever the thread count (byte-identical output);
+/// h0's profile was fitted on h0 alone: its rows say "no training case left" and stay out of the
+/// summary. `--cases` picks cases by name; a folder there is an error pointing to --cases-dir.
+#[test]
+fn leave_one_out_is_deterministic_and_matches_the_fit_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synthetic_cases(d);
+    fit_both(d, true);
+    let one = validate(d, "1", &["--leave-one-out", "--json"]);
+    assert!(one.status.success(), "{}", String::from_utf8_lossy(&one.stderr));
+    let two = validate(d, "2", &["--leave-one-out", "--json"]);
+    assert_eq!(one.stdout, two.stdout, "leave-one-out differs between 1 and 2 threads");
+    let v: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(v["mode"], "leave-one-out");
+    let cases = v["cases"].as_array().unwrap();
+    let refit: Vec<&str> = cases.iter().map(|c| c["refit"].as_str().unwrap()).collect();
+    assert_eq!(refit, ["loo", "loo", "loo", "no training case left"]);
+    assert_eq!(cases[0]["refit_on"], "a100-80gb refitted on c1, c2");
+    let p = cachesim::calibrate::profile::read(&d.join("a100-80gb.toml")).unwrap();
+    assert_eq!(p.fit.leave_one_out.len(), 9);
+    let rows = v["rows"].as_array().unwrap();
+    for r in &p.fit.leave_one_out {
+        let row = rows.iter().find(|x| x["case"] == r.case.as_str() && x["metric"] == r.metric.as_str()).unwrap();
+        // Equal to the last bits but one: serde_json's float parser may round the last digit.
+        let got = row["predicted"].as_f64().unwrap();
+        assert!((got / r.predicted - 1.0).abs() < 1e-14, "{r:?}: {got}");
+    }
+    // h0's weighted metrics are in the table, not in the summary: 3 cases each.
+    assert!(rows.iter().any(|r| r["case"] == "h0"));
+    assert_eq!(v["held_out"]["median_ttft_ms"]["cases"], 3);
+    let text = validate(d, "2", &["--leave-one-out"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("  (leave-one-out)\n") && text.contains("no training case left\n"), "{text}");
+    // --cases selects by name; the others still train.
+    let only = validate(d, "2", &["--leave-one-out", "--json", "--cases", "c1"]);
+    let only: serde_json::Value = serde_json::from_slice(&only.stdout).unwrap();
+    let only_rows = only["rows"].as_array().unwrap();
+    assert!(only_rows.iter().all(|r| r["case"] == "c1") && !only_rows.is_empty());
+    let c1 = |rows: &[serde_json::Value]| -> Vec<serde_json::Value> {
+        rows.iter().filter(|r| r["case"] == "c1").cloned().collect()
+    };
+    assert_eq!(c1(only_rows), c1(rows));
+    let err = String::from_utf8(validate(d, "2", &["--cases", d.join("cases").to_str().unwrap()]).stderr).unwrap();
+    assert!(err.contains("--cases takes case names") && err.contains("--cases-dir"), "{err}");
+}
+
+/// Leave-group-out by GPU: every profile's cases share a GPU, so each GPU's cases are predicted
+/// by the vLLM family's factors fitted on the other GPU's cases — fit on A100, predict H100.
+/// The truth is the same share of peak on both GPUs, so h0 comes back within 2 % and c0–c2
+/// within 10 % (one H100 load constrains fewer factors). By source all cases are one group
+/// ("seed runs"): nothing can be predicted, and the gate says so.
+#[test]
+fn leave_gpu_out_fits_on_a100_and_predicts_h100() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synthetic_cases(d);
+    fit_both(d, false);
+    let out = validate(d, "2", &["--leave-group-out", "gpu", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "leave-group-out gpu");
+    let cases = v["cases"].as_array().unwrap();
+    assert!(cases.iter().all(|c| c["refit"] == "group-out"), "{cases:?}");
+    assert_eq!(
+        cases[3]["refit_on"],
+        "the vllm family's factors (options of h100-sxm) fitted on c0, c1, c2 (outside its group)"
+    );
+    assert_eq!(
+        cases[0]["refit_on"],
+        "the vllm family's factors (options of a100-80gb) fitted on h0 (outside its group)"
+    );
+    let weighted = ["output_throughput", "median_ttft_ms", "median_tpot_ms", "median_e2e_latency_ms"];
+    for r in v["rows"].as_array().unwrap().iter().filter(|r| weighted.contains(&r["metric"].as_str().unwrap())) {
+        let bound = if r["case"] == "h0" { 2.0 } else { 10.0 };
+        assert!(r["error_pct"].as_f64().unwrap().abs() < bound, "{r}");
+    }
+    let err =
+        String::from_utf8(validate(d, "2", &["--leave-group-out", "gpu", "--max-held-out-error", "0.001"]).stderr)
+            .unwrap();
+    assert!(
+        err.contains("leave-group-out gpu median |error| ") && err.contains("exceeds --max-held-out-error 0.001 %"),
+        "{err}"
+    );
+    let src = validate(d, "2", &["--leave-group-out", "source", "--max-held-out-error", "50"]);
+    let (text, err) = (String::from_utf8(src.stdout).unwrap(), String::from_utf8(src.stderr).unwrap());
+    assert!(text.contains("(leave-group-out source: no case could be predicted"), "{text}");
+    assert!(err.contains("--max-held-out-error: no leave-group-out source prediction was made"), "{err}");
 }
