@@ -1,6 +1,8 @@
 //! The `calibrate` and `validate` commands: print what a real benchmark report says, fit a
-//! step-time profile to chosen cases, and run every expressible case of `calibration/cases/`
-//! against its measurements with the profile `cachesim run` would use.
+//! step-time profile to chosen cases (one's own report: [`crate::calib_report`]), and run every
+//! expressible case of `calibration/cases/` (or those `--cases` names) against its
+//! measurements with the profile `cachesim run` would use — or, with `--leave-one-out` and
+//! `--leave-group-out`, with that profile refitted without the case or its group.
 
 use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
@@ -354,8 +356,9 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.plot {
         let mut files = cachesim::output::Outputs::new();
         let tmp = files.stage(p)?;
+        let mode = if v.mode.is_empty() { String::new() } else { format!(" --{}", v.mode) };
         let title = format!(
-            "cachesim validate: predicted vs measured, {} cases (filled: fitted profile, hollow: raw roofline)",
+            "cachesim validate{mode}: predicted vs measured, {} cases (filled: fitted profile, hollow: raw roofline)",
             v.cases.len()
         );
         cachesim::calibrate::plot::validation_plot(&tmp, &title, &v)

@@ -717,6 +717,18 @@ mod tests {
             assert_eq!(v.by_engine["vllm"], v.summary);
             assert!(t.contains("\nh20          median_ttft_ms              20.0           20.0      3\n"), "{t}");
         }
+        // A refit's mark replaces the role; `loo` and `group-out` are gated, the reasons why no
+        // refit was possible are not; the honest summary is titled by the mode.
+        for (mark, gated) in [("loo", true), ("group-out", true), (super::super::holdout::NO_TRAINING_LEFT, false)] {
+            v.cases[0].refit = Some(mark.to_string());
+            v.mode = "leave-one-out".into();
+            summarise(&mut v);
+            assert!(csv_rows(&v).iter().all(|r| r.profile == mark));
+            assert_eq!(held_out_median(&v, &["median_ttft_ms"]), gated.then_some(20.0), "{mark}");
+            let t = text(&v);
+            assert_eq!(t.contains("  (leave-one-out)\n"), gated, "{t}");
+            assert_eq!(t.contains("(leave-one-out: no case could be predicted"), !gated, "{t}");
+        }
     }
 
     #[test]
