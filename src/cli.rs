@@ -1040,7 +1040,8 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub json: bool,
     /// Also write the table as CSV: one row per case and metric (case, metric, measured,
-    /// predicted, error_pct, profile = fitted, held-out or raw).
+    /// predicted, error_pct, profile = fitted, held-out, raw, loo, group-out, or why no refit
+    /// was possible).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Draw predicted against measured, log–log, one colour per source (filled: a fitted
