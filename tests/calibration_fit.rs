@@ -119,7 +119,7 @@ fn synthetic_round_trip_recovers_the_factors() {
 /// and GEMM and HBM efficiency within 5 %; the profile records the command and residuals; the
 /// table prints measured, before and after. Totals that differ from the rebuilt run's by
 /// more than 1 % are an error naming the report and the totals, unless accepted (then the
-/// profile's assumptions say so).
+/// profile's assumptions say so). A `--deployment` file merges with the flags as for `run`.
 #[test]
 fn own_report_round_trip_recovers_the_factors() {
     let dir = tempfile::tempdir().unwrap();
@@ -173,6 +173,18 @@ fn own_report_round_trip_recovers_the_factors() {
         "{:?}",
         p.fit.assumptions
     );
+    // A deployment file states the setup as for `run`; the command line's flags override it.
+    let dep = d.join("dep.toml");
+    std::fs::write(&dep, "name = \"d\"\nmodel = \"llama-3.1-8b\"\ngpu = \"a100-80gb\"\n").unwrap();
+    let with = [
+        &["calibrate", "--report", report.to_str().unwrap(), "-o", out.to_str().unwrap()][..],
+        &["--deployment", dep.to_str().unwrap(), "--trace", w.to_str().unwrap()],
+    ]
+    .concat();
+    ok(&[&with[..], &["--max-iters", "5"]].concat());
+    assert_eq!(cachesim::calibrate::profile::read(&out).unwrap().gpu, "a100-80gb");
+    ok(&[&with[..], &["--max-iters", "5", "--gpu", "h100-sxm"]].concat());
+    assert_eq!(cachesim::calibrate::profile::read(&out).unwrap().gpu, "h100-sxm");
 }
 
 /// `validate` with an environment (thread count) and the arguments after the case folder.
