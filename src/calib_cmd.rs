@@ -18,6 +18,9 @@ use std::sync::Arc;
 /// `cachesim calibrate --report FILE [--json]`, `cachesim calibrate --report FILE -o P.toml
 /// RUN FLAGS…` or `cachesim calibrate --fit …`.
 pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
+    if args.accept_totals_mismatch && (args.fit || args.out.is_none()) {
+        anyhow::bail!("--accept-totals-mismatch goes with --report FILE -o PROFILE (a fit to one report)");
+    }
     if args.fit {
         return fit_profile(args);
     }

@@ -778,6 +778,13 @@ pub struct GenSessions {
 mod tests {
     use super::*;
 
+    /// clap's own consistency checks (argument ids in conflicts and requirements, duplicate
+    /// flags of flattened structs such as `calibrate`'s run flags).
+    #[test]
+    fn command_line_is_consistent() {
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
     #[test]
     fn capacities() {
         assert_eq!(parse_capacity("unlimited"), Ok(None));
