@@ -9,3 +9,4 @@ pub mod plot;
 pub mod profile;
 pub mod report;
 pub mod report_json;
+pub mod totals;
