@@ -80,6 +80,8 @@ fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Wor
             }
         }
     };
+    // The rebuilt workload must match the report's token totals (within 1 %): else an error.
+    cachesim::calibrate::totals::check(c, &workload, &cfg.arrivals)?;
     let measured = c
         .measured
         .metrics

@@ -276,7 +276,11 @@ fn the_seed_deployments_parse() {
     let two = cachesim::cluster::deployment::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(TWO_DP)).unwrap();
     assert_eq!(two.entries.iter().find(|e| e.key == "router.policy").map(|e| e.flag.as_str()), Some("router"));
     let one = cachesim::cluster::deployment::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(ONE_P_ONE_D)).unwrap();
-    let pd: Vec<&str> = one.entries.iter().skip(5).map(|e| e.flag.as_str()).collect();
+    // Both cap the batch at 32 (the model's vLLM limit; the deployment files say why).
+    for d in [&two, &one] {
+        assert_eq!(d.entries[5].flag, "max-num-seqs");
+    }
+    let pd: Vec<&str> = one.entries.iter().skip(6).map(|e| e.flag.as_str()).collect();
     assert_eq!(
         pd,
         ["pd-style", "prefill-instances", "decode-instances", "kv-link-gbps", "kv-link-latency-ms", "kv-links"]

@@ -20,7 +20,7 @@ fn workload(dir: &Path) -> String {
 }
 
 /// The example file's sweep written out as flags.
-const AS_FLAGS: [&str; 16] = [
+const AS_FLAGS: [&str; 18] = [
     "--gpu",
     "v100",
     "--model",
@@ -29,6 +29,8 @@ const AS_FLAGS: [&str; 16] = [
     "vllm@0.18",
     "--max-model-len",
     "4096",
+    "--calibration",
+    "none",
     "--zip",
     "max-num-seqs=64,48,16",
     "--zip",

@@ -11,3 +11,4 @@ pub mod plot;
 pub mod profile;
 pub mod report;
 pub mod report_json;
+pub mod totals;

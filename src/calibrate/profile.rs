@@ -94,6 +94,9 @@ const BUILTIN: &[(&str, &str)] = &[
     ("a100-80gb-vllm.toml", include_str!("../../calibration/profiles/a100-80gb-vllm.toml")),
     ("h100-sxm-sglang.toml", include_str!("../../calibration/profiles/h100-sxm-sglang.toml")),
     ("h100-sxm-vllm.toml", include_str!("../../calibration/profiles/h100-sxm-vllm.toml")),
+    ("h20-sglang.toml", include_str!("../../calibration/profiles/h20-sglang.toml")),
+    ("h20-vllm.toml", include_str!("../../calibration/profiles/h20-vllm.toml")),
+    ("v100-vllm.toml", include_str!("../../calibration/profiles/v100-vllm.toml")),
 ];
 
 /// Parses a profile; `path` names the file in errors.
@@ -138,5 +141,22 @@ mod tests {
                 assert!(!overlap, "{f} and {g} both match one setup");
             }
         }
+    }
+
+    /// The seed runs' profiles are picked for their deployments (GPU, engine family, model),
+    /// V0 and V1 schedulers alike, and for nothing else.
+    #[test]
+    fn seed_profiles_are_selected_for_their_deployments() {
+        let pick = |gpu, e, model| builtin_for(gpu, e, model).map(|(f, p)| (f, p.fit.cases));
+        let v100 = Some(("v100-vllm.toml", vec!["v100-llama11b-2dp-router".to_string()]));
+        assert_eq!(pick("v100", EngineKind::VllmV0, "llama-3.2-11b"), v100);
+        assert_eq!(pick("v100", EngineKind::Vllm, "llama-3.2-11b"), v100);
+        let h20s = Some(("h20-sglang.toml", vec!["h20-dsr1-sglang-tp16-mtp".to_string()]));
+        assert_eq!(pick("h20", EngineKind::Sglang, "deepseek-r1"), h20s);
+        let h20v = Some(("h20-vllm.toml", vec!["h20-dsr1-vllm-tp8pp2".to_string()]));
+        assert_eq!(pick("h20", EngineKind::Vllm, "deepseek-r1"), h20v);
+        assert_eq!(pick("v100", EngineKind::Sglang, "llama-3.2-11b"), None);
+        assert_eq!(pick("h20", EngineKind::Vllm, "llama-3.1-8b"), None);
+        assert_eq!(pick("h20", EngineKind::Lightllm, "deepseek-r1"), None);
     }
 }
