@@ -199,6 +199,8 @@ fn validate_bundled_cases() {
     let not_run = names("not_run");
     let mut want: Vec<String> = (1..=12).map(|i| format!("P{i:03}")).collect();
     want.extend(SEED_DEPLOYMENTS.iter().map(|s| s.to_string()));
+    // The kernel step cases read their rows from the data folder too.
+    want.extend(KERNEL_CASES.iter().map(|s| s.to_string()));
     assert_eq!(not_run, want);
     assert!(v["not_run"][0]["missing"].as_str().unwrap().contains("needs the data folder"), "{}", v["not_run"][0]);
     // Only published points remain not expressible (MoE/PD/EP, TensorRT-LLM and FP8, LLaMA-7B v1).
@@ -372,6 +374,7 @@ fn saved_results_read_through_calibrate() {
 const SEED_DEPLOYMENTS: [&str; 4] =
     ["h20-dsr1-sglang-tp16-mtp", "h20-dsr1-vllm-tp8pp2", "v100-llama11b-1p1d", "v100-llama11b-2dp-router"];
 
+const KERNEL_CASES: [&str; 3] = ["h200-llama70b-tp4-rank-steps", "h200-llama70b-tp8-rank-steps", "h200-llama8b-steps"];
 const PUBLISHED_HELD_OUT: [&str; 4] = ["P003", "P004", "P007", "P008"];
 const SEED_HELD_OUT: [&str; 2] = ["seed-sweep-plan4", "seed-sweep-plan1"];
 
@@ -430,7 +433,8 @@ fn held_out_error_stays_under_the_measured_bound() {
         .filter(|c| c["fitted"] == true)
         .map(|c| c["case"].as_str().unwrap())
         .collect();
-    assert_eq!(fitted.len(), 9, "{fitted:?}");
+    // Nine serving cases and the H200 kernel steps.
+    assert_eq!(fitted.len(), 10, "{fitted:?}");
     for (held, calibrated) in [(&PUBLISHED_HELD_OUT[..], published), (&all[..], every)] {
         let (r, _) = held_out_median(&raw, held);
         assert!(calibrated < r, "calibrated {calibrated:.2} % is no better than the raw roofline {r:.2} %");
@@ -533,7 +537,14 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     assert_eq!(p.name, "p");
     assert_eq!((p.gpu.as_str(), p.engine.as_str()), ("v100", "vllm"));
     assert_eq!(p.fit.cases, ["vllm-ttft-64seq-6144btk"]);
-    assert_eq!(p.fit.held, ["comm_bw: no case runs tensor parallel"]);
+    assert_eq!(
+        p.fit.held,
+        [
+            "comm_bw: no case runs tensor parallel",
+            "kernel_floor_s: no kernel step case: kept at the start's 0.00 µs",
+            "eager_layer_launch_s: no eager kernel step row (serving runs never use it)"
+        ]
+    );
     assert_eq!(p.fit.residuals.len(), 3);
 
     // run: the built-in profile by default where one matches, the raw roofline with `none`,
@@ -620,8 +631,11 @@ fn seed_deployments_are_compared_with_their_reports() {
         .sum();
     assert_eq!(v["held_out"]["median_ttft_ms"]["cases"].as_u64(), Some(held as u64));
     // Per GPU and per engine: the H20 summary is over the two DeepSeek-R1 seeds alone.
-    assert_eq!(v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(), ["a100-80gb", "h100-sxm", "h20", "v100"]);
-    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["sglang", "vllm"]);
+    assert_eq!(
+        v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["a100-80gb", "h100-sxm", "h20", "h200", "v100"]
+    );
+    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["kernels", "sglang", "vllm"]);
     let h20_tpot: Vec<f64> = rows
         .iter()
         .filter(|r| r["case"].as_str().unwrap().starts_with("h20-") && r["metric"] == "median_tpot_ms")
@@ -636,7 +650,9 @@ fn seed_deployments_are_compared_with_their_reports() {
     let recs: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
     assert_eq!(recs.len(), rows.len());
     for (rec, row) in recs.iter().zip(rows) {
-        assert_eq!(rec[0], *row["case"].as_str().unwrap());
+        // A kernel step row's shape follows its case.
+        let case = row["case"].as_str().unwrap().to_string();
+        assert_eq!(rec[0], row["shape"].as_str().map_or(case.clone(), |s| format!("{case} {s}")));
         assert_eq!(rec[1], *row["metric"].as_str().unwrap());
         // (the CSV's and the JSON's float text may parse an ulp apart)
         let close = |text: &str, json: &serde_json::Value| {
@@ -645,10 +661,10 @@ fn seed_deployments_are_compared_with_their_reports() {
         };
         assert!(close(&rec[2], &row["measured"]) && close(&rec[3], &row["predicted"]), "{rec:?}");
         assert!(close(&rec[4], &row["error_pct"]), "{rec:?}");
-        let case = &rec[0];
+        let case = row["case"].as_str().unwrap();
         let want = if SEED_DEPLOYMENTS.contains(&case) {
             "raw"
-        } else if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) {
+        } else if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) || case.contains("rank-steps") {
             "held-out"
         } else {
             "fitted"

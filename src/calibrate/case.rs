@@ -126,13 +126,14 @@ pub struct LoadedCase {
     pub measured: BenchReport,
 }
 
-/// Reads every `*.toml` in `dir`, sorted by file name, with its report.
+/// Reads every `*.toml` in `dir` but the step cases ([`super::kernels`]), sorted by file
+/// name, with its report.
 pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
     let io = |error| Error::Io { path: dir.to_path_buf(), error };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(io)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml") && !super::kernels::is_step_case(p))
         .collect();
     files.sort();
     if files.is_empty() {
@@ -339,11 +340,24 @@ pub const EXTRA: &[&str] = &["input_throughput", "p99_e2e_latency_ms"];
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Row {
     pub case: String,
+    /// The batch shape of a kernel step row (`B=8 L=512`, `T=2048`); `None` for a serving case.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
     pub metric: String,
     pub measured: f64,
     pub predicted: f64,
     /// (predicted − measured) / measured × 100.
     pub error_pct: f64,
+}
+
+impl Row {
+    /// The case column: the case, and a kernel step row's shape after it.
+    pub fn label(&self) -> String {
+        match &self.shape {
+            Some(s) => format!("{} {s}", self.case),
+            None => self.case.clone(),
+        }
+    }
 }
 
 /// Error statistics of one metric over the cases.
@@ -420,7 +434,7 @@ pub fn csv_rows(v: &Validation) -> Vec<CsvRow> {
     v.rows
         .iter()
         .map(|r| CsvRow {
-            case: r.case.clone(),
+            case: r.label(),
             metric: r.metric.clone(),
             measured: r.measured,
             predicted: r.predicted,
@@ -465,7 +479,14 @@ pub fn compare(case: &LoadedCase, predicted: &crate::metrics::Summary) -> Vec<Ro
             let measured = case.measured.get(m)?;
             let predicted = pred.get(m)?.as_f64()?;
             let error_pct = if measured == 0.0 { 0.0 } else { (predicted - measured) / measured * 100.0 };
-            Some(Row { case: case.case.case.clone(), metric: m.to_string(), measured, predicted, error_pct })
+            Some(Row {
+                case: case.case.case.clone(),
+                shape: None,
+                metric: m.to_string(),
+                measured,
+                predicted,
+                error_pct,
+            })
         })
         .collect()
 }
@@ -531,7 +552,7 @@ pub fn held_out_median(v: &Validation, metrics: &[&str]) -> Option<f64> {
 pub fn text(v: &Validation) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let w = v.rows.iter().map(|r| r.case.len()).max().unwrap_or(4).max(4);
+    let w = v.rows.iter().map(|r| r.label().len()).max().unwrap_or(4).max(4);
     let _ = writeln!(
         s,
         "{:<w$}  {:<22} {:>12} {:>12} {:>9}  profile",
@@ -542,7 +563,7 @@ pub fn text(v: &Validation) -> String {
         let _ = writeln!(
             s,
             "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}  {}",
-            r.case,
+            r.label(),
             r.metric,
             r.measured,
             r.predicted,
@@ -555,7 +576,7 @@ pub fn text(v: &Validation) -> String {
             continue;
         }
         let _ = writeln!(s, "\n{:<22} {:>9} {:>14} {:>6}  ({title})", "metric", "MAPE %", "median |err| %", "cases");
-        for m in METRICS.iter().filter_map(|m| summary.get_key_value(*m)) {
+        for m in METRICS.iter().chain(super::kernels::METRICS).filter_map(|m| summary.get_key_value(*m)) {
             let _ =
                 writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
         }
@@ -611,7 +632,7 @@ mod tests {
 
     fn row(metric: &str, measured: f64, predicted: f64) -> Row {
         let error_pct = (predicted - measured) / measured * 100.0;
-        Row { case: "c".into(), metric: metric.into(), measured, predicted, error_pct }
+        Row { case: "c".into(), shape: None, metric: metric.into(), measured, predicted, error_pct }
     }
 
     /// MAPE and median |error| by hand: errors +10 %, −30 %, +20 % → MAPE 20, median 20;
