@@ -410,9 +410,10 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 }
 
 /// CI's fidelity gate, measured with the committed profiles: the published held-out cases (the
-/// 8 req/s points of profiles fitted at 4 req/s and offline) 11.1 % over 10 rows (18.6 % with
-/// the raw roofline), bound 12 %; with the seed sweep's two held-out rows 7.2 % over 14 rows
-/// (24.7 % raw), bound 8 % — `validate --max-held-out-error` gates the latter.
+/// 8 req/s points of profiles fitted at 4 req/s and offline) 7.4 % over 10 rows (18.6 % with
+/// the raw roofline), bound 8 %; with the seed sweep's two held-out rows 4.5 % over 14 rows
+/// (24.7 % raw), bound 5 % — `validate --max-held-out-error` gates the latter. (Before the
+/// H100 SGLang profile held the H200 per-kernel floor: 11.1 % and 7.2 %.)
 #[test]
 fn held_out_error_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
@@ -422,10 +423,10 @@ fn held_out_error_stays_under_the_measured_bound() {
     let all: Vec<&str> = PUBLISHED_HELD_OUT.iter().chain(&SEED_HELD_OUT).copied().collect();
     let (published, n) = held_out_median(&v, &PUBLISHED_HELD_OUT);
     assert_eq!(n, 10);
-    assert!(published < 12.0, "published held-out median |error| {published:.2} % (bound 12 %)");
+    assert!(published < 8.0, "published held-out median |error| {published:.2} % (bound 8 %)");
     let (every, n) = held_out_median(&v, &all);
     assert_eq!(n, 14);
-    assert!(every < 8.0, "held-out median |error| {every:.2} % (bound 8 %)");
+    assert!(every < 5.0, "held-out median |error| {every:.2} % (bound 5 %)");
     let fitted: Vec<&str> = v["cases"]
         .as_array()
         .unwrap()
@@ -453,11 +454,11 @@ fn held_out_error_stays_under_the_measured_bound() {
             pct,
         ])
     };
-    assert!(gate("8").status.success());
-    let out = gate("5");
+    assert!(gate("5").status.success());
+    let out = gate("4");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("held-out median |error| {every:.2} % exceeds --max-held-out-error 5 %")), "{err}");
+    assert!(err.contains(&format!("held-out median |error| {every:.2} % exceeds --max-held-out-error 4 %")), "{err}");
 }
 
 /// The seed sweep: fitted on the 64-sequence row alone (unknown hardware), the 16-sequence row's

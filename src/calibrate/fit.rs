@@ -253,13 +253,17 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
             false
         })
         .collect();
-    let problem =
-        Problem { targets, weights: &o.weights, factors: factors.clone(), base: o.start, evaluations: 0.into() };
+    // Without eager rows the eager launch time means nothing: not carried into the profile.
+    let mut base = o.start;
+    if !eager {
+        base.eager_layer_launch_s = 0.0;
+    }
+    let problem = Problem { targets, weights: &o.weights, factors: factors.clone(), base, evaluations: 0.into() };
     // A start outside a factor's bounds (a floor of 0 = off) starts from the middle of them.
     let x0: Vec<f64> = factors
         .iter()
         .map(|f| {
-            let v = get(&o.start, f.name);
+            let v = get(&base, f.name);
             if (f.lo..=f.hi).contains(&v) {
                 to_coord(f, v)
             } else {
