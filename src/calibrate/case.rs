@@ -552,25 +552,31 @@ pub fn held_out_median(v: &Validation, metrics: &[&str]) -> Option<f64> {
 pub fn text(v: &Validation) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let w = v.rows.iter().map(|r| r.label().len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(
-        s,
-        "{:<w$}  {:<22} {:>12} {:>12} {:>9}  profile",
-        "case", "metric", "measured", "predicted", "error %"
-    );
-    let _ = writeln!(s, "{}", "-".repeat(w + 68));
-    for r in &v.rows {
+    // Serving rows first; kernel step rows (with a shape) in a table of their own after the
+    // summaries.
+    let (steps, serving): (Vec<&Row>, Vec<&Row>) = v.rows.iter().partition(|r| r.shape.is_some());
+    let table = |s: &mut String, rows: &[&Row]| {
+        let w = rows.iter().map(|r| r.label().len()).max().unwrap_or(4).max(4);
         let _ = writeln!(
             s,
-            "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}  {}",
-            r.label(),
-            r.metric,
-            r.measured,
-            r.predicted,
-            r.error_pct,
-            role(v, &r.case)
+            "{:<w$}  {:<22} {:>12} {:>12} {:>9}  profile",
+            "case", "metric", "measured", "predicted", "error %"
         );
-    }
+        let _ = writeln!(s, "{}", "-".repeat(w + 68));
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}  {}",
+                r.label(),
+                r.metric,
+                r.measured,
+                r.predicted,
+                r.error_pct,
+                role(v, &r.case)
+            );
+        }
+    };
+    table(&mut s, &serving);
     for (title, summary) in [("all cases", &v.summary), ("held-out cases", &v.held_out)] {
         if summary.is_empty() {
             continue;
@@ -580,6 +586,10 @@ pub fn text(v: &Validation) -> String {
             let _ =
                 writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
         }
+    }
+    if !steps.is_empty() {
+        let _ = writeln!(s, "\nKernel steps (device time of one step, no host overhead):");
+        table(&mut s, &steps);
     }
     for (title, groups) in [("GPU", &v.by_gpu), ("engine", &v.by_engine)] {
         if groups.is_empty() {
@@ -689,6 +699,26 @@ mod tests {
             assert_eq!(v.by_engine["vllm"], v.summary);
             assert!(t.contains("\nh20          median_ttft_ms              20.0           20.0      3\n"), "{t}");
         }
+    }
+
+    /// Kernel step rows print in their own table after the summaries, the shape after the case,
+    /// and their CSV case column carries the shape too.
+    #[test]
+    fn step_rows_have_their_own_table() {
+        let mut step = row("decode_step_ms", 10.0, 9.0);
+        step.case = "k".into();
+        step.shape = Some("B=8 L=512".into());
+        let mut v = Validation { rows: vec![row("median_ttft_ms", 100.0, 110.0), step], ..Validation::default() };
+        summarise(&mut v);
+        let t = text(&v);
+        let (serving, steps) = t.split_once("\nKernel steps (device time of one step, no host overhead):\n").unwrap();
+        assert!(
+            serving.starts_with("case  metric")
+                && serving.contains("\ndecode_step_ms              10.0           10.0      1\n"),
+            "{t}"
+        );
+        assert!(steps.contains("\nk B=8 L=512  decode_step_ms                10.00         9.00     -10.0  \n"), "{t}");
+        assert_eq!(csv_rows(&v)[1].case, "k B=8 L=512");
     }
 
     #[test]
