@@ -1,9 +1,11 @@
 //! Fitting the step-time factors ([`Efficiency`]) to real runs: every evaluation simulates every
 //! case in full (in parallel, results combined in case order, so a fit is deterministic), and
 //! Nelder–Mead (`argmin`) minimises Σ weight × ln(predicted / measured)² over the chosen metrics.
-//! Each factor lives in its bounds through a log-logistic transform; a factor no case constrains
-//! (communication without tensor parallelism) is held at its default and said so. Leave-one-out
-//! refits without each case and predicts it: the honest error.
+//! Kernel step cases ([`super::kernels`]) are priced by the step-time model alone, row by row,
+//! in the same objective. Each factor lives in its bounds through a log-logistic transform; a
+//! factor no case constrains (communication without tensor parallelism, host overheads with
+//! only step cases, the per-kernel floor without them) is held at its start value and said so.
+//! Leave-one-out refits without each case and predicts it: the honest error.
 
 use super::profile::Residual;
 use crate::config::RunConfig;
