@@ -6,7 +6,7 @@
 
 use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
-use cachesim::calibrate::{case, fit, profile};
+use cachesim::calibrate::{case, fit, kernels, profile};
 use cachesim::config::Calibration;
 use clap::Parser;
 use rayon::prelude::*;
@@ -89,7 +89,7 @@ fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Wor
         .filter(|(k, _)| !c.case.skip_metrics.contains(k))
         .map(|(k, v)| (k.clone(), *v))
         .collect();
-    Ok(fit::Target { case: c.case.case.clone(), cfg, workload, measured })
+    Ok(fit::Target { case: c.case.case.clone(), cfg, workload, measured, steps: None })
 }
 
 /// `metric=weight,…`.
@@ -99,8 +99,9 @@ pub(crate) fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
             let (k, v) = kv.split_once('=').with_context(|| format!("--weights: `{kv}` is not metric=weight"))?;
             let w: f64 = v.trim().parse().with_context(|| format!("--weights: `{v}` is not a number"))?;
             let k = k.trim();
-            if !case::METRICS.contains(&k) {
-                anyhow::bail!("--weights: unknown metric `{k}` (one of {})", case::METRICS.join(", "));
+            if !case::METRICS.contains(&k) && !kernels::METRICS.contains(&k) {
+                let all = [case::METRICS, kernels::METRICS].concat().join(", ");
+                anyhow::bail!("--weights: unknown metric `{k}` (one of {all})");
             }
             Ok((k.to_string(), w))
         })
@@ -115,7 +116,11 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         .into_iter()
         .filter(|c| globs.iter().any(|g| g.matches(&c.case.case)))
         .collect();
-    if cases.is_empty() {
+    let step_cases: Vec<_> = kernels::load_dir(&args.cases_dir)?
+        .into_iter()
+        .filter(|c| globs.iter().any(|g| g.matches(&c.case.case)))
+        .collect();
+    if cases.is_empty() && step_cases.is_empty() {
         anyhow::bail!("--cases {pattern}: no case in {} matches", args.cases_dir.display());
     }
     let not: Vec<String> = cases
@@ -128,18 +133,24 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     }
     let data = data_dir(&args.data);
     let mut cache = Workloads::new();
-    let targets = cases
+    let mut targets = cases
         .iter()
         .map(|c| prepare(c, data.as_deref(), true, &mut cache).with_context(|| format!("case {}", c.case.case)))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    for c in &step_cases {
+        targets.push(c.target(data.as_deref()).with_context(|| format!("case {}", c.case.case))?);
+    }
+    // Kernel step cases alone make a profile of engine `kernels`, which no serving run picks
+    // on its own (`--calibration FILE` uses it).
+    let fam = |t: &fit::Target| if t.steps.is_some() { "kernels" } else { profile::family(t.cfg.engine.engine) };
     let gpu = &targets[0].cfg.gpu.name;
-    let family = profile::family(targets[0].cfg.engine.engine);
-    if let Some(t) = targets.iter().find(|t| &t.cfg.gpu.name != gpu || profile::family(t.cfg.engine.engine) != family) {
+    let family = targets.iter().find(|t| t.steps.is_none()).map_or("kernels", fam);
+    if let Some(t) = targets.iter().find(|t| &t.cfg.gpu.name != gpu || (t.steps.is_none() && fam(t) != family)) {
         anyhow::bail!(
             "a profile is for one GPU and engine family: {} runs {} / {}, {} runs {gpu} / {family}",
             t.case,
             t.cfg.gpu.name,
-            profile::family(t.cfg.engine.engine),
+            fam(t),
             targets[0].case
         );
     }
@@ -148,13 +159,21 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     models.dedup();
     let weights = match &args.weights {
         Some(w) => parse_weights(w)?,
+        None if targets.iter().all(|t| t.steps.is_some()) => kernels::default_weights(),
+        None if targets.iter().any(|t| t.steps.is_some()) => {
+            fit::default_weights().into_iter().chain(kernels::default_weights()).collect()
+        }
         None => fit::default_weights(),
+    };
+    let start = match &args.start {
+        Some(p) => profile::read(p)?.efficiency,
+        None => cachesim::cost::Efficiency::default(),
     };
     let o = fit::FitOptions {
         weights: weights.clone(),
         max_iters: args.max_iters,
         unknown_hardware: args.unknown_hardware,
-        ..Default::default()
+        start,
     };
     let f = fit::fit(&targets, &o)?;
     let loo = if args.no_loo { Vec::new() } else { fit::leave_one_out(&targets, &o)? };
@@ -167,6 +186,9 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     }
     if args.unknown_hardware {
         command += " --unknown-hardware";
+    }
+    if let Some(p) = &args.start {
+        command += &format!(" --start {}", p.display());
     }
     if args.no_loo {
         command += " --no-loo";
@@ -257,6 +279,8 @@ pub(crate) fn factor_text(e: &cachesim::cost::Efficiency, name: &str) -> String 
         "comm_bw" => format!("{:.3} of link bandwidth", e.comm_bw),
         "step_overhead_s" => format!("{:.3} ms per step", e.step_overhead_s * 1e3),
         "per_seq_overhead_s" => format!("{:.2} µs per sequence", e.per_seq_overhead_s * 1e6),
+        "kernel_floor_s" => format!("{:.2} µs per kernel", e.kernel_floor_s * 1e6),
+        "eager_layer_launch_s" => format!("{:.1} µs per layer launched eagerly", e.eager_layer_launch_s * 1e6),
         _ => String::new(),
     }
 }
@@ -296,7 +320,11 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     let globs = case_globs(args.cases.as_deref())?;
     let selected = |c: &case::LoadedCase| globs.as_ref().is_none_or(|g| g.iter().any(|g| g.matches(&c.case.case)));
     let cases = case::load_dir(&args.cases_dir)?;
-    if !cases.iter().any(selected) {
+    let step_cases: Vec<_> = kernels::load_dir(&args.cases_dir)?
+        .into_iter()
+        .filter(|c| globs.as_ref().is_none_or(|g| g.iter().any(|g| g.matches(&c.case.case))))
+        .collect();
+    if !cases.iter().any(selected) && step_cases.is_empty() {
         let p = args.cases.as_deref().unwrap_or_default();
         anyhow::bail!("--cases {p}: no case in {} matches", args.cases_dir.display());
     }
@@ -331,6 +359,13 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         targets.push((c, t, chosen));
     }
     let chosen: Vec<_> = targets.iter().filter(|(_, _, s)| *s).collect();
+    let mut steps = Vec::new();
+    for c in step_cases {
+        match c.csv_paths(data.as_deref()) {
+            Ok(_) => steps.push(c.validate(data.as_deref(), args.uncalibrated)?),
+            Err(e) => v.not_run.push(case::Skipped { case: c.case.case.clone(), missing: e.to_string() }),
+        }
+    }
     let sums: Vec<_> = chosen.par_iter().map(|(_, t, _)| fit::simulate(t, t.cfg.efficiency)).collect();
     let mut predicted = Vec::new();
     for ((c, t, _), s) in chosen.iter().zip(sums) {
@@ -356,6 +391,10 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     }
     for ((c, _, _), s) in chosen.iter().zip(&predicted) {
         v.rows.extend(case::compare(c, s));
+    }
+    for (info, rows) in steps {
+        v.cases.push(info);
+        v.rows.extend(rows);
     }
     case::summarise(&mut v);
     if let Some(p) = &args.plot {

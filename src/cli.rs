@@ -995,6 +995,10 @@ pub struct CalibrateArgs {
     /// Skip the leave-one-out refits (faster; the profile then records no hold-out error).
     #[arg(long)]
     pub no_loo: bool,
+    /// Start the search from this profile's factors; the factors no case constrains keep its
+    /// values (e.g. an H200 kernel profile's per-kernel floor for an H100 serving fit).
+    #[arg(long, value_name = "FILE")]
+    pub start: Option<PathBuf>,
     /// The data folder the cases' data sets are relative to [default: $CACHESIM_DATA].
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,

@@ -145,6 +145,38 @@ pub struct Efficiency {
     pub step_overhead_s: f64,
     /// Extra per sequence in the batch (input preparation, sampling), seconds.
     pub per_seq_overhead_s: f64,
+    /// Fixed device seconds every kernel costs on top of its roofline time, counted
+    /// [`KERNELS_PER_LAYER`] times per layer and once for the LM head (0 = the plain roofline).
+    ///
+    /// Additive, not a lower bound: the H200 bf16 GEMMs of the Llama linear layers
+    /// (`profiling/h200/gemm.csv`, M ≤ 64) all take ≈ 22–38 µs *more* than their weights need
+    /// at the measured 4.19 TB/s copy rate, from the 17 MB TP-8 `o` weight to the 235 MB
+    /// `gate_up` one; a `max(floor, roofline)` would price the 235 MB weight at 56 µs, not the
+    /// measured 78. The same constant is why a weight read's *effective* bandwidth falls with
+    /// the matrix size (1.4 TB/s for the 50 MB QKV weight, 3.0 for the 235 MB gate/up one), so
+    /// no separate size-dependent bandwidth factor is needed. Decode attention
+    /// (`attn_decode.csv`) sits at ≈ 45–60 µs up to a few hundred MB of KV and then streams at
+    /// ≈ 3.8 TB/s: between the additive and the max form; it is priced additively like the
+    /// GEMMs. The layer's norm, rotary and activation kernels have no term of their own: the
+    /// fitted floor absorbs them. Under TP every rank runs every layer's kernels, so the floor
+    /// does not shrink with TP — why TP speeds small-batch decode up far less than 1/TP.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kernel_floor_s: f64,
+    /// Host seconds plain PyTorch takes to launch one layer's kernels eagerly (no CUDA graph).
+    /// Only the kernel-step cases' eager rows use it ([`crate::calibrate::kernels`]): there a
+    /// step takes the larger of the device time and layers × this, as the host launches
+    /// asynchronously. Serving runs price their host time with `step_overhead_s` instead and
+    /// never read it (0 = unused).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub eager_layer_launch_s: f64,
+}
+
+/// Kernels per layer the per-kernel floor ([`Efficiency::kernel_floor_s`]) counts: the four
+/// linear layers (QKV, O, gate/up, down) and attention.
+pub const KERNELS_PER_LAYER: f64 = 5.0;
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Default for Efficiency {
@@ -157,6 +189,8 @@ impl Default for Efficiency {
             comm_latency_s: 10e-6,
             step_overhead_s: 3e-3,
             per_seq_overhead_s: 15e-6,
+            kernel_floor_s: 0.0,
+            eager_layer_launch_s: 0.0,
         }
     }
 }
@@ -327,7 +361,26 @@ impl Roofline {
             .max(l.prefill_ctx * self.kv_read_bytes_per_token / bw);
         let decode_attn = (self.decode_flops_per_pair * l.decode_ctx * l.decode_positions / attn_flops)
             .max(l.decode_ctx * self.kv_read_bytes_per_token / bw);
-        gemm + prefill_attn + decode_attn + self.comm_s(l.tokens)
+        gemm + prefill_attn + decode_attn + self.floor_s() + self.comm_s(l.tokens)
+    }
+
+    /// The per-kernel floors of one forward pass: [`KERNELS_PER_LAYER`] per layer and the LM
+    /// head, whatever the batch (0 with the plain roofline).
+    fn floor_s(&self) -> f64 {
+        (self.layers * KERNELS_PER_LAYER + 1.0) * self.eff.kernel_floor_s
+    }
+
+    /// Device seconds of one TP rank's compute for the batch: the forward pass without its
+    /// collectives (no speculation, no PP split) — what a rank's kernels take timed alone.
+    pub fn rank_compute_s(&self, b: &BatchShape) -> f64 {
+        let l = self.load(b, 1.0);
+        self.forward_s(&l) - self.comm_s(l.tokens)
+    }
+
+    /// Host seconds plain PyTorch takes to launch one forward pass eagerly: layers ×
+    /// [`Efficiency::eager_layer_launch_s`] (kernel-step cases only).
+    pub fn eager_launch_s(&self) -> f64 {
+        self.layers * self.eff.eager_layer_launch_s
     }
 
     /// Collectives of one forward pass over all layers, for `tokens` tokens in the step.
@@ -547,6 +600,38 @@ mod tests {
         assert_eq!(d.kv_read_bytes_per_token, 70_272.0 / 16.0);
         // FP8 GEMMs on the H20 (296 TFLOPS), attention at bf16 (148).
         assert_eq!((d.gemm_peak, d.attn_peak), (296e12, 148e12));
+    }
+
+    /// The per-kernel floor by hand: one Llama-3.1-8B decode at context 0 on an H200 costs its
+    /// weights at 0.8 × 4.8 TB/s plus (32 layers × 5 kernels + the LM head) × 20 µs = 3.22 ms;
+    /// Llama-3.1-70B at TP 8 pays 401 floors per rank, as many as on one GPU, and the plain
+    /// roofline (floor 0) none.
+    #[test]
+    fn kernel_floor_adds_per_layer_kernels() {
+        let h200 = gpu("h200", None).unwrap();
+        let m8 = model("llama-3.1-8b", None).unwrap();
+        let eff = Efficiency { kernel_floor_s: 20e-6, ..Efficiency::default() };
+        let mut one = BatchShape::default();
+        one.add(0, 1);
+        let weights = m8.dense_weight_bytes() / (4.8e12 * 0.8);
+        let with = Roofline::new(&h200, &m8, 1, eff).step_parts(&one).device_s;
+        assert!((with - (weights + 161.0 * 20e-6)).abs() < 1e-12, "{with}");
+        let plain = Roofline::new(&h200, &m8, 1, Efficiency::default()).step_parts(&one).device_s;
+        assert!((plain - weights).abs() < 1e-12, "{plain}");
+        let m70 = model("llama-3.1-70b", None).unwrap();
+        let tp8 = |e| Roofline::new(&h200, &m70, 8, e);
+        let extra = tp8(eff).rank_compute_s(&one) - tp8(Efficiency::default()).rank_compute_s(&one);
+        assert!((extra - 401.0 * 20e-6).abs() < 1e-12, "{extra}");
+        // The TP step adds its collectives (2 per layer) to the rank's compute.
+        assert!(tp8(eff).step_parts(&one).device_s > tp8(eff).rank_compute_s(&one) + 160.0 * 10e-6);
+        // Eager launches: layers × the per-layer launch time.
+        let eager = Efficiency { eager_layer_launch_s: 1e-3, ..Efficiency::default() };
+        assert_eq!(tp8(eager).eager_launch_s(), 0.08);
+        // A zero floor is not written out: old profiles and echoes stay as they were.
+        let t = toml::to_string(&Efficiency::default()).unwrap();
+        assert!(!t.contains("kernel_floor_s") && !t.contains("eager_layer_launch_s"), "{t}");
+        let back: Efficiency = toml::from_str(&t).unwrap();
+        assert_eq!(back, Efficiency::default());
     }
 
     #[test]

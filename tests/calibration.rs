@@ -199,6 +199,8 @@ fn validate_bundled_cases() {
     let not_run = names("not_run");
     let mut want: Vec<String> = (1..=12).map(|i| format!("P{i:03}")).collect();
     want.extend(SEED_DEPLOYMENTS.iter().map(|s| s.to_string()));
+    // The kernel step cases read their rows from the data folder too.
+    want.extend(KERNEL_CASES.iter().map(|s| s.to_string()));
     assert_eq!(not_run, want);
     assert!(v["not_run"][0]["missing"].as_str().unwrap().contains("needs the data folder"), "{}", v["not_run"][0]);
     // Published points (MoE/PD/EP, TensorRT-LLM and FP8, LLaMA-7B v1) and the 1P1D seed run
@@ -375,6 +377,7 @@ const SEED_DEPLOYMENTS: [&str; 3] = ["h20-dsr1-sglang-tp16-mtp", "h20-dsr1-vllm-
 /// Each seed deployment's built-in profile, fitted on that case alone.
 const SEED_PROFILES: [&str; 3] = ["h20-sglang", "h20-vllm", "v100-vllm"];
 
+const KERNEL_CASES: [&str; 3] = ["h200-llama70b-tp4-rank-steps", "h200-llama70b-tp8-rank-steps", "h200-llama8b-steps"];
 const PUBLISHED_HELD_OUT: [&str; 4] = ["P003", "P004", "P007", "P008"];
 const SEED_HELD_OUT: [&str; 2] = ["seed-sweep-plan4", "seed-sweep-plan1"];
 
@@ -411,9 +414,10 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 }
 
 /// CI's fidelity gate, measured with the committed profiles: the published held-out cases (the
-/// 8 req/s points of profiles fitted at 4 req/s and offline) 11.1 % over 10 rows (18.6 % with
-/// the raw roofline), bound 12 %; with the seed sweep's two held-out rows 7.2 % over 14 rows
-/// (24.7 % raw), bound 8 % — `validate --max-held-out-error` gates the latter.
+/// 8 req/s points of profiles fitted at 4 req/s and offline) 7.4 % over 10 rows (18.6 % with
+/// the raw roofline), bound 8 %; with the seed sweep's two held-out rows 4.5 % over 14 rows
+/// (24.7 % raw), bound 5 % — `validate --max-held-out-error` gates the latter. (Before the
+/// H100 SGLang profile held the H200 per-kernel floor: 11.1 % and 7.2 %.)
 #[test]
 fn held_out_error_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
@@ -423,10 +427,10 @@ fn held_out_error_stays_under_the_measured_bound() {
     let all: Vec<&str> = PUBLISHED_HELD_OUT.iter().chain(&SEED_HELD_OUT).copied().collect();
     let (published, n) = held_out_median(&v, &PUBLISHED_HELD_OUT);
     assert_eq!(n, 10);
-    assert!(published < 12.0, "published held-out median |error| {published:.2} % (bound 12 %)");
+    assert!(published < 8.0, "published held-out median |error| {published:.2} % (bound 8 %)");
     let (every, n) = held_out_median(&v, &all);
     assert_eq!(n, 14);
-    assert!(every < 8.0, "held-out median |error| {every:.2} % (bound 8 %)");
+    assert!(every < 5.0, "held-out median |error| {every:.2} % (bound 5 %)");
     let fitted: Vec<&str> = v["cases"]
         .as_array()
         .unwrap()
@@ -434,8 +438,9 @@ fn held_out_error_stays_under_the_measured_bound() {
         .filter(|c| c["fitted"] == true)
         .map(|c| c["case"].as_str().unwrap())
         .collect();
-    // (the a100/h100 profiles' cases, the seed sweep's row, and the three seed deployments)
-    assert_eq!(fitted.len(), 12, "{fitted:?}");
+    // The a100/h100 profiles' cases, the seed sweep's row, the three seed deployments and the
+    // H200 kernel steps.
+    assert_eq!(fitted.len(), 13, "{fitted:?}");
     for (held, calibrated) in [(&PUBLISHED_HELD_OUT[..], published), (&all[..], every)] {
         let (r, _) = held_out_median(&raw, held);
         assert!(calibrated < r, "calibrated {calibrated:.2} % is no better than the raw roofline {r:.2} %");
@@ -454,14 +459,14 @@ fn held_out_error_stays_under_the_measured_bound() {
             pct,
         ])
     };
-    assert!(gate("8").status.success());
-    let out = gate("5");
+    assert!(gate("5").status.success());
+    let out = gate("4");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
             "held-out median |error| {every:.2} % (over median_e2e_latency_ms, median_tpot_ms, median_ttft_ms, \
-             output_throughput, pooled) exceeds --max-held-out-error 5 %"
+             output_throughput, pooled) exceeds --max-held-out-error 4 %"
         )),
         "{err}"
     );
@@ -544,7 +549,14 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     assert_eq!(p.name, "p");
     assert_eq!((p.gpu.as_str(), p.engine.as_str()), ("v100", "vllm"));
     assert_eq!(p.fit.cases, ["vllm-ttft-64seq-6144btk"]);
-    assert_eq!(p.fit.held, ["comm_bw: no case runs tensor parallel"]);
+    assert_eq!(
+        p.fit.held,
+        [
+            "comm_bw: no case runs tensor parallel",
+            "kernel_floor_s: no kernel step case: kept at the start's 0.00 µs",
+            "eager_layer_launch_s: no eager kernel step row (serving runs never use it)"
+        ]
+    );
     assert_eq!(p.fit.residuals.len(), 3);
 
     // run: the built-in profile by default where one matches, the raw roofline with `none`,
@@ -622,8 +634,11 @@ fn seed_deployments_are_compared_with_their_reports() {
         .sum();
     assert_eq!(v["held_out"]["median_ttft_ms"]["cases"].as_u64(), Some(held as u64));
     // Per GPU and per engine: the H20 summary is over the two DeepSeek-R1 seeds alone.
-    assert_eq!(v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(), ["a100-80gb", "h100-sxm", "h20", "v100"]);
-    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["sglang", "vllm"]);
+    assert_eq!(
+        v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["a100-80gb", "h100-sxm", "h20", "h200", "v100"]
+    );
+    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["kernels", "sglang", "vllm"]);
     let h20_tpot: Vec<f64> = rows
         .iter()
         .filter(|r| r["case"].as_str().unwrap().starts_with("h20-") && r["metric"] == "median_tpot_ms")
@@ -638,7 +653,9 @@ fn seed_deployments_are_compared_with_their_reports() {
     let recs: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
     assert_eq!(recs.len(), rows.len());
     for (rec, row) in recs.iter().zip(rows) {
-        assert_eq!(rec[0], *row["case"].as_str().unwrap());
+        // A kernel step row's shape follows its case.
+        let case = row["case"].as_str().unwrap().to_string();
+        assert_eq!(rec[0], row["shape"].as_str().map_or(case.clone(), |s| format!("{case} {s}")));
         assert_eq!(rec[1], *row["metric"].as_str().unwrap());
         // (the CSV's and the JSON's float text may parse an ulp apart)
         let close = |text: &str, json: &serde_json::Value| {
@@ -647,9 +664,12 @@ fn seed_deployments_are_compared_with_their_reports() {
         };
         assert!(close(&rec[2], &row["measured"]) && close(&rec[3], &row["predicted"]), "{rec:?}");
         assert!(close(&rec[4], &row["error_pct"]), "{rec:?}");
-        let case = &rec[0];
-        let want =
-            if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) { "held-out" } else { "fitted" };
+        let case = row["case"].as_str().unwrap();
+        let want = if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) || case.contains("rank-steps") {
+            "held-out"
+        } else {
+            "fitted"
+        };
         assert_eq!(&rec[5], want, "{case}");
     }
     // The text table says so too.

@@ -126,13 +126,14 @@ pub struct LoadedCase {
     pub measured: BenchReport,
 }
 
-/// Reads every `*.toml` in `dir`, sorted by file name, with its report.
+/// Reads every `*.toml` in `dir` but the step cases ([`super::kernels`]), sorted by file
+/// name, with its report.
 pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
     let io = |error| Error::Io { path: dir.to_path_buf(), error };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(io)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml") && !super::kernels::is_step_case(p))
         .collect();
     files.sort();
     if files.is_empty() {
@@ -339,11 +340,24 @@ pub const EXTRA: &[&str] = &["input_throughput", "p99_e2e_latency_ms"];
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Row {
     pub case: String,
+    /// The batch shape of a kernel step row (`B=8 L=512`, `T=2048`); `None` for a serving case.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
     pub metric: String,
     pub measured: f64,
     pub predicted: f64,
     /// (predicted − measured) / measured × 100.
     pub error_pct: f64,
+}
+
+impl Row {
+    /// The case column: the case, and a kernel step row's shape after it.
+    pub fn label(&self) -> String {
+        match &self.shape {
+            Some(s) => format!("{} {s}", self.case),
+            None => self.case.clone(),
+        }
+    }
 }
 
 /// Error statistics of one metric over the cases.
@@ -439,7 +453,7 @@ pub fn csv_rows(v: &Validation) -> Vec<CsvRow> {
     v.rows
         .iter()
         .map(|r| CsvRow {
-            case: r.case.clone(),
+            case: r.label(),
             metric: r.metric.clone(),
             measured: r.measured,
             predicted: r.predicted,
@@ -489,7 +503,14 @@ pub fn compare(case: &LoadedCase, predicted: &crate::metrics::Summary) -> Vec<Ro
             let measured = case.measured.get(m)?;
             let predicted = pred.get(m)?.as_f64()?;
             let error_pct = if measured == 0.0 { 0.0 } else { (predicted - measured) / measured * 100.0 };
-            Some(Row { case: case.case.case.clone(), metric: m.to_string(), measured, predicted, error_pct })
+            Some(Row {
+                case: case.case.case.clone(),
+                shape: None,
+                metric: m.to_string(),
+                measured,
+                predicted,
+                error_pct,
+            })
         })
         .collect()
 }
@@ -565,38 +586,48 @@ pub fn held_out_median(v: &Validation, metrics: &[&str]) -> Option<f64> {
 pub fn text(v: &Validation) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let w = v.rows.iter().map(|r| r.case.len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(
-        s,
-        "{:<w$}  {:<22} {:>12} {:>12} {:>9}  profile",
-        "case", "metric", "measured", "predicted", "error %"
-    );
-    let _ = writeln!(s, "{}", "-".repeat(w + 68));
-    for r in &v.rows {
+    // Serving rows first; kernel step rows (with a shape) in a table of their own after the
+    // summaries.
+    let (steps, serving): (Vec<&Row>, Vec<&Row>) = v.rows.iter().partition(|r| r.shape.is_some());
+    let table = |s: &mut String, rows: &[&Row]| {
+        let w = rows.iter().map(|r| r.label().len()).max().unwrap_or(4).max(4);
         let _ = writeln!(
             s,
-            "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}  {}",
-            r.case,
-            r.metric,
-            r.measured,
-            r.predicted,
-            r.error_pct,
-            role(v, &r.case)
+            "{:<w$}  {:<22} {:>12} {:>12} {:>9}  profile",
+            "case", "metric", "measured", "predicted", "error %"
         );
-    }
+        let _ = writeln!(s, "{}", "-".repeat(w + 68));
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "{:<w$}  {:<22} {:>12.2} {:>12.2} {:>+9.1}  {}",
+                r.label(),
+                r.metric,
+                r.measured,
+                r.predicted,
+                r.error_pct,
+                role(v, &r.case)
+            );
+        }
+    };
+    table(&mut s, &serving);
     let honest = if v.mode.is_empty() { "held-out cases".to_string() } else { v.mode.clone() };
     for (title, summary) in [("all cases", &v.summary), (honest.as_str(), &v.held_out)] {
         if summary.is_empty() {
             continue;
         }
         let _ = writeln!(s, "\n{:<22} {:>9} {:>14} {:>6}  ({title})", "metric", "MAPE %", "median |err| %", "cases");
-        for m in METRICS.iter().filter_map(|m| summary.get_key_value(*m)) {
+        for m in METRICS.iter().chain(super::kernels::METRICS).filter_map(|m| summary.get_key_value(*m)) {
             let _ =
                 writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
         }
     }
     if !v.mode.is_empty() && v.held_out.is_empty() {
         let _ = writeln!(s, "\n({}: no case could be predicted; see the profiles below)", v.mode);
+    }
+    if !steps.is_empty() {
+        let _ = writeln!(s, "\nKernel steps (device time of one step, no host overhead):");
+        table(&mut s, &steps);
     }
     for (title, groups) in [("GPU", &v.by_gpu), ("engine", &v.by_engine)] {
         if groups.is_empty() {
@@ -658,7 +689,7 @@ mod tests {
 
     fn row(metric: &str, measured: f64, predicted: f64) -> Row {
         let error_pct = (predicted - measured) / measured * 100.0;
-        Row { case: "c".into(), metric: metric.into(), measured, predicted, error_pct }
+        Row { case: "c".into(), shape: None, metric: metric.into(), measured, predicted, error_pct }
     }
 
     /// MAPE and median |error| by hand: errors +10 %, −30 %, +20 % → MAPE 20, median 20;
@@ -729,6 +760,26 @@ mod tests {
             assert_eq!(t.contains("  (leave-one-out)\n"), gated, "{t}");
             assert_eq!(t.contains("(leave-one-out: no case could be predicted"), !gated, "{t}");
         }
+    }
+
+    /// Kernel step rows print in their own table after the summaries, the shape after the case,
+    /// and their CSV case column carries the shape too.
+    #[test]
+    fn step_rows_have_their_own_table() {
+        let mut step = row("decode_step_ms", 10.0, 9.0);
+        step.case = "k".into();
+        step.shape = Some("B=8 L=512".into());
+        let mut v = Validation { rows: vec![row("median_ttft_ms", 100.0, 110.0), step], ..Validation::default() };
+        summarise(&mut v);
+        let t = text(&v);
+        let (serving, steps) = t.split_once("\nKernel steps (device time of one step, no host overhead):\n").unwrap();
+        assert!(
+            serving.starts_with("case  metric")
+                && serving.contains("\ndecode_step_ms              10.0           10.0      1\n"),
+            "{t}"
+        );
+        assert!(steps.contains("\nk B=8 L=512  decode_step_ms                10.00         9.00     -10.0  \n"), "{t}");
+        assert_eq!(csv_rows(&v)[1].case, "k B=8 L=512");
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Fitting the step-time factors ([`Efficiency`]) to real runs: every evaluation simulates every
 //! case in full (in parallel, results combined in case order, so a fit is deterministic), and
 //! Nelder–Mead (`argmin`) minimises Σ weight × ln(predicted / measured)² over the chosen metrics.
-//! Each factor lives in its bounds through a log-logistic transform; a factor no case constrains
-//! (communication without tensor parallelism) is held at its default and said so. Leave-one-out
-//! refits without each case and predicts it: the honest error.
+//! Kernel step cases ([`super::kernels`]) are priced by the step-time model alone, row by row,
+//! in the same objective. Each factor lives in its bounds through a log-logistic transform; a
+//! factor no case constrains (communication without tensor parallelism, host overheads with
+//! only step cases, the per-kernel floor without them) is held at its start value and said so.
+//! Leave-one-out refits without each case and predicts it: the honest error.
 
 use super::profile::Residual;
 use crate::config::RunConfig;
@@ -26,6 +28,9 @@ pub struct Target {
     pub workload: Arc<Workload>,
     /// Measured metrics by sglang key (the skipped ones already removed).
     pub measured: BTreeMap<String, f64>,
+    /// A kernel step case ([`super::kernels`]): its rows are priced by the step-time model
+    /// alone, no simulation (`workload` is then a stand-in, unused).
+    pub steps: Option<Arc<super::kernels::StepSet>>,
 }
 
 /// The default objective: output throughput, median TTFT, TPOT and E2E latency, weight 1 each.
@@ -52,6 +57,8 @@ pub const FACTORS: &[Factor] = &[
     Factor { name: "step_overhead_s", lo: 1e-4, hi: 0.03 },
     Factor { name: "per_seq_overhead_s", lo: 1e-7, hi: 3e-4 },
     Factor { name: "comm_bw", lo: 0.1, hi: 1.0 },
+    Factor { name: "kernel_floor_s", lo: 1e-6, hi: 1e-4 },
+    Factor { name: "eager_layer_launch_s", lo: 1e-5, hi: 5e-3 },
 ];
 
 /// The bounds for a run whose GPU and model are stand-ins (`--unknown-hardware`): the factors
@@ -63,6 +70,8 @@ pub const WIDE_FACTORS: &[Factor] = &[
     Factor { name: "step_overhead_s", lo: 1e-4, hi: 1.0 },
     Factor { name: "per_seq_overhead_s", lo: 1e-7, hi: 0.01 },
     Factor { name: "comm_bw", lo: 0.01, hi: 1.0 },
+    Factor { name: "kernel_floor_s", lo: 1e-7, hi: 1e-3 },
+    Factor { name: "eager_layer_launch_s", lo: 1e-6, hi: 0.05 },
 ];
 
 fn get(e: &Efficiency, name: &str) -> f64 {
@@ -73,6 +82,8 @@ fn get(e: &Efficiency, name: &str) -> f64 {
         "step_overhead_s" => e.step_overhead_s,
         "per_seq_overhead_s" => e.per_seq_overhead_s,
         "comm_bw" => e.comm_bw,
+        "kernel_floor_s" => e.kernel_floor_s,
+        "eager_layer_launch_s" => e.eager_layer_launch_s,
         _ => unreachable!("factor names are the constants above"),
     }
 }
@@ -85,6 +96,8 @@ fn set(e: &mut Efficiency, name: &str, v: f64) {
         "step_overhead_s" => e.step_overhead_s = v,
         "per_seq_overhead_s" => e.per_seq_overhead_s = v,
         "comm_bw" => e.comm_bw = v,
+        "kernel_floor_s" => e.kernel_floor_s = v,
+        "eager_layer_launch_s" => e.eager_layer_launch_s = v,
         _ => unreachable!("factor names are the constants above"),
     }
 }
@@ -116,9 +129,14 @@ pub fn metric(s: &Summary, key: &str) -> Option<f64> {
 
 /// The rows (case, metric, measured, predicted, error %) of the weighted metrics.
 pub fn residuals(targets: &[Target], eff: Efficiency, weights: &BTreeMap<String, f64>) -> Result<Vec<Residual>> {
-    let sums: Vec<Result<Summary>> = targets.par_iter().map(|t| simulate(t, eff)).collect();
+    let sums: Vec<Option<Result<Summary>>> =
+        targets.par_iter().map(|t| t.steps.is_none().then(|| simulate(t, eff))).collect();
     let mut rows = Vec::new();
     for (t, s) in targets.iter().zip(sums) {
+        let Some(s) = s else {
+            rows.extend(t.steps.as_ref().map(|k| k.residuals(eff, weights)).unwrap_or_default());
+            continue;
+        };
         let s = s?;
         for (m, &measured) in &t.measured {
             if !weights.contains_key(m) {
@@ -229,23 +247,49 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     if rows.is_empty() {
         return Err(Error::invalid("--weights", "the cases measure none of the weighted metrics"));
     }
-    let tp = targets.iter().any(|t| t.cfg.tp > 1);
+    let serving = targets.iter().any(|t| t.steps.is_none());
+    let steps: Vec<&super::kernels::StepSet> = targets.iter().filter_map(|t| t.steps.as_deref()).collect();
+    let tp = targets.iter().any(|t| t.cfg.tp > 1 && t.steps.as_ref().is_none_or(|s| !s.rank));
+    let eager = steps.iter().any(|s| s.rows.iter().any(|r| r.eager && o.weights.contains_key(r.metric)));
     let mut held = Vec::new();
     let bounds = if o.unknown_hardware { WIDE_FACTORS } else { FACTORS };
     let factors: Vec<Factor> = bounds
         .iter()
         .copied()
         .filter(|f| {
-            let keep = f.name != "comm_bw" || tp;
-            if !keep {
-                held.push(format!("{}: no case runs tensor parallel", f.name));
-            }
-            keep
+            let why = match f.name {
+                "comm_bw" if !tp => "no case runs tensor parallel".to_string(),
+                "step_overhead_s" | "per_seq_overhead_s" if !serving => {
+                    "only kernel step cases, which time the device alone".to_string()
+                }
+                "kernel_floor_s" if steps.is_empty() => {
+                    format!("no kernel step case: kept at the start's {:.2} µs", o.start.kernel_floor_s * 1e6)
+                }
+                "eager_layer_launch_s" if !eager => "no eager kernel step row (serving runs never use it)".to_string(),
+                _ => return true,
+            };
+            held.push(format!("{}: {why}", f.name));
+            false
         })
         .collect();
-    let problem =
-        Problem { targets, weights: &o.weights, factors: factors.clone(), base: o.start, evaluations: 0.into() };
-    let x0: Vec<f64> = factors.iter().map(|f| to_coord(f, get(&o.start, f.name))).collect();
+    // Without eager rows the eager launch time means nothing: not carried into the profile.
+    let mut base = o.start;
+    if !eager {
+        base.eager_layer_launch_s = 0.0;
+    }
+    let problem = Problem { targets, weights: &o.weights, factors: factors.clone(), base, evaluations: 0.into() };
+    // A start outside a factor's bounds (a floor of 0 = off) starts from the middle of them.
+    let x0: Vec<f64> = factors
+        .iter()
+        .map(|f| {
+            let v = get(&base, f.name);
+            if (f.lo..=f.hi).contains(&v) {
+                to_coord(f, v)
+            } else {
+                0.0
+            }
+        })
+        .collect();
     let mut simplex = vec![x0.clone()];
     for i in 0..x0.len() {
         let mut x = x0.clone();

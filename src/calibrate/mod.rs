@@ -1,12 +1,14 @@
 //! Calibration and validation against real benchmark runs: reading the clients' reports
 //! ([`report`]) and the case files of `calibration/cases/` with the validation table
-//! ([`case`]), fitting step-time profiles ([`fit`], [`profile`]), the refits of the
-//! honest validation modes ([`holdout`]) and the validation scatter
+//! ([`case`]), kernel-level step cases ([`kernels`]), fitting step-time profiles ([`fit`],
+//! [`profile`]), the refits of the honest validation modes ([`holdout`]) and the validation
+//! scatter
 //! ([`plot`]).
 
 pub mod case;
 pub mod fit;
 pub mod holdout;
+pub mod kernels;
 pub mod plot;
 pub mod profile;
 pub mod report;

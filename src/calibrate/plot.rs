@@ -118,7 +118,7 @@ mod tests {
     }
 
     fn row(case: &str, measured: f64, predicted: f64) -> Row {
-        Row { case: case.into(), metric: "median_ttft_ms".into(), measured, predicted, error_pct: 0.0 }
+        Row { case: case.into(), shape: None, metric: "median_ttft_ms".into(), measured, predicted, error_pct: 0.0 }
     }
 
     /// Points carry their case's source and role; a zero figure (no log position) is left out;

@@ -70,7 +70,8 @@ pub struct Profile {
     pub name: String,
     /// GPU profile name it applies to.
     pub gpu: String,
-    /// Engine family: `vllm` (v1 and V0), `sglang`, `lightllm`.
+    /// Engine family: `vllm` (v1 and V0), `sglang`, `lightllm`; `kernels` for a profile fitted on
+    /// kernel step cases alone, which no run picks on its own (`--calibration FILE` uses it).
     pub engine: String,
     /// Models it was fitted on and applies to.
     pub models: Vec<String>,

@@ -1,0 +1,400 @@
+//! Kernel-level step cases (`kind = "steps"` files among `calibration/cases/`): whole forward
+//! passes of one model timed alone on a real GPU — decode steps captured in a CUDA graph over
+//! B sequences at context L, eager prefill steps over one sequence of T new tokens — read from
+//! the data folder's CSVs (`published/profiling/h200/decode_step.csv` …, never copied into the
+//! repository) and compared with the step-time model's *device* time for the same batch
+//! shape. The engines' host work (scheduling, input preparation, sampling) is excluded, since
+//! these kernels ran with no engine around them; a case timing one tensor-parallel rank's
+//! share (`rank = true`) is compared with the rank's compute alone, without the all-reduces.
+//! An eager row takes the larger of the device time and plain PyTorch's launch time
+//! ([`Roofline::eager_launch_s`]). The rows enter `cachesim validate` and `calibrate --fit`
+//! like a serving case's metrics, one row per shape.
+
+use super::case::{CaseInfo, Row};
+use super::profile::Residual;
+use crate::cost::{BatchShape, CostModel, Deployment, Efficiency, Roofline};
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The metrics of kernel step rows: milliseconds of one decode step, of one prefill step.
+pub const METRICS: &[&str] = &["decode_step_ms", "prefill_step_ms"];
+
+/// The objective of a fit on step rows: both metrics, weight 1 each.
+pub fn default_weights() -> BTreeMap<String, f64> {
+    METRICS.iter().map(|m| (m.to_string(), 1.0)).collect()
+}
+
+/// One step-case file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepCase {
+    /// Always `steps` (what tells these files from serving cases).
+    pub kind: String,
+    pub case: String,
+    /// GPU profile name (models/gpus.toml).
+    pub gpu: String,
+    /// Model profile name (models/models.toml).
+    pub model: String,
+    /// Tensor-parallel degree the model is sharded over.
+    #[serde(default = "one")]
+    pub tp: u64,
+    /// The CSVs time one TP rank's compute (no all-reduce): compare with the rank's compute.
+    #[serde(default)]
+    pub rank: bool,
+    /// Decode-step CSV (`batch,context,time_us`), relative to the data folder.
+    pub decode: Option<String>,
+    /// Prefill-step CSV (`tokens,time_us`), relative to the data folder.
+    pub prefill: Option<String>,
+    /// Whether the prefill steps ran eagerly (plain PyTorch launches, no CUDA graph).
+    #[serde(default)]
+    pub prefill_eager: bool,
+    /// The step-time profile that prices the case, relative to the case file's folder; the
+    /// raw roofline without one.
+    pub profile: Option<PathBuf>,
+    #[serde(default)]
+    pub assumptions: Vec<String>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// A step case with its file.
+#[derive(Debug, Clone)]
+pub struct LoadedSteps {
+    pub file: PathBuf,
+    pub case: StepCase,
+}
+
+/// One measured step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRow {
+    /// `decode_step_ms` or `prefill_step_ms`.
+    pub metric: &'static str,
+    /// The shape in words: `B=8 L=512` (sequences, context) or `T=2048` (new tokens).
+    pub shape: String,
+    pub batch: BatchShape,
+    /// Plain PyTorch launched it eagerly (the host's launch time may bound it).
+    pub eager: bool,
+    pub measured_ms: f64,
+}
+
+/// The rows of a case, ready to price.
+#[derive(Debug, Clone)]
+pub struct StepSet {
+    pub case: String,
+    pub gpu: crate::profile::Gpu,
+    pub model: crate::profile::Model,
+    pub tp: u64,
+    pub rank: bool,
+    pub rows: Vec<StepRow>,
+}
+
+/// Whether the TOML file at `path` is a step case (`kind = "steps"`).
+pub fn is_step_case(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
+        .is_some_and(|t| t.get("kind").and_then(|k| k.as_str()) == Some("steps"))
+}
+
+/// Every step case among the `*.toml` files of `dir`, sorted by file name.
+pub fn load_dir(dir: &Path) -> Result<Vec<LoadedSteps>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|error| Error::Io { path: dir.to_path_buf(), error })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml") && is_step_case(p))
+        .collect();
+    files.sort();
+    files.iter().map(|f| load(f)).collect()
+}
+
+/// Reads one step-case file.
+pub fn load(file: &Path) -> Result<LoadedSteps> {
+    let text = std::fs::read_to_string(file).map_err(|error| Error::Io { path: file.to_path_buf(), error })?;
+    let fail = |message: String| Error::Report { path: file.to_path_buf(), message };
+    let case: StepCase = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    if case.kind != "steps" {
+        return Err(fail(format!("kind `{}`: a step case has kind = \"steps\"", case.kind)));
+    }
+    if case.decode.is_none() && case.prefill.is_none() {
+        return Err(fail("a step case needs `decode` or `prefill` (a CSV under the data folder)".into()));
+    }
+    Ok(LoadedSteps { file: file.to_path_buf(), case })
+}
+
+#[derive(Deserialize)]
+struct DecodeLine {
+    batch: u32,
+    context: u64,
+    time_us: f64,
+}
+
+#[derive(Deserialize)]
+struct PrefillLine {
+    tokens: u64,
+    time_us: f64,
+}
+
+/// Decode rows from CSV text with `batch`, `context` and `time_us` columns (others ignored):
+/// B sequences, each decoding one token after `context` cached ones.
+pub fn parse_decode(text: &str, path: &Path) -> Result<Vec<StepRow>> {
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    rd.deserialize::<DecodeLine>()
+        .map(|l| {
+            let l = l.map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })?;
+            let mut batch = BatchShape::default();
+            for _ in 0..l.batch {
+                batch.add(l.context, 1);
+            }
+            let shape = format!("B={} L={}", l.batch, l.context);
+            Ok(StepRow { metric: METRICS[0], shape, batch, eager: false, measured_ms: l.time_us / 1e3 })
+        })
+        .collect()
+}
+
+/// Prefill rows from CSV text with `tokens` and `time_us` columns (others ignored): one
+/// sequence of T new tokens with no earlier context.
+pub fn parse_prefill(text: &str, path: &Path, eager: bool) -> Result<Vec<StepRow>> {
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    rd.deserialize::<PrefillLine>()
+        .map(|l| {
+            let l = l.map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })?;
+            let mut batch = BatchShape::default();
+            batch.add(0, l.tokens);
+            let shape = format!("T={}", l.tokens);
+            Ok(StepRow { metric: METRICS[1], shape, batch, eager, measured_ms: l.time_us / 1e3 })
+        })
+        .collect()
+}
+
+impl LoadedSteps {
+    /// The CSV files the case reads, resolved under the data folder; an error saying which is
+    /// absent (the case is then listed as not run).
+    pub fn csv_paths(&self, data: Option<&Path>) -> Result<Vec<PathBuf>> {
+        let rels: Vec<&String> = self.case.decode.iter().chain(&self.case.prefill).collect();
+        let fail = |message: String| Error::Report { path: self.file.clone(), message };
+        let data = data.ok_or_else(|| {
+            fail(format!("needs the data folder (--data or CACHESIM_DATA) for {}, which is not given", rels[0]))
+        })?;
+        rels.iter()
+            .map(|r| {
+                let p = data.join(r);
+                if p.is_file() {
+                    Ok(p)
+                } else {
+                    Err(fail(format!("needs {}, which is absent", p.display())))
+                }
+            })
+            .collect()
+    }
+
+    /// The case's own profile file, resolved against its folder.
+    pub fn profile_path(&self) -> Option<PathBuf> {
+        let p = self.case.profile.as_ref()?;
+        Some(self.file.parent().unwrap_or(Path::new(".")).join(p))
+    }
+
+    /// The measured rows (decode, then prefill) with the GPU and model, from the data folder.
+    pub fn read(&self, data: Option<&Path>) -> Result<StepSet> {
+        self.csv_paths(data)?;
+        let data = data.unwrap_or(Path::new("."));
+        let text = |rel: &str| {
+            let p = data.join(rel);
+            std::fs::read_to_string(&p).map_err(|error| Error::Io { path: p.clone(), error }).map(|t| (p, t))
+        };
+        let mut rows = Vec::new();
+        if let Some(rel) = &self.case.decode {
+            let (p, t) = text(rel)?;
+            rows.extend(parse_decode(&t, &p)?);
+        }
+        if let Some(rel) = &self.case.prefill {
+            let (p, t) = text(rel)?;
+            rows.extend(parse_prefill(&t, &p, self.case.prefill_eager)?);
+        }
+        let c = &self.case;
+        Ok(StepSet {
+            case: c.case.clone(),
+            gpu: crate::profile::gpu(&c.gpu, None)?,
+            model: crate::profile::model(&c.model, None)?,
+            tp: c.tp.max(1),
+            rank: c.rank,
+            rows,
+        })
+    }
+}
+
+impl StepSet {
+    /// The step-time model of the case with factors `eff`.
+    pub fn roofline(&self, eff: Efficiency) -> Roofline {
+        Roofline::deployed(&self.gpu, &self.model, Deployment::tp(self.tp), eff)
+    }
+
+    /// Predicted milliseconds of one row: the device time (a rank's compute alone for a rank
+    /// case), or for an eager row the larger of that and the eager launch time.
+    pub fn predict_ms(&self, r: &Roofline, row: &StepRow) -> f64 {
+        let device = if self.rank { r.rank_compute_s(&row.batch) } else { r.step_parts(&row.batch).device_s };
+        let s = if row.eager { device.max(r.eager_launch_s()) } else { device };
+        s * 1e3
+    }
+
+    /// The residual rows of the weighted metrics (`case` = the case and the shape).
+    pub fn residuals(&self, eff: Efficiency, weights: &BTreeMap<String, f64>) -> Vec<Residual> {
+        let r = self.roofline(eff);
+        self.rows
+            .iter()
+            .filter(|row| weights.contains_key(row.metric))
+            .map(|row| {
+                let predicted = self.predict_ms(&r, row);
+                Residual {
+                    case: row_case(&self.case, row),
+                    metric: row.metric.to_string(),
+                    measured: row.measured_ms,
+                    predicted,
+                    error_pct: (predicted - row.measured_ms) / row.measured_ms * 100.0,
+                }
+            })
+            .collect()
+    }
+}
+
+impl LoadedSteps {
+    /// A fit target of the case's rows (`calibrate --fit`): its GPU, model and TP resolved as
+    /// `cachesim run` would (raw roofline, no profile), a stand-in workload never simulated.
+    pub fn target(&self, data: Option<&Path>) -> Result<super::fit::Target> {
+        let set = self.read(data)?;
+        let o = crate::config::RunOptions {
+            gpu: self.case.gpu.clone(),
+            model: self.case.model.clone(),
+            tp: set.tp,
+            calibration: crate::config::Calibration::None,
+            ..Default::default()
+        };
+        let cfg = crate::config::resolve(&o)?;
+        // A one-request stand-in: a step target is priced by the model alone, never simulated.
+        let spec = crate::workload::gen::RandomSpec {
+            num_prompts: 1,
+            input_len: 1,
+            output_len: 1,
+            range_ratio: 1.0,
+            vocab: crate::workload::gen::DEFAULT_VOCAB,
+            seed: 0,
+        };
+        let records = crate::workload::gen::random(&spec)?;
+        let workload = std::sync::Arc::new(crate::workload::gen::workload(&self.case.case, &records)?);
+        Ok(super::fit::Target {
+            case: self.case.case.clone(),
+            cfg,
+            workload,
+            measured: BTreeMap::new(),
+            steps: Some(std::sync::Arc::new(set)),
+        })
+    }
+
+    /// The case's validation rows and how it was priced: with its own profile
+    /// (`profile`), else — or with `uncalibrated` — the raw roofline.
+    pub fn validate(&self, data: Option<&Path>, uncalibrated: bool) -> Result<(CaseInfo, Vec<Row>)> {
+        let set = self.read(data)?;
+        let used = match self.profile_path() {
+            Some(p) => Some((super::profile::read(&p)?, p)),
+            None => None,
+        };
+        let (eff, calibration) = match (&used, uncalibrated) {
+            (Some((p, path)), false) => {
+                (p.efficiency, format!("{} ({}, fitted on {})", p.name, path.display(), p.fit.cases.join(", ")))
+            }
+            (_, true) => (Efficiency::default(), "none (raw roofline, --uncalibrated)".to_string()),
+            (None, false) => (Efficiency::default(), "none (raw roofline: the case names no profile)".to_string()),
+        };
+        let fitted = !uncalibrated && used.as_ref().is_some_and(|(p, _)| p.fit.cases.contains(&self.case.case));
+        let info = CaseInfo {
+            case: self.case.case.clone(),
+            calibration,
+            fitted,
+            no_profile: used.is_none(),
+            gpu: set.gpu.name.clone(),
+            engine: "kernels".to_string(),
+            source: "kernel profiling".to_string(),
+        };
+        let rows = set
+            .residuals(eff, &default_weights())
+            .into_iter()
+            .zip(&set.rows)
+            .map(|(r, row)| Row {
+                case: self.case.case.clone(),
+                shape: Some(row.shape.clone()),
+                metric: r.metric,
+                measured: r.measured,
+                predicted: r.predicted,
+                error_pct: r.error_pct,
+            })
+            .collect();
+        Ok((info, rows))
+    }
+}
+
+/// The case column of a step row: the case and the shape (`h200-llama8b-steps B=8 L=512`).
+pub fn row_case(case: &str, row: &StepRow) -> String {
+    format!("{case} {}", row.shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_rows_become_batch_shapes() {
+        let p = Path::new("t.csv");
+        let d = parse_decode("model,batch,context,time_us,mode\nm,2,512,6967.2,cuda graph\nm,1,8,100,x\n", p).unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!((d[0].metric, d[0].shape.as_str(), d[0].measured_ms), ("decode_step_ms", "B=2 L=512", 6.9672));
+        let want = BatchShape { seqs: 2, decode_seqs: 2, decode_ctx_tokens: 1024, ..Default::default() };
+        assert_eq!(d[0].batch, want);
+        assert!(!d[0].eager);
+        let f = parse_prefill("model,tokens,time_us,note\nm,128,19330.8,\"eager, one\"\n", p, true).unwrap();
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].metric, f[0].shape.as_str(), f[0].eager), ("prefill_step_ms", "T=128", true));
+        assert!((f[0].measured_ms - 19.3308).abs() < 1e-12);
+        // 128 new tokens, no context: 128 × (0 + 129 / 2) query-key pairs.
+        let want = BatchShape { seqs: 1, prefill_tokens: 128, prefill_attn_pairs: 128.0 * 64.5, ..Default::default() };
+        assert_eq!(f[0].batch, want);
+        let e = parse_decode("batch,context,time_us\n1,x,3\n", p).unwrap_err().to_string();
+        assert!(e.contains("t.csv"), "{e}");
+    }
+
+    #[test]
+    fn step_case_files_load_and_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s.toml");
+        let body = "kind = \"steps\"\ncase = \"s\"\ngpu = \"h200\"\nmodel = \"llama-3.1-8b\"\n\
+                    decode = \"d.csv\"\nprefill = \"p.csv\"\nprefill_eager = true\n";
+        std::fs::write(&f, body).unwrap();
+        std::fs::write(dir.path().join("other.toml"), "case = \"x\"\n").unwrap();
+        let all = load_dir(dir.path()).unwrap();
+        assert_eq!(all.len(), 1);
+        assert!(is_step_case(&f) && !is_step_case(&dir.path().join("other.toml")));
+        // The data folder: absent → the reason; present → rows decode then prefill.
+        let e = all[0].read(None).unwrap_err().to_string();
+        assert!(e.contains("needs the data folder") && e.contains("d.csv"), "{e}");
+        let e = all[0].read(Some(dir.path())).unwrap_err().to_string();
+        assert!(e.contains("d.csv, which is absent"), "{e}");
+        std::fs::write(dir.path().join("d.csv"), "batch,context,time_us\n4,100,7000\n").unwrap();
+        std::fs::write(dir.path().join("p.csv"), "tokens,time_us\n512,20000\n").unwrap();
+        let s = all[0].read(Some(dir.path())).unwrap();
+        assert_eq!(s.rows.iter().map(|r| r.shape.as_str()).collect::<Vec<_>>(), ["B=4 L=100", "T=512"]);
+        assert_eq!((s.tp, s.rank, s.rows[1].eager), (1, false, true));
+        // The eager row is bound by 32 layers × 1 ms of launches; the decode row by the device.
+        let eff = Efficiency { eager_layer_launch_s: 1e-3, ..Efficiency::default() };
+        let r = s.roofline(eff);
+        assert_eq!(s.predict_ms(&r, &s.rows[1]), 32.0);
+        assert_eq!(s.predict_ms(&r, &s.rows[0]), r.step_parts(&s.rows[0].batch).device_s * 1e3);
+        let rows = s.residuals(eff, &default_weights());
+        assert_eq!(rows[1].case, "s T=512");
+        assert!((rows[1].error_pct - 60.0).abs() < 1e-9, "{rows:?}");
+        std::fs::write(&f, body.replace("kind = \"steps\"", "kind = \"steps\"\nfoo = 1")).unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("unknown field `foo`"), "{e}");
+    }
+}
