@@ -212,6 +212,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
             evaluations: f.evaluations,
             max_iters: Some(args.max_iters),
             unknown_hardware: Some(args.unknown_hardware),
+            start: args.start.is_some().then_some(start),
             assumptions: Vec::new(),
             loo_median_abs_error_pct: fit::median_abs_error(&loo),
             residuals: f.residuals.clone(),
@@ -392,7 +393,11 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     for ((c, _, _), s) in chosen.iter().zip(&predicted) {
         v.rows.extend(case::compare(c, s));
     }
-    for (info, rows) in steps {
+    for (mut info, rows) in steps {
+        // The honest modes refit serving profiles only: a step case's own fit is marked so.
+        if holdout && info.fitted {
+            info.refit = Some("not refitted (kernel step case)".to_string());
+        }
         v.cases.push(info);
         v.rows.extend(rows);
     }

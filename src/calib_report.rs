@@ -58,7 +58,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
     };
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let measured = r.metrics.iter().filter(|(k, _)| weights.contains_key(*k)).map(|(k, v)| (k.clone(), *v)).collect();
-    let target = fit::Target { case: name.clone(), cfg, workload, measured };
+    let target = fit::Target { case: name.clone(), cfg, workload, measured, steps: None };
     let start = fit::FitOptions::default().start;
     let rebuilt = fit::simulate(&target, start)?;
     let mut assumptions = Vec::new();
@@ -116,6 +116,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
             evaluations: f.evaluations,
             max_iters: Some(args.max_iters),
             unknown_hardware: Some(args.unknown_hardware),
+            start: None,
             assumptions,
             loo_median_abs_error_pct: None,
             residuals: f.residuals.clone(),

@@ -665,7 +665,8 @@ fn seed_deployments_are_compared_with_their_reports() {
         assert!(close(&rec[2], &row["measured"]) && close(&rec[3], &row["predicted"]), "{rec:?}");
         assert!(close(&rec[4], &row["error_pct"]), "{rec:?}");
         let case = row["case"].as_str().unwrap();
-        let want = if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) || case.contains("rank-steps") {
+        let want = if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) || case.contains("rank-steps")
+        {
             "held-out"
         } else {
             "fitted"

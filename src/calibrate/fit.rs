@@ -221,7 +221,7 @@ pub fn options_of(info: &super::profile::FitInfo) -> FitOptions {
         .unwrap_or(FitOptions::default().max_iters);
     let unknown_hardware = info.unknown_hardware.unwrap_or_else(|| words.contains(&"--unknown-hardware"));
     let weights = if info.weights.is_empty() { default_weights() } else { info.weights.clone() };
-    FitOptions { weights, max_iters, start: Efficiency::default(), unknown_hardware }
+    FitOptions { weights, max_iters, start: info.start.unwrap_or_default(), unknown_hardware }
 }
 
 /// A fit's result.

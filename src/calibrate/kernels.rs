@@ -317,6 +317,8 @@ impl LoadedSteps {
             gpu: set.gpu.name.clone(),
             engine: "kernels".to_string(),
             source: "kernel profiling".to_string(),
+            refit: None,
+            refit_on: None,
         };
         let rows = set
             .residuals(eff, &default_weights())

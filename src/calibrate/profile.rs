@@ -51,6 +51,10 @@ pub struct FitInfo {
     /// Whether the wide bounds of `--unknown-hardware` were used; absent as `max_iters`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown_hardware: Option<bool>,
+    /// The factors the search started from and the held ones kept (`--start FILE`); absent:
+    /// the raw roofline's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Efficiency>,
     /// What the fit assumed beyond its cases (e.g. a report whose totals differ from the rebuilt
     /// workload's, accepted by `--accept-totals-mismatch`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
