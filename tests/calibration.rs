@@ -167,7 +167,13 @@ fn validate_bundled_cases() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let measured = report::read(&crate_dir().join("calibration/reports/vllm-ttft-64seq-6144btk.txt")).unwrap();
-    let all = v["rows"].as_array().unwrap();
+    // The 60 TensorRT-LLM points rebuild their workloads (fixed lengths) and run without the data
+    // folder: one output_throughput row each, priced by the raw roofline.
+    let trt: Vec<&serde_json::Value> = v["rows"].as_array().unwrap().iter().filter(|r| trt_case(&r["case"])).collect();
+    assert_eq!(trt.len(), 60);
+    assert!(trt.iter().all(|r| r["metric"] == "output_throughput"));
+    let all: Vec<serde_json::Value> =
+        v["rows"].as_array().unwrap().iter().filter(|r| !trt_case(&r["case"])).cloned().collect();
     // The seed sweep's two held-out rows (three figures each), then the fitted row's report.
     assert_eq!(all.len(), 6 + 16);
     assert!(all[..6].iter().all(|r| r["case"].as_str().unwrap().starts_with("seed-sweep-plan")));
@@ -201,9 +207,9 @@ fn validate_bundled_cases() {
     want.extend(SEED_DEPLOYMENTS.iter().map(|s| s.to_string()));
     assert_eq!(not_run, want);
     assert!(v["not_run"][0]["missing"].as_str().unwrap().contains("needs the data folder"), "{}", v["not_run"][0]);
-    // Only published points remain not expressible (MoE/PD/EP, TensorRT-LLM and FP8, LLaMA-7B v1).
+    // Only published points remain not expressible (MoE/PD/EP, LLaMA-7B v1).
     let skipped = names("not_expressible");
-    assert_eq!(skipped.len(), 70);
+    assert_eq!(skipped.len(), 10);
     assert!(skipped.iter().all(|s| s.starts_with('P')), "{skipped:?}");
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
@@ -217,6 +223,12 @@ fn validate_bundled_cases() {
     assert_eq!(lines.iter().filter(|l| l.starts_with("vllm-ttft-64seq-6144btk ")).count(), 16);
     assert!(text.contains("\nNot expressible yet:\n  P039: "), "{text}");
     assert!(text.contains("\nNot run here (data absent):\n  P001: "), "{text}");
+}
+
+/// A TensorRT-LLM perf-overview point (P049–P108).
+fn trt_case(case: &serde_json::Value) -> bool {
+    let c = case.as_str().unwrap_or_default();
+    c.strip_prefix('P').and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| (49..=108).contains(&n))
 }
 
 /// The published-point cases agree with `serving_benchmarks.csv`: one case per `point_id`, its
@@ -620,8 +632,11 @@ fn seed_deployments_are_compared_with_their_reports() {
         .sum();
     assert_eq!(v["held_out"]["median_ttft_ms"]["cases"].as_u64(), Some(held as u64));
     // Per GPU and per engine: the H20 summary is over the two DeepSeek-R1 seeds alone.
-    assert_eq!(v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(), ["a100-80gb", "h100-sxm", "h20", "v100"]);
-    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["sglang", "vllm"]);
+    assert_eq!(
+        v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["a100-80gb", "h100-sxm", "h20", "h200", "v100"]
+    );
+    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["sglang", "trtllm", "vllm"]);
     let h20_tpot: Vec<f64> = rows
         .iter()
         .filter(|r| r["case"].as_str().unwrap().starts_with("h20-") && r["metric"] == "median_tpot_ms")
@@ -646,7 +661,7 @@ fn seed_deployments_are_compared_with_their_reports() {
         assert!(close(&rec[2], &row["measured"]) && close(&rec[3], &row["predicted"]), "{rec:?}");
         assert!(close(&rec[4], &row["error_pct"]), "{rec:?}");
         let case = &rec[0];
-        let want = if SEED_DEPLOYMENTS.contains(&case) {
+        let want = if SEED_DEPLOYMENTS.contains(&case) || trt_case(&serde_json::json!(case)) {
             "raw"
         } else if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) {
             "held-out"

@@ -59,7 +59,7 @@ pub struct Profile {
     pub name: String,
     /// GPU profile name it applies to.
     pub gpu: String,
-    /// Engine family: `vllm` (v1 and V0), `sglang`, `lightllm`.
+    /// Engine family: `vllm` (v1 and V0), `sglang`, `lightllm`, `trtllm`.
     pub engine: String,
     /// Models it was fitted on and applies to.
     pub models: Vec<String>,
@@ -74,6 +74,7 @@ pub fn family(e: EngineKind) -> &'static str {
         EngineKind::Vllm | EngineKind::VllmV0 => "vllm",
         EngineKind::Sglang => "sglang",
         EngineKind::Lightllm => "lightllm",
+        EngineKind::Trtllm => "trtllm",
     }
 }
 
