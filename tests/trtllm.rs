@@ -99,7 +99,7 @@ fn max_batch_size_bounds_the_batch() {
 
 /// Every TensorRT-LLM case runs with the `max_batch_size` / `max_num_tokens` that trtllm-bench
 /// would derive for it ([`cachesim::engine::trtllm::bench_settings`]), its GPU, model and TP, at
-/// the fraction it states, with FP8 weights and bf16 KV and chunking off.
+/// the fraction and KV dtype it states, with FP8 weights and chunking off.
 #[test]
 fn trtllm_cases_run_trtllm_bench_settings() {
     use cachesim::engine::trtllm::{bench_settings, BenchInput};
@@ -124,7 +124,7 @@ fn trtllm_cases_run_trtllm_bench_settings() {
             pp: 1,
             kv_fraction: flag("--kv-cache-free-gpu-mem-fraction").parse().unwrap(),
             weight_bytes: 1.0,
-            kv_bytes: 2.0,
+            kv_bytes: if flag("--kv-cache-dtype") == "fp8" { 1.0 } else { 2.0 },
             chunked: false,
         };
         let want = bench_settings(&gpu, &model, input);
