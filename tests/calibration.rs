@@ -168,10 +168,14 @@ fn validate_bundled_cases() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let measured = report::read(&crate_dir().join("calibration/reports/vllm-ttft-64seq-6144btk.txt")).unwrap();
     // The 60 TensorRT-LLM points rebuild their workloads (fixed lengths) and run without the data
-    // folder: one output_throughput row each, priced by the raw roofline.
+    // folder: one output_throughput row each, priced by the h100-sxm-trtllm and h200-trtllm profiles.
     let trt: Vec<&serde_json::Value> = v["rows"].as_array().unwrap().iter().filter(|r| trt_case(&r["case"])).collect();
     assert_eq!(trt.len(), 60);
     assert!(trt.iter().all(|r| r["metric"] == "output_throughput"));
+    for c in v["cases"].as_array().unwrap().iter().filter(|c| trt_case(&c["case"])) {
+        let role = trt_role(c["case"].as_str().unwrap());
+        assert_eq!((c["fitted"].as_bool(), c["no_profile"].as_bool()), (Some(role == "fitted"), Some(false)), "{c}");
+    }
     let all: Vec<serde_json::Value> =
         v["rows"].as_array().unwrap().iter().filter(|r| !trt_case(&r["case"])).cloned().collect();
     // The seed sweep's two held-out rows (three figures each), then the fitted row's report.
@@ -229,6 +233,17 @@ fn validate_bundled_cases() {
 fn trt_case(case: &serde_json::Value) -> bool {
     let c = case.as_str().unwrap_or_default();
     c.strip_prefix('P').and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| (49..=108).contains(&n))
+}
+
+/// A TensorRT-LLM point's role: each table's odd rows (P049, P051, … ) are fitted, the even ones
+/// held out.
+fn trt_role(case: &str) -> &'static str {
+    let n: u32 = case[1..].parse().unwrap();
+    if (n - 49).is_multiple_of(2) {
+        "fitted"
+    } else {
+        "held-out"
+    }
 }
 
 /// The published-point cases agree with `serving_benchmarks.csv`: one case per `point_id`, its
@@ -421,7 +436,9 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 /// CI's fidelity gate, measured with the committed profiles: the published held-out cases (the
 /// 8 req/s points of profiles fitted at 4 req/s and offline) 11.1 % over 10 rows (18.6 % with
 /// the raw roofline), bound 12 %; with the seed sweep's two held-out rows 7.2 % over 14 rows
-/// (24.7 % raw), bound 8 % — `validate --max-held-out-error` gates the latter.
+/// (24.7 % raw), bound 8 %. `validate --max-held-out-error` gates every held-out row, the 30
+/// TensorRT-LLM points of rows 2, 4, 6, 8 and 10 of each perf-overview table included (their
+/// profiles fitted on the other rows): 10.12 % over 44 rows, bound 11 %.
 #[test]
 fn held_out_error_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
@@ -442,7 +459,7 @@ fn held_out_error_stays_under_the_measured_bound() {
         .filter(|c| c["fitted"] == true)
         .map(|c| c["case"].as_str().unwrap())
         .collect();
-    assert_eq!(fitted.len(), 9, "{fitted:?}");
+    assert_eq!(fitted.len(), 9 + 30, "{fitted:?}");
     for (held, calibrated) in [(&PUBLISHED_HELD_OUT[..], published), (&all[..], every)] {
         let (r, _) = held_out_median(&raw, held);
         assert!(calibrated < r, "calibrated {calibrated:.2} % is no better than the raw roofline {r:.2} %");
@@ -461,11 +478,20 @@ fn held_out_error_stays_under_the_measured_bound() {
             pct,
         ])
     };
-    assert!(gate("8").status.success());
+    let held: Vec<&str> = v["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["fitted"] == false && c["no_profile"] == false)
+        .map(|c| c["case"].as_str().unwrap())
+        .collect();
+    let (gated, n) = held_out_median(&v, &held);
+    assert_eq!(n, 14 + 30);
+    assert!(gate("11").status.success(), "held-out median |error| {gated:.2} % (bound 11 %)");
     let out = gate("5");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("held-out median |error| {every:.2} % exceeds --max-held-out-error 5 %")), "{err}");
+    assert!(err.contains(&format!("held-out median |error| {gated:.2} % exceeds --max-held-out-error 5 %")), "{err}");
 }
 
 /// The seed sweep: fitted on the 64-sequence row alone (unknown hardware), the 16-sequence row's
@@ -661,8 +687,10 @@ fn seed_deployments_are_compared_with_their_reports() {
         assert!(close(&rec[2], &row["measured"]) && close(&rec[3], &row["predicted"]), "{rec:?}");
         assert!(close(&rec[4], &row["error_pct"]), "{rec:?}");
         let case = &rec[0];
-        let want = if SEED_DEPLOYMENTS.contains(&case) || trt_case(&serde_json::json!(case)) {
+        let want = if SEED_DEPLOYMENTS.contains(&case) {
             "raw"
+        } else if trt_case(&serde_json::json!(case)) {
+            trt_role(case)
         } else if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) {
             "held-out"
         } else {
