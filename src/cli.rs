@@ -190,8 +190,14 @@ pub struct RunArgs {
     #[arg(allow_negative_numbers = true, long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=512), help_heading = "Engine")]
     pub page_size: u32,
     /// Share of GPU memory vLLM may use (--gpu-memory-utilization; default by --engine-version:
-    /// 0.92 for vllm@0.33, 0.9 for older bundles).
-    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
+    /// 0.92 for vllm@0.33, 0.9 for older bundles); for trtllm the share of the memory left after
+    /// its profiling run that goes to KV (--kv-cache-free-gpu-mem-fraction, default 0.9).
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        visible_alias = "kv-cache-free-gpu-mem-fraction",
+        help_heading = "Engine"
+    )]
     pub gpu_memory_utilization: Option<f64>,
     /// vLLM's peak activation of its profile run, GiB per GPU, as its log reports it
     /// ("PyTorch activation peak memory"); default: modelled from the model and limits.

@@ -292,7 +292,7 @@ fn startup_checks(o: &RunOptions, c: &RunConfig) -> Result<()> {
             }
             Ok(())
         }
-        EngineKind::Lightllm => Ok(()),
+        EngineKind::Lightllm | EngineKind::Trtllm => Ok(()),
     }
 }
 
@@ -444,6 +444,14 @@ pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
 
 /// Resolves options into a full configuration.
 pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
+    // TensorRT-LLM's KV blocks hold 32 tokens (`tokens_per_block`); cachesim's default 16 is vLLM's.
+    let trt_block;
+    let o = if o.engine == EngineKind::Trtllm && o.block_size == RunOptions::default().block_size {
+        trt_block = RunOptions { block_size: crate::engine::trtllm::TOKENS_PER_BLOCK, ..o.clone() };
+        &trt_block
+    } else {
+        o
+    };
     let model = profile::model(&o.model, o.model_file.as_deref())?;
     let gpu = profile::gpu(&o.gpu, o.gpu_file.as_deref())?;
     let (efficiency, calibration) = calibration(o, &gpu.name, &model.name)?;
@@ -491,7 +499,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     }
     check_overrides(&o.memory)?;
     let policy = o.policy.unwrap_or(match o.engine {
-        EngineKind::Vllm | EngineKind::VllmV0 => Policy::Paged,
+        EngineKind::Vllm | EngineKind::VllmV0 | EngineKind::Trtllm => Policy::Paged,
         EngineKind::Sglang => Policy::Radix,
         EngineKind::Lightllm => Policy::Token,
     });
@@ -551,6 +559,14 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             };
             ((running.max(1) as u32, o.max_prefill_tokens, chunk), kv, Some(frac))
         }
+        EngineKind::Trtllm => {
+            use crate::engine::trtllm;
+            let seqs = o.max_num_seqs.unwrap_or(trtllm::DEFAULT_MAX_BATCH_SIZE);
+            let tokens = o.max_num_batched_tokens.unwrap_or(trtllm::DEFAULT_MAX_NUM_TOKENS);
+            let weights = layout.parallel.weight_bytes_per_rank(&model);
+            let kv = trtllm::kv_tokens_per_rank(&gpu, &model, o.tp, weights, kv_bytes_per_token_per_rank, util, tokens);
+            ((seqs, tokens, 0u32), kv * dp, None)
+        }
         EngineKind::Lightllm => {
             // api_cli defaults: running_max_req_size 1000, chunked_prefill_size 4096,
             // batch_max_tokens = min(max_req_total_len 16384, 2 × chunk + 256); mem_fraction 0.9.
@@ -575,6 +591,12 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         }
     };
     let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) = limits;
+    if o.engine == EngineKind::Trtllm && o.enable_chunked_prefill == Some(true) {
+        return Err(Error::invalid(
+            "--enable-chunked-prefill",
+            "TensorRT-LLM's context chunking (off by default, as trtllm-bench runs) is not modelled",
+        ));
+    }
     if matches!(o.engine, EngineKind::Sglang | EngineKind::Lightllm) && o.memory != MemoryOverrides::default() {
         return Err(Error::invalid(
             "--activation-peak-gib",
@@ -589,8 +611,9 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         ));
     }
     let overlap = match (o.engine, o.overlap) {
-        (EngineKind::Vllm | EngineKind::Sglang, None) => true,
-        (EngineKind::Vllm | EngineKind::Sglang, Some(on)) => on,
+        // TensorRT-LLM's PyTorch backend overlaps by default (`disable_overlap_scheduler` False).
+        (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, None) => true,
+        (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, Some(on)) => on,
         (_, None | Some(false)) => false,
         (_, Some(true)) => {
             return Err(Error::invalid(

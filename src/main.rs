@@ -176,6 +176,7 @@ fn run(args: &RunArgs, deployment: Option<&cachesim::cluster::deployment::Echo>)
             cachesim::engine::EngineKind::Vllm | cachesim::engine::EngineKind::VllmV0 => "vllm".to_string(),
             cachesim::engine::EngineKind::Sglang => "sglang".to_string(),
             cachesim::engine::EngineKind::Lightllm => "lightllm".to_string(),
+            cachesim::engine::EngineKind::Trtllm => "trtllm".to_string(),
         },
         request_rate: match cfg.arrivals.rate {
             Some(cachesim::workload::arrivals::Rate::PerSecond(r)) => Some(r),

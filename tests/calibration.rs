@@ -167,7 +167,17 @@ fn validate_bundled_cases() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let measured = report::read(&crate_dir().join("calibration/reports/vllm-ttft-64seq-6144btk.txt")).unwrap();
-    let all = v["rows"].as_array().unwrap();
+    // The 60 TensorRT-LLM points rebuild their workloads (fixed lengths) and run without the data
+    // folder: one output_throughput row each, priced by the h100-sxm-trtllm and h200-trtllm profiles.
+    let trt: Vec<&serde_json::Value> = v["rows"].as_array().unwrap().iter().filter(|r| trt_case(&r["case"])).collect();
+    assert_eq!(trt.len(), 60);
+    assert!(trt.iter().all(|r| r["metric"] == "output_throughput"));
+    for c in v["cases"].as_array().unwrap().iter().filter(|c| trt_case(&c["case"])) {
+        let role = trt_role(c["case"].as_str().unwrap());
+        assert_eq!((c["fitted"].as_bool(), c["no_profile"].as_bool()), (Some(role == "fitted"), Some(false)), "{c}");
+    }
+    let all: Vec<serde_json::Value> =
+        v["rows"].as_array().unwrap().iter().filter(|r| !trt_case(&r["case"])).cloned().collect();
     // The seed sweep's two held-out rows (three figures each), then the fitted row's report.
     assert_eq!(all.len(), 6 + 16);
     assert!(all[..6].iter().all(|r| r["case"].as_str().unwrap().starts_with("seed-sweep-plan")));
@@ -203,10 +213,9 @@ fn validate_bundled_cases() {
     want.extend(KERNEL_CASES.iter().map(|s| s.to_string()));
     assert_eq!(not_run, want);
     assert!(v["not_run"][0]["missing"].as_str().unwrap().contains("needs the data folder"), "{}", v["not_run"][0]);
-    // Published points (MoE/PD/EP, TensorRT-LLM and FP8, LLaMA-7B v1) and the 1P1D seed run
-    // remain not expressible.
+    // Published points (MoE/PD/EP, LLaMA-7B v1) and the 1P1D seed run remain not expressible.
     let skipped = names("not_expressible");
-    assert_eq!(skipped.len(), 71);
+    assert_eq!(skipped.len(), 11);
     assert!(skipped.iter().all(|s| s.starts_with('P') || s == "v100-llama11b-1p1d"), "{skipped:?}");
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
@@ -220,6 +229,23 @@ fn validate_bundled_cases() {
     assert_eq!(lines.iter().filter(|l| l.starts_with("vllm-ttft-64seq-6144btk ")).count(), 16);
     assert!(text.contains("\nNot expressible yet:\n  P039: "), "{text}");
     assert!(text.contains("\nNot run here (data absent):\n  P001: "), "{text}");
+}
+
+/// A TensorRT-LLM perf-overview point (P049–P108).
+fn trt_case(case: &serde_json::Value) -> bool {
+    let c = case.as_str().unwrap_or_default();
+    c.strip_prefix('P').and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| (49..=108).contains(&n))
+}
+
+/// A TensorRT-LLM point's role: each table's odd rows (P049, P051, … ) are fitted, the even ones
+/// held out.
+fn trt_role(case: &str) -> &'static str {
+    let n: u32 = case[1..].parse().unwrap();
+    if (n - 49).is_multiple_of(2) {
+        "fitted"
+    } else {
+        "held-out"
+    }
 }
 
 /// The published-point cases agree with `serving_benchmarks.csv`: one case per `point_id`, its
@@ -416,8 +442,10 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 /// CI's fidelity gate, measured with the committed profiles: the published held-out cases (the
 /// 8 req/s points of profiles fitted at 4 req/s and offline) 7.4 % over 10 rows (18.6 % with
 /// the raw roofline), bound 8 %; with the seed sweep's two held-out rows 4.5 % over 14 rows
-/// (24.7 % raw), bound 5 % — `validate --max-held-out-error` gates the latter. (Before the
-/// H100 SGLang profile held the H200 per-kernel floor: 11.1 % and 7.2 %.)
+/// (24.7 % raw), bound 5 %. (Before the H100 SGLang profile held the H200 per-kernel floor:
+/// 11.1 % and 7.2 %.) `validate --max-held-out-error` gates every held-out row, the 30
+/// TensorRT-LLM points of rows 2, 4, 6, 8 and 10 of each perf-overview table included (their
+/// profiles fitted on the other rows): 9.82 % over 44 rows, bound 10 %.
 #[test]
 fn held_out_error_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
@@ -438,9 +466,9 @@ fn held_out_error_stays_under_the_measured_bound() {
         .filter(|c| c["fitted"] == true)
         .map(|c| c["case"].as_str().unwrap())
         .collect();
-    // The a100/h100 profiles' cases, the seed sweep's row, the three seed deployments and the
-    // H200 kernel steps.
-    assert_eq!(fitted.len(), 13, "{fitted:?}");
+    // The a100/h100 profiles' cases, the seed sweep's row, the three seed deployments, the
+    // H200 kernel steps and the fitted half of the TensorRT-LLM points.
+    assert_eq!(fitted.len(), 13 + 30, "{fitted:?}");
     for (held, calibrated) in [(&PUBLISHED_HELD_OUT[..], published), (&all[..], every)] {
         let (r, _) = held_out_median(&raw, held);
         assert!(calibrated < r, "calibrated {calibrated:.2} % is no better than the raw roofline {r:.2} %");
@@ -459,14 +487,23 @@ fn held_out_error_stays_under_the_measured_bound() {
             pct,
         ])
     };
-    assert!(gate("5").status.success());
-    let out = gate("4");
+    let held: Vec<&str> = v["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["fitted"] == false && c["no_profile"] == false && c["engine"] != "kernels")
+        .map(|c| c["case"].as_str().unwrap())
+        .collect();
+    let (gated, n) = held_out_median(&v, &held);
+    assert_eq!(n, 14 + 30);
+    assert!(gate("10").status.success(), "held-out median |error| {gated:.2} % (bound 10 %)");
+    let out = gate("5");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
-            "held-out median |error| {every:.2} % (over median_e2e_latency_ms, median_tpot_ms, median_ttft_ms, \
-             output_throughput, pooled) exceeds --max-held-out-error 4 %"
+            "held-out median |error| {gated:.2} % (over median_e2e_latency_ms, median_tpot_ms, median_ttft_ms, \
+             output_throughput, pooled) exceeds --max-held-out-error 5 %"
         )),
         "{err}"
     );
@@ -638,7 +675,7 @@ fn seed_deployments_are_compared_with_their_reports() {
         v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(),
         ["a100-80gb", "h100-sxm", "h20", "h200", "v100"]
     );
-    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["kernels", "sglang", "vllm"]);
+    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["kernels", "sglang", "trtllm", "vllm"]);
     let h20_tpot: Vec<f64> = rows
         .iter()
         .filter(|r| r["case"].as_str().unwrap().starts_with("h20-") && r["metric"] == "median_tpot_ms")
@@ -665,8 +702,9 @@ fn seed_deployments_are_compared_with_their_reports() {
         assert!(close(&rec[2], &row["measured"]) && close(&rec[3], &row["predicted"]), "{rec:?}");
         assert!(close(&rec[4], &row["error_pct"]), "{rec:?}");
         let case = row["case"].as_str().unwrap();
-        let want = if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) || case.contains("rank-steps")
-        {
+        let want = if trt_case(&serde_json::json!(case)) {
+            trt_role(case)
+        } else if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) || case.contains("rank-steps") {
             "held-out"
         } else {
             "fitted"

@@ -74,8 +74,9 @@ pub struct Profile {
     pub name: String,
     /// GPU profile name it applies to.
     pub gpu: String,
-    /// Engine family: `vllm` (v1 and V0), `sglang`, `lightllm`; `kernels` for a profile fitted on
-    /// kernel step cases alone, which no run picks on its own (`--calibration FILE` uses it).
+    /// Engine family: `vllm` (v1 and V0), `sglang`, `lightllm`, `trtllm`; `kernels` for a profile
+    /// fitted on kernel step cases alone, which no run picks on its own (`--calibration FILE`
+    /// uses it).
     pub engine: String,
     /// Models it was fitted on and applies to.
     pub models: Vec<String>,
@@ -90,6 +91,7 @@ pub fn family(e: EngineKind) -> &'static str {
         EngineKind::Vllm | EngineKind::VllmV0 => "vllm",
         EngineKind::Sglang => "sglang",
         EngineKind::Lightllm => "lightllm",
+        EngineKind::Trtllm => "trtllm",
     }
 }
 
@@ -98,10 +100,12 @@ const BUILTIN: &[(&str, &str)] = &[
     ("a100-80gb-sglang.toml", include_str!("../../calibration/profiles/a100-80gb-sglang.toml")),
     ("a100-80gb-vllm.toml", include_str!("../../calibration/profiles/a100-80gb-vllm.toml")),
     ("h100-sxm-sglang.toml", include_str!("../../calibration/profiles/h100-sxm-sglang.toml")),
+    ("h100-sxm-trtllm.toml", include_str!("../../calibration/profiles/h100-sxm-trtllm.toml")),
     ("h100-sxm-vllm.toml", include_str!("../../calibration/profiles/h100-sxm-vllm.toml")),
     ("h20-sglang.toml", include_str!("../../calibration/profiles/h20-sglang.toml")),
     ("h20-vllm.toml", include_str!("../../calibration/profiles/h20-vllm.toml")),
     ("v100-vllm.toml", include_str!("../../calibration/profiles/v100-vllm.toml")),
+    ("h200-trtllm.toml", include_str!("../../calibration/profiles/h200-trtllm.toml")),
 ];
 
 /// Parses a profile; `path` names the file in errors.

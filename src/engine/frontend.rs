@@ -71,7 +71,8 @@ pub fn validate(engine: EngineKind, lim: RequestLimits, prompt: u32, output: u32
     let (p, o, len) = (prompt as u64, output as u64, lim.max_model_len);
     let reject = |reason, message: String| Verdict::Reject { reason, message };
     match engine {
-        EngineKind::Vllm | EngineKind::VllmV0 => {
+        // TensorRT-LLM checks prompt + max_tokens against max_seq_len like vLLM (worded as vLLM V0's).
+        EngineKind::Vllm | EngineKind::VllmV0 | EngineKind::Trtllm => {
             if o < 1 {
                 return reject(FailReason::ZeroMaxTokens, format!("max_tokens must be at least 1, got {o}."));
             }

@@ -9,6 +9,7 @@
 pub mod frontend;
 pub mod lightllm;
 pub mod sglang;
+pub mod trtllm;
 pub mod version;
 pub mod vllm;
 pub mod vllm_v0;
@@ -33,6 +34,9 @@ pub enum EngineKind {
     Sglang,
     /// LightLLM: peak-footprint admission on a token pool; a decode pass then a prefill pass.
     Lightllm,
+    /// TensorRT-LLM (PyTorch backend): admission reserving each request's blocks to completion,
+    /// whole prompts after the generation requests, no preemption.
+    Trtllm,
 }
 
 impl EngineKind {
@@ -43,6 +47,7 @@ impl EngineKind {
             EngineKind::VllmV0 => "vllm-v0",
             EngineKind::Sglang => "sglang",
             EngineKind::Lightllm => "lightllm",
+            EngineKind::Trtllm => "trtllm",
         }
     }
 }
@@ -106,7 +111,7 @@ fn on_off(on: bool) -> &'static str {
 
 impl EngineConfig {
     /// A configuration of `version`'s engine with plain limits — 256 sequences, 8,192 tokens per
-    /// step, chunked prefill on, no long-prefill cap, SGLang's 16,384 prefill tokens without
+    /// step, chunked prefill on (off for TensorRT-LLM), no long-prefill cap, SGLang's 16,384 prefill tokens without
     /// chunking, FCFS, page 1, no overlap — for tests and embedders to adjust field by field
     /// (`EngineConfig { max_num_seqs: 8, ..EngineConfig::new(v) }`). A run's configuration comes
     /// from [`crate::config::resolve`], which sets every field from the engine's own defaults.
@@ -117,7 +122,8 @@ impl EngineConfig {
             rules: version.rules(),
             max_num_seqs: 256,
             max_num_batched_tokens: 8192,
-            enable_chunked_prefill: true,
+            // TensorRT-LLM's context chunking is off by default (and not modelled).
+            enable_chunked_prefill: version.engine() != EngineKind::Trtllm,
             long_prefill_token_threshold: 0,
             chunked_prefill_size: 0,
             max_prefill_tokens: 16384,
@@ -164,6 +170,14 @@ impl EngineConfig {
                 "Engine:         {} · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",
                 e.version,
                 e.max_num_seqs, e.max_num_batched_tokens, e.chunked_prefill_size
+            ),
+            EngineKind::Trtllm => format!(
+                "Engine:         {} (PyTorch backend) · max_batch_size {} · max_num_tokens {} · context chunking {} · GUARANTEED_NO_EVICT · overlap scheduler {}",
+                e.version,
+                e.max_num_seqs,
+                e.max_num_batched_tokens,
+                on_off(e.enable_chunked_prefill),
+                on_off(e.overlap)
             ),
         }
     }
@@ -373,7 +387,9 @@ pub trait Scheduler: Send {
 /// Builds the scheduler of an engine over a workload's tokens.
 pub fn scheduler(cfg: &EngineConfig, store: std::sync::Arc<crate::workload::TokenStore>) -> Box<dyn Scheduler> {
     match cfg.engine {
-        EngineKind::Vllm => Box::new(Vllm::new(vllm::VllmV1::new(*cfg))),
+        // TensorRT-LLM's capacity and micro-batch schedulers form vLLM v1's batch without
+        // chunking, with admission reserving to completion (`Rules::trtllm_reserve_to_completion`).
+        EngineKind::Vllm | EngineKind::Trtllm => Box::new(Vllm::new(vllm::VllmV1::new(*cfg))),
         EngineKind::VllmV0 => Box::new(Vllm::new(vllm_v0::VllmV0::new(*cfg))),
         EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg, store)),
         EngineKind::Lightllm => Box::new(lightllm::Lightllm::new(*cfg)),

@@ -24,6 +24,8 @@ pub enum EngineVersion {
     /// LightLLM's main branch at fc72ffab (2025-07-11; package version 1.0.1, but its router
     /// differs from the v1.0.1 tag's, which paused one request per step by id).
     LightllmMain2507,
+    /// TensorRT-LLM 1.0 with the PyTorch backend (`--engine trtllm`; docs/addendum-trtllm.md).
+    Trtllm10,
 }
 
 /// The rules that differ between bundles. Each field names the upstream change.
@@ -41,7 +43,8 @@ pub struct Rules {
     /// applied.
     pub vllm_long_prefill_uncapped_alone: bool,
     /// vLLM `--gpu-memory-utilization` default: 0.92 since vLLM PR #38284 (v0.21), 0.9 before
-    /// (`vllm/config/cache.py` `CacheConfig.gpu_memory_utilization`).
+    /// (`vllm/config/cache.py` `CacheConfig.gpu_memory_utilization`). TensorRT-LLM: the share of
+    /// the memory left after its profiling run that goes to KV (`free_gpu_memory_fraction`).
     pub gpu_memory_utilization: f64,
     /// vLLM charges the CUDA-graph memory estimate (`GPUModelRunner.profile_cudagraph_memory`)
     /// against the KV budget (`gpu_worker.py` `determine_available_memory`); on by default
@@ -80,6 +83,13 @@ pub struct Rules {
     /// SGLang `KVCacheConfigurator.resolve_max_num_reqs` (0.5.23) caps a user's
     /// `--max-running-requests` at token capacity / 2; 0.4.10 (`TpModelWorker`) takes it as given.
     pub sglang_cap_running_by_tokens: bool,
+    /// TensorRT-LLM's default capacity policy GUARANTEED_NO_EVICT
+    /// (`cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp` `GuaranteedNoEvictScheduler::impl`,
+    /// bound by `_torch/pyexecutor/scheduler.py` `BindCapacityScheduler`, 1.0): a waiting request is
+    /// admitted only when blocks for its prompt and all its `max_new_tokens` fit beside what every
+    /// running request still needs to complete; the first that does not fit stops admission, and
+    /// nothing is ever preempted. vLLM reserves only the known tokens.
+    pub trtllm_reserve_to_completion: bool,
 }
 
 impl Rules {
@@ -94,13 +104,14 @@ impl Rules {
 
 impl EngineVersion {
     /// Every bundle, newest first within an engine.
-    pub const ALL: [EngineVersion; 6] = [
+    pub const ALL: [EngineVersion; 7] = [
         EngineVersion::Vllm033,
         EngineVersion::Vllm018,
         EngineVersion::VllmV0,
         EngineVersion::Sglang05,
         EngineVersion::Sglang051,
         EngineVersion::LightllmMain2507,
+        EngineVersion::Trtllm10,
     ];
 
     /// The name `--engine-version` takes and the reports print.
@@ -112,6 +123,7 @@ impl EngineVersion {
             EngineVersion::Sglang05 => "sglang@0.5",
             EngineVersion::Sglang051 => "sglang@0.5.1",
             EngineVersion::LightllmMain2507 => "lightllm@main-2025-07",
+            EngineVersion::Trtllm10 => "trtllm@1.0",
         }
     }
 
@@ -146,6 +158,12 @@ impl EngineVersion {
             EngineVersion::LightllmMain2507 => {
                 "default for lightllm: main at fc72ffab (2025-07-11), pauses one request per _can_decode check"
             }
+            EngineVersion::Trtllm10 => {
+                "default for trtllm: TensorRT-LLM 1.0, PyTorch backend: GUARANTEED_NO_EVICT admission (prompt + \
+                 max_new_tokens reserved, no preemption), no context chunking, whole prompts after the \
+                 generation requests under max_batch_size / max_num_tokens, 32-token KV blocks, \
+                 kv_cache_free_gpu_mem_fraction 0.9 of the memory left after the profiling run"
+            }
         }
     }
 
@@ -156,6 +174,7 @@ impl EngineVersion {
             EngineVersion::VllmV0 => EngineKind::VllmV0,
             EngineVersion::Sglang05 | EngineVersion::Sglang051 => EngineKind::Sglang,
             EngineVersion::LightllmMain2507 => EngineKind::Lightllm,
+            EngineVersion::Trtllm10 => EngineKind::Trtllm,
         }
     }
 
@@ -180,6 +199,7 @@ impl EngineVersion {
             sglang_retract_until_fits: true,
             sglang_reserve_by_chunk: true,
             sglang_cap_running_by_tokens: true,
+            trtllm_reserve_to_completion: false,
         };
         match self {
             EngineVersion::Vllm033 => newest,
@@ -192,6 +212,10 @@ impl EngineVersion {
                 ..newest
             },
             EngineVersion::Sglang05 | EngineVersion::LightllmMain2507 => newest,
+            // `KvCacheConfig.free_gpu_memory_fraction` default 0.9 (`llmapi/llm_args.py`, 1.0).
+            EngineVersion::Trtllm10 => {
+                Rules { trtllm_reserve_to_completion: true, gpu_memory_utilization: 0.9, ..newest }
+            }
             EngineVersion::Sglang051 => Rules {
                 sglang_ignore_eos_full_reserve: false,
                 sglang_prefill_budget_pages: false,
@@ -238,6 +262,12 @@ mod tests {
         assert_eq!(EngineVersion::newest(EngineKind::Sglang), EngineVersion::Sglang05);
         assert_eq!(EngineVersion::newest(EngineKind::VllmV0), EngineVersion::VllmV0);
         assert_eq!(EngineVersion::newest(EngineKind::Lightllm), EngineVersion::LightllmMain2507);
+        assert_eq!(EngineVersion::newest(EngineKind::Trtllm), EngineVersion::Trtllm10);
+        assert!(EngineVersion::Trtllm10.rules().trtllm_reserve_to_completion);
+        assert!(EngineVersion::ALL
+            .iter()
+            .filter(|v| v.engine() != EngineKind::Trtllm)
+            .all(|v| !v.rules().trtllm_reserve_to_completion));
     }
 
     #[test]

@@ -9,7 +9,12 @@
 //! blocks for all its known tokens, less its hits, are free (`scheduler_reserve_full_isl`,
 //! `KVCacheManager.allocate_slots(..., full_sequence_must_fit=True)`); before, when its first
 //! chunk fits. vLLM 0.33 caps no chunk by `long_prefill_token_threshold` in a step that begins
-//! with a single request running or waiting (`Scheduler.schedule`).
+//! with a single request running or waiting (`Scheduler.schedule`). TensorRT-LLM 1.0 runs this
+//! rule without chunking and with admission to completion ([`Rules::trtllm_reserve_to_completion`](super::Rules)):
+//! its capacity scheduler's running requests first, then waiting ones in order, stopping at the
+//! first whose blocks to completion do not fit; its micro-batch scheduler's one token per
+//! generation request and whole prompts under `max_num_tokens`, stopping at the first that does
+//! not fit; `max_batch_size` requests at most (docs/addendum-trtllm.md).
 
 use super::{EngineConfig, Step, VllmQueues, VllmRule};
 
@@ -75,8 +80,22 @@ impl VllmRule for VllmV1 {
             let max_new = budget.min(Self::cap(threshold, u32::MAX));
             // Whole-sequence admission reserves blocks for every known token (resumed requests'
             // outputs included); refused, the request stays at the queue head, blocking it.
-            let reserve = if rules.vllm_reserve_full_isl { known } else { 0 };
+            // TensorRT-LLM's GUARANTEED_NO_EVICT reserves the prompt and every output to come.
+            let to_completion = (r.prompt_len + r.output_len) as usize;
+            let reserve = if rules.trtllm_reserve_to_completion {
+                to_completion
+            } else if rules.vllm_reserve_full_isl {
+                known
+            } else {
+                0
+            };
             let Some(a) = s.cache.admit_reserving(id, r.seq, known, max_new as usize, reserve) else { break };
+            if rules.trtllm_reserve_to_completion {
+                // The reservation is taken now, so what running requests will still need is never
+                // handed out (`NoEvictScheduledBlocksManager`): growth cannot fail, nothing is preempted.
+                let grown = s.cache.grow(id, to_completion);
+                debug_assert!(grown, "a request admitted to completion could not take its reservation");
+            }
             let n = (a.allocated_tokens - a.hit_tokens) as u32;
             s.reqs[id as usize].admitted_with(a.hit_tokens, s.now);
             q.waiting.pop_front();
