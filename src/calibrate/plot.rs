@@ -53,6 +53,8 @@ impl Figure for Scatter {
         chart
             .configure_mesh()
             .light_line_style(WHITE.mix(0.0))
+            .x_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| tick(*v))
             .x_desc("measured (log; ms, tok/s, req/s, s or count by metric)")
             .y_desc("predicted (log)")
             .draw()?;
@@ -96,6 +98,18 @@ impl Figure for Scatter {
 /// Draws the validation scatter of `v` into `path` (SVG or PNG by its extension).
 pub fn validation_plot(path: &Path, title: &str, v: &Validation) -> Result<()> {
     render(path, &Scatter { title: title.to_string(), points: points(v) })
+}
+
+/// A log axis tick: 0.5, 1, 10, 1k, 10k, 1M (the decades without trailing zeros).
+fn tick(v: f64) -> String {
+    let (scaled, suffix) = match v.abs() {
+        a if a >= 1e6 => (v / 1e6, "M"),
+        a if a >= 1e3 => (v / 1e3, "k"),
+        _ => (v, ""),
+    };
+    let text = format!("{scaled:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}{suffix}")
 }
 
 #[cfg(test)]
@@ -148,6 +162,8 @@ mod tests {
             "{svg}"
         );
         let e = validation_plot(&dir.path().join("v.txt"), "x", &v).unwrap_err().to_string();
+        let ticks: Vec<String> = [0.5, 1.0, 10.0, 1000.0, 25_000.0, 1e6].iter().map(|v| super::tick(*v)).collect();
+        assert_eq!(ticks, ["0.5", "1", "10", "1k", "25k", "1M"]);
         assert!(e.contains("name an .svg or .png file"), "{e}");
     }
 }
