@@ -201,22 +201,10 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         models,
         efficiency: f.efficiency,
         fit: profile::FitInfo {
-            command,
-            cases: targets.iter().map(|t| t.case.clone()).collect(),
-            weights,
-            fitted: f.fitted.iter().map(|s| s.to_string()).collect(),
-            held: f.held.clone(),
-            objective: f.objective,
-            rms_log_error: fit::rms_log_error(&f.residuals),
-            median_abs_error_pct: fit::median_abs_error(&f.residuals).unwrap_or(0.0),
-            evaluations: f.evaluations,
-            max_iters: Some(args.max_iters),
-            unknown_hardware: Some(args.unknown_hardware),
             start: args.start.is_some().then_some(start),
-            assumptions: Vec::new(),
             loo_median_abs_error_pct: fit::median_abs_error(&loo),
-            residuals: f.residuals.clone(),
             leave_one_out: loo,
+            ..f.record(command, targets.iter().map(|t| t.case.clone()).collect(), &o)
         },
     };
     let text = format!(

@@ -6,23 +6,15 @@ use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cost::Affine;
 use cachesim::engine::{EngineConfig, EngineVersion};
 use cachesim::sim::{self, Keep, SimConfig};
-use cachesim::trace::{self, ReadOptions};
-use cachesim::workload::{build, BuildOptions, Workload};
-use std::path::Path;
+use cachesim::workload::Workload;
 
 const COST: Affine = Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
 
+mod common;
+
 /// Requests with distinct tokens: (prompt length, output length).
 fn workload(reqs: &[(u32, u32)]) -> Workload {
-    let mut doc = String::new();
-    for (i, &(prompt, out)) in reqs.iter().enumerate() {
-        let base = 1_000 + i as u32 * 100_000;
-        let ids: Vec<u32> = (base..base + prompt).collect();
-        doc.push_str(&serde_json::json!({"prompt_ids": ids, "output_len": out}).to_string());
-        doc.push('\n');
-    }
-    let file = trace::parse(Path::new("t.jsonl"), doc.as_bytes(), &ReadOptions::default()).unwrap();
-    build(file, &BuildOptions::default()).unwrap()
+    common::distinct_requests(reqs)
 }
 
 fn cfg(version: EngineVersion, policy: Policy, capacity_tokens: u64, budget: u32, threshold: u32) -> SimConfig {

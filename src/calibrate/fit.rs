@@ -235,6 +235,28 @@ pub struct Fit {
     pub residuals: Vec<Residual>,
 }
 
+impl Fit {
+    /// The profile's `[fit]` record of this fit under `o`, made by `command` on `cases`; what
+    /// only some fits have (the start factors, assumptions, leave-one-out rows) is left empty.
+    pub fn record(&self, command: String, cases: Vec<String>, o: &FitOptions) -> super::profile::FitInfo {
+        super::profile::FitInfo {
+            command,
+            cases,
+            weights: o.weights.clone(),
+            fitted: self.fitted.iter().map(|s| s.to_string()).collect(),
+            held: self.held.clone(),
+            objective: self.objective,
+            rms_log_error: rms_log_error(&self.residuals),
+            median_abs_error_pct: median_abs_error(&self.residuals).unwrap_or(0.0),
+            evaluations: self.evaluations,
+            max_iters: Some(o.max_iters),
+            unknown_hardware: Some(o.unknown_hardware),
+            residuals: self.residuals.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 /// Fits the factors to `targets`.
 pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     if targets.is_empty() {

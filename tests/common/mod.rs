@@ -86,3 +86,18 @@ pub fn random_50x200x100(dir: &Path) -> PathBuf {
     }
     p
 }
+
+/// A workload of requests with distinct tokens (no shared prefixes): (prompt length, output
+/// length) each, built through the trace reader as a user's trace would be.
+pub fn distinct_requests(reqs: &[(u32, u32)]) -> cachesim::workload::Workload {
+    let mut doc = String::new();
+    for (i, &(prompt, out)) in reqs.iter().enumerate() {
+        let base = 1_000 + i as u32 * 100_000;
+        let ids: Vec<u32> = (base..base + prompt).collect();
+        doc.push_str(&serde_json::json!({"prompt_ids": ids, "output_len": out}).to_string());
+        doc.push('\n');
+    }
+    let opts = cachesim::trace::ReadOptions::default();
+    let file = cachesim::trace::parse(Path::new("t.jsonl"), doc.as_bytes(), &opts).unwrap();
+    cachesim::workload::build(file, &cachesim::workload::BuildOptions::default()).unwrap()
+}
