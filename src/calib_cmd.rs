@@ -144,8 +144,15 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     // on its own (`--calibration FILE` uses it).
     let fam = |t: &fit::Target| if t.steps.is_some() { "kernels" } else { profile::family(t.cfg.engine.engine) };
     let gpu = &targets[0].cfg.gpu.name;
-    let family = targets.iter().find(|t| t.steps.is_none()).map_or("kernels", fam);
-    if let Some(t) = targets.iter().find(|t| &t.cfg.gpu.name != gpu || (t.steps.is_none() && fam(t) != family)) {
+    // `--any-engine`: one GPU's device factors over engine families; engine `any` matches no
+    // run's family, so the profile is never picked on its own.
+    let family = match targets.iter().find(|t| t.steps.is_none()) {
+        Some(_) if args.any_engine => profile::ANY_ENGINE,
+        Some(t) => fam(t),
+        None => "kernels",
+    };
+    let mixed = |t: &fit::Target| !args.any_engine && t.steps.is_none() && fam(t) != family;
+    if let Some(t) = targets.iter().find(|t| &t.cfg.gpu.name != gpu || mixed(t)) {
         anyhow::bail!(
             "a profile is for one GPU and engine family: {} runs {} / {}, {} runs {gpu} / {family}",
             t.case,
@@ -192,6 +199,9 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     }
     if args.no_loo {
         command += " --no-loo";
+    }
+    if args.any_engine {
+        command += " --any-engine";
     }
     let name = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let p = profile::Profile {

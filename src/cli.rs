@@ -1001,6 +1001,11 @@ pub struct CalibrateArgs {
     /// Skip the leave-one-out refits (faster; the profile then records no hold-out error).
     #[arg(long)]
     pub no_loo: bool,
+    /// With --fit: allow cases of different engine families (one GPU still) in one fit; the
+    /// profile records engine `any`, which no run picks on its own (use `--calibration FILE`).
+    /// For a cross-engine figure of a GPU's device factors, e.g. both H20 seed runs.
+    #[arg(long, requires = "fit")]
+    pub any_engine: bool,
     /// Start the search from this profile's factors; the factors no case constrains keep its
     /// values (e.g. an H200 kernel profile's per-kernel floor for an H100 serving fit).
     #[arg(long, value_name = "FILE")]

@@ -65,6 +65,9 @@ fn vllm_tp8_pp2_runs_end_to_end() {
     let kv = u(&c["vllm_memory"]["kv_cache_bytes"]);
     assert_eq!(u(&c["num_gpu_blocks"]), kv / (16 * 35_712));
     assert_eq!(c["deployment"]["parallel"]["pp"], 2);
+    // No async scheduling with pipeline parallelism, as the 2025 releases ran it (the file says
+    // why; vllm@0.33 alone would turn it on).
+    assert_eq!(c["engine"]["overlap"], false);
 }
 
 #[test]
@@ -83,6 +86,8 @@ fn sglang_tp16_mtp_runs_end_to_end_with_both_kv_capacities() {
     assert_eq!(u(&c["kv_capacity_tokens"]), ((mem - weights) / 70_272.0) as u64);
     let spec = &c["deployment"]["spec"];
     assert_eq!((spec["algorithm"].as_str(), u(&spec["k"])), (Some("mtp"), 3));
+    // SGLang's overlap scheduler is off under EAGLE/MTP (the file says why).
+    assert_eq!(c["engine"]["overlap"], false);
     // With DP attention (16 groups) each rank holds the whole attention (MLA projections:
     // 61 × 187,105,280 parameters at 1 byte) and a sixteenth of the rest, and caches only its
     // own requests: the instance holds 16 pools.

@@ -85,6 +85,10 @@ pub struct Profile {
     pub fit: FitInfo,
 }
 
+/// The engine a profile fitted with `calibrate --fit --any-engine` records: cases of several
+/// engine families, so it matches no run's [`family`] and is used only when named.
+pub const ANY_ENGINE: &str = "any";
+
 /// The engine family of a scheduler, as profiles name it.
 pub fn family(e: EngineKind) -> &'static str {
     match e {
