@@ -6,6 +6,7 @@
 
 use crate::cache::{CacheSpec, Policy};
 use crate::cluster::ClusterConfig;
+use crate::cost::spec::SpecAlgorithm;
 use crate::cost::{Deployment, Efficiency, Roofline};
 use crate::engine::frontend::RequestLimits;
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
@@ -442,6 +443,9 @@ pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
     out
 }
 
+/// SGLang's `max_running_requests` when EAGLE or MTP speculation runs and none is given.
+pub const SGLANG_EAGLE_MAX_RUNNING_REQUESTS: u32 = 48;
+
 /// Resolves options into a full configuration.
 pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     // TensorRT-LLM's KV blocks hold 32 tokens (`tokens_per_block`); cachesim's default 16 is vLLM's.
@@ -531,7 +535,15 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 Some(c) if c <= 0 => 0,
                 Some(c) => c.min(u32::MAX as i64) as u32,
             };
-            if let Some(r) = o.max_running_requests {
+            // EAGLE-style speculation (EAGLE, EAGLE3, NEXTN = MTP) sets max_running_requests to
+            // 48 when it is not given (sglang python/sglang/srt/server_args.py
+            // `ServerArgs.__post_init__` in 0.4.x, `_handle_speculative_decoding` in 0.5.x).
+            let max_running_requests = o.max_running_requests.or(matches!(
+                o.layout.speculative_algorithm,
+                SpecAlgorithm::Mtp | SpecAlgorithm::Eagle
+            )
+            .then_some(SGLANG_EAGLE_MAX_RUNNING_REQUESTS));
+            if let Some(r) = max_running_requests {
                 // A default decode-graph batch above the user's running limit is cut to it.
                 graphs = graphs.min(r);
             }
@@ -552,7 +564,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             let kv = profile::sglang_pool_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
             let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
             let max_num_reqs = ((kv as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
-            let running = match o.max_running_requests {
+            let running = match max_running_requests {
                 None => (kv / 2).min(max_num_reqs),
                 Some(r) if rules.sglang_cap_running_by_tokens => (r as u64).min(kv / 2),
                 Some(r) => r as u64,
@@ -611,6 +623,10 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         ));
     }
     let overlap = match (o.engine, o.overlap) {
+        // SGLang turns its overlap schedule off under speculative decoding (EAGLE/MTP and n-gram:
+        // server_args.py `_handle_speculative_decoding`, 0.4.x–0.5.x; only the opt-in
+        // SGLANG_ENABLE_SPEC_V2 beta keeps it, which `--async-scheduling` then states).
+        (EngineKind::Sglang, None) if o.layout.speculative_algorithm != SpecAlgorithm::None => false,
         // TensorRT-LLM's PyTorch backend overlaps by default (`disable_overlap_scheduler` False).
         (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, None) => true,
         (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, Some(on)) => on,
@@ -844,6 +860,37 @@ mod tests {
         assert!(!on(EngineKind::Lightllm, Some(false)).unwrap());
         let e = on(EngineKind::VllmV0, Some(true)).unwrap_err().to_string();
         assert!(e.contains("--async-scheduling") && e.contains("only vLLM v1 and SGLang"), "{e}");
+    }
+
+    /// SGLang under EAGLE/MTP: the overlap schedule off and max_running_requests 48 unless
+    /// given (server_args.py `_handle_speculative_decoding`); n-gram only turns overlap off.
+    #[test]
+    fn sglang_speculation_defaults() {
+        let run = |algo, running: Option<u32>, overlap: Option<bool>| {
+            let rate = if matches!(algo, SpecAlgorithm::Eagle | SpecAlgorithm::Ngram) { vec![0.7] } else { Vec::new() };
+            let layout =
+                LayoutOptions { speculative_algorithm: algo, spec_acceptance_rate: rate, ..Default::default() };
+            let o = RunOptions {
+                engine: EngineKind::Sglang,
+                model: "deepseek-r1".into(),
+                gpu: "h200".into(),
+                tp: 8,
+                layout,
+                max_running_requests: running,
+                overlap,
+                ..Default::default()
+            };
+            let c = resolve(&o).unwrap();
+            (c.engine.max_num_seqs, c.engine.overlap)
+        };
+        assert_eq!(run(SpecAlgorithm::Mtp, None, None), (48, false));
+        assert_eq!(run(SpecAlgorithm::Eagle, None, None), (48, false));
+        assert_eq!(run(SpecAlgorithm::Mtp, Some(512), None), (512, false));
+        assert_eq!(run(SpecAlgorithm::Mtp, None, Some(true)), (48, true));
+        let (ngram_running, ngram_overlap) = run(SpecAlgorithm::Ngram, None, None);
+        assert!(ngram_running > 48 && !ngram_overlap);
+        let (plain_running, plain_overlap) = run(SpecAlgorithm::None, None, None);
+        assert!(plain_running > 48 && plain_overlap);
     }
 
     #[test]
