@@ -181,6 +181,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         max_iters: args.max_iters,
         unknown_hardware: args.unknown_hardware,
         start,
+        hold: Vec::new(),
     };
     let f = fit::fit(&targets, &o)?;
     let loo = if args.no_loo { Vec::new() } else { fit::leave_one_out(&targets, &o)? };
@@ -458,7 +459,7 @@ fn honest_refits(
     infos: &mut [case::CaseInfo],
     predicted: &mut [cachesim::metrics::Summary],
 ) -> anyhow::Result<String> {
-    use cachesim::calibrate::holdout::{self, Member, Plan, ProfileRef};
+    use cachesim::calibrate::holdout::{self, Member, Plan, ProfileRef, Rung};
     let mut profiles: Vec<(String, profile::Profile)> = Vec::new();
     let mut members = Vec::new();
     for (c, t, chosen) in targets {
@@ -474,7 +475,8 @@ fn honest_refits(
             _ => holdout::source_page(c.case.published.as_ref().map(|p| p.source_url.as_str())),
         };
         let family = profile::family(t.cfg.engine.engine).to_string();
-        members.push(Member { case: c.case.case.clone(), group, family, profile, selected: *chosen });
+        let gpu = t.cfg.gpu.name.clone();
+        members.push(Member { case: c.case.case.clone(), gpu, group, family, profile, selected: *chosen });
     }
     let refs: Vec<ProfileRef> = profiles
         .iter()
@@ -491,11 +493,11 @@ fn honest_refits(
         }
         None => ("leave-one-out".to_string(), holdout::leave_one_out(&members, &refs)),
     };
-    // Each distinct refit once: (training cases, profile whose options it reuses, family).
-    let mut jobs: Vec<(Vec<String>, usize, bool)> = Vec::new();
+    // Each distinct refit once: (training cases, profile whose options it reuses, rung).
+    let mut jobs: Vec<(Vec<String>, usize, Rung)> = Vec::new();
     for p in &plans {
-        if let Plan::Refit { training, options_of, family, .. } = p {
-            let key = (training.clone(), *options_of, *family);
+        if let Plan::Refit { training, options_of, rung, .. } = p {
+            let key = (training.clone(), *options_of, *rung);
             if !jobs.contains(&key) {
                 jobs.push(key);
             }
@@ -517,11 +519,20 @@ fn honest_refits(
         }
         job_targets.push(ts);
     }
-    let fits: Vec<_> = jobs
-        .par_iter()
-        .zip(&job_targets)
-        .map(|((_, pi, _), ts)| fit::fit(ts, &fit::options_of(&profiles[*pi].1.fit)))
-        .collect();
+    // A refit on other engines' cases fits the device factors only: the host overheads are an
+    // engine's, held at the case's own profile's.
+    let options = |pi: usize, rung: Rung| {
+        let p = &profiles[pi].1;
+        let mut o = fit::options_of(&p.fit);
+        if rung.holds_host() {
+            o.start.step_overhead_s = p.efficiency.step_overhead_s;
+            o.start.per_seq_overhead_s = p.efficiency.per_seq_overhead_s;
+            o.hold = holdout::HOST_FACTORS.to_vec();
+        }
+        o
+    };
+    let fits: Vec<_> =
+        jobs.par_iter().zip(&job_targets).map(|((_, pi, rung), ts)| fit::fit(ts, &options(*pi, *rung))).collect();
     let fits =
         fits.into_iter().collect::<cachesim::Result<Vec<_>>>().with_context(|| format!("{mode}: a refit failed"))?;
     let chosen: Vec<&fit::Target> = targets.iter().filter(|(_, _, s)| *s).map(|(_, t, _)| t).collect();
@@ -529,9 +540,8 @@ fn honest_refits(
         .par_iter()
         .zip(&chosen)
         .map(|(p, t)| match p {
-            Plan::Refit { training, options_of, family, .. } => {
-                let j =
-                    jobs.iter().position(|k| (&k.0, k.1, k.2) == (training, *options_of, *family)).expect("planned");
+            Plan::Refit { training, options_of, rung, .. } => {
+                let j = jobs.iter().position(|k| (&k.0, k.1, k.2) == (training, *options_of, *rung)).expect("planned");
                 fit::simulate(t, fits[j].efficiency).map(Some)
             }
             _ => Ok(None),
@@ -542,17 +552,26 @@ fn honest_refits(
         match p {
             Plan::Keep => {}
             Plan::NoTraining(why) => info.refit = Some(why.to_string()),
-            Plan::Refit { training, options_of, family, mark } => {
+            Plan::Refit { training, options_of, rung, mark } => {
                 let name = &profiles[*options_of].1.name;
+                // The refit's own host overheads: its profile's when held.
+                let j = jobs.iter().position(|k| (&k.0, k.1, k.2) == (training, *options_of, *rung)).expect("planned");
+                let e = &fits[j].efficiency;
+                let on = training.join(", ");
                 info.refit = Some(mark.to_string());
-                info.refit_on = Some(if *family {
-                    format!(
-                        "the {} family's factors (options of {name}) fitted on {} (outside its group)",
-                        info.engine,
-                        training.join(", ")
-                    )
-                } else {
-                    format!("{name} refitted on {}", training.join(", "))
+                info.refit_on = Some(match rung {
+                    Rung::Profile => format!("{name} refitted on {on}"),
+                    Rung::Family => format!(
+                        "the {} family's factors (options of {name}) fitted on {on} (outside its group)",
+                        info.engine
+                    ),
+                    Rung::SameGpu | Rung::AnyGpu => format!(
+                        "device factors (options of {name}) fitted on {on} ({}, outside its group); host overheads \
+                         held at {name}'s ({}, {}: an engine's, not a GPU's)",
+                        if *rung == Rung::SameGpu { "same GPU, other engine" } else { "other GPU, other engine" },
+                        factor_text(e, "step_overhead_s"),
+                        factor_text(e, "per_seq_overhead_s"),
+                    ),
                 });
                 if let Some(s) = s {
                     *pred = s;

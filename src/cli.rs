@@ -1048,8 +1048,15 @@ pub struct ValidateArgs {
     #[arg(long, conflicts_with = "leave_group_out")]
     pub leave_one_out: bool,
     /// Predict each group of cases (by GPU, or by source: a published point's page; seed runs
-    /// and other reports together) from its profiles refitted without the group's cases, else
-    /// from the engine family's factors fitted on the other groups' cases.
+    /// and other reports together) without the group's cases, from the first of: (a) its
+    /// profile refitted on its cases outside the group; (b) the engine family's factors fitted
+    /// on the family's cases on other GPUs; (c) the device factors (FLOPS, HBM, link
+    /// efficiencies, per-kernel floor) fitted on other engines' cases on the same GPU, and
+    /// (d) on any GPU, with the host overheads (per step, per sequence: an engine's, not a
+    /// GPU's) held at the case's own profile's. Only (a) and (b) hold out every factor: they
+    /// are the mode's summary and gate; (c) and (d) rows are marked `group-out (same GPU, other
+    /// engine)` / `(other GPU, other engine)` and summarised apart, ungated, since their host
+    /// overheads were fitted on the group itself.
     #[arg(long, value_enum, value_name = "gpu|source")]
     pub leave_group_out: Option<GroupBy>,
     /// Fail (exit status 1) when the median |error| of the honest predictions (held out; with

@@ -145,4 +145,15 @@ fn fit_on_step_rows_recovers_known_factors() {
     // Host overheads and collectives are not constrained by step rows: held at the start.
     assert_eq!((e.step_overhead_s, e.per_seq_overhead_s, e.comm_bw), (0.003, 15e-6, 0.7));
     assert_eq!(f.held.len(), 3, "{:?}", f.held);
+    // A factor named in `hold` keeps its start value and is said so; an unknown name is an error.
+    let mut start = o.start;
+    start.mem_bw = 0.5;
+    let held = fit::FitOptions { start, hold: vec!["mem_bw"], ..o.clone() };
+    let f = fit::fit(std::slice::from_ref(&t), &held).unwrap();
+    assert_eq!(f.efficiency.mem_bw, 0.5);
+    assert!(!f.fitted.contains(&"mem_bw") && f.held.contains(&"mem_bw: held at the start's 0.500".to_string()));
+    assert!(f.objective > 1e-3, "the truth's HBM efficiency is not 0.5: {}", f.objective);
+    let bad = fit::FitOptions { hold: vec!["gpu_count"], ..o };
+    let e = fit::fit(std::slice::from_ref(&t), &bad).unwrap_err().to_string();
+    assert!(e.contains("cannot hold `gpu_count`: not a factor"), "{e}");
 }

@@ -398,7 +398,9 @@ pub struct CaseInfo {
     pub source: String,
     /// Under `--leave-one-out` / `--leave-group-out`: how its rows were predicted instead of by
     /// its profile — `loo` or `group-out` (a refit without the case or its group; its profile
-    /// in `refit_on`), or why no refit was possible ([`super::holdout::NO_TRAINING_LEFT`],
+    /// in `refit_on`), `group-out (same GPU, other engine)` or `group-out (other GPU, other
+    /// engine)` (device factors only, [`super::holdout::device_only`]: not gated), or why no
+    /// refit was possible ([`super::holdout::NO_TRAINING_LEFT`],
     /// [`super::holdout::NO_TRAINING_OUTSIDE`]: the profile's prediction stands, ungated).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refit: Option<String>,
@@ -482,6 +484,11 @@ pub struct Validation {
     /// ([`CaseInfo::honest`]): held out (a fitted profile matches them but was not fitted on
     /// them), or refitted without them or their group.
     pub held_out: BTreeMap<String, MetricSummary>,
+    /// Per metric over the rows of the cases whose refit held out only the device factors
+    /// ([`super::holdout::device_only`]: trained on another engine's cases, the host overheads
+    /// of their own profile kept); not in `held_out` nor the gate.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub device_only: BTreeMap<String, MetricSummary>,
     /// Per GPU, per metric over every row of the cases on that GPU.
     pub by_gpu: BTreeMap<String, BTreeMap<String, MetricSummary>>,
     /// Per engine family, per metric over every row of its cases.
@@ -533,12 +540,20 @@ fn summary_of<'a>(rows: impl Iterator<Item = &'a Row>) -> BTreeMap<String, Metri
         .collect()
 }
 
-/// Fills `summary` and `held_out` from `rows` and `cases`.
+/// Fills `summary`, `held_out`, `device_only` and the per-GPU and per-engine summaries from
+/// `rows` and `cases`.
 pub fn summarise(v: &mut Validation) {
     v.summary = summary_of(v.rows.iter());
     let held = held_out_cases(v);
     let held_out = summary_of(v.rows.iter().filter(|r| held.contains(&r.case.as_str())));
     v.held_out = held_out;
+    let device: Vec<&str> = v
+        .cases
+        .iter()
+        .filter(|c| c.refit.as_deref().is_some_and(super::holdout::device_only))
+        .map(|c| c.case.as_str())
+        .collect();
+    v.device_only = summary_of(v.rows.iter().filter(|r| device.contains(&r.case.as_str())));
     let group = |key: fn(&CaseInfo) -> &str| {
         let mut keys: Vec<&str> = v.cases.iter().map(key).collect();
         keys.sort();
@@ -612,7 +627,10 @@ pub fn text(v: &Validation) -> String {
     };
     table(&mut s, &serving);
     let honest = if v.mode.is_empty() { "held-out cases".to_string() } else { v.mode.clone() };
-    for (title, summary) in [("all cases", &v.summary), (honest.as_str(), &v.held_out)] {
+    let device = format!("{}, device factors only: own host overheads, not gated", v.mode);
+    for (title, summary) in
+        [("all cases", &v.summary), (honest.as_str(), &v.held_out), (device.as_str(), &v.device_only)]
+    {
         if summary.is_empty() {
             continue;
         }
@@ -623,7 +641,11 @@ pub fn text(v: &Validation) -> String {
         }
     }
     if !v.mode.is_empty() && v.held_out.is_empty() {
-        let _ = writeln!(s, "\n({}: no case could be predicted; see the profiles below)", v.mode);
+        let _ = writeln!(
+            s,
+            "\n({}: no case could be predicted with every factor held out; see the profiles below)",
+            v.mode
+        );
     }
     if !steps.is_empty() {
         let _ = writeln!(s, "\nKernel steps (device time of one step, no host overhead):");
@@ -750,15 +772,27 @@ mod tests {
         }
         // A refit's mark replaces the role; `loo` and `group-out` are gated, the reasons why no
         // refit was possible are not; the honest summary is titled by the mode.
-        for (mark, gated) in [("loo", true), ("group-out", true), (super::super::holdout::NO_TRAINING_LEFT, false)] {
+        // A refit that held out only the device factors is summarised apart, ungated.
+        use super::super::holdout::{GROUP_OUT_OTHER, GROUP_OUT_SAME_GPU, NO_TRAINING_LEFT};
+        for (mark, gated, device) in [
+            ("loo", true, false),
+            ("group-out", true, false),
+            (NO_TRAINING_LEFT, false, false),
+            (GROUP_OUT_SAME_GPU, false, true),
+            (GROUP_OUT_OTHER, false, true),
+        ] {
             v.cases[0].refit = Some(mark.to_string());
             v.mode = "leave-one-out".into();
             summarise(&mut v);
             assert!(csv_rows(&v).iter().all(|r| r.profile == mark));
             assert_eq!(held_out_median(&v, &["median_ttft_ms"]), gated.then_some(20.0), "{mark}");
+            assert_eq!(v.device_only.is_empty(), !device, "{mark}");
+            assert_eq!(v.device_only.get("median_ttft_ms"), device.then(|| &v.summary["median_ttft_ms"]));
             let t = text(&v);
             assert_eq!(t.contains("  (leave-one-out)\n"), gated, "{t}");
             assert_eq!(t.contains("(leave-one-out: no case could be predicted"), !gated, "{t}");
+            let title = "  (leave-one-out, device factors only: own host overheads, not gated)\n";
+            assert_eq!(t.contains(title), device, "{t}");
         }
     }
 

@@ -102,6 +102,16 @@ fn set(e: &mut Efficiency, name: &str, v: f64) {
     }
 }
 
+/// A held factor's start value in words (its unit).
+fn start_text(e: &Efficiency, name: &str) -> String {
+    let v = get(e, name);
+    match name {
+        "step_overhead_s" => format!("{:.3} ms per step", v * 1e3),
+        "per_seq_overhead_s" | "kernel_floor_s" | "eager_layer_launch_s" => format!("{:.2} µs", v * 1e6),
+        _ => format!("{v:.3}"),
+    }
+}
+
 /// Unbounded coordinate → factor value in (lo, hi), log-logistic.
 fn to_value(f: &Factor, x: f64) -> f64 {
     let s = 1.0 / (1.0 + (-x).exp());
@@ -199,11 +209,21 @@ pub struct FitOptions {
     pub start: Efficiency,
     /// Use [`WIDE_FACTORS`] (the GPU and model are stand-ins).
     pub unknown_hardware: bool,
+    /// Factors (names of [`FACTORS`]) held at their `start` values, not fitted: a
+    /// `validate --leave-group-out` refit on another engine's cases keeps the predicted case's
+    /// own host overheads (`step_overhead_s`, `per_seq_overhead_s`) and fits the device factors.
+    pub hold: Vec<&'static str>,
 }
 
 impl Default for FitOptions {
     fn default() -> Self {
-        Self { weights: default_weights(), max_iters: 150, start: Efficiency::default(), unknown_hardware: false }
+        Self {
+            weights: default_weights(),
+            max_iters: 150,
+            start: Efficiency::default(),
+            unknown_hardware: false,
+            hold: Vec::new(),
+        }
     }
 }
 
@@ -221,7 +241,7 @@ pub fn options_of(info: &super::profile::FitInfo) -> FitOptions {
         .unwrap_or(FitOptions::default().max_iters);
     let unknown_hardware = info.unknown_hardware.unwrap_or_else(|| words.contains(&"--unknown-hardware"));
     let weights = if info.weights.is_empty() { default_weights() } else { info.weights.clone() };
-    FitOptions { weights, max_iters, start: info.start.unwrap_or_default(), unknown_hardware }
+    FitOptions { weights, max_iters, start: info.start.unwrap_or_default(), unknown_hardware, hold: Vec::new() }
 }
 
 /// A fit's result.
@@ -265,6 +285,9 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     if o.weights.values().any(|w| !(w.is_finite() && *w >= 0.0)) {
         return Err(Error::invalid("--weights", "weights must be finite and not negative"));
     }
+    if let Some(n) = o.hold.iter().find(|n| !FACTORS.iter().any(|f| f.name == **n)) {
+        return Err(Error::invalid("fit", format!("cannot hold `{n}`: not a factor")));
+    }
     let rows = residuals(targets, o.start, &o.weights)?;
     if rows.is_empty() {
         return Err(Error::invalid("--weights", "the cases measure none of the weighted metrics"));
@@ -280,6 +303,7 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
         .copied()
         .filter(|f| {
             let why = match f.name {
+                n if o.hold.contains(&n) => format!("held at the start's {}", start_text(&o.start, n)),
                 "comm_bw" if !tp => "no case runs tensor parallel".to_string(),
                 "step_overhead_s" | "per_seq_overhead_s" if !serving => {
                     "only kernel step cases, which time the device alone".to_string()

@@ -1,9 +1,11 @@
 //! Honest predictions for `cachesim validate`: which refit predicts which case under
 //! `--leave-one-out` (each fitted case from its profile refitted without it) and
 //! `--leave-group-out gpu|source` (each group from its profiles refitted without the group's
-//! cases, else from the engine family's factors fitted on the other groups). This module only
-//! plans: it names each case's training cases and the profile whose options the refit reuses;
-//! the command runs the fits (in parallel, each distinct training set once).
+//! cases, else from the engine family's factors fitted on the other groups, else from the
+//! device factors fitted on other engines' cases with the case's own host overheads: the
+//! fallback chain of [`leave_group_out`]). This module only plans: it names each case's
+//! training cases and the profile whose options the refit reuses; the command runs the fits
+//! (in parallel, each distinct training set once).
 
 use crate::error::{Error, Result};
 use std::collections::BTreeSet;
@@ -12,10 +14,49 @@ use std::collections::BTreeSet;
 pub const LOO: &str = "loo";
 /// What a case's row is marked with when a refit predicted it without its group.
 pub const GROUP_OUT: &str = "group-out";
+/// A case predicted by device factors fitted on another engine's cases on its GPU outside its
+/// group, with its own profile's host overheads (leave-group-out, [`Rung::SameGpu`]).
+pub const GROUP_OUT_SAME_GPU: &str = "group-out (same GPU, other engine)";
+/// A case predicted by device factors fitted on other GPUs' and engines' cases outside its
+/// group, with its own profile's host overheads (leave-group-out, [`Rung::AnyGpu`]).
+pub const GROUP_OUT_OTHER: &str = "group-out (other GPU, other engine)";
 /// A case whose profile was fitted on it alone (leave-one-out).
 pub const NO_TRAINING_LEFT: &str = "no training case left";
 /// A case with no training case outside its group (leave-group-out).
 pub const NO_TRAINING_OUTSIDE: &str = "no training case outside its group";
+
+/// The host-overhead factors: an engine's (its scheduler, batching and sampling on the CPU),
+/// not a GPU's, so a refit on another engine's cases holds them at the case's own profile's.
+pub const HOST_FACTORS: [&str; 2] = ["step_overhead_s", "per_seq_overhead_s"];
+
+/// Whether a refit's mark says only the device factors were held out (rungs 3 and 4 of
+/// [`leave_group_out`]): the host overheads come from the case's own profile, fitted on its
+/// group, so these rows are summarised apart and not gated.
+pub fn device_only(mark: &str) -> bool {
+    mark == GROUP_OUT_SAME_GPU || mark == GROUP_OUT_OTHER
+}
+
+/// Which training set a refit uses (the rungs of [`leave_group_out`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rung {
+    /// The case's profile refitted on its own other cases (leave-one-out, or outside the group).
+    Profile,
+    /// The engine family's factors fitted on its cases on other GPUs, outside the group.
+    Family,
+    /// The device factors fitted on other engines' cases on the same GPU, outside the group;
+    /// the host overheads ([`HOST_FACTORS`]) held at the case's own profile's.
+    SameGpu,
+    /// The device factors fitted on other GPUs' and engines' cases, outside the group; the host
+    /// overheads held at the case's own profile's.
+    AnyGpu,
+}
+
+impl Rung {
+    /// Whether the refit holds the host overheads at the case's own profile's.
+    pub fn holds_host(self) -> bool {
+        matches!(self, Rung::SameGpu | Rung::AnyGpu)
+    }
+}
 
 /// A step-time profile as the planner sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +74,8 @@ pub struct ProfileRef {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Member {
     pub case: String,
+    /// The GPU it runs on.
+    pub gpu: String,
     /// Its group under `--leave-group-out` (GPU, or source; unused by leave-one-out).
     pub group: String,
     /// Its engine family.
@@ -49,8 +92,8 @@ pub enum Plan {
     /// Its profile's own prediction stands (held out already, or the raw roofline).
     Keep,
     /// A refit on `training` (case names, in case order) with the fit options of profile
-    /// `options_of`; `family`: the engine family's factors fitted on other GPUs' cases.
-    Refit { training: Vec<String>, options_of: usize, family: bool, mark: &'static str },
+    /// `options_of`, the training set chosen by `rung`; `mark`: the case's row mark.
+    Refit { training: Vec<String>, options_of: usize, rung: Rung, mark: &'static str },
     /// No refit possible: the reason (its rows keep the profile's prediction, ungated).
     NoTraining(&'static str),
 }
@@ -71,22 +114,44 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
             if training.is_empty() {
                 Plan::NoTraining(NO_TRAINING_LEFT)
             } else {
-                Plan::Refit { training, options_of: pi, family: false, mark: LOO }
+                Plan::Refit { training, options_of: pi, rung: Rung::Profile, mark: LOO }
             }
         })
         .collect()
 }
 
 /// Leave-group-out: a case whose profile was fitted on no case of its group keeps its
-/// prediction; else the profile is refitted on its cases outside the group; when none is left,
-/// a transferable profile's engine family is fitted on the cases of the other groups that a
-/// transferable profile of that family was fitted on. Every training case must be a member
-/// (its group must be known): else an error naming it.
+/// prediction; else it is predicted by the first rung of this chain that has a training case
+/// outside its group (each training case a member of the run, in case order):
+///
+/// 1. [`Rung::Profile`] — its profile refitted on its cases outside the group (same GPU and
+///    engine family);
+/// 2. [`Rung::Family`] — a transferable profile: the engine family's factors fitted on the
+///    cases of the other groups that a transferable profile of that family was fitted on
+///    (efficiencies are shares of peak, so they transfer across GPUs);
+/// 3. [`Rung::SameGpu`] — a transferable profile: the device factors fitted on the cases of
+///    the other groups on the same GPU that any transferable profile was fitted on (another
+///    engine family's, since rung 2 found none of its own), the host overheads held at the
+///    case's own profile's;
+/// 4. [`Rung::AnyGpu`] — the same on every GPU (then other GPUs and other engines).
+///
+/// Rungs 3 and 4 are marked [`GROUP_OUT_SAME_GPU`] / [`GROUP_OUT_OTHER`]: only the device
+/// factors are held out ([`device_only`]). A case with no rung left, or whose profile is not
+/// transferable, is [`NO_TRAINING_OUTSIDE`]. Every training case must be a member (its group
+/// must be known): else an error naming it.
 pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Vec<Plan>> {
     let group_of = |case: &str| -> Result<&str> {
         members.iter().find(|m| m.case == case).map(|m| m.group.as_str()).ok_or_else(|| {
             Error::invalid("--leave-group-out", format!("a profile was fitted on case {case}, which is not run here"))
         })
+    };
+    // The cases of the transferable profiles, by family.
+    let pool = |family: Option<&str>| -> BTreeSet<&str> {
+        profiles
+            .iter()
+            .filter(|q| q.transferable && family.is_none_or(|f| q.family == f))
+            .flat_map(|q| q.cases.iter().map(String::as_str))
+            .collect()
     };
     let mut plans = Vec::new();
     for m in members.iter().filter(|m| m.selected) {
@@ -103,28 +168,32 @@ pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Ve
         }
         if training.len() == p.cases.len() {
             plans.push(Plan::Keep);
+            continue;
         } else if !training.is_empty() {
-            plans.push(Plan::Refit { training, options_of: pi, family: false, mark: GROUP_OUT });
+            plans.push(Plan::Refit { training, options_of: pi, rung: Rung::Profile, mark: GROUP_OUT });
+            continue;
         } else if !p.transferable {
             plans.push(Plan::NoTraining(NO_TRAINING_OUTSIDE));
-        } else {
-            let pool: BTreeSet<&str> = profiles
-                .iter()
-                .filter(|q| q.transferable && q.family == p.family)
-                .flat_map(|q| q.cases.iter().map(String::as_str))
-                .collect();
-            let mut training = Vec::new();
-            for o in members {
-                if pool.contains(o.case.as_str()) && o.family == m.family && o.group != m.group {
-                    training.push(o.case.clone());
-                }
-            }
-            plans.push(if training.is_empty() {
-                Plan::NoTraining(NO_TRAINING_OUTSIDE)
-            } else {
-                Plan::Refit { training, options_of: pi, family: true, mark: GROUP_OUT }
-            });
+            continue;
         }
+        let outside = |pool: &BTreeSet<&str>, keep: &dyn Fn(&Member) -> bool| -> Vec<String> {
+            members
+                .iter()
+                .filter(|o| pool.contains(o.case.as_str()) && o.group != m.group && keep(o))
+                .map(|o| o.case.clone())
+                .collect()
+        };
+        let family = pool(Some(&p.family));
+        let any = pool(None);
+        let rungs: [(Rung, &'static str, Vec<String>); 3] = [
+            (Rung::Family, GROUP_OUT, outside(&family, &|o| o.family == m.family)),
+            (Rung::SameGpu, GROUP_OUT_SAME_GPU, outside(&any, &|o| o.gpu == m.gpu)),
+            (Rung::AnyGpu, GROUP_OUT_OTHER, outside(&any, &|_| true)),
+        ];
+        plans.push(match rungs.into_iter().find(|(_, _, t)| !t.is_empty()) {
+            Some((rung, mark, training)) => Plan::Refit { training, options_of: pi, rung, mark },
+            None => Plan::NoTraining(NO_TRAINING_OUTSIDE),
+        });
     }
     Ok(plans)
 }
@@ -143,7 +212,8 @@ mod tests {
     use super::*;
 
     fn m(case: &str, group: &str, family: &str, profile: Option<usize>) -> Member {
-        Member { case: case.into(), group: group.into(), family: family.into(), profile, selected: true }
+        let gpu = group.into();
+        Member { case: case.into(), gpu, group: group.into(), family: family.into(), profile, selected: true }
     }
 
     fn p(cases: &[&str], family: &str, transferable: bool) -> ProfileRef {
@@ -178,7 +248,7 @@ mod tests {
         let refit = |t: &[&str], pi| Plan::Refit {
             training: t.iter().map(|c| c.to_string()).collect(),
             options_of: pi,
-            family: false,
+            rung: Rung::Profile,
             mark: LOO,
         };
         assert_eq!(
@@ -197,14 +267,16 @@ mod tests {
     }
 
     /// By GPU every profile's cases share the group: the vLLM A100 cases are predicted from the
-    /// H100 cases and the other way round; the lone sglang case and the stand-in have nothing.
+    /// H100 cases and the other way round; the lone H100 sglang case, with no sglang case and
+    /// no other engine's case on H100 outside its group, falls to the last rung (the A100
+    /// profile's cases: other GPU, other engine); the stand-in has nothing.
     #[test]
     fn leave_gpu_out_by_hand() {
         let (members, profiles) = set();
         let family = |t: &[&str], pi| Plan::Refit {
             training: t.iter().map(|c| c.to_string()).collect(),
             options_of: pi,
-            family: true,
+            rung: Rung::Family,
             mark: GROUP_OUT,
         };
         let want = [
@@ -213,7 +285,12 @@ mod tests {
             family(&["h1", "h2"], 0),
             family(&["a1", "a2"], 1),
             family(&["a1", "a2"], 1),
-            Plan::NoTraining(NO_TRAINING_OUTSIDE),
+            Plan::Refit {
+                training: vec!["a1".into(), "a2".into()],
+                options_of: 2,
+                rung: Rung::AnyGpu,
+                mark: GROUP_OUT_OTHER,
+            },
             Plan::Keep,
             Plan::NoTraining(NO_TRAINING_OUTSIDE),
         ];
@@ -230,19 +307,94 @@ mod tests {
         }
         members[0].selected = false;
         let plans = leave_group_out(&members, &profiles).unwrap();
-        let refit =
-            |t: &str, pi| Plan::Refit { training: vec![t.to_string()], options_of: pi, family: false, mark: GROUP_OUT };
+        let refit = |t: &str, pi| Plan::Refit {
+            training: vec![t.to_string()],
+            options_of: pi,
+            rung: Rung::Profile,
+            mark: GROUP_OUT,
+        };
         assert_eq!(plans.len(), 7);
         assert_eq!(plans[0], refit("a1", 0), "a2 in s2: a1 is outside");
         assert_eq!(plans[1], refit("a1", 0), "a3 held out, its group s2 holds a2");
         // h1 and h2 are both in s1: none outside; of the family's transferable cases only a2
         // (s2) is outside s1 — a1, unselected, still trains where its group allows.
-        assert_eq!(plans[2], Plan::Refit { training: vec!["a2".into()], options_of: 1, family: true, mark: GROUP_OUT });
-        assert_eq!(plans[4], Plan::NoTraining(NO_TRAINING_OUTSIDE));
+        assert_eq!(
+            plans[2],
+            Plan::Refit { training: vec!["a2".into()], options_of: 1, rung: Rung::Family, mark: GROUP_OUT }
+        );
+        // s1 (sglang, H100, in s1): no sglang case and no H100 case outside s1; of every
+        // transferable profile's cases only a2 is outside (a3 trains no profile, x1's does not
+        // transfer).
+        assert_eq!(
+            plans[4],
+            Plan::Refit { training: vec!["a2".into()], options_of: 2, rung: Rung::AnyGpu, mark: GROUP_OUT_OTHER }
+        );
         assert_eq!((&plans[5], &plans[6]), (&Plan::Keep, &Plan::NoTraining(NO_TRAINING_OUTSIDE)));
         // A training case that is not a member is an error naming it.
         let e = leave_group_out(&members[1..], &profiles).unwrap_err().to_string();
         assert!(e.contains("case a1, which is not run here"), "{e}");
+    }
+
+    /// The fallback chain by source: two pages, each engine family on one. TensorRT-LLM on
+    /// H100 (page 2) trains on the H100 sglang case of page 1 (same GPU, other engine) and the
+    /// reverse; the H200 and A100 cases have no case of their GPU outside their page and take
+    /// every transferable case outside it (other GPU, other engine); a stand-in profile's case
+    /// neither transfers nor trains another. A same-family case outside the page comes first.
+    #[test]
+    fn fallback_rungs_by_hand() {
+        let mk = |case: &str, gpu: &str, group: &str, family: &str, profile| Member {
+            case: case.into(),
+            gpu: gpu.into(),
+            group: group.into(),
+            family: family.into(),
+            profile: Some(profile),
+            selected: true,
+        };
+        let mut members = vec![
+            mk("t1", "h100", "page2", "trtllm", 0),
+            mk("t2", "h100", "page2", "trtllm", 0),
+            mk("u1", "h200", "page2", "trtllm", 1),
+            mk("g1", "h100", "page1", "sglang", 2),
+            mk("v1", "a100", "page1", "vllm", 3),
+            mk("x1", "h100", "page3", "vllm", 4),
+        ];
+        let mut profiles = vec![
+            p(&["t1"], "trtllm", true),
+            p(&["u1"], "trtllm", true),
+            p(&["g1"], "sglang", true),
+            p(&["v1"], "vllm", true),
+            p(&["x1"], "vllm", false),
+        ];
+        let refit = |t: &[&str], pi, rung, mark| Plan::Refit {
+            training: t.iter().map(|c| c.to_string()).collect(),
+            options_of: pi,
+            rung,
+            mark,
+        };
+        let same = |t: &[&str], pi| refit(t, pi, Rung::SameGpu, GROUP_OUT_SAME_GPU);
+        let other = |t: &[&str], pi| refit(t, pi, Rung::AnyGpu, GROUP_OUT_OTHER);
+        assert_eq!(
+            leave_group_out(&members, &profiles).unwrap(),
+            [
+                same(&["g1"], 0),
+                same(&["g1"], 0),
+                other(&["g1", "v1"], 1),
+                same(&["t1"], 2),
+                other(&["t1", "u1"], 3),
+                Plan::NoTraining(NO_TRAINING_OUTSIDE),
+            ]
+        );
+        assert!(device_only(GROUP_OUT_SAME_GPU) && device_only(GROUP_OUT_OTHER) && !device_only(GROUP_OUT));
+        assert!(Rung::SameGpu.holds_host() && Rung::AnyGpu.holds_host() && !Rung::Family.holds_host());
+        // An sglang case on page 3 (any GPU) puts g1 back on the family rung; the others keep
+        // theirs, and v1's last rung now counts it too.
+        members.push(mk("g2", "a100", "page3", "sglang", 5));
+        profiles.push(p(&["g2"], "sglang", true));
+        let plans = leave_group_out(&members, &profiles).unwrap();
+        assert_eq!(plans[3], refit(&["g2"], 2, Rung::Family, GROUP_OUT));
+        assert_eq!(plans[0], same(&["g1"], 0));
+        // v1 (A100, page 1): g2 is an A100 case outside page 1, of another engine.
+        assert_eq!(plans[4], same(&["g2"], 3));
     }
 
     #[test]
