@@ -50,17 +50,7 @@ type Workloads = HashMap<String, Arc<cachesim::workload::Workload>>;
 /// A case resolved as `cachesim run` would resolve its arguments, with its workload; `raw`
 /// prices steps with the raw roofline instead of the matching profile.
 fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Workloads) -> anyhow::Result<fit::Target> {
-    let argv: Vec<std::ffi::OsString> =
-        std::iter::once("case".to_string()).chain(c.run_args(data)?).map(Into::into).collect();
-    // A deployment file's flags go before the case's own, as on the command line.
-    let cmd = <CaseRun as clap::CommandFactory>::command();
-    let argv = cachesim::cluster::deployment::command_line(argv, &cmd, &cmd)?.args;
-    let run = CaseRun::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?.run;
-    let mut opts = run.options();
-    if raw {
-        opts.calibration = Calibration::None;
-    }
-    let cfg = cachesim::config::resolve(&opts)?;
+    let (run, cfg) = case_config(c, data, raw)?;
     let workload = match c.workload()? {
         Some(w) => Arc::new(w),
         None => {
@@ -90,6 +80,45 @@ fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Wor
         .map(|(k, v)| (k.clone(), *v))
         .collect();
     Ok(fit::Target { case: c.case.case.clone(), cfg, workload, measured, steps: None })
+}
+
+/// A case's run flags parsed and resolved as `cachesim run` would; `raw` prices steps with the
+/// raw roofline instead of the matching profile.
+fn case_config(
+    c: &case::LoadedCase,
+    data: Option<&Path>,
+    raw: bool,
+) -> anyhow::Result<(crate::cli::RunArgs, cachesim::config::RunConfig)> {
+    let argv: Vec<std::ffi::OsString> =
+        std::iter::once("case".to_string()).chain(c.run_args(data)?).map(Into::into).collect();
+    // A deployment file's flags go before the case's own, as on the command line.
+    let cmd = <CaseRun as clap::CommandFactory>::command();
+    let argv = cachesim::cluster::deployment::command_line(argv, &cmd, &cmd)?.args;
+    let run = CaseRun::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?.run;
+    let mut opts = run.options();
+    if raw {
+        opts.calibration = Calibration::None;
+    }
+    let cfg = cachesim::config::resolve(&opts)?;
+    Ok((run, cfg))
+}
+
+/// A phase point's row ([`cachesim::calibrate::phase`]): priced by the case's own profile, else
+/// (and with `--uncalibrated`) by the raw roofline — no built-in profile was fitted on such a
+/// deployment.
+fn validate_phase(
+    c: &case::LoadedCase,
+    data: Option<&Path>,
+    uncalibrated: bool,
+) -> anyhow::Result<(case::CaseInfo, Vec<case::Row>)> {
+    let raw = uncalibrated || c.profile_path().is_none();
+    let (_, cfg) = case_config(c, data, raw)?;
+    let (mut info, rows) = cachesim::calibrate::phase::validate(c, &cfg)?;
+    if uncalibrated {
+        info.calibration = "none (raw roofline, --uncalibrated)".into();
+        info.no_profile = true;
+    }
+    Ok((info, rows))
 }
 
 /// `metric=weight,…`.
@@ -130,6 +159,10 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         .collect();
     if !not.is_empty() {
         anyhow::bail!("--cases {pattern}: not expressible, cannot be fitted: {}", not.join("; "));
+    }
+    let phase: Vec<&str> = cases.iter().filter(|c| c.case.phase.is_some()).map(|c| c.case.case.as_str()).collect();
+    if !phase.is_empty() {
+        anyhow::bail!("--cases {pattern}: phase points (one step, no workload) are not fitted: {}", phase.join(", "));
     }
     let data = data_dir(&args.data);
     let mut cache = Workloads::new();
@@ -335,6 +368,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     let mut cache = Workloads::new();
     let mut targets = Vec::new();
     let mut not_run = BTreeMap::new();
+    let mut phases = Vec::new();
     for c in &cases {
         let chosen = selected(c);
         if !chosen && !holdout {
@@ -344,6 +378,15 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
             let missing = c.case.missing.clone().unwrap_or_default();
             if chosen {
                 v.not_expressible.push(case::Skipped { case: c.case.case.clone(), missing });
+            }
+            continue;
+        }
+        if c.case.phase.is_some() {
+            // A phase point is one step, not a workload: no target to fit or refit.
+            if chosen {
+                let (info, rows) = validate_phase(c, data.as_deref(), args.uncalibrated)
+                    .with_context(|| format!("case {} ({})", c.case.case, c.file.display()))?;
+                phases.push((info, rows));
             }
             continue;
         }
@@ -391,6 +434,10 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     }
     for ((c, _, _), s) in chosen.iter().zip(&predicted) {
         v.rows.extend(case::compare(c, s));
+    }
+    for (info, rows) in phases {
+        v.cases.push(info);
+        v.rows.extend(rows);
     }
     for (mut info, rows) in steps {
         // The honest modes refit serving profiles only: a step case's own fit is marked so.

@@ -447,6 +447,9 @@ pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
 pub const SGLANG_EAGLE_MAX_RUNNING_REQUESTS: u32 = 48;
 
 /// Resolves options into a full configuration.
+/// The most tensor-parallel ranks an instance may have (`--tp`).
+pub const MAX_TP: u64 = 144;
+
 pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     // TensorRT-LLM's KV blocks hold 32 tokens (`tokens_per_block`); cachesim's default 16 is vLLM's.
     let trt_block;
@@ -459,13 +462,20 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     let model = profile::model(&o.model, o.model_file.as_deref())?;
     let gpu = profile::gpu(&o.gpu, o.gpu_file.as_deref())?;
     let (efficiency, calibration) = calibration(o, &gpu.name, &model.name)?;
-    if o.tp == 0 || o.tp > 64 {
-        return Err(Error::invalid("--tp", format!("{} must be between 1 and 64", o.tp)));
-    }
-    if o.model_file.is_none() && model.heads % o.tp != 0 {
-        return Err(Error::invalid("--tp", format!("{} attention heads do not split over {} GPUs", model.heads, o.tp)));
+    // Up to 18 nodes of 8: DeepSeek's own decode layout, EP 144 with DP attention.
+    if o.tp == 0 || o.tp > MAX_TP {
+        return Err(Error::invalid("--tp", format!("{} must be between 1 and {MAX_TP}", o.tp)));
     }
     let layout = o.layout.resolve(&model, o.tp)?;
+    // The heads split over one attention TP group: all of TP, or TP / --dp-size with DP
+    // attention (SGLang `dp_attention.compute_dp_attention_world_info`: attn_tp_size = tp / dp).
+    let attn_tp = layout.parallel.attn_tp();
+    if o.model_file.is_none() && model.heads % attn_tp != 0 {
+        return Err(Error::invalid(
+            "--tp",
+            format!("{} attention heads do not split over {attn_tp} GPUs", model.heads),
+        ));
+    }
     let (kv_dtype_bytes, dp) = (layout.kv_dtype.bytes(), layout.parallel.dp_attention.max(1));
     let kv_bytes_per_token_per_rank = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
     let max_model_len = o.max_model_len.unwrap_or(match o.engine {

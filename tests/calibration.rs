@@ -176,8 +176,22 @@ fn validate_bundled_cases() {
         let role = trt_role(c["case"].as_str().unwrap());
         assert_eq!((c["fitted"].as_bool(), c["no_profile"].as_bool()), (Some(role == "fitted"), Some(false)), "{c}");
     }
-    let all: Vec<serde_json::Value> =
-        v["rows"].as_array().unwrap().iter().filter(|r| !trt_case(&r["case"])).cloned().collect();
+    // The LMSYS large-scale EP phase points (P039–P044): one row each, one step priced by the
+    // raw roofline, no data folder needed.
+    let ep: Vec<&serde_json::Value> = v["rows"].as_array().unwrap().iter().filter(|r| ep_case(&r["case"])).collect();
+    let ep_metrics: Vec<&str> = ep.iter().map(|r| r["metric"].as_str().unwrap()).collect();
+    let (i, o) = ("input_throughput", "output_throughput");
+    assert_eq!(ep_metrics, [i, i, i, o, o, i]);
+    for c in v["cases"].as_array().unwrap().iter().filter(|c| ep_case(&c["case"])) {
+        assert_eq!((c["fitted"].as_bool(), c["no_profile"].as_bool()), (Some(false), Some(true)), "{c}");
+    }
+    let all: Vec<serde_json::Value> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !trt_case(&r["case"]) && !ep_case(&r["case"]))
+        .cloned()
+        .collect();
     // The seed sweep's two held-out rows (three figures each), then the fitted row's report.
     assert_eq!(all.len(), 6 + 16);
     assert!(all[..6].iter().all(|r| r["case"].as_str().unwrap().starts_with("seed-sweep-plan")));
@@ -200,7 +214,7 @@ fn validate_bundled_cases() {
         assert_eq!(r["error_pct"], 0.0, "{m}");
     }
     let summary = v["summary"].as_object().unwrap();
-    assert_eq!(summary.len(), 16);
+    assert_eq!(summary.len(), 17);
     assert_eq!(summary["median_ttft_ms"]["cases"], 3);
     let names = |key: &str| -> Vec<String> {
         v[key].as_array().unwrap().iter().map(|s| s["case"].as_str().unwrap().to_string()).collect()
@@ -213,9 +227,10 @@ fn validate_bundled_cases() {
     want.extend(KERNEL_CASES.iter().map(|s| s.to_string()));
     assert_eq!(not_run, want);
     assert!(v["not_run"][0]["missing"].as_str().unwrap().contains("needs the data folder"), "{}", v["not_run"][0]);
-    // Published points (MoE/PD/EP, LLaMA-7B v1) and the 1P1D seed run remain not expressible.
+    // Published points (DeepSeek production, LLaMA-7B v1) and the 1P1D seed run remain not
+    // expressible.
     let skipped = names("not_expressible");
-    assert_eq!(skipped.len(), 11);
+    assert_eq!(skipped.len(), 5);
     assert!(skipped.iter().all(|s| s.starts_with('P') || s == "v100-llama11b-1p1d"), "{skipped:?}");
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
@@ -227,8 +242,14 @@ fn validate_bundled_cases() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("case ") && lines[0].ends_with("error %  profile"), "{text}");
     assert_eq!(lines.iter().filter(|l| l.starts_with("vllm-ttft-64seq-6144btk ")).count(), 16);
-    assert!(text.contains("\nNot expressible yet:\n  P039: "), "{text}");
+    assert!(text.contains("\nNot expressible yet:\n  P045: "), "{text}");
     assert!(text.contains("\nNot run here (data absent):\n  P001: "), "{text}");
+}
+
+/// An LMSYS large-scale EP phase point (P039–P044).
+fn ep_case(case: &serde_json::Value) -> bool {
+    let c = case.as_str().unwrap_or_default();
+    c.strip_prefix('P').and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| (39..=44).contains(&n))
 }
 
 /// A TensorRT-LLM perf-overview point (P049–P108).
@@ -308,7 +329,7 @@ fn published_cases_agree_with_the_csv() {
         }
         assert!(!figures.is_empty(), "{id}: the row gives no figure");
         assert_eq!(c.case.measured, figures, "{id}");
-        if c.case.expressible {
+        if c.case.expressible && c.case.phase.is_none() {
             let w = &c.case.workload;
             assert_eq!(w.num_prompts.map(|n| n.to_string()), Some(col("num_prompts")), "{id}");
             assert_eq!(w.request_rate.as_deref(), Some(col("request_rate").as_str()), "{id}");
@@ -706,6 +727,8 @@ fn seed_deployments_are_compared_with_their_reports() {
             trt_role(case)
         } else if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) || case.contains("rank-steps") {
             "held-out"
+        } else if ep_case(&serde_json::json!(case)) {
+            "raw"
         } else {
             "fitted"
         };

@@ -112,6 +112,8 @@ pub struct Case {
     /// assumptions): listed, never compared or fitted.
     #[serde(default)]
     pub skip_metrics: Vec<String>,
+    /// A phase point: one steady-state step instead of a workload ([`super::phase`]).
+    pub phase: Option<super::phase::PhaseSpec>,
     pub deployment: Deployment,
     pub workload: WorkloadSpec,
     #[serde(default)]
@@ -172,7 +174,7 @@ pub fn load(file: &Path) -> Result<LoadedCase> {
         (Some(_), false) => return Err(fail("give either `report` or `measured`, not both")),
         (None, true) => return Err(fail("no measurements: give `report` (a file) or `measured` (figures)")),
     };
-    if case.expressible {
+    if case.expressible && case.phase.is_none() {
         let w = &case.workload;
         if w.num_prompts.is_none() || w.request_rate.is_none() {
             return Err(fail("an expressible case needs workload.num_prompts and workload.request_rate"));
@@ -635,7 +637,7 @@ pub fn text(v: &Validation) -> String {
             continue;
         }
         let _ = writeln!(s, "\n{:<22} {:>9} {:>14} {:>6}  ({title})", "metric", "MAPE %", "median |err| %", "cases");
-        for m in METRICS.iter().chain(super::kernels::METRICS).filter_map(|m| summary.get_key_value(*m)) {
+        for m in METRICS.iter().chain(EXTRA).chain(super::kernels::METRICS).filter_map(|m| summary.get_key_value(*m)) {
             let _ =
                 writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
         }

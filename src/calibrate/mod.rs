@@ -1,6 +1,6 @@
 //! Calibration and validation against real benchmark runs: reading the clients' reports
 //! ([`report`]) and the case files of `calibration/cases/` with the validation table
-//! ([`case`]), kernel-level step cases ([`kernels`]), fitting step-time profiles ([`fit`],
+//! ([`case`]), kernel-level step cases ([`kernels`]), phase points ([`phase`]), fitting step-time profiles ([`fit`],
 //! [`profile`]), the refits of the honest validation modes ([`holdout`]) and the validation
 //! scatter
 //! ([`plot`]).
@@ -9,6 +9,7 @@ pub mod case;
 pub mod fit;
 pub mod holdout;
 pub mod kernels;
+pub mod phase;
 pub mod plot;
 pub mod profile;
 pub mod report;
