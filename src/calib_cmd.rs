@@ -266,12 +266,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         p.models.join(", "),
         out.display()
     )?;
-    for name in &p.fit.fitted {
-        writeln!(o, "  {name:<20} {}", factor_text(&p.efficiency, name))?;
-    }
-    for h in &p.fit.held {
-        writeln!(o, "  held: {h}")?;
-    }
+    write_factors(&mut o, &p)?;
     writeln!(
         o,
         "Fit over {} case(s), {} simulations each: objective {:.4}, rms log error {:.3}, median |error| {:.1} %",
@@ -300,6 +295,17 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
             }
         }
         None => writeln!(o, "Leave-one-out: not run (one case, or --no-loo)")?,
+    }
+    Ok(())
+}
+
+/// A fitted profile's factors, one a line, then the held ones with why.
+pub(crate) fn write_factors(o: &mut impl std::io::Write, p: &profile::Profile) -> std::io::Result<()> {
+    for name in &p.fit.fitted {
+        writeln!(o, "  {name:<20} {}", factor_text(&p.efficiency, name))?;
+    }
+    for h in &p.fit.held {
+        writeln!(o, "  held: {h}")?;
     }
     Ok(())
 }

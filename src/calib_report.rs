@@ -3,7 +3,7 @@
 //! run, checks that the report's totals match the rebuilt run's, fits the step-time factors to
 //! the report's metrics, writes the profile with its fit record and prints the residuals.
 
-use crate::calib_cmd::{factor_text, parse_weights};
+use crate::calib_cmd::{parse_weights, write_factors};
 use crate::cli::CalibrateArgs;
 use anyhow::Context;
 use cachesim::calibrate::report::{BenchReport, Layout};
@@ -125,12 +125,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
         path.display(),
         out.display()
     )?;
-    for name in &p.fit.fitted {
-        writeln!(o, "  {name:<20} {}", factor_text(&p.efficiency, name))?;
-    }
-    for h in &p.fit.held {
-        writeln!(o, "  held: {h}")?;
-    }
+    write_factors(&mut o, &p)?;
     for a in &p.fit.assumptions {
         writeln!(o, "  assumed: {a}")?;
     }
