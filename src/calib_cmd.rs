@@ -238,6 +238,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         command += " --any-engine";
     }
     let name = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let notes = kept_notes(out, &args.note)?;
     let p = profile::Profile {
         name,
         gpu: gpu.clone(),
@@ -246,6 +247,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         efficiency: f.efficiency,
         fit: profile::FitInfo {
             start: args.start.is_some().then_some(start),
+            notes,
             loo_median_abs_error_pct: fit::median_abs_error(&loo),
             leave_one_out: loo,
             ..f.record(command, targets.iter().map(|t| t.case.clone()).collect(), &o)
@@ -352,6 +354,27 @@ fn case_profile(c: &case::LoadedCase, t: &fit::Target) -> anyhow::Result<Option<
 
 /// `cachesim validate [--cases GLOB,…] [--cases-dir DIR] [--data DIR] [--leave-one-out |
 /// --leave-group-out gpu|source] [--json] [--csv FILE] [--plot F.svg] [--max-held-out-error PCT]`.
+/// The notes of a profile refitted to `out`: those of the profile already there (what was learnt
+/// about a fit survives its regeneration), then the new `--note`s not among them. A file at
+/// `out` that is not a profile is an error rather than overwritten unread.
+pub fn kept_notes(out: &Path, new: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut notes = match out.exists() {
+        true => {
+            profile::read(out)
+                .with_context(|| format!("--out {} exists and is not a profile", out.display()))?
+                .fit
+                .notes
+        }
+        false => Vec::new(),
+    };
+    for n in new {
+        if !notes.contains(n) {
+            notes.push(n.clone());
+        }
+    }
+    Ok(notes)
+}
+
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
@@ -477,19 +500,27 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         drop(w);
         files.commit()?;
     }
+    let weights = fit::default_weights();
+    let metrics: Vec<&str> = weights.keys().map(String::as_str).collect();
+    let mode = case::mode_name(&v);
+    let pooled = case::held_out_median(&v, &metrics);
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
         write!(out, "{}", case::text(&v))?;
+        if let Some(m) = pooled {
+            writeln!(
+                out,
+                "\n{mode} median |error| over {}, pooled: {m:.2} % (the figure --max-held-out-error gates)",
+                metrics.join(", ")
+            )?;
+        }
     }
     out.flush()?;
     if let Some(bound) = args.max_held_out_error {
-        let weights = fit::default_weights();
-        let metrics: Vec<&str> = weights.keys().map(String::as_str).collect();
-        let mode = case::mode_name(&v);
-        match case::held_out_median(&v, &metrics) {
+        match pooled {
             Some(m) if m > bound => anyhow::bail!(
                 "{mode} median |error| {m:.2} % (over {}, pooled) exceeds --max-held-out-error {bound} %",
                 metrics.join(", ")

@@ -3,7 +3,7 @@
 //! run, checks that the report's totals match the rebuilt run's, fits the step-time factors to
 //! the report's metrics, writes the profile with its fit record and prints the residuals.
 
-use crate::calib_cmd::{parse_weights, write_factors};
+use crate::calib_cmd::{kept_notes, parse_weights, write_factors};
 use crate::cli::CalibrateArgs;
 use anyhow::Context;
 use cachesim::calibrate::report::{BenchReport, Layout};
@@ -104,7 +104,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
         engine: profile::family(cfg.engine.engine).to_string(),
         models: vec![cfg.model.name.clone()],
         efficiency: f.efficiency,
-        fit: profile::FitInfo { assumptions, ..f.record(command, vec![name], &o) },
+        fit: profile::FitInfo { assumptions, notes: kept_notes(out, &args.note)?, ..f.record(command, vec![name], &o) },
     };
     let text = format!(
         "# Step-time profile fitted to one report (cachesim calibrate --report … -o); regenerate with the command in [fit].\n{}",

@@ -1006,6 +1006,11 @@ pub struct CalibrateArgs {
     /// For a cross-engine figure of a GPU's device factors, e.g. both H20 seed runs.
     #[arg(long, requires = "fit")]
     pub any_engine: bool,
+    /// A note on the fit for its readers (repeatable), kept in the profile's `[fit] notes`. A
+    /// refit to a file that already holds a profile keeps that profile's notes, so what was
+    /// learnt about a fit survives its regeneration; the new notes are added after them.
+    #[arg(long, value_name = "TEXT")]
+    pub note: Vec<String>,
     /// Start the search from this profile's factors; the factors no case constrains keep its
     /// values (e.g. an H200 kernel profile's per-kernel floor for an H100 serving fit).
     #[arg(long, value_name = "FILE")]

@@ -186,6 +186,18 @@ fn own_report_round_trip_recovers_the_factors() {
     assert_eq!(cachesim::calibrate::profile::read(&out).unwrap().gpu, "a100-80gb");
     ok(&[&with[..], &["--max-iters", "5", "--gpu", "h100-sxm"]].concat());
     assert_eq!(cachesim::calibrate::profile::read(&out).unwrap().gpu, "h100-sxm");
+    // `--note`s survive a refit to the same file, each once, in order.
+    ok(&[&with[..], &["--max-iters", "5", "--note", "first"]].concat());
+    ok(&[&with[..], &["--max-iters", "5", "--note", "second", "--note", "first"]].concat());
+    assert_eq!(cachesim::calibrate::profile::read(&out).unwrap().fit.notes, ["first", "second"]);
+    assert!(std::fs::read_to_string(&out).unwrap().contains("notes = [\"first\", \"second\"]"));
+    // A file at -o that is not a profile is refused and left as it was.
+    let other = d.join("notes.toml");
+    std::fs::write(&other, "not a profile\n").unwrap();
+    let with_other = [&with[..2], &[report.to_str().unwrap(), "-o", other.to_str().unwrap()], &with[5..]].concat();
+    let err = fails(&[&with_other[..], &["--max-iters", "5"]].concat());
+    assert!(err.contains(&format!("--out {} exists and is not a profile", other.display())), "{err}");
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "not a profile\n");
 }
 
 /// `validate` with an environment (thread count) and the arguments after the case folder.

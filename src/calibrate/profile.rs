@@ -59,6 +59,10 @@ pub struct FitInfo {
     /// workload's, accepted by `--accept-totals-mismatch`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub assumptions: Vec<String>,
+    /// What people wrote about the fit (`calibrate --fit --note`), kept when the profile is
+    /// refitted to the same file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Leave-one-out: median |error %| predicting each case from a fit without it (`None` with
     /// a single case).
     pub loo_median_abs_error_pct: Option<f64>,
