@@ -8,6 +8,7 @@
 //! schedule, vLLM's async scheduling) takes the larger, one that does not takes the sum.
 //! [`Affine`] is a plain linear model for hand-computed tests.
 
+pub mod ep;
 pub mod moe;
 pub mod parallel;
 #[cfg(test)]
@@ -208,6 +209,9 @@ pub struct Deployment {
     pub moe_skew: f64,
     /// Speculative decoding; `None` = off.
     pub spec: Option<SpecDecode>,
+    /// How MoE all-to-alls run under EP with DP attention: DeepEP and two-batch overlap.
+    #[serde(skip_serializing_if = "ep::MoeA2a::is_plain")]
+    pub a2a: ep::MoeA2a,
 }
 
 impl Deployment {
@@ -228,6 +232,21 @@ struct Load {
     /// Query positions per decoding sequence (1, or k + 1 when verifying drafts).
     decode_positions: f64,
     decode_ctx: f64,
+}
+
+impl Load {
+    /// One of two equal micro-batches (SGLang two-batch overlap splits the batch's sequences,
+    /// or a prefill's tokens, in halves: `two_batch_overlap.py` `compute_split_seq_index`).
+    fn halved(&self) -> Self {
+        Self {
+            seqs: self.seqs / 2.0,
+            tokens: self.tokens / 2.0,
+            prefill_pairs: self.prefill_pairs / 2.0,
+            prefill_ctx: self.prefill_ctx / 2.0,
+            decode_positions: self.decode_positions,
+            decode_ctx: self.decode_ctx / 2.0,
+        }
+    }
 }
 
 /// Roofline step time of a dense, MoE or MLA model on `tp` × `pp` GPUs: GEMMs (FLOPs over peak
@@ -256,6 +275,9 @@ pub struct Roofline {
     act_bytes_per_token: f64,
     layers: f64,
     head_params: f64,
+    /// DeepEP's all-to-all under EP with DP attention ([`ep`]); `None`: the plain all-to-all.
+    #[serde(skip)]
+    deepep: Option<ep::EpShape>,
 }
 
 impl Roofline {
@@ -305,6 +327,17 @@ impl Roofline {
             )
         });
         let fp8 = model.weight_dtype == Dtype::Fp8;
+        let deepep = match (d.a2a.deepep, model.is_moe()) {
+            (Some(_), true) if p.ep && p.dp_attention > 1 => Some(ep::EpShape {
+                ranks: p.tp,
+                gpus_per_node: p.gpus_per_node(),
+                experts: model.experts.unwrap_or(0) as f64,
+                k: model.experts_per_token.unwrap_or(0) as f64,
+                hidden: model.hidden as f64,
+                fp8_dispatch: fp8,
+            }),
+            _ => None,
+        };
         let links = Links {
             intra_bytes_per_s: gpu.link_bytes_per_s(),
             intra_latency_s: eff.comm_latency_s,
@@ -328,6 +361,7 @@ impl Roofline {
             act_bytes_per_token: (model.hidden * 2) as f64,
             layers,
             head_params: (model.vocab * model.hidden) as f64 / tp,
+            deepep,
             deployment: d,
         }
     }
@@ -343,8 +377,29 @@ impl Roofline {
         }
     }
 
-    /// Device seconds of one forward pass over all layers on one TP group (no PP split).
+    /// Device seconds of one forward pass over all layers on one TP group (no PP split). Under
+    /// DeepEP the MoE all-to-alls follow [`ep::EpShape::layer_s`], added to the compute or,
+    /// under two-batch overlap, run behind the other micro-batch's ([`ep::two_batch_s`]).
     fn forward_s(&self, l: &Load) -> f64 {
+        let Some(shape) = self.deepep.filter(|_| l.seqs > 0.0) else {
+            return self.compute_and_comm_s(l);
+        };
+        let p = self.deployment.parallel;
+        let moe_layers = self.moe.map_or(0.0, |m| m.2);
+        let low_latency = self.deployment.a2a.deepep.unwrap_or_default().low_latency(l.prefill_pairs > 0.0);
+        let a2a =
+            |l: &Load| moe_layers * shape.layer_s(&self.links, l.tokens / p.dp_attention.max(1) as f64, low_latency);
+        if self.deployment.a2a.two_batch_overlap {
+            let half = l.halved();
+            ep::two_batch_s(self.compute_and_comm_s(&half), a2a(&half), moe_layers)
+        } else {
+            self.compute_and_comm_s(l) + a2a(l)
+        }
+    }
+
+    /// [`Roofline::forward_s`] without DeepEP's all-to-alls: the compute and every other
+    /// collective (the plain all-to-all included when DeepEP is off).
+    fn compute_and_comm_s(&self, l: &Load) -> f64 {
         if l.seqs <= 0.0 {
             return 0.0;
         }
@@ -406,6 +461,7 @@ impl Roofline {
         let ffn = self.links.all_reduce_s(bytes, g, n);
         let moe_layers = self.moe.map_or(0.0, |m| m.2);
         let moe_ffn = match self.moe {
+            Some(_) if self.deepep.is_some() => 0.0,
             Some((_, k, ..)) if p.ep && dp > 1 => 2.0 * self.links.all_to_all_s(bytes / dp as f64 * k, p.tp, g),
             _ => ffn,
         };
