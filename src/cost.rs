@@ -426,10 +426,11 @@ impl Roofline {
     }
 
     /// Device seconds of one TP rank's compute for the batch: the forward pass without its
-    /// collectives (no speculation, no PP split) — what a rank's kernels take timed alone.
+    /// collectives (no speculation, no PP split) — what a rank's kernels take timed alone
+    /// (DeepEP's all-to-alls and two-batch overlap left out too).
     pub fn rank_compute_s(&self, b: &BatchShape) -> f64 {
         let l = self.load(b, 1.0);
-        self.forward_s(&l) - self.comm_s(l.tokens)
+        self.compute_and_comm_s(&l) - self.comm_s(l.tokens)
     }
 
     /// Host seconds plain PyTorch takes to launch one forward pass eagerly: layers ×
@@ -688,6 +689,51 @@ mod tests {
         assert!(!t.contains("kernel_floor_s") && !t.contains("eager_layer_launch_s"), "{t}");
         let back: Efficiency = toml::from_str(&t).unwrap();
         assert_eq!(back, Efficiency::default());
+    }
+
+    /// Decode under DeepEP low latency at EP 72 (P042's layout): with two-batch overlap the step
+    /// is [`ep::two_batch_s`] of one micro-batch's compute (half the sequences, the weights read
+    /// again) and its all-to-alls; without, their sum at the full batch. At 256 sequences a
+    /// device TBO wins; at 32 each micro-batch's weight reads outweigh the hidden all-to-alls
+    /// and TBO loses, as the LMSYS blog measures (−27 % at 32 tokens a device).
+    #[test]
+    fn two_batch_overlap_wins_at_large_decode_batches_only() {
+        use ep::{DeepEpMode, MoeA2a};
+        let (h100, r1) = (gpu("h100-sxm", None).unwrap(), model("deepseek-r1", None).unwrap());
+        let p = Parallel { tp: 72, pp: 1, ep: true, dp_attention: 72, nnodes: 9 };
+        let roofline = |two_batch_overlap| {
+            let d = Deployment {
+                parallel: p,
+                network: Some(crate::profile::network("ib-8x400", None).unwrap()),
+                a2a: MoeA2a { deepep: Some(DeepEpMode::LowLatency), two_batch_overlap },
+                ..Deployment::default()
+            };
+            Roofline::deployed(&h100, &r1, d, Efficiency::default())
+        };
+        let (tbo, plain) = (roofline(true), roofline(false));
+        let step = |r: &Roofline, per_device: u64| {
+            let mut b = BatchShape::default();
+            for _ in 0..72 * per_device {
+                b.add(2000, 1);
+            }
+            r.step_parts(&b).device_s
+        };
+        for per_device in [32u64, 256] {
+            let mut b = BatchShape::default();
+            for _ in 0..72 * per_device {
+                b.add(2000, 1);
+            }
+            let l = tbo.load(&b, 1.0);
+            let shape = tbo.deepep.unwrap();
+            let a2a = |n: f64| 58.0 * shape.layer_s(&tbo.links, n, true);
+            let half = l.halved();
+            let want = ep::two_batch_s(tbo.compute_and_comm_s(&half), a2a(per_device as f64 / 2.0), 58.0);
+            assert!((step(&tbo, per_device) - want).abs() < 1e-12);
+            let sum = plain.compute_and_comm_s(&l) + a2a(per_device as f64);
+            assert!((step(&plain, per_device) - sum).abs() < 1e-12);
+        }
+        assert!(step(&tbo, 256) < step(&plain, 256), "TBO wins at 256 a device");
+        assert!(step(&tbo, 32) > step(&plain, 32), "TBO loses at 32 a device");
     }
 
     #[test]
