@@ -29,7 +29,7 @@ pub enum MoeA2aBackend {
     /// The plain all-to-all (cachesim: top-k BF16 copies over NVLink and the NICs).
     #[default]
     None,
-    /// DeepEP's kernels (`crate::cost::ep`).
+    /// DeepEP's kernels: normal (prefill) and low-latency (decode) modes.
     Deepep,
 }
 
