@@ -387,8 +387,10 @@ impl Roofline {
         let p = self.deployment.parallel;
         let moe_layers = self.moe.map_or(0.0, |m| m.2);
         let low_latency = self.deployment.a2a.deepep.unwrap_or_default().low_latency(l.prefill_pairs > 0.0);
-        let a2a =
-            |l: &Load| moe_layers * shape.layer_s(&self.links, l.tokens / p.dp_attention.max(1) as f64, low_latency);
+        // Every rank dispatches its own share of the step's tokens: with DeepEP the sparse MLP's
+        // input is scattered over the attention TP ranks (SGLang `layers/communicator.py`,
+        // `LayerScatterModes._compute_mlp_mode`: `ScatterMode.SCATTERED` for a sparse layer).
+        let a2a = |l: &Load| moe_layers * shape.layer_s(&self.links, l.tokens / p.tp as f64, low_latency);
         if self.deployment.a2a.two_batch_overlap {
             let half = l.halved();
             ep::two_batch_s(self.compute_and_comm_s(&half), a2a(&half), moe_layers)
