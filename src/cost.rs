@@ -8,6 +8,7 @@
 //! schedule, vLLM's async scheduling) takes the larger, one that does not takes the sum.
 //! [`Affine`] is a plain linear model for hand-computed tests.
 
+pub mod ep;
 pub mod moe;
 pub mod parallel;
 #[cfg(test)]
@@ -208,6 +209,9 @@ pub struct Deployment {
     pub moe_skew: f64,
     /// Speculative decoding; `None` = off.
     pub spec: Option<SpecDecode>,
+    /// How MoE all-to-alls run under EP with DP attention: DeepEP and two-batch overlap.
+    #[serde(skip_serializing_if = "ep::MoeA2a::is_plain")]
+    pub a2a: ep::MoeA2a,
 }
 
 impl Deployment {
@@ -228,6 +232,21 @@ struct Load {
     /// Query positions per decoding sequence (1, or k + 1 when verifying drafts).
     decode_positions: f64,
     decode_ctx: f64,
+}
+
+impl Load {
+    /// One of two equal micro-batches (SGLang two-batch overlap splits the batch's sequences,
+    /// or a prefill's tokens, in halves: `two_batch_overlap.py` `compute_split_seq_index`).
+    fn halved(&self) -> Self {
+        Self {
+            seqs: self.seqs / 2.0,
+            tokens: self.tokens / 2.0,
+            prefill_pairs: self.prefill_pairs / 2.0,
+            prefill_ctx: self.prefill_ctx / 2.0,
+            decode_positions: self.decode_positions,
+            decode_ctx: self.decode_ctx / 2.0,
+        }
+    }
 }
 
 /// Roofline step time of a dense, MoE or MLA model on `tp` × `pp` GPUs: GEMMs (FLOPs over peak
@@ -256,6 +275,9 @@ pub struct Roofline {
     act_bytes_per_token: f64,
     layers: f64,
     head_params: f64,
+    /// DeepEP's all-to-all under EP with DP attention ([`ep`]); `None`: the plain all-to-all.
+    #[serde(skip)]
+    deepep: Option<ep::EpShape>,
 }
 
 impl Roofline {
@@ -305,6 +327,17 @@ impl Roofline {
             )
         });
         let fp8 = model.weight_dtype == Dtype::Fp8;
+        let deepep = match (d.a2a.deepep, model.is_moe()) {
+            (Some(_), true) if p.ep && p.dp_attention > 1 => Some(ep::EpShape {
+                ranks: p.tp,
+                gpus_per_node: p.gpus_per_node(),
+                experts: model.experts.unwrap_or(0) as f64,
+                k: model.experts_per_token.unwrap_or(0) as f64,
+                hidden: model.hidden as f64,
+                fp8_dispatch: fp8,
+            }),
+            _ => None,
+        };
         let links = Links {
             intra_bytes_per_s: gpu.link_bytes_per_s(),
             intra_latency_s: eff.comm_latency_s,
@@ -328,6 +361,7 @@ impl Roofline {
             act_bytes_per_token: (model.hidden * 2) as f64,
             layers,
             head_params: (model.vocab * model.hidden) as f64 / tp,
+            deepep,
             deployment: d,
         }
     }
@@ -343,8 +377,31 @@ impl Roofline {
         }
     }
 
-    /// Device seconds of one forward pass over all layers on one TP group (no PP split).
+    /// Device seconds of one forward pass over all layers on one TP group (no PP split). Under
+    /// DeepEP the MoE all-to-alls follow [`ep::EpShape::layer_s`], added to the compute or,
+    /// under two-batch overlap, run behind the other micro-batch's ([`ep::two_batch_s`]).
     fn forward_s(&self, l: &Load) -> f64 {
+        let Some(shape) = self.deepep.filter(|_| l.seqs > 0.0) else {
+            return self.compute_and_comm_s(l);
+        };
+        let p = self.deployment.parallel;
+        let moe_layers = self.moe.map_or(0.0, |m| m.2);
+        let low_latency = self.deployment.a2a.deepep.unwrap_or_default().low_latency(l.prefill_pairs > 0.0);
+        // Every rank dispatches its own share of the step's tokens: with DeepEP the sparse MLP's
+        // input is scattered over the attention TP ranks (SGLang `layers/communicator.py`,
+        // `LayerScatterModes._compute_mlp_mode`: `ScatterMode.SCATTERED` for a sparse layer).
+        let a2a = |l: &Load| moe_layers * shape.layer_s(&self.links, l.tokens / p.tp as f64, low_latency);
+        if self.deployment.a2a.two_batch_overlap {
+            let half = l.halved();
+            ep::two_batch_s(self.compute_and_comm_s(&half), a2a(&half), moe_layers)
+        } else {
+            self.compute_and_comm_s(l) + a2a(l)
+        }
+    }
+
+    /// [`Roofline::forward_s`] without DeepEP's all-to-alls: the compute and every other
+    /// collective (the plain all-to-all included when DeepEP is off).
+    fn compute_and_comm_s(&self, l: &Load) -> f64 {
         if l.seqs <= 0.0 {
             return 0.0;
         }
@@ -371,10 +428,11 @@ impl Roofline {
     }
 
     /// Device seconds of one TP rank's compute for the batch: the forward pass without its
-    /// collectives (no speculation, no PP split) — what a rank's kernels take timed alone.
+    /// collectives (no speculation, no PP split) — what a rank's kernels take timed alone
+    /// (DeepEP's all-to-alls and two-batch overlap left out too).
     pub fn rank_compute_s(&self, b: &BatchShape) -> f64 {
         let l = self.load(b, 1.0);
-        self.forward_s(&l) - self.comm_s(l.tokens)
+        self.compute_and_comm_s(&l) - self.comm_s(l.tokens)
     }
 
     /// Host seconds plain PyTorch takes to launch one forward pass eagerly: layers ×
@@ -406,6 +464,7 @@ impl Roofline {
         let ffn = self.links.all_reduce_s(bytes, g, n);
         let moe_layers = self.moe.map_or(0.0, |m| m.2);
         let moe_ffn = match self.moe {
+            Some(_) if self.deepep.is_some() => 0.0,
             Some((_, k, ..)) if p.ep && dp > 1 => 2.0 * self.links.all_to_all_s(bytes / dp as f64 * k, p.tp, g),
             _ => ffn,
         };
@@ -632,6 +691,51 @@ mod tests {
         assert!(!t.contains("kernel_floor_s") && !t.contains("eager_layer_launch_s"), "{t}");
         let back: Efficiency = toml::from_str(&t).unwrap();
         assert_eq!(back, Efficiency::default());
+    }
+
+    /// Decode under DeepEP low latency at EP 72 (P042's layout): with two-batch overlap the step
+    /// is [`ep::two_batch_s`] of one micro-batch's compute (half the sequences, the weights read
+    /// again) and its all-to-alls; without, their sum at the full batch. At 256 sequences a
+    /// device TBO wins; at 32 each micro-batch's weight reads outweigh the hidden all-to-alls
+    /// and TBO loses, as the LMSYS blog measures (−27 % at 32 tokens a device).
+    #[test]
+    fn two_batch_overlap_wins_at_large_decode_batches_only() {
+        use ep::{DeepEpMode, MoeA2a};
+        let (h100, r1) = (gpu("h100-sxm", None).unwrap(), model("deepseek-r1", None).unwrap());
+        let p = Parallel { tp: 72, pp: 1, ep: true, dp_attention: 72, nnodes: 9 };
+        let roofline = |two_batch_overlap| {
+            let d = Deployment {
+                parallel: p,
+                network: Some(crate::profile::network("ib-8x400", None).unwrap()),
+                a2a: MoeA2a { deepep: Some(DeepEpMode::LowLatency), two_batch_overlap },
+                ..Deployment::default()
+            };
+            Roofline::deployed(&h100, &r1, d, Efficiency::default())
+        };
+        let (tbo, plain) = (roofline(true), roofline(false));
+        let step = |r: &Roofline, per_device: u64| {
+            let mut b = BatchShape::default();
+            for _ in 0..72 * per_device {
+                b.add(2000, 1);
+            }
+            r.step_parts(&b).device_s
+        };
+        for per_device in [32u64, 256] {
+            let mut b = BatchShape::default();
+            for _ in 0..72 * per_device {
+                b.add(2000, 1);
+            }
+            let l = tbo.load(&b, 1.0);
+            let shape = tbo.deepep.unwrap();
+            let a2a = |n: f64| 58.0 * shape.layer_s(&tbo.links, n, true);
+            let half = l.halved();
+            let want = ep::two_batch_s(tbo.compute_and_comm_s(&half), a2a(per_device as f64 / 2.0), 58.0);
+            assert!((step(&tbo, per_device) - want).abs() < 1e-12);
+            let sum = plain.compute_and_comm_s(&l) + a2a(per_device as f64);
+            assert!((step(&plain, per_device) - sum).abs() < 1e-12);
+        }
+        assert!(step(&tbo, 256) < step(&plain, 256), "TBO wins at 256 a device");
+        assert!(step(&tbo, 32) > step(&plain, 32), "TBO loses at 32 a device");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! their network, the KV element type, MoE routing skew and speculative decoding — resolved
 //! into the [`Deployment`] the step-time model and the KV sizing use.
 
+use crate::cost::ep::{DeepEpMode, MoeA2a};
 use crate::cost::parallel::Parallel;
 use crate::cost::spec::{SpecAlgorithm, SpecDecode};
 use crate::cost::Deployment;
@@ -19,6 +20,17 @@ pub enum KvCacheDtype {
     Auto,
     /// One byte per element (fp8 e4m3).
     Fp8,
+}
+
+/// SGLang `--moe-a2a-backend` (the MoE all-to-all implementation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum MoeA2aBackend {
+    /// The plain all-to-all (cachesim: top-k BF16 copies over NVLink and the NICs).
+    #[default]
+    None,
+    /// DeepEP's kernels: normal (prefill) and low-latency (decode) modes.
+    Deepep,
 }
 
 /// What the user set; the defaults are a one-node TP instance without speculation.
@@ -44,6 +56,12 @@ pub struct LayoutOptions {
     pub num_speculative_tokens: Option<u32>,
     /// `--spec-acceptance-rate`: one value, or one per draft position.
     pub spec_acceptance_rate: Vec<f64>,
+    /// `--moe-a2a-backend` (`--enable-deepep-moe` = `deepep`).
+    pub moe_a2a_backend: MoeA2aBackend,
+    /// `--deepep-mode`.
+    pub deepep_mode: DeepEpMode,
+    /// `--enable-two-batch-overlap`.
+    pub two_batch_overlap: bool,
 }
 
 impl Default for LayoutOptions {
@@ -61,6 +79,9 @@ impl Default for LayoutOptions {
             speculative_algorithm: SpecAlgorithm::None,
             num_speculative_tokens: None,
             spec_acceptance_rate: Vec::new(),
+            moe_a2a_backend: MoeA2aBackend::None,
+            deepep_mode: DeepEpMode::Auto,
+            two_batch_overlap: false,
         }
     }
 }
@@ -75,8 +96,22 @@ impl LayoutOptions {
             }
             (true, d) => d.unwrap_or(tp),
         };
-        let parallel = Parallel { tp, pp: self.pp, ep: self.ep, dp_attention, nnodes: self.nnodes };
+        // SGLang sets ep_size = tp_size when DeepEP is on (server_args.py, `enable_deepep_moe`).
+        let deepep = self.moe_a2a_backend == MoeA2aBackend::Deepep;
+        let parallel = Parallel { tp, pp: self.pp, ep: self.ep || deepep, dp_attention, nnodes: self.nnodes };
         parallel.check(model)?;
+        if deepep && dp_attention == 1 {
+            return Err(Error::invalid(
+                "--moe-a2a-backend",
+                "DeepEP's all-to-alls are priced with --enable-dp-attention only (each rank dispatches its own tokens)",
+            ));
+        }
+        if self.two_batch_overlap && !deepep {
+            return Err(Error::invalid(
+                "--enable-two-batch-overlap",
+                "two-batch overlap is priced with DeepEP's all-to-alls only (--moe-a2a-backend deepep)",
+            ));
+        }
         if !(self.moe_skew.is_finite() && (0.0..1.0).contains(&self.moe_skew)) {
             return Err(Error::invalid("--moe-skew", format!("{} must be in [0, 1)", self.moe_skew)));
         }
@@ -102,6 +137,7 @@ impl LayoutOptions {
             },
             moe_skew: self.moe_skew,
             spec,
+            a2a: MoeA2a { deepep: deepep.then_some(self.deepep_mode), two_batch_overlap: self.two_batch_overlap },
         })
     }
 }
@@ -152,6 +188,22 @@ pub struct LayoutArgs {
     /// mtp: 0.85, DeepSeek-V3 report §5.4.3].
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true, help_heading = "Big models")]
     pub spec_acceptance_rate: Vec<f64>,
+    /// SGLang --moe-a2a-backend: deepep prices MoE all-to-alls as DeepEP's kernels (FP8
+    /// dispatch, node-deduplicated RDMA in normal mode; implies expert parallelism; needs DP
+    /// attention).
+    #[arg(long, value_enum, default_value = "none", help_heading = "Big models")]
+    pub moe_a2a_backend: MoeA2aBackend,
+    /// SGLang 0.4's spelling of --moe-a2a-backend deepep.
+    #[arg(long, help_heading = "Big models")]
+    pub enable_deepep_moe: bool,
+    /// SGLang --deepep-mode: auto (normal kernels for prefill, low-latency for decode), normal
+    /// or low_latency.
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Big models")]
+    pub deepep_mode: DeepEpMode,
+    /// SGLang --enable-two-batch-overlap: two micro-batches, each one's DeepEP all-to-alls
+    /// behind the other's compute.
+    #[arg(long, help_heading = "Big models")]
+    pub enable_two_batch_overlap: bool,
 }
 
 impl LayoutArgs {
@@ -170,6 +222,9 @@ impl LayoutArgs {
             speculative_algorithm: self.speculative_algorithm,
             num_speculative_tokens: self.num_speculative_tokens,
             spec_acceptance_rate: self.spec_acceptance_rate.clone(),
+            moe_a2a_backend: if self.enable_deepep_moe { MoeA2aBackend::Deepep } else { self.moe_a2a_backend },
+            deepep_mode: self.deepep_mode,
+            two_batch_overlap: self.enable_two_batch_overlap,
         }
     }
 }
@@ -196,6 +251,15 @@ pub fn describe(d: &Deployment) -> String {
     }
     if d.moe_skew > 0.0 {
         parts.push(format!("MoE skew {}", d.moe_skew));
+    }
+    if let Some(mode) = d.a2a.deepep {
+        parts.push(format!(
+            "DeepEP {}",
+            clap::ValueEnum::to_possible_value(&mode).map_or("auto".into(), |v| v.get_name().to_string())
+        ));
+    }
+    if d.a2a.two_batch_overlap {
+        parts.push("two-batch overlap".into());
     }
     if let Some(s) = &d.spec {
         parts.push(format!("speculative {} k {} ({:.2} tokens/step)", s.algorithm.name(), s.k, s.tokens_per_step()));
@@ -226,5 +290,46 @@ mod tests {
         let dp_only = LayoutOptions { dp_size: Some(2), ..Default::default() };
         assert!(dp_only.resolve(&r1, 8).is_err());
         assert_eq!(describe(&LayoutOptions::default().resolve(&l8, 1).unwrap()), "");
+    }
+
+    /// `--enable-deepep-moe` (or `--moe-a2a-backend deepep`) implies EP as SGLang's does, needs
+    /// DP attention, and is what two-batch overlap is priced with.
+    #[test]
+    fn deepep_and_two_batch_overlap_flags() {
+        let r1 = profile::model("deepseek-r1", None).unwrap();
+        let o = LayoutOptions {
+            dp_attention: true,
+            nnodes: 4,
+            moe_a2a_backend: MoeA2aBackend::Deepep,
+            deepep_mode: DeepEpMode::Normal,
+            two_batch_overlap: true,
+            ..Default::default()
+        };
+        let d = o.resolve(&r1, 32).unwrap();
+        assert!(d.parallel.ep);
+        assert_eq!(d.a2a, MoeA2a { deepep: Some(DeepEpMode::Normal), two_batch_overlap: true });
+        assert_eq!(
+            describe(&d),
+            "EP 32 · DP attention 32 · 4 nodes over cx7-8x400 · DeepEP normal · two-batch overlap"
+        );
+        let e = LayoutOptions { dp_attention: false, two_batch_overlap: false, ..o.clone() }.resolve(&r1, 32);
+        assert!(e.unwrap_err().to_string().contains("--enable-dp-attention"));
+        let e = LayoutOptions { moe_a2a_backend: MoeA2aBackend::None, ..o }.resolve(&r1, 32);
+        assert!(e.unwrap_err().to_string().contains("--enable-two-batch-overlap"));
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            layout: LayoutArgs,
+        }
+        let cli = Cli::parse_from(["x", "--enable-deepep-moe", "--deepep-mode", "low_latency"]);
+        let o = cli.layout.options();
+        assert_eq!(
+            (o.moe_a2a_backend, o.deepep_mode, o.two_batch_overlap),
+            (MoeA2aBackend::Deepep, DeepEpMode::LowLatency, false)
+        );
+        let cli = Cli::parse_from(["x", "--moe-a2a-backend", "deepep", "--enable-two-batch-overlap"]);
+        assert_eq!(cli.layout.options().moe_a2a_backend, MoeA2aBackend::Deepep);
+        assert!(cli.layout.options().two_batch_overlap);
     }
 }

@@ -145,7 +145,8 @@ mod tests {
         assert!(PhaseSpec { seqs_per_device: 0, ..pre }.check().is_err());
     }
 
-    /// P040 by hand with the raw roofline (FP8 GEMMs at 0.6 × 1,978.9 TFLOPS, attention at
+    /// P040 without DeepEP — the plain all-to-all (no `--moe-a2a-backend deepep`) — by hand
+    /// with the raw roofline (FP8 GEMMs at 0.6 × 1,978.9 TFLOPS, attention at
     /// 0.4 × 989.4, HBM 0.8 × 3.35 TB/s, NVLink 450 GB/s and the node's 8 × 400 Gb/s NICs at
     /// 0.7): 32 H100s on 4 nodes, DP attention and EP 32, 8 prompts of 2,048 a device = 524,288
     /// tokens; dense GEMMs, 58 MoE layers of top-8 experts (FLOP bound at this batch), prefill
@@ -181,6 +182,76 @@ mod tests {
         assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
         // The all-to-alls are most of the step (4.67 of 6.14 s), not overlapped with compute.
         assert!(58.0 * 2.0 * all_to_all > 0.75 * step, "{all_to_all} of {step}");
+    }
+
+    /// P040 as published — DeepEP normal dispatch and two-batch overlap
+    /// (`--enable-deepep-moe --deepep-mode normal --enable-two-batch-overlap`) — by hand with
+    /// the raw roofline. Each micro-batch is half the step: 4 prompts of 2,048 a device, 8,192
+    /// tokens a rank, 262,144 in all. Its compute is the plain roofline's at that size without
+    /// the all-to-alls (dense GEMMs, 58 FLOP-bound MoE layers, prefill attention, 3 dense
+    /// all-reduces) = 0.7341 s. Its all-to-alls, per MoE layer: P(a token routes to a given one
+    /// of the 4 nodes) = 1 − Π (192 − i)/(256 − i) = 0.9036, so a rank sends 8,192 × 3 ×
+    /// 0.9036 tokens over RDMA — 164.1 MB of FP8 (7,168 × (1 + 4/128) = 7,392 B a token) at
+    /// 0.87 × 50 GB/s = 3.78 ms, and 318.3 MB of BF16 combine at 0.855 × 50 GB/s = 7.45 ms; the
+    /// NVLink hops (32 × P(rank) = 32 × 0.2271 destinations, 7/8 of them from another GPU, at
+    /// 0.7 × 450 GB/s: 1.23 and 2.38 ms) are shorter. 58 × 11.23 ms = 0.6511 s. Under TBO the
+    /// step is 2 × max(compute, all-to-all) + min / 58 (one layer's pipeline fill), that is 2 ×
+    /// 0.7341 plus 0.6511 / 58 = 1.4796 s; without it, the whole step's compute plus its all-to-alls (at
+    /// 16,384 tokens a rank) = 2.7700 s.
+    #[test]
+    fn p040_prefill_step_deepep_tbo_by_hand() {
+        use crate::cost::ep::{DeepEpMode, MoeA2a};
+        use crate::cost::{Deployment, Efficiency, Roofline};
+        let (h100, m) =
+            (crate::profile::gpu("h100-sxm", None).unwrap(), crate::profile::model("deepseek-r1", None).unwrap());
+        let p = Parallel { tp: 32, pp: 1, ep: true, dp_attention: 32, nnodes: 4 };
+        let net = crate::profile::network("ib-8x400", None).unwrap();
+        let deployed = |two_batch_overlap| {
+            let a2a = MoeA2a { deepep: Some(DeepEpMode::Normal), two_batch_overlap };
+            let d = Deployment { parallel: p, network: Some(net.clone()), a2a, ..Deployment::default() };
+            Roofline::deployed(&h100, &m, d, Efficiency::default())
+        };
+        let spec = PhaseSpec { phase: PhaseKind::Prefill, seqs_per_device: 8, new_tokens: 2048, context: 0 };
+        let (flops, attn_flops, bw) = (1978.9e12 * 0.6, 989.4e12 * 0.4, 3350e9 * 0.8);
+        let attn_w = m.attn_weight_bytes();
+        let dense_bytes = attn_w + (m.dense_weight_bytes() - attn_w) / 32.0;
+        let (nvlink, nic) = (450e9 * 0.7, 400e9 / 8.0 * 0.7);
+        // The compute of `prompts` prompts of 2,048 over all 32 ranks, dense all-reduces included.
+        let compute = |prompts: f64| {
+            let t = prompts * 2048.0;
+            let dense = (2.0 * m.dense_matmul_params() / 32.0 * t / flops).max(dense_bytes / bw);
+            let moe = 58.0 * 2.0 * t * 8.0 * m.expert_params() / 32.0 / flops;
+            let attn = 2.0 * 61.0 * 128.0 * 320.0 / 32.0 * prompts * 2048.0 * 2049.0 / 2.0 / attn_flops;
+            let act = t * 7168.0 * 2.0;
+            let all_reduce = 10e-6 + 2.0 * 7.0 / 8.0 * act / nvlink + 2.0 * 3.0 * 3e-6 + 1.5 * (act / 8.0) / nic;
+            dense + moe + attn + 3.0 * all_reduce
+        };
+        let p_node = 1.0 - (0..8).map(|i| (192.0 - i as f64) / (256.0 - i as f64)).product::<f64>();
+        let p_rank = 1.0 - (0..8).map(|i| (248.0 - i as f64) / (256.0 - i as f64)).product::<f64>();
+        assert!((p_node - 0.9036).abs() < 1e-4 && (p_rank - 0.2271).abs() < 1e-4);
+        // Dispatch (FP8 at 0.87 of line rate) and combine (BF16 at 0.855) of `tokens` a rank.
+        let a2a_layer = |tokens: f64| {
+            let one = |bytes: f64, share: f64| {
+                let rdma = 3e-6 + tokens * 3.0 * p_node * bytes / (50e9 * share);
+                let nvl = 10e-6 + tokens * 32.0 * p_rank * 7.0 / 8.0 * bytes / nvlink;
+                rdma.max(nvl)
+            };
+            one(7392.0, 0.87) + one(14336.0, 0.855)
+        };
+        let layer = a2a_layer(8192.0);
+        assert!((layer - 11.226e-3).abs() < 1e-5, "{layer}");
+        let (c, a) = (compute(128.0), 58.0 * layer);
+        assert!(c > a, "the half step is compute bound: {c} vs {a}");
+        assert!((c - 0.7341).abs() < 1e-4 && (a - 0.6511).abs() < 1e-4, "{c} {a}");
+        let tbo = 2.0 * c + a / 58.0;
+        let got = spec.per_node(&deployed(true), &p, true);
+        assert!((got / (524_288.0 / tbo / 4.0) - 1.0).abs() < 1e-9, "{got} vs {tbo}");
+        // Without TBO the full step's all-to-alls add to its compute.
+        let sum = compute(256.0) + 58.0 * a2a_layer(16_384.0);
+        let got = spec.per_node(&deployed(false), &p, true);
+        assert!((got / (524_288.0 / sum / 4.0) - 1.0).abs() < 1e-9, "{got} vs {sum}");
+        // 1.479 s with TBO against 2.770 s without: the max form, not the sum.
+        assert!((tbo - 1.4796).abs() < 1e-3 && (sum - 2.7700).abs() < 1e-3, "{tbo} vs {sum}");
     }
 
     /// P042's layout resolves as `cachesim run` resolves it: TP 72 over 9 nodes is allowed, and

@@ -147,8 +147,17 @@ impl Links {
         self.net.as_ref().map_or(f64::INFINITY, |n| n.node_bytes_per_s() / self.gpus_per_node.max(1) as f64)
             * self.efficiency
     }
-    fn net_latency(&self) -> f64 {
+    /// One latency hop between nodes, seconds (0 on one node).
+    pub(crate) fn net_latency(&self) -> f64 {
         self.net.as_ref().map_or(0.0, |n| n.latency_us * 1e-6)
+    }
+    /// Each GPU's share of its node's NICs at line rate, bytes/s (infinite on one node).
+    pub(crate) fn nic_line_per_gpu(&self) -> f64 {
+        self.net.as_ref().map_or(f64::INFINITY, |n| n.node_bytes_per_s() / self.gpus_per_node.max(1) as f64)
+    }
+    /// NVLink bytes/s one GPU achieves.
+    pub(crate) fn intra_achieved(&self) -> f64 {
+        self.intra_bytes_per_s * self.efficiency
     }
 
     /// Seconds of one all-reduce of `bytes` over `g` GPUs per node on `n` nodes: a ring over
