@@ -455,6 +455,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
             source: c.source(),
             refit: None,
             refit_on: None,
+            rung: None,
         });
         predicted.push(s);
     }
@@ -560,7 +561,9 @@ fn honest_refits(
         };
         let family = profile::family(t.cfg.engine.engine).to_string();
         let gpu = t.cfg.gpu.name.clone();
-        members.push(Member { case: c.case.case.clone(), gpu, group, family, profile, selected: *chosen });
+        let class = holdout::model_class(&t.cfg.model, t.cfg.deployment.spec.is_some());
+        let case = c.case.case.clone();
+        members.push(Member { case, gpu, group, family, class, profile, selected: *chosen });
     }
     let refs: Vec<ProfileRef> = profiles
         .iter()
@@ -603,20 +606,8 @@ fn honest_refits(
         }
         job_targets.push(ts);
     }
-    // A refit on other engines' cases fits the device factors only: the host overheads are an
-    // engine's, held at the case's own profile's.
-    let options = |pi: usize, rung: Rung| {
-        let p = &profiles[pi].1;
-        let mut o = fit::options_of(&p.fit);
-        if rung.holds_host() {
-            o.start.step_overhead_s = p.efficiency.step_overhead_s;
-            o.start.per_seq_overhead_s = p.efficiency.per_seq_overhead_s;
-            o.hold = holdout::HOST_FACTORS.to_vec();
-        }
-        o
-    };
-    let fits: Vec<_> =
-        jobs.par_iter().zip(&job_targets).map(|((_, pi, rung), ts)| fit::fit(ts, &options(*pi, *rung))).collect();
+    let options = |pi: usize| fit::options_of(&profiles[pi].1.fit);
+    let fits: Vec<_> = jobs.par_iter().zip(&job_targets).map(|((_, pi, _), ts)| fit::fit(ts, &options(*pi))).collect();
     let fits =
         fits.into_iter().collect::<cachesim::Result<Vec<_>>>().with_context(|| format!("{mode}: a refit failed"))?;
     let chosen: Vec<&fit::Target> = targets.iter().filter(|(_, _, s)| *s).map(|(_, t, _)| t).collect();
@@ -628,6 +619,8 @@ fn honest_refits(
                 let j = jobs.iter().position(|k| (&k.0, k.1, k.2) == (training, *options_of, *rung)).expect("planned");
                 fit::simulate(t, fits[j].efficiency).map(Some)
             }
+            // The priors, fitted on nothing: what `--uncalibrated` prices the case with.
+            Plan::Prior { .. } => fit::simulate(t, cachesim::cost::Efficiency::default()).map(Some),
             _ => Ok(None),
         })
         .collect();
@@ -636,26 +629,40 @@ fn honest_refits(
         match p {
             Plan::Keep => {}
             Plan::NoTraining(why) => info.refit = Some(why.to_string()),
+            Plan::Prior { options_of } => {
+                info.refit = Some(holdout::GROUP_OUT_PRIOR.to_string());
+                info.rung = Some(Rung::Prior.name().to_string());
+                let name = &profiles[*options_of].1.name;
+                let why = if refs[*options_of].transferable {
+                    let class = members_class(&members, &info.case);
+                    format!(
+                        "no transferable {} profile was fitted on a case of its model class ({class}) outside its group",
+                        info.engine
+                    )
+                } else {
+                    "its factors (fitted with --unknown-hardware) do not transfer".to_string()
+                };
+                info.refit_on = Some(format!(
+                    "no fitted factor, the step-time priors (as --uncalibrated): {name} was fitted on its group and {why}"
+                ));
+                if let Some(s) = s {
+                    *pred = s;
+                }
+            }
             Plan::Refit { training, options_of, rung, mark } => {
                 let name = &profiles[*options_of].1.name;
-                // The refit's own host overheads: its profile's when held.
-                let j = jobs.iter().position(|k| (&k.0, k.1, k.2) == (training, *options_of, *rung)).expect("planned");
-                let e = &fits[j].efficiency;
                 let on = training.join(", ");
                 info.refit = Some(mark.to_string());
+                if args.leave_group_out.is_some() {
+                    info.rung = Some(rung.name().to_string());
+                }
                 info.refit_on = Some(match rung {
-                    Rung::Profile => format!("{name} refitted on {on}"),
                     Rung::Family => format!(
-                        "the {} family's factors (options of {name}) fitted on {on} (outside its group)",
-                        info.engine
+                        "the {} family's factors (options of {name}) fitted on {on} (outside its group, model class {})",
+                        info.engine,
+                        members_class(&members, &info.case)
                     ),
-                    Rung::SameGpu | Rung::AnyGpu => format!(
-                        "device factors (options of {name}) fitted on {on} ({}, outside its group); host overheads \
-                         held at {name}'s ({}, {}: an engine's, not a GPU's)",
-                        if *rung == Rung::SameGpu { "same GPU, other engine" } else { "other GPU, other engine" },
-                        factor_text(e, "step_overhead_s"),
-                        factor_text(e, "per_seq_overhead_s"),
-                    ),
+                    _ => format!("{name} refitted on {on}"),
                 });
                 if let Some(s) = s {
                     *pred = s;
@@ -664,4 +671,9 @@ fn honest_refits(
         }
     }
     Ok(mode)
+}
+
+/// The model class ([`cachesim::calibrate::holdout::model_class`]) of `case` among `members`.
+fn members_class<'a>(members: &'a [cachesim::calibrate::holdout::Member], case: &str) -> &'a str {
+    members.iter().find(|m| m.case == case).map(|m| m.class.as_str()).unwrap_or_default()
 }

@@ -1055,27 +1055,26 @@ pub struct ValidateArgs {
     /// Predict each group of cases (by GPU, or by source: a published point's page; seed runs
     /// and other reports together) without the group's cases, from the first of: (a) its
     /// profile refitted on its cases outside the group; (b) the engine family's factors fitted
-    /// on the family's cases on other GPUs; (c) the device factors (FLOPS, HBM, link
-    /// efficiencies, per-kernel floor) fitted on other engines' cases on the same GPU, and
-    /// (d) on any GPU, with the host overheads (per step, per sequence: an engine's, not a
-    /// GPU's) held at the case's own profile's. Only (a) and (b) hold out every factor: they
-    /// are the mode's summary and gate; (c) and (d) rows are marked `group-out (same GPU, other
-    /// engine)` / `(other GPU, other engine)` and summarised apart, ungated, since their host
-    /// overheads were fitted on the group itself.
+    /// on the family's cases of the same model class (dense or MoE/MLA, speculative decoding or
+    /// not) outside the group, since a class's factors absorb what the roofline leaves out of
+    /// it (expert routing, MLA, draft-and-verify steps) and do not transfer to another; (c) the
+    /// step-time priors alone, fitted on nothing (as --uncalibrated), rows marked `group-out
+    /// (prior)`. Every rung holds out every factor: all are in the mode's summary and the gate;
+    /// the summary is printed again over the published points alone and per rung.
     #[arg(long, value_enum, value_name = "gpu|source")]
     pub leave_group_out: Option<GroupBy>,
     /// Fail (exit status 1) when the median |error| of the honest predictions (held out; with
-    /// --leave-one-out or --leave-group-out, those refits) over the metrics output_throughput,
-    /// median_ttft_ms, median_tpot_ms and median_e2e_latency_ms, pooled, exceeds this many
-    /// percent.
+    /// --leave-one-out or --leave-group-out, those refits and priors) over the metrics
+    /// output_throughput, median_ttft_ms, median_tpot_ms and median_e2e_latency_ms, pooled,
+    /// exceeds this many percent.
     #[arg(long, value_name = "PCT")]
     pub max_held_out_error: Option<f64>,
     /// Print JSON: rows, summary per metric, cases not expressible.
     #[arg(long)]
     pub json: bool,
     /// Also write the table as CSV: one row per case and metric (case, metric, measured,
-    /// predicted, error_pct, profile = fitted, held-out, raw, loo, group-out, or why no refit
-    /// was possible).
+    /// predicted, error_pct, profile = fitted, held-out, raw, loo, group-out, group-out (prior),
+    /// or why no refit was possible).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Draw predicted against measured, log–log, one colour per source (filled: a fitted

@@ -530,6 +530,48 @@ fn held_out_error_stays_under_the_measured_bound() {
     );
 }
 
+/// Leave-one-source-out over the published points (issue 15 §5: median |error| at most 15 % on
+/// throughput and TPOT): each case a profile was fitted on is predicted without any case of its
+/// source page. No other page holds a case of the same engine family and model class (the
+/// sglang/vLLM Llama points share one page; the only other sglang/vLLM profiles are the H20
+/// DeepSeek-R1 ones — MoE — and stand-ins), so every such case falls to the step-time priors,
+/// fitted on nothing, and its rows are exactly the `--uncalibrated` ones. Measured over the
+/// published points: output throughput 12.0 % over 64 rows (bound 12.5 %), median TPOT 17.2 %
+/// over 8 (bound 17.5 %: the target is missed), median TTFT 21.1 % over 4, median E2E 15.5 %
+/// over 8 (bounds 21.5 % and 16 %). Before the model class and the prior rung the family rung
+/// trained the Llama points on the DeepSeek runs: TPOT 1222 %.
+#[test]
+fn leave_source_out_published_stays_under_the_measured_bound() {
+    if common::data_dir().is_none() {
+        return;
+    }
+    let v = validate_json(&["--leave-group-out", "source"]);
+    assert_eq!(v["mode"], "leave-group-out source");
+    for (metric, rows, bound) in [
+        ("output_throughput", 64, 12.5),
+        ("median_tpot_ms", 8, 17.5),
+        ("median_ttft_ms", 4, 21.5),
+        ("median_e2e_latency_ms", 8, 16.0),
+    ] {
+        let s = &v["held_out_published"][metric];
+        let m = s["median_abs_error_pct"].as_f64().unwrap();
+        assert_eq!(s["cases"], rows, "{metric}");
+        assert!(m < bound, "published leave-one-source-out {metric}: median |error| {m:.2} % (bound {bound} %)");
+    }
+    let case = |name: &str| v["cases"].as_array().unwrap().iter().find(|c| c["case"] == name).unwrap().clone();
+    for name in ["P001", "P002", "P049", "P059", "h20-dsr1-sglang-tp16-mtp"] {
+        let c = case(name);
+        assert_eq!((&c["refit"], &c["rung"]), (&"group-out (prior)".into(), &"prior".into()), "{c}");
+    }
+    let on = case("P001")["refit_on"].as_str().unwrap().to_string();
+    assert!(
+        on.ends_with(
+            "no transferable sglang profile was fitted on a case of its model class (dense) outside its group"
+        ),
+        "{on}"
+    );
+}
+
 /// The seed sweep: fitted on the 64-sequence row alone (unknown hardware), the 16-sequence row's
 /// queueing cliff appears (real median TTFT 10.5 s against 376 ms) and is predicted within 5 %.
 #[test]

@@ -400,15 +400,18 @@ pub struct CaseInfo {
     pub source: String,
     /// Under `--leave-one-out` / `--leave-group-out`: how its rows were predicted instead of by
     /// its profile — `loo` or `group-out` (a refit without the case or its group; its profile
-    /// in `refit_on`), `group-out (same GPU, other engine)` or `group-out (other GPU, other
-    /// engine)` (device factors only, [`super::holdout::device_only`]: not gated), or why no
-    /// refit was possible ([`super::holdout::NO_TRAINING_LEFT`],
-    /// [`super::holdout::NO_TRAINING_OUTSIDE`]: the profile's prediction stands, ungated).
+    /// in `refit_on`), `group-out (prior)` (the step-time priors, no fitted factor), or why no
+    /// refit was possible ([`super::holdout::NO_TRAINING_LEFT`]: the profile's prediction
+    /// stands, ungated).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refit: Option<String>,
     /// The refit in words: which factors, fitted on which cases.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refit_on: Option<String>,
+    /// The rung of `--leave-group-out` that predicted it ([`super::holdout::Rung::name`]:
+    /// `profile`, `family`, `prior`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rung: Option<String>,
 }
 
 impl CaseInfo {
@@ -417,13 +420,20 @@ impl CaseInfo {
         !self.fitted && !self.no_profile
     }
 
-    /// An honest prediction, in the summary and gate of the mode run: held out and kept, or
-    /// refitted without the case (`loo`) or its group (`group-out`).
+    /// An honest prediction, in the summary and gate of the mode run: held out and kept,
+    /// refitted without the case (`loo`) or its group (`group-out`), or priced by the priors
+    /// alone (`group-out (prior)`).
     pub fn honest(&self) -> bool {
+        use super::holdout::{GROUP_OUT, GROUP_OUT_PRIOR, LOO};
         match self.refit.as_deref() {
-            Some(r) => r == super::holdout::LOO || r == super::holdout::GROUP_OUT,
+            Some(r) => r == LOO || r == GROUP_OUT || r == GROUP_OUT_PRIOR,
             None => self.held_out(),
         }
+    }
+
+    /// A published point: its source is a page, not `seed runs` nor kernel profiling.
+    pub fn published(&self) -> bool {
+        self.source != "seed runs" && self.source != super::kernels::SOURCE
     }
 }
 
@@ -486,11 +496,14 @@ pub struct Validation {
     /// ([`CaseInfo::honest`]): held out (a fitted profile matches them but was not fitted on
     /// them), or refitted without them or their group.
     pub held_out: BTreeMap<String, MetricSummary>,
-    /// Per metric over the rows of the cases whose refit held out only the device factors
-    /// ([`super::holdout::device_only`]: trained on another engine's cases, the host overheads
-    /// of their own profile kept); not in `held_out` nor the gate.
+    /// Per metric over the rows of `held_out` that are published points
+    /// ([`CaseInfo::published`]), not seed runs.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub device_only: BTreeMap<String, MetricSummary>,
+    pub held_out_published: BTreeMap<String, MetricSummary>,
+    /// Under `--leave-group-out`: per rung ([`CaseInfo::rung`]), per metric over the rows of
+    /// `held_out` it predicted.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_rung: BTreeMap<String, BTreeMap<String, MetricSummary>>,
     /// Per GPU, per metric over every row of the cases on that GPU.
     pub by_gpu: BTreeMap<String, BTreeMap<String, MetricSummary>>,
     /// Per engine family, per metric over every row of its cases.
@@ -542,20 +555,21 @@ fn summary_of<'a>(rows: impl Iterator<Item = &'a Row>) -> BTreeMap<String, Metri
         .collect()
 }
 
-/// Fills `summary`, `held_out`, `device_only` and the per-GPU and per-engine summaries from
-/// `rows` and `cases`.
+/// Fills `summary`, `held_out`, `held_out_published`, `by_rung` and the per-GPU and
+/// per-engine summaries from `rows` and `cases`.
 pub fn summarise(v: &mut Validation) {
     v.summary = summary_of(v.rows.iter());
-    let held = held_out_cases(v);
-    let held_out = summary_of(v.rows.iter().filter(|r| held.contains(&r.case.as_str())));
-    v.held_out = held_out;
-    let device: Vec<&str> = v
-        .cases
-        .iter()
-        .filter(|c| c.refit.as_deref().is_some_and(super::holdout::device_only))
-        .map(|c| c.case.as_str())
-        .collect();
-    v.device_only = summary_of(v.rows.iter().filter(|r| device.contains(&r.case.as_str())));
+    let of = |keep: &dyn Fn(&CaseInfo) -> bool| -> BTreeMap<String, MetricSummary> {
+        let cases: Vec<&str> = v.cases.iter().filter(|c| c.honest() && keep(c)).map(|c| c.case.as_str()).collect();
+        summary_of(v.rows.iter().filter(|r| cases.contains(&r.case.as_str())))
+    };
+    let (held_out, published) = (of(&|_| true), of(&CaseInfo::published));
+    let mut rungs: Vec<&str> = v.cases.iter().filter_map(|c| c.rung.as_deref()).collect();
+    rungs.sort();
+    rungs.dedup();
+    let by_rung = rungs.into_iter().map(|g| (g.to_string(), of(&|c| c.rung.as_deref() == Some(g))));
+    let by_rung = by_rung.filter(|(_, s)| !s.is_empty()).collect();
+    (v.held_out, v.held_out_published, v.by_rung) = (held_out, published, by_rung);
     let group = |key: fn(&CaseInfo) -> &str| {
         let mut keys: Vec<&str> = v.cases.iter().map(key).collect();
         keys.sort();
@@ -629,9 +643,9 @@ pub fn text(v: &Validation) -> String {
     };
     table(&mut s, &serving);
     let honest = if v.mode.is_empty() { "held-out cases".to_string() } else { v.mode.clone() };
-    let device = format!("{}, device factors only: own host overheads, not gated", v.mode);
+    let published = format!("{honest}, published points only");
     for (title, summary) in
-        [("all cases", &v.summary), (honest.as_str(), &v.held_out), (device.as_str(), &v.device_only)]
+        [("all cases", &v.summary), (honest.as_str(), &v.held_out), (published.as_str(), &v.held_out_published)]
     {
         if summary.is_empty() {
             continue;
@@ -653,13 +667,16 @@ pub fn text(v: &Validation) -> String {
         let _ = writeln!(s, "\nKernel steps (device time of one step, no host overhead):");
         table(&mut s, &steps);
     }
-    for (title, groups) in [("GPU", &v.by_gpu), ("engine", &v.by_engine)] {
+    let rungs = format!("{}, gated rows", v.mode);
+    for (title, groups, of) in
+        [("rung", &v.by_rung, rungs.as_str()), ("GPU", &v.by_gpu, "all cases"), ("engine", &v.by_engine, "all cases")]
+    {
         if groups.is_empty() {
             continue;
         }
         let _ = writeln!(
             s,
-            "\n{:<12} {:<22} {:>9} {:>14} {:>6}  (per {title}, all cases)",
+            "\n{:<12} {:<22} {:>9} {:>14} {:>6}  (per {title}, {of})",
             title, "metric", "MAPE %", "median |err| %", "cases"
         );
         for (g, summary) in groups {
@@ -753,6 +770,7 @@ mod tests {
                 source,
                 refit: None,
                 refit_on: None,
+                rung: None,
             }];
             summarise(&mut v);
             let t = text(&v);
@@ -772,29 +790,37 @@ mod tests {
             assert_eq!(v.by_engine["vllm"], v.summary);
             assert!(t.contains("\nh20          median_ttft_ms              20.0           20.0      3\n"), "{t}");
         }
-        // A refit's mark replaces the role; `loo` and `group-out` are gated, the reasons why no
-        // refit was possible are not; the honest summary is titled by the mode.
-        // A refit that held out only the device factors is summarised apart, ungated.
-        use super::super::holdout::{GROUP_OUT_OTHER, GROUP_OUT_SAME_GPU, NO_TRAINING_LEFT};
-        for (mark, gated, device) in [
-            ("loo", true, false),
-            ("group-out", true, false),
-            (NO_TRAINING_LEFT, false, false),
-            (GROUP_OUT_SAME_GPU, false, true),
-            (GROUP_OUT_OTHER, false, true),
+        // A refit's mark replaces the role; `loo`, `group-out` and `group-out (prior)` are
+        // gated, the reason why no refit was possible is not; the honest summary is titled by
+        // the mode, and its published points (a source other than seed runs) are summarised
+        // again; under leave-group-out, per rung.
+        use super::super::holdout::{GROUP_OUT_PRIOR, NO_TRAINING_LEFT};
+        for (mark, gated, rung) in [
+            ("loo", true, None),
+            ("group-out", true, Some("family")),
+            (GROUP_OUT_PRIOR, true, Some("prior")),
+            (NO_TRAINING_LEFT, false, None),
         ] {
-            v.cases[0].refit = Some(mark.to_string());
-            v.mode = "leave-one-out".into();
-            summarise(&mut v);
-            assert!(csv_rows(&v).iter().all(|r| r.profile == mark));
-            assert_eq!(held_out_median(&v, &["median_ttft_ms"]), gated.then_some(20.0), "{mark}");
-            assert_eq!(v.device_only.is_empty(), !device, "{mark}");
-            assert_eq!(v.device_only.get("median_ttft_ms"), device.then(|| &v.summary["median_ttft_ms"]));
-            let t = text(&v);
-            assert_eq!(t.contains("  (leave-one-out)\n"), gated, "{t}");
-            assert_eq!(t.contains("(leave-one-out: no case could be predicted"), !gated, "{t}");
-            let title = "  (leave-one-out, device factors only: own host overheads, not gated)\n";
-            assert_eq!(t.contains(title), device, "{t}");
+            for source in ["seed runs", "lmsys.org"] {
+                v.cases[0].refit = Some(mark.to_string());
+                v.cases[0].rung = rung.map(String::from);
+                v.cases[0].source = source.into();
+                v.mode = "leave-group-out source".into();
+                summarise(&mut v);
+                assert!(csv_rows(&v).iter().all(|r| r.profile == mark));
+                assert_eq!(held_out_median(&v, &["median_ttft_ms"]), gated.then_some(20.0), "{mark}");
+                let published = gated && source != "seed runs";
+                assert_eq!(v.held_out_published.get("median_ttft_ms"), published.then(|| &v.summary["median_ttft_ms"]));
+                assert_eq!(v.by_rung.keys().collect::<Vec<_>>(), rung.iter().collect::<Vec<_>>(), "{mark}");
+                let t = text(&v);
+                assert_eq!(t.contains("  (leave-group-out source)\n"), gated, "{t}");
+                assert_eq!(t.contains("(leave-group-out source: no case could be predicted"), !gated, "{t}");
+                assert_eq!(t.contains("  (leave-group-out source, published points only)\n"), published, "{t}");
+                if let Some(g) = rung {
+                    let line = format!("\n{g:<12} median_ttft_ms              20.0           20.0      3\n");
+                    assert!(t.contains("(per rung, leave-group-out source, gated rows)\n") && t.contains(&line), "{t}");
+                }
+            }
         }
     }
 

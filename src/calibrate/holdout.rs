@@ -1,60 +1,61 @@
 //! Honest predictions for `cachesim validate`: which refit predicts which case under
 //! `--leave-one-out` (each fitted case from its profile refitted without it) and
 //! `--leave-group-out gpu|source` (each group from its profiles refitted without the group's
-//! cases, else from the engine family's factors fitted on the other groups, else from the
-//! device factors fitted on other engines' cases with the case's own host overheads: the
-//! fallback chain of [`leave_group_out`]). This module only plans: it names each case's
-//! training cases and the profile whose options the refit reuses; the command runs the fits
-//! (in parallel, each distinct training set once).
+//! cases, else from the engine family's factors fitted on the other groups' cases of the same
+//! model class, else from the step-time priors with no fitted factor at all: the fallback
+//! chain of [`leave_group_out`]). This module only plans: it names each case's training cases
+//! and the profile whose options the refit reuses; the command runs the fits (in parallel,
+//! each distinct training set once).
 
 use crate::error::{Error, Result};
+use crate::profile::Model;
 use std::collections::BTreeSet;
 
 /// What a case's row is marked with when a refit predicted it without the case.
 pub const LOO: &str = "loo";
 /// What a case's row is marked with when a refit predicted it without its group.
 pub const GROUP_OUT: &str = "group-out";
-/// A case predicted by device factors fitted on another engine's cases on its GPU outside its
-/// group, with its own profile's host overheads (leave-group-out, [`Rung::SameGpu`]).
-pub const GROUP_OUT_SAME_GPU: &str = "group-out (same GPU, other engine)";
-/// A case predicted by device factors fitted on other GPUs' and engines' cases outside its
-/// group, with its own profile's host overheads (leave-group-out, [`Rung::AnyGpu`]).
-pub const GROUP_OUT_OTHER: &str = "group-out (other GPU, other engine)";
+/// What a case's row is marked with when no case outside its group could train it: the
+/// step-time priors ([`crate::cost::Efficiency::default`], as `--uncalibrated`) predict it,
+/// fitted on nothing ([`Plan::Prior`]).
+pub const GROUP_OUT_PRIOR: &str = "group-out (prior)";
 /// A case whose profile was fitted on it alone (leave-one-out).
 pub const NO_TRAINING_LEFT: &str = "no training case left";
-/// A case with no training case outside its group (leave-group-out).
-pub const NO_TRAINING_OUTSIDE: &str = "no training case outside its group";
-
-/// The host-overhead factors: an engine's (its scheduler, batching and sampling on the CPU),
-/// not a GPU's, so a refit on another engine's cases holds them at the case's own profile's.
-pub const HOST_FACTORS: [&str; 2] = ["step_overhead_s", "per_seq_overhead_s"];
-
-/// Whether a refit's mark says only the device factors were held out (rungs 3 and 4 of
-/// [`leave_group_out`]): the host overheads come from the case's own profile, fitted on its
-/// group, so these rows are summarised apart and not gated.
-pub fn device_only(mark: &str) -> bool {
-    mark == GROUP_OUT_SAME_GPU || mark == GROUP_OUT_OTHER
-}
 
 /// Which training set a refit uses (the rungs of [`leave_group_out`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rung {
     /// The case's profile refitted on its own other cases (leave-one-out, or outside the group).
     Profile,
-    /// The engine family's factors fitted on its cases on other GPUs, outside the group.
+    /// The engine family's factors fitted on its cases of the same model class on other GPUs,
+    /// outside the group.
     Family,
-    /// The device factors fitted on other engines' cases on the same GPU, outside the group;
-    /// the host overheads ([`HOST_FACTORS`]) held at the case's own profile's.
-    SameGpu,
-    /// The device factors fitted on other GPUs' and engines' cases, outside the group; the host
-    /// overheads held at the case's own profile's.
-    AnyGpu,
+    /// No fitted factor: the step-time priors ([`Plan::Prior`]).
+    Prior,
 }
 
 impl Rung {
-    /// Whether the refit holds the host overheads at the case's own profile's.
-    pub fn holds_host(self) -> bool {
-        matches!(self, Rung::SameGpu | Rung::AnyGpu)
+    /// Its name in the per-rung summary: `profile`, `family`, `prior`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rung::Profile => "profile",
+            Rung::Family => "family",
+            Rung::Prior => "prior",
+        }
+    }
+}
+
+/// A model's class for the family rung of [`leave_group_out`]: `dense` or `MoE` (routed experts
+/// or an MLA latent cache: DeepSeek-V3/R1), with `, speculative` when the run drafts tokens. A
+/// profile's factors absorb what the roofline leaves out of its class (expert routing and
+/// all-to-alls, MLA's absorbed attention, draft-and-verify steps), so they do not transfer to
+/// a model of another class.
+pub fn model_class(model: &Model, speculative: bool) -> String {
+    let kind = if model.is_moe() || model.is_mla() { "MoE" } else { "dense" };
+    if speculative {
+        format!("{kind}, speculative")
+    } else {
+        kind.to_string()
     }
 }
 
@@ -80,6 +81,8 @@ pub struct Member {
     pub group: String,
     /// Its engine family.
     pub family: String,
+    /// Its model class ([`model_class`]): the family rung trains only on cases of the same.
+    pub class: String,
     /// The index of its profile in the planner's profile list; `None`: the raw roofline.
     pub profile: Option<usize>,
     /// Whether it is to be predicted (selected by `--cases`); the others only train.
@@ -94,6 +97,10 @@ pub enum Plan {
     /// A refit on `training` (case names, in case order) with the fit options of profile
     /// `options_of`, the training set chosen by `rung`; `mark`: the case's row mark.
     Refit { training: Vec<String>, options_of: usize, rung: Rung, mark: &'static str },
+    /// No case outside its group can train it: the step-time priors predict it, no factor
+    /// fitted on any case (marked [`GROUP_OUT_PRIOR`]); `options_of`: its own profile, named
+    /// in its profile line only.
+    Prior { options_of: usize },
     /// No refit possible: the reason (its rows keep the profile's prediction, ungated).
     NoTraining(&'static str),
 }
@@ -121,37 +128,30 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
 }
 
 /// Leave-group-out: a case whose profile was fitted on no case of its group keeps its
-/// prediction; else it is predicted by the first rung of this chain that has a training case
-/// outside its group (each training case a member of the run, in case order):
+/// prediction; else it is predicted by the first rung of this chain that applies (each
+/// training case a member of the run, in case order):
 ///
 /// 1. [`Rung::Profile`] — its profile refitted on its cases outside the group (same GPU and
 ///    engine family);
 /// 2. [`Rung::Family`] — a transferable profile: the engine family's factors fitted on the
-///    cases of the other groups that a transferable profile of that family was fitted on
-///    (efficiencies are shares of peak, so they transfer across GPUs);
-/// 3. [`Rung::SameGpu`] — a transferable profile: the device factors fitted on the cases of
-///    the other groups on the same GPU that any transferable profile was fitted on (another
-///    engine family's, since rung 2 found none of its own), the host overheads held at the
-///    case's own profile's;
-/// 4. [`Rung::AnyGpu`] — the same on every GPU (then other GPUs and other engines).
+///    cases of the other groups, of the same model class ([`model_class`]), that a
+///    transferable profile of that family was fitted on (efficiencies are shares of peak, so
+///    they transfer across GPUs; a class's factors absorb what the roofline leaves out of it —
+///    expert routing, MLA, speculative steps — so they do not transfer across classes);
+/// 3. [`Rung::Prior`] — [`Plan::Prior`]: the step-time priors, fitted on nothing, so every
+///    factor is held out (a stand-in profile's case too: what a user with no data from the
+///    group gets).
 ///
-/// Rungs 3 and 4 are marked [`GROUP_OUT_SAME_GPU`] / [`GROUP_OUT_OTHER`]: only the device
-/// factors are held out ([`device_only`]). A case with no rung left, or whose profile is not
-/// transferable, is [`NO_TRAINING_OUTSIDE`]. Every training case must be a member (its group
-/// must be known): else an error naming it.
+/// Rungs 1 and 2 are marked [`GROUP_OUT`], rung 3 [`GROUP_OUT_PRIOR`]; all three hold out every
+/// factor and are gated. (A transfer of the device factors alone from other engines' cases,
+/// with the host overheads kept at the case's own profile's, is not a rung: those overheads
+/// were fitted on the group itself.) Every training case must be a member (its group must be
+/// known): else an error naming it.
 pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Vec<Plan>> {
     let group_of = |case: &str| -> Result<&str> {
         members.iter().find(|m| m.case == case).map(|m| m.group.as_str()).ok_or_else(|| {
             Error::invalid("--leave-group-out", format!("a profile was fitted on case {case}, which is not run here"))
         })
-    };
-    // The cases of the transferable profiles, by family.
-    let pool = |family: Option<&str>| -> BTreeSet<&str> {
-        profiles
-            .iter()
-            .filter(|q| q.transferable && family.is_none_or(|f| q.family == f))
-            .flat_map(|q| q.cases.iter().map(String::as_str))
-            .collect()
     };
     let mut plans = Vec::new();
     for m in members.iter().filter(|m| m.selected) {
@@ -172,27 +172,23 @@ pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Ve
         } else if !training.is_empty() {
             plans.push(Plan::Refit { training, options_of: pi, rung: Rung::Profile, mark: GROUP_OUT });
             continue;
-        } else if !p.transferable {
-            plans.push(Plan::NoTraining(NO_TRAINING_OUTSIDE));
-            continue;
         }
-        let outside = |pool: &BTreeSet<&str>, keep: &dyn Fn(&Member) -> bool| -> Vec<String> {
-            members
-                .iter()
-                .filter(|o| pool.contains(o.case.as_str()) && o.group != m.group && keep(o))
-                .map(|o| o.case.clone())
-                .collect()
-        };
-        let family = pool(Some(&p.family));
-        let any = pool(None);
-        let rungs: [(Rung, &'static str, Vec<String>); 3] = [
-            (Rung::Family, GROUP_OUT, outside(&family, &|o| o.family == m.family)),
-            (Rung::SameGpu, GROUP_OUT_SAME_GPU, outside(&any, &|o| o.gpu == m.gpu)),
-            (Rung::AnyGpu, GROUP_OUT_OTHER, outside(&any, &|_| true)),
-        ];
-        plans.push(match rungs.into_iter().find(|(_, _, t)| !t.is_empty()) {
-            Some((rung, mark, training)) => Plan::Refit { training, options_of: pi, rung, mark },
-            None => Plan::NoTraining(NO_TRAINING_OUTSIDE),
+        // The cases of the family's transferable profiles, outside the group, of the class.
+        let pool: BTreeSet<&str> = profiles
+            .iter()
+            .filter(|q| q.transferable && q.family == p.family)
+            .flat_map(|q| q.cases.iter().map(String::as_str))
+            .collect();
+        let family: Vec<String> = members
+            .iter()
+            .filter(|o| pool.contains(o.case.as_str()) && o.group != m.group)
+            .filter(|o| o.family == m.family && o.class == m.class)
+            .map(|o| o.case.clone())
+            .collect();
+        plans.push(if p.transferable && !family.is_empty() {
+            Plan::Refit { training: family, options_of: pi, rung: Rung::Family, mark: GROUP_OUT }
+        } else {
+            Plan::Prior { options_of: pi }
         });
     }
     Ok(plans)
@@ -212,8 +208,8 @@ mod tests {
     use super::*;
 
     fn m(case: &str, group: &str, family: &str, profile: Option<usize>) -> Member {
-        let gpu = group.into();
-        Member { case: case.into(), gpu, group: group.into(), family: family.into(), profile, selected: true }
+        let (gpu, class) = (group.into(), "dense".into());
+        Member { case: case.into(), gpu, group: group.into(), family: family.into(), class, profile, selected: true }
     }
 
     fn p(cases: &[&str], family: &str, transferable: bool) -> ProfileRef {
@@ -267,9 +263,8 @@ mod tests {
     }
 
     /// By GPU every profile's cases share the group: the vLLM A100 cases are predicted from the
-    /// H100 cases and the other way round; the lone H100 sglang case, with no sglang case and
-    /// no other engine's case on H100 outside its group, falls to the last rung (the A100
-    /// profile's cases: other GPU, other engine); the stand-in has nothing.
+    /// H100 cases and the other way round; the lone H100 sglang case, with no sglang case
+    /// outside its group, and the stand-in (its factors do not transfer) fall to the priors.
     #[test]
     fn leave_gpu_out_by_hand() {
         let (members, profiles) = set();
@@ -285,14 +280,9 @@ mod tests {
             family(&["h1", "h2"], 0),
             family(&["a1", "a2"], 1),
             family(&["a1", "a2"], 1),
-            Plan::Refit {
-                training: vec!["a1".into(), "a2".into()],
-                options_of: 2,
-                rung: Rung::AnyGpu,
-                mark: GROUP_OUT_OTHER,
-            },
+            Plan::Prior { options_of: 2 },
             Plan::Keep,
-            Plan::NoTraining(NO_TRAINING_OUTSIDE),
+            Plan::Prior { options_of: 3 },
         ];
         assert_eq!(leave_group_out(&members, &profiles).unwrap(), want);
     }
@@ -322,79 +312,75 @@ mod tests {
             plans[2],
             Plan::Refit { training: vec!["a2".into()], options_of: 1, rung: Rung::Family, mark: GROUP_OUT }
         );
-        // s1 (sglang, H100, in s1): no sglang case and no H100 case outside s1; of every
-        // transferable profile's cases only a2 is outside (a3 trains no profile, x1's does not
-        // transfer).
-        assert_eq!(
-            plans[4],
-            Plan::Refit { training: vec!["a2".into()], options_of: 2, rung: Rung::AnyGpu, mark: GROUP_OUT_OTHER }
-        );
-        assert_eq!((&plans[5], &plans[6]), (&Plan::Keep, &Plan::NoTraining(NO_TRAINING_OUTSIDE)));
+        // s1 (sglang, in s1): no sglang case outside s1 — the vLLM cases outside do not train
+        // it: the priors.
+        assert_eq!(plans[4], Plan::Prior { options_of: 2 });
+        assert_eq!((&plans[5], &plans[6]), (&Plan::Keep, &Plan::Prior { options_of: 3 }));
         // A training case that is not a member is an error naming it.
         let e = leave_group_out(&members[1..], &profiles).unwrap_err().to_string();
         assert!(e.contains("case a1, which is not run here"), "{e}");
     }
 
-    /// The fallback chain by source: two pages, each engine family on one. TensorRT-LLM on
-    /// H100 (page 2) trains on the H100 sglang case of page 1 (same GPU, other engine) and the
-    /// reverse; the H200 and A100 cases have no case of their GPU outside their page and take
-    /// every transferable case outside it (other GPU, other engine); a stand-in profile's case
-    /// neither transfers nor trains another. A same-family case outside the page comes first.
+    /// The family rung by source trains on the family's cases of the same model class only:
+    /// the dense vLLM cases of pages 1 and 2 predict each other; the MoE vLLM case of page 3
+    /// skips them (another class) and falls to the priors, as do the lone TensorRT-LLM case and
+    /// the two sglang cases (one dense, one MoE with speculative decoding: neither trains the
+    /// other). A second MoE vLLM case on page 4 puts both MoE cases on the family rung.
     #[test]
-    fn fallback_rungs_by_hand() {
-        let mk = |case: &str, gpu: &str, group: &str, family: &str, profile| Member {
+    fn model_class_and_prior_rungs_by_hand() {
+        let mk = |case: &str, gpu: &str, group: &str, family: &str, class: &str, profile| Member {
             case: case.into(),
             gpu: gpu.into(),
             group: group.into(),
             family: family.into(),
+            class: class.into(),
             profile: Some(profile),
             selected: true,
         };
         let mut members = vec![
-            mk("t1", "h100", "page2", "trtllm", 0),
-            mk("t2", "h100", "page2", "trtllm", 0),
-            mk("u1", "h200", "page2", "trtllm", 1),
-            mk("g1", "h100", "page1", "sglang", 2),
-            mk("v1", "a100", "page1", "vllm", 3),
-            mk("x1", "h100", "page3", "vllm", 4),
+            mk("d1", "a100", "page1", "vllm", "dense", 0),
+            mk("d2", "h100", "page2", "vllm", "dense", 1),
+            mk("e1", "h20", "page3", "vllm", "MoE", 2),
+            mk("t1", "h100", "page2", "trtllm", "dense", 3),
+            mk("g1", "h20", "page3", "sglang", "MoE, speculative", 4),
+            mk("g2", "h100", "page1", "sglang", "dense", 5),
         ];
         let mut profiles = vec![
+            p(&["d1"], "vllm", true),
+            p(&["d2"], "vllm", true),
+            p(&["e1"], "vllm", true),
             p(&["t1"], "trtllm", true),
-            p(&["u1"], "trtllm", true),
             p(&["g1"], "sglang", true),
-            p(&["v1"], "vllm", true),
-            p(&["x1"], "vllm", false),
+            p(&["g2"], "sglang", true),
         ];
-        let refit = |t: &[&str], pi, rung, mark| Plan::Refit {
+        let family = |t: &[&str], pi| Plan::Refit {
             training: t.iter().map(|c| c.to_string()).collect(),
             options_of: pi,
-            rung,
-            mark,
+            rung: Rung::Family,
+            mark: GROUP_OUT,
         };
-        let same = |t: &[&str], pi| refit(t, pi, Rung::SameGpu, GROUP_OUT_SAME_GPU);
-        let other = |t: &[&str], pi| refit(t, pi, Rung::AnyGpu, GROUP_OUT_OTHER);
+        let prior = |pi| Plan::Prior { options_of: pi };
         assert_eq!(
             leave_group_out(&members, &profiles).unwrap(),
-            [
-                same(&["g1"], 0),
-                same(&["g1"], 0),
-                other(&["g1", "v1"], 1),
-                same(&["t1"], 2),
-                other(&["t1", "u1"], 3),
-                Plan::NoTraining(NO_TRAINING_OUTSIDE),
-            ]
+            [family(&["d2"], 0), family(&["d1"], 1), prior(2), prior(3), prior(4), prior(5)]
         );
-        assert!(device_only(GROUP_OUT_SAME_GPU) && device_only(GROUP_OUT_OTHER) && !device_only(GROUP_OUT));
-        assert!(Rung::SameGpu.holds_host() && Rung::AnyGpu.holds_host() && !Rung::Family.holds_host());
-        // An sglang case on page 3 (any GPU) puts g1 back on the family rung; the others keep
-        // theirs, and v1's last rung now counts it too.
-        members.push(mk("g2", "a100", "page3", "sglang", 5));
-        profiles.push(p(&["g2"], "sglang", true));
+        members.push(mk("e2", "h20", "page4", "vllm", "MoE", 6));
+        profiles.push(p(&["e2"], "vllm", true));
         let plans = leave_group_out(&members, &profiles).unwrap();
-        assert_eq!(plans[3], refit(&["g2"], 2, Rung::Family, GROUP_OUT));
-        assert_eq!(plans[0], same(&["g1"], 0));
-        // v1 (A100, page 1): g2 is an A100 case outside page 1, of another engine.
-        assert_eq!(plans[4], same(&["g2"], 3));
+        assert_eq!((&plans[2], &plans[6]), (&family(&["e2"], 2), &family(&["e1"], 6)));
+        assert_eq!(plans[0], family(&["d2"], 0), "the MoE cases do not train a dense one");
+        assert_eq!(Rung::Prior.name(), "prior");
+    }
+
+    /// Dense, MoE (routed experts, MLA) and speculative decoding, from the built-in models.
+    #[test]
+    fn model_classes() {
+        let model = |n: &str| crate::profile::model(n, None).unwrap();
+        assert_eq!(model_class(&model("llama-3.1-8b"), false), "dense");
+        assert_eq!(model_class(&model("llama-3.1-70b"), true), "dense, speculative");
+        assert_eq!(model_class(&model("deepseek-r1"), false), "MoE");
+        assert_eq!(model_class(&model("mixtral-8x7b"), false), "MoE");
+        assert_eq!(model_class(&model("deepseek-r1"), true), "MoE, speculative");
     }
 
     #[test]

@@ -18,6 +18,9 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The source of a kernel step case's rows (not a published point).
+pub const SOURCE: &str = "kernel profiling";
+
 /// The metrics of kernel step rows: milliseconds of one decode step, of one prefill step.
 pub const METRICS: &[&str] = &["decode_step_ms", "prefill_step_ms"];
 
@@ -316,9 +319,10 @@ impl LoadedSteps {
             no_profile: used.is_none(),
             gpu: set.gpu.name.clone(),
             engine: "kernels".to_string(),
-            source: "kernel profiling".to_string(),
+            source: SOURCE.to_string(),
             refit: None,
             refit_on: None,
+            rung: None,
         };
         let rows = set
             .residuals(eff, &default_weights())

@@ -113,6 +113,7 @@ pub fn validate(c: &LoadedCase, cfg: &crate::config::RunConfig) -> Result<(CaseI
         source: c.source(),
         refit: None,
         refit_on: None,
+        rung: None,
     };
     let error_pct = (predicted - measured) / measured * 100.0;
     let row = Row { case: c.case.case.clone(), shape: None, metric: metric.into(), measured, predicted, error_pct };

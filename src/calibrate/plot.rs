@@ -128,6 +128,7 @@ mod tests {
             source: source.into(),
             refit: None,
             refit_on: None,
+            rung: None,
         }
     }
 
