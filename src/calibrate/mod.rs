@@ -1,6 +1,6 @@
 //! Calibration and validation against real benchmark runs: reading the clients' reports
 //! ([`report`]) and the case files of `calibration/cases/` with the validation table
-//! ([`case`]), kernel-level step cases ([`kernels`]), phase points ([`phase`]), fitting step-time profiles ([`fit`],
+//! ([`case`], [`validation`]), kernel-level step cases ([`kernels`]), phase points ([`phase`]), fitting step-time profiles ([`fit`],
 //! [`profile`]), the refits of the honest validation modes ([`holdout`]) and the validation
 //! scatter
 //! ([`plot`]).
@@ -15,3 +15,4 @@ pub mod profile;
 pub mod report;
 pub mod report_json;
 pub mod totals;
+pub mod validation;
