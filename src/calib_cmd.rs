@@ -482,10 +482,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         let mut files = cachesim::output::Outputs::new();
         let tmp = files.stage(p)?;
         let mode = if v.mode.is_empty() { String::new() } else { format!(" --{}", v.mode) };
-        let title = format!(
-            "cachesim validate{mode}: predicted vs measured, {} cases (filled: fitted profile, hollow: raw roofline)",
-            v.cases.len()
-        );
+        let title = format!("cachesim validate{mode}: predicted vs measured, {} cases", v.cases.len());
         cachesim::calibrate::plot::validation_plot(&tmp, &title, &v)
             .with_context(|| format!("cannot draw {}", p.display()))?;
         files.commit()?;

@@ -1077,8 +1077,9 @@ pub struct ValidateArgs {
     /// or why no refit was possible).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Draw predicted against measured, log–log, one colour per source (filled: a fitted
-    /// profile priced the case; hollow: the raw roofline) to this SVG or PNG file.
+    /// Draw predicted against measured, log–log, one colour per source (a dot: priced by a
+    /// profile that never saw the case, held out or refitted without it; a cross: by a profile
+    /// fitted on it; a ring: by the raw roofline) to this SVG or PNG file.
     #[arg(long, value_name = "F.svg")]
     pub plot: Option<PathBuf>,
 }

@@ -1,10 +1,11 @@
 //! The validation scatter (`cachesim validate --plot F.svg`): every compared figure as a point,
 //! measured on x and predicted on y, both on log scales so that throughputs, latencies and
 //! counts share one picture; the diagonal is a perfect prediction and the dashed lines ±25 %.
-//! One colour per source of the real runs (published source, or the seed runs); filled points
-//! were priced by a fitted profile, hollow ones by the raw roofline.
+//! One colour per source of the real runs (published source, or the seed runs); the mark says
+//! what priced the figure ([`Mark`]): a filled dot a profile that never saw the case (held out,
+//! or refitted without it), a cross a profile fitted on the case, a ring the raw roofline.
 
-use super::case::Validation;
+use super::case::{role, Validation};
 use crate::error::Result;
 use crate::plot::PALETTE as COLORS;
 use crate::plot::{render, DrawResult, Figure};
@@ -12,8 +13,20 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 
-/// One point: (source, priced by the raw roofline, measured, predicted).
-type Point = (String, bool, f64, f64);
+/// What priced a point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// A fitted profile that never saw the case: held out, or refitted without it.
+    Unseen,
+    /// A profile fitted on the case (its residual, not a prediction).
+    Fitted,
+    /// The raw roofline: no fitted profile (the case names none, `--uncalibrated`, or the
+    /// leave-group-out prior).
+    Raw,
+}
+
+/// One point: (source, what priced it, measured, predicted).
+type Point = (String, Mark, f64, f64);
 
 /// The points of `v`: its rows whose measured and predicted figures are both positive (a log
 /// scale has no zero), each with its case's source and role.
@@ -23,7 +36,14 @@ pub fn points(v: &Validation) -> Vec<Point> {
         .filter(|r| r.measured > 0.0 && r.predicted > 0.0 && r.predicted.is_finite())
         .filter_map(|r| {
             let c = v.cases.iter().find(|c| c.case == r.case)?;
-            Some((c.source.clone(), c.no_profile || c.calibration.starts_with("none"), r.measured, r.predicted))
+            let mark = if c.no_profile || c.calibration.starts_with("none") || c.rung.as_deref() == Some("prior") {
+                Mark::Raw
+            } else if role(v, &c.case) == "fitted" {
+                Mark::Fitted
+            } else {
+                Mark::Unseen
+            };
+            Some((c.source.clone(), mark, r.measured, r.predicted))
         })
         .collect()
 }
@@ -78,13 +98,30 @@ impl Figure for Scatter {
             let color = COLORS[i % COLORS.len()];
             let mine = self.points.iter().filter(|p| p.0 == *src);
             chart
-                .draw_series(mine.map(|p| {
-                    let style = if p.1 { color.stroke_width(2) } else { color.filled() };
-                    Circle::new((p.2, p.3), 4, style)
+                .draw_series(mine.map(|p| -> DynElement<'static, DB, (f64, f64)> {
+                    match p.1 {
+                        Mark::Unseen => Circle::new((p.2, p.3), 4, color.filled()).into_dyn(),
+                        Mark::Raw => Circle::new((p.2, p.3), 4, color.stroke_width(2)).into_dyn(),
+                        Mark::Fitted => Cross::new((p.2, p.3), 3, color.stroke_width(1)).into_dyn(),
+                    }
                 }))?
                 .label(*src)
                 .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
         }
+        // The marks, in black, with no points of their own.
+        let none = std::iter::empty::<Circle<(f64, f64), i32>>;
+        chart
+            .draw_series(none())?
+            .label("dot: priced without the case (held out, refitted)")
+            .legend(|(x, y)| Circle::new((x + 9, y), 4, BLACK.filled()));
+        chart
+            .draw_series(none())?
+            .label("cross: by a profile fitted on it")
+            .legend(|(x, y)| Cross::new((x + 9, y), 3, BLACK.stroke_width(1)));
+        chart
+            .draw_series(none())?
+            .label("ring: by the raw roofline")
+            .legend(|(x, y)| Circle::new((x + 9, y), 4, BLACK.stroke_width(2)));
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
@@ -142,16 +179,20 @@ mod tests {
     fn scatter_points_and_svg() {
         let v = Validation {
             rows: vec![row("a", 10.0, 12.0), row("b", 100.0, 50.0), row("b", 0.0, 3.0), row("c", 5.0, 5.0)],
-            cases: vec![info("a", "src one", false), info("b", "seed runs", true), info("c", "src one", false)],
+            cases: vec![
+                CaseInfo { fitted: true, ..info("a", "src one", false) },
+                info("b", "seed runs", true),
+                info("c", "src one", false),
+            ],
             ..Validation::default()
         };
         let p = points(&v);
         assert_eq!(
             p,
             vec![
-                ("src one".to_string(), false, 10.0, 12.0),
-                ("seed runs".to_string(), true, 100.0, 50.0),
-                ("src one".to_string(), false, 5.0, 5.0)
+                ("src one".to_string(), Mark::Fitted, 10.0, 12.0),
+                ("seed runs".to_string(), Mark::Raw, 100.0, 50.0),
+                ("src one".to_string(), Mark::Unseen, 5.0, 5.0)
             ]
         );
         let dir = tempfile::tempdir().unwrap();
@@ -159,7 +200,10 @@ mod tests {
         validation_plot(&f, "validation", &v).unwrap();
         let svg = std::fs::read_to_string(&f).unwrap();
         assert!(
-            svg.contains("\nsrc one\n") && svg.contains("\nseed runs\n") && svg.contains("\nvalidation\n"),
+            svg.contains("\nsrc one\n")
+                && svg.contains("\nseed runs\n")
+                && svg.contains("\nvalidation\n")
+                && svg.contains("\ncross: by a profile fitted on it\n"),
             "{svg}"
         );
         let e = validation_plot(&dir.path().join("v.txt"), "x", &v).unwrap_err().to_string();
