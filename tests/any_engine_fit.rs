@@ -6,70 +6,19 @@
 
 mod common;
 
-use common::{fails, ok};
+use common::{fails, ok, Load};
 use std::path::Path;
 
-const TRUTH: &str = r#"name = "truth"
-gpu = "a100-80gb"
-engine = "vllm"
-models = ["llama-3.1-8b"]
-
-[efficiency]
-gemm_flops = 0.45
-mem_bw = 0.65
-attn_flops = 0.3
-comm_bw = 0.7
-comm_latency_s = 0.00001
-step_overhead_s = 0.002
-per_seq_overhead_s = 0.00002
-"#;
-
 /// (case, engine, GPU, prompts, input, output, request rate).
-const LOADS: &[(&str, &str, &str, u32, u32, u32, &str)] = &[
+const LOADS: &[Load] = &[
     ("xv", "vllm", "a100-80gb", 200, 1024, 256, "inf"),
     ("xs", "sglang", "a100-80gb", 100, 512, 256, "8"),
     ("hv", "vllm", "h100-sxm", 100, 512, 128, "8"),
 ];
 
-/// Writes the truth profile, each load's workload, its report (printed by cachesim with TRUTH's
-/// factors, in the engine's client layout) and its case file; returns the cases folder.
+/// [`common::synthetic_cases`] of [`LOADS`], each case run with its own engine's flag.
 fn cases(d: &Path) -> std::path::PathBuf {
-    for sub in ["cases", "reports"] {
-        std::fs::create_dir_all(d.join(sub)).unwrap();
-    }
-    let truth = d.join("truth.toml");
-    std::fs::write(&truth, TRUTH).unwrap();
-    for &(case, engine, gpu, n, input, output, rate) in LOADS {
-        let w = d.join(format!("w{case}.jsonl"));
-        let (n_s, in_s, out_s) = (n.to_string(), input.to_string(), output.to_string());
-        let gen = ["gen", "random", "--num-prompts", &n_s, "--input-len", &in_s, "--output-len", &out_s];
-        ok(&[&gen[..], &["--range-ratio", "1.0", "-o", w.to_str().unwrap()]].concat());
-        let report = ok(&[
-            "run",
-            "--trace",
-            w.to_str().unwrap(),
-            "--engine",
-            engine,
-            "--gpu",
-            gpu,
-            "--model",
-            "llama-3.1-8b",
-            "--calibration",
-            truth.to_str().unwrap(),
-            "--request-rate",
-            rate,
-            "--report-style",
-            engine,
-        ]);
-        std::fs::write(d.join(format!("reports/{case}.txt")), report).unwrap();
-        let case_file = format!(
-            "case = \"{case}\"\nreport = \"../reports/{case}.txt\"\nexpressible = true\n\n[deployment]\ngpu = \"{gpu}\"\n\
-             model = \"llama-3.1-8b\"\nengine = \"{engine}\"\ntopology = \"1 GPU\"\nflags = [\"--engine\", \"{engine}\"]\n\n[workload]\n\
-             dataset = \"random\"\nnum_prompts = {n}\ninput_len = {input}\noutput_len = {output}\nrequest_rate = \"{rate}\"\n"
-        );
-        std::fs::write(d.join(format!("cases/{case}.toml")), case_file).unwrap();
-    }
-    d.join("cases")
+    common::synthetic_cases(d, LOADS, |&(_, engine, ..)| format!("flags = [\"--engine\", \"{engine}\"]"))
 }
 
 /// The vLLM and the SGLang report of one A100: without `--any-engine` the fit names the two

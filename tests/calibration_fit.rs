@@ -6,70 +6,21 @@
 
 mod common;
 
-use common::{fails, ok};
+use common::{fails, ok, Load};
 use std::path::{Path, PathBuf};
 
-const TRUTH: &str = r#"name = "truth"
-gpu = "a100-80gb"
-engine = "vllm"
-models = ["llama-3.1-8b"]
-
-[efficiency]
-gemm_flops = 0.45
-mem_bw = 0.65
-attn_flops = 0.3
-comm_bw = 0.7
-comm_latency_s = 0.00001
-step_overhead_s = 0.002
-per_seq_overhead_s = 0.00002
-"#;
-
-/// The loads of the synthetic cases: (case, GPU, prompts, input, output, request rate).
-const LOADS: &[(&str, &str, u32, u32, u32, &str)] = &[
-    ("c0", "a100-80gb", 40, 512, 128, "2"),
-    ("c1", "a100-80gb", 300, 1024, 256, "inf"),
-    ("c2", "a100-80gb", 100, 256, 512, "8"),
-    ("h0", "h100-sxm", 300, 1024, 256, "8"),
+/// The loads of the synthetic cases: (case, engine, GPU, prompts, input, output, request rate).
+const LOADS: &[Load] = &[
+    ("c0", "vllm", "a100-80gb", 40, 512, 128, "2"),
+    ("c1", "vllm", "a100-80gb", 300, 1024, 256, "inf"),
+    ("c2", "vllm", "a100-80gb", 100, 256, 512, "8"),
+    ("h0", "vllm", "h100-sxm", 300, 1024, 256, "8"),
 ];
 
-/// Writes `truth.toml`, and for each of [`LOADS`] its workload `w<case>.jsonl`, the report
-/// cachesim prints for it with the factors of TRUTH (vLLM layout) in `reports/`, and a case file
-/// in `cases/` whose profile is `../<gpu>.toml` (fitted by the tests).
+/// [`common::synthetic_cases`] of [`LOADS`], each case's profile `../<gpu>.toml` (fitted by the
+/// tests).
 fn synthetic_cases(d: &Path) -> PathBuf {
-    std::fs::create_dir_all(d.join("cases")).unwrap();
-    std::fs::create_dir_all(d.join("reports")).unwrap();
-    let truth = d.join("truth.toml");
-    std::fs::write(&truth, TRUTH).unwrap();
-    for &(case, gpu, n, input, output, rate) in LOADS {
-        let w = d.join(format!("w{case}.jsonl"));
-        let (n_s, in_s, out_s) = (n.to_string(), input.to_string(), output.to_string());
-        let gen = ["gen", "random", "--num-prompts", &n_s, "--input-len", &in_s, "--output-len", &out_s];
-        ok(&[&gen[..], &["--range-ratio", "1.0", "-o", w.to_str().unwrap()]].concat());
-        let report = ok(&[
-            "run",
-            "--trace",
-            w.to_str().unwrap(),
-            "--gpu",
-            gpu,
-            "--model",
-            "llama-3.1-8b",
-            "--calibration",
-            truth.to_str().unwrap(),
-            "--request-rate",
-            rate,
-            "--report-style",
-            "vllm",
-        ]);
-        assert!(report.contains("calibration truth ("), "{report}");
-        std::fs::write(d.join(format!("reports/{case}.txt")), report).unwrap();
-        let case_file = format!(
-            "case = \"{case}\"\nreport = \"../reports/{case}.txt\"\nexpressible = true\n\n[deployment]\ngpu = \"{gpu}\"\n\
-             model = \"llama-3.1-8b\"\nengine = \"vllm\"\ntopology = \"1 GPU\"\nprofile = \"../{gpu}.toml\"\n\n[workload]\n\
-             dataset = \"random\"\nnum_prompts = {n}\ninput_len = {input}\noutput_len = {output}\nrequest_rate = \"{rate}\"\n"
-        );
-        std::fs::write(d.join(format!("cases/{case}.toml")), case_file).unwrap();
-    }
-    d.join("cases")
+    common::synthetic_cases(d, LOADS, |&(_, _, gpu, ..)| format!("profile = \"../{gpu}.toml\""))
 }
 
 /// Fits the A100 profile on c0–c2 and the H100 one on h0 (`loo`: with the leave-one-out record).
@@ -91,7 +42,7 @@ fn close(got: f64, want: f64, tol: f64, what: &str) {
 }
 
 /// Three loads (light Poisson, offline, closed-ish high rate) simulated with the factors of
-/// TRUTH, printed as vLLM reports, fitted from the defaults: every fitted metric within 1 %,
+/// [`common::TRUTH`], printed as vLLM reports, fitted from the defaults: every fitted metric within 1 %,
 /// GEMM and HBM efficiency within 5 %, attention within 15 %. The host overheads are not
 /// asserted: vLLM v1's async scheduling hides host time under device time (a step takes the
 /// larger), so these loads do not constrain them.

@@ -101,3 +101,70 @@ pub fn distinct_requests(reqs: &[(u32, u32)]) -> cachesim::workload::Workload {
     let file = cachesim::trace::parse(Path::new("t.jsonl"), doc.as_bytes(), &opts).unwrap();
     cachesim::workload::build(file, &cachesim::workload::BuildOptions::default()).unwrap()
 }
+
+/// The step-time factors the synthetic calibration cases are printed with (a profile file).
+pub const TRUTH: &str = r#"name = "truth"
+gpu = "a100-80gb"
+engine = "vllm"
+models = ["llama-3.1-8b"]
+
+[efficiency]
+gemm_flops = 0.45
+mem_bw = 0.65
+attn_flops = 0.3
+comm_bw = 0.7
+comm_latency_s = 0.00001
+step_overhead_s = 0.002
+per_seq_overhead_s = 0.00002
+"#;
+
+/// A synthetic calibration load: (case, engine, GPU, prompts, input tokens, output tokens,
+/// request rate).
+pub type Load = (&'static str, &'static str, &'static str, u32, u32, u32, &'static str);
+
+/// Writes `truth.toml` ([`TRUTH`]) into `d` and, for each load, its workload `w<case>.jsonl`, the
+/// report cachesim prints for it with TRUTH's factors in its engine's client layout
+/// (`reports/<case>.txt`) and a case file `cases/<case>.toml` whose `[deployment]` ends with the
+/// lines `deployment` gives for the load; returns the cases folder.
+pub fn synthetic_cases(d: &Path, loads: &[Load], deployment: impl Fn(&Load) -> String) -> PathBuf {
+    for sub in ["cases", "reports"] {
+        std::fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    let truth = d.join("truth.toml");
+    std::fs::write(&truth, TRUTH).unwrap();
+    for load in loads {
+        let &(case, engine, gpu, n, input, output, rate) = load;
+        let w = d.join(format!("w{case}.jsonl"));
+        let (n_s, in_s, out_s) = (n.to_string(), input.to_string(), output.to_string());
+        let gen = ["gen", "random", "--num-prompts", &n_s, "--input-len", &in_s, "--output-len", &out_s];
+        ok(&[&gen[..], &["--range-ratio", "1.0", "-o", w.to_str().unwrap()]].concat());
+        let (w, truth) = (w.to_str().unwrap(), truth.to_str().unwrap());
+        let report = ok(&[
+            "run",
+            "--trace",
+            w,
+            "--engine",
+            engine,
+            "--gpu",
+            gpu,
+            "--model",
+            "llama-3.1-8b",
+            "--calibration",
+            truth,
+            "--request-rate",
+            rate,
+            "--report-style",
+            engine,
+        ]);
+        assert!(report.contains("calibration truth ("), "{report}");
+        std::fs::write(d.join(format!("reports/{case}.txt")), report).unwrap();
+        let case_file = format!(
+            "case = \"{case}\"\nreport = \"../reports/{case}.txt\"\nexpressible = true\n\n[deployment]\ngpu = \"{gpu}\"\n\
+             model = \"llama-3.1-8b\"\nengine = \"{engine}\"\ntopology = \"1 GPU\"\n{}\n\n[workload]\n\
+             dataset = \"random\"\nnum_prompts = {n}\ninput_len = {input}\noutput_len = {output}\nrequest_rate = \"{rate}\"\n",
+            deployment(load)
+        );
+        std::fs::write(d.join(format!("cases/{case}.toml")), case_file).unwrap();
+    }
+    d.join("cases")
+}
