@@ -216,6 +216,8 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         start,
         hold: Vec::new(),
     };
+    // Read before the fit, so that a file at `out` that is not a profile stops it early.
+    let notes = kept_notes(out, &args.note)?;
     let f = fit::fit(&targets, &o)?;
     let loo = if args.no_loo { Vec::new() } else { fit::leave_one_out(&targets, &o)? };
     let mut command = format!("cachesim calibrate --fit --cases '{pattern}' --out {}", out.display());
@@ -238,7 +240,6 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         command += " --any-engine";
     }
     let name = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let notes = kept_notes(out, &args.note)?;
     let p = profile::Profile {
         name,
         gpu: gpu.clone(),
@@ -352,8 +353,6 @@ fn case_profile(c: &case::LoadedCase, t: &fit::Target) -> anyhow::Result<Option<
     })
 }
 
-/// `cachesim validate [--cases GLOB,…] [--cases-dir DIR] [--data DIR] [--leave-one-out |
-/// --leave-group-out gpu|source] [--json] [--csv FILE] [--plot F.svg] [--max-held-out-error PCT]`.
 /// The notes of a profile refitted to `out`: those of the profile already there (what was learnt
 /// about a fit survives its regeneration), then the new `--note`s not among them. A file at
 /// `out` that is not a profile is an error rather than overwritten unread.
@@ -375,6 +374,8 @@ pub fn kept_notes(out: &Path, new: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(notes)
 }
 
+/// `cachesim validate [--cases GLOB,…] [--cases-dir DIR] [--data DIR] [--leave-one-out |
+/// --leave-group-out gpu|source] [--json] [--csv FILE] [--plot F.svg] [--max-held-out-error PCT]`.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
@@ -557,10 +558,9 @@ fn honest_refits(
             _ => holdout::source_page(c.case.published.as_ref().map(|p| p.source_url.as_str())),
         };
         let family = profile::family(t.cfg.engine.engine).to_string();
-        let gpu = t.cfg.gpu.name.clone();
         let class = holdout::model_class(&t.cfg.model, t.cfg.deployment.spec.is_some());
         let case = c.case.case.clone();
-        members.push(Member { case, gpu, group, family, class, profile, selected: *chosen });
+        members.push(Member { case, group, family, class, profile, selected: *chosen });
     }
     let refs: Vec<ProfileRef> = profiles
         .iter()

@@ -91,6 +91,8 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
     };
     let targets = [target];
     let before = fit::residuals(&targets, start, &weights)?;
+    // Read before the fit, so that a file at `out` that is not a profile stops it early.
+    let notes = kept_notes(out, &args.note)?;
     let f = fit::fit(&targets, &o)?;
     let words: Vec<String> = std::env::args().map(|a| shell_word(&a)).collect();
     let command = match words.split_first() {
@@ -104,7 +106,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
         engine: profile::family(cfg.engine.engine).to_string(),
         models: vec![cfg.model.name.clone()],
         efficiency: f.efficiency,
-        fit: profile::FitInfo { assumptions, notes: kept_notes(out, &args.note)?, ..f.record(command, vec![name], &o) },
+        fit: profile::FitInfo { assumptions, notes, ..f.record(command, vec![name], &o) },
     };
     let text = format!(
         "# Step-time profile fitted to one report (cachesim calibrate --report … -o); regenerate with the command in [fit].\n{}",

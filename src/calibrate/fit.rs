@@ -209,9 +209,8 @@ pub struct FitOptions {
     pub start: Efficiency,
     /// Use [`WIDE_FACTORS`] (the GPU and model are stand-ins).
     pub unknown_hardware: bool,
-    /// Factors (names of [`FACTORS`]) held at their `start` values, not fitted: a
-    /// `validate --leave-group-out` refit on another engine's cases keeps the predicted case's
-    /// own host overheads (`step_overhead_s`, `per_seq_overhead_s`) and fits the device factors.
+    /// Factors (names of [`FACTORS`]) held at their `start` values, not fitted (e.g. a fit of the
+    /// device factors alone that keeps a profile's host overheads).
     pub hold: Vec<&'static str>,
 }
 

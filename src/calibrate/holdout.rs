@@ -75,8 +75,6 @@ pub struct ProfileRef {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Member {
     pub case: String,
-    /// The GPU it runs on.
-    pub gpu: String,
     /// Its group under `--leave-group-out` (GPU, or source; unused by leave-one-out).
     pub group: String,
     /// Its engine family.
@@ -208,8 +206,8 @@ mod tests {
     use super::*;
 
     fn m(case: &str, group: &str, family: &str, profile: Option<usize>) -> Member {
-        let (gpu, class) = (group.into(), "dense".into());
-        Member { case: case.into(), gpu, group: group.into(), family: family.into(), class, profile, selected: true }
+        let class = "dense".into();
+        Member { case: case.into(), group: group.into(), family: family.into(), class, profile, selected: true }
     }
 
     fn p(cases: &[&str], family: &str, transferable: bool) -> ProfileRef {
@@ -328,9 +326,8 @@ mod tests {
     /// other). A second MoE vLLM case on page 4 puts both MoE cases on the family rung.
     #[test]
     fn model_class_and_prior_rungs_by_hand() {
-        let mk = |case: &str, gpu: &str, group: &str, family: &str, class: &str, profile| Member {
+        let mk = |case: &str, group: &str, family: &str, class: &str, profile| Member {
             case: case.into(),
-            gpu: gpu.into(),
             group: group.into(),
             family: family.into(),
             class: class.into(),
@@ -338,12 +335,12 @@ mod tests {
             selected: true,
         };
         let mut members = vec![
-            mk("d1", "a100", "page1", "vllm", "dense", 0),
-            mk("d2", "h100", "page2", "vllm", "dense", 1),
-            mk("e1", "h20", "page3", "vllm", "MoE", 2),
-            mk("t1", "h100", "page2", "trtllm", "dense", 3),
-            mk("g1", "h20", "page3", "sglang", "MoE, speculative", 4),
-            mk("g2", "h100", "page1", "sglang", "dense", 5),
+            mk("d1", "page1", "vllm", "dense", 0),
+            mk("d2", "page2", "vllm", "dense", 1),
+            mk("e1", "page3", "vllm", "MoE", 2),
+            mk("t1", "page2", "trtllm", "dense", 3),
+            mk("g1", "page3", "sglang", "MoE, speculative", 4),
+            mk("g2", "page1", "sglang", "dense", 5),
         ];
         let mut profiles = vec![
             p(&["d1"], "vllm", true),
@@ -364,7 +361,7 @@ mod tests {
             leave_group_out(&members, &profiles).unwrap(),
             [family(&["d2"], 0), family(&["d1"], 1), prior(2), prior(3), prior(4), prior(5)]
         );
-        members.push(mk("e2", "h20", "page4", "vllm", "MoE", 6));
+        members.push(mk("e2", "page4", "vllm", "MoE", 6));
         profiles.push(p(&["e2"], "vllm", true));
         let plans = leave_group_out(&members, &profiles).unwrap();
         assert_eq!((&plans[2], &plans[6]), (&family(&["e2"], 2), &family(&["e1"], 6)));
