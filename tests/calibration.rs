@@ -296,7 +296,7 @@ fn published_cases_agree_with_the_csv() {
         ("e2e_median_ms", "median_e2e_latency_ms"),
         ("e2e_p99_ms", "p99_e2e_latency_ms"),
     ];
-    let mut ids = Vec::new();
+    let (mut ids, mut pre_overlap) = (Vec::new(), 0);
     for rec in rd.records() {
         let rec = rec.unwrap();
         let col = |name: &str| rec.get(headers.iter().position(|h| h == name).unwrap()).unwrap().to_string();
@@ -329,6 +329,14 @@ fn published_cases_agree_with_the_csv() {
         }
         assert!(!figures.is_empty(), "{id}: the row gives no figure");
         assert_eq!(c.case.measured, figures, "{id}");
+        // SGLang before 0.4 had no overlap scheduler (opt-in from 0.3.5, default from PR #2067):
+        // its runs are simulated with the overlap off, whatever the stand-in bundle's default.
+        let version: Vec<u32> = p.engine_version.split('.').map_while(|v| v.parse().ok()).collect();
+        if p.engine == "sglang" && version.len() >= 2 && (version[0], version[1]) < (0, 4) {
+            let flags = &c.case.deployment.flags;
+            assert!(flags.iter().any(|f| f == "--disable-overlap-schedule"), "{id}: {flags:?}");
+            pre_overlap += 1;
+        }
         if c.case.expressible && c.case.phase.is_none() {
             let w = &c.case.workload;
             assert_eq!(w.num_prompts.map(|n| n.to_string()), Some(col("num_prompts")), "{id}");
@@ -336,7 +344,7 @@ fn published_cases_agree_with_the_csv() {
         }
         ids.push(id);
     }
-    assert_eq!(ids.len(), 82);
+    assert_eq!((ids.len(), pre_overlap), (82, 6));
     let mut files: Vec<String> = std::fs::read_dir(crate_dir().join("calibration/cases"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -461,10 +469,11 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 }
 
 /// CI's fidelity gate, measured with the committed profiles: the published held-out cases (the
-/// 8 req/s points of profiles fitted at 4 req/s and offline) 7.4 % over 10 rows (18.6 % with
-/// the raw roofline), bound 8 %; with the seed sweep's two held-out rows 4.5 % over 14 rows
-/// (24.7 % raw), bound 5 %. (Before the H100 SGLang profile held the H200 per-kernel floor:
-/// 11.1 % and 7.2 %.) `validate --max-held-out-error` gates every held-out row, the 30
+/// 8 req/s points of profiles fitted at 4 req/s and offline) 8.8 % over 10 rows (12.8 % with
+/// the raw roofline), bound 9 %; with the seed sweep's two held-out rows 5.8 % over 14 rows
+/// (15.9 % raw), bound 6 %. (With SGLang 0.3.0's
+/// runs under an overlap scheduler it never had: 7.4 % and 4.5 %; before the H100 SGLang
+/// profile held the H200 per-kernel floor: 11.1 % and 7.2 %.) `validate --max-held-out-error` gates every held-out row, the 30
 /// TensorRT-LLM points of rows 2, 4, 6, 8 and 10 of each perf-overview table included (their
 /// profiles fitted on the other rows): 9.82 % over 44 rows, bound 10 %.
 #[test]
@@ -476,10 +485,10 @@ fn held_out_error_stays_under_the_measured_bound() {
     let all: Vec<&str> = PUBLISHED_HELD_OUT.iter().chain(&SEED_HELD_OUT).copied().collect();
     let (published, n) = held_out_median(&v, &PUBLISHED_HELD_OUT);
     assert_eq!(n, 10);
-    assert!(published < 8.0, "published held-out median |error| {published:.2} % (bound 8 %)");
+    assert!(published < 9.0, "published held-out median |error| {published:.2} % (bound 9 %)");
     let (every, n) = held_out_median(&v, &all);
     assert_eq!(n, 14);
-    assert!(every < 5.0, "held-out median |error| {every:.2} % (bound 5 %)");
+    assert!(every < 6.0, "held-out median |error| {every:.2} % (bound 6 %)");
     let fitted: Vec<&str> = v["cases"]
         .as_array()
         .unwrap()
@@ -536,9 +545,11 @@ fn held_out_error_stays_under_the_measured_bound() {
 /// sglang/vLLM Llama points share one page; the only other sglang/vLLM profiles are the H20
 /// DeepSeek-R1 ones — MoE — and stand-ins), so every such case falls to the step-time priors,
 /// fitted on nothing, and its rows are exactly the `--uncalibrated` ones. Measured over the
-/// published points: output throughput 12.0 % over 64 rows (bound 12.5 %), median TPOT 17.2 %
-/// over 8 (bound 17.5 %: the target is missed), median TTFT 21.1 % over 4, median E2E 15.5 %
-/// over 8 (bounds 21.5 % and 16 %). Before the model class and the prior rung the family rung
+/// published points: output throughput 11.7 % over 64 rows (bound 12 %), median TPOT 12.7 %
+/// over 8 (bound 13 %: the target, 15 %, is met), median TTFT 14.6 % over 4, median E2E 12.8 %
+/// over 8 (bounds 15 % and 13 %). With SGLang 0.3.0's runs under an overlap scheduler it never
+/// had (it came in 0.3.5, default from 0.4): throughput 12.0 %, TPOT 17.2 %, TTFT 21.1 %, E2E
+/// 15.5 %. Before the model class and the prior rung the family rung
 /// trained the Llama points on the DeepSeek runs: TPOT 1222 %.
 #[test]
 fn leave_source_out_published_stays_under_the_measured_bound() {
@@ -548,10 +559,10 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
     let v = validate_json(&["--leave-group-out", "source"]);
     assert_eq!(v["mode"], "leave-group-out source");
     for (metric, rows, bound) in [
-        ("output_throughput", 64, 12.5),
-        ("median_tpot_ms", 8, 17.5),
-        ("median_ttft_ms", 4, 21.5),
-        ("median_e2e_latency_ms", 8, 16.0),
+        ("output_throughput", 64, 12.0),
+        ("median_tpot_ms", 8, 13.0),
+        ("median_ttft_ms", 4, 15.0),
+        ("median_e2e_latency_ms", 8, 13.0),
     ] {
         let s = &v["held_out_published"][metric];
         let m = s["median_abs_error_pct"].as_f64().unwrap();
