@@ -390,7 +390,6 @@ impl<'a> Instance<'a> {
             if computed < r.num_tokens {
                 continue; // an unfinished prefill chunk samples nothing
             }
-            let i = id as usize;
             if self.role == Role::Prefill {
                 // The first token goes with the KV to the decode instance (SGLang) or is
                 // dropped by the proxy (vLLM); the client sees neither here.
@@ -433,25 +432,7 @@ impl<'a> Instance<'a> {
             }
             r.last_token_s = end;
             if r.generated == r.output_len {
-                self.cache.finish(id);
-                self.sched.finished(id);
-                let q = &out.w.requests[i];
-                if self.role == Role::Unified {
-                    self.stats.prompt_tokens += q.prompt_len as u64;
-                    self.stats.cached_prompt_tokens += r.cached_prompt_tokens as u64;
-                }
-                out.records.push(RequestRecord {
-                    id,
-                    send_s: out.send_s[i],
-                    first_token_s: r.first_token_s,
-                    last_token_s: end,
-                    prompt_tokens: q.prompt_len,
-                    output_tokens: r.output_len,
-                    cached_prompt_tokens: r.cached_prompt_tokens,
-                    preemptions: r.preemptions,
-                    first_scheduled_s: r.first_scheduled_s,
-                });
-                out.finished.push(id);
+                self.complete(id, r, end, out);
             } else {
                 r.num_tokens += 1;
             }

@@ -10,6 +10,7 @@
 //! only for the last step).
 
 use super::{Instance, Role, Sink};
+use crate::cache::ReqId;
 use crate::cost::StepTime;
 use crate::engine::ReqRt;
 use crate::metrics::RequestRecord;
@@ -92,26 +93,32 @@ impl Instance<'_> {
             }
             r.last_token_s = t;
             if done {
-                self.cache.finish(id);
-                self.sched.finished(id);
-                let q = &out.w.requests[i];
-                if self.role == Role::Unified {
-                    self.stats.prompt_tokens += q.prompt_len as u64;
-                    self.stats.cached_prompt_tokens += r.cached_prompt_tokens as u64;
-                }
-                out.records.push(RequestRecord {
-                    id,
-                    send_s: out.send_s[i],
-                    first_token_s: r.first_token_s,
-                    last_token_s: t,
-                    prompt_tokens: q.prompt_len,
-                    output_tokens: r.output_len,
-                    cached_prompt_tokens: r.cached_prompt_tokens,
-                    preemptions: r.preemptions,
-                    first_scheduled_s: r.first_scheduled_s,
-                });
-                out.finished.push(id);
+                self.complete(id, r, t, out);
             }
         }
+    }
+
+    /// A request whose last token was delivered at `t`: its cache and scheduler entries end,
+    /// the unified instance counts its prompt, and its record goes out.
+    pub(super) fn complete(&mut self, id: ReqId, r: &ReqRt, t: f64, out: &mut Sink<'_>) {
+        self.cache.finish(id);
+        self.sched.finished(id);
+        let q = &out.w.requests[id as usize];
+        if self.role == Role::Unified {
+            self.stats.prompt_tokens += q.prompt_len as u64;
+            self.stats.cached_prompt_tokens += r.cached_prompt_tokens as u64;
+        }
+        out.records.push(RequestRecord {
+            id,
+            send_s: out.send_s[id as usize],
+            first_token_s: r.first_token_s,
+            last_token_s: t,
+            prompt_tokens: q.prompt_len,
+            output_tokens: r.output_len,
+            cached_prompt_tokens: r.cached_prompt_tokens,
+            preemptions: r.preemptions,
+            first_scheduled_s: r.first_scheduled_s,
+        });
+        out.finished.push(id);
     }
 }
