@@ -752,7 +752,10 @@ fn seed_deployments_are_compared_with_their_reports() {
         v["by_gpu"].as_object().unwrap().keys().collect::<Vec<_>>(),
         ["a100-80gb", "h100-sxm", "h20", "h200", "v100"]
     );
-    assert_eq!(v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(), ["kernels", "sglang", "trtllm", "vllm"]);
+    assert_eq!(
+        v["by_engine"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["kernels", "sglang", "trtllm", "vllm", "vllm-v0"]
+    );
     let h20_tpot: Vec<f64> = rows
         .iter()
         .filter(|r| r["case"].as_str().unwrap().starts_with("h20-") && r["metric"] == "median_tpot_ms")

@@ -78,7 +78,7 @@ pub struct Profile {
     pub name: String,
     /// GPU profile name it applies to.
     pub gpu: String,
-    /// Engine family: `vllm` (v1 and V0), `sglang`, `lightllm`, `trtllm`; `kernels` for a profile
+    /// Engine family: `vllm` (v1), `vllm-v0`, `sglang`, `lightllm`, `trtllm`; `kernels` for a profile
     /// fitted on kernel step cases alone, which no run picks on its own (`--calibration FILE`
     /// uses it).
     pub engine: String,
@@ -93,10 +93,13 @@ pub struct Profile {
 /// engine families, so it matches no run's [`family`] and is used only when named.
 pub const ANY_ENGINE: &str = "any";
 
-/// The engine family of a scheduler, as profiles name it.
+/// The engine family of a scheduler, as profiles name it. vLLM's V0 engine is a family of its
+/// own: its host time (a slow Python scheduler, and under multi-step scheduling paid once per
+/// batch of steps) does not transfer to v1, whose scheduler runs every step and overlaps it.
 pub fn family(e: EngineKind) -> &'static str {
     match e {
-        EngineKind::Vllm | EngineKind::VllmV0 => "vllm",
+        EngineKind::Vllm => "vllm",
+        EngineKind::VllmV0 => "vllm-v0",
         EngineKind::Sglang => "sglang",
         EngineKind::Lightllm => "lightllm",
         EngineKind::Trtllm => "trtllm",
@@ -160,14 +163,18 @@ mod tests {
         }
     }
 
-    /// The seed runs' profiles are picked for their deployments (GPU, engine family, model),
-    /// V0 and V1 schedulers alike, and for nothing else.
+    /// The seed runs' profiles are picked for their deployments (GPU, engine family, model) and
+    /// for nothing else; a profile fitted on vLLM's V0 engine prices V0 runs only, not v1 ones.
     #[test]
     fn seed_profiles_are_selected_for_their_deployments() {
         let pick = |gpu, e, model| builtin_for(gpu, e, model).map(|(f, p)| (f, p.fit.cases));
         let v100 = Some(("v100-vllm.toml", vec!["v100-llama11b-2dp-router".to_string()]));
         assert_eq!(pick("v100", EngineKind::VllmV0, "llama-3.2-11b"), v100);
-        assert_eq!(pick("v100", EngineKind::Vllm, "llama-3.2-11b"), v100);
+        assert_eq!(pick("v100", EngineKind::Vllm, "llama-3.2-11b"), None);
+        let a100 = Some(("a100-80gb-vllm.toml", vec!["P002".to_string(), "P010".to_string()]));
+        assert_eq!(pick("a100-80gb", EngineKind::VllmV0, "llama-3.1-8b"), a100);
+        assert_eq!(pick("a100-80gb", EngineKind::Vllm, "llama-3.1-8b"), None);
+        assert_eq!(pick("h20", EngineKind::VllmV0, "deepseek-r1"), None);
         let h20s = Some(("h20-sglang.toml", vec!["h20-dsr1-sglang-tp16-mtp".to_string()]));
         assert_eq!(pick("h20", EngineKind::Sglang, "deepseek-r1"), h20s);
         let h20v = Some(("h20-vllm.toml", vec!["h20-dsr1-vllm-tp8pp2".to_string()]));
