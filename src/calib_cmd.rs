@@ -562,6 +562,27 @@ fn honest_refits(
         let case = c.case.case.clone();
         members.push(Member { case, group, family, class, profile, selected: *chosen });
     }
+    // Kernel-step cases train nothing here, but a kernel profile fitted outside a group lends
+    // its device factors to that group's cases (the kernels rung): their groups must be known.
+    for k in kernels::load_dir(&args.cases_dir)? {
+        let Some(path) = k.profile_path() else { continue };
+        let key = path.display().to_string();
+        let pi = match profiles.iter().position(|(q, _)| *q == key) {
+            Some(i) => i,
+            None => {
+                profiles.push((key, profile::read(&path)?));
+                profiles.len() - 1
+            }
+        };
+        let group = match args.leave_group_out {
+            Some(GroupBy::Gpu) => cachesim::profile::gpu(&k.case.gpu, None)?.name,
+            _ => kernels::SOURCE.to_string(),
+        };
+        let model = cachesim::profile::model(&k.case.model, None)?;
+        let class = holdout::model_class(&model, false);
+        let family = holdout::KERNELS.to_string();
+        members.push(Member { case: k.case.case, group, family, class, profile: Some(pi), selected: false });
+    }
     let refs: Vec<ProfileRef> = profiles
         .iter()
         .map(|(_, p)| ProfileRef {
@@ -616,8 +637,12 @@ fn honest_refits(
                 let j = jobs.iter().position(|k| (&k.0, k.1, k.2) == (training, *options_of, *rung)).expect("planned");
                 fit::simulate(t, fits[j].efficiency).map(Some)
             }
-            // The priors, fitted on nothing: what `--uncalibrated` prices the case with.
-            Plan::Prior { .. } => fit::simulate(t, cachesim::cost::Efficiency::default()).map(Some),
+            // The priors, fitted on nothing: what `--uncalibrated` prices the case with; or their
+            // device factors replaced by a kernel profile's (fitted outside the group).
+            Plan::Prior { device_of: None, .. } => fit::simulate(t, cachesim::cost::Efficiency::default()).map(Some),
+            Plan::Prior { device_of: Some(k), .. } => {
+                fit::simulate(t, holdout::kernel_device_prior(&profiles[*k].1.efficiency)).map(Some)
+            }
             _ => Ok(None),
         })
         .collect();
@@ -626,9 +651,7 @@ fn honest_refits(
         match p {
             Plan::Keep => {}
             Plan::NoTraining(why) => info.refit = Some(why.to_string()),
-            Plan::Prior { options_of } => {
-                info.refit = Some(holdout::GROUP_OUT_PRIOR.to_string());
-                info.rung = Some(Rung::Prior.name().to_string());
+            Plan::Prior { options_of, device_of } => {
                 let name = &profiles[*options_of].1.name;
                 let why = if refs[*options_of].transferable {
                     let class = members_class(&members, &info.case);
@@ -639,9 +662,25 @@ fn honest_refits(
                 } else {
                     "its factors (fitted with --unknown-hardware) do not transfer".to_string()
                 };
-                info.refit_on = Some(format!(
-                    "no fitted factor, the step-time priors (as --uncalibrated): {name} was fitted on its group and {why}"
-                ));
+                info.refit_on = Some(match device_of {
+                    None => {
+                        info.refit = Some(holdout::GROUP_OUT_PRIOR.to_string());
+                        info.rung = Some(Rung::Prior.name().to_string());
+                        format!(
+                            "no fitted factor, the step-time priors (as --uncalibrated): {name} was fitted on its group and {why}"
+                        )
+                    }
+                    Some(k) => {
+                        let (kname, kfit) = (&profiles[*k].1.name, &profiles[*k].1.fit);
+                        info.refit = Some(holdout::GROUP_OUT_KERNELS.to_string());
+                        info.rung = Some(Rung::Kernels.name().to_string());
+                        format!(
+                            "the device factors of {kname} (fitted on {}, kernel steps outside its group), host and \
+                             communication factors at the priors: {name} was fitted on its group and {why}",
+                            kfit.cases.join(", ")
+                        )
+                    }
+                });
                 if let Some(s) = s {
                     *pred = s;
                 }

@@ -542,18 +542,18 @@ fn held_out_error_stays_under_the_measured_bound() {
 
 /// Leave-one-source-out over the published points (issue 15 §5: median |error| at most 15 % on
 /// throughput and TPOT): each case a profile was fitted on is predicted without any case of its
-/// source page. No other page holds a case of the same engine family and model class (the
-/// sglang/vLLM Llama points share one page; the only other sglang/vLLM profiles are the H20
-/// DeepSeek-R1 ones — MoE — and stand-ins), so every such case falls to the step-time priors,
-/// fitted on nothing, and its rows are exactly the `--uncalibrated` ones. Measured over the
-/// published points: output throughput 12.0 % over 64 rows (bound 12.5 %), median TPOT 21.8 %
-/// over 8 (bound 22 %: the target, 15 %, is missed), median TTFT 19.0 % over 8, median E2E
-/// 12.4 % over 8 (bounds 19.5 % and 13 %). SGLang 0.3.0 without the overlap scheduler it never
-/// had brought its four TPOT rows from 17–43 % too fast to −18…+12 %; vLLM 0.6.0's multi-step
-/// scheduling, which pays the priors' per-step host time once per 10 steps, leaves the priors'
-/// vLLM V0 decode 19–35 % too fast (before either: TPOT 17.2 %, TTFT 21.1 % over 4, E2E 15.5 %).
-/// Before the model class and the prior rung the family rung
-/// trained the Llama points on the DeepSeek runs: TPOT 1222 %.
+/// source page. No other page holds a serving case of the same engine family and model class
+/// (the sglang/vLLM Llama points share one page; the only other sglang/vLLM profiles are the H20
+/// DeepSeek-R1 ones — MoE — and stand-ins; the TensorRT-LLM points share one page too), so
+/// every such case falls to the kernels rung: the device factors fitted on the H200 kernel steps
+/// (another source), host and communication factors at the priors. Measured over the published
+/// points: output throughput 6.13 % over 64 rows (bound 6.5 %), median TPOT 11.15 % over 8
+/// (bound 11.5 %: the target, 15 %, is met), median TTFT 11.03 % over 8 (bound 11.5 %), median
+/// E2E 38.51 % over 8 (bound 39 %). With the priors' device factors (no kernel floor) instead:
+/// throughput 12.0 %, TPOT 21.8 %, TTFT 19.0 %, E2E 12.4 % — their too-fast decode had hidden
+/// that the rebuilt ShareGPT sample's outputs are longer than the real one's (every E2E row is
+/// 11–78 % too slow while its TPOT is 0–40 % too slow). Before the model class and the prior
+/// rung the family rung trained the Llama points on the DeepSeek runs: TPOT 1222 %.
 #[test]
 fn leave_source_out_published_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
@@ -562,10 +562,10 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
     let v = validate_json(&["--leave-group-out", "source"]);
     assert_eq!(v["mode"], "leave-group-out source");
     for (metric, rows, bound) in [
-        ("output_throughput", 64, 12.5),
-        ("median_tpot_ms", 8, 22.0),
-        ("median_ttft_ms", 8, 19.5),
-        ("median_e2e_latency_ms", 8, 13.0),
+        ("output_throughput", 64, 6.5),
+        ("median_tpot_ms", 8, 11.5),
+        ("median_ttft_ms", 8, 11.5),
+        ("median_e2e_latency_ms", 8, 39.0),
     ] {
         let s = &v["held_out_published"][metric];
         let m = s["median_abs_error_pct"].as_f64().unwrap();
@@ -573,15 +573,19 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
         assert!(m < bound, "published leave-one-source-out {metric}: median |error| {m:.2} % (bound {bound} %)");
     }
     let case = |name: &str| v["cases"].as_array().unwrap().iter().find(|c| c["case"] == name).unwrap().clone();
-    for name in ["P001", "P002", "P049", "P059", "h20-dsr1-sglang-tp16-mtp"] {
+    for name in ["P001", "P002", "P049", "P059", "vllm-ttft-64seq-6144btk"] {
         let c = case(name);
-        assert_eq!((&c["refit"], &c["rung"]), (&"group-out (prior)".into(), &"prior".into()), "{c}");
+        assert_eq!((&c["refit"], &c["rung"]), (&"group-out (kernel device)".into(), &"kernels".into()), "{c}");
     }
+    // The kernel steps are dense: an MoE case does not borrow their device factors.
+    let c = case("h20-dsr1-sglang-tp16-mtp");
+    assert_eq!((&c["refit"], &c["rung"]), (&"group-out (prior)".into(), &"prior".into()), "{c}");
     let on = case("P001")["refit_on"].as_str().unwrap().to_string();
     assert!(
-        on.ends_with(
-            "no transferable sglang profile was fitted on a case of its model class (dense) outside its group"
-        ),
+        on.starts_with("the device factors of h200-kernels (fitted on h200-llama8b-steps, kernel steps outside")
+            && on.ends_with(
+                "no transferable sglang profile was fitted on a case of its model class (dense) outside its group"
+            ),
         "{on}"
     );
 }

@@ -2,11 +2,13 @@
 //! `--leave-one-out` (each fitted case from its profile refitted without it) and
 //! `--leave-group-out gpu|source` (each group from its profiles refitted without the group's
 //! cases, else from the engine family's factors fitted on the other groups' cases of the same
-//! model class, else from the step-time priors with no fitted factor at all: the fallback
-//! chain of [`leave_group_out`]). This module only plans: it names each case's training cases
+//! model class, else from the device factors measured at kernel level outside the group with
+//! the host factors at the priors, else from the step-time priors with no fitted factor at all:
+//! the fallback chain of [`leave_group_out`]). This module only plans: it names each case's training cases
 //! and the profile whose options the refit reuses; the command runs the fits (in parallel,
 //! each distinct training set once).
 
+use crate::cost::Efficiency;
 use crate::error::{Error, Result};
 use crate::profile::Model;
 use std::collections::BTreeSet;
@@ -19,6 +21,13 @@ pub const GROUP_OUT: &str = "group-out";
 /// step-time priors ([`crate::cost::Efficiency::default`], as `--uncalibrated`) predict it,
 /// fitted on nothing ([`Plan::Prior`]).
 pub const GROUP_OUT_PRIOR: &str = "group-out (prior)";
+/// What a case's row is marked with when no serving case outside its group could train it but
+/// a kernel-step profile fitted outside the group could: its device factors, the priors' host
+/// and communication factors ([`kernel_device_prior`], [`Plan::Prior`] with `device_of`).
+pub const GROUP_OUT_KERNELS: &str = "group-out (kernel device)";
+/// The engine family of kernel-step profiles (`engine = "kernels"`): fitted on steps timed on a
+/// GPU with no serving engine around them.
+pub const KERNELS: &str = "kernels";
 /// A case whose profile was fitted on it alone (leave-one-out).
 pub const NO_TRAINING_LEFT: &str = "no training case left";
 
@@ -30,16 +39,20 @@ pub enum Rung {
     /// The engine family's factors fitted on its cases of the same model class on other GPUs,
     /// outside the group.
     Family,
+    /// The device factors of a kernel-step profile fitted outside the group, the host and
+    /// communication factors at the priors ([`Plan::Prior`] with `device_of`).
+    Kernels,
     /// No fitted factor: the step-time priors ([`Plan::Prior`]).
     Prior,
 }
 
 impl Rung {
-    /// Its name in the per-rung summary: `profile`, `family`, `prior`.
+    /// Its name in the per-rung summary: `profile`, `family`, `kernels`, `prior`.
     pub fn name(self) -> &'static str {
         match self {
             Rung::Profile => "profile",
             Rung::Family => "family",
+            Rung::Kernels => "kernels",
             Rung::Prior => "prior",
         }
     }
@@ -95,10 +108,12 @@ pub enum Plan {
     /// A refit on `training` (case names, in case order) with the fit options of profile
     /// `options_of`, the training set chosen by `rung`; `mark`: the case's row mark.
     Refit { training: Vec<String>, options_of: usize, rung: Rung, mark: &'static str },
-    /// No case outside its group can train it: the step-time priors predict it, no factor
-    /// fitted on any case (marked [`GROUP_OUT_PRIOR`]); `options_of`: its own profile, named
-    /// in its profile line only.
-    Prior { options_of: usize },
+    /// No serving case outside its group can train it: the step-time priors predict it, no
+    /// factor fitted on any serving case; `options_of`: its own profile, named in its profile
+    /// line only. `device_of`: a kernel-step profile ([`KERNELS`]) whose every case lies outside
+    /// the group — its device factors replace the priors' ([`kernel_device_prior`], marked
+    /// [`GROUP_OUT_KERNELS`]); `None`: the priors alone (marked [`GROUP_OUT_PRIOR`]).
+    Prior { options_of: usize, device_of: Option<usize> },
     /// No refit possible: the reason (its rows keep the profile's prediction, ungated).
     NoTraining(&'static str),
 }
@@ -136,12 +151,18 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
 ///    transferable profile of that family was fitted on (efficiencies are shares of peak, so
 ///    they transfer across GPUs; a class's factors absorb what the roofline leaves out of it —
 ///    expert routing, MLA, speculative steps — so they do not transfer across classes);
-/// 3. [`Rung::Prior`] — [`Plan::Prior`]: the step-time priors, fitted on nothing, so every
-///    factor is held out (a stand-in profile's case too: what a user with no data from the
-///    group gets).
+/// 3. [`Rung::Kernels`] — [`Plan::Prior`] with `device_of`: the device factors (GEMM, HBM and
+///    attention efficiency, the per-kernel floor) of a kernel-step profile ([`KERNELS`]: steps
+///    timed on a GPU with no serving engine) all of whose cases lie outside the group and are of
+///    the case's model class, the host and communication factors at the priors: what the
+///    hardware measurements say, with no serving engine's overheads (a stand-in profile's case
+///    too);
+/// 4. [`Rung::Prior`] — [`Plan::Prior`] without `device_of`: the step-time priors, fitted on
+///    nothing, so every factor is held out (what a user with no data from the group gets).
 ///
-/// Rungs 1 and 2 are marked [`GROUP_OUT`], rung 3 [`GROUP_OUT_PRIOR`]; all three hold out every
-/// factor and are gated. (A transfer of the device factors alone from other engines' cases,
+/// Rungs 1 and 2 are marked [`GROUP_OUT`], rung 3 [`GROUP_OUT_KERNELS`], rung 4
+/// [`GROUP_OUT_PRIOR`]; all hold out every factor and are gated. Kernel-step cases are members
+/// (family [`KERNELS`], never selected) so that their groups are known. (A transfer of the device factors alone from other engines' cases,
 /// with the host overheads kept at the case's own profile's, is not a rung: those overheads
 /// were fitted on the group itself.) Every training case must be a member (its group must be
 /// known): else an error naming it.
@@ -183,13 +204,41 @@ pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Ve
             .filter(|o| o.family == m.family && o.class == m.class)
             .map(|o| o.case.clone())
             .collect();
-        plans.push(if p.transferable && !family.is_empty() {
-            Plan::Refit { training: family, options_of: pi, rung: Rung::Family, mark: GROUP_OUT }
-        } else {
-            Plan::Prior { options_of: pi }
-        });
+        if p.transferable && !family.is_empty() {
+            plans.push(Plan::Refit { training: family, options_of: pi, rung: Rung::Family, mark: GROUP_OUT });
+            continue;
+        }
+        let mut device_of = None;
+        for (qi, q) in profiles.iter().enumerate() {
+            if q.family != KERNELS || !q.transferable || q.cases.is_empty() {
+                continue;
+            }
+            let mut lends = true;
+            for c in &q.cases {
+                lends &= group_of(c)? != m.group && members.iter().any(|o| o.case == *c && o.class == m.class);
+            }
+            if lends {
+                device_of = Some(qi);
+                break;
+            }
+        }
+        plans.push(Plan::Prior { options_of: pi, device_of });
     }
     Ok(plans)
+}
+
+/// The step-time priors with a kernel-step profile's device factors (`kernels`): GEMM, HBM and
+/// attention efficiency and the per-kernel floor from the kernel measurements; the host
+/// (per-step, per-sequence) and communication factors stay at the priors
+/// ([`Efficiency::default`]), as no kernel step constrains them.
+pub fn kernel_device_prior(kernels: &Efficiency) -> Efficiency {
+    Efficiency {
+        gemm_flops: kernels.gemm_flops,
+        mem_bw: kernels.mem_bw,
+        attn_flops: kernels.attn_flops,
+        kernel_floor_s: kernels.kernel_floor_s,
+        ..Efficiency::default()
+    }
 }
 
 /// A published point's group under `--leave-group-out source`: its source URL's page (the URL
@@ -278,11 +327,62 @@ mod tests {
             family(&["h1", "h2"], 0),
             family(&["a1", "a2"], 1),
             family(&["a1", "a2"], 1),
-            Plan::Prior { options_of: 2 },
+            Plan::Prior { options_of: 2, device_of: None },
             Plan::Keep,
-            Plan::Prior { options_of: 3 },
+            Plan::Prior { options_of: 3, device_of: None },
         ];
         assert_eq!(leave_group_out(&members, &profiles).unwrap(), want);
+    }
+
+    /// A kernel-step profile fitted outside the group lends its device factors where the chain
+    /// would fall to the priors; one fitted inside the group does not. Its cases are members
+    /// (never selected, never planned).
+    #[test]
+    fn kernel_rung_by_hand() {
+        let (mut members, mut profiles) = set();
+        members.push(Member {
+            case: "k1".into(),
+            group: "h200".into(),
+            family: KERNELS.into(),
+            class: "dense".into(),
+            profile: Some(4),
+            selected: false,
+        });
+        profiles.push(p(&["k1"], KERNELS, true));
+        let plans = leave_group_out(&members, &profiles).unwrap();
+        assert_eq!(plans.len(), 8, "the kernel case is not planned");
+        assert_eq!(plans[5], Plan::Prior { options_of: 2, device_of: Some(4) });
+        assert_eq!(plans[7], Plan::Prior { options_of: 3, device_of: Some(4) }, "a stand-in's case too");
+        assert_eq!(plans[0], leave_group_out(&members[..8], &profiles[..4]).unwrap()[0], "rungs 1-2 unchanged");
+        // In the sglang case's group, the kernel profile cannot lend its factors.
+        members[8].group = "h100".into();
+        let plans = leave_group_out(&members, &profiles).unwrap();
+        assert_eq!(plans[5], Plan::Prior { options_of: 2, device_of: None });
+        assert_eq!(plans[7], Plan::Prior { options_of: 3, device_of: Some(4) });
+        // Nor to a case of another model class (dense kernel steps, an MoE case).
+        members[7].class = "MoE".into();
+        assert_eq!(leave_group_out(&members, &profiles).unwrap()[7], Plan::Prior { options_of: 3, device_of: None });
+        // The device factors come from the kernel profile, the rest from the priors.
+        let k = Efficiency {
+            gemm_flops: 0.5,
+            mem_bw: 0.9,
+            attn_flops: 0.95,
+            kernel_floor_s: 2e-5,
+            step_overhead_s: 1.0,
+            per_seq_overhead_s: 1.0,
+            comm_bw: 0.1,
+            eager_layer_launch_s: 1e-3,
+            ..Efficiency::default()
+        };
+        let d = kernel_device_prior(&k);
+        assert_eq!((d.gemm_flops, d.mem_bw, d.attn_flops, d.kernel_floor_s), (0.5, 0.9, 0.95, 2e-5));
+        let e = Efficiency::default();
+        assert_eq!(
+            (d.step_overhead_s, d.per_seq_overhead_s, d.comm_bw, d.comm_latency_s),
+            (e.step_overhead_s, e.per_seq_overhead_s, e.comm_bw, e.comm_latency_s)
+        );
+        assert_eq!(d.eager_layer_launch_s, e.eager_layer_launch_s);
+        assert_eq!(Rung::Kernels.name(), "kernels");
     }
 
     /// Groups that split a profile's cases refit it on the rest; a group holding none of them
@@ -312,8 +412,8 @@ mod tests {
         );
         // s1 (sglang, in s1): no sglang case outside s1 — the vLLM cases outside do not train
         // it: the priors.
-        assert_eq!(plans[4], Plan::Prior { options_of: 2 });
-        assert_eq!((&plans[5], &plans[6]), (&Plan::Keep, &Plan::Prior { options_of: 3 }));
+        assert_eq!(plans[4], Plan::Prior { options_of: 2, device_of: None });
+        assert_eq!((&plans[5], &plans[6]), (&Plan::Keep, &Plan::Prior { options_of: 3, device_of: None }));
         // A training case that is not a member is an error naming it.
         let e = leave_group_out(&members[1..], &profiles).unwrap_err().to_string();
         assert!(e.contains("case a1, which is not run here"), "{e}");
@@ -356,7 +456,7 @@ mod tests {
             rung: Rung::Family,
             mark: GROUP_OUT,
         };
-        let prior = |pi| Plan::Prior { options_of: pi };
+        let prior = |pi| Plan::Prior { options_of: pi, device_of: None };
         assert_eq!(
             leave_group_out(&members, &profiles).unwrap(),
             [family(&["d2"], 0), family(&["d1"], 1), prior(2), prior(3), prior(4), prior(5)]

@@ -120,11 +120,12 @@ impl CaseInfo {
 
     /// An honest prediction, in the summary and gate of the mode run: held out and kept,
     /// refitted without the case (`loo`) or its group (`group-out`), or priced by the priors
-    /// alone (`group-out (prior)`).
+    /// alone (`group-out (prior)`) or with kernel-measured device factors (`group-out (kernel
+    /// device)`).
     pub fn honest(&self) -> bool {
-        use super::holdout::{GROUP_OUT, GROUP_OUT_PRIOR, LOO};
+        use super::holdout::{GROUP_OUT, GROUP_OUT_KERNELS, GROUP_OUT_PRIOR, LOO};
         match self.refit.as_deref() {
-            Some(r) => r == LOO || r == GROUP_OUT || r == GROUP_OUT_PRIOR,
+            Some(r) => r == LOO || r == GROUP_OUT || r == GROUP_OUT_PRIOR || r == GROUP_OUT_KERNELS,
             None => self.held_out(),
         }
     }
@@ -492,11 +493,12 @@ mod tests {
         // gated, the reason why no refit was possible is not; the honest summary is titled by
         // the mode, and its published points (a source other than seed runs) are summarised
         // again; under leave-group-out, per rung.
-        use super::super::holdout::{GROUP_OUT_PRIOR, NO_TRAINING_LEFT};
+        use super::super::holdout::{GROUP_OUT_KERNELS, GROUP_OUT_PRIOR, NO_TRAINING_LEFT};
         for (mark, gated, rung) in [
             ("loo", true, None),
             ("group-out", true, Some("family")),
             (GROUP_OUT_PRIOR, true, Some("prior")),
+            (GROUP_OUT_KERNELS, true, Some("kernels")),
             (NO_TRAINING_LEFT, false, None),
         ] {
             for source in ["seed runs", "lmsys.org"] {
