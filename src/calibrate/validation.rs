@@ -98,7 +98,8 @@ pub struct CaseInfo {
     pub source: String,
     /// Under `--leave-one-out` / `--leave-group-out`: how its rows were predicted instead of by
     /// its profile — `loo` or `group-out` (a refit without the case or its group; its profile
-    /// in `refit_on`), `group-out (prior)` (the step-time priors, no fitted factor), or why no
+    /// in `refit_on`), `group-out (kernel device)` (a kernel-step profile's device factors, the
+    /// priors' host factors), `group-out (prior)` (the step-time priors, no fitted factor), or why no
     /// refit was possible ([`super::holdout::NO_TRAINING_LEFT`]: the profile's prediction
     /// stands, ungated).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,7 +108,7 @@ pub struct CaseInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refit_on: Option<String>,
     /// The rung of `--leave-group-out` that predicted it ([`super::holdout::Rung::name`]:
-    /// `profile`, `family`, `prior`).
+    /// `profile`, `family`, `kernels`, `prior`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rung: Option<String>,
 }
