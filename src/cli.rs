@@ -291,9 +291,11 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Load")]
     pub request_overhead_ms: Option<f64>,
     /// Step-time factors: the fitted profile of calibration/profiles/ matching the GPU, engine
-    /// family and model (default), `none` for the raw roofline, or a profile FILE
+    /// family and model (default; else the raw roofline), `none` for the raw roofline, `kernels`
+    /// for the device factors measured on the H200 kernel steps with the priors' host time (what
+    /// `validate --leave-group-out` falls back to; dense models only), or a profile FILE
     /// (`cachesim calibrate --fit --out`).
-    #[arg(long, value_name = "none|FILE", help_heading = "Engine")]
+    #[arg(long, value_name = "none|kernels|FILE", help_heading = "Engine")]
     pub calibration: Option<PathBuf>,
     /// Client-side limit on requests in flight (closed loop).
     #[arg(allow_negative_numbers = true, long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Load")]
@@ -496,6 +498,7 @@ impl RunArgs {
             calibration: match &self.calibration {
                 None => cachesim::config::Calibration::Auto,
                 Some(p) if p.as_os_str() == "none" => cachesim::config::Calibration::None,
+                Some(p) if p.as_os_str() == "kernels" => cachesim::config::Calibration::Kernels,
                 Some(p) => cachesim::config::Calibration::File(p.clone()),
             },
             cluster: ClusterConfig {

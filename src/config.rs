@@ -90,13 +90,47 @@ pub enum Calibration {
     None,
     /// A profile file (`cachesim calibrate --fit --out`).
     File(PathBuf),
+    /// `--calibration kernels`: the device factors of the built-in kernel-step profile (GEMM,
+    /// HBM and attention efficiency, the per-kernel floor, measured on a GPU with no serving
+    /// engine), host and communication factors at the priors — what `validate
+    /// --leave-group-out` prices a case with when no serving case outside its group can train
+    /// it ([`crate::calibrate::holdout::kernel_device_prior`]). Dense models without
+    /// speculative decoding only: the kernel steps are dense Llama.
+    Kernels,
 }
 
 /// The step-time factors for `o` and how they were chosen (echoed with the config).
-fn calibration(o: &RunOptions, gpu: &str, model: &str) -> Result<(Efficiency, String)> {
-    use crate::calibrate::profile;
+fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, String)> {
+    use crate::calibrate::{holdout, profile};
     let family = profile::family(o.engine);
+    let speculative = o.layout.speculative_algorithm != SpecAlgorithm::None;
+    let model = match &o.calibration {
+        Calibration::Kernels if holdout::model_class(model, speculative) != "dense" => {
+            return Err(Error::invalid(
+                "--calibration",
+                format!(
+                    "kernels: the kernel steps are dense Llama, so their factors are not lent to {} ({}); \
+                     use the matching fitted profile, none, or a profile FILE",
+                    model.name,
+                    holdout::model_class(model, speculative)
+                ),
+            ))
+        }
+        _ => model.name.as_str(),
+    };
     Ok(match &o.calibration {
+        Calibration::Kernels => {
+            let (file, prof) = profile::builtin_kernels();
+            (
+                holdout::kernel_device_prior(&prof.efficiency),
+                format!(
+                    "kernels: the device factors of {} (calibration/profiles/{file}, fitted on {}), host and \
+                     communication factors at the priors",
+                    prof.name,
+                    prof.fit.cases.join(", ")
+                ),
+            )
+        }
         Calibration::None => (Efficiency::default(), "none (raw roofline, --calibration none)".into()),
         Calibration::File(p) => {
             let prof = profile::read(p)?;
@@ -492,7 +526,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     };
     let model = profile::model(&o.model, o.model_file.as_deref())?;
     let gpu = profile::gpu(&o.gpu, o.gpu_file.as_deref())?;
-    let (efficiency, calibration) = calibration(o, &gpu.name, &model.name)?;
+    let (efficiency, calibration) = calibration(o, &gpu.name, &model)?;
     // Up to 18 nodes of 8: DeepSeek's own decode layout, EP 144 with DP attention.
     if o.tp == 0 || o.tp > MAX_TP {
         return Err(Error::invalid("--tp", format!("{} must be between 1 and {MAX_TP}", o.tp)));
@@ -780,6 +814,28 @@ mod tests {
         assert_eq!((a100.engine.max_num_seqs, a100.engine.max_num_batched_tokens), (256, 2048));
         let o = RunOptions { num_gpu_blocks_override: Some(16384), ..Default::default() };
         assert_eq!(resolve(&o).unwrap().kv_capacity_tokens, 16383 * 16);
+    }
+
+    /// `--calibration kernels`: the kernel-step profile's device factors with the priors' host
+    /// and communication factors, echoed with its name; refused for an MoE/MLA model and under
+    /// speculative decoding (the kernel steps are dense Llama); the default (no matching
+    /// profile) stays the raw roofline.
+    #[test]
+    fn kernel_calibration_lends_device_factors_to_dense_models_only() {
+        let o = RunOptions { calibration: Calibration::Kernels, ..Default::default() };
+        let c = resolve(&o).unwrap();
+        let (_, k) = crate::calibrate::profile::builtin_kernels();
+        assert_eq!(c.efficiency, crate::calibrate::holdout::kernel_device_prior(&k.efficiency));
+        assert!(c.efficiency.kernel_floor_s > 0.0);
+        assert_eq!(c.efficiency.step_overhead_s, Efficiency::default().step_overhead_s);
+        assert!(c.calibration.starts_with("kernels: the device factors of h200-kernels"), "{}", c.calibration);
+        assert_eq!(resolve(&RunOptions::default()).unwrap().efficiency, Efficiency::default());
+        let moe = RunOptions { model: "deepseek-r1".into(), gpu: "h200".into(), tp: 8, ..o.clone() };
+        let e = resolve(&moe).unwrap_err().to_string();
+        assert!(e.contains("--calibration") && e.contains("not lent to deepseek-r1 (MoE)"), "{e}");
+        let layout = LayoutOptions { speculative_algorithm: SpecAlgorithm::Ngram, ..Default::default() };
+        let e = resolve(&RunOptions { layout, ..o }).unwrap_err().to_string();
+        assert!(e.contains("(dense, speculative)"), "{e}");
     }
 
     #[test]

@@ -699,6 +699,15 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     assert!(text.contains("\nStep time:      roofline · calibration none (raw roofline: no fitted profile for h100-sxm / vllm / llama-3.1-8b)\n"), "{text}");
     let err = fails(&["run", "--calibration", dir.path().join("missing.toml").to_str().unwrap()]);
     assert!(err.contains("missing.toml"), "{err}");
+    // `kernels`: the kernel steps' device factors (the per-kernel floor among them), the priors'
+    // host time; refused for an MoE model.
+    let kernels = json(&["--calibration", "kernels"]);
+    let echo = kernels["config"]["calibration"].as_str().unwrap();
+    assert!(echo.starts_with("kernels: the device factors of h200-kernels (calibration/profiles/h200-kernels.toml"));
+    assert!(kernels["config"]["efficiency"]["kernel_floor_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(kernels["config"]["efficiency"]["step_overhead_s"], 0.003);
+    let err = fails(&["run", "--model", "deepseek-r1", "--gpu", "h200", "--tp", "8", "--calibration", "kernels"]);
+    assert!(err.contains("not lent to deepseek-r1 (MoE)"), "{err}");
 }
 
 /// The three expressible seed deployments run their deployment files on the seed workload

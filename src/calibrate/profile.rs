@@ -119,6 +119,17 @@ const BUILTIN: &[(&str, &str)] = &[
     ("h200-trtllm.toml", include_str!("../../calibration/profiles/h200-trtllm.toml")),
 ];
 
+/// The built-in kernel-step profile (engine `kernels`): no run picks it on its own — it prices
+/// no serving engine — but `--calibration kernels` lends its device factors.
+const BUILTIN_KERNELS: (&str, &str) =
+    ("h200-kernels.toml", include_str!("../../calibration/profiles/h200-kernels.toml"));
+
+/// The built-in kernel-step profile with its file name.
+pub fn builtin_kernels() -> (&'static str, Profile) {
+    let (f, t) = BUILTIN_KERNELS;
+    (f, parse(Path::new(f), t).expect("built-in profiles parse (tested)"))
+}
+
 /// Parses a profile; `path` names the file in errors.
 pub fn parse(path: &Path, text: &str) -> Result<Profile> {
     toml::from_str(text).map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })
@@ -154,6 +165,8 @@ mod tests {
     #[test]
     fn builtin_profiles_parse_and_match_at_most_one_setup() {
         let all = builtin();
+        let (f, k) = builtin_kernels();
+        assert!(f.ends_with(&format!("{}.toml", k.name)) && k.engine == "kernels", "{f}");
         for (i, (f, p)) in all.iter().enumerate() {
             assert!(f.ends_with(&format!("{}.toml", p.name)), "{f} holds profile {}", p.name);
             for (g, q) in &all[i + 1..] {

@@ -93,6 +93,9 @@ pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
     };
     Ok(match run.options().calibration {
         cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
+        cachesim::config::Calibration::Kernels => {
+            "kernels (the H200 kernel steps' device factors, the priors' host time) for every configuration".to_string()
+        }
         cachesim::config::Calibration::File(f) => {
             let p = profile::read(&f)?;
             format!("{} ({}) for every configuration; {}", p.name, f.display(), quality(&p))
