@@ -6,7 +6,7 @@
 
 use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
-use cachesim::calibrate::{case, fit, kernels, profile};
+use cachesim::calibrate::{case, fit, holdout, kernels, profile};
 use cachesim::config::Calibration;
 use clap::Parser;
 use rayon::prelude::*;
@@ -174,15 +174,15 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         targets.push(c.target(data.as_deref()).with_context(|| format!("case {}", c.case.case))?);
     }
     // Kernel step cases alone make a profile of engine `kernels`, which no serving run picks
-    // on its own (`--calibration FILE` uses it).
-    let fam = |t: &fit::Target| if t.steps.is_some() { "kernels" } else { profile::family(t.cfg.engine.engine) };
+    // on its own (`--calibration FILE` and `--calibration kernels` use it).
+    let fam = |t: &fit::Target| if t.steps.is_some() { holdout::KERNELS } else { profile::family(t.cfg.engine.engine) };
     let gpu = &targets[0].cfg.gpu.name;
     // `--any-engine`: one GPU's device factors over engine families; engine `any` matches no
     // run's family, so the profile is never picked on its own.
     let family = match targets.iter().find(|t| t.steps.is_none()) {
         Some(_) if args.any_engine => profile::ANY_ENGINE,
         Some(t) => fam(t),
-        None => "kernels",
+        None => holdout::KERNELS,
     };
     let mixed = |t: &fit::Target| !args.any_engine && t.steps.is_none() && fam(t) != family;
     if let Some(t) = targets.iter().find(|t| &t.cfg.gpu.name != gpu || mixed(t)) {
@@ -542,7 +542,7 @@ fn honest_refits(
     infos: &mut [case::CaseInfo],
     predicted: &mut [cachesim::metrics::Summary],
 ) -> anyhow::Result<String> {
-    use cachesim::calibrate::holdout::{self, Member, Plan, ProfileRef, Rung};
+    use cachesim::calibrate::holdout::{Member, Plan, ProfileRef, Rung};
     let mut profiles: Vec<(String, profile::Profile)> = Vec::new();
     let mut members = Vec::new();
     for (c, t, chosen) in targets {

@@ -4,9 +4,9 @@
 //! cases, else from the engine family's factors fitted on the other groups' cases of the same
 //! model class, else from the device factors measured at kernel level outside the group with
 //! the host factors at the priors, else from the step-time priors with no fitted factor at all:
-//! the fallback chain of [`leave_group_out`]). This module only plans: it names each case's training cases
-//! and the profile whose options the refit reuses; the command runs the fits (in parallel,
-//! each distinct training set once).
+//! the fallback chain of [`leave_group_out`]). This module only plans: it names each case's
+//! training cases and the profile whose options the refit reuses; the command runs the fits (in
+//! parallel, each distinct training set once).
 
 use crate::cost::Efficiency;
 use crate::error::{Error, Result};
@@ -162,9 +162,9 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
 ///
 /// Rungs 1 and 2 are marked [`GROUP_OUT`], rung 3 [`GROUP_OUT_KERNELS`], rung 4
 /// [`GROUP_OUT_PRIOR`]; all hold out every factor and are gated. Kernel-step cases are members
-/// (family [`KERNELS`], never selected) so that their groups are known. (A transfer of the device factors alone from other engines' cases,
-/// with the host overheads kept at the case's own profile's, is not a rung: those overheads
-/// were fitted on the group itself.) Every training case must be a member (its group must be
+/// (family [`KERNELS`], never selected) so that their groups are known. (A transfer of the
+/// device factors alone from other engines' cases, with the host overheads kept at the case's
+/// own profile's, is not a rung: those overheads were fitted on the group itself.) Every training case must be a member (its group must be
 /// known): else an error naming it.
 pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Vec<Plan>> {
     let group_of = |case: &str| -> Result<&str> {

@@ -318,7 +318,7 @@ impl LoadedSteps {
             fitted,
             no_profile: used.is_none(),
             gpu: set.gpu.name.clone(),
-            engine: "kernels".to_string(),
+            engine: super::holdout::KERNELS.to_string(),
             source: SOURCE.to_string(),
             refit: None,
             refit_on: None,

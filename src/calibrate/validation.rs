@@ -99,9 +99,9 @@ pub struct CaseInfo {
     /// Under `--leave-one-out` / `--leave-group-out`: how its rows were predicted instead of by
     /// its profile — `loo` or `group-out` (a refit without the case or its group; its profile
     /// in `refit_on`), `group-out (kernel device)` (a kernel-step profile's device factors, the
-    /// priors' host factors), `group-out (prior)` (the step-time priors, no fitted factor), or why no
-    /// refit was possible ([`super::holdout::NO_TRAINING_LEFT`]: the profile's prediction
-    /// stands, ungated).
+    /// priors' host factors), `group-out (prior)` (the step-time priors, no fitted factor), or
+    /// why no refit was possible ([`super::holdout::NO_TRAINING_LEFT`]: the profile's
+    /// prediction stands, ungated).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refit: Option<String>,
     /// The refit in words: which factors, fitted on which cases.
