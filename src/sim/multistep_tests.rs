@@ -166,3 +166,26 @@ fn async_output_three_steps_exact() {
     assert!(close(rec(&sync, 1).latency_s(), 0.06296) && close(rec(&sync, 0).latency_s(), 0.07509));
     assert_eq!(sync.schedule[2].items, vec![(0, 1, 13)]);
 }
+
+#[test]
+fn async_output_a_finished_victim_is_freed_not_preempted() {
+    // B (7 prompt tokens, 4 outputs) then A (3 prompt tokens, 2 outputs), one step a batch, 3
+    // usable KV blocks of 4. Batch 1 (prefills, 0 → 0.020): B 2 blocks, A 1. Batch 2 (decodes,
+    // to 0.0341): A's last token comes. Batch 3 at 0.0341: B needs a third block, none is free;
+    // the victim, A (the last running), has its pending output processed first (vLLM 0.9
+    // `_schedule_running`), is found finished and freed: no preemption, A ends at 0.0341, and
+    // B runs alone (its second token at 0.0341 + 0.01 = 0.0441).
+    let w = workload(&[((0..7).collect(), 4), ((100..103).collect(), 2)]);
+    let mut c = v0_async(1);
+    c.cache.capacity_tokens = Some(12);
+    let keep = Keep { tokens: true, schedule: true, ..Keep::default() };
+    let r = run(&w, &[(0, 0.0), (1, 0.0)], &c, &COST, keep);
+    let (b, a) = (rec(&r, 0), rec(&r, 1));
+    assert!(close(a.ttft_s(), 0.030) && close(b.ttft_s(), 0.030), "{a:?} {b:?}");
+    assert!(close(a.latency_s(), 0.0341), "{a:?}");
+    assert_eq!((a.preemptions, b.preemptions, r.failed), (0, 0, 0));
+    assert!(r.schedule[2].preempted.is_empty());
+    assert_eq!(r.schedule[2].items, vec![(0, 1, 8)], "A does not ride: it was freed");
+    let tb: Vec<f64> = r.tokens.iter().filter(|t| t.id == 0).map(|t| t.time_s).collect();
+    assert!(close(tb[1], 0.0441), "{tb:?}");
+}
