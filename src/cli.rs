@@ -238,6 +238,15 @@ pub struct RunArgs {
     /// 1): a decode batch is scheduled once and runs this many steps, its tokens streamed together.
     #[arg(long, help_heading = "Engine")]
     pub num_scheduler_steps: Option<u32>,
+    /// vLLM V0: turn async output processing off (vLLM --disable-async-output-proc; --engine
+    /// vllm-v0 only). On by default: a batch's outputs reach the client during the next batch,
+    /// and a request that finished rides one more batch.
+    #[arg(long, help_heading = "Engine")]
+    pub disable_async_output_proc: bool,
+    /// vLLM V0 without CUDA graphs (vLLM --enforce-eager; --engine vllm-v0 only): modelled only
+    /// as it turns async output processing off (the step times stay the profile's).
+    #[arg(long, help_heading = "Engine")]
+    pub enforce_eager: bool,
     /// Longest request, prompt + output (vLLM --max-model-len, SGLang --context-length, LightLLM
     /// --max_req_total_len; default: the model's, LightLLM 16384). Longer requests fail as the
     /// engine's frontend rejects them (docs/refusals.md).
@@ -467,6 +476,8 @@ impl RunArgs {
             },
             long_prefill_token_threshold: self.long_prefill_token_threshold,
             num_scheduler_steps: self.num_scheduler_steps,
+            disable_async_output_proc: self.disable_async_output_proc,
+            enforce_eager: self.enforce_eager,
             max_model_len: self.max_model_len,
             max_running_requests: self.max_running_requests,
             chunked_prefill_size: self.chunked_prefill_size,

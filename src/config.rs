@@ -54,6 +54,12 @@ pub struct RunOptions {
     /// vLLM V0 `--num-scheduler-steps` (multi-step scheduling); `None` = 1, one step per
     /// scheduling. Only `--engine vllm-v0` takes it.
     pub num_scheduler_steps: Option<u32>,
+    /// vLLM V0 `--disable-async-output-proc`: turn async output processing off (on by default
+    /// where vLLM has it on). Only `--engine vllm-v0` takes it.
+    pub disable_async_output_proc: bool,
+    /// vLLM `--enforce-eager` (no CUDA graphs): modelled only as it turns V0's async output
+    /// processing off; the step times stay the profile's. Only `--engine vllm-v0` takes it.
+    pub enforce_eager: bool,
     pub max_model_len: Option<u64>,
     /// SGLang `--max-running-requests` (default derived from the pool).
     pub max_running_requests: Option<u32>,
@@ -176,6 +182,8 @@ impl Default for RunOptions {
             enable_chunked_prefill: None,
             long_prefill_token_threshold: 0,
             num_scheduler_steps: None,
+            disable_async_output_proc: false,
+            enforce_eager: false,
             max_model_len: None,
             max_running_requests: None,
             chunked_prefill_size: None,
@@ -219,6 +227,37 @@ fn num_scheduler_steps(o: &RunOptions) -> Result<u32> {
         ));
     }
     Ok(n)
+}
+
+/// Whether vLLM V0's async output processing is on, as the vllm-v0@0.9 bundle decides it
+/// (vLLM 0.9 `vllm/config.py` `ModelConfig.verify_async_output_proc`, with
+/// `CudaPlatform.is_async_output_supported` in `vllm/platforms/cuda.py`; vLLM 0.6.0's
+/// `verify_async_output_proc` has the same rules): on by default (`use_async_output_proc`
+/// True), off with `--disable-async-output-proc`, under pipeline parallelism, with
+/// `--enforce-eager` (no CUDA graph), or with speculative decoding. The flags are refused for
+/// the other engines (vLLM v1 dropped the V0 output processor; cachesim does not model
+/// `--enforce-eager` otherwise).
+fn async_output_proc(o: &RunOptions) -> Result<bool> {
+    if o.engine != EngineKind::VllmV0 {
+        for (set, flag) in
+            [(o.disable_async_output_proc, "--disable-async-output-proc"), (o.enforce_eager, "--enforce-eager")]
+        {
+            if set {
+                return Err(Error::invalid(
+                    flag,
+                    format!(
+                        "modelled for vLLM V0's async output processing only (--engine vllm-v0), not --engine {}",
+                        o.engine.name()
+                    ),
+                ));
+            }
+        }
+        return Ok(false);
+    }
+    Ok(!o.disable_async_output_proc
+        && !o.enforce_eager
+        && o.layout.pp <= 1
+        && o.layout.speculative_algorithm == SpecAlgorithm::None)
 }
 
 /// Every value the run uses.
@@ -698,6 +737,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         ));
     }
     let num_scheduler_steps = num_scheduler_steps(o)?;
+    let async_output_proc = async_output_proc(o)?;
     let overlap = match (o.engine, o.overlap) {
         // SGLang turns its overlap schedule off under speculative decoding (EAGLE/MTP and n-gram:
         // server_args.py `_handle_speculative_decoding`, 0.4.x–0.5.x; only the opt-in
@@ -755,6 +795,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             seed: o.arrivals.seed,
             overlap,
             num_scheduler_steps,
+            async_output_proc,
         },
         cache: CacheSpec {
             policy,
@@ -964,6 +1005,28 @@ mod tests {
     /// `--num-scheduler-steps`: vLLM V0's only, 1 by default, refused with chunked prefill or
     /// speculation as vLLM 0.6.0 refuses them; echoed on the engine line only when above 1.
     #[test]
+    fn async_output_proc_as_vllm_decides_it() {
+        let on = |o: RunOptions| resolve(&o).map(|c| c.engine.async_output_proc);
+        let v0 = RunOptions { engine: EngineKind::VllmV0, ..Default::default() };
+        assert!(on(v0.clone()).unwrap(), "on by default");
+        assert!(!on(RunOptions { disable_async_output_proc: true, ..v0.clone() }).unwrap());
+        assert!(!on(RunOptions { enforce_eager: true, ..v0.clone() }).unwrap());
+        let spec = LayoutOptions { speculative_algorithm: SpecAlgorithm::Ngram, ..Default::default() };
+        assert!(
+            !async_output_proc(&RunOptions { layout: spec, ..v0.clone() }).unwrap(),
+            "not with speculative decoding"
+        );
+        let pp = LayoutOptions { pp: 2, ..Default::default() };
+        assert!(
+            !async_output_proc(&RunOptions { layout: pp, ..v0.clone() }).unwrap(),
+            "not under pipeline parallelism"
+        );
+        assert!(!on(RunOptions::default()).unwrap(), "vLLM v1 has none");
+        let e = on(RunOptions { enforce_eager: true, ..Default::default() }).unwrap_err();
+        assert!(matches!(&e, Error::InvalidArgument { field, .. } if field == "--enforce-eager"), "{e}");
+    }
+
+    #[test]
     fn num_scheduler_steps_is_v0_only() {
         let steps = |engine, n: Option<u32>, chunked: Option<bool>| {
             resolve(&RunOptions {
@@ -979,7 +1042,11 @@ mod tests {
         assert!(!one.settings_line().contains("num_scheduler_steps"));
         let ten = steps(EngineKind::VllmV0, Some(10), None).unwrap();
         assert_eq!(ten.num_scheduler_steps, 10);
-        assert!(ten.settings_line().ends_with("· num_scheduler_steps 10 (multi-step)"), "{}", ten.settings_line());
+        assert!(
+            ten.settings_line().ends_with("· num_scheduler_steps 10 (multi-step) · async output processing on"),
+            "{}",
+            ten.settings_line()
+        );
         for engine in [EngineKind::Vllm, EngineKind::Sglang, EngineKind::Lightllm, EngineKind::Trtllm] {
             let e = steps(engine, Some(10), None).unwrap_err();
             assert!(matches!(&e, Error::InvalidArgument { field, .. } if field == "--num-scheduler-steps"), "{e}");

@@ -351,6 +351,30 @@ fn engine_switches_named_as_the_engines_name_them() {
 }
 
 #[test]
+fn async_output_processing_is_vllm_v0s_and_echoed() {
+    // On by default (vLLM ModelConfig.use_async_output_proc), off by its own flag or under
+    // --enforce-eager, speculative decoding or pipeline parallelism.
+    let on = ok(&["--engine", "vllm-v0", "--num-scheduler-steps", "10", "--num-prompts", "20"]);
+    assert!(on.contains("num_scheduler_steps 10 (multi-step) · async output processing on"), "{on}");
+    assert!(on.contains("Successful requests:                     20"), "{on}");
+    let args = ["--engine", "vllm-v0", "--num-scheduler-steps", "10", "--num-prompts", "20"];
+    let off = ok(&[&args[..], &["--disable-async-output-proc"]].concat());
+    assert!(off.contains("(multi-step) · async output processing off"), "{off}");
+    assert!(off.contains("Successful requests:                     20"), "{off}");
+    assert_ne!(
+        on.lines().find(|l| l.contains("TTFT")),
+        off.lines().find(|l| l.contains("TTFT")),
+        "the flag changes the run"
+    );
+    let eager = ok(&["--engine", "vllm-v0", "--enforce-eager", "--num-prompts", "5"]);
+    assert!(eager.contains("1% block watermark · async output processing off"), "{eager}");
+    let e = fails(&["--engine", "vllm", "--disable-async-output-proc"]);
+    assert!(e.contains("--disable-async-output-proc") && e.contains("--engine vllm-v0"), "{e}");
+    let e = fails(&["--engine", "sglang", "--enforce-eager"]);
+    assert!(e.contains("--enforce-eager") && e.contains("--engine vllm-v0"), "{e}");
+}
+
+#[test]
 fn engine_version_selects_a_bundle_and_names_its_engine() {
     let out = ok(&["--engine-version", "vllm@0.18", "--num-prompts", "20"]);
     assert!(out.contains("Engine:         vllm@0.18 (v1)"), "{out}");

@@ -277,10 +277,12 @@ fn the_seed_deployments_parse() {
     assert_eq!(two.entries.iter().find(|e| e.key == "router.policy").map(|e| e.flag.as_str()), Some("router"));
     let one = cachesim::cluster::deployment::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(ONE_P_ONE_D)).unwrap();
     // Both cap the batch at 32 (the model's vLLM limit; the deployment files say why).
+    // Both run eager (the same advice; it turns V0's async output processing off).
     for d in [&two, &one] {
         assert_eq!(d.entries[5].flag, "max-num-seqs");
+        assert_eq!(d.entries[6].flag, "enforce-eager");
     }
-    let pd: Vec<&str> = one.entries.iter().skip(6).map(|e| e.flag.as_str()).collect();
+    let pd: Vec<&str> = one.entries.iter().skip(7).map(|e| e.flag.as_str()).collect();
     assert_eq!(
         pd,
         ["pd-style", "prefill-instances", "decode-instances", "kv-link-gbps", "kv-link-latency-ms", "kv-links"]
@@ -295,6 +297,7 @@ fn the_two_instance_seed_runs_from_its_file() {
     let c = &out["config"];
     assert_eq!((c["model"]["name"].as_str(), c["gpu"]["name"].as_str()), (Some("llama-3.2-11b"), Some("v100")));
     assert_eq!(c["engine"]["version"], "VllmV0");
+    assert_eq!(c["engine"]["async_output_proc"], false, "eager: no async output processing");
     assert_eq!(c["max_model_len"], 8192);
     assert_eq!(c["cluster"]["instances"], 2);
     assert_eq!(out["completed"], 40);

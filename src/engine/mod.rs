@@ -102,6 +102,11 @@ pub struct EngineConfig {
     /// vLLM V0 `--num-scheduler-steps` (multi-step scheduling; 1 = off): a decode batch is
     /// scheduled once and runs this many forward steps (docs/addendum-multistep.md).
     pub num_scheduler_steps: u32,
+    /// vLLM V0 async output processing (`ModelConfig.use_async_output_proc`; off with
+    /// `--disable-async-output-proc`, `--enforce-eager`, pipeline parallelism or speculative
+    /// decoding): a batch's outputs are processed during the next batch, so a request whose
+    /// last token came rides one more batch (docs/addendum-multistep.md).
+    pub async_output_proc: bool,
 }
 
 fn on_off(on: bool) -> &'static str {
@@ -136,6 +141,7 @@ impl EngineConfig {
             seed: 0,
             overlap: false,
             num_scheduler_steps: 1,
+            async_output_proc: false,
         }
     }
 
@@ -164,7 +170,7 @@ impl EngineConfig {
                 on_off(e.overlap)
             ),
             EngineKind::VllmV0 => format!(
-                "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark{}",
+                "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark{} · async output processing {}",
                 e.version,
                 e.max_num_seqs,
                 e.max_num_batched_tokens,
@@ -173,7 +179,8 @@ impl EngineConfig {
                     format!(" · num_scheduler_steps {} (multi-step)", e.num_scheduler_steps)
                 } else {
                     String::new()
-                }
+                },
+                on_off(e.async_output_proc)
             ),
             EngineKind::Lightllm => format!(
                 "Engine:         {} · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",
@@ -272,6 +279,10 @@ pub struct Batch {
     /// Forward steps the batch runs before the next scheduling (vLLM V0 multi-step: a decode
     /// batch runs `--num-scheduler-steps`, each item one token a step); 0 or 1 = one step.
     pub steps: u32,
+    /// vLLM V0 async output processing: requests whose pending output the scheduler processed
+    /// before preempting them while forming this batch (those found finished were freed, not
+    /// preempted: they left `running` and the cache).
+    pub processed: Vec<ReqId>,
 }
 
 impl Batch {
@@ -282,6 +293,7 @@ impl Batch {
         self.second_pass = BatchShape::default();
         self.preempted = 0;
         self.steps = 1;
+        self.processed.clear();
     }
     /// Forward steps the batch runs (at least 1).
     pub fn steps(&self) -> u32 {
@@ -310,6 +322,9 @@ pub struct Step<'a> {
 pub struct VllmQueues {
     pub running: Vec<ReqId>,
     pub waiting: std::collections::VecDeque<ReqId>,
+    /// vLLM V0 async output processing: a preemption victim's pending output is processed
+    /// first, and a victim found finished is freed instead of preempted.
+    pub async_output_proc: bool,
 }
 
 impl VllmQueues {
@@ -340,6 +355,20 @@ impl VllmQueues {
         let total = (s.reqs[id as usize].num_computed + n + lookahead) as usize;
         while !s.cache.grow(id, total) {
             let victim = self.running.pop().expect("the request itself is running");
+            if self.async_output_proc {
+                // vLLM V0 `Scheduler._schedule_running` (0.9): `output_proc_callback(request_id=
+                // victim)` before preempting; a victim now finished is freed, not preempted
+                // (`_free_finished_seq_group`). Its last token came in the previous batch.
+                s.out.processed.push(victim);
+                let v = &s.reqs[victim as usize];
+                if v.output_len > 0 && v.generated >= v.output_len {
+                    s.cache.finish(victim);
+                    if victim == id {
+                        return false;
+                    }
+                    continue;
+                }
+            }
             s.cache.preempt(victim);
             s.reqs[victim as usize].preempted();
             self.waiting.push_front(victim);
@@ -415,7 +444,11 @@ pub fn scheduler(cfg: &EngineConfig, store: std::sync::Arc<crate::workload::Toke
         // TensorRT-LLM's capacity and micro-batch schedulers form vLLM v1's batch without
         // chunking, with admission reserving to completion (`Rules::trtllm_reserve_to_completion`).
         EngineKind::Vllm | EngineKind::Trtllm => Box::new(Vllm::new(vllm::VllmV1::new(*cfg))),
-        EngineKind::VllmV0 => Box::new(Vllm::new(vllm_v0::VllmV0::new(*cfg))),
+        EngineKind::VllmV0 => {
+            let mut s = Vllm::new(vllm_v0::VllmV0::new(*cfg));
+            s.q.async_output_proc = cfg.async_output_proc;
+            Box::new(s)
+        }
         EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg, store)),
         EngineKind::Lightllm => Box::new(lightllm::Lightllm::new(*cfg)),
     }

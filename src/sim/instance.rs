@@ -10,8 +10,11 @@
 //! batch at once over the requests not in flight, each batch enters a stage when the stage is
 //! free, and batches end in order. Under speculative decoding a decode step yields the cost
 //! model's expected tokens per step in one chunk. Under vLLM V0 multi-step scheduling a decode
-//! batch runs several forward steps before the next scheduling ([`multistep`]).
+//! batch runs several forward steps before the next scheduling ([`multistep`]), and under its
+//! async output processing a batch's outputs are processed during the next batch
+//! ([`async_out`]).
 
+mod async_out;
 mod multistep;
 
 use super::{Keep, LoadStats, ScheduledStep, StepRecord, TokenRecord, KV_FULL_SHARE};
@@ -146,6 +149,14 @@ pub struct Instance<'a> {
     progress: Progress,
     /// A multi-step batch's step end times (empty for a one-step batch).
     step_ends: Vec<f64>,
+    /// vLLM V0 async output processing (a unified instance with it on): the last batch's
+    /// outputs not yet processed, and when the running batch's callback processes them (its
+    /// first forward's launch, after the host part).
+    async_out: bool,
+    pending: Vec<async_out::Pending>,
+    pending_at: Option<f64>,
+    /// When the running batch's first forward pass starts (after its host part).
+    forward_s: f64,
 }
 
 impl<'a> Instance<'a> {
@@ -183,6 +194,10 @@ impl<'a> Instance<'a> {
             stage_free: Vec::new(),
             progress: Progress::default(),
             step_ends: Vec::new(),
+            async_out: spec.engine.async_output_proc && spec.role == Role::Unified,
+            pending: Vec::new(),
+            pending_at: None,
+            forward_s: 0.0,
         }
     }
 
@@ -232,10 +247,20 @@ impl<'a> Instance<'a> {
             }
         });
         self.stats.preemptions += self.batch.preempted as u64;
+        if self.async_out && !self.batch.processed.is_empty() {
+            self.processed_early(now, rt);
+        }
         if self.batch.items.is_empty() {
             self.composition = None;
             if self.batch.preempted > 0 {
                 return Begun::Retry;
+            }
+            if !self.pending.is_empty() {
+                // Nothing scheduled: the pending outputs are processed now (`LLMEngine.step`),
+                // by an empty batch ending at once.
+                self.pending_at = Some(now);
+                self.busy_until = Some(now);
+                return Begun::Busy(now);
             }
             let (waiting, running) = self.sched.queued();
             if running == 0 && waiting > 0 && may_reject {
@@ -260,8 +285,15 @@ impl<'a> Instance<'a> {
             dt = end - last.max(now);
             end
         } else {
+            if self.async_out {
+                let device = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_parts(b).device_s };
+                self.forward_s = now + (dt - device(&self.batch.shape) - device(&self.batch.second_pass)).max(0.0);
+            }
             now + dt
         };
+        if self.async_out && !self.pending.is_empty() {
+            self.pending_at = Some(self.forward_s);
+        }
         self.stats.steps += self.batch.steps() as u64;
         let held = {
             let u = self.cache.usage();
@@ -360,6 +392,12 @@ impl<'a> Instance<'a> {
     /// under speculative decoding — finished requests' KV freed.
     pub fn end_step(&mut self, rt: &mut [ReqRt], out: &mut Sink<'_>) {
         let end = self.busy_until.take().expect("a step is running");
+        if self.async_out {
+            self.deliver_pending(rt, out, end);
+            if self.batch.items.is_empty() {
+                return; // the empty batch that processed them
+            }
+        }
         let mut sampled = 0;
         let pre_advanced = !self.progress.after.is_empty();
         let multi = self.batch.steps() > 1;
@@ -370,6 +408,9 @@ impl<'a> Instance<'a> {
             let (id, k) = self.batch.items[idx];
             if pre_advanced && rt[id as usize].preemptions != self.progress.preemptions[idx] {
                 continue; // preempted while in flight: its output is dropped
+            }
+            if self.rides(&rt[id as usize]) {
+                continue; // finished in the batch before (`finished_before`): nothing to do
             }
             let before = if pre_advanced { self.progress.after[idx] - k } else { rt[id as usize].num_computed };
             // A decode step (one token after at least one output) verifies drafts.
@@ -402,6 +443,20 @@ impl<'a> Instance<'a> {
             }
             // SGLang's max_new_tokens 0: done when the prompt is computed, no token sampled.
             let prefill_only = r.output_len == 0;
+            if self.async_out && !prefill_only {
+                // The token joins the sequence unchecked (`_advance_to_next_step`): a request
+                // whose output is complete looks like a decode until its output is processed.
+                r.generated += 1;
+                r.num_tokens += 1;
+                if let Some(c) = self.composition.as_mut() {
+                    c.sampled.push(id);
+                    if r.generated == r.output_len {
+                        c.finished.push(id);
+                    }
+                }
+                self.pending.push(async_out::Pending { id, tokens: 1, at: None, freed: false });
+                continue;
+            }
             if !prefill_only {
                 // The accepted drafts' KV is computed: they join the sequence with the new token,
                 // all in one chunk (one inter-token gap, as the clients count chunks).
@@ -432,7 +487,7 @@ impl<'a> Instance<'a> {
             }
             r.last_token_s = end;
             if r.generated == r.output_len {
-                self.complete(id, r, end, out);
+                self.complete(id, r, end, true, out);
             } else {
                 r.num_tokens += 1;
             }

@@ -9,12 +9,12 @@
 //! builds a finished request's output as soon as that step's output is processed; the others'
 //! only for the last step).
 
+use super::async_out::Pending;
 use super::{Instance, Role, Sink};
 use crate::cache::ReqId;
 use crate::cost::StepTime;
 use crate::engine::ReqRt;
 use crate::metrics::RequestRecord;
-use crate::sim::TokenRecord;
 
 impl Instance<'_> {
     /// Prices the running multi-step batch (`self.batch.steps() > 1`) starting at `now`: records
@@ -33,6 +33,7 @@ impl Instance<'_> {
         let total = StepTime { device_s: sum, host_s: host }.total(self.engine.overlap);
         // The host's share before the first forward step (none where it is overlapped).
         let mut t = now + (total - sum);
+        self.forward_s = t;
         self.step_ends.clear();
         for d in device {
             t += d;
@@ -46,63 +47,59 @@ impl Instance<'_> {
 
     /// Applies the effects of a multi-step decode batch at its end: every item decodes up to
     /// `steps` tokens; chunks are delivered in time order (finished requests first, at the end of
-    /// their last step).
+    /// their last step). Under async output processing the last step's output waits for the next
+    /// batch ([`super::async_out`]): every chunk but those of requests that finished before the
+    /// last step, whose output was processed within the batch.
     pub(super) fn end_multi_step(&mut self, rt: &mut [ReqRt], out: &mut Sink<'_>) {
         let ends = std::mem::take(&mut self.step_ends);
         let steps = ends.len() as u32;
         debug_assert!(steps > 1 && self.role != Role::Prefill);
         // (delivery time, request, tokens in the chunk)
         let mut chunks = Vec::with_capacity(self.batch.items.len());
-        for &(id, k) in &self.batch.items {
+        for idx in 0..self.batch.items.len() {
+            let (id, k) = self.batch.items[idx];
             debug_assert_eq!(k, 1, "a multi-step batch holds decodes only");
+            if self.rides(&rt[id as usize]) {
+                continue;
+            }
             let r = &mut rt[id as usize];
             debug_assert!(r.generated > 0 && r.num_computed + 1 == r.num_tokens);
             let m = (r.output_len - r.generated).min(steps);
             let finished = r.generated + m == r.output_len;
             r.num_computed += m;
             r.generated += m;
-            r.num_tokens += m - finished as u32;
             if self.tracks_computed {
                 self.cache.computed(id, r.num_computed as usize);
             }
+            if self.async_out && (!finished || m == steps) {
+                // The last step's tokens join the sequence unchecked (`_advance_to_next_step`).
+                r.num_tokens += m;
+                if let Some(c) = self.composition.as_mut() {
+                    c.sampled.push(id);
+                    if finished {
+                        c.finished.push(id);
+                    }
+                }
+                self.pending.push(Pending { id, tokens: m, at: None, freed: false });
+                continue;
+            }
+            r.num_tokens += m - finished as u32;
             chunks.push((ends[m as usize - 1], id, m));
         }
         chunks.sort_by(|a, b| a.0.total_cmp(&b.0));
         for (t, id, m) in chunks {
-            let i = id as usize;
-            let r = &mut rt[i];
-            if !r.last_token_s.is_nan() {
-                out.log.gap(t - r.last_token_s);
-            }
-            out.log.count(t, m);
-            if out.keep.tokens {
-                for index in r.generated - m..r.generated {
-                    out.tokens.push(TokenRecord { id, index, time_s: t });
-                }
-            }
-            let done = r.generated == r.output_len;
-            if let Some(c) = self.composition.as_mut() {
-                c.sampled.push(id);
-                if done {
-                    c.finished.push(id);
-                }
-            }
-            if r.first_token_s.is_nan() {
-                r.first_token_s = t;
-                out.first_tokens.push(id);
-            }
-            r.last_token_s = t;
-            if done {
-                self.complete(id, r, t, out);
-            }
+            self.deliver(id, m, t, true, true, rt, out);
         }
     }
 
-    /// A request whose last token was delivered at `t`: its cache and scheduler entries end,
-    /// the unified instance counts its prompt, and its record goes out.
-    pub(super) fn complete(&mut self, id: ReqId, r: &ReqRt, t: f64, out: &mut Sink<'_>) {
-        self.cache.finish(id);
-        self.sched.finished(id);
+    /// A request whose last token was delivered at `t`: its cache and scheduler entries end
+    /// (`release`; else the scheduler freed it already), the unified instance counts its prompt,
+    /// and its record goes out.
+    pub(super) fn complete(&mut self, id: ReqId, r: &ReqRt, t: f64, release: bool, out: &mut Sink<'_>) {
+        if release {
+            self.cache.finish(id);
+            self.sched.finished(id);
+        }
         let q = &out.w.requests[id as usize];
         if self.role == Role::Unified {
             self.stats.prompt_tokens += q.prompt_len as u64;
