@@ -469,14 +469,14 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 }
 
 /// CI's fidelity gate, measured with the committed profiles: the published held-out cases (the
-/// 8 req/s points of profiles fitted at 4 req/s and offline) 9.9 % over 12 rows (20.9 % with
-/// the raw roofline), bound 10 %; with the seed sweep's two held-out rows 8.1 % over 16 rows
-/// (23.8 % raw), bound 8.5 %. (Before SGLang 0.3.0 ran without the overlap scheduler and vLLM
-/// 0.6.0 with multi-step scheduling, which added the vLLM points' TTFT rows: 7.4 % over 10 and
-/// 4.5 % over 14; before the H100 SGLang profile held the H200 per-kernel floor: 11.1 % and
-/// 7.2 %.) `validate --max-held-out-error` gates every held-out row, the 30 TensorRT-LLM points
-/// of rows 2, 4, 6, 8 and 10 of each perf-overview table included (their profiles fitted on the
-/// other rows): 10.03 % over 46 rows, bound 10.5 %.
+/// 8 req/s points of profiles fitted at 4 req/s and offline) 9.29 % over 12 rows, bound 9.5 %;
+/// with the seed sweep's two held-out rows 8.17 % over 16 rows, bound 8.5 %. (Before vLLM
+/// 0.6.0's async output processing: 9.9 % and 8.1 %; before SGLang 0.3.0 ran without the
+/// overlap scheduler and vLLM 0.6.0 with multi-step scheduling, which added the vLLM points'
+/// TTFT rows: 7.4 % over 10 and 4.5 % over 14; before the H100 SGLang profile held the H200
+/// per-kernel floor: 11.1 % and 7.2 %.) `validate --max-held-out-error` gates every held-out
+/// row, the 30 TensorRT-LLM points of rows 2, 4, 6, 8 and 10 of each perf-overview table
+/// included (their profiles fitted on the other rows): 9.79 % over 46 rows, bound 10 %.
 #[test]
 fn held_out_error_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
@@ -486,7 +486,7 @@ fn held_out_error_stays_under_the_measured_bound() {
     let all: Vec<&str> = PUBLISHED_HELD_OUT.iter().chain(&SEED_HELD_OUT).copied().collect();
     let (published, n) = held_out_median(&v, &PUBLISHED_HELD_OUT);
     assert_eq!(n, 12);
-    assert!(published < 10.0, "published held-out median |error| {published:.2} % (bound 10 %)");
+    assert!(published < 9.5, "published held-out median |error| {published:.2} % (bound 9.5 %)");
     let (every, n) = held_out_median(&v, &all);
     assert_eq!(n, 16);
     assert!(every < 8.5, "held-out median |error| {every:.2} % (bound 8.5 %)");
@@ -527,7 +527,7 @@ fn held_out_error_stays_under_the_measured_bound() {
         .collect();
     let (gated, n) = held_out_median(&v, &held);
     assert_eq!(n, 16 + 30);
-    assert!(gate("10.5").status.success(), "held-out median |error| {gated:.2} % (bound 10.5 %)");
+    assert!(gate("10").status.success(), "held-out median |error| {gated:.2} % (bound 10 %)");
     let out = gate("5");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -547,10 +547,11 @@ fn held_out_error_stays_under_the_measured_bound() {
 /// DeepSeek-R1 ones — MoE — and stand-ins; the TensorRT-LLM points share one page too), so
 /// every such case falls to the kernels rung: the device factors fitted on the H200 kernel steps
 /// (another source), host and communication factors at the priors. Measured over the published
-/// points: output throughput 6.13 % over 64 rows (bound 6.5 %), median TPOT 11.15 % over 8
-/// (bound 11.5 %: the target, 15 %, is met), median TTFT 11.03 % over 8 (bound 11.5 %), median
-/// E2E 38.51 % over 8 (bound 39 %). With the priors' device factors (no kernel floor) instead:
-/// throughput 12.0 %, TPOT 21.8 %, TTFT 19.0 %, E2E 12.4 % — their too-fast decode had hidden
+/// points: output throughput 6.13 % over 64 rows (bound 6.5 %), median TPOT 11.16 % over 8
+/// (bound 11.5 %: the target, 15 %, is met), median TTFT 11.96 % over 8 (bound 12.5 %), median
+/// E2E 37.85 % over 8 (bound 38.5 %). Before the kernels rung, with the priors' device factors
+/// (no kernel floor; and before vLLM V0's async output processing): throughput 12.0 %, TPOT
+/// 21.8 %, TTFT 19.0 %, E2E 12.4 % — their too-fast decode had hidden
 /// that the rebuilt ShareGPT sample's outputs are longer than the real one's (every E2E row is
 /// 11–78 % too slow while its TPOT is 0–40 % too slow). Before the model class and the prior
 /// rung the family rung trained the Llama points on the DeepSeek runs: TPOT 1222 %.
@@ -564,8 +565,8 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
     for (metric, rows, bound) in [
         ("output_throughput", 64, 6.5),
         ("median_tpot_ms", 8, 11.5),
-        ("median_ttft_ms", 8, 11.5),
-        ("median_e2e_latency_ms", 8, 39.0),
+        ("median_ttft_ms", 8, 12.5),
+        ("median_e2e_latency_ms", 8, 38.5),
     ] {
         let s = &v["held_out_published"][metric];
         let m = s["median_abs_error_pct"].as_f64().unwrap();
