@@ -1002,8 +1002,9 @@ mod tests {
         assert!(e.contains("--async-scheduling") && e.contains("only vLLM v1 and SGLang"), "{e}");
     }
 
-    /// `--num-scheduler-steps`: vLLM V0's only, 1 by default, refused with chunked prefill or
-    /// speculation as vLLM 0.6.0 refuses them; echoed on the engine line only when above 1.
+    /// Async output processing: on for vLLM V0 by default, off with `--disable-async-output-proc`,
+    /// `--enforce-eager`, speculative decoding or pipeline parallelism; the flags are refused for
+    /// the other engines.
     #[test]
     fn async_output_proc_as_vllm_decides_it() {
         let on = |o: RunOptions| resolve(&o).map(|c| c.engine.async_output_proc);
@@ -1026,6 +1027,8 @@ mod tests {
         assert!(matches!(&e, Error::InvalidArgument { field, .. } if field == "--enforce-eager"), "{e}");
     }
 
+    /// `--num-scheduler-steps`: vLLM V0's only, 1 by default, refused with chunked prefill or
+    /// speculation as vLLM 0.6.0 refuses them; echoed on the engine line only when above 1.
     #[test]
     fn num_scheduler_steps_is_v0_only() {
         let steps = |engine, n: Option<u32>, chunked: Option<bool>| {
