@@ -546,13 +546,7 @@ fn honest_refits(
     let mut profiles: Vec<(String, profile::Profile)> = Vec::new();
     let mut members = Vec::new();
     for (c, t, chosen) in targets {
-        let profile = case_profile(c, t)?.map(|(key, p)| match profiles.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                profiles.push((key, p));
-                profiles.len() - 1
-            }
-        });
+        let profile = case_profile(c, t)?.map(|(key, p)| intern(&mut profiles, key, || Ok(p))).transpose()?;
         let group = match args.leave_group_out {
             Some(GroupBy::Gpu) => t.cfg.gpu.name.clone(),
             _ => holdout::source_page(c.case.published.as_ref().map(|p| p.source_url.as_str())),
@@ -566,14 +560,7 @@ fn honest_refits(
     // its device factors to that group's cases (the kernels rung): their groups must be known.
     for k in kernels::load_dir(&args.cases_dir)? {
         let Some(path) = k.profile_path() else { continue };
-        let key = path.display().to_string();
-        let pi = match profiles.iter().position(|(q, _)| *q == key) {
-            Some(i) => i,
-            None => {
-                profiles.push((key, profile::read(&path)?));
-                profiles.len() - 1
-            }
-        };
+        let pi = intern(&mut profiles, path.display().to_string(), || profile::read(&path))?;
         let group = match args.leave_group_out {
             Some(GroupBy::Gpu) => cachesim::profile::gpu(&k.case.gpu, None)?.name,
             _ => kernels::SOURCE.to_string(),
@@ -707,6 +694,19 @@ fn honest_refits(
         }
     }
     Ok(mode)
+}
+
+/// The index of the profile keyed `key` in `profiles`, read (`read`) and appended the first time.
+fn intern(
+    profiles: &mut Vec<(String, profile::Profile)>,
+    key: String,
+    read: impl FnOnce() -> cachesim::Result<profile::Profile>,
+) -> cachesim::Result<usize> {
+    if let Some(i) = profiles.iter().position(|(k, _)| *k == key) {
+        return Ok(i);
+    }
+    profiles.push((key, read()?));
+    Ok(profiles.len() - 1)
 }
 
 /// The model class ([`cachesim::calibrate::holdout::model_class`]) of `case` among `members`.

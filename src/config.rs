@@ -109,23 +109,19 @@ pub enum Calibration {
 fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, String)> {
     use crate::calibrate::{holdout, profile};
     let family = profile::family(o.engine);
-    let speculative = o.layout.speculative_algorithm != SpecAlgorithm::None;
-    let model = match &o.calibration {
-        Calibration::Kernels if holdout::model_class(model, speculative) != "dense" => {
-            return Err(Error::invalid(
-                "--calibration",
-                format!(
-                    "kernels: the kernel steps are dense Llama, so their factors are not lent to {} ({}); \
-                     use the matching fitted profile, none, or a profile FILE",
-                    model.name,
-                    holdout::model_class(model, speculative)
-                ),
-            ))
-        }
-        _ => model.name.as_str(),
-    };
     Ok(match &o.calibration {
         Calibration::Kernels => {
+            let class = holdout::model_class(model, o.layout.speculative_algorithm != SpecAlgorithm::None);
+            if class != "dense" {
+                return Err(Error::invalid(
+                    "--calibration",
+                    format!(
+                        "kernels: the kernel steps are dense Llama, so their factors are not lent to {} ({class}); \
+                         use the matching fitted profile, none, or a profile FILE",
+                        model.name
+                    ),
+                ));
+            }
             let (file, prof) = profile::builtin_kernels();
             (
                 holdout::kernel_device_prior(&prof.efficiency),
@@ -147,14 +143,14 @@ fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, 
             };
             (prof.efficiency, format!("{} ({}, {how})", prof.name, p.display()))
         }
-        Calibration::Auto => match profile::builtin_for(gpu, o.engine, model) {
+        Calibration::Auto => match profile::builtin_for(gpu, o.engine, &model.name) {
             Some((file, prof)) => (
                 prof.efficiency,
                 format!("{} (calibration/profiles/{file}, fitted on {})", prof.name, prof.fit.cases.join(", ")),
             ),
             None => (
                 Efficiency::default(),
-                format!("none (raw roofline: no fitted profile for {gpu} / {family} / {model})"),
+                format!("none (raw roofline: no fitted profile for {gpu} / {family} / {})", model.name),
             ),
         },
     })

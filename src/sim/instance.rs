@@ -387,6 +387,19 @@ impl<'a> Instance<'a> {
         whole
     }
 
+    /// Notes in the running step's record (when kept) that it sampled a token of `id`
+    /// (`sampled`) and that `id` finished.
+    fn note_sampled(&mut self, id: ReqId, sampled: bool, finished: bool) {
+        if let Some(c) = self.composition.as_mut() {
+            if sampled {
+                c.sampled.push(id);
+            }
+            if finished {
+                c.finished.push(id);
+            }
+        }
+    }
+
     /// Applies the running step's effects at its end: computed tokens, one sampled token per
     /// request that computed its last known token — more in one chunk for a decoding request
     /// under speculative decoding — finished requests' KV freed.
@@ -448,13 +461,7 @@ impl<'a> Instance<'a> {
                 // whose output is complete looks like a decode until its output is processed.
                 r.generated += 1;
                 r.num_tokens += 1;
-                if let Some(c) = self.composition.as_mut() {
-                    c.sampled.push(id);
-                    if r.generated == r.output_len {
-                        c.finished.push(id);
-                    }
-                }
-                self.pending.push(async_out::Pending { id, tokens: 1, at: None, freed: false });
+                self.pend(id, 1, r.generated == r.output_len);
                 continue;
             }
             if !prefill_only {
@@ -473,14 +480,7 @@ impl<'a> Instance<'a> {
                     }
                 }
             }
-            if let Some(c) = self.composition.as_mut() {
-                if !prefill_only {
-                    c.sampled.push(id);
-                }
-                if r.generated == r.output_len {
-                    c.finished.push(id);
-                }
-            }
+            self.note_sampled(id, !prefill_only, r.generated == r.output_len);
             if r.first_token_s.is_nan() {
                 r.first_token_s = end;
                 out.first_tokens.push(id);

@@ -32,6 +32,13 @@ pub(super) struct Pending {
 }
 
 impl Instance<'_> {
+    /// The running batch sampled `tokens` tokens of `id` (`finished`: its last ones): noted in
+    /// the step's record now, delivered with the next batch ([`Instance::deliver_pending`]).
+    pub(super) fn pend(&mut self, id: ReqId, tokens: u32, finished: bool) {
+        self.note_sampled(id, true, finished);
+        self.pending.push(Pending { id, tokens, at: None, freed: false });
+    }
+
     /// After the scheduler formed a batch at `now`: the pending outputs it processed early
     /// (preemption victims) are delivered at `now`; the finished ones were freed.
     pub(super) fn processed_early(&mut self, now: f64, rt: &[ReqRt]) {
@@ -88,11 +95,8 @@ impl Instance<'_> {
             }
         }
         let done = r.generated == r.output_len;
-        if let Some(c) = self.composition.as_mut().filter(|_| composition) {
-            c.sampled.push(id);
-            if done {
-                c.finished.push(id);
-            }
+        if composition {
+            self.note_sampled(id, true, done);
         }
         if r.first_token_s.is_nan() {
             r.first_token_s = t;

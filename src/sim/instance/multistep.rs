@@ -9,7 +9,6 @@
 //! builds a finished request's output as soon as that step's output is processed; the others'
 //! only for the last step).
 
-use super::async_out::Pending;
 use super::{Instance, Role, Sink};
 use crate::cache::ReqId;
 use crate::cost::StepTime;
@@ -74,13 +73,7 @@ impl Instance<'_> {
             if self.async_out && (!finished || m == steps) {
                 // The last step's tokens join the sequence unchecked (`_advance_to_next_step`).
                 r.num_tokens += m;
-                if let Some(c) = self.composition.as_mut() {
-                    c.sampled.push(id);
-                    if finished {
-                        c.finished.push(id);
-                    }
-                }
-                self.pending.push(Pending { id, tokens: m, at: None, freed: false });
+                self.pend(id, m, finished);
                 continue;
             }
             r.num_tokens += m - finished as u32;
