@@ -200,6 +200,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     let weights = match &args.weights {
         Some(w) => parse_weights(w)?,
         None if targets.iter().all(|t| t.steps.is_some()) => kernels::default_weights(),
+        None if args.unknown_hardware => fit::unknown_hardware_weights(),
         None if targets.iter().any(|t| t.steps.is_some()) => {
             fit::default_weights().into_iter().chain(kernels::default_weights()).collect()
         }
@@ -213,6 +214,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         weights: weights.clone(),
         max_iters: args.max_iters,
         unknown_hardware: args.unknown_hardware,
+        wide_bounds: args.wide_bounds,
         start,
         hold: Vec::new(),
     };
@@ -229,6 +231,9 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     }
     if args.unknown_hardware {
         command += " --unknown-hardware";
+    }
+    if args.wide_bounds {
+        command += " --wide-bounds";
     }
     if let Some(p) = &args.start {
         command += &format!(" --start {}", p.display());
@@ -323,7 +328,13 @@ pub(crate) fn factor_text(e: &cachesim::cost::Efficiency, name: &str) -> String 
         "per_seq_overhead_s" => format!("{:.2} µs per sequence", e.per_seq_overhead_s * 1e6),
         "kernel_floor_s" => format!("{:.2} µs per kernel", e.kernel_floor_s * 1e6),
         "eager_layer_launch_s" => format!("{:.1} µs per layer launched eagerly", e.eager_layer_launch_s * 1e6),
-        _ => String::new(),
+        law => match (law, e.law) {
+            ("step_s", Some(l)) => format!("{:.3} ms per step (device)", l.step_s * 1e3),
+            ("per_prefill_token_s", Some(l)) => format!("{:.3} µs per prefill token", l.per_prefill_token_s * 1e6),
+            ("per_decode_seq_s", Some(l)) => format!("{:.3} µs per decoding sequence", l.per_decode_seq_s * 1e6),
+            ("per_ctx_token_s", Some(l)) => format!("{:.5} µs per context token", l.per_ctx_token_s * 1e6),
+            _ => String::new(),
+        },
     }
 }
 
@@ -575,7 +586,7 @@ fn honest_refits(
         .map(|(_, p)| ProfileRef {
             cases: p.fit.cases.clone(),
             family: p.engine.clone(),
-            transferable: !fit::options_of(&p.fit).unknown_hardware,
+            transferable: fit::options_of(&p.fit).setup_bound_flag().is_none(),
         })
         .collect();
     let (mode, plans) = match args.leave_group_out {
@@ -647,7 +658,8 @@ fn honest_refits(
                         info.engine
                     )
                 } else {
-                    "its factors (fitted with --unknown-hardware) do not transfer".to_string()
+                    let flag = fit::options_of(&profiles[*options_of].1.fit).setup_bound_flag();
+                    format!("its factors (fitted with {}) do not transfer", flag.unwrap_or_default())
                 };
                 info.refit_on = Some(match device_of {
                     None => {

@@ -54,6 +54,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
     );
     let weights = match &args.weights {
         Some(w) => parse_weights(w)?,
+        None if args.unknown_hardware => fit::unknown_hardware_weights(),
         None => fit::default_weights(),
     };
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
@@ -87,6 +88,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
         weights: weights.clone(),
         max_iters: args.max_iters,
         unknown_hardware: args.unknown_hardware,
+        wide_bounds: args.wide_bounds,
         ..Default::default()
     };
     let targets = [target];

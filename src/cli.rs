@@ -1007,16 +1007,24 @@ pub struct CalibrateArgs {
     #[arg(long, requires = "report")]
     pub accept_totals_mismatch: bool,
     /// Metric weights of the objective, metric=weight,… [default: output_throughput=1,
-    /// median_ttft_ms=1,median_tpot_ms=1,median_e2e_latency_ms=1].
+    /// median_ttft_ms=1,median_tpot_ms=1,median_e2e_latency_ms=1; with --unknown-hardware also
+    /// mean_ttft_ms, p99_ttft_ms, median_itl_ms, p99_itl_ms and peak_output_throughput at 1].
     #[arg(long, value_name = "LIST")]
     pub weights: Option<String>,
     /// Nelder–Mead iterations at most.
     #[arg(long, default_value_t = 150)]
     pub max_iters: u64,
-    /// The cases' GPU and model are stand-ins for an unknown setup: let the factors leave their
-    /// physical ranges (efficiencies down to 0.01, up to 1 s per step and 10 ms per sequence).
-    #[arg(long)]
+    /// The cases' GPU and model are stand-ins for an unknown setup: fit a measured step law
+    /// instead of the roofline's factors — device seconds per step + per prefill token + per
+    /// decoding sequence + per context token, host overheads 0 (the law times the whole step).
+    /// The stand-ins still size the KV pool. See --weights for its default objective.
+    #[arg(long, conflicts_with = "wide_bounds")]
     pub unknown_hardware: bool,
+    /// The GPU and model are known but the engine runs far from their physics (e.g. eagerly,
+    /// or a worker engine not stated): let the roofline's factors leave their physical ranges
+    /// (efficiencies down to 0.01, up to 1 s per step and 10 ms per sequence).
+    #[arg(long)]
+    pub wide_bounds: bool,
     /// Skip the leave-one-out refits (faster; the profile then records no hold-out error).
     #[arg(long)]
     pub no_loo: bool,

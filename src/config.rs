@@ -141,6 +141,16 @@ fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, 
             } else {
                 format!("fitted on {}", prof.fit.cases.join(", "))
             };
+            if prof.efficiency.law.is_some() && o.layout.speculative_algorithm != SpecAlgorithm::None {
+                return Err(Error::invalid(
+                    "--calibration",
+                    format!(
+                        "{}: its step law (fitted with --unknown-hardware) times plain steps; it does not know the \
+                         verify and draft passes of speculative decoding",
+                        p.display()
+                    ),
+                ));
+            }
             (prof.efficiency, format!("{} ({}, {how})", prof.name, p.display()))
         }
         Calibration::Auto => match profile::builtin_for(gpu, o.engine, &model.name) {
@@ -873,6 +883,27 @@ mod tests {
         let layout = LayoutOptions { speculative_algorithm: SpecAlgorithm::Ngram, ..Default::default() };
         let e = resolve(&RunOptions { layout, ..o }).unwrap_err().to_string();
         assert!(e.contains("(dense, speculative)"), "{e}");
+    }
+
+    /// A profile stating a step law (`calibrate --fit --unknown-hardware`) prices the run with
+    /// the law, echoed with the profile's name; it is refused under speculative decoding, whose
+    /// verify and draft passes the law does not know.
+    #[test]
+    fn step_law_profile_prices_plain_steps_only() {
+        let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("calibration/profiles/seed-vllm-ttft-sweep.toml");
+        let o = RunOptions {
+            calibration: Calibration::File(f),
+            gpu: "v100".into(),
+            model: "llama-3.2-11b".into(),
+            max_model_len: Some(4096),
+            ..Default::default()
+        };
+        let c = resolve(&o).unwrap();
+        assert!(c.efficiency.law.is_some_and(|l| l.step_s > 0.0), "{:?}", c.efficiency);
+        assert!(c.calibration.starts_with("seed-vllm-ttft-sweep ("), "{}", c.calibration);
+        let layout = LayoutOptions { speculative_algorithm: SpecAlgorithm::Ngram, ..Default::default() };
+        let e = resolve(&RunOptions { layout, ..o }).unwrap_err().to_string();
+        assert!(e.contains("--calibration") && e.contains("its step law (fitted with --unknown-hardware)"), "{e}");
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! [`Efficiency`] that calibration will fit. A step is priced in two parts, device and host
 //! ([`StepTime`]): an engine that overlaps scheduling with the forward pass (SGLang's overlap
 //! schedule, vLLM's async scheduling) takes the larger, one that does not takes the sum.
-//! [`Affine`] is a plain linear model for hand-computed tests.
+//! [`Affine`] is a plain linear model for hand-computed tests; [`StepLaw`] is the same law's
+//! device time as a fitted profile may state it, in place of the roofline, for a setup whose GPU
+//! and model are unknown (`calibrate --fit --unknown-hardware`).
 
 pub mod ep;
 pub mod moe;
@@ -127,6 +129,46 @@ impl CostModel for Affine {
     }
 }
 
+/// A step's device seconds as a sum measured directly, not derived from a GPU and a model:
+/// `step_s + per_prefill_token_s × prefill tokens + per_decode_seq_s × decoding sequences +
+/// per_ctx_token_s × (prefill + decode context tokens)` — the four terms the unknown-
+/// hardware mode names. A sum, not the roofline's max of compute and weight reads: on the seed
+/// sweep's unknown setup a step that prefills adds its prompt tokens' time on top of the decode
+/// step (the report's P99 ITL, 297 ms against a median of 121 ms), which a max-form roofline
+/// hides under the weight read until the batch is compute bound (docs/addendum-calibration.md).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepLaw {
+    pub step_s: f64,
+    pub per_prefill_token_s: f64,
+    pub per_decode_seq_s: f64,
+    pub per_ctx_token_s: f64,
+}
+
+impl StepLaw {
+    /// Device seconds of a step of shape `b` (0 for an empty step).
+    pub fn device_s(&self, b: &BatchShape) -> f64 {
+        if b.seqs == 0 {
+            return 0.0;
+        }
+        self.step_s
+            + self.per_prefill_token_s * b.prefill_tokens as f64
+            + self.per_decode_seq_s * b.decode_seqs as f64
+            + self.per_ctx_token_s * (b.prefill_ctx_tokens + b.decode_ctx_tokens) as f64
+    }
+
+    /// The law in words, e.g. `110.0 ms + 0.150 ms per prefill token + …`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{:.1} ms per step + {:.2} µs per prefill token + {:.2} µs per decoding sequence + {:.3} µs per context token",
+            self.step_s * 1e3,
+            self.per_prefill_token_s * 1e6,
+            self.per_decode_seq_s * 1e6,
+            self.per_ctx_token_s * 1e6
+        )
+    }
+}
+
 /// Fractions of peak reached in practice, and fixed overheads. Defaults are engineering
 /// estimates; `cachesim calibrate --fit` fits them to real runs (`calibration/profiles/`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -170,6 +212,11 @@ pub struct Efficiency {
     /// never read it (0 = unused).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub eager_layer_launch_s: f64,
+    /// A measured step law that replaces the roofline's device time ([`StepLaw`]); `None` (the
+    /// default) = the roofline. A profile fitted with `--unknown-hardware` states one, and its
+    /// host overheads are then 0: the law times the whole step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub law: Option<StepLaw>,
 }
 
 /// Kernels per layer the per-kernel floor ([`Efficiency::kernel_floor_s`]) counts: the four
@@ -192,6 +239,7 @@ impl Default for Efficiency {
             per_seq_overhead_s: 15e-6,
             kernel_floor_s: 0.0,
             eager_layer_launch_s: 0.0,
+            law: None,
         }
     }
 }
@@ -489,8 +537,13 @@ impl Roofline {
         one_layer + head
     }
 
-    /// Device seconds of the step's verify pass and drafts, before the PP split.
+    /// Device seconds of the step's verify pass and drafts, before the PP split; a measured
+    /// [`StepLaw`] instead when the factors state one (configuration refuses it with
+    /// speculative decoding, whose verify and draft passes it does not know).
     fn device_s(&self, b: &BatchShape) -> f64 {
+        if let Some(law) = &self.eff.law {
+            return law.device_s(b);
+        }
         match &self.deployment.spec {
             None => self.forward_s(&self.load(b, 1.0)),
             Some(s) => {
@@ -745,5 +798,24 @@ mod tests {
         b.add(0, 100);
         b.add(50, 1);
         assert!((a.step_time(&b, false) - (0.01 + 0.01 + 0.001)).abs() < 1e-12);
+    }
+
+    /// A stated step law replaces the roofline's device time term by term, whatever the GPU
+    /// and model; the host part stays the factors' overheads.
+    #[test]
+    fn step_law_prices_the_device_by_hand() {
+        let law = StepLaw { step_s: 0.1, per_prefill_token_s: 1e-4, per_decode_seq_s: 2e-3, per_ctx_token_s: 1e-6 };
+        let eff = Efficiency { law: Some(law), step_overhead_s: 0.0, per_seq_overhead_s: 1e-3, ..Default::default() };
+        let r = Roofline::new(&gpu("v100", None).unwrap(), &model("llama-3.2-11b", None).unwrap(), 1, eff);
+        let mut b = BatchShape::default();
+        b.add(300, 200); // prefill 200 after 300 cached
+        b.add(250, 1);
+        b.add(150, 1);
+        let t = r.step_parts(&b);
+        // 0.1 + 200 × 1e-4 + 2 × 2e-3 + (300 + 250 + 150) × 1e-6
+        assert!((t.device_s - (0.1 + 0.02 + 0.004 + 0.0007)).abs() < 1e-12, "{t:?}");
+        assert!((t.host_s - 0.003).abs() < 1e-12, "{t:?}");
+        assert_eq!(r.step_parts(&BatchShape::default()), StepTime::default());
+        assert!(law.describe().starts_with("100.0 ms per step + 100.00 µs per prefill token"), "{}", law.describe());
     }
 }

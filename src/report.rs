@@ -279,7 +279,8 @@ pub fn config_echo(c: &crate::config::RunConfig, o: &crate::sim::Outcome) -> Str
         thousands(c.max_model_len),
         thousands(c.kv_bytes_per_token)
     );
-    let _ = writeln!(s, "Step time:      roofline · calibration {}", c.calibration);
+    let model = c.efficiency.law.map_or_else(|| "roofline".to_string(), |l| format!("step law ({})", l.describe()));
+    let _ = writeln!(s, "Step time:      {model} · calibration {}", c.calibration);
     let blocks = c
         .num_gpu_blocks
         .map(|b| format!(" ({} blocks of {} incl. the null block)", thousands(b), c.cache.block_size.unwrap_or(16)))

@@ -192,8 +192,9 @@ fn validate_bundled_cases() {
         .filter(|r| !trt_case(&r["case"]) && !ep_case(&r["case"]))
         .cloned()
         .collect();
-    // The seed sweep's two held-out rows (three figures each), then the fitted row's report.
-    assert_eq!(all.len(), 6 + 16);
+    // The seed sweep's two held-out rows (three figures each), then the fitted row's report (its
+    // 17 compared figures, the peak output throughput among them).
+    assert_eq!(all.len(), 6 + 17);
     assert!(all[..6].iter().all(|r| r["case"].as_str().unwrap().starts_with("seed-sweep-plan")));
     let rows = &all[6..];
     let metrics: Vec<&str> = rows.iter().map(|r| r["metric"].as_str().unwrap()).collect();
@@ -214,7 +215,7 @@ fn validate_bundled_cases() {
         assert_eq!(r["error_pct"], 0.0, "{m}");
     }
     let summary = v["summary"].as_object().unwrap();
-    assert_eq!(summary.len(), 17);
+    assert_eq!(summary.len(), 18);
     assert_eq!(summary["median_ttft_ms"]["cases"], 3);
     let names = |key: &str| -> Vec<String> {
         v[key].as_array().unwrap().iter().map(|s| s["case"].as_str().unwrap().to_string()).collect()
@@ -241,7 +242,7 @@ fn validate_bundled_cases() {
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("case ") && lines[0].ends_with("error %  profile"), "{text}");
-    assert_eq!(lines.iter().filter(|l| l.starts_with("vllm-ttft-64seq-6144btk ")).count(), 16);
+    assert_eq!(lines.iter().filter(|l| l.starts_with("vllm-ttft-64seq-6144btk ")).count(), 17);
     assert!(text.contains("\nNot expressible yet:\n  P045: "), "{text}");
     assert!(text.contains("\nNot run here (data absent):\n  P001: "), "{text}");
 }
@@ -470,13 +471,15 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 
 /// CI's fidelity gate, measured with the committed profiles: the published held-out cases (the
 /// 8 req/s points of profiles fitted at 4 req/s and offline) 9.29 % over 12 rows, bound 9.5 %;
-/// with the seed sweep's two held-out rows 8.17 % over 16 rows, bound 8.5 %. (Before vLLM
+/// with the seed sweep's two held-out rows 6.34 % over 16 rows, bound 6.5 %. (Before the seed
+/// sweep's profile became a step law (`--unknown-hardware`): 8.17 %; before vLLM
 /// 0.6.0's async output processing: 9.9 % and 8.1 %; before SGLang 0.3.0 ran without the
 /// overlap scheduler and vLLM 0.6.0 with multi-step scheduling, which added the vLLM points'
 /// TTFT rows: 7.4 % over 10 and 4.5 % over 14; before the H100 SGLang profile held the H200
 /// per-kernel floor: 11.1 % and 7.2 %.) `validate --max-held-out-error` gates every held-out
 /// row, the 30 TensorRT-LLM points of rows 2, 4, 6, 8 and 10 of each perf-overview table
-/// included (their profiles fitted on the other rows): 9.79 % over 46 rows, bound 10 %.
+/// included (their profiles fitted on the other rows): 9.51 % over 46 rows, bound 9.6 % (9.79 %
+/// before the step law).
 #[test]
 fn held_out_error_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
@@ -489,7 +492,7 @@ fn held_out_error_stays_under_the_measured_bound() {
     assert!(published < 9.5, "published held-out median |error| {published:.2} % (bound 9.5 %)");
     let (every, n) = held_out_median(&v, &all);
     assert_eq!(n, 16);
-    assert!(every < 8.5, "held-out median |error| {every:.2} % (bound 8.5 %)");
+    assert!(every < 6.5, "held-out median |error| {every:.2} % (bound 6.5 %)");
     let fitted: Vec<&str> = v["cases"]
         .as_array()
         .unwrap()
@@ -527,7 +530,7 @@ fn held_out_error_stays_under_the_measured_bound() {
         .collect();
     let (gated, n) = held_out_median(&v, &held);
     assert_eq!(n, 16 + 30);
-    assert!(gate("10").status.success(), "held-out median |error| {gated:.2} % (bound 10 %)");
+    assert!(gate("9.6").status.success(), "held-out median |error| {gated:.2} % (bound 9.6 %)");
     let out = gate("5");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -591,8 +594,10 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
     );
 }
 
-/// The seed sweep: fitted on the 64-sequence row alone (unknown hardware), the 16-sequence row's
-/// queueing cliff appears (real median TTFT 10.5 s against 376 ms) and is predicted within 5 %.
+/// The seed sweep: fitted on the 64-sequence row alone (unknown hardware: a step law), the
+/// 16-sequence row's queueing cliff appears (real median TTFT 10.5 s against 376 ms) and is
+/// predicted within 5 %; every held-out figure of both other rows (throughput, median TTFT)
+/// within 6 % (measured: 5.1 % at most, the 48-sequence TTFT).
 #[test]
 fn seed_sweep_cliff_is_predicted() {
     if common::data_dir().is_none() {
@@ -607,6 +612,12 @@ fn seed_sweep_cliff_is_predicted() {
     let (m16, p16) = get("seed-sweep-plan1", "median_ttft_ms");
     assert!(m16 / m64 > 20.0 && p16 / p64 > 20.0, "cliff: real {m16}/{m64}, predicted {p16}/{p64}");
     assert!((p16 / m16 - 1.0).abs() < 0.05, "16 seqs: predicted {p16}, real {m16}");
+    for case in SEED_HELD_OUT {
+        for metric in ["output_throughput", "median_ttft_ms", "request_throughput"] {
+            let (m, p) = get(case, metric);
+            assert!((p / m - 1.0).abs() < 0.06, "{case} {metric}: predicted {p}, real {m}");
+        }
+    }
 }
 
 /// The seed sweep's cases carry the figures of `ttft_sweep.csv`, row by row.

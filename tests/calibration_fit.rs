@@ -66,6 +66,59 @@ fn synthetic_round_trip_recovers_the_factors() {
     assert!(Path::new(&out).is_file());
 }
 
+/// Unknown hardware: a report printed with a known step law (seed-sweep-like: 50 × 200 → 100
+/// tokens at 20 req/s, 64 sequences) is fitted with `--unknown-hardware` from the report alone;
+/// the per-step, per-prefill-token and per-sequence terms come back within 5 %, and the fitted
+/// law predicts another scheduler limit (16 sequences, the queueing cliff) within 2 % of the
+/// truth's run. The profile records the law, no host overhead, and the widened objective.
+#[test]
+fn unknown_hardware_round_trip_recovers_the_step_law() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let truth = d.join("law.toml");
+    std::fs::write(
+        &truth,
+        "name = \"law\"\ngpu = \"v100\"\nengine = \"vllm\"\nmodels = [\"llama-3.2-11b\"]\n\n[efficiency]\n\
+         gemm_flops = 0.6\nmem_bw = 0.8\nattn_flops = 0.4\ncomm_bw = 0.7\ncomm_latency_s = 0.00001\n\
+         step_overhead_s = 0.0\nper_seq_overhead_s = 0.0\n\n[efficiency.law]\nstep_s = 0.08\n\
+         per_prefill_token_s = 0.0002\nper_decode_seq_s = 0.0005\nper_ctx_token_s = 0.0\n",
+    )
+    .unwrap();
+    let w = d.join("w.jsonl");
+    let gen = ["gen", "random", "--num-prompts", "50", "--input-len", "200", "--output-len", "100"];
+    ok(&[&gen[..], &["--range-ratio", "1.0", "-o", w.to_str().unwrap()]].concat());
+    let w = w.to_str().unwrap();
+    let setup = ["--trace", w, "--gpu", "v100", "--model", "llama-3.2-11b", "--max-model-len", "4096"];
+    let load = |seqs| ["--request-rate", "20", "--max-num-seqs", seqs, "--report-style", "vllm"];
+    let run_with = |profile: &Path, seqs| -> serde_json::Value {
+        let calibration = ["run", "--calibration", profile.to_str().unwrap(), "--json"];
+        serde_json::from_str(&ok(&[&calibration[..], &setup, &load(seqs)].concat())).unwrap()
+    };
+    let printed = ok(&[&["run", "--calibration", truth.to_str().unwrap()][..], &setup, &load("64")].concat());
+    assert!(printed.contains("Step time:      step law (80.0 ms per step + 200.00 µs per prefill token"), "{printed}");
+    let report = d.join("report.txt");
+    std::fs::write(&report, &printed).unwrap();
+    let out = d.join("fitted.toml");
+    let fit = ["calibrate", "--report", report.to_str().unwrap(), "-o", out.to_str().unwrap(), "--unknown-hardware"];
+    ok(&[&fit[..], &setup, &["--max-num-seqs", "64", "--max-iters", "300"]].concat());
+    let p = cachesim::calibrate::profile::read(&out).unwrap();
+    let law = p.efficiency.law.expect("an unknown-hardware fit states a step law");
+    close(law.step_s, 0.08, 0.05, "step_s");
+    close(law.per_prefill_token_s, 2e-4, 0.05, "per_prefill_token_s");
+    close(law.per_decode_seq_s, 5e-4, 0.05, "per_decode_seq_s");
+    assert_eq!((p.efficiency.step_overhead_s, p.efficiency.per_seq_overhead_s), (0.0, 0.0));
+    assert_eq!(p.fit.fitted, ["step_s", "per_prefill_token_s", "per_decode_seq_s", "per_ctx_token_s"]);
+    assert!(p.fit.weights.contains_key("p99_itl_ms") && p.fit.weights.contains_key("peak_output_throughput"));
+    assert_eq!(p.fit.unknown_hardware, Some(true));
+    // Held out: 16 sequences, where a third of the requests queue behind the first waves.
+    let (want, got) = (run_with(&truth, "16"), run_with(&out, "16"));
+    for m in ["output_throughput", "median_ttft_ms", "median_tpot_ms"] {
+        let (w, g) = (want[m].as_f64().unwrap(), got[m].as_f64().unwrap());
+        close(g, w, 0.02, m);
+    }
+    assert!(want["median_ttft_ms"].as_f64().unwrap() > 5000.0, "{}", want["median_ttft_ms"]);
+}
+
 /// The user's own run: one printed report (h0's: 300 × 1,024 → 256 tokens at 8 req/s on an
 /// H100) and the run flags describing it; the fit reproduces the report's metrics within 1 %
 /// and GEMM and HBM efficiency within 5 %; the profile records the command and residuals; the

@@ -5,11 +5,13 @@
 //! in the same objective. Each factor lives in its bounds through a log-logistic transform; a
 //! factor no case constrains (communication without tensor parallelism, host overheads with
 //! only step cases, the per-kernel floor without them) is held at its start value and said so.
+//! For a setup whose GPU and model are unknown (`--unknown-hardware`) the factors are instead
+//! the four coefficients of a measured step law ([`StepLaw`], [`LAW_FACTORS`]).
 //! Leave-one-out refits without each case and predicts it: the honest error.
 
 use super::profile::Residual;
 use crate::config::RunConfig;
-use crate::cost::Efficiency;
+use crate::cost::{Efficiency, StepLaw};
 use crate::error::{Error, Result};
 use crate::metrics::Summary;
 use crate::workload::Workload;
@@ -61,8 +63,9 @@ pub const FACTORS: &[Factor] = &[
     Factor { name: "eager_layer_launch_s", lo: 1e-5, hi: 5e-3 },
 ];
 
-/// The bounds for a run whose GPU and model are stand-ins (`--unknown-hardware`): the factors
-/// then absorb whatever the real setup is, so they may leave the physical ranges.
+/// The bounds of `--wide-bounds`: for a run whose GPU and model are known but whose engine runs
+/// far from their physics (the V100 seed run: an unstated worker engine, a vision model run
+/// eagerly), the factors may leave the physical ranges.
 pub const WIDE_FACTORS: &[Factor] = &[
     Factor { name: "gemm_flops", lo: 0.01, hi: 1.0 },
     Factor { name: "attn_flops", lo: 0.01, hi: 1.0 },
@@ -74,6 +77,32 @@ pub const WIDE_FACTORS: &[Factor] = &[
     Factor { name: "eager_layer_launch_s", lo: 1e-6, hi: 0.05 },
 ];
 
+/// The coefficients of the measured step law ([`StepLaw`]) an unknown-hardware fit
+/// (`--unknown-hardware`) searches instead of [`FACTORS`]: the GPU and model are stand-ins (for
+/// the KV pool and the weights' share of memory), so no efficiency of theirs means anything.
+pub const LAW_FACTORS: &[Factor] = &[
+    Factor { name: "step_s", lo: 1e-4, hi: 2.0 },
+    Factor { name: "per_prefill_token_s", lo: 1e-8, hi: 1e-2 },
+    Factor { name: "per_decode_seq_s", lo: 1e-7, hi: 0.1 },
+    Factor { name: "per_ctx_token_s", lo: 1e-11, hi: 1e-4 },
+];
+
+/// The default objective of an unknown-hardware fit: the default metrics, the report's tails and
+/// means of TTFT and ITL and its peak output throughput. Four coefficients need more than the
+/// medians (the seed sweep's report has no E2E, so three): the ITL tail is the steps that carry
+/// prefills, the TTFT mean and tail the queue behind them, and the busiest second's tokens the
+/// full decode batch alone — with the median ITL (steps at that batch with and without a
+/// prefill) it separates the per-step from the per-sequence term, which the medians of a run
+/// held at one batch size cannot.
+pub fn unknown_hardware_weights() -> BTreeMap<String, f64> {
+    let extra = ["mean_ttft_ms", "p99_ttft_ms", "median_itl_ms", "p99_itl_ms", "peak_output_throughput"];
+    default_weights().into_iter().chain(extra.iter().map(|m| (m.to_string(), 1.0))).collect()
+}
+
+/// A law with every coefficient 0: outside [`LAW_FACTORS`]' bounds, so a fit starts from the
+/// middle of them.
+const NO_LAW: StepLaw = StepLaw { step_s: 0.0, per_prefill_token_s: 0.0, per_decode_seq_s: 0.0, per_ctx_token_s: 0.0 };
+
 fn get(e: &Efficiency, name: &str) -> f64 {
     match name {
         "gemm_flops" => e.gemm_flops,
@@ -84,7 +113,16 @@ fn get(e: &Efficiency, name: &str) -> f64 {
         "comm_bw" => e.comm_bw,
         "kernel_floor_s" => e.kernel_floor_s,
         "eager_layer_launch_s" => e.eager_layer_launch_s,
-        _ => unreachable!("factor names are the constants above"),
+        law => {
+            let l = e.law.unwrap_or(NO_LAW);
+            match law {
+                "step_s" => l.step_s,
+                "per_prefill_token_s" => l.per_prefill_token_s,
+                "per_decode_seq_s" => l.per_decode_seq_s,
+                "per_ctx_token_s" => l.per_ctx_token_s,
+                _ => unreachable!("factor names are the constants above"),
+            }
+        }
     }
 }
 
@@ -98,7 +136,16 @@ fn set(e: &mut Efficiency, name: &str, v: f64) {
         "comm_bw" => e.comm_bw = v,
         "kernel_floor_s" => e.kernel_floor_s = v,
         "eager_layer_launch_s" => e.eager_layer_launch_s = v,
-        _ => unreachable!("factor names are the constants above"),
+        law => {
+            let l = e.law.get_or_insert(NO_LAW);
+            match law {
+                "step_s" => l.step_s = v,
+                "per_prefill_token_s" => l.per_prefill_token_s = v,
+                "per_decode_seq_s" => l.per_decode_seq_s = v,
+                "per_ctx_token_s" => l.per_ctx_token_s = v,
+                _ => unreachable!("factor names are the constants above"),
+            }
+        }
     }
 }
 
@@ -106,8 +153,9 @@ fn set(e: &mut Efficiency, name: &str, v: f64) {
 fn start_text(e: &Efficiency, name: &str) -> String {
     let v = get(e, name);
     match name {
-        "step_overhead_s" => format!("{:.3} ms per step", v * 1e3),
+        "step_overhead_s" | "step_s" => format!("{:.3} ms per step", v * 1e3),
         "per_seq_overhead_s" | "kernel_floor_s" | "eager_layer_launch_s" => format!("{:.2} µs", v * 1e6),
+        "per_prefill_token_s" | "per_decode_seq_s" | "per_ctx_token_s" => format!("{:.4} µs", v * 1e6),
         _ => format!("{v:.3}"),
     }
 }
@@ -207,9 +255,12 @@ pub struct FitOptions {
     pub max_iters: u64,
     /// Where the search starts and what held factors keep.
     pub start: Efficiency,
-    /// Use [`WIDE_FACTORS`] (the GPU and model are stand-ins).
+    /// Fit the step law's [`LAW_FACTORS`] instead of the roofline's factors (the GPU and model
+    /// are stand-ins).
     pub unknown_hardware: bool,
-    /// Factors (names of [`FACTORS`]) held at their `start` values, not fitted (e.g. a fit of the
+    /// Search the roofline's factors within [`WIDE_FACTORS`] instead of [`FACTORS`].
+    pub wide_bounds: bool,
+    /// Factors (names of [`FACTORS`], or of [`LAW_FACTORS`] with `unknown_hardware`) held at their `start` values, not fitted (e.g. a fit of the
     /// device factors alone that keeps a profile's host overheads).
     pub hold: Vec<&'static str>,
 }
@@ -221,15 +272,30 @@ impl Default for FitOptions {
             max_iters: 150,
             start: Efficiency::default(),
             unknown_hardware: false,
+            wide_bounds: false,
             hold: Vec::new(),
         }
     }
 }
 
+impl FitOptions {
+    /// The flag that ties a fit's factors to its own setup, so that they never transfer to another
+    /// case: `--unknown-hardware` (a step law) or `--wide-bounds`; `None` for a physical fit.
+    pub fn setup_bound_flag(&self) -> Option<&'static str> {
+        if self.unknown_hardware {
+            Some("--unknown-hardware")
+        } else if self.wide_bounds {
+            Some("--wide-bounds")
+        } else {
+            None
+        }
+    }
+}
+
 /// The options a profile was fitted with, from its `fit` record: its weights, `max_iters` and
-/// `unknown_hardware` (for a record written before those two were kept, the flags of its
-/// `command`: `--max-iters N`, `--unknown-hardware`; absent, the defaults), searching from the
-/// default factors as `calibrate --fit` does. A refit with these options on the same cases
+/// `unknown_hardware` and `wide_bounds` (for a record written before those were kept, the flags
+/// of its `command`: `--max-iters N`, `--unknown-hardware`, `--wide-bounds`; absent, the
+/// defaults), searching from the default factors as `calibrate --fit` does. A refit with these options on the same cases
 /// reproduces the profile.
 pub fn options_of(info: &super::profile::FitInfo) -> FitOptions {
     let words: Vec<&str> = info.command.split_whitespace().collect();
@@ -239,8 +305,20 @@ pub fn options_of(info: &super::profile::FitInfo) -> FitOptions {
         .or_else(|| flag_value("--max-iters").and_then(|v| v.parse().ok()))
         .unwrap_or(FitOptions::default().max_iters);
     let unknown_hardware = info.unknown_hardware.unwrap_or_else(|| words.contains(&"--unknown-hardware"));
-    let weights = if info.weights.is_empty() { default_weights() } else { info.weights.clone() };
-    FitOptions { weights, max_iters, start: info.start.unwrap_or_default(), unknown_hardware, hold: Vec::new() }
+    let wide_bounds = info.wide_bounds.unwrap_or_else(|| words.contains(&"--wide-bounds"));
+    let weights = match info.weights.is_empty() {
+        false => info.weights.clone(),
+        true if unknown_hardware => unknown_hardware_weights(),
+        true => default_weights(),
+    };
+    FitOptions {
+        weights,
+        max_iters,
+        start: info.start.unwrap_or_default(),
+        unknown_hardware,
+        wide_bounds,
+        hold: Vec::new(),
+    }
 }
 
 /// A fit's result.
@@ -270,6 +348,7 @@ impl Fit {
             evaluations: self.evaluations,
             max_iters: Some(o.max_iters),
             unknown_hardware: Some(o.unknown_hardware),
+            wide_bounds: o.wide_bounds.then_some(true),
             residuals: self.residuals.clone(),
             ..Default::default()
         }
@@ -284,7 +363,8 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     if o.weights.values().any(|w| !(w.is_finite() && *w >= 0.0)) {
         return Err(Error::invalid("--weights", "weights must be finite and not negative"));
     }
-    if let Some(n) = o.hold.iter().find(|n| !FACTORS.iter().any(|f| f.name == **n)) {
+    let names = if o.unknown_hardware { LAW_FACTORS } else { FACTORS };
+    if let Some(n) = o.hold.iter().find(|n| !names.iter().any(|f| f.name == **n)) {
         return Err(Error::invalid("fit", format!("cannot hold `{n}`: not a factor")));
     }
     let rows = residuals(targets, o.start, &o.weights)?;
@@ -296,29 +376,51 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     let tp = targets.iter().any(|t| t.cfg.tp > 1 && t.steps.as_ref().is_none_or(|s| !s.rank));
     let eager = steps.iter().any(|s| s.rows.iter().any(|r| r.eager && o.weights.contains_key(r.metric)));
     let mut held = Vec::new();
-    let bounds = if o.unknown_hardware { WIDE_FACTORS } else { FACTORS };
-    let factors: Vec<Factor> = bounds
-        .iter()
-        .copied()
-        .filter(|f| {
-            let why = match f.name {
-                n if o.hold.contains(&n) => format!("held at the start's {}", start_text(&o.start, n)),
-                "comm_bw" if !tp => "no case runs tensor parallel".to_string(),
-                "step_overhead_s" | "per_seq_overhead_s" if !serving => {
-                    "only kernel step cases, which time the device alone".to_string()
-                }
-                "kernel_floor_s" if steps.is_empty() => {
-                    format!("no kernel step case: kept at the start's {:.2} µs", o.start.kernel_floor_s * 1e6)
-                }
-                "eager_layer_launch_s" if !eager => "no eager kernel step row (serving runs never use it)".to_string(),
-                _ => return true,
-            };
-            held.push(format!("{}: {why}", f.name));
-            false
-        })
-        .collect();
-    // Without eager rows the eager launch time means nothing: not carried into the profile.
+    let hold = |f: &Factor, held: &mut Vec<String>| {
+        let keep = o.hold.contains(&f.name);
+        if keep {
+            held.push(format!("{}: held at the start's {}", f.name, start_text(&o.start, f.name)));
+        }
+        !keep
+    };
     let mut base = o.start;
+    let factors: Vec<Factor> = if o.unknown_hardware {
+        // The law times the whole step: no roofline factor and no host overhead is fitted.
+        held.push(
+            "roofline factors: the step law prices the whole step (--unknown-hardware); host overheads 0".to_string(),
+        );
+        base.step_overhead_s = 0.0;
+        base.per_seq_overhead_s = 0.0;
+        base.eager_layer_launch_s = 0.0;
+        base.law = Some(base.law.unwrap_or(NO_LAW));
+        LAW_FACTORS.iter().copied().filter(|f| hold(f, &mut held)).collect()
+    } else {
+        base.law = None;
+        let bounds = if o.wide_bounds { WIDE_FACTORS } else { FACTORS };
+        bounds
+            .iter()
+            .copied()
+            .filter(|f| {
+                let why = match f.name {
+                    n if o.hold.contains(&n) => return hold(f, &mut held),
+                    "comm_bw" if !tp => "no case runs tensor parallel".to_string(),
+                    "step_overhead_s" | "per_seq_overhead_s" if !serving => {
+                        "only kernel step cases, which time the device alone".to_string()
+                    }
+                    "kernel_floor_s" if steps.is_empty() => {
+                        format!("no kernel step case: kept at the start's {:.2} µs", o.start.kernel_floor_s * 1e6)
+                    }
+                    "eager_layer_launch_s" if !eager => {
+                        "no eager kernel step row (serving runs never use it)".to_string()
+                    }
+                    _ => return true,
+                };
+                held.push(format!("{}: {why}", f.name));
+                false
+            })
+            .collect()
+    };
+    // Without eager rows the eager launch time means nothing: not carried into the profile.
     if !eager {
         base.eager_layer_launch_s = 0.0;
     }
@@ -418,7 +520,14 @@ mod tests {
             ..Default::default()
         };
         let o = options_of(&info);
-        assert_eq!((o.max_iters, o.unknown_hardware), (300, true));
+        assert_eq!((o.max_iters, o.unknown_hardware, o.wide_bounds), (300, true, false));
+        assert_eq!(o.weights, unknown_hardware_weights());
+        let wide = super::super::profile::FitInfo {
+            command: "cachesim calibrate --fit --wide-bounds".into(),
+            ..Default::default()
+        };
+        let o = options_of(&wide);
+        assert_eq!((o.unknown_hardware, o.wide_bounds), (false, true));
         assert_eq!(o.weights, default_weights());
         info.max_iters = Some(20);
         info.unknown_hardware = Some(false);

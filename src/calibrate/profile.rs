@@ -48,9 +48,14 @@ pub struct FitInfo {
     /// was recorded (then read from `command`, see [`super::fit::options_of`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_iters: Option<u64>,
-    /// Whether the wide bounds of `--unknown-hardware` were used; absent as `max_iters`.
+    /// Whether the step law of `--unknown-hardware` was fitted in place of the roofline's
+    /// factors; absent as `max_iters`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown_hardware: Option<bool>,
+    /// Whether the roofline's factors were searched within the wide bounds of `--wide-bounds`;
+    /// absent when not (or in a profile written before the flag existed, whose command says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wide_bounds: Option<bool>,
     /// The factors the search started from and the held ones kept (`--start FILE`); absent:
     /// the raw roofline's.
     #[serde(default, skip_serializing_if = "Option::is_none")]

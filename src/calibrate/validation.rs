@@ -17,6 +17,7 @@ pub const METRICS: &[&str] = &[
     "request_throughput",
     "output_throughput",
     "total_throughput",
+    "peak_output_throughput",
     "mean_ttft_ms",
     "median_ttft_ms",
     "p99_ttft_ms",
