@@ -139,7 +139,7 @@ fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, 
             let how = if prof.fit.cases.is_empty() {
                 "not fitted".to_string()
             } else {
-                format!("fitted on {}", prof.fit.cases.join(", "))
+                format!("fitted on {}; {}", prof.fit.cases.join(", "), prof.quality())
             };
             if prof.efficiency.law.is_some() && o.layout.speculative_algorithm != SpecAlgorithm::None {
                 return Err(Error::invalid(
@@ -156,7 +156,12 @@ fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, 
         Calibration::Auto => match profile::builtin_for(gpu, o.engine, &model.name) {
             Some((file, prof)) => (
                 prof.efficiency,
-                format!("{} (calibration/profiles/{file}, fitted on {})", prof.name, prof.fit.cases.join(", ")),
+                format!(
+                    "{} (calibration/profiles/{file}, fitted on {}; {})",
+                    prof.name,
+                    prof.fit.cases.join(", "),
+                    prof.quality()
+                ),
             ),
             None => (
                 Efficiency::default(),

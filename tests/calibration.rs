@@ -698,7 +698,7 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     assert!(auto["config"]["calibration"]
         .as_str()
         .unwrap()
-        .starts_with("a100-80gb-sglang (calibration/profiles/a100-80gb-sglang.toml, fitted on P001, P009)"));
+        .starts_with("a100-80gb-sglang (calibration/profiles/a100-80gb-sglang.toml, fitted on P001, P009; leave-one-out median |error| "));
     let none = json(&["--calibration", "none"]);
     assert_eq!(none["config"]["calibration"], "none (raw roofline, --calibration none)");
     assert_eq!(none["config"]["efficiency"]["step_overhead_s"], 0.003);
@@ -739,7 +739,7 @@ fn seed_deployments_are_compared_with_their_reports() {
     for (seed, profile) in SEED_DEPLOYMENTS.iter().zip(SEED_PROFILES) {
         let c = cases.iter().find(|c| c["case"] == *seed).unwrap_or_else(|| panic!("{seed} not run"));
         assert_eq!((c["fitted"].as_bool(), c["no_profile"].as_bool()), (Some(true), Some(false)), "{seed}");
-        let echo = format!("{profile} (calibration/profiles/{profile}.toml, fitted on {seed})");
+        let echo = format!("{profile} (calibration/profiles/{profile}.toml, fitted on {seed}; fit median |error| ");
         assert!(c["calibration"].as_str().unwrap().starts_with(&echo), "{c}");
         let measured = report::read(&crate_dir().join(format!("calibration/reports/{seed}.txt"))).unwrap();
         let mine: Vec<&serde_json::Value> = rows.iter().filter(|r| r["case"] == *seed).collect();

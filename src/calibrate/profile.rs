@@ -94,6 +94,22 @@ pub struct Profile {
     pub fit: FitInfo,
 }
 
+impl Profile {
+    /// How well the profile is known to predict, in words: its leave-one-out median |error|,
+    /// else (one case) its fit's, else `not fitted`.
+    pub fn quality(&self) -> String {
+        match self.fit.loo_median_abs_error_pct {
+            Some(e) => format!("leave-one-out median |error| {e:.1} %"),
+            None if self.fit.cases.is_empty() => "not fitted".to_string(),
+            None => format!(
+                "fit median |error| {:.1} % on {} case(s), no leave-one-out",
+                self.fit.median_abs_error_pct,
+                self.fit.cases.len()
+            ),
+        }
+    }
+}
+
 /// The engine a profile fitted with `calibrate --fit --any-engine` records: cases of several
 /// engine families, so it matches no run's [`family`] and is used only when named.
 pub const ANY_ENGINE: &str = "any";

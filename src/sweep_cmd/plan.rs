@@ -86,11 +86,6 @@ impl Plan {
 /// model (else the raw roofline), with the leave-one-out error each profile records.
 pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
     use cachesim::calibrate::profile;
-    let quality = |p: &profile::Profile| match p.fit.loo_median_abs_error_pct {
-        Some(e) => format!("leave-one-out median |error| {e:.1} %"),
-        None if p.fit.cases.is_empty() => "not fitted".to_string(),
-        None => format!("fit median |error| {:.1} % on {} case(s)", p.fit.median_abs_error_pct, p.fit.cases.len()),
-    };
     Ok(match run.options().calibration {
         cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
         cachesim::config::Calibration::Kernels => {
@@ -98,11 +93,11 @@ pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
         }
         cachesim::config::Calibration::File(f) => {
             let p = profile::read(&f)?;
-            format!("{} ({}) for every configuration; {}", p.name, f.display(), quality(&p))
+            format!("{} ({}) for every configuration; {}", p.name, f.display(), p.quality())
         }
         cachesim::config::Calibration::Auto => {
             let names: Vec<String> =
-                profile::builtin().iter().map(|(_, p)| format!("{} ({})", p.name, quality(p))).collect();
+                profile::builtin().iter().map(|(_, p)| format!("{} ({})", p.name, p.quality())).collect();
             format!(
                 "fitted profile per configuration where one matches its GPU, engine family and model, else \
                  none (raw roofline); profiles: {}",
