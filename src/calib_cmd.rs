@@ -307,13 +307,23 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A fitted profile's factors, one a line, then the held ones with why.
+/// A fitted profile's factors, one a line, then the held ones with why, and a warning when fewer
+/// figures were fitted than factors.
 pub(crate) fn write_factors(o: &mut impl std::io::Write, p: &profile::Profile) -> std::io::Result<()> {
     for name in &p.fit.fitted {
         writeln!(o, "  {name:<20} {}", factor_text(&p.efficiency, name))?;
     }
     for h in &p.fit.held {
         writeln!(o, "  held: {h}")?;
+    }
+    let (factors, figures) = (p.fit.fitted.len(), p.fit.residuals.len());
+    if figures < factors {
+        writeln!(
+            o,
+            "  under-determined: {factors} factors fitted on {figures} measured figures, so the factors the \
+             figures do not separate keep where the search stopped (more runs, or more of each report's \
+             figures through --weights, e.g. mean_ttft_ms, p99_ttft_ms, median_itl_ms, p99_itl_ms, pin them)"
+        )?;
     }
     Ok(())
 }

@@ -100,7 +100,8 @@ fn unknown_hardware_round_trip_recovers_the_step_law() {
     std::fs::write(&report, &printed).unwrap();
     let out = d.join("fitted.toml");
     let fit = ["calibrate", "--report", report.to_str().unwrap(), "-o", out.to_str().unwrap(), "--unknown-hardware"];
-    ok(&[&fit[..], &setup, &["--max-num-seqs", "64", "--max-iters", "300"]].concat());
+    let text = ok(&[&fit[..], &setup, &["--max-num-seqs", "64", "--max-iters", "300"]].concat());
+    assert!(!text.contains("under-determined"), "{text}");
     let p = cachesim::calibrate::profile::read(&out).unwrap();
     let law = p.efficiency.law.expect("an unknown-hardware fit states a step law");
     close(law.step_s, 0.08, 0.05, "step_s");
@@ -149,8 +150,10 @@ fn own_report_round_trip_recovers_the_factors() {
         "{}",
         p.fit.command
     );
-    // vLLM's report prints no median E2E latency: three weighted metrics.
+    // vLLM's report prints no median E2E latency: three weighted metrics, fewer than the five
+    // factors, which the output says.
     assert_eq!(p.fit.residuals.len(), 3);
+    assert!(text.contains("\n  under-determined: 5 factors fitted on 3 measured figures, so "), "{text}");
     for r in &p.fit.residuals {
         assert!(r.error_pct.abs() < 1.0, "{r:?}");
         assert!(text.contains(&format!("{:<22} {:>12.2}", r.metric, r.measured)), "{text}");
