@@ -120,12 +120,13 @@ pub struct Affine {
 
 impl CostModel for Affine {
     fn step_parts(&self, b: &BatchShape) -> StepTime {
-        StepTime {
-            device_s: self.per_prefill_token_s * b.prefill_tokens as f64
-                + self.per_decode_seq_s * b.decode_seqs as f64
-                + self.per_ctx_token_s * (b.prefill_ctx_tokens + b.decode_ctx_tokens) as f64,
-            host_s: self.base_s,
-        }
+        let law = StepLaw {
+            step_s: 0.0,
+            per_prefill_token_s: self.per_prefill_token_s,
+            per_decode_seq_s: self.per_decode_seq_s,
+            per_ctx_token_s: self.per_ctx_token_s,
+        };
+        StepTime { device_s: law.device_s(b), host_s: self.base_s }
     }
 }
 
@@ -157,7 +158,7 @@ impl StepLaw {
             + self.per_ctx_token_s * (b.prefill_ctx_tokens + b.decode_ctx_tokens) as f64
     }
 
-    /// The law in words, e.g. `110.0 ms + 0.150 ms per prefill token + …`.
+    /// The law in words, e.g. `109.1 ms per step + 146.40 µs per prefill token + …`.
     pub fn describe(&self) -> String {
         format!(
             "{:.1} ms per step + {:.2} µs per prefill token + {:.2} µs per decoding sequence + {:.3} µs per context token",

@@ -260,8 +260,9 @@ pub struct FitOptions {
     pub unknown_hardware: bool,
     /// Search the roofline's factors within [`WIDE_FACTORS`] instead of [`FACTORS`].
     pub wide_bounds: bool,
-    /// Factors (names of [`FACTORS`], or of [`LAW_FACTORS`] with `unknown_hardware`) held at their `start` values, not fitted (e.g. a fit of the
-    /// device factors alone that keeps a profile's host overheads).
+    /// Factors (names of [`FACTORS`], or of [`LAW_FACTORS`] with `unknown_hardware`) held at
+    /// their `start` values, not fitted (e.g. a fit of the device factors alone that keeps a
+    /// profile's host overheads).
     pub hold: Vec<&'static str>,
 }
 
@@ -295,8 +296,8 @@ impl FitOptions {
 /// The options a profile was fitted with, from its `fit` record: its weights, `max_iters` and
 /// `unknown_hardware` and `wide_bounds` (for a record written before those were kept, the flags
 /// of its `command`: `--max-iters N`, `--unknown-hardware`, `--wide-bounds`; absent, the
-/// defaults), searching from the default factors as `calibrate --fit` does. A refit with these options on the same cases
-/// reproduces the profile.
+/// defaults), searching from the default factors as `calibrate --fit` does. A refit with these
+/// options on the same cases reproduces the profile.
 pub fn options_of(info: &super::profile::FitInfo) -> FitOptions {
     let words: Vec<&str> = info.command.split_whitespace().collect();
     let flag_value = |flag: &str| words.windows(2).find(|w| w[0] == flag).map(|w| w[1]);
