@@ -189,8 +189,9 @@ pub struct Efficiency {
     pub step_overhead_s: f64,
     /// Extra per sequence in the batch (input preparation, sampling), seconds.
     pub per_seq_overhead_s: f64,
-    /// Fixed device seconds every kernel costs on top of its roofline time, counted
-    /// [`KERNELS_PER_LAYER`] times per layer and once for the LM head (0 = the plain roofline).
+    /// Fixed device seconds every kernel costs on top of its roofline time, counted for every
+    /// kernel of a forward pass ([`Model::forward_kernels`]: 5 per dense GQA layer, and once for
+    /// the LM head; 0 = the plain roofline).
     ///
     /// Additive, not a lower bound: the H200 bf16 GEMMs of the Llama linear layers
     /// (`profiling/h200/gemm.csv`, M ≤ 64) all take ≈ 22–38 µs *more* than their weights need
@@ -220,9 +221,31 @@ pub struct Efficiency {
     pub law: Option<StepLaw>,
 }
 
-/// Kernels per layer the per-kernel floor ([`Efficiency::kernel_floor_s`]) counts: the four
-/// linear layers (QKV, O, gate/up, down) and attention.
-pub const KERNELS_PER_LAYER: f64 = 5.0;
+/// Peak GEMM FLOP/s of `gpu` for weights of `dtype`: its FP8 tensor-core peak for FP8 weights
+/// (the BF16 one where the GPU states none), else its BF16 peak.
+pub fn gemm_peak(gpu: &Gpu, dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::Fp8 => gpu.fp8_tflops.unwrap_or(gpu.bf16_tflops) * 1e12,
+        Dtype::Bf16 | Dtype::Fp16 => gpu.bf16_tflops * 1e12,
+    }
+}
+
+/// Seconds of work bound by the slower of its FLOPs at `flops_per_s` and its bytes at
+/// `bytes_per_s`: the roofline's rule for every GEMM and attention term.
+fn bound_s(flops: f64, flops_per_s: f64, bytes: f64, bytes_per_s: f64) -> f64 {
+    (flops / flops_per_s).max(bytes / bytes_per_s)
+}
+
+/// Device seconds of one `[m, k] × [k, n]` GEMM with `dtype` weights, timed alone on `gpu`: one
+/// per-kernel floor ([`Efficiency::kernel_floor_s`]) plus the slower of its FLOPs at the GEMM
+/// efficiency of the dtype's peak and its weight bytes at the bandwidth efficiency — the rule
+/// [`Roofline`] prices a layer's linear layers by (activation bytes left out, as there).
+pub fn gemm_s(gpu: &Gpu, eff: &Efficiency, [m, k, n]: [u64; 3], dtype: Dtype) -> f64 {
+    let (m, k, n) = (m as f64, k as f64, n as f64);
+    let weight_bytes = k * n * dtype.bytes() as f64;
+    let flops_per_s = gemm_peak(gpu, dtype) * eff.gemm_flops;
+    eff.kernel_floor_s + bound_s(2.0 * m * k * n, flops_per_s, weight_bytes, gpu.mem_bw_gbps * 1e9 * eff.mem_bw)
+}
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
@@ -323,6 +346,8 @@ pub struct Roofline {
     kv_read_bytes_per_token: f64,
     act_bytes_per_token: f64,
     layers: f64,
+    /// Kernels of one forward pass ([`Model::forward_kernels`]), each paying the floor.
+    kernels: f64,
     head_params: f64,
     /// DeepEP's all-to-all under EP with DP attention ([`ep`]); `None`: the plain all-to-all.
     #[serde(skip)]
@@ -398,7 +423,7 @@ impl Roofline {
             tp: p.tp,
             eff,
             attn_peak: gpu.bf16_tflops * 1e12,
-            gemm_peak: if fp8 { gpu.fp8_tflops.unwrap_or(gpu.bf16_tflops) } else { gpu.bf16_tflops } * 1e12,
+            gemm_peak: gemm_peak(gpu, model.weight_dtype),
             bw: gpu.mem_bw_gbps * 1e9,
             links,
             dense_weight_bytes,
@@ -409,6 +434,7 @@ impl Roofline {
             kv_read_bytes_per_token: kv_read,
             act_bytes_per_token: (model.hidden * 2) as f64,
             layers,
+            kernels: model.forward_kernels(),
             head_params: (model.vocab * model.hidden) as f64 / tp,
             deepep,
             deployment: d,
@@ -458,22 +484,22 @@ impl Roofline {
         let flops = self.gemm_peak * e.gemm_flops;
         let bw = self.bw * e.mem_bw;
         let attn_flops = self.attn_peak * e.attn_flops;
-        let mut gemm = (2.0 * self.dense_matmul_params * l.tokens / flops).max(self.dense_weight_bytes / bw);
+        let mut gemm = bound_s(2.0 * self.dense_matmul_params * l.tokens, flops, self.dense_weight_bytes, bw);
         if let Some((experts, k, moe_layers, params, bytes)) = self.moe {
             let touched = moe::distinct_experts_skewed(experts, k, l.tokens, self.deployment.moe_skew);
-            gemm += moe_layers * (2.0 * l.tokens * k * params / flops).max(touched * bytes / bw);
+            gemm += moe_layers * bound_s(2.0 * l.tokens * k * params, flops, touched * bytes, bw);
         }
-        let prefill_attn = (self.prefill_flops_per_pair * l.prefill_pairs / attn_flops)
-            .max(l.prefill_ctx * self.kv_read_bytes_per_token / bw);
-        let decode_attn = (self.decode_flops_per_pair * l.decode_ctx * l.decode_positions / attn_flops)
-            .max(l.decode_ctx * self.kv_read_bytes_per_token / bw);
+        let kv = self.kv_read_bytes_per_token;
+        let prefill_attn = bound_s(self.prefill_flops_per_pair * l.prefill_pairs, attn_flops, l.prefill_ctx * kv, bw);
+        let decode_attn =
+            bound_s(self.decode_flops_per_pair * l.decode_ctx * l.decode_positions, attn_flops, l.decode_ctx * kv, bw);
         gemm + prefill_attn + decode_attn + self.floor_s() + self.comm_s(l.tokens)
     }
 
-    /// The per-kernel floors of one forward pass: [`KERNELS_PER_LAYER`] per layer and the LM
-    /// head, whatever the batch (0 with the plain roofline).
+    /// The per-kernel floors of one forward pass ([`Model::forward_kernels`]), whatever the
+    /// batch (0 with the plain roofline).
     fn floor_s(&self) -> f64 {
-        (self.layers * KERNELS_PER_LAYER + 1.0) * self.eff.kernel_floor_s
+        self.kernels * self.eff.kernel_floor_s
     }
 
     /// Device seconds of one TP rank's compute for the batch: the forward pass without its
@@ -533,8 +559,12 @@ impl Roofline {
             ..Default::default()
         };
         let one_layer = self.forward_s(&self.load(&d, 1.0)) / self.layers.max(1.0);
-        let head = (2.0 * self.head_params * b.decode_seqs as f64 / (self.gemm_peak * self.eff.gemm_flops))
-            .max(self.head_params * 2.0 / (self.bw * self.eff.mem_bw));
+        let head = bound_s(
+            2.0 * self.head_params * b.decode_seqs as f64,
+            self.gemm_peak * self.eff.gemm_flops,
+            self.head_params * 2.0,
+            self.bw * self.eff.mem_bw,
+        );
         one_layer + head
     }
 
@@ -745,6 +775,34 @@ mod tests {
         assert!(!t.contains("kernel_floor_s") && !t.contains("eager_layer_launch_s"), "{t}");
         let back: Efficiency = toml::from_str(&t).unwrap();
         assert_eq!(back, Efficiency::default());
+        // DeepSeek-R1 (MLA with a query LoRA, 3 dense layers, 58 MoE layers with a shared
+        // expert): 3 × (6 + 2) + 58 × (6 + 5) + the LM head = 663 floors.
+        let r1 = model("deepseek-r1", None).unwrap();
+        assert_eq!((m8.forward_kernels(), m70.forward_kernels(), r1.forward_kernels()), (161.0, 401.0, 663.0));
+        let ep = |e| Roofline::new(&h200, &r1, 8, e).rank_compute_s(&one);
+        assert!((ep(eff) - ep(Efficiency::default()) - 663.0 * 20e-6).abs() < 1e-12);
+    }
+
+    /// One GEMM by hand on an H200 (4.8 TB/s, 989.4 BF16 and 1978.9 FP8 TFLOP/s), floor 20 µs,
+    /// the default 0.6 GEMM and 0.8 bandwidth efficiency: Llama-3.1-8B's gate/up
+    /// (K 4096, N 28672) at M = 1 is bound by its weights (235 MB in BF16, half in FP8); at
+    /// M = 8192 by its FLOPs, twice as fast in FP8.
+    #[test]
+    fn one_gemm_by_hand() {
+        let h200 = gpu("h200", None).unwrap();
+        let eff = Efficiency { kernel_floor_s: 20e-6, ..Efficiency::default() };
+        let (k, n) = (4096.0, 28672.0);
+        let small = |d| gemm_s(&h200, &eff, [1, 4096, 28672], d);
+        assert!((small(Dtype::Bf16) - (20e-6 + k * n * 2.0 / (4.8e12 * 0.8))).abs() < 1e-15);
+        assert!((small(Dtype::Fp8) - (20e-6 + k * n / (4.8e12 * 0.8))).abs() < 1e-15);
+        let large = |d| gemm_s(&h200, &eff, [8192, 4096, 28672], d) - 20e-6;
+        let flops = 2.0 * 8192.0 * k * n;
+        assert!((large(Dtype::Bf16) - flops / (989.4e12 * 0.6)).abs() < 1e-12);
+        assert!((large(Dtype::Fp8) - flops / (1978.9e12 * 0.6)).abs() < 1e-12);
+        assert_eq!(
+            gemm_peak(&gpu("v100", None).unwrap(), Dtype::Fp8),
+            gemm_peak(&gpu("v100", None).unwrap(), Dtype::Bf16)
+        );
     }
 
     /// Decode under DeepEP low latency at EP 72 (P042's layout): with two-batch overlap the step

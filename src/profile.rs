@@ -189,6 +189,27 @@ impl Model {
             0
         }
     }
+    /// Kernels one forward pass over the text layers launches, as the per-kernel floor
+    /// (`cost::Efficiency::kernel_floor_s`) counts them: per layer one kernel per weight matrix
+    /// it multiplies by, plus attention; plus the LM head. GQA attention: QKV (fused) and O;
+    /// MLA: six with attention (SGLang's and vLLM's DeepSeek layers fuse q_a with kv_a and
+    /// split the absorbed kv_b into two batched GEMMs around attention: fused q_a/kv_a, q_b,
+    /// k absorption, attention, v absorption, o; without a query LoRA, q instead of the first
+    /// two: five). A dense FFN: gate/up (fused) and down; an MoE layer: the router, the routed
+    /// experts' fused gate/up and down, and the shared experts' gate/up and down when there are
+    /// any. A dense GQA layer thus counts 5 (the H200 Llama steps the floor was fitted on), a
+    /// DeepSeek-V3 MoE layer 11: the DeepSeek-V3 projections and experts of the H200 GEMM
+    /// timings (`profiling/h200/gemm_fp8_moe.csv`) each pay the same floor as Llama's.
+    pub fn forward_kernels(&self) -> f64 {
+        let attention = match (self.is_mla(), self.q_lora_rank) {
+            (true, Some(_)) => 6,
+            (true, None) => 5,
+            (false, _) => 3,
+        };
+        let moe_ffn = 3 + if self.shared_experts.unwrap_or(0) > 0 { 2 } else { 0 };
+        let (layers, moe) = (self.text_layers(), self.moe_layers());
+        (layers * attention + (layers - moe) * 2 + moe * moe_ffn + 1) as f64
+    }
     /// Parameters of one expert (gate, up and down projections).
     pub fn expert_params(&self) -> f64 {
         3.0 * (self.hidden * self.moe_intermediate.unwrap_or(self.intermediate)) as f64

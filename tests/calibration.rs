@@ -433,7 +433,8 @@ const SEED_DEPLOYMENTS: [&str; 3] = ["h20-dsr1-sglang-tp16-mtp", "h20-dsr1-vllm-
 /// Each seed deployment's built-in profile, fitted on that case alone.
 const SEED_PROFILES: [&str; 3] = ["h20-sglang", "h20-vllm", "v100-vllm"];
 
-const KERNEL_CASES: [&str; 3] = ["h200-llama70b-tp4-rank-steps", "h200-llama70b-tp8-rank-steps", "h200-llama8b-steps"];
+const KERNEL_CASES: [&str; 4] =
+    ["h200-gemms", "h200-llama70b-tp4-rank-steps", "h200-llama70b-tp8-rank-steps", "h200-llama8b-steps"];
 const PUBLISHED_HELD_OUT: [&str; 4] = ["P003", "P004", "P007", "P008"];
 const SEED_HELD_OUT: [&str; 2] = ["seed-sweep-plan4", "seed-sweep-plan1"];
 
@@ -809,7 +810,11 @@ fn seed_deployments_are_compared_with_their_reports() {
         let case = row["case"].as_str().unwrap();
         let want = if trt_case(&serde_json::json!(case)) {
             trt_role(case)
-        } else if PUBLISHED_HELD_OUT.contains(&case) || SEED_HELD_OUT.contains(&case) || case.contains("rank-steps") {
+        } else if PUBLISHED_HELD_OUT.contains(&case)
+            || SEED_HELD_OUT.contains(&case)
+            || case.contains("rank-steps")
+            || case == "h200-gemms"
+        {
             "held-out"
         } else if ep_case(&serde_json::json!(case)) {
             "raw"

@@ -40,7 +40,7 @@ fn h200_profile_reproduces_the_8b_steps() {
     let set = case("h200-llama8b-steps").read(Some(&data)).unwrap();
     let rows = set.residuals(p.efficiency, &kernels::default_weights());
     assert_eq!(rows.len(), 17 + 8);
-    for m in kernels::METRICS {
+    for m in ["decode_step_ms", "prefill_step_ms"] {
         let e: Vec<f64> = rows.iter().filter(|r| r.metric == *m).map(|r| r.error_pct.abs()).collect();
         let med = median(e);
         assert!(med < 5.0, "{m}: median |error| {med:.2} %");
@@ -73,15 +73,15 @@ fn a_tp_step_is_never_shorter_than_a_ranks_compute() {
             let device = r.step_parts(&row.batch).device_s * 1e3;
             let launch = r.eager_launch_s() * 1e3;
             let what =
-                format!("TP {tp} {}: simulated {device:.2} ms, one rank measured {:.2} ms", row.shape, row.measured_ms);
+                format!("TP {tp} {}: simulated {device:.2} ms, one rank measured {:.2} ms", row.shape, row.measured);
             if !row.eager {
-                assert!(device >= 0.98 * row.measured_ms, "{what}");
+                assert!(device >= 0.98 * row.measured, "{what}");
             } else if device >= launch {
-                assert!(device >= row.measured_ms, "{what}");
+                assert!(device >= row.measured, "{what}");
             } else {
-                assert!((launch / row.measured_ms - 1.0).abs() < 0.35, "{what}, launch-bound at {launch:.2} ms");
+                assert!((launch / row.measured - 1.0).abs() < 0.35, "{what}, launch-bound at {launch:.2} ms");
             }
-            exact += usize::from(device.max(if row.eager { launch } else { 0.0 }) >= row.measured_ms);
+            exact += usize::from(device.max(if row.eager { launch } else { 0.0 }) >= row.measured);
             // The all-reduces are what a TP step adds to a rank's compute.
             assert!(device > r.rank_compute_s(&row.batch) * 1e3);
             checked += 1;
@@ -156,4 +156,40 @@ fn fit_on_step_rows_recovers_known_factors() {
     let bad = fit::FitOptions { hold: vec!["gpu_count"], ..o };
     let e = fit::fit(std::slice::from_ref(&t), &bad).unwrap_err().to_string();
     assert!(e.contains("cannot hold `gpu_count`: not a factor"), "{e}");
+}
+
+/// The single GEMMs of the H200 profiling (Llama-3.1-8B and 70B-per-rank layers in BF16;
+/// Llama-3.1-8B and DeepSeek-V3/R1 shapes in BF16 and FP8), held out from the kernel profile
+/// fitted on whole 8B steps: measured median |error| 19.4 % over 348 BF16 rows (bound 20 %),
+/// 10.2 % over 168 FP8 rows (bound 10.5 %). At decode sizes (M ≤ 64) the FP8 rows, DeepSeek's
+/// MLA projections and experts among them, are within 5 %: the per-kernel floor holds for them
+/// as for Llama's BF16 layers. Fitted on the GEMMs alone, the floor comes out within 20 % of the
+/// one fitted on whole steps (22.7 against 20.1 µs), while the GEMM efficiency rises from 0.55
+/// to 0.72: a whole prefill step also runs norms, rotary and activations the roofline does not
+/// price, which its fitted GEMM efficiency absorbs; and attention is held, no GEMM row runs it.
+#[test]
+fn gemm_rows_hold_the_per_kernel_floor() {
+    let Some(data) = common::data_dir() else { return };
+    let p = h200_profile();
+    let set = case("h200-gemms").read(Some(&data)).unwrap();
+    let rows = set.residuals(p.efficiency, &kernels::default_weights());
+    let abs = |f: &dyn Fn(&cachesim::calibrate::profile::Residual, &kernels::StepRow) -> bool| {
+        median(rows.iter().zip(&set.rows).filter(|(r, row)| f(r, row)).map(|(r, _)| r.error_pct.abs()).collect())
+    };
+    for (metric, n, bound) in [("gemm_bf16_us", 348, 20.0), ("gemm_fp8_us", 168, 10.5)] {
+        assert_eq!(rows.iter().filter(|r| r.metric == metric).count(), n, "{metric}");
+        let m = abs(&|r, _| r.metric == metric);
+        assert!(m < bound, "{metric}: median |error| {m:.2} % (bound {bound} %)");
+    }
+    let small_fp8 = abs(&|r, row| r.metric == "gemm_fp8_us" && row.gemm.is_some_and(|(mkn, _)| mkn[0] <= 64));
+    assert!(small_fp8 < 5.0, "FP8 at M ≤ 64: {small_fp8:.2} %");
+    assert!(!rows.iter().any(|r| r.case.contains("looped")), "the looped expert rows are left out");
+    let t = case("h200-gemms").target(Some(&data)).unwrap();
+    let o = fit::FitOptions { weights: kernels::default_weights(), max_iters: 400, ..Default::default() };
+    let f = fit::fit(std::slice::from_ref(&t), &o).unwrap();
+    let e = f.efficiency;
+    assert!((e.kernel_floor_s / p.efficiency.kernel_floor_s - 1.0).abs() < 0.2, "{e:?}");
+    assert!(e.gemm_flops > p.efficiency.gemm_flops + 0.1, "{e:?}");
+    assert!(!f.fitted.contains(&"attn_flops"), "{:?}", f.held);
+    assert!(f.held.contains(&"attn_flops: only GEMM rows, which run no attention".to_string()), "{:?}", f.held);
 }

@@ -376,6 +376,9 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     let steps: Vec<&super::kernels::StepSet> = targets.iter().filter_map(|t| t.steps.as_deref()).collect();
     let tp = targets.iter().any(|t| t.cfg.tp > 1 && t.steps.as_ref().is_none_or(|s| !s.rank));
     let eager = steps.iter().any(|s| s.rows.iter().any(|r| r.eager && o.weights.contains_key(r.metric)));
+    // Attention runs in every serving step and kernel step, never in a GEMM row.
+    let attention =
+        serving || steps.iter().any(|s| s.rows.iter().any(|r| r.gemm.is_none() && o.weights.contains_key(r.metric)));
     let mut held = Vec::new();
     let hold = |f: &Factor, held: &mut Vec<String>| {
         let keep = o.hold.contains(&f.name);
@@ -411,6 +414,7 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
                     "kernel_floor_s" if steps.is_empty() => {
                         format!("no kernel step case: kept at the start's {:.2} µs", o.start.kernel_floor_s * 1e6)
                     }
+                    "attn_flops" if !attention => "only GEMM rows, which run no attention".to_string(),
                     "eager_layer_launch_s" if !eager => {
                         "no eager kernel step row (serving runs never use it)".to_string()
                     }

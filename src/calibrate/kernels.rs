@@ -7,13 +7,16 @@
 //! these kernels ran with no engine around them; a case timing one tensor-parallel rank's
 //! share (`rank = true`) is compared with the rank's compute alone, without the all-reduces.
 //! An eager row takes the larger of the device time and plain PyTorch's launch time
-//! ([`Roofline::eager_launch_s`]). The rows enter `cachesim validate` and `calibrate --fit`
-//! like a serving case's metrics, one row per shape.
+//! ([`Roofline::eager_launch_s`]). A case may also list GEMM CSVs (`gemm = [...]`): single
+//! `[M, K] × [K, N]` GEMMs of BF16 or FP8 weights, each compared with [`cost::gemm_s`], the
+//! roofline's rule for one linear layer (its per-kernel floor included). The rows enter `cachesim
+//! validate` and `calibrate --fit` like a serving case's metrics, one row per shape.
 
 use super::case::{CaseInfo, Row};
 use super::profile::Residual;
-use crate::cost::{BatchShape, CostModel, Deployment, Efficiency, Roofline};
+use crate::cost::{self, BatchShape, CostModel, Deployment, Efficiency, Roofline};
 use crate::error::{Error, Result};
+use crate::profile::Dtype;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,10 +24,11 @@ use std::path::{Path, PathBuf};
 /// The source of a kernel step case's rows (not a published point).
 pub const SOURCE: &str = "kernel profiling";
 
-/// The metrics of kernel step rows: milliseconds of one decode step, of one prefill step.
-pub const METRICS: &[&str] = &["decode_step_ms", "prefill_step_ms"];
+/// The metrics of kernel rows: milliseconds of one decode step, of one prefill step;
+/// microseconds of one GEMM with BF16 weights, with FP8 weights.
+pub const METRICS: &[&str] = &["decode_step_ms", "prefill_step_ms", "gemm_bf16_us", "gemm_fp8_us"];
 
-/// The objective of a fit on step rows: both metrics, weight 1 each.
+/// The objective of a fit on kernel rows: every metric, weight 1 each.
 pub fn default_weights() -> BTreeMap<String, f64> {
     METRICS.iter().map(|m| (m.to_string(), 1.0)).collect()
 }
@@ -53,6 +57,14 @@ pub struct StepCase {
     /// Whether the prefill steps ran eagerly (plain PyTorch launches, no CUDA graph).
     #[serde(default)]
     pub prefill_eager: bool,
+    /// GEMM CSVs (`M,K,N,time_us`, an optional `dtype` of bf16 or fp8, the shape named by a
+    /// `shape` column or `model` and `layer`), relative to the data folder.
+    #[serde(default)]
+    pub gemm: Vec<String>,
+    /// GEMM rows whose name contains one of these are left out (each reason among the
+    /// assumptions).
+    #[serde(default)]
+    pub skip_shapes: Vec<String>,
     /// The step-time profile that prices the case, relative to the case file's folder; the
     /// raw roofline without one.
     pub profile: Option<PathBuf>,
@@ -71,17 +83,22 @@ pub struct LoadedSteps {
     pub case: StepCase,
 }
 
-/// One measured step.
+/// One measured step or GEMM.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRow {
-    /// `decode_step_ms` or `prefill_step_ms`.
+    /// One of [`METRICS`].
     pub metric: &'static str,
-    /// The shape in words: `B=8 L=512` (sequences, context) or `T=2048` (new tokens).
+    /// The shape in words: `B=8 L=512` (sequences, context), `T=2048` (new tokens) or
+    /// `llama8b.qkv fp8 M=64` (a GEMM).
     pub shape: String,
+    /// The step's batch (empty for a GEMM row).
     pub batch: BatchShape,
+    /// A GEMM row: `[M, K, N]` and the weights' type.
+    pub gemm: Option<([u64; 3], Dtype)>,
     /// Plain PyTorch launched it eagerly (the host's launch time may bound it).
     pub eager: bool,
-    pub measured_ms: f64,
+    /// In the metric's unit (ms for steps, µs for GEMMs).
+    pub measured: f64,
 }
 
 /// The rows of a case, ready to price.
@@ -122,8 +139,8 @@ pub fn load(file: &Path) -> Result<LoadedSteps> {
     if case.kind != "steps" {
         return Err(fail(format!("kind `{}`: a step case has kind = \"steps\"", case.kind)));
     }
-    if case.decode.is_none() && case.prefill.is_none() {
-        return Err(fail("a step case needs `decode` or `prefill` (a CSV under the data folder)".into()));
+    if case.decode.is_none() && case.prefill.is_none() && case.gemm.is_empty() {
+        return Err(fail("a step case needs `decode`, `prefill` or `gemm` (CSVs under the data folder)".into()));
     }
     Ok(LoadedSteps { file: file.to_path_buf(), case })
 }
@@ -153,7 +170,7 @@ pub fn parse_decode(text: &str, path: &Path) -> Result<Vec<StepRow>> {
                 batch.add(l.context, 1);
             }
             let shape = format!("B={} L={}", l.batch, l.context);
-            Ok(StepRow { metric: METRICS[0], shape, batch, eager: false, measured_ms: l.time_us / 1e3 })
+            Ok(StepRow { metric: METRICS[0], shape, batch, gemm: None, eager: false, measured: l.time_us / 1e3 })
         })
         .collect()
 }
@@ -168,16 +185,66 @@ pub fn parse_prefill(text: &str, path: &Path, eager: bool) -> Result<Vec<StepRow
             let mut batch = BatchShape::default();
             batch.add(0, l.tokens);
             let shape = format!("T={}", l.tokens);
-            Ok(StepRow { metric: METRICS[1], shape, batch, eager, measured_ms: l.time_us / 1e3 })
+            Ok(StepRow { metric: METRICS[1], shape, batch, gemm: None, eager, measured: l.time_us / 1e3 })
         })
         .collect()
+}
+
+#[derive(Deserialize)]
+struct GemmLine {
+    shape: Option<String>,
+    model: Option<String>,
+    layer: Option<String>,
+    dtype: Option<String>,
+    #[serde(rename = "M")]
+    m: u64,
+    #[serde(rename = "K")]
+    k: u64,
+    #[serde(rename = "N")]
+    n: u64,
+    time_us: f64,
+}
+
+/// GEMM rows from CSV text with `M`, `K`, `N` and `time_us` columns, the weights' type in
+/// `dtype` (bf16 when absent; fp8) and the GEMM's name in `shape` or `model` + `layer`; rows
+/// whose name contains one of `skip` are left out.
+pub fn parse_gemm(text: &str, path: &Path, skip: &[String]) -> Result<Vec<StepRow>> {
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    let mut rows = Vec::new();
+    for (i, l) in rd.deserialize::<GemmLine>().enumerate() {
+        let fail = |message: String| Error::Report { path: path.to_path_buf(), message };
+        let l = l.map_err(|e| fail(e.to_string()))?;
+        let name = match (l.shape, l.model, l.layer) {
+            (Some(s), ..) => s,
+            (None, Some(m), Some(layer)) => format!("{m}.{layer}"),
+            _ => return Err(fail(format!("row {}: a GEMM row needs `shape`, or `model` and `layer`", i + 2))),
+        };
+        if skip.iter().any(|s| name.contains(s.as_str())) {
+            continue;
+        }
+        let (dtype, metric) = match l.dtype.as_deref() {
+            None | Some("bf16") => (Dtype::Bf16, METRICS[2]),
+            Some("fp8") => (Dtype::Fp8, METRICS[3]),
+            Some(d) => return Err(fail(format!("row {}: dtype `{d}`: bf16 or fp8", i + 2))),
+        };
+        let shape = format!("{name} {} M={}", if dtype == Dtype::Fp8 { "fp8" } else { "bf16" }, l.m);
+        rows.push(StepRow {
+            metric,
+            shape,
+            batch: BatchShape::default(),
+            gemm: Some(([l.m, l.k, l.n], dtype)),
+            eager: false,
+            measured: l.time_us,
+        });
+    }
+    Ok(rows)
 }
 
 impl LoadedSteps {
     /// The CSV files the case reads, resolved under the data folder; an error saying which is
     /// absent (the case is then listed as not run).
     pub fn csv_paths(&self, data: Option<&Path>) -> Result<Vec<PathBuf>> {
-        let rels: Vec<&String> = self.case.decode.iter().chain(&self.case.prefill).collect();
+        let rels: Vec<&String> = self.case.decode.iter().chain(&self.case.prefill).chain(&self.case.gemm).collect();
         let fail = |message: String| Error::Report { path: self.file.clone(), message };
         let data = data.ok_or_else(|| {
             fail(format!("needs the data folder (--data or CACHESIM_DATA) for {}, which is not given", rels[0]))
@@ -217,6 +284,10 @@ impl LoadedSteps {
             let (p, t) = text(rel)?;
             rows.extend(parse_prefill(&t, &p, self.case.prefill_eager)?);
         }
+        for rel in &self.case.gemm {
+            let (p, t) = text(rel)?;
+            rows.extend(parse_gemm(&t, &p, &self.case.skip_shapes)?);
+        }
         let c = &self.case;
         Ok(StepSet {
             case: c.case.clone(),
@@ -235,9 +306,13 @@ impl StepSet {
         Roofline::deployed(&self.gpu, &self.model, Deployment::tp(self.tp), eff)
     }
 
-    /// Predicted milliseconds of one row: the device time (a rank's compute alone for a rank
-    /// case), or for an eager row the larger of that and the eager launch time.
-    pub fn predict_ms(&self, r: &Roofline, row: &StepRow) -> f64 {
+    /// The predicted row in its metric's unit: a GEMM's [`cost::gemm_s`] in µs; a step's device
+    /// time in ms (a rank's compute alone for a rank case), or for an eager row the larger of
+    /// that and the eager launch time.
+    pub fn predict(&self, r: &Roofline, row: &StepRow) -> f64 {
+        if let Some((mkn, dtype)) = row.gemm {
+            return cost::gemm_s(&self.gpu, &r.eff, mkn, dtype) * 1e6;
+        }
         let device = if self.rank { r.rank_compute_s(&row.batch) } else { r.step_parts(&row.batch).device_s };
         let s = if row.eager { device.max(r.eager_launch_s()) } else { device };
         s * 1e3
@@ -250,13 +325,13 @@ impl StepSet {
             .iter()
             .filter(|row| weights.contains_key(row.metric))
             .map(|row| {
-                let predicted = self.predict_ms(&r, row);
+                let predicted = self.predict(&r, row);
                 Residual {
                     case: row_case(&self.case, row),
                     metric: row.metric.to_string(),
-                    measured: row.measured_ms,
+                    measured: row.measured,
                     predicted,
-                    error_pct: (predicted - row.measured_ms) / row.measured_ms * 100.0,
+                    error_pct: (predicted - row.measured) / row.measured * 100.0,
                 }
             })
             .collect()
@@ -355,19 +430,54 @@ mod tests {
         let p = Path::new("t.csv");
         let d = parse_decode("model,batch,context,time_us,mode\nm,2,512,6967.2,cuda graph\nm,1,8,100,x\n", p).unwrap();
         assert_eq!(d.len(), 2);
-        assert_eq!((d[0].metric, d[0].shape.as_str(), d[0].measured_ms), ("decode_step_ms", "B=2 L=512", 6.9672));
+        assert_eq!((d[0].metric, d[0].shape.as_str(), d[0].measured), ("decode_step_ms", "B=2 L=512", 6.9672));
         let want = BatchShape { seqs: 2, decode_seqs: 2, decode_ctx_tokens: 1024, ..Default::default() };
         assert_eq!(d[0].batch, want);
         assert!(!d[0].eager);
         let f = parse_prefill("model,tokens,time_us,note\nm,128,19330.8,\"eager, one\"\n", p, true).unwrap();
         assert_eq!(f.len(), 1);
         assert_eq!((f[0].metric, f[0].shape.as_str(), f[0].eager), ("prefill_step_ms", "T=128", true));
-        assert!((f[0].measured_ms - 19.3308).abs() < 1e-12);
+        assert!((f[0].measured - 19.3308).abs() < 1e-12);
         // 128 new tokens, no context: 128 × (0 + 129 / 2) query-key pairs.
         let want = BatchShape { seqs: 1, prefill_tokens: 128, prefill_attn_pairs: 128.0 * 64.5, ..Default::default() };
         assert_eq!(f[0].batch, want);
         let e = parse_decode("batch,context,time_us\n1,x,3\n", p).unwrap_err().to_string();
         assert!(e.contains("t.csv"), "{e}");
+    }
+
+    /// Both GEMM layouts of the data folder: `model,layer,…` (BF16) and `shape,dtype,…`; a
+    /// skipped name is left out; an unknown dtype or a nameless row is an error naming the
+    /// file and row.
+    #[test]
+    fn gemm_rows_in_both_layouts() {
+        let p = Path::new("g.csv");
+        let a = parse_gemm("model,layer,M,K,N,time_us,tflops\nllama@tp1,qkv,64,4096,6144,35.4,1\n", p, &[]).unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!(
+            (a[0].metric, a[0].shape.as_str(), a[0].measured),
+            ("gemm_bf16_us", "llama@tp1.qkv bf16 M=64", 35.4)
+        );
+        assert_eq!(a[0].gemm, Some(([64, 4096, 6144], Dtype::Bf16)));
+        let text = "shape,dtype,M,K,N,time_us\nx.q_a,fp8,16,7168,1536,31.3\nx.looped.e8,bf16,1,7168,4096,160\n";
+        let b = parse_gemm(text, p, &["looped".to_string()]).unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!((b[0].metric, b[0].shape.as_str()), ("gemm_fp8_us", "x.q_a fp8 M=16"));
+        let e = parse_gemm("shape,dtype,M,K,N,time_us\nx,int4,1,2,3,4\n", p, &[]).unwrap_err().to_string();
+        assert!(e.contains("g.csv") && e.contains("row 2") && e.contains("int4"), "{e}");
+        let e = parse_gemm("M,K,N,time_us\n1,2,3,4\n", p, &[]).unwrap_err().to_string();
+        assert!(e.contains("row 2: a GEMM row needs `shape`"), "{e}");
+        // Priced by the one-GEMM rule, in µs.
+        let set = StepSet {
+            case: "g".into(),
+            gpu: crate::profile::gpu("h200", None).unwrap(),
+            model: crate::profile::model("llama-3.1-8b", None).unwrap(),
+            tp: 1,
+            rank: false,
+            rows: b,
+        };
+        let eff = Efficiency { kernel_floor_s: 20e-6, ..Efficiency::default() };
+        let want = cost::gemm_s(&set.gpu, &eff, [16, 7168, 1536], Dtype::Fp8) * 1e6;
+        assert_eq!(set.predict(&set.roofline(eff), &set.rows[0]), want);
     }
 
     #[test]
@@ -394,8 +504,8 @@ mod tests {
         // The eager row is bound by 32 layers × 1 ms of launches; the decode row by the device.
         let eff = Efficiency { eager_layer_launch_s: 1e-3, ..Efficiency::default() };
         let r = s.roofline(eff);
-        assert_eq!(s.predict_ms(&r, &s.rows[1]), 32.0);
-        assert_eq!(s.predict_ms(&r, &s.rows[0]), r.step_parts(&s.rows[0].batch).device_s * 1e3);
+        assert_eq!(s.predict(&r, &s.rows[1]), 32.0);
+        assert_eq!(s.predict(&r, &s.rows[0]), r.step_parts(&s.rows[0].batch).device_s * 1e3);
         let rows = s.residuals(eff, &default_weights());
         assert_eq!(rows[1].case, "s T=512");
         assert!((rows[1].error_pct - 60.0).abs() < 1e-9, "{rows:?}");

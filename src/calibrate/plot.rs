@@ -1,9 +1,10 @@
-//! The validation scatter (`cachesim validate --plot F.svg`): every compared figure as a point,
-//! measured on x and predicted on y, both on log scales so that throughputs, latencies and
-//! counts share one picture; the diagonal is a perfect prediction and the dashed lines ±25 %.
-//! One colour per source of the real runs (published source, or the seed runs); the mark says
-//! what priced the figure ([`Mark`]): a filled dot a profile that never saw the case (held out,
-//! or refitted without it), a cross a profile fitted on the case, a ring the raw roofline.
+//! The validation scatter (`cachesim validate --plot F.svg`): every compared figure but single
+//! GEMMs as a point, measured on x and predicted on y, both on log scales so that throughputs,
+//! latencies and counts share one picture; the diagonal is a perfect prediction and the dashed
+//! lines ±25 %. One colour per source of the real runs (published source, or the seed runs); the
+//! mark says what priced the figure ([`Mark`]): a filled dot a profile that never saw the case
+//! (held out, or refitted without it), a cross a profile fitted on the case, a ring the raw
+//! roofline.
 
 use super::case::{role, Validation};
 use crate::error::Result;
@@ -29,11 +30,13 @@ pub enum Mark {
 type Point = (String, Mark, f64, f64);
 
 /// The points of `v`: its rows whose measured and predicted figures are both positive (a log
-/// scale has no zero), each with its case's source and role.
+/// scale has no zero), each with its case's source and role. Single-GEMM rows are left out:
+/// hundreds of one-kernel timings would hide the serving figures (the table lists them).
 pub fn points(v: &Validation) -> Vec<Point> {
     v.rows
         .iter()
         .filter(|r| r.measured > 0.0 && r.predicted > 0.0 && r.predicted.is_finite())
+        .filter(|r| !r.metric.starts_with("gemm_"))
         .filter_map(|r| {
             let c = v.cases.iter().find(|c| c.case == r.case)?;
             let mark = if c.no_profile || c.calibration.starts_with("none") || c.rung.as_deref() == Some("prior") {

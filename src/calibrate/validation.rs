@@ -365,7 +365,7 @@ pub fn text(v: &Validation) -> String {
         );
     }
     if !steps.is_empty() {
-        let _ = writeln!(s, "\nKernel steps (device time of one step, no host overhead):");
+        let _ = writeln!(s, "\nKernel rows (device time of one step or GEMM, no host overhead):");
         table(&mut s, &steps);
     }
     let rungs = format!("{}, gated rows", v.mode);
@@ -536,7 +536,8 @@ mod tests {
         let mut v = Validation { rows: vec![row("median_ttft_ms", 100.0, 110.0), step], ..Validation::default() };
         summarise(&mut v);
         let t = text(&v);
-        let (serving, steps) = t.split_once("\nKernel steps (device time of one step, no host overhead):\n").unwrap();
+        let (serving, steps) =
+            t.split_once("\nKernel rows (device time of one step or GEMM, no host overhead):\n").unwrap();
         assert!(
             serving.starts_with("case  metric")
                 && serving.contains("\ndecode_step_ms              10.0           10.0      1\n"),
