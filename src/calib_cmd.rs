@@ -275,9 +275,12 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         out.display()
     )?;
     write_factors(&mut o, &p)?;
+    // Kernel rows are priced by the model alone; serving cases are simulated at each evaluation.
+    let each =
+        if p.engine == holdout::KERNELS { "evaluations (kernel rows, no simulation)" } else { "simulations each" };
     writeln!(
         o,
-        "Fit over {} case(s), {} simulations each: objective {:.4}, rms log error {:.3}, median |error| {:.1} %",
+        "Fit over {} case(s), {} {each}: objective {:.4}, rms log error {:.3}, median |error| {:.1} %",
         p.fit.cases.len(),
         p.fit.evaluations,
         p.fit.objective,

@@ -193,3 +193,54 @@ fn gemm_rows_hold_the_per_kernel_floor() {
     assert!(!f.fitted.contains(&"attn_flops"), "{:?}", f.held);
     assert!(f.held.contains(&"attn_flops: only GEMM rows, which run no attention".to_string()), "{:?}", f.held);
 }
+
+/// A user's own GPU from GEMM timings alone: a folder holding one GEMM case and its CSV (rows
+/// priced by known factors) fits through the command line, the factors come back, and `run`
+/// takes the profile.
+#[test]
+fn own_gemm_timings_fit_a_device_profile() {
+    use cachesim::profile::{gpu, Dtype};
+    let dir = tempfile::tempdir().unwrap();
+    let truth = Efficiency { gemm_flops: 0.7, mem_bw: 0.9, kernel_floor_s: 25e-6, ..Efficiency::default() };
+    let h100 = gpu("h100-sxm", None).unwrap();
+    let mut csv = String::from("shape,dtype,M,K,N,time_us\n");
+    for (name, k, n) in [("qkv", 4096, 6144), ("gate_up", 4096, 28672), ("down", 14336, 4096)] {
+        for m in [1, 16, 64, 256, 1024, 4096, 16384] {
+            for d in [Dtype::Bf16, Dtype::Fp8] {
+                let t = cachesim::cost::gemm_s(&h100, &truth, [m, k, n], d) * 1e6;
+                csv += &format!("{name},{},{m},{k},{n},{t}\n", if d == Dtype::Fp8 { "fp8" } else { "bf16" });
+            }
+        }
+    }
+    std::fs::write(dir.path().join("gemm.csv"), csv).unwrap();
+    let case =
+        "kind = \"steps\"\ncase = \"mine\"\ngpu = \"h100-sxm\"\nmodel = \"llama-3.1-8b\"\ngemm = [\"gemm.csv\"]\n";
+    std::fs::write(dir.path().join("mine.toml"), case).unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out_file = dir.path().join("p.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args(["calibrate", "--fit", "--cases", "mine", "--cases-dir", d, "--data", d, "--out"])
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("evaluations (kernel rows, no simulation)"), "{text}");
+    let p = profile::read(&out_file).unwrap();
+    assert_eq!((p.gpu.as_str(), p.engine.as_str()), ("h100-sxm", "kernels"));
+    let e = p.efficiency;
+    for (name, got, want) in [
+        ("gemm_flops", e.gemm_flops, truth.gemm_flops),
+        ("mem_bw", e.mem_bw, truth.mem_bw),
+        ("kernel_floor_s", e.kernel_floor_s, truth.kernel_floor_s),
+    ] {
+        assert!((got / want - 1.0).abs() < 0.02, "{name}: {got} vs {want}");
+    }
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args(["run", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--num-prompts", "20", "--calibration"])
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success() && text.contains("calibration p (") && text.contains("fitted on mine"), "{text}");
+}

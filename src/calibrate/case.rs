@@ -129,18 +129,20 @@ pub struct LoadedCase {
 }
 
 /// Reads every `*.toml` in `dir` but the step cases ([`super::kernels`]), sorted by file
-/// name, with its report.
+/// name, with its report; a folder with no `*.toml` at all is an error (one of step cases
+/// alone has no serving case).
 pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
     let io = |error| Error::Io { path: dir.to_path_buf(), error };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(io)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "toml") && !super::kernels::is_step_case(p))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
-    files.sort();
     if files.is_empty() {
         return Err(Error::Report { path: dir.to_path_buf(), message: "no case files (*.toml)".into() });
     }
+    files.retain(|p| !super::kernels::is_step_case(p));
+    files.sort();
     files.iter().map(|f| load(f)).collect()
 }
 
