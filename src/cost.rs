@@ -348,6 +348,9 @@ pub struct Roofline {
     layers: f64,
     /// Kernels of one forward pass ([`Model::forward_kernels`]), each paying the floor.
     kernels: f64,
+    /// The share of SMs DeepGEMM keeps in a prefill under two-batch overlap with DeepEP
+    /// ([`ep::deepgemm_sm_share`]; 1 otherwise).
+    deepgemm_share: f64,
     head_params: f64,
     /// DeepEP's all-to-all under EP with DP attention ([`ep`]); `None`: the plain all-to-all.
     #[serde(skip)]
@@ -435,6 +438,7 @@ impl Roofline {
             act_bytes_per_token: (model.hidden * 2) as f64,
             layers,
             kernels: model.forward_kernels(),
+            deepgemm_share: if deepep.is_some() && d.a2a.two_batch_overlap { ep::deepgemm_sm_share(gpu) } else { 1.0 },
             head_params: (model.vocab * model.hidden) as f64 / tp,
             deepep,
             deployment: d,
@@ -468,7 +472,10 @@ impl Roofline {
         let a2a = |l: &Load| moe_layers * shape.layer_s(&self.links, l.tokens / p.tp as f64, low_latency);
         if self.deployment.a2a.two_batch_overlap {
             let half = l.halved();
-            ep::two_batch_s(self.compute_and_comm_s(&half), a2a(&half), moe_layers)
+            // A prefill under TBO runs DeepGEMM on the SMs DeepEP's normal kernels leave
+            // (`ep::deepgemm_sm_share`); a decode on all of them.
+            let share = if l.prefill_pairs > 0.0 { self.deepgemm_share } else { 1.0 };
+            ep::two_batch_s(self.compute_on_s(&half, share), a2a(&half), moe_layers)
         } else {
             self.compute_and_comm_s(l) + a2a(l)
         }
@@ -477,11 +484,17 @@ impl Roofline {
     /// [`Roofline::forward_s`] without DeepEP's all-to-alls: the compute and every other
     /// collective (the plain all-to-all included when DeepEP is off).
     fn compute_and_comm_s(&self, l: &Load) -> f64 {
+        self.compute_on_s(l, 1.0)
+    }
+
+    /// [`Roofline::compute_and_comm_s`] with the GEMMs' FLOP rate scaled by `gemm_share`, the
+    /// share of the GPU's SMs they run on.
+    fn compute_on_s(&self, l: &Load, gemm_share: f64) -> f64 {
         if l.seqs <= 0.0 {
             return 0.0;
         }
         let e = &self.eff;
-        let flops = self.gemm_peak * e.gemm_flops;
+        let flops = self.gemm_peak * e.gemm_flops * gemm_share;
         let bw = self.bw * e.mem_bw;
         let attn_flops = self.attn_peak * e.attn_flops;
         let mut gemm = bound_s(2.0 * self.dense_matmul_params * l.tokens, flops, self.dense_weight_bytes, bw);

@@ -31,6 +31,10 @@ pub struct Gpu {
     /// little below the datasheet's. vLLM sizes its KV budget from this total.
     #[serde(default)]
     pub cuda_total_gib: Option<f64>,
+    /// Streaming multiprocessors (what `multi_processor_count` reports), where known: kernels
+    /// that reserve SMs for communication leave the GEMMs the rest.
+    #[serde(default)]
+    pub sm_count: Option<u32>,
 }
 
 impl Gpu {

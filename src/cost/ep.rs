@@ -173,6 +173,23 @@ impl EpShape {
     }
 }
 
+/// SMs DeepEP's normal kernels take by default (deepseek-ai/DeepEP `Buffer.num_sms` = 20;
+/// SGLang's `DeepEPConfig.num_sms` unless `--deepep-config` states another).
+pub const DEEPEP_NUM_SMS: u32 = 20;
+
+/// The share of the GPU's SMs DeepGEMM runs on in a prefill under two-batch overlap: SGLang's
+/// prefill strategy (`python/sglang/srt/operations_strategy.py`
+/// `_compute_moe_deepseek_blog_prefill`, mid-2025 main) sets `deep_gemm_num_sms =
+/// total_num_sms − DeepEPConfig.num_sms`, since the other micro-batch's DeepEP kernels hold those
+/// SMs; its decode strategy leaves DeepGEMM all of them (`deep_gemm_num_sms=None`). 1 where
+/// the GPU's SM count is not known. H100: 112 of 132.
+pub fn deepgemm_sm_share(gpu: &crate::profile::Gpu) -> f64 {
+    match gpu.sm_count {
+        Some(n) if n > DEEPEP_NUM_SMS => f64::from(n - DEEPEP_NUM_SMS) / f64::from(n),
+        _ => 1.0,
+    }
+}
+
 /// A step under two-batch overlap: each micro-batch computes for `compute_half_s` and
 /// all-to-alls for `a2a_half_s` over `layers` MoE layers; the compute stream and the
 /// communication stream each run both micro-batches in turn, so the step is the busier stream
@@ -196,6 +213,17 @@ mod tests {
         assert_eq!((token_bytes(7168.0, true), token_bytes(7168.0, false)), (7392.0, 14336.0));
         assert!(!DeepEpMode::Auto.low_latency(true));
         assert!(DeepEpMode::Auto.low_latency(false) && DeepEpMode::LowLatency.low_latency(true));
+    }
+
+    /// DeepGEMM's share of the SMs under a TBO prefill: 112 of an H100's 132, 58 of an H20's 78;
+    /// all of them where the SM count is unknown.
+    #[test]
+    fn deepgemm_keeps_the_sms_deepep_leaves() {
+        let mut g = crate::profile::gpu("h100-sxm", None).unwrap();
+        assert_eq!(deepgemm_sm_share(&g), 112.0 / 132.0);
+        assert_eq!(deepgemm_sm_share(&crate::profile::gpu("h20", None).unwrap()), 58.0 / 78.0);
+        g.sm_count = None;
+        assert_eq!(deepgemm_sm_share(&g), 1.0);
     }
 
     fn links() -> Links {
