@@ -129,8 +129,8 @@ pub struct LoadedCase {
 }
 
 /// Reads every `*.toml` in `dir` but the step cases ([`super::kernels`]), sorted by file
-/// name, with its report; a folder with no `*.toml` at all is an error (one of step cases
-/// alone has no serving case).
+/// name, with its report: none for a folder of step cases alone; a folder with no `*.toml`
+/// at all is an error.
 pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
     let io = |error| Error::Io { path: dir.to_path_buf(), error };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)

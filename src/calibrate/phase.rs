@@ -191,9 +191,9 @@ mod tests {
     /// tokens a rank, 262,144 in all. Its compute is the plain roofline's at that size without
     /// the all-to-alls (dense GEMMs, 58 FLOP-bound MoE layers, prefill attention, 3 dense
     /// all-reduces) with the GEMMs on the 112 of 132 SMs DeepEP's normal kernels leave them
-    /// under TBO = 0.8243 s (0.7341 s on all 132). Its all-to-alls, per MoE layer: P(a token routes to a given one
-    /// of the 4 nodes) = 1 − Π (192 − i)/(256 − i) = 0.9036, so a rank sends 8,192 × 3 ×
-    /// 0.9036 tokens over RDMA — 164.1 MB of FP8 (7,168 × (1 + 4/128) = 7,392 B a token) at
+    /// under TBO = 0.8243 s (0.7341 s on all 132). Its all-to-alls, per MoE layer: P(a token
+    /// routes to a given one of the 4 nodes) = 1 − Π (192 − i)/(256 − i) = 0.9036, so a rank
+    /// sends 8,192 × 3 × 0.9036 tokens over RDMA — 164.1 MB of FP8 (7,168 × (1 + 4/128) = 7,392 B a token) at
     /// 0.87 × 50 GB/s = 3.78 ms, and 318.3 MB of BF16 combine at 0.855 × 50 GB/s = 7.45 ms; the
     /// NVLink hops (32 × P(rank) = 32 × 0.2271 destinations, 7/8 of them from another GPU, at
     /// 0.7 × 450 GB/s: 1.23 and 2.38 ms) are shorter. 58 × 11.23 ms = 0.6511 s. Under TBO the
