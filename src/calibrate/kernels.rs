@@ -145,6 +145,15 @@ pub fn load(file: &Path) -> Result<LoadedSteps> {
     Ok(LoadedSteps { file: file.to_path_buf(), case })
 }
 
+/// A row's time: positive and finite, else an error naming the file, row and field.
+fn time_us(t: f64, path: &Path, row: usize) -> Result<f64> {
+    if t.is_finite() && t > 0.0 {
+        Ok(t)
+    } else {
+        Err(Error::Report { path: path.to_path_buf(), message: format!("row {row}: time_us {t}: a positive time") })
+    }
+}
+
 #[derive(Deserialize)]
 struct DecodeLine {
     batch: u32,
@@ -163,14 +172,19 @@ struct PrefillLine {
 pub fn parse_decode(text: &str, path: &Path) -> Result<Vec<StepRow>> {
     let mut rd = csv::Reader::from_reader(text.as_bytes());
     rd.deserialize::<DecodeLine>()
-        .map(|l| {
+        .enumerate()
+        .map(|(i, l)| {
             let l = l.map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })?;
+            let measured = time_us(l.time_us, path, i + 2)? / 1e3;
+            if l.batch == 0 {
+                return Err(Error::Report { path: path.to_path_buf(), message: format!("row {}: batch 0", i + 2) });
+            }
             let mut batch = BatchShape::default();
             for _ in 0..l.batch {
                 batch.add(l.context, 1);
             }
             let shape = format!("B={} L={}", l.batch, l.context);
-            Ok(StepRow { metric: METRICS[0], shape, batch, gemm: None, eager: false, measured: l.time_us / 1e3 })
+            Ok(StepRow { metric: METRICS[0], shape, batch, gemm: None, eager: false, measured })
         })
         .collect()
 }
@@ -180,12 +194,17 @@ pub fn parse_decode(text: &str, path: &Path) -> Result<Vec<StepRow>> {
 pub fn parse_prefill(text: &str, path: &Path, eager: bool) -> Result<Vec<StepRow>> {
     let mut rd = csv::Reader::from_reader(text.as_bytes());
     rd.deserialize::<PrefillLine>()
-        .map(|l| {
+        .enumerate()
+        .map(|(i, l)| {
             let l = l.map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })?;
+            let measured = time_us(l.time_us, path, i + 2)? / 1e3;
+            if l.tokens == 0 {
+                return Err(Error::Report { path: path.to_path_buf(), message: format!("row {}: tokens 0", i + 2) });
+            }
             let mut batch = BatchShape::default();
             batch.add(0, l.tokens);
             let shape = format!("T={}", l.tokens);
-            Ok(StepRow { metric: METRICS[1], shape, batch, gemm: None, eager, measured: l.time_us / 1e3 })
+            Ok(StepRow { metric: METRICS[1], shape, batch, gemm: None, eager, measured })
         })
         .collect()
 }
@@ -222,6 +241,10 @@ pub fn parse_gemm(text: &str, path: &Path, skip: &[String]) -> Result<Vec<StepRo
         if skip.iter().any(|s| name.contains(s.as_str())) {
             continue;
         }
+        let measured = time_us(l.time_us, path, i + 2)?;
+        if l.m == 0 || l.k == 0 || l.n == 0 {
+            return Err(fail(format!("row {}: M, K and N must be positive", i + 2)));
+        }
         let (dtype, metric) = match l.dtype.as_deref() {
             None | Some("bf16") => (Dtype::Bf16, METRICS[2]),
             Some("fp8") => (Dtype::Fp8, METRICS[3]),
@@ -234,7 +257,7 @@ pub fn parse_gemm(text: &str, path: &Path, skip: &[String]) -> Result<Vec<StepRo
             batch: BatchShape::default(),
             gemm: Some(([l.m, l.k, l.n], dtype)),
             eager: false,
-            measured: l.time_us,
+            measured,
         });
     }
     Ok(rows)
@@ -466,6 +489,14 @@ mod tests {
         assert!(e.contains("g.csv") && e.contains("row 2") && e.contains("int4"), "{e}");
         let e = parse_gemm("M,K,N,time_us\n1,2,3,4\n", p, &[]).unwrap_err().to_string();
         assert!(e.contains("row 2: a GEMM row needs `shape`"), "{e}");
+        let e = parse_gemm("shape,M,K,N,time_us\nx,1,2,3,4\nx,1,2,3,0\n", p, &[]).unwrap_err().to_string();
+        assert!(e.contains("g.csv") && e.contains("row 3: time_us 0: a positive time"), "{e}");
+        let e = parse_gemm("shape,M,K,N,time_us\nx,0,2,3,4\n", p, &[]).unwrap_err().to_string();
+        assert!(e.contains("row 2: M, K and N must be positive"), "{e}");
+        let e = parse_decode("batch,context,time_us\n1,8,NaN\n", p).unwrap_err().to_string();
+        assert!(e.contains("row 2: time_us NaN"), "{e}");
+        let e = parse_prefill("tokens,time_us\n0,5\n", p, false).unwrap_err().to_string();
+        assert!(e.contains("row 2: tokens 0"), "{e}");
         // Priced by the one-GEMM rule, in µs.
         let set = StepSet {
             case: "g".into(),
