@@ -128,9 +128,9 @@ pub struct LoadedCase {
     pub measured: BenchReport,
 }
 
-/// Reads every `*.toml` in `dir` but the step cases ([`super::kernels`]), sorted by file
-/// name, with its report: none for a folder of step cases alone; a folder with no `*.toml`
-/// at all is an error.
+/// Reads every `*.toml` in `dir` but the step cases ([`super::kernels`]) and step-time profiles
+/// ([`super::profile::is_profile_file`]), sorted by file name, with its report: none for a
+/// folder of step cases alone; a folder with no `*.toml` at all is an error.
 pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
     let io = |error| Error::Io { path: dir.to_path_buf(), error };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -141,7 +141,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
     if files.is_empty() {
         return Err(Error::Report { path: dir.to_path_buf(), message: "no case files (*.toml)".into() });
     }
-    files.retain(|p| !super::kernels::is_step_case(p));
+    files.retain(|p| !super::kernels::is_step_case(p) && !super::profile::is_profile_file(p));
     files.sort();
     files.iter().map(|f| load(f)).collect()
 }

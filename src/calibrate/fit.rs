@@ -322,6 +322,41 @@ pub fn options_of(info: &super::profile::FitInfo) -> FitOptions {
     }
 }
 
+impl FitOptions {
+    /// The factors and bounds the fit searches: the step law's, the widened ones
+    /// (`--wide-bounds`) or the physical ones.
+    pub fn bounds(&self) -> &'static [Factor] {
+        match (self.unknown_hardware, self.wide_bounds) {
+            (true, _) => LAW_FACTORS,
+            (false, true) => WIDE_FACTORS,
+            (false, false) => FACTORS,
+        }
+    }
+}
+
+/// The fitted factors of `e` that ended within 1 % of a bound of `o`'s search, each with the
+/// bound (`"mem_bw 1.000 at its upper bound 1"`): the figures would have pushed them further,
+/// so something the model leaves out is priced into them.
+pub fn at_bounds(e: &Efficiency, fitted: &[&str], o: &FitOptions) -> Vec<String> {
+    o.bounds()
+        .iter()
+        .filter(|f| fitted.contains(&f.name))
+        .filter_map(|f| {
+            let v = get(e, f.name);
+            let near = |b: f64| (v.ln() - b.ln()).abs() < 0.01;
+            let side = if near(f.lo) {
+                "lower"
+            } else if near(f.hi) {
+                "upper"
+            } else {
+                return None;
+            };
+            let bound = if side == "lower" { f.lo } else { f.hi };
+            Some(format!("{} {} at its {side} bound {bound}", f.name, start_text(e, f.name)))
+        })
+        .collect()
+}
+
 /// A fit's result.
 #[derive(Debug, Clone)]
 pub struct Fit {
@@ -400,8 +435,7 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
         LAW_FACTORS.iter().copied().filter(|f| hold(f, &mut held)).collect()
     } else {
         base.law = None;
-        let bounds = if o.wide_bounds { WIDE_FACTORS } else { FACTORS };
-        bounds
+        o.bounds()
             .iter()
             .copied()
             .filter(|f| {

@@ -96,16 +96,25 @@ pub struct Profile {
 
 impl Profile {
     /// How well the profile is known to predict, in words: its leave-one-out median |error|,
-    /// else (one case) its fit's, else `not fitted`.
+    /// else (one case) its fit's, else `not fitted`; then the fitted factors that ended at a
+    /// bound of their search ([`super::fit::at_bounds`]), which stand in for something the
+    /// model leaves out.
     pub fn quality(&self) -> String {
-        match self.fit.loo_median_abs_error_pct {
+        let error = match self.fit.loo_median_abs_error_pct {
             Some(e) => format!("leave-one-out median |error| {e:.1} %"),
-            None if self.fit.cases.is_empty() => "not fitted".to_string(),
+            None if self.fit.cases.is_empty() => return "not fitted".to_string(),
             None => format!(
                 "fit median |error| {:.1} % on {} case(s), no leave-one-out",
                 self.fit.median_abs_error_pct,
                 self.fit.cases.len()
             ),
+        };
+        let fitted: Vec<&str> = self.fit.fitted.iter().map(String::as_str).collect();
+        let bounds = super::fit::at_bounds(&self.efficiency, &fitted, &super::fit::options_of(&self.fit));
+        let names: Vec<&str> = bounds.iter().filter_map(|b| b.split(' ').next()).collect();
+        match names.is_empty() {
+            true => error,
+            false => format!("{error}; at a bound of its search: {}", names.join(", ")),
         }
     }
 }
@@ -154,6 +163,15 @@ pub fn builtin_kernels() -> (&'static str, Profile) {
 /// Parses a profile; `path` names the file in errors.
 pub fn parse(path: &Path, text: &str) -> Result<Profile> {
     toml::from_str(text).map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// Whether the TOML file at `path` is a step-time profile (it has an `[efficiency]` table), as
+/// `calibrate --fit --out` writes one: a cases folder may hold the profile fitted on it.
+pub fn is_profile_file(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
+        .is_some_and(|t| t.get("efficiency").is_some_and(toml::Value::is_table))
 }
 
 /// Reads a profile file.
@@ -216,5 +234,31 @@ mod tests {
         assert_eq!(pick("v100", EngineKind::Sglang, "llama-3.2-11b"), None);
         assert_eq!(pick("h20", EngineKind::Vllm, "llama-3.1-8b"), None);
         assert_eq!(pick("h20", EngineKind::Lightllm, "deepseek-r1"), None);
+    }
+
+    /// A fitted factor within 1 % of a bound of its search is named, with the side: the H20
+    /// SGLang profile has five, the A100 SGLang one none; the widened bounds of `--wide-bounds`
+    /// move the lower ones.
+    #[test]
+    fn factors_at_a_bound_are_named() {
+        use super::super::fit::{at_bounds, FitOptions};
+        let e = crate::cost::Efficiency { mem_bw: 1.0, gemm_flops: 0.5, comm_bw: 0.1, ..Default::default() };
+        let fitted = ["mem_bw", "gemm_flops", "comm_bw"];
+        let plain = FitOptions::default();
+        let got = at_bounds(&e, &fitted, &plain);
+        assert_eq!(got, ["mem_bw 1.000 at its upper bound 1", "comm_bw 0.100 at its lower bound 0.1"]);
+        let wide = FitOptions { wide_bounds: true, ..FitOptions::default() };
+        assert_eq!(at_bounds(&e, &fitted, &wide), ["mem_bw 1.000 at its upper bound 1"]);
+        assert!(at_bounds(&e, &["gemm_flops"], &plain).is_empty(), "only fitted factors");
+        let all = builtin();
+        let q = |name: &str| all.iter().find(|(_, p)| p.name == name).unwrap().1.quality();
+        assert!(
+            q("h20-sglang").ends_with(
+                "no leave-one-out; at a bound of its search: gemm_flops, mem_bw, step_overhead_s, per_seq_overhead_s, comm_bw"
+            ),
+            "{}",
+            q("h20-sglang")
+        );
+        assert_eq!(q("a100-80gb-sglang"), "leave-one-out median |error| 10.6 %");
     }
 }
