@@ -818,6 +818,24 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// One GEMM: never below its floor, never faster for more rows or columns, never
+        /// slower in FP8 than in BF16.
+        #[test]
+        fn one_gemm_is_monotone(
+            m in 1u64..20_000, k in 1u64..20_000, n in 1u64..60_000, dm in 0u64..5_000, dn in 0u64..5_000,
+            floor in 0.0f64..1e-4, gemm in 0.05f64..1.0, bw in 0.05f64..1.0,
+        ) {
+            let h100 = gpu("h100-sxm", None).unwrap();
+            let eff = Efficiency { kernel_floor_s: floor, gemm_flops: gemm, mem_bw: bw, ..Efficiency::default() };
+            let t = |mkn, d| gemm_s(&h100, &eff, mkn, d);
+            let base = t([m, k, n], Dtype::Bf16);
+            proptest::prop_assert!(base >= floor);
+            proptest::prop_assert!(t([m + dm, k, n + dn], Dtype::Bf16) >= base);
+            proptest::prop_assert!(t([m, k, n], Dtype::Fp8) <= base);
+        }
+    }
+
     /// Decode under DeepEP low latency at EP 72 (P042's layout): with two-batch overlap the step
     /// is [`ep::two_batch_s`] of one micro-batch's compute (half the sequences, the weights read
     /// again) and its all-to-alls; without, their sum at the full batch. At 256 sequences a
