@@ -314,7 +314,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
 /// figures were fitted than factors.
 pub(crate) fn write_factors(o: &mut impl std::io::Write, p: &profile::Profile) -> std::io::Result<()> {
     for name in &p.fit.fitted {
-        writeln!(o, "  {name:<20} {}", factor_text(&p.efficiency, name))?;
+        writeln!(o, "  {name:<20} {}", fit::factor_text(&p.efficiency, name))?;
     }
     for h in &p.fit.held {
         writeln!(o, "  held: {h}")?;
@@ -337,26 +337,6 @@ pub(crate) fn write_factors(o: &mut impl std::io::Write, p: &profile::Profile) -
         )?;
     }
     Ok(())
-}
-
-pub(crate) fn factor_text(e: &cachesim::cost::Efficiency, name: &str) -> String {
-    match name {
-        "gemm_flops" => format!("{:.3} of peak FLOPS", e.gemm_flops),
-        "attn_flops" => format!("{:.3} of peak FLOPS", e.attn_flops),
-        "mem_bw" => format!("{:.3} of HBM bandwidth", e.mem_bw),
-        "comm_bw" => format!("{:.3} of link bandwidth", e.comm_bw),
-        "step_overhead_s" => format!("{:.3} ms per step", e.step_overhead_s * 1e3),
-        "per_seq_overhead_s" => format!("{:.2} µs per sequence", e.per_seq_overhead_s * 1e6),
-        "kernel_floor_s" => format!("{:.2} µs per kernel", e.kernel_floor_s * 1e6),
-        "eager_layer_launch_s" => format!("{:.1} µs per layer launched eagerly", e.eager_layer_launch_s * 1e6),
-        law => match (law, e.law) {
-            ("step_s", Some(l)) => format!("{:.3} ms per step (device)", l.step_s * 1e3),
-            ("per_prefill_token_s", Some(l)) => format!("{:.3} µs per prefill token", l.per_prefill_token_s * 1e6),
-            ("per_decode_seq_s", Some(l)) => format!("{:.3} µs per decoding sequence", l.per_decode_seq_s * 1e6),
-            ("per_ctx_token_s", Some(l)) => format!("{:.5} µs per context token", l.per_ctx_token_s * 1e6),
-            _ => String::new(),
-        },
-    }
 }
 
 /// The globs of a `--cases` list (`None`: every case); a folder given there is an error that

@@ -149,8 +149,8 @@ fn set(e: &mut Efficiency, name: &str, v: f64) {
     }
 }
 
-/// A held factor's start value in words (its unit).
-fn start_text(e: &Efficiency, name: &str) -> String {
+/// A factor's value in words, with its unit (as held factors are recorded in a profile).
+fn value_text(e: &Efficiency, name: &str) -> String {
     let v = get(e, name);
     match name {
         "step_overhead_s" | "step_s" => format!("{:.3} ms per step", v * 1e3),
@@ -158,6 +158,25 @@ fn start_text(e: &Efficiency, name: &str) -> String {
         "per_prefill_token_s" | "per_decode_seq_s" | "per_ctx_token_s" => format!("{:.4} µs", v * 1e6),
         _ => format!("{v:.3}"),
     }
+}
+
+/// A factor's value and what it is a share or a time of, for the console: `0.722 of peak
+/// FLOPS`, `22.73 µs per kernel`.
+pub fn factor_text(e: &Efficiency, name: &str) -> String {
+    let what = match name {
+        "gemm_flops" | "attn_flops" => "of peak FLOPS",
+        "mem_bw" => "of HBM bandwidth",
+        "comm_bw" => "of link bandwidth",
+        "step_s" => "(device)",
+        "per_seq_overhead_s" => "per sequence",
+        "kernel_floor_s" => "per kernel",
+        "eager_layer_launch_s" => "per layer launched eagerly",
+        "per_prefill_token_s" => "per prefill token",
+        "per_decode_seq_s" => "per decoding sequence",
+        "per_ctx_token_s" => "per context token",
+        _ => return value_text(e, name),
+    };
+    format!("{} {what}", value_text(e, name))
 }
 
 /// Unbounded coordinate → factor value in (lo, hi), log-logistic.
@@ -352,7 +371,7 @@ pub fn at_bounds(e: &Efficiency, fitted: &[&str], o: &FitOptions) -> Vec<String>
                 return None;
             };
             let bound = if side == "lower" { f.lo } else { f.hi };
-            Some(format!("{} {} at its {side} bound {bound}", f.name, start_text(e, f.name)))
+            Some(format!("{} {} at its {side} bound {bound}", f.name, value_text(e, f.name)))
         })
         .collect()
 }
@@ -418,7 +437,7 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     let hold = |f: &Factor, held: &mut Vec<String>| {
         let keep = o.hold.contains(&f.name);
         if keep {
-            held.push(format!("{}: held at the start's {}", f.name, start_text(&o.start, f.name)));
+            held.push(format!("{}: held at the start's {}", f.name, value_text(&o.start, f.name)));
         }
         !keep
     };
