@@ -319,8 +319,7 @@ pub(crate) fn write_factors(o: &mut impl std::io::Write, p: &profile::Profile) -
     for h in &p.fit.held {
         writeln!(o, "  held: {h}")?;
     }
-    let fitted: Vec<&str> = p.fit.fitted.iter().map(String::as_str).collect();
-    for b in fit::at_bounds(&p.efficiency, &fitted, &fit::options_of(&p.fit)) {
+    for b in fit::at_bounds(&p.efficiency, &p.fit.fitted, &fit::options_of(&p.fit)) {
         writeln!(
             o,
             "  at a bound: {b}: the figures would push it further, so the factor is standing in for \

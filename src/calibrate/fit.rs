@@ -310,6 +310,16 @@ impl FitOptions {
             None
         }
     }
+
+    /// The factors and bounds the fit searches: the step law's, the widened ones
+    /// (`--wide-bounds`) or the physical ones.
+    pub fn bounds(&self) -> &'static [Factor] {
+        match (self.unknown_hardware, self.wide_bounds) {
+            (true, _) => LAW_FACTORS,
+            (false, true) => WIDE_FACTORS,
+            (false, false) => FACTORS,
+        }
+    }
 }
 
 /// The options a profile was fitted with, from its `fit` record: its weights, `max_iters` and
@@ -341,39 +351,33 @@ pub fn options_of(info: &super::profile::FitInfo) -> FitOptions {
     }
 }
 
-impl FitOptions {
-    /// The factors and bounds the fit searches: the step law's, the widened ones
-    /// (`--wide-bounds`) or the physical ones.
-    pub fn bounds(&self) -> &'static [Factor] {
-        match (self.unknown_hardware, self.wide_bounds) {
-            (true, _) => LAW_FACTORS,
-            (false, true) => WIDE_FACTORS,
-            (false, false) => FACTORS,
-        }
-    }
+/// The fitted factors of `e` that ended within 1 % of a bound of `o`'s search, each with the
+/// side and the bound: the figures would have pushed them further, so something the model
+/// leaves out is priced into them.
+fn bound_hits<'a>(
+    e: &'a Efficiency,
+    fitted: &'a [impl AsRef<str>],
+    o: &FitOptions,
+) -> impl Iterator<Item = (&'static Factor, &'static str, f64)> + 'a {
+    o.bounds().iter().filter(|f| fitted.iter().any(|n| n.as_ref() == f.name)).filter_map(|f| {
+        let v = get(e, f.name);
+        [("lower", f.lo), ("upper", f.hi)]
+            .into_iter()
+            .find(|(_, b)| (v.ln() - b.ln()).abs() < 0.01)
+            .map(|(side, bound)| (f, side, bound))
+    })
 }
 
-/// The fitted factors of `e` that ended within 1 % of a bound of `o`'s search, each with the
-/// bound (`"mem_bw 1.000 at its upper bound 1"`): the figures would have pushed them further,
-/// so something the model leaves out is priced into them.
-pub fn at_bounds(e: &Efficiency, fitted: &[&str], o: &FitOptions) -> Vec<String> {
-    o.bounds()
-        .iter()
-        .filter(|f| fitted.contains(&f.name))
-        .filter_map(|f| {
-            let v = get(e, f.name);
-            let near = |b: f64| (v.ln() - b.ln()).abs() < 0.01;
-            let side = if near(f.lo) {
-                "lower"
-            } else if near(f.hi) {
-                "upper"
-            } else {
-                return None;
-            };
-            let bound = if side == "lower" { f.lo } else { f.hi };
-            Some(format!("{} {} at its {side} bound {bound}", f.name, value_text(e, f.name)))
-        })
+/// [`bound_hits`] in words: `"mem_bw 1.000 at its upper bound 1"`.
+pub fn at_bounds(e: &Efficiency, fitted: &[impl AsRef<str>], o: &FitOptions) -> Vec<String> {
+    bound_hits(e, fitted, o)
+        .map(|(f, side, bound)| format!("{} {} at its {side} bound {bound}", f.name, value_text(e, f.name)))
         .collect()
+}
+
+/// The names of [`bound_hits`].
+pub fn names_at_bounds(e: &Efficiency, fitted: &[impl AsRef<str>], o: &FitOptions) -> Vec<&'static str> {
+    bound_hits(e, fitted, o).map(|(f, ..)| f.name).collect()
 }
 
 /// A fit's result.
@@ -418,8 +422,7 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     if o.weights.values().any(|w| !(w.is_finite() && *w >= 0.0)) {
         return Err(Error::invalid("--weights", "weights must be finite and not negative"));
     }
-    let names = if o.unknown_hardware { LAW_FACTORS } else { FACTORS };
-    if let Some(n) = o.hold.iter().find(|n| !names.iter().any(|f| f.name == **n)) {
+    if let Some(n) = o.hold.iter().find(|n| !o.bounds().iter().any(|f| f.name == **n)) {
         return Err(Error::invalid("fit", format!("cannot hold `{n}`: not a factor")));
     }
     let rows = residuals(targets, o.start, &o.weights)?;

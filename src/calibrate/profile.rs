@@ -109,9 +109,7 @@ impl Profile {
                 self.fit.cases.len()
             ),
         };
-        let fitted: Vec<&str> = self.fit.fitted.iter().map(String::as_str).collect();
-        let bounds = super::fit::at_bounds(&self.efficiency, &fitted, &super::fit::options_of(&self.fit));
-        let names: Vec<&str> = bounds.iter().filter_map(|b| b.split(' ').next()).collect();
+        let names = super::fit::names_at_bounds(&self.efficiency, &self.fit.fitted, &super::fit::options_of(&self.fit));
         match names.is_empty() {
             true => error,
             false => format!("{error}; at a bound of its search: {}", names.join(", ")),
