@@ -145,13 +145,31 @@ pub fn load(file: &Path) -> Result<LoadedSteps> {
     Ok(LoadedSteps { file: file.to_path_buf(), case })
 }
 
-/// A row's time: positive and finite, else an error naming the file, row and field.
-fn time_us(t: f64, path: &Path, row: usize) -> Result<f64> {
+/// A row's time: positive and finite, else `fail` (which names the file and row).
+fn time_us(t: f64, fail: &dyn Fn(String) -> Error) -> Result<f64> {
     if t.is_finite() && t > 0.0 {
         Ok(t)
     } else {
-        Err(Error::Report { path: path.to_path_buf(), message: format!("row {row}: time_us {t}: a positive time") })
+        Err(fail(format!("time_us {t}: a positive time")))
     }
+}
+
+/// Reads CSV `text` into rows, one line at a time: `row` gets each line and a `fail` that names
+/// the file and the row (numbered as in the file, the header being row 1); `None` leaves the
+/// line out.
+fn read_rows<T: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &Path,
+    mut row: impl FnMut(T, &dyn Fn(String) -> Error) -> Result<Option<StepRow>>,
+) -> Result<Vec<StepRow>> {
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    let mut rows = Vec::new();
+    for (i, l) in rd.deserialize::<T>().enumerate() {
+        let l = l.map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })?;
+        let fail = |m: String| Error::Report { path: path.to_path_buf(), message: format!("row {}: {m}", i + 2) };
+        rows.extend(row(l, &fail)?);
+    }
+    Ok(rows)
 }
 
 #[derive(Deserialize)]
@@ -170,43 +188,33 @@ struct PrefillLine {
 /// Decode rows from CSV text with `batch`, `context` and `time_us` columns (others ignored):
 /// B sequences, each decoding one token after `context` cached ones.
 pub fn parse_decode(text: &str, path: &Path) -> Result<Vec<StepRow>> {
-    let mut rd = csv::Reader::from_reader(text.as_bytes());
-    rd.deserialize::<DecodeLine>()
-        .enumerate()
-        .map(|(i, l)| {
-            let l = l.map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })?;
-            let measured = time_us(l.time_us, path, i + 2)? / 1e3;
-            if l.batch == 0 {
-                return Err(Error::Report { path: path.to_path_buf(), message: format!("row {}: batch 0", i + 2) });
-            }
-            let mut batch = BatchShape::default();
-            for _ in 0..l.batch {
-                batch.add(l.context, 1);
-            }
-            let shape = format!("B={} L={}", l.batch, l.context);
-            Ok(StepRow { metric: METRICS[0], shape, batch, gemm: None, eager: false, measured })
-        })
-        .collect()
+    read_rows(text, path, |l: DecodeLine, fail| {
+        let measured = time_us(l.time_us, fail)? / 1e3;
+        if l.batch == 0 {
+            return Err(fail("batch 0".into()));
+        }
+        let mut batch = BatchShape::default();
+        for _ in 0..l.batch {
+            batch.add(l.context, 1);
+        }
+        let shape = format!("B={} L={}", l.batch, l.context);
+        Ok(Some(StepRow { metric: METRICS[0], shape, batch, gemm: None, eager: false, measured }))
+    })
 }
 
 /// Prefill rows from CSV text with `tokens` and `time_us` columns (others ignored): one
 /// sequence of T new tokens with no earlier context.
 pub fn parse_prefill(text: &str, path: &Path, eager: bool) -> Result<Vec<StepRow>> {
-    let mut rd = csv::Reader::from_reader(text.as_bytes());
-    rd.deserialize::<PrefillLine>()
-        .enumerate()
-        .map(|(i, l)| {
-            let l = l.map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })?;
-            let measured = time_us(l.time_us, path, i + 2)? / 1e3;
-            if l.tokens == 0 {
-                return Err(Error::Report { path: path.to_path_buf(), message: format!("row {}: tokens 0", i + 2) });
-            }
-            let mut batch = BatchShape::default();
-            batch.add(0, l.tokens);
-            let shape = format!("T={}", l.tokens);
-            Ok(StepRow { metric: METRICS[1], shape, batch, gemm: None, eager, measured })
-        })
-        .collect()
+    read_rows(text, path, |l: PrefillLine, fail| {
+        let measured = time_us(l.time_us, fail)? / 1e3;
+        if l.tokens == 0 {
+            return Err(fail("tokens 0".into()));
+        }
+        let mut batch = BatchShape::default();
+        batch.add(0, l.tokens);
+        let shape = format!("T={}", l.tokens);
+        Ok(Some(StepRow { metric: METRICS[1], shape, batch, gemm: None, eager, measured }))
+    })
 }
 
 #[derive(Deserialize)]
@@ -228,39 +236,28 @@ struct GemmLine {
 /// `dtype` (bf16 when absent; fp8) and the GEMM's name in `shape` or `model` + `layer`; rows
 /// whose name contains one of `skip` are left out.
 pub fn parse_gemm(text: &str, path: &Path, skip: &[String]) -> Result<Vec<StepRow>> {
-    let mut rd = csv::Reader::from_reader(text.as_bytes());
-    let mut rows = Vec::new();
-    for (i, l) in rd.deserialize::<GemmLine>().enumerate() {
-        let fail = |message: String| Error::Report { path: path.to_path_buf(), message };
-        let l = l.map_err(|e| fail(e.to_string()))?;
+    read_rows(text, path, |l: GemmLine, fail| {
         let name = match (l.shape, l.model, l.layer) {
             (Some(s), ..) => s,
             (None, Some(m), Some(layer)) => format!("{m}.{layer}"),
-            _ => return Err(fail(format!("row {}: a GEMM row needs `shape`, or `model` and `layer`", i + 2))),
+            _ => return Err(fail("a GEMM row needs `shape`, or `model` and `layer`".into())),
         };
         if skip.iter().any(|s| name.contains(s.as_str())) {
-            continue;
+            return Ok(None);
         }
-        let measured = time_us(l.time_us, path, i + 2)?;
+        let measured = time_us(l.time_us, fail)?;
         if l.m == 0 || l.k == 0 || l.n == 0 {
-            return Err(fail(format!("row {}: M, K and N must be positive", i + 2)));
+            return Err(fail("M, K and N must be positive".into()));
         }
         let (dtype, metric) = match l.dtype.as_deref() {
             None | Some("bf16") => (Dtype::Bf16, METRICS[2]),
             Some("fp8") => (Dtype::Fp8, METRICS[3]),
-            Some(d) => return Err(fail(format!("row {}: dtype `{d}`: bf16 or fp8", i + 2))),
+            Some(d) => return Err(fail(format!("dtype `{d}`: bf16 or fp8"))),
         };
         let shape = format!("{name} {} M={}", if dtype == Dtype::Fp8 { "fp8" } else { "bf16" }, l.m);
-        rows.push(StepRow {
-            metric,
-            shape,
-            batch: BatchShape::default(),
-            gemm: Some(([l.m, l.k, l.n], dtype)),
-            eager: false,
-            measured,
-        });
-    }
-    Ok(rows)
+        let gemm = Some(([l.m, l.k, l.n], dtype));
+        Ok(Some(StepRow { metric, shape, batch: BatchShape::default(), gemm, eager: false, measured }))
+    })
 }
 
 impl LoadedSteps {
