@@ -2,7 +2,7 @@
 //! ShareGPT-like shared-prefix workload sent all at once through each engine's scheduler and
 //! cache on the default model and GPU (throughput: simulated output tokens per wall second);
 //! and, when the real data is present, the Mooncake conversation trace replayed as in the
-//! README (all 12,031 requests and the first 1,000), loaded once as in a sweep of many runs,
+//! docs/performance.md (all 12,031 requests and the first 1,000), loaded once as in a sweep of many runs,
 //! and what loading it costs; and the whole trace on 16 instances behind each router.
 
 use cachesim::cluster::router::RouterKind;
@@ -50,7 +50,7 @@ fn whole_runs(c: &mut Criterion) {
     g.finish();
 }
 
-/// The Mooncake runs of the README's speed figures, per run of a sweep (the trace read once).
+/// The Mooncake runs of docs/performance.md's speed figures, per run of a sweep (the trace read once).
 fn mooncake_runs(c: &mut Criterion) {
     let dir = std::env::var_os("CACHESIM_DATA").map_or_else(|| "../shared/data".into(), std::path::PathBuf::from);
     let path = dir.join("traces/mooncake/conversation_trace.jsonl");

@@ -2,7 +2,7 @@
 //! per wall second through [`cachesim::sweep::run_all`], on 1 and on 2 rayon threads, over
 //! (a) the bundled sample (40 multi-turn sessions) with the seed's ten-configuration grid,
 //! max-num-seqs 16, 24, 32, 48, 64 × max-num-batched-tokens 2048, 4096 at 20 req/s, and
-//! (b) when the real data is present, 1,000 ShareGPT first-turn requests (the README's sweep
+//! (b) when the real data is present, 1,000 ShareGPT first-turn requests (docs/guide/sweep.md's
 //! figures) with 20 configurations, max-num-seqs 16..160:16 × max-num-batched-tokens 2048, 8192
 //! at 20 req/s. The trace is read and tokenised once, outside the timing, as a sweep does.
 

@@ -4,9 +4,11 @@
 //! measurements with the profile `cachesim run` would use — or, with `--leave-one-out` and
 //! `--leave-group-out`, with that profile refitted without the case or its group.
 
+use crate::calib_shared::{kept_notes, parse_weights, write_factors};
 use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
-use cachesim::calibrate::{case, fit, holdout, kernels, profile};
+use cachesim::calibrate::{case, fit, holdout, kernels, validation};
+use cachesim::calibration::profile;
 use cachesim::config::Calibration;
 use clap::Parser;
 use rayon::prelude::*;
@@ -110,7 +112,7 @@ fn validate_phase(
     c: &case::LoadedCase,
     data: Option<&Path>,
     uncalibrated: bool,
-) -> anyhow::Result<(case::CaseInfo, Vec<case::Row>)> {
+) -> anyhow::Result<(validation::CaseInfo, Vec<validation::Row>)> {
     let raw = uncalibrated || c.profile_path().is_none();
     let (_, cfg) = case_config(c, data, raw)?;
     let (mut info, rows) = cachesim::calibrate::phase::validate(c, &cfg)?;
@@ -119,22 +121,6 @@ fn validate_phase(
         info.no_profile = true;
     }
     Ok((info, rows))
-}
-
-/// `metric=weight,…`.
-pub(crate) fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
-    s.split(',')
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').with_context(|| format!("--weights: `{kv}` is not metric=weight"))?;
-            let w: f64 = v.trim().parse().with_context(|| format!("--weights: `{v}` is not a number"))?;
-            let k = k.trim();
-            if !case::METRICS.contains(&k) && !kernels::METRICS.contains(&k) {
-                let all = [case::METRICS, kernels::METRICS].concat().join(", ");
-                anyhow::bail!("--weights: unknown metric `{k}` (one of {all})");
-            }
-            Ok((k.to_string(), w))
-        })
-        .collect()
 }
 
 /// `cachesim calibrate --fit --cases PATTERN --out FILE`.
@@ -171,7 +157,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         .map(|c| prepare(c, data.as_deref(), true, &mut cache).with_context(|| format!("case {}", c.case.case)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     for c in &step_cases {
-        targets.push(c.target(data.as_deref()).with_context(|| format!("case {}", c.case.case))?);
+        targets.push(fit::Target::from_steps(c, data.as_deref()).with_context(|| format!("case {}", c.case.case))?);
     }
     // Kernel step cases alone make a profile of engine `kernels`, which no serving run picks
     // on its own (`--calibration FILE` and `--calibration kernels` use it).
@@ -200,17 +186,17 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     let weights = match &args.weights {
         Some(w) => parse_weights(w)?,
         None if targets.iter().all(|t| t.steps.is_some()) => kernels::default_weights(),
-        None if args.unknown_hardware => fit::unknown_hardware_weights(),
+        None if args.unknown_hardware => cachesim::calibration::factors::unknown_hardware_weights(),
         None if targets.iter().any(|t| t.steps.is_some()) => {
-            fit::default_weights().into_iter().chain(kernels::default_weights()).collect()
+            cachesim::calibration::factors::default_weights().into_iter().chain(kernels::default_weights()).collect()
         }
-        None => fit::default_weights(),
+        None => cachesim::calibration::factors::default_weights(),
     };
     let start = match &args.start {
         Some(p) => profile::read(p)?.efficiency,
         None => cachesim::cost::Efficiency::default(),
     };
-    let o = fit::FitOptions {
+    let o = cachesim::calibration::factors::FitOptions {
         weights: weights.clone(),
         max_iters: args.max_iters,
         unknown_hardware: args.unknown_hardware,
@@ -310,34 +296,6 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A fitted profile's factors, one a line, then the held ones with why, and a warning when fewer
-/// figures were fitted than factors.
-pub(crate) fn write_factors(o: &mut impl std::io::Write, p: &profile::Profile) -> std::io::Result<()> {
-    for name in &p.fit.fitted {
-        writeln!(o, "  {name:<20} {}", fit::factor_text(&p.efficiency, name))?;
-    }
-    for h in &p.fit.held {
-        writeln!(o, "  held: {h}")?;
-    }
-    for b in fit::at_bounds(&p.efficiency, &p.fit.fitted, &fit::options_of(&p.fit)) {
-        writeln!(
-            o,
-            "  at a bound: {b}: the figures would push it further, so the factor is standing in for \
-             something the model leaves out (check the GPU's datasheet figures and the run's flags)"
-        )?;
-    }
-    let (factors, figures) = (p.fit.fitted.len(), p.fit.residuals.len());
-    if figures < factors {
-        writeln!(
-            o,
-            "  under-determined: {factors} factors fitted on {figures} measured figures, so the factors the \
-             figures do not separate keep where the search stopped (more runs, or more of each report's \
-             figures through --weights, e.g. mean_ttft_ms, p99_ttft_ms, median_itl_ms, p99_itl_ms, pin them)"
-        )?;
-    }
-    Ok(())
-}
-
 /// The globs of a `--cases` list (`None`: every case); a folder given there is an error that
 /// points to `--cases-dir`.
 fn case_globs(pattern: Option<&str>) -> anyhow::Result<Option<Vec<glob::Pattern>>> {
@@ -364,27 +322,6 @@ fn case_profile(c: &case::LoadedCase, t: &fit::Target) -> anyhow::Result<Option<
     })
 }
 
-/// The notes of a profile refitted to `out`: those of the profile already there (what was learnt
-/// about a fit survives its regeneration), then the new `--note`s not among them. A file at
-/// `out` that is not a profile is an error rather than overwritten unread.
-pub fn kept_notes(out: &Path, new: &[String]) -> anyhow::Result<Vec<String>> {
-    let mut notes = match out.exists() {
-        true => {
-            profile::read(out)
-                .with_context(|| format!("--out {} exists and is not a profile", out.display()))?
-                .fit
-                .notes
-        }
-        false => Vec::new(),
-    };
-    for n in new {
-        if !notes.contains(n) {
-            notes.push(n.clone());
-        }
-    }
-    Ok(notes)
-}
-
 /// `cachesim validate [--cases GLOB,…] [--cases-dir DIR] [--data DIR] [--leave-one-out |
 /// --leave-group-out gpu|source] [--json] [--csv FILE] [--plot F.svg] [--max-held-out-error PCT]`.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
@@ -405,7 +342,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     // Refits train on cases --cases does not select: those are prepared too.
     let holdout = args.leave_one_out || args.leave_group_out.is_some();
     let data = data_dir(&args.data);
-    let mut v = case::Validation::default();
+    let mut v = validation::Validation::default();
     let mut cache = Workloads::new();
     let mut targets = Vec::new();
     let mut not_run = BTreeMap::new();
@@ -418,7 +355,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         if !c.case.expressible {
             let missing = c.case.missing.clone().unwrap_or_default();
             if chosen {
-                v.not_expressible.push(case::Skipped { case: c.case.case.clone(), missing });
+                v.not_expressible.push(validation::Skipped { case: c.case.case.clone(), missing });
             }
             continue;
         }
@@ -434,7 +371,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         if let Err(e) = c.trace_path(data.as_deref()) {
             not_run.insert(c.case.case.clone(), e.to_string());
             if chosen {
-                v.not_run.push(case::Skipped { case: c.case.case.clone(), missing: e.to_string() });
+                v.not_run.push(validation::Skipped { case: c.case.case.clone(), missing: e.to_string() });
             }
             continue;
         }
@@ -447,7 +384,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     for c in step_cases {
         match c.csv_paths(data.as_deref()) {
             Ok(_) => steps.push(c.validate(data.as_deref(), args.uncalibrated)?),
-            Err(e) => v.not_run.push(case::Skipped { case: c.case.case.clone(), missing: e.to_string() }),
+            Err(e) => v.not_run.push(validation::Skipped { case: c.case.case.clone(), missing: e.to_string() }),
         }
     }
     let sums: Vec<_> = chosen.par_iter().map(|(_, t, _)| fit::simulate(t, t.cfg.efficiency)).collect();
@@ -457,7 +394,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         let used = case_profile(c, t)?;
         let no_profile = used.is_none();
         let fitted = !args.uncalibrated && used.as_ref().is_some_and(|(_, p)| p.fit.cases.contains(&c.case.case));
-        v.cases.push(case::CaseInfo {
+        v.cases.push(validation::CaseInfo {
             case: c.case.case.clone(),
             calibration: t.cfg.calibration.clone(),
             fitted,
@@ -475,7 +412,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         v.mode = honest_refits(args, &targets, &not_run, &mut v.cases, &mut predicted)?;
     }
     for ((c, _, _), s) in chosen.iter().zip(&predicted) {
-        v.rows.extend(case::compare(c, s));
+        v.rows.extend(validation::compare(c, s));
     }
     for (info, rows) in phases {
         v.cases.push(info);
@@ -489,7 +426,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         v.cases.push(info);
         v.rows.extend(rows);
     }
-    case::summarise(&mut v);
+    validation::summarise(&mut v);
     if let Some(p) = &args.plot {
         let mut files = cachesim::output::Outputs::new();
         let tmp = files.stage(p)?;
@@ -503,23 +440,23 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
         let mut files = cachesim::output::Outputs::new();
         let tmp = files.stage(p)?;
         let mut w = csv::Writer::from_path(&tmp).with_context(|| format!("cannot create {}", p.display()))?;
-        for r in case::csv_rows(&v) {
+        for r in validation::csv_rows(&v) {
             w.serialize(r).with_context(|| format!("cannot write {}", p.display()))?;
         }
         w.flush().with_context(|| format!("cannot write {}", p.display()))?;
         drop(w);
         files.commit()?;
     }
-    let weights = fit::default_weights();
+    let weights = cachesim::calibration::factors::default_weights();
     let metrics: Vec<&str> = weights.keys().map(String::as_str).collect();
-    let mode = case::mode_name(&v);
-    let pooled = case::held_out_median(&v, &metrics);
+    let mode = validation::mode_name(&v);
+    let pooled = validation::held_out_median(&v, &metrics);
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", case::text(&v))?;
+        write!(out, "{}", validation::text(&v))?;
         if let Some(m) = pooled {
             writeln!(
                 out,
@@ -544,13 +481,13 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
 
 /// `--leave-one-out` / `--leave-group-out`: plans each chosen case's refit, runs each distinct
 /// refit once (in parallel; each fit is deterministic, so the output does not depend on the
-/// thread count), replaces the chosen cases' predictions and marks their [`case::CaseInfo`];
+/// thread count), replaces the chosen cases' predictions and marks their [`validation::CaseInfo`];
 /// returns the mode's name.
 fn honest_refits(
     args: &ValidateArgs,
     targets: &[(&case::LoadedCase, fit::Target, bool)],
     not_run: &BTreeMap<String, String>,
-    infos: &mut [case::CaseInfo],
+    infos: &mut [validation::CaseInfo],
     predicted: &mut [cachesim::metrics::Summary],
 ) -> anyhow::Result<String> {
     use cachesim::calibrate::holdout::{Member, Plan, ProfileRef, Rung};
@@ -563,7 +500,7 @@ fn honest_refits(
             _ => holdout::source_page(c.case.published.as_ref().map(|p| p.source_url.as_str())),
         };
         let family = profile::family(t.cfg.engine.engine).to_string();
-        let class = holdout::model_class(&t.cfg.model, t.cfg.deployment.spec.is_some());
+        let class = cachesim::calibration::prior::model_class(&t.cfg.model, t.cfg.deployment.spec.is_some());
         let case = c.case.case.clone();
         members.push(Member { case, group, family, class, profile, selected: *chosen });
     }
@@ -573,11 +510,11 @@ fn honest_refits(
         let Some(path) = k.profile_path() else { continue };
         let pi = intern(&mut profiles, path.display().to_string(), || profile::read(&path))?;
         let group = match args.leave_group_out {
-            Some(GroupBy::Gpu) => cachesim::profile::gpu(&k.case.gpu, None)?.name,
-            _ => kernels::SOURCE.to_string(),
+            Some(GroupBy::Gpu) => cachesim::catalog::gpu(&k.case.gpu, None)?.name,
+            _ => case::STEP_SOURCE.to_string(),
         };
-        let model = cachesim::profile::model(&k.case.model, None)?;
-        let class = holdout::model_class(&model, false);
+        let model = cachesim::catalog::model(&k.case.model, None)?;
+        let class = cachesim::calibration::prior::model_class(&model, false);
         let family = holdout::KERNELS.to_string();
         members.push(Member { case: k.case.case, group, family, class, profile: Some(pi), selected: false });
     }
@@ -586,7 +523,7 @@ fn honest_refits(
         .map(|(_, p)| ProfileRef {
             cases: p.fit.cases.clone(),
             family: p.engine.clone(),
-            transferable: fit::options_of(&p.fit).setup_bound_flag().is_none(),
+            transferable: p.fit.options().setup_bound_flag().is_none(),
         })
         .collect();
     let (mode, plans) = match args.leave_group_out {
@@ -622,7 +559,7 @@ fn honest_refits(
         }
         job_targets.push(ts);
     }
-    let options = |pi: usize| fit::options_of(&profiles[pi].1.fit);
+    let options = |pi: usize| profiles[pi].1.fit.options();
     let fits: Vec<_> = jobs.par_iter().zip(&job_targets).map(|((_, pi, _), ts)| fit::fit(ts, &options(*pi))).collect();
     let fits =
         fits.into_iter().collect::<cachesim::Result<Vec<_>>>().with_context(|| format!("{mode}: a refit failed"))?;
@@ -639,7 +576,8 @@ fn honest_refits(
             // device factors replaced by a kernel profile's (fitted outside the group).
             Plan::Prior { device_of: None, .. } => fit::simulate(t, cachesim::cost::Efficiency::default()).map(Some),
             Plan::Prior { device_of: Some(k), .. } => {
-                fit::simulate(t, holdout::kernel_device_prior(&profiles[*k].1.efficiency)).map(Some)
+                fit::simulate(t, cachesim::calibration::prior::kernel_device_prior(&profiles[*k].1.efficiency))
+                    .map(Some)
             }
             _ => Ok(None),
         })
@@ -658,7 +596,7 @@ fn honest_refits(
                         info.engine
                     )
                 } else {
-                    let flag = fit::options_of(&profiles[*options_of].1.fit).setup_bound_flag();
+                    let flag = profiles[*options_of].1.fit.options().setup_bound_flag();
                     format!("its factors (fitted with {}) do not transfer", flag.unwrap_or_default())
                 };
                 info.refit_on = Some(match device_of {
@@ -721,7 +659,7 @@ fn intern(
     Ok(profiles.len() - 1)
 }
 
-/// The model class ([`cachesim::calibrate::holdout::model_class`]) of `case` among `members`.
+/// The model class ([`cachesim::calibration::prior::model_class`]) of `case` among `members`.
 fn members_class<'a>(members: &'a [cachesim::calibrate::holdout::Member], case: &str) -> &'a str {
     members.iter().find(|m| m.case == case).map(|m| m.class.as_str()).unwrap_or_default()
 }

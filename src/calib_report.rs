@@ -3,11 +3,12 @@
 //! run, checks that the report's totals match the rebuilt run's, fits the step-time factors to
 //! the report's metrics, writes the profile with its fit record and prints the residuals.
 
-use crate::calib_cmd::{kept_notes, parse_weights, write_factors};
+use crate::calib_shared::{kept_notes, parse_weights, write_factors};
 use crate::cli::CalibrateArgs;
 use anyhow::Context;
+use cachesim::calibrate::fit;
 use cachesim::calibrate::report::{BenchReport, Layout};
-use cachesim::calibrate::{fit, profile};
+use cachesim::calibration::profile;
 use cachesim::config::Calibration;
 use cachesim::report::ReportStyle;
 use cachesim::workload::arrivals::Rate;
@@ -54,13 +55,13 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
     );
     let weights = match &args.weights {
         Some(w) => parse_weights(w)?,
-        None if args.unknown_hardware => fit::unknown_hardware_weights(),
-        None => fit::default_weights(),
+        None if args.unknown_hardware => cachesim::calibration::factors::unknown_hardware_weights(),
+        None => cachesim::calibration::factors::default_weights(),
     };
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let measured = r.metrics.iter().filter(|(k, _)| weights.contains_key(*k)).map(|(k, v)| (k.clone(), *v)).collect();
     let target = fit::Target { case: name.clone(), cfg, workload, measured, steps: None };
-    let start = fit::FitOptions::default().start;
+    let start = cachesim::calibration::factors::FitOptions::default().start;
     let rebuilt = fit::simulate(&target, start)?;
     let mut assumptions = Vec::new();
     let mut differ = Vec::new();
@@ -84,7 +85,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
             path.display()
         ));
     }
-    let o = fit::FitOptions {
+    let o = cachesim::calibration::factors::FitOptions {
         weights: weights.clone(),
         max_iters: args.max_iters,
         unknown_hardware: args.unknown_hardware,

@@ -249,7 +249,7 @@ pub struct RunArgs {
     pub enforce_eager: bool,
     /// Longest request, prompt + output (vLLM --max-model-len, SGLang --context-length, LightLLM
     /// --max_req_total_len; default: the model's, LightLLM 16384). Longer requests fail as the
-    /// engine's frontend rejects them (docs/refusals.md).
+    /// engine's frontend rejects them (docs/reference/refusals.md).
     #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub max_model_len: Option<u64>,
     /// SGLang: requests running at once (default: min(pool / 2, requests the pool can index)).
@@ -327,7 +327,7 @@ pub struct RunArgs {
     pub router: RouterKind,
     /// A deployment file (TOML) whose keys are these flags' names, with tables [prefill],
     /// [decode], [router] and [link]; flags on the command line override its values, paths in it
-    /// are relative to its folder (README: Deployment files).
+    /// are relative to its folder (docs/guide/cluster.md, Deployment files).
     #[arg(long, value_name = "FILE.toml", help_heading = "Cluster")]
     pub deployment: Option<PathBuf>,
     /// cache-aware, prefix-hash, aibrix: characters a token stands for when the router reads a
@@ -870,7 +870,7 @@ pub struct GridArgs {
     #[arg(long, value_name = "FLAG=VALUES", help_heading = "Grid")]
     pub zip: Vec<String>,
     /// A sweep file (TOML): fixed run flags in [run], axes in [grid] and [zip], rank-by,
-    /// ascending, and slo for plan (see examples/sweep.toml). Flags on the command line win
+    /// ascending, and slo for plan (see examples/vllm-tuning.toml and docs/guide/sweep.md). Flags on the command line win
     /// over [run]; --grid and --zip axes follow the file's.
     #[arg(long, value_name = "FILE.toml", help_heading = "Grid")]
     pub file: Option<PathBuf>,

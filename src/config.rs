@@ -5,6 +5,7 @@
 //! a run can be compared with a real `vllm serve`.
 
 use crate::cache::{CacheSpec, Policy};
+use crate::catalog::{self, Gpu, Model};
 use crate::cluster::ClusterConfig;
 use crate::cost::spec::SpecAlgorithm;
 use crate::cost::{Deployment, Efficiency, Roofline};
@@ -12,7 +13,6 @@ use crate::engine::frontend::RequestLimits;
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
 use crate::error::{Error, Result};
 use crate::layout::LayoutOptions;
-use crate::profile::{self, Gpu, Model};
 use crate::vllm_memory::{MemoryOverrides, ProfileRun, VllmMemory};
 use crate::workload::arrivals::ArrivalOptions;
 use serde::Serialize;
@@ -21,7 +21,7 @@ use std::path::PathBuf;
 /// Default [`RunConfig::request_overhead_ms`]: what a request spends between the client's
 /// send and the engine's scheduler (HTTP, JSON, tokenisation), in ms. Read off the published
 /// low-load SGLang points (Llama-3.1-8B on A100 and 70B TP4 on H100 at 4 req/s: 9–12 ms of
-/// median TTFT left once prefill is priced at the measured decode speed; docs/addendum-
+/// median TTFT left once prefill is priced at the measured decode speed; docs/engines/
 /// clients.md); calibration can refit it.
 pub const DEFAULT_REQUEST_OVERHEAD_MS: f64 = 10.0;
 
@@ -100,18 +100,19 @@ pub enum Calibration {
     /// HBM and attention efficiency, the per-kernel floor, measured on a GPU with no serving
     /// engine), host and communication factors at the priors — what `validate
     /// --leave-group-out` prices a case with when no serving case outside its group can train
-    /// it ([`crate::calibrate::holdout::kernel_device_prior`]). Dense models without
+    /// it ([`crate::calibration::prior::kernel_device_prior`]). Dense models without
     /// speculative decoding only: the kernel steps are dense Llama.
     Kernels,
 }
 
 /// The step-time factors for `o` and how they were chosen (echoed with the config).
 fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, String)> {
-    use crate::calibrate::{holdout, profile};
+    use crate::calibration::profile;
     let family = profile::family(o.engine);
     Ok(match &o.calibration {
         Calibration::Kernels => {
-            let class = holdout::model_class(model, o.layout.speculative_algorithm != SpecAlgorithm::None);
+            let class =
+                crate::calibration::prior::model_class(model, o.layout.speculative_algorithm != SpecAlgorithm::None);
             if class != "dense" {
                 return Err(Error::invalid(
                     "--calibration",
@@ -124,7 +125,7 @@ fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, 
             }
             let (file, prof) = profile::builtin_kernels();
             (
-                holdout::kernel_device_prior(&prof.efficiency),
+                crate::calibration::prior::kernel_device_prior(&prof.efficiency),
                 format!(
                     "kernels: the device factors of {} (calibration/profiles/{file}, fitted on {}), host and \
                      communication factors at the priors",
@@ -331,7 +332,7 @@ fn gib(bytes: f64) -> String {
     format!("{:.2}", bytes / (1u64 << 30) as f64)
 }
 
-/// The start-up checks the engines make (docs/addendum-refusals.md): vLLM refuses a
+/// The start-up checks the engines make (docs/engines/refusals.md): vLLM refuses a
 /// `max_model_len` above the model's (`ModelConfig` validation), when one
 /// `max_model_len` sequence cannot fit the KV cache (`_check_enough_kv_cache_memory`) or, without
 /// chunked prefill, when the step budget is below `max_model_len` (`SchedulerConfig._verify_args`);
@@ -574,8 +575,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     } else {
         o
     };
-    let model = profile::model(&o.model, o.model_file.as_deref())?;
-    let gpu = profile::gpu(&o.gpu, o.gpu_file.as_deref())?;
+    let model = catalog::model(&o.model, o.model_file.as_deref())?;
+    let gpu = catalog::gpu(&o.gpu, o.gpu_file.as_deref())?;
     let (efficiency, calibration) = calibration(o, &gpu.name, &model)?;
     // Up to 18 nodes of 8: DeepSeek's own decode layout, EP 144 with DP attention.
     if o.tp == 0 || o.tp > MAX_TP {
@@ -654,7 +655,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         EngineKind::Sglang => {
             let rules = version.rules();
             let (chunk_default, mut graphs) =
-                profile::sglang_memory_defaults(&gpu, o.tp, rules.sglang_reserve_by_chunk);
+                catalog::sglang_memory_defaults(&gpu, o.tp, rules.sglang_reserve_by_chunk);
             let chunk = match o.chunked_prefill_size {
                 None => chunk_default,
                 Some(c) if c <= 0 => 0,
@@ -676,7 +677,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 Some(f) if f > 0.0 && f <= 1.0 => f,
                 Some(f) => return Err(Error::invalid("--mem-fraction-static", format!("{f} is not in (0, 1]"))),
                 // The reserve follows the chunk in use (max_prefill_tokens with chunking off).
-                None => profile::sglang_mem_fraction_static(
+                None => catalog::sglang_mem_fraction_static(
                     &gpu,
                     o.tp,
                     chunk,
@@ -686,7 +687,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 ),
             };
             let weights = layout.parallel.weight_bytes_per_rank(&model);
-            let kv = profile::sglang_pool_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
+            let kv = catalog::sglang_pool_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
             let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
             let max_num_reqs = ((kv as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
             let running = match max_running_requests {
@@ -722,7 +723,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 return Err(Error::invalid("--mem-fraction-static", format!("{frac} is not in (0, 1]")));
             }
             let weights = layout.parallel.weight_bytes_per_rank(&model);
-            let kv = profile::lightllm_kv_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
+            let kv = catalog::lightllm_kv_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
             let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
             ((o.max_num_seqs.unwrap_or(1000), batch_max, chunk), kv, Some(frac))
         }
@@ -876,8 +877,8 @@ mod tests {
     fn kernel_calibration_lends_device_factors_to_dense_models_only() {
         let o = RunOptions { calibration: Calibration::Kernels, ..Default::default() };
         let c = resolve(&o).unwrap();
-        let (_, k) = crate::calibrate::profile::builtin_kernels();
-        assert_eq!(c.efficiency, crate::calibrate::holdout::kernel_device_prior(&k.efficiency));
+        let (_, k) = crate::calibration::profile::builtin_kernels();
+        assert_eq!(c.efficiency, crate::calibration::prior::kernel_device_prior(&k.efficiency));
         assert!(c.efficiency.kernel_floor_s > 0.0);
         assert_eq!(c.efficiency.step_overhead_s, Efficiency::default().step_overhead_s);
         assert!(c.calibration.starts_with("kernels: the device factors of h200-kernels"), "{}", c.calibration);

@@ -17,7 +17,7 @@ pub mod parallel;
 mod sanity;
 pub mod spec;
 
-use crate::profile::{Dtype, Gpu, Model, Network};
+use crate::catalog::{Dtype, Gpu, Model, Network};
 use parallel::{Links, Parallel};
 use serde::{Deserialize, Serialize};
 use spec::SpecDecode;
@@ -136,7 +136,7 @@ impl CostModel for Affine {
 /// hardware mode names. A sum, not the roofline's max of compute and weight reads: on the seed
 /// sweep's unknown setup a step that prefills adds its prompt tokens' time on top of the decode
 /// step (the report's P99 ITL, 297 ms against a median of 121 ms), which a max-form roofline
-/// hides under the weight read until the batch is compute bound (docs/addendum-calibration.md).
+/// hides under the weight read until the batch is compute bound (docs/validation/method.md).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepLaw {
@@ -659,7 +659,7 @@ impl CostModel for Roofline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{gpu, model};
+    use crate::catalog::{gpu, model};
 
     fn h100_8b(tp: u64) -> Roofline {
         Roofline::new(&gpu("h100-sxm", None).unwrap(), &model("llama-3.1-8b", None).unwrap(), tp, Efficiency::default())
@@ -735,7 +735,7 @@ mod tests {
     #[test]
     fn mla_decode_reads_the_latent_and_dp_attention_splits_it() {
         let (h20, r1) = (gpu("h20", None).unwrap(), model("deepseek-r1", None).unwrap());
-        let net = crate::profile::network("cx7-8x400", None).unwrap();
+        let net = crate::catalog::network("cx7-8x400", None).unwrap();
         let tp16 = Deployment {
             parallel: Parallel { nnodes: 2, ..Parallel::tp(16) },
             network: Some(net.clone()),
@@ -849,7 +849,7 @@ mod tests {
         let roofline = |two_batch_overlap| {
             let d = Deployment {
                 parallel: p,
-                network: Some(crate::profile::network("ib-8x400", None).unwrap()),
+                network: Some(crate::catalog::network("ib-8x400", None).unwrap()),
                 a2a: MoeA2a { deepep: Some(DeepEpMode::LowLatency), two_batch_overlap },
                 ..Deployment::default()
             };

@@ -2,12 +2,12 @@
 //! their network, the KV element type, MoE routing skew and speculative decoding — resolved
 //! into the [`Deployment`] the step-time model and the KV sizing use.
 
+use crate::catalog::{self, Dtype, Model};
 use crate::cost::ep::{DeepEpMode, MoeA2a};
 use crate::cost::parallel::Parallel;
 use crate::cost::spec::{SpecAlgorithm, SpecDecode};
 use crate::cost::Deployment;
 use crate::error::{Error, Result};
-use crate::profile::{self, Dtype, Model};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -124,7 +124,7 @@ impl LayoutOptions {
             ));
         }
         let network = if parallel.nnodes > 1 {
-            Some(profile::network(&self.network, self.network_file.as_deref())?)
+            Some(catalog::network(&self.network, self.network_file.as_deref())?)
         } else {
             None
         };
@@ -273,7 +273,7 @@ mod tests {
 
     #[test]
     fn flags_resolve_and_are_checked() {
-        let r1 = profile::model("deepseek-r1", None).unwrap();
+        let r1 = catalog::model("deepseek-r1", None).unwrap();
         let o = LayoutOptions { pp: 2, nnodes: 2, ..Default::default() };
         let d = o.resolve(&r1, 8).unwrap();
         assert_eq!((d.parallel.world(), d.parallel.gpus_per_node()), (16, 8));
@@ -283,7 +283,7 @@ mod tests {
         assert_eq!(dp.resolve(&r1, 16).unwrap().parallel.dp_attention, 16);
         let mtp = LayoutOptions { speculative_algorithm: SpecAlgorithm::Mtp, ..Default::default() };
         assert_eq!(mtp.resolve(&r1, 8).unwrap().spec.unwrap().k, 3);
-        let l8 = profile::model("llama-3.1-8b", None).unwrap();
+        let l8 = catalog::model("llama-3.1-8b", None).unwrap();
         assert!(mtp.resolve(&l8, 1).unwrap_err().to_string().contains("MTP module"));
         let skew = LayoutOptions { moe_skew: 1.0, ..Default::default() };
         assert!(skew.resolve(&r1, 8).is_err());
@@ -296,7 +296,7 @@ mod tests {
     /// DP attention, and is what two-batch overlap is priced with.
     #[test]
     fn deepep_and_two_batch_overlap_flags() {
-        let r1 = profile::model("deepseek-r1", None).unwrap();
+        let r1 = catalog::model("deepseek-r1", None).unwrap();
         let o = LayoutOptions {
             dp_attention: true,
             nnodes: 4,

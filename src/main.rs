@@ -5,13 +5,15 @@
 
 mod calib_cmd;
 mod calib_report;
+mod calib_shared;
 mod sweep_cmd;
 
 use cachesim::cli;
 
 use anyhow::Context;
 use cachesim::replay::{replay_all, ReplayOptions};
-use cachesim::report::{analysis_text, cache_table, thousands, trace_summary, CacheReport};
+use cachesim::report::{analysis_text, cache_table, trace_summary, CacheReport};
+use cachesim::text::thousands;
 use cachesim::workload::gen::{self, GenRecord};
 use cli::{AnalyzeArgs, CacheArgs, Cli, Command, GenCommand, GenCommon, RunArgs};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -20,7 +22,7 @@ use std::io::Write;
 fn main() {
     let cmd = <Cli as clap::CommandFactory>::command();
     let run_flags = <cli::CaseRun as clap::CommandFactory>::command();
-    // A --deployment file's flags go before the user's, which override them (README: Deployment files).
+    // A --deployment file's flags go before the user's, which override them (docs/guide/cluster.md, Deployment files).
     let argv = cachesim::cluster::deployment::command_line(std::env::args_os().collect(), &cmd, &run_flags)
         .unwrap_or_else(|e| {
             eprintln!("error: {}", escape_controls(&e.to_string()));
@@ -152,7 +154,7 @@ fn run(args: &RunArgs, deployment: Option<&cachesim::cluster::deployment::Echo>)
     if let Some(p) = &args.requests_csv {
         match cfg.cluster.pd {
             Some(pd) if !out.sim.pd.is_empty() => {
-                let rows = cachesim::cluster::report::pd_rows(&out.sim.records, &out.sim.pd, pd.prefill);
+                let rows = cachesim::report::cluster::pd_rows(&out.sim.records, &out.sim.pd, pd.prefill);
                 write_csv(&mut files, p, &rows)?;
             }
             _ => write_csv(&mut files, p, &out.sim.records)?,
@@ -196,14 +198,14 @@ fn run(args: &RunArgs, deployment: Option<&cachesim::cluster::deployment::Echo>)
         write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, out.sent))?;
         write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
         if cfg.cluster.is_cluster() {
-            write!(stdout, "{}", cachesim::cluster::report::echo(&cfg.cluster))?;
+            write!(stdout, "{}", cachesim::report::cluster::echo(&cfg.cluster))?;
         }
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load, &out.summary))?;
         if let Some((rows, router)) = &cluster {
-            write!(stdout, "{}", cachesim::cluster::report::text(rows, router))?;
+            write!(stdout, "{}", cachesim::report::cluster::text(rows, router))?;
         }
         if args.ttft_breakdown && !out.sim.pd.is_empty() {
-            write!(stdout, "{}", cachesim::cluster::report::ttft_breakdown(&out.sim.records, &out.sim.pd))?;
+            write!(stdout, "{}", cachesim::report::cluster::ttft_breakdown(&out.sim.records, &out.sim.pd))?;
         }
         if let Some(s) = &saturation {
             write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;

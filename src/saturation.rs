@@ -1,7 +1,7 @@
 //! Saying when a run measured an overloaded server. A benchmark that sends faster than the
 //! engine serves reports queueing, not the engine: TTFT grows with the queue, the prefix cache
 //! is thrashed by requests that all hold KV at once. [`diagnose`] looks for four signs, each
-//! with a fixed threshold (docs/refusals.md), and when any is present estimates the rate the
+//! with a fixed threshold (docs/reference/refusals.md), and when any is present estimates the rate the
 //! engine sustains and names the commands that answer the unloaded question.
 //!
 //! Thresholds:
@@ -14,8 +14,8 @@
 //! - KV full: requests held at least 95% of the KV cache for at least half the busy time.
 
 use crate::metrics::{RequestRecord, Summary};
-use crate::report::thousands;
 use crate::sim::{LoadStats, KV_FULL_SHARE};
+use crate::text::thousands;
 use serde::Serialize;
 use std::fmt::Write;
 

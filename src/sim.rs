@@ -4,7 +4,7 @@
 //! cost model prices it; at its end every request that computed its last known token samples
 //! one; finished requests free their KV, their slot, and release their session's next turn.
 //! When the engine is idle, time jumps to the next event. A sent request reaches the engine
-//! `request_overhead_s` after its send (HTTP, parsing, tokenisation: docs/addendum-clients.md),
+//! `request_overhead_s` after its send (HTTP, parsing, tokenisation: docs/engines/clients.md),
 //! so every latency the client measures includes that delay. A request the engine's frontend
 //! rejects ([`crate::engine::frontend`]: longer than the model length, no output) fails on
 //! arrival and frees its slot at once; one it shortens generates fewer tokens. A request that
@@ -15,6 +15,7 @@ pub mod client;
 mod disagg;
 mod driver;
 pub mod instance;
+mod pool;
 
 use crate::cache::{CacheSpec, CacheStats, ReqId};
 use crate::cluster::router::RouterKind;
@@ -23,7 +24,8 @@ use crate::engine::frontend::{FailReason, RequestLimits};
 use crate::engine::EngineConfig;
 use crate::metrics::{RequestRecord, TokenLog};
 use crate::workload::Workload;
-pub use driver::{drive, Pd};
+pub use disagg::Pd;
+pub use driver::drive;
 pub use instance::{Begun, Instance, InstanceSpec, InstanceStats, Role, Sink};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -6,8 +6,6 @@
 mod deploy;
 mod plan;
 
-pub use plan::plan;
-
 use super::{load, trace_summary};
 use crate::cli::{self, GridArgs, RunArgs, TraceArgs};
 use cachesim::sweep::file::SweepFile;
@@ -422,4 +420,14 @@ pub fn lists_as_axes(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         }
     }
     out
+}
+
+/// `cachesim plan`: the cheapest deployment at a `--target-rate` ([`deploy::target`]), else the
+/// highest rate each configuration sustains under the SLO ([`plan::rates`]).
+pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
+    let plan = plan::Plan::new(args, m)?;
+    match args.target_rate {
+        Some(rate) => deploy::target(args, &plan, rate),
+        None => plan::rates(args, &plan),
+    }
 }

@@ -13,8 +13,8 @@
 //! [`cudagraph_graphs`]) and each can be set by hand ([`MemoryOverrides`]) to reproduce a
 //! logged `num_gpu_blocks`.
 
+use crate::catalog::{Gpu, Model};
 use crate::cost::parallel::Parallel;
-use crate::profile::{Gpu, Model};
 use serde::Serialize;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -211,7 +211,7 @@ pub fn cudagraph_graphs(max_num_seqs: u32, max_num_batched_tokens: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile;
+    use crate::catalog;
 
     #[test]
     fn capture_sizes_match_the_logged_counts() {
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn llama_8b_on_an_h100_by_hand() {
-        let (gpu, model) = (profile::gpu("h100-sxm", None).unwrap(), profile::model("llama-3.1-8b", None).unwrap());
+        let (gpu, model) = (catalog::gpu("h100-sxm", None).unwrap(), catalog::model("llama-3.1-8b", None).unwrap());
         let run = ProfileRun { max_num_batched_tokens: 8192, max_num_seqs: 1024, cudagraph_estimate: true };
         let m = VllmMemory::new(&gpu, &model, 1, 0.92, run, MemoryOverrides::default());
         // total 79.22 GiB = 85,061,827,297 B; × 0.92 = 78,256,881,113.24 → ceil.
@@ -249,7 +249,7 @@ mod tests {
 
     #[test]
     fn overrides_replace_their_term_only() {
-        let (gpu, model) = (profile::gpu("h100-sxm", None).unwrap(), profile::model("llama-3.1-8b", None).unwrap());
+        let (gpu, model) = (catalog::gpu("h100-sxm", None).unwrap(), catalog::model("llama-3.1-8b", None).unwrap());
         let run = ProfileRun { max_num_batched_tokens: 8192, max_num_seqs: 1024, cudagraph_estimate: true };
         let o =
             MemoryOverrides { activation_peak_gib: Some(1.0), cudagraph_memory_gib: Some(0.0), ..Default::default() };
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn kv_heads_split_over_tp_but_not_below_one() {
-        let model = profile::model("llama-3.1-70b", None).unwrap();
+        let model = catalog::model("llama-3.1-70b", None).unwrap();
         assert_eq!(kv_bytes_per_token_per_rank(&model, 1), 327_680);
         assert_eq!(kv_bytes_per_token_per_rank(&model, 8), 40_960);
         // 8 KV heads over 16 ranks: each rank keeps one head.
@@ -278,7 +278,7 @@ mod tests {
         // Mixtral: 2 of 8 experts per token, I = 14,336, at TP 2:
         // forward 8192 × (3·4096 + 2 × (3·7168 + 4096)) × 2 = 1,040,187,392;
         // sampler 8192 × 4096 × 2 + 256 × 32,000 × 28 = 296,484,864.
-        let mixtral = profile::model("mixtral-8x7b", None).unwrap();
+        let mixtral = catalog::model("mixtral-8x7b", None).unwrap();
         assert_eq!(activation_peak_bytes(&mixtral, 2, 8192, 256), 1_040_187_392);
     }
 }

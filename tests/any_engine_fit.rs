@@ -40,8 +40,8 @@ fn any_engine_fits_one_gpu_over_two_engines() {
 
     let text = ok(&[&base[..], &["--out", out.to_str().unwrap(), "--any-engine"]].concat());
     assert!(text.contains("(a100-80gb / any / llama-3.1-8b)"), "{text}");
-    let p = cachesim::calibrate::profile::read(&out).unwrap();
-    assert_eq!((p.gpu.as_str(), p.engine.as_str()), ("a100-80gb", cachesim::calibrate::profile::ANY_ENGINE));
+    let p = cachesim::calibration::profile::read(&out).unwrap();
+    assert_eq!((p.gpu.as_str(), p.engine.as_str()), ("a100-80gb", cachesim::calibration::profile::ANY_ENGINE));
     assert_eq!(p.engine, "any");
     assert_eq!(p.fit.cases, ["xs", "xv"]);
     assert!(p.fit.command.ends_with(" --any-engine"), "{}", p.fit.command);
@@ -63,7 +63,7 @@ fn any_engine_fits_one_gpu_over_two_engines() {
         assert!(run.contains("calibration a100-any ("), "{run}");
         let e =
             if engine == "vllm" { cachesim::engine::EngineKind::Vllm } else { cachesim::engine::EngineKind::Sglang };
-        let picked = cachesim::calibrate::profile::builtin_for("a100-80gb", e, "llama-3.1-8b");
+        let picked = cachesim::calibration::profile::builtin_for("a100-80gb", e, "llama-3.1-8b");
         assert_ne!(picked.map(|(_, p)| p.engine), Some("any".to_string()));
     }
 

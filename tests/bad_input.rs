@@ -1,4 +1,4 @@
-//! The bad-input table, docs/bad-input.md: every input listed there is run through the binary
+//! The bad-input table, docs/reference/bad-input.md: every input listed there is run through the binary
 //! here, and the table must equal what the binary does — exit code and the first line it prints
 //! on stderr. After a deliberate change, `CACHESIM_BLESS=1 cargo test --test bad_input`
 //! rewrites the table. Also checks that a failed run leaves an existing output file untouched.
@@ -134,7 +134,7 @@ fn table() -> String {
 
 #[test]
 fn bad_input_table_matches_the_binary() {
-    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/bad-input.md");
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference/bad-input.md");
     let got = table();
     if std::env::var("CACHESIM_BLESS").as_deref() == Ok("1") {
         std::fs::write(&doc, &got).unwrap();
@@ -142,9 +142,9 @@ fn bad_input_table_matches_the_binary() {
     }
     let want = std::fs::read_to_string(&doc).unwrap_or_default();
     for (g, w) in got.lines().zip(want.lines()) {
-        assert_eq!(g, w, "docs/bad-input.md is out of date (CACHESIM_BLESS=1 cargo test --test bad_input)");
+        assert_eq!(g, w, "docs/reference/bad-input.md is out of date (CACHESIM_BLESS=1 cargo test --test bad_input)");
     }
-    assert_eq!(got.lines().count(), want.lines().count(), "docs/bad-input.md has a different number of rows");
+    assert_eq!(got.lines().count(), want.lines().count(), "docs/reference/bad-input.md has a different number of rows");
 }
 
 /// A run that fails after it started leaves an existing output file as it was, and no temporary

@@ -676,7 +676,7 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     };
     let (a, b) = (fit(d1.path()), fit(d2.path()));
     assert_eq!(a, b);
-    let p = cachesim::calibrate::profile::parse(Path::new("p.toml"), &a).unwrap();
+    let p = cachesim::calibration::profile::parse(Path::new("p.toml"), &a).unwrap();
     assert_eq!(p.name, "p");
     assert_eq!((p.gpu.as_str(), p.engine.as_str()), ("v100", "vllm"));
     assert_eq!(p.fit.cases, ["vllm-ttft-64seq-6144btk"]);

@@ -53,7 +53,7 @@ fn synthetic_round_trip_recovers_the_factors() {
     synthetic_cases(d);
     fit_both(d, false);
     let out = d.join("a100-80gb.toml");
-    let p = cachesim::calibrate::profile::read(&out).unwrap();
+    let p = cachesim::calibration::profile::read(&out).unwrap();
     assert_eq!(p.fit.cases, ["c0", "c1", "c2"]);
     assert_eq!((p.fit.max_iters, p.fit.unknown_hardware), (Some(150), Some(false)));
     assert_eq!(p.fit.residuals.len(), 9);
@@ -102,7 +102,7 @@ fn unknown_hardware_round_trip_recovers_the_step_law() {
     let fit = ["calibrate", "--report", report.to_str().unwrap(), "-o", out.to_str().unwrap(), "--unknown-hardware"];
     let text = ok(&[&fit[..], &setup, &["--max-num-seqs", "64", "--max-iters", "300"]].concat());
     assert!(!text.contains("under-determined"), "{text}");
-    let p = cachesim::calibrate::profile::read(&out).unwrap();
+    let p = cachesim::calibration::profile::read(&out).unwrap();
     let law = p.efficiency.law.expect("an unknown-hardware fit states a step law");
     close(law.step_s, 0.08, 0.05, "step_s");
     close(law.per_prefill_token_s, 2e-4, 0.05, "per_prefill_token_s");
@@ -139,7 +139,7 @@ fn own_report_round_trip_recovers_the_factors() {
         text.contains("metric                     measured       before   error %        after   error %\n"),
         "{text}"
     );
-    let p = cachesim::calibrate::profile::read(&out).unwrap();
+    let p = cachesim::calibration::profile::read(&out).unwrap();
     assert_eq!(
         (p.gpu.as_str(), p.engine.as_str(), p.models.as_slice()),
         ("h100-sxm", "vllm", &["llama-3.1-8b".to_string()][..])
@@ -174,7 +174,7 @@ fn own_report_round_trip_recovers_the_factors() {
         "{err}"
     );
     ok(&[&short[..], &["--accept-totals-mismatch"]].concat());
-    let p = cachesim::calibrate::profile::read(&out).unwrap();
+    let p = cachesim::calibration::profile::read(&out).unwrap();
     assert_eq!(p.fit.assumptions.len(), 1);
     assert!(
         p.fit.assumptions[0].contains("completed 300 in the report, 250 in the rebuilt run"),
@@ -190,13 +190,13 @@ fn own_report_round_trip_recovers_the_factors() {
     ]
     .concat();
     ok(&[&with[..], &["--max-iters", "5"]].concat());
-    assert_eq!(cachesim::calibrate::profile::read(&out).unwrap().gpu, "a100-80gb");
+    assert_eq!(cachesim::calibration::profile::read(&out).unwrap().gpu, "a100-80gb");
     ok(&[&with[..], &["--max-iters", "5", "--gpu", "h100-sxm"]].concat());
-    assert_eq!(cachesim::calibrate::profile::read(&out).unwrap().gpu, "h100-sxm");
+    assert_eq!(cachesim::calibration::profile::read(&out).unwrap().gpu, "h100-sxm");
     // `--note`s survive a refit to the same file, each once, in order.
     ok(&[&with[..], &["--max-iters", "5", "--note", "first"]].concat());
     ok(&[&with[..], &["--max-iters", "5", "--note", "second", "--note", "first"]].concat());
-    assert_eq!(cachesim::calibrate::profile::read(&out).unwrap().fit.notes, ["first", "second"]);
+    assert_eq!(cachesim::calibration::profile::read(&out).unwrap().fit.notes, ["first", "second"]);
     assert!(std::fs::read_to_string(&out).unwrap().contains("notes = [\"first\", \"second\"]"));
     // A file at -o that is not a profile is refused and left as it was.
     let other = d.join("notes.toml");
@@ -237,7 +237,7 @@ fn leave_one_out_is_deterministic_and_matches_the_fit_record() {
     let refit: Vec<&str> = cases.iter().map(|c| c["refit"].as_str().unwrap()).collect();
     assert_eq!(refit, ["loo", "loo", "loo", "no training case left"]);
     assert_eq!(cases[0]["refit_on"], "a100-80gb refitted on c1, c2");
-    let p = cachesim::calibrate::profile::read(&d.join("a100-80gb.toml")).unwrap();
+    let p = cachesim::calibration::profile::read(&d.join("a100-80gb.toml")).unwrap();
     assert_eq!(p.fit.leave_one_out.len(), 9);
     let rows = v["rows"].as_array().unwrap();
     for r in &p.fit.leave_one_out {

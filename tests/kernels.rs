@@ -5,7 +5,8 @@
 
 mod common;
 
-use cachesim::calibrate::{fit, kernels, profile};
+use cachesim::calibrate::{fit, kernels};
+use cachesim::calibration::profile;
 use cachesim::cost::{CostModel, Deployment, Efficiency, Roofline};
 use std::path::PathBuf;
 
@@ -126,9 +127,13 @@ fn fit_on_step_rows_recovers_known_factors() {
     }
     std::fs::write(dir.path().join("d.csv"), d).unwrap();
     std::fs::write(dir.path().join("p.csv"), p).unwrap();
-    let t = kernels::load(&file).unwrap().target(Some(dir.path())).unwrap();
+    let t = fit::Target::from_steps(&kernels::load(&file).unwrap(), Some(dir.path())).unwrap();
     assert!(t.steps.as_ref().is_some_and(|s| s.rows.len() == 11));
-    let o = fit::FitOptions { weights: kernels::default_weights(), max_iters: 1000, ..Default::default() };
+    let o = cachesim::calibration::factors::FitOptions {
+        weights: kernels::default_weights(),
+        max_iters: 1000,
+        ..Default::default()
+    };
     let f = fit::fit(std::slice::from_ref(&t), &o).unwrap();
     assert!(f.objective < 1e-3, "{} {:?}", f.objective, f.efficiency);
     let e = f.efficiency;
@@ -148,12 +153,12 @@ fn fit_on_step_rows_recovers_known_factors() {
     // A factor named in `hold` keeps its start value and is said so; an unknown name is an error.
     let mut start = o.start;
     start.mem_bw = 0.5;
-    let held = fit::FitOptions { start, hold: vec!["mem_bw"], ..o.clone() };
+    let held = cachesim::calibration::factors::FitOptions { start, hold: vec!["mem_bw"], ..o.clone() };
     let f = fit::fit(std::slice::from_ref(&t), &held).unwrap();
     assert_eq!(f.efficiency.mem_bw, 0.5);
     assert!(!f.fitted.contains(&"mem_bw") && f.held.contains(&"mem_bw: held at the start's 0.500".to_string()));
     assert!(f.objective > 1e-3, "the truth's HBM efficiency is not 0.5: {}", f.objective);
-    let bad = fit::FitOptions { hold: vec!["gpu_count"], ..o };
+    let bad = cachesim::calibration::factors::FitOptions { hold: vec!["gpu_count"], ..o };
     let e = fit::fit(std::slice::from_ref(&t), &bad).unwrap_err().to_string();
     assert!(e.contains("cannot hold `gpu_count`: not a factor"), "{e}");
 }
@@ -173,7 +178,7 @@ fn gemm_rows_hold_the_per_kernel_floor() {
     let p = h200_profile();
     let set = case("h200-gemms").read(Some(&data)).unwrap();
     let rows = set.residuals(p.efficiency, &kernels::default_weights());
-    let abs = |f: &dyn Fn(&cachesim::calibrate::profile::Residual, &kernels::StepRow) -> bool| {
+    let abs = |f: &dyn Fn(&cachesim::calibration::profile::Residual, &kernels::StepRow) -> bool| {
         median(rows.iter().zip(&set.rows).filter(|(r, row)| f(r, row)).map(|(r, _)| r.error_pct.abs()).collect())
     };
     for (metric, n, bound) in [("gemm_bf16_us", 348, 20.0), ("gemm_fp8_us", 168, 10.5)] {
@@ -184,8 +189,12 @@ fn gemm_rows_hold_the_per_kernel_floor() {
     let small_fp8 = abs(&|r, row| r.metric == "gemm_fp8_us" && row.gemm.is_some_and(|(mkn, _)| mkn[0] <= 64));
     assert!(small_fp8 < 5.0, "FP8 at M ≤ 64: {small_fp8:.2} %");
     assert!(!rows.iter().any(|r| r.case.contains("looped")), "the looped expert rows are left out");
-    let t = case("h200-gemms").target(Some(&data)).unwrap();
-    let o = fit::FitOptions { weights: kernels::default_weights(), max_iters: 400, ..Default::default() };
+    let t = fit::Target::from_steps(&case("h200-gemms"), Some(&data)).unwrap();
+    let o = cachesim::calibration::factors::FitOptions {
+        weights: kernels::default_weights(),
+        max_iters: 400,
+        ..Default::default()
+    };
     let f = fit::fit(std::slice::from_ref(&t), &o).unwrap();
     let e = f.efficiency;
     assert!((e.kernel_floor_s / p.efficiency.kernel_floor_s - 1.0).abs() < 0.2, "{e:?}");
@@ -199,7 +208,7 @@ fn gemm_rows_hold_the_per_kernel_floor() {
 /// takes the profile.
 #[test]
 fn own_gemm_timings_fit_a_device_profile() {
-    use cachesim::profile::{gpu, Dtype};
+    use cachesim::catalog::{gpu, Dtype};
     let dir = tempfile::tempdir().unwrap();
     let truth = Efficiency { gemm_flops: 0.7, mem_bw: 0.9, kernel_floor_s: 25e-6, ..Efficiency::default() };
     let h100 = gpu("h100-sxm", None).unwrap();

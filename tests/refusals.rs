@@ -1,7 +1,7 @@
 //! Requests and configurations the real engines would not serve, through the binary: each
 //! engine's frontend verdicts on a hand-made trace, start-up refusals with the engines' own
 //! messages and a non-zero exit, "All requests failed", and the saturation diagnosis present on
-//! an overloaded run and absent below saturation. docs/refusals.md lists the same cases.
+//! an overloaded run and absent below saturation. docs/reference/refusals.md lists the same cases.
 
 mod common;
 
@@ -207,7 +207,7 @@ fn engines_that_would_not_start_are_refused_with_their_message() {
     assert!(err.starts_with("error: sglang would not start: Memory pool size is too small"), "{err}");
 }
 
-/// The README's shape check: 50 requests of 200 + 100 tokens at 20 req/s on a V100, raw roofline
+/// The shape check of docs/guide/run.md: 50 requests of 200 + 100 tokens at 20 req/s on a V100, raw roofline
 /// (the built-in V100 profile is fitted on another workload and engine setup).
 fn shape_check(dir: &Path, seqs: &str, tokens: &str) -> (String, Value) {
     let t = common::random_50x200x100(dir);

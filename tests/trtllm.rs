@@ -107,8 +107,8 @@ fn trtllm_cases_run_trtllm_bench_settings() {
         };
         let w = &c.case.workload;
         let (isl, osl) = (w.input_len.unwrap(), w.output_len.unwrap());
-        let gpu = cachesim::profile::gpu(&d.gpu, None).unwrap();
-        let model = cachesim::profile::model(&d.model, None).unwrap();
+        let gpu = cachesim::catalog::gpu(&d.gpu, None).unwrap();
+        let model = cachesim::catalog::model(&d.model, None).unwrap();
         let input = BenchInput {
             avg_isl: isl as f64,
             avg_osl: osl as f64,

@@ -128,8 +128,29 @@ pub struct Admitted {
     pub allocated_tokens: usize,
 }
 
-/// SGLang's release-dependent radix-cache rules, set from the engine bundle by a run that uses
-/// SGLang's scheduler (see [`crate::engine::Rules`]).
+/// The release-dependent rules of the engine that drives a cache, built by the engine bundle
+/// (the engine's `Rules::cache_rules`) and handed to [`PrefixCache::follow`] once, before the
+/// first request. The cache never names an engine: it reads only these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheRules {
+    /// Paged: freed blocks without a hash go to the front of the free queue, hashed ones to the
+    /// tail (vLLM `BlockPool.free_blocks`, PR #42656, first in 0.24.0); before, all went to the
+    /// tail.
+    pub free_unhashed_first: bool,
+    /// Radix: the driving scheduler is SGLang's, with that release's eviction and prompt split;
+    /// an unfinished prefill chunk is published only at [`PrefixCache::checkpoint`]
+    /// (`stash_chunked_request`). `None`: another engine's scheduler (LightLLM's token cache
+    /// ignores it too).
+    pub sglang: Option<SglangCacheRules>,
+}
+
+impl CacheRules {
+    /// The rules a cache follows until told otherwise: those of the newest vLLM bundle
+    /// (a test in `engine` keeps the two equal).
+    pub const NEWEST_VLLM: CacheRules = CacheRules { free_unhashed_first: true, sglang: None };
+}
+
+/// SGLang's release-dependent radix-cache rules (part of [`CacheRules`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SglangCacheRules {
     /// Eviction frees only the shortfall `n − available` (`evict_to_free_tokens`, 0.5.23).
@@ -175,7 +196,7 @@ pub trait PrefixCache: Send {
     /// unfinished prefill chunk only when the scheduler calls [`checkpoint`](Self::checkpoint)
     /// (SGLang `stash_chunked_request`) rather than when the chunk's step ends (radix). Caches
     /// without such a rule ignore it. Called once, before the first request.
-    fn follow(&mut self, _engine: &crate::engine::EngineConfig) {}
+    fn follow(&mut self, _rules: &CacheRules) {}
 
     /// Ensures slots for the request's first `total_tokens` tokens, evicting unpinned cache
     /// entries in the engine's order. `false` (and no change) when memory is short.

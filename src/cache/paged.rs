@@ -256,9 +256,7 @@ impl<W: IndexWord> PagedCache<W> {
             num_blocks: num_gpu_blocks,
             blk: vec![FRESH],
             front: Vec::new(),
-            unhashed_first: crate::engine::EngineVersion::newest(crate::engine::EngineKind::Vllm)
-                .rules()
-                .vllm_free_unhashed_first,
+            unhashed_first: super::CacheRules::NEWEST_VLLM.free_unhashed_first,
             fresh_next: 1,
             // Grown as blocks are released (a pool may be far larger than a run ever fills).
             ring: vec![GONE; num_gpu_blocks.map_or(1, |n| (2 * n as usize).next_power_of_two().min(1 << 12))],
@@ -480,9 +478,9 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         }
     }
 
-    fn follow(&mut self, engine: &crate::engine::EngineConfig) {
+    fn follow(&mut self, rules: &super::CacheRules) {
         debug_assert_eq!(self.list_len, 0, "the free order changed with blocks released");
-        self.unhashed_first = engine.rules.vllm_free_unhashed_first;
+        self.unhashed_first = rules.free_unhashed_first;
     }
 
     fn peek(&self, seq: SeqId, known: usize) -> usize {

@@ -267,9 +267,9 @@ impl PrefixCache for TreeCache {
         self.release(st);
     }
 
-    fn follow(&mut self, engine: &crate::engine::EngineConfig) {
-        if engine.engine == crate::engine::EngineKind::Sglang {
-            self.follow_sglang(engine.rules.sglang_cache());
+    fn follow(&mut self, rules: &super::CacheRules) {
+        if let Some(sglang) = rules.sglang {
+            self.follow_sglang(sglang);
         }
     }
 

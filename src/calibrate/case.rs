@@ -2,7 +2,7 @@
 //! deployment, how to rebuild its workload, its measured metrics (read from the report file by
 //! [`super::report`], never retyped; or, for a published point that exists only as a table row,
 //! the row's figures with its source), and what is assumed. The table that compares their
-//! simulations with their measurements is [`super::validation`] (re-exported here).
+//! simulations with their measurements is [`super::validation`].
 
 use super::report::{self, BenchReport};
 use crate::error::{Error, Result};
@@ -113,7 +113,7 @@ pub struct Case {
     #[serde(default)]
     pub skip_metrics: Vec<String>,
     /// A phase point: one steady-state step instead of a workload ([`super::phase`]).
-    pub phase: Option<super::phase::PhaseSpec>,
+    pub phase: Option<PhaseSpec>,
     pub deployment: Deployment,
     pub workload: WorkloadSpec,
     #[serde(default)]
@@ -128,8 +128,74 @@ pub struct LoadedCase {
     pub measured: BenchReport,
 }
 
+/// The metrics compared, in table order, by sglang key (those the report prints).
+pub const METRICS: &[&str] = &[
+    "completed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_throughput",
+    "peak_output_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "mean_e2e_latency_ms",
+    "median_e2e_latency_ms",
+];
+
+/// Metrics a published point may give beyond [`METRICS`].
+pub const EXTRA: &[&str] = &["input_throughput", "p99_e2e_latency_ms"];
+
+/// The source of a kernel step case's rows (not a published point).
+pub const STEP_SOURCE: &str = "kernel profiling";
+
+/// The metrics of kernel rows: milliseconds of one decode step, of one prefill step;
+/// microseconds of one GEMM with BF16 weights, with FP8 weights.
+pub const STEP_METRICS: &[&str] = &["decode_step_ms", "prefill_step_ms", "gemm_bf16_us", "gemm_fp8_us"];
+
+/// Which phase the nodes run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseKind {
+    /// Whole prompts (input tokens/s, `input_throughput`).
+    Prefill,
+    /// One token per sequence per step (output tokens/s, `output_throughput`).
+    Decode,
+}
+
+/// A case's `[phase]` table: one steady-state step, per device (priced by [`super::phase`]).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    /// `prefill` or `decode`.
+    pub phase: PhaseKind,
+    /// Sequences on each device in one step (each attention DP group's batch).
+    pub seqs_per_device: u32,
+    /// New tokens of each sequence in the step: the prompt length for prefill; 1 for decode.
+    pub new_tokens: u64,
+    /// Tokens already cached per sequence (decode's KV length; 0 for whole prompts).
+    #[serde(default)]
+    pub context: u64,
+}
+
+/// Whether the TOML file at `path` is a step case (`kind = "steps"`).
+pub fn is_step_case(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
+        .is_some_and(|t| t.get("kind").and_then(|k| k.as_str()) == Some("steps"))
+}
+
 /// Reads every `*.toml` in `dir` but the step cases ([`super::kernels`]) and step-time profiles
-/// ([`super::profile::is_profile_file`]), sorted by file name, with its report: none for a
+/// ([`crate::calibration::profile::is_profile_file`]), sorted by file name, with its report: none for a
 /// folder of step cases alone; a folder with no `*.toml` at all is an error.
 pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
     let io = |error| Error::Io { path: dir.to_path_buf(), error };
@@ -141,7 +207,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
     if files.is_empty() {
         return Err(Error::Report { path: dir.to_path_buf(), message: "no case files (*.toml)".into() });
     }
-    files.retain(|p| !super::kernels::is_step_case(p) && !super::profile::is_profile_file(p));
+    files.retain(|p| !is_step_case(p) && !crate::calibration::profile::is_profile_file(p));
     files.sort();
     files.iter().map(|f| load(f)).collect()
 }
@@ -311,8 +377,6 @@ impl LoadedCase {
         .map(Some)
     }
 }
-
-pub use super::validation::*;
 
 #[cfg(test)]
 mod tests {

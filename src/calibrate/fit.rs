@@ -9,9 +9,11 @@
 //! the four coefficients of a measured step law ([`StepLaw`], [`LAW_FACTORS`]).
 //! Leave-one-out refits without each case and predicts it: the honest error.
 
-use super::profile::Residual;
+use super::kernels::{LoadedSteps, StepSet};
+use crate::calibration::factors::{get, set, to_coord, to_value, value_text, Factor, FitOptions, LAW_FACTORS, NO_LAW};
+use crate::calibration::profile::Residual;
 use crate::config::RunConfig;
-use crate::cost::{Efficiency, StepLaw};
+use crate::cost::Efficiency;
 use crate::error::{Error, Result};
 use crate::metrics::Summary;
 use crate::workload::Workload;
@@ -32,163 +34,41 @@ pub struct Target {
     pub measured: BTreeMap<String, f64>,
     /// A kernel step case ([`super::kernels`]): its rows are priced by the step-time model
     /// alone, no simulation (`workload` is then a stand-in, unused).
-    pub steps: Option<Arc<super::kernels::StepSet>>,
+    pub steps: Option<Arc<StepSet>>,
 }
 
-/// The default objective: output throughput, median TTFT, TPOT and E2E latency, weight 1 each.
-pub fn default_weights() -> BTreeMap<String, f64> {
-    ["output_throughput", "median_ttft_ms", "median_tpot_ms", "median_e2e_latency_ms"]
-        .iter()
-        .map(|m| (m.to_string(), 1.0))
-        .collect()
-}
-
-/// A fitted factor: its name and bounds (all positive, searched in log space).
-#[derive(Debug, Clone, Copy)]
-pub struct Factor {
-    pub name: &'static str,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-/// Every factor with its bounds.
-pub const FACTORS: &[Factor] = &[
-    Factor { name: "gemm_flops", lo: 0.15, hi: 1.0 },
-    Factor { name: "attn_flops", lo: 0.05, hi: 1.0 },
-    Factor { name: "mem_bw", lo: 0.3, hi: 1.0 },
-    Factor { name: "step_overhead_s", lo: 1e-4, hi: 0.03 },
-    Factor { name: "per_seq_overhead_s", lo: 1e-7, hi: 3e-4 },
-    Factor { name: "comm_bw", lo: 0.1, hi: 1.0 },
-    Factor { name: "kernel_floor_s", lo: 1e-6, hi: 1e-4 },
-    Factor { name: "eager_layer_launch_s", lo: 1e-5, hi: 5e-3 },
-];
-
-/// The bounds of `--wide-bounds`: for a run whose GPU and model are known but whose engine runs
-/// far from their physics (the V100 seed run: an unstated worker engine, a vision model run
-/// eagerly), the factors may leave the physical ranges.
-pub const WIDE_FACTORS: &[Factor] = &[
-    Factor { name: "gemm_flops", lo: 0.01, hi: 1.0 },
-    Factor { name: "attn_flops", lo: 0.01, hi: 1.0 },
-    Factor { name: "mem_bw", lo: 0.01, hi: 1.0 },
-    Factor { name: "step_overhead_s", lo: 1e-4, hi: 1.0 },
-    Factor { name: "per_seq_overhead_s", lo: 1e-7, hi: 0.01 },
-    Factor { name: "comm_bw", lo: 0.01, hi: 1.0 },
-    Factor { name: "kernel_floor_s", lo: 1e-7, hi: 1e-3 },
-    Factor { name: "eager_layer_launch_s", lo: 1e-6, hi: 0.05 },
-];
-
-/// The coefficients of the measured step law ([`StepLaw`]) an unknown-hardware fit
-/// (`--unknown-hardware`) searches instead of [`FACTORS`]: the GPU and model are stand-ins (for
-/// the KV pool and the weights' share of memory), so no efficiency of theirs means anything.
-pub const LAW_FACTORS: &[Factor] = &[
-    Factor { name: "step_s", lo: 1e-4, hi: 2.0 },
-    Factor { name: "per_prefill_token_s", lo: 1e-8, hi: 1e-2 },
-    Factor { name: "per_decode_seq_s", lo: 1e-7, hi: 0.1 },
-    Factor { name: "per_ctx_token_s", lo: 1e-11, hi: 1e-4 },
-];
-
-/// The default objective of an unknown-hardware fit: the default metrics, the report's tails and
-/// means of TTFT and ITL and its peak output throughput. Four coefficients need more than the
-/// medians (the seed sweep's report has no E2E, so three): the ITL tail is the steps that carry
-/// prefills, the TTFT mean and tail the queue behind them, and the busiest second's tokens the
-/// full decode batch alone — with the median ITL (steps at that batch with and without a
-/// prefill) it separates the per-step from the per-sequence term, which the medians of a run
-/// held at one batch size cannot.
-pub fn unknown_hardware_weights() -> BTreeMap<String, f64> {
-    let extra = ["mean_ttft_ms", "p99_ttft_ms", "median_itl_ms", "p99_itl_ms", "peak_output_throughput"];
-    default_weights().into_iter().chain(extra.iter().map(|m| (m.to_string(), 1.0))).collect()
-}
-
-/// A law with every coefficient 0: outside [`LAW_FACTORS`]' bounds, so a fit starts from the
-/// middle of them.
-const NO_LAW: StepLaw = StepLaw { step_s: 0.0, per_prefill_token_s: 0.0, per_decode_seq_s: 0.0, per_ctx_token_s: 0.0 };
-
-fn get(e: &Efficiency, name: &str) -> f64 {
-    match name {
-        "gemm_flops" => e.gemm_flops,
-        "attn_flops" => e.attn_flops,
-        "mem_bw" => e.mem_bw,
-        "step_overhead_s" => e.step_overhead_s,
-        "per_seq_overhead_s" => e.per_seq_overhead_s,
-        "comm_bw" => e.comm_bw,
-        "kernel_floor_s" => e.kernel_floor_s,
-        "eager_layer_launch_s" => e.eager_layer_launch_s,
-        law => {
-            let l = e.law.unwrap_or(NO_LAW);
-            match law {
-                "step_s" => l.step_s,
-                "per_prefill_token_s" => l.per_prefill_token_s,
-                "per_decode_seq_s" => l.per_decode_seq_s,
-                "per_ctx_token_s" => l.per_ctx_token_s,
-                _ => unreachable!("factor names are the constants above"),
-            }
-        }
+impl Target {
+    /// A fit target of a kernel step case's rows (`calibrate --fit`): its GPU, model and TP resolved as
+    /// `cachesim run` would (raw roofline, no profile), a stand-in workload never simulated.
+    pub fn from_steps(case: &LoadedSteps, data: Option<&std::path::Path>) -> Result<Target> {
+        let set = case.read(data)?;
+        let o = crate::config::RunOptions {
+            gpu: case.case.gpu.clone(),
+            model: case.case.model.clone(),
+            tp: set.tp,
+            calibration: crate::config::Calibration::None,
+            ..Default::default()
+        };
+        let cfg = crate::config::resolve(&o)?;
+        // A one-request stand-in: a step target is priced by the model alone, never simulated.
+        let spec = crate::workload::gen::RandomSpec {
+            num_prompts: 1,
+            input_len: 1,
+            output_len: 1,
+            range_ratio: 1.0,
+            vocab: crate::workload::gen::DEFAULT_VOCAB,
+            seed: 0,
+        };
+        let records = crate::workload::gen::random(&spec)?;
+        let workload = std::sync::Arc::new(crate::workload::gen::workload(&case.case.case, &records)?);
+        Ok(Target {
+            case: case.case.case.clone(),
+            cfg,
+            workload,
+            measured: BTreeMap::new(),
+            steps: Some(std::sync::Arc::new(set)),
+        })
     }
-}
-
-fn set(e: &mut Efficiency, name: &str, v: f64) {
-    match name {
-        "gemm_flops" => e.gemm_flops = v,
-        "attn_flops" => e.attn_flops = v,
-        "mem_bw" => e.mem_bw = v,
-        "step_overhead_s" => e.step_overhead_s = v,
-        "per_seq_overhead_s" => e.per_seq_overhead_s = v,
-        "comm_bw" => e.comm_bw = v,
-        "kernel_floor_s" => e.kernel_floor_s = v,
-        "eager_layer_launch_s" => e.eager_layer_launch_s = v,
-        law => {
-            let l = e.law.get_or_insert(NO_LAW);
-            match law {
-                "step_s" => l.step_s = v,
-                "per_prefill_token_s" => l.per_prefill_token_s = v,
-                "per_decode_seq_s" => l.per_decode_seq_s = v,
-                "per_ctx_token_s" => l.per_ctx_token_s = v,
-                _ => unreachable!("factor names are the constants above"),
-            }
-        }
-    }
-}
-
-/// A factor's value in words, with its unit (as held factors are recorded in a profile).
-fn value_text(e: &Efficiency, name: &str) -> String {
-    let v = get(e, name);
-    match name {
-        "step_overhead_s" | "step_s" => format!("{:.3} ms per step", v * 1e3),
-        "per_seq_overhead_s" | "kernel_floor_s" | "eager_layer_launch_s" => format!("{:.2} µs", v * 1e6),
-        "per_prefill_token_s" | "per_decode_seq_s" | "per_ctx_token_s" => format!("{:.4} µs", v * 1e6),
-        _ => format!("{v:.3}"),
-    }
-}
-
-/// A factor's value and what it is a share or a time of, for the console: `0.722 of peak
-/// FLOPS`, `22.73 µs per kernel`.
-pub fn factor_text(e: &Efficiency, name: &str) -> String {
-    let what = match name {
-        "gemm_flops" | "attn_flops" => "of peak FLOPS",
-        "mem_bw" => "of HBM bandwidth",
-        "comm_bw" => "of link bandwidth",
-        "step_s" => "(device)",
-        "per_seq_overhead_s" => "per sequence",
-        "kernel_floor_s" => "per kernel",
-        "eager_layer_launch_s" => "per layer launched eagerly",
-        "per_prefill_token_s" => "per prefill token",
-        "per_decode_seq_s" => "per decoding sequence",
-        "per_ctx_token_s" => "per context token",
-        _ => return value_text(e, name),
-    };
-    format!("{} {what}", value_text(e, name))
-}
-
-/// Unbounded coordinate → factor value in (lo, hi), log-logistic.
-fn to_value(f: &Factor, x: f64) -> f64 {
-    let s = 1.0 / (1.0 + (-x).exp());
-    (f.lo.ln() + (f.hi.ln() - f.lo.ln()) * s).exp()
-}
-
-/// Factor value → unbounded coordinate (clamped just inside the bounds).
-fn to_coord(f: &Factor, v: f64) -> f64 {
-    let s = ((v.ln() - f.lo.ln()) / (f.hi.ln() - f.lo.ln())).clamp(1e-6, 1.0 - 1e-6);
-    (s / (1.0 - s)).ln()
 }
 
 /// Simulates one target with the factors `eff`.
@@ -266,120 +146,6 @@ impl CostFunction for Problem<'_> {
     }
 }
 
-/// Options of a fit.
-#[derive(Debug, Clone)]
-pub struct FitOptions {
-    pub weights: BTreeMap<String, f64>,
-    /// Nelder–Mead iterations at most.
-    pub max_iters: u64,
-    /// Where the search starts and what held factors keep.
-    pub start: Efficiency,
-    /// Fit the step law's [`LAW_FACTORS`] instead of the roofline's factors (the GPU and model
-    /// are stand-ins).
-    pub unknown_hardware: bool,
-    /// Search the roofline's factors within [`WIDE_FACTORS`] instead of [`FACTORS`].
-    pub wide_bounds: bool,
-    /// Factors (names of [`FACTORS`], or of [`LAW_FACTORS`] with `unknown_hardware`) held at
-    /// their `start` values, not fitted (e.g. a fit of the device factors alone that keeps a
-    /// profile's host overheads).
-    pub hold: Vec<&'static str>,
-}
-
-impl Default for FitOptions {
-    fn default() -> Self {
-        Self {
-            weights: default_weights(),
-            max_iters: 150,
-            start: Efficiency::default(),
-            unknown_hardware: false,
-            wide_bounds: false,
-            hold: Vec::new(),
-        }
-    }
-}
-
-impl FitOptions {
-    /// The flag that ties a fit's factors to its own setup, so that they never transfer to another
-    /// case: `--unknown-hardware` (a step law) or `--wide-bounds`; `None` for a physical fit.
-    pub fn setup_bound_flag(&self) -> Option<&'static str> {
-        if self.unknown_hardware {
-            Some("--unknown-hardware")
-        } else if self.wide_bounds {
-            Some("--wide-bounds")
-        } else {
-            None
-        }
-    }
-
-    /// The factors and bounds the fit searches: the step law's, the widened ones
-    /// (`--wide-bounds`) or the physical ones.
-    pub fn bounds(&self) -> &'static [Factor] {
-        match (self.unknown_hardware, self.wide_bounds) {
-            (true, _) => LAW_FACTORS,
-            (false, true) => WIDE_FACTORS,
-            (false, false) => FACTORS,
-        }
-    }
-}
-
-/// The options a profile was fitted with, from its `fit` record: its weights, `max_iters` and
-/// `unknown_hardware` and `wide_bounds` (for a record written before those were kept, the flags
-/// of its `command`: `--max-iters N`, `--unknown-hardware`, `--wide-bounds`; absent, the
-/// defaults), searching from the default factors as `calibrate --fit` does. A refit with these
-/// options on the same cases reproduces the profile.
-pub fn options_of(info: &super::profile::FitInfo) -> FitOptions {
-    let words: Vec<&str> = info.command.split_whitespace().collect();
-    let flag_value = |flag: &str| words.windows(2).find(|w| w[0] == flag).map(|w| w[1]);
-    let max_iters = info
-        .max_iters
-        .or_else(|| flag_value("--max-iters").and_then(|v| v.parse().ok()))
-        .unwrap_or(FitOptions::default().max_iters);
-    let unknown_hardware = info.unknown_hardware.unwrap_or_else(|| words.contains(&"--unknown-hardware"));
-    let wide_bounds = info.wide_bounds.unwrap_or_else(|| words.contains(&"--wide-bounds"));
-    let weights = match info.weights.is_empty() {
-        false => info.weights.clone(),
-        true if unknown_hardware => unknown_hardware_weights(),
-        true => default_weights(),
-    };
-    FitOptions {
-        weights,
-        max_iters,
-        start: info.start.unwrap_or_default(),
-        unknown_hardware,
-        wide_bounds,
-        hold: Vec::new(),
-    }
-}
-
-/// The fitted factors of `e` that ended within 1 % of a bound of `o`'s search, each with the
-/// side and the bound: the figures would have pushed them further, so something the model
-/// leaves out is priced into them.
-fn bound_hits<'a>(
-    e: &'a Efficiency,
-    fitted: &'a [impl AsRef<str>],
-    o: &FitOptions,
-) -> impl Iterator<Item = (&'static Factor, &'static str, f64)> + 'a {
-    o.bounds().iter().filter(|f| fitted.iter().any(|n| n.as_ref() == f.name)).filter_map(|f| {
-        let v = get(e, f.name);
-        [("lower", f.lo), ("upper", f.hi)]
-            .into_iter()
-            .find(|(_, b)| (v.ln() - b.ln()).abs() < 0.01)
-            .map(|(side, bound)| (f, side, bound))
-    })
-}
-
-/// [`bound_hits`] in words: `"mem_bw 1.000 at its upper bound 1"`.
-pub fn at_bounds(e: &Efficiency, fitted: &[impl AsRef<str>], o: &FitOptions) -> Vec<String> {
-    bound_hits(e, fitted, o)
-        .map(|(f, side, bound)| format!("{} {} at its {side} bound {bound}", f.name, value_text(e, f.name)))
-        .collect()
-}
-
-/// The names of [`bound_hits`].
-pub fn names_at_bounds(e: &Efficiency, fitted: &[impl AsRef<str>], o: &FitOptions) -> Vec<&'static str> {
-    bound_hits(e, fitted, o).map(|(f, ..)| f.name).collect()
-}
-
 /// A fit's result.
 #[derive(Debug, Clone)]
 pub struct Fit {
@@ -394,8 +160,8 @@ pub struct Fit {
 impl Fit {
     /// The profile's `[fit]` record of this fit under `o`, made by `command` on `cases`; what
     /// only some fits have (the start factors, assumptions, leave-one-out rows) is left empty.
-    pub fn record(&self, command: String, cases: Vec<String>, o: &FitOptions) -> super::profile::FitInfo {
-        super::profile::FitInfo {
+    pub fn record(&self, command: String, cases: Vec<String>, o: &FitOptions) -> crate::calibration::profile::FitInfo {
+        crate::calibration::profile::FitInfo {
             command,
             cases,
             weights: o.weights.clone(),
@@ -430,7 +196,7 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
         return Err(Error::invalid("--weights", "the cases measure none of the weighted metrics"));
     }
     let serving = targets.iter().any(|t| t.steps.is_none());
-    let steps: Vec<&super::kernels::StepSet> = targets.iter().filter_map(|t| t.steps.as_deref()).collect();
+    let steps: Vec<&StepSet> = targets.iter().filter_map(|t| t.steps.as_deref()).collect();
     let tp = targets.iter().any(|t| t.cfg.tp > 1 && t.steps.as_ref().is_none_or(|s| !s.rank));
     let eager = steps.iter().any(|s| s.rows.iter().any(|r| r.eager && o.weights.contains_key(r.metric)));
     // Attention runs in every serving step and kernel step, never in a GEMM row.
@@ -562,42 +328,6 @@ pub fn rms_log_error(rows: &[Residual]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn transform_round_trips_inside_the_bounds() {
-        for f in FACTORS.iter().chain(WIDE_FACTORS) {
-            for v in [f.lo * 1.05, (f.lo * f.hi).sqrt(), f.hi * 0.95] {
-                let back = to_value(f, to_coord(f, v));
-                assert!((back / v - 1.0).abs() < 1e-9, "{} {v} {back}", f.name);
-            }
-            assert!(to_value(f, -50.0) >= f.lo * (1.0 - 1e-12) && to_value(f, 50.0) <= f.hi * (1.0 + 1e-12));
-        }
-    }
-
-    #[test]
-    fn options_come_from_the_record_else_the_command() {
-        let mut info = super::super::profile::FitInfo {
-            command: "cachesim calibrate --fit --cases 'x' --out p.toml --max-iters 300 --unknown-hardware".into(),
-            ..Default::default()
-        };
-        let o = options_of(&info);
-        assert_eq!((o.max_iters, o.unknown_hardware, o.wide_bounds), (300, true, false));
-        assert_eq!(o.weights, unknown_hardware_weights());
-        let wide = super::super::profile::FitInfo {
-            command: "cachesim calibrate --fit --wide-bounds".into(),
-            ..Default::default()
-        };
-        let o = options_of(&wide);
-        assert_eq!((o.unknown_hardware, o.wide_bounds), (false, true));
-        assert_eq!(o.weights, default_weights());
-        info.max_iters = Some(20);
-        info.unknown_hardware = Some(false);
-        info.weights = [("median_ttft_ms".to_string(), 2.0)].into_iter().collect();
-        let o = options_of(&info);
-        assert_eq!((o.max_iters, o.unknown_hardware, o.weights.len()), (20, false, 1));
-        let o = options_of(&Default::default());
-        assert_eq!((o.max_iters, o.unknown_hardware), (150, false));
-    }
 
     #[test]
     fn median_and_rms_by_hand() {

@@ -8,9 +8,7 @@
 //! training cases and the profile whose options the refit reuses; the command runs the fits (in
 //! parallel, each distinct training set once).
 
-use crate::cost::Efficiency;
 use crate::error::{Error, Result};
-use crate::profile::Model;
 use std::collections::BTreeSet;
 
 /// What a case's row is marked with when a refit predicted it without the case.
@@ -23,7 +21,7 @@ pub const GROUP_OUT: &str = "group-out";
 pub const GROUP_OUT_PRIOR: &str = "group-out (prior)";
 /// What a case's row is marked with when no serving case outside its group could train it but
 /// a kernel-step profile fitted outside the group could: its device factors, the priors' host
-/// and communication factors ([`kernel_device_prior`], [`Plan::Prior`] with `device_of`).
+/// and communication factors ([`crate::calibration::prior::kernel_device_prior`], [`Plan::Prior`] with `device_of`).
 pub const GROUP_OUT_KERNELS: &str = "group-out (kernel device)";
 /// The engine family of kernel-step profiles (`engine = "kernels"`): fitted on steps timed on a
 /// GPU with no serving engine around them.
@@ -58,20 +56,6 @@ impl Rung {
     }
 }
 
-/// A model's class for the family rung of [`leave_group_out`]: `dense` or `MoE` (routed experts
-/// or an MLA latent cache: DeepSeek-V3/R1), with `, speculative` when the run drafts tokens. A
-/// profile's factors absorb what the roofline leaves out of its class (expert routing and
-/// all-to-alls, MLA's absorbed attention, draft-and-verify steps), so they do not transfer to
-/// a model of another class.
-pub fn model_class(model: &Model, speculative: bool) -> String {
-    let kind = if model.is_moe() || model.is_mla() { "MoE" } else { "dense" };
-    if speculative {
-        format!("{kind}, speculative")
-    } else {
-        kind.to_string()
-    }
-}
-
 /// A step-time profile as the planner sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProfileRef {
@@ -92,7 +76,7 @@ pub struct Member {
     pub group: String,
     /// Its engine family.
     pub family: String,
-    /// Its model class ([`model_class`]): the family rung trains only on cases of the same.
+    /// Its model class ([`crate::calibration::prior::model_class`]): the family rung trains only on cases of the same.
     pub class: String,
     /// The index of its profile in the planner's profile list; `None`: the raw roofline.
     pub profile: Option<usize>,
@@ -111,7 +95,7 @@ pub enum Plan {
     /// No serving case outside its group can train it: the step-time priors predict it, no
     /// factor fitted on any serving case; `options_of`: its own profile, named in its profile
     /// line only. `device_of`: a kernel-step profile ([`KERNELS`]) whose every case lies outside
-    /// the group — its device factors replace the priors' ([`kernel_device_prior`], marked
+    /// the group — its device factors replace the priors' ([`crate::calibration::prior::kernel_device_prior`], marked
     /// [`GROUP_OUT_KERNELS`]); `None`: the priors alone (marked [`GROUP_OUT_PRIOR`]).
     Prior { options_of: usize, device_of: Option<usize> },
     /// No refit possible: the reason (its rows keep the profile's prediction, ungated).
@@ -147,7 +131,7 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
 /// 1. [`Rung::Profile`] — its profile refitted on its cases outside the group (same GPU and
 ///    engine family);
 /// 2. [`Rung::Family`] — a transferable profile: the engine family's factors fitted on the
-///    cases of the other groups, of the same model class ([`model_class`]), that a
+///    cases of the other groups, of the same model class ([`crate::calibration::prior::model_class`]), that a
 ///    transferable profile of that family was fitted on (efficiencies are shares of peak, so
 ///    they transfer across GPUs; a class's factors absorb what the roofline leaves out of it —
 ///    expert routing, MLA, speculative steps — so they do not transfer across classes);
@@ -225,20 +209,6 @@ pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Ve
         plans.push(Plan::Prior { options_of: pi, device_of });
     }
     Ok(plans)
-}
-
-/// The step-time priors with a kernel-step profile's device factors (`kernels`): GEMM, HBM and
-/// attention efficiency and the per-kernel floor from the kernel measurements; the host
-/// (per-step, per-sequence) and communication factors stay at the priors
-/// ([`Efficiency::default`]), as no kernel step constrains them.
-pub fn kernel_device_prior(kernels: &Efficiency) -> Efficiency {
-    Efficiency {
-        gemm_flops: kernels.gemm_flops,
-        mem_bw: kernels.mem_bw,
-        attn_flops: kernels.attn_flops,
-        kernel_floor_s: kernels.kernel_floor_s,
-        ..Efficiency::default()
-    }
 }
 
 /// A published point's group under `--leave-group-out source`: its source URL's page (the URL
@@ -362,26 +332,6 @@ mod tests {
         // Nor to a case of another model class (dense kernel steps, an MoE case).
         members[7].class = "MoE".into();
         assert_eq!(leave_group_out(&members, &profiles).unwrap()[7], Plan::Prior { options_of: 3, device_of: None });
-        // The device factors come from the kernel profile, the rest from the priors.
-        let k = Efficiency {
-            gemm_flops: 0.5,
-            mem_bw: 0.9,
-            attn_flops: 0.95,
-            kernel_floor_s: 2e-5,
-            step_overhead_s: 1.0,
-            per_seq_overhead_s: 1.0,
-            comm_bw: 0.1,
-            eager_layer_launch_s: 1e-3,
-            ..Efficiency::default()
-        };
-        let d = kernel_device_prior(&k);
-        assert_eq!((d.gemm_flops, d.mem_bw, d.attn_flops, d.kernel_floor_s), (0.5, 0.9, 0.95, 2e-5));
-        let e = Efficiency::default();
-        assert_eq!(
-            (d.step_overhead_s, d.per_seq_overhead_s, d.comm_bw, d.comm_latency_s),
-            (e.step_overhead_s, e.per_seq_overhead_s, e.comm_bw, e.comm_latency_s)
-        );
-        assert_eq!(d.eager_layer_launch_s, e.eager_layer_launch_s);
         assert_eq!(Rung::Kernels.name(), "kernels");
     }
 
@@ -467,17 +417,6 @@ mod tests {
         assert_eq!((&plans[2], &plans[6]), (&family(&["e2"], 2), &family(&["e1"], 6)));
         assert_eq!(plans[0], family(&["d2"], 0), "the MoE cases do not train a dense one");
         assert_eq!(Rung::Prior.name(), "prior");
-    }
-
-    /// Dense, MoE (routed experts, MLA) and speculative decoding, from the built-in models.
-    #[test]
-    fn model_classes() {
-        let model = |n: &str| crate::profile::model(n, None).unwrap();
-        assert_eq!(model_class(&model("llama-3.1-8b"), false), "dense");
-        assert_eq!(model_class(&model("llama-3.1-70b"), true), "dense, speculative");
-        assert_eq!(model_class(&model("deepseek-r1"), false), "MoE");
-        assert_eq!(model_class(&model("mixtral-8x7b"), false), "MoE");
-        assert_eq!(model_class(&model("deepseek-r1"), true), "MoE, speculative");
     }
 
     #[test]

@@ -12,25 +12,19 @@
 //! roofline's rule for one linear layer (its per-kernel floor included). The rows enter `cachesim
 //! validate` and `calibrate --fit` like a serving case's metrics, one row per shape.
 
-use super::case::{CaseInfo, Row};
-use super::profile::Residual;
+use super::case::{STEP_METRICS, STEP_SOURCE};
+use super::validation::{CaseInfo, Row};
+use crate::calibration::profile::Residual;
+use crate::catalog::Dtype;
 use crate::cost::{self, BatchShape, CostModel, Deployment, Efficiency, Roofline};
 use crate::error::{Error, Result};
-use crate::profile::Dtype;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The source of a kernel step case's rows (not a published point).
-pub const SOURCE: &str = "kernel profiling";
-
-/// The metrics of kernel rows: milliseconds of one decode step, of one prefill step;
-/// microseconds of one GEMM with BF16 weights, with FP8 weights.
-pub const METRICS: &[&str] = &["decode_step_ms", "prefill_step_ms", "gemm_bf16_us", "gemm_fp8_us"];
-
 /// The objective of a fit on kernel rows: every metric, weight 1 each.
 pub fn default_weights() -> BTreeMap<String, f64> {
-    METRICS.iter().map(|m| (m.to_string(), 1.0)).collect()
+    STEP_METRICS.iter().map(|m| (m.to_string(), 1.0)).collect()
 }
 
 /// One step-case file.
@@ -86,7 +80,7 @@ pub struct LoadedSteps {
 /// One measured step or GEMM.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRow {
-    /// One of [`METRICS`].
+    /// One of [`STEP_METRICS`].
     pub metric: &'static str,
     /// The shape in words: `B=8 L=512` (sequences, context), `T=2048` (new tokens) or
     /// `llama8b.qkv fp8 M=64` (a GEMM).
@@ -105,19 +99,11 @@ pub struct StepRow {
 #[derive(Debug, Clone)]
 pub struct StepSet {
     pub case: String,
-    pub gpu: crate::profile::Gpu,
-    pub model: crate::profile::Model,
+    pub gpu: crate::catalog::Gpu,
+    pub model: crate::catalog::Model,
     pub tp: u64,
     pub rank: bool,
     pub rows: Vec<StepRow>,
-}
-
-/// Whether the TOML file at `path` is a step case (`kind = "steps"`).
-pub fn is_step_case(path: &Path) -> bool {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
-        .is_some_and(|t| t.get("kind").and_then(|k| k.as_str()) == Some("steps"))
 }
 
 /// Every step case among the `*.toml` files of `dir`, sorted by file name.
@@ -125,7 +111,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<LoadedSteps>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|error| Error::Io { path: dir.to_path_buf(), error })?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "toml") && is_step_case(p))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml") && super::case::is_step_case(p))
         .collect();
     files.sort();
     files.iter().map(|f| load(f)).collect()
@@ -198,7 +184,7 @@ pub fn parse_decode(text: &str, path: &Path) -> Result<Vec<StepRow>> {
             batch.add(l.context, 1);
         }
         let shape = format!("B={} L={}", l.batch, l.context);
-        Ok(Some(StepRow { metric: METRICS[0], shape, batch, gemm: None, eager: false, measured }))
+        Ok(Some(StepRow { metric: STEP_METRICS[0], shape, batch, gemm: None, eager: false, measured }))
     })
 }
 
@@ -213,7 +199,7 @@ pub fn parse_prefill(text: &str, path: &Path, eager: bool) -> Result<Vec<StepRow
         let mut batch = BatchShape::default();
         batch.add(0, l.tokens);
         let shape = format!("T={}", l.tokens);
-        Ok(Some(StepRow { metric: METRICS[1], shape, batch, gemm: None, eager, measured }))
+        Ok(Some(StepRow { metric: STEP_METRICS[1], shape, batch, gemm: None, eager, measured }))
     })
 }
 
@@ -250,8 +236,8 @@ pub fn parse_gemm(text: &str, path: &Path, skip: &[String]) -> Result<Vec<StepRo
             return Err(fail("M, K and N must be positive".into()));
         }
         let (dtype, metric) = match l.dtype.as_deref() {
-            None | Some("bf16") => (Dtype::Bf16, METRICS[2]),
-            Some("fp8") => (Dtype::Fp8, METRICS[3]),
+            None | Some("bf16") => (Dtype::Bf16, STEP_METRICS[2]),
+            Some("fp8") => (Dtype::Fp8, STEP_METRICS[3]),
             Some(d) => return Err(fail(format!("dtype `{d}`: bf16 or fp8"))),
         };
         let shape = format!("{name} {} M={}", if dtype == Dtype::Fp8 { "fp8" } else { "bf16" }, l.m);
@@ -311,8 +297,8 @@ impl LoadedSteps {
         let c = &self.case;
         Ok(StepSet {
             case: c.case.clone(),
-            gpu: crate::profile::gpu(&c.gpu, None)?,
-            model: crate::profile::model(&c.model, None)?,
+            gpu: crate::catalog::gpu(&c.gpu, None)?,
+            model: crate::catalog::model(&c.model, None)?,
             tp: c.tp.max(1),
             rank: c.rank,
             rows,
@@ -359,44 +345,12 @@ impl StepSet {
 }
 
 impl LoadedSteps {
-    /// A fit target of the case's rows (`calibrate --fit`): its GPU, model and TP resolved as
-    /// `cachesim run` would (raw roofline, no profile), a stand-in workload never simulated.
-    pub fn target(&self, data: Option<&Path>) -> Result<super::fit::Target> {
-        let set = self.read(data)?;
-        let o = crate::config::RunOptions {
-            gpu: self.case.gpu.clone(),
-            model: self.case.model.clone(),
-            tp: set.tp,
-            calibration: crate::config::Calibration::None,
-            ..Default::default()
-        };
-        let cfg = crate::config::resolve(&o)?;
-        // A one-request stand-in: a step target is priced by the model alone, never simulated.
-        let spec = crate::workload::gen::RandomSpec {
-            num_prompts: 1,
-            input_len: 1,
-            output_len: 1,
-            range_ratio: 1.0,
-            vocab: crate::workload::gen::DEFAULT_VOCAB,
-            seed: 0,
-        };
-        let records = crate::workload::gen::random(&spec)?;
-        let workload = std::sync::Arc::new(crate::workload::gen::workload(&self.case.case, &records)?);
-        Ok(super::fit::Target {
-            case: self.case.case.clone(),
-            cfg,
-            workload,
-            measured: BTreeMap::new(),
-            steps: Some(std::sync::Arc::new(set)),
-        })
-    }
-
     /// The case's validation rows and how it was priced: with its own profile
     /// (`profile`), else — or with `uncalibrated` — the raw roofline.
     pub fn validate(&self, data: Option<&Path>, uncalibrated: bool) -> Result<(CaseInfo, Vec<Row>)> {
         let set = self.read(data)?;
         let used = match self.profile_path() {
-            Some(p) => Some((super::profile::read(&p)?, p)),
+            Some(p) => Some((crate::calibration::profile::read(&p)?, p)),
             None => None,
         };
         let (eff, calibration) = match (&used, uncalibrated) {
@@ -414,7 +368,7 @@ impl LoadedSteps {
             no_profile: used.is_none(),
             gpu: set.gpu.name.clone(),
             engine: super::holdout::KERNELS.to_string(),
-            source: SOURCE.to_string(),
+            source: STEP_SOURCE.to_string(),
             refit: None,
             refit_on: None,
             rung: None,
@@ -497,8 +451,8 @@ mod tests {
         // Priced by the one-GEMM rule, in µs.
         let set = StepSet {
             case: "g".into(),
-            gpu: crate::profile::gpu("h200", None).unwrap(),
-            model: crate::profile::model("llama-3.1-8b", None).unwrap(),
+            gpu: crate::catalog::gpu("h200", None).unwrap(),
+            model: crate::catalog::model("llama-3.1-8b", None).unwrap(),
             tp: 1,
             rank: false,
             rows: b,
@@ -518,7 +472,10 @@ mod tests {
         std::fs::write(dir.path().join("other.toml"), "case = \"x\"\n").unwrap();
         let all = load_dir(dir.path()).unwrap();
         assert_eq!(all.len(), 1);
-        assert!(is_step_case(&f) && !is_step_case(&dir.path().join("other.toml")));
+        assert!(
+            crate::calibrate::case::is_step_case(&f)
+                && !crate::calibrate::case::is_step_case(&dir.path().join("other.toml"))
+        );
         // The data folder: absent → the reason; present → rows decode then prefill.
         let e = all[0].read(None).unwrap_err().to_string();
         assert!(e.contains("needs the data folder") && e.contains("d.csv"), "{e}");

@@ -1,7 +1,7 @@
 //! Calibration and validation against real benchmark runs: reading the clients' reports
 //! ([`report`]) and the case files of `calibration/cases/` with the validation table
-//! ([`case`], [`validation`]), kernel-level step cases ([`kernels`]), phase points ([`phase`]), fitting step-time profiles ([`fit`],
-//! [`profile`]), the refits of the honest validation modes ([`holdout`]) and the validation
+//! ([`case`], [`validation`]), kernel-level step cases ([`kernels`]), phase points ([`phase`]), fitting step-time profiles ([`fit`]; the
+//! profiles themselves are [`crate::calibration`]), the refits of the honest validation modes ([`holdout`]) and the validation
 //! scatter
 //! ([`plot`]).
 
@@ -11,8 +11,6 @@ pub mod holdout;
 pub mod kernels;
 pub mod phase;
 pub mod plot;
-pub mod profile;
 pub mod report;
-pub mod report_json;
 pub mod totals;
 pub mod validation;

@@ -8,36 +8,11 @@
 //! decode sequence's [`CostModel::tokens_per_step`], so speculative decoding counts its accepted
 //! drafts) over the step's seconds (host and device overlapped as the engine does) over nodes.
 
-use super::case::{CaseInfo, LoadedCase, Row};
+use super::case::{LoadedCase, PhaseKind, PhaseSpec};
+use super::validation::{CaseInfo, Row};
 use crate::cost::parallel::Parallel;
 use crate::cost::{BatchShape, CostModel};
 use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
-
-/// Which phase the nodes run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PhaseKind {
-    /// Whole prompts (input tokens/s, `input_throughput`).
-    Prefill,
-    /// One token per sequence per step (output tokens/s, `output_throughput`).
-    Decode,
-}
-
-/// A case's `[phase]` table: one steady-state step, per device.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PhaseSpec {
-    /// `prefill` or `decode`.
-    pub phase: PhaseKind,
-    /// Sequences on each device in one step (each attention DP group's batch).
-    pub seqs_per_device: u32,
-    /// New tokens of each sequence in the step: the prompt length for prefill; 1 for decode.
-    pub new_tokens: u64,
-    /// Tokens already cached per sequence (decode's KV length; 0 for whole prompts).
-    #[serde(default)]
-    pub context: u64,
-}
 
 impl PhaseSpec {
     /// The metric the point's figure is compared as.
@@ -109,7 +84,7 @@ pub fn validate(c: &LoadedCase, cfg: &crate::config::RunConfig) -> Result<(CaseI
         fitted: false,
         no_profile: !own,
         gpu: cfg.gpu.name.clone(),
-        engine: crate::calibrate::profile::family(cfg.engine.engine).to_string(),
+        engine: crate::calibration::profile::family(cfg.engine.engine).to_string(),
         source: c.source(),
         refit: None,
         refit_on: None,
@@ -157,9 +132,9 @@ mod tests {
     fn p040_prefill_step_by_hand() {
         use crate::cost::{Deployment, Efficiency, Roofline};
         let (h100, m) =
-            (crate::profile::gpu("h100-sxm", None).unwrap(), crate::profile::model("deepseek-r1", None).unwrap());
+            (crate::catalog::gpu("h100-sxm", None).unwrap(), crate::catalog::model("deepseek-r1", None).unwrap());
         let p = Parallel { tp: 32, pp: 1, ep: true, dp_attention: 32, nnodes: 4 };
-        let net = crate::profile::network("ib-8x400", None).unwrap();
+        let net = crate::catalog::network("ib-8x400", None).unwrap();
         let d = Deployment { parallel: p, network: Some(net), ..Deployment::default() };
         let r = Roofline::deployed(&h100, &m, d, Efficiency::default());
         let spec = PhaseSpec { phase: PhaseKind::Prefill, seqs_per_device: 8, new_tokens: 2048, context: 0 };
@@ -205,9 +180,9 @@ mod tests {
         use crate::cost::ep::{DeepEpMode, MoeA2a};
         use crate::cost::{Deployment, Efficiency, Roofline};
         let (h100, m) =
-            (crate::profile::gpu("h100-sxm", None).unwrap(), crate::profile::model("deepseek-r1", None).unwrap());
+            (crate::catalog::gpu("h100-sxm", None).unwrap(), crate::catalog::model("deepseek-r1", None).unwrap());
         let p = Parallel { tp: 32, pp: 1, ep: true, dp_attention: 32, nnodes: 4 };
-        let net = crate::profile::network("ib-8x400", None).unwrap();
+        let net = crate::catalog::network("ib-8x400", None).unwrap();
         let deployed = |two_batch_overlap| {
             let a2a = MoeA2a { deepep: Some(DeepEpMode::Normal), two_batch_overlap };
             let d = Deployment { parallel: p, network: Some(net.clone()), a2a, ..Deployment::default() };

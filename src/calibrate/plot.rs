@@ -6,7 +6,7 @@
 //! (held out, or refitted without it), a cross a profile fitted on the case, a ring the raw
 //! roofline.
 
-use super::case::{role, Validation};
+use super::validation::{role, Validation};
 use crate::error::Result;
 use crate::plot::PALETTE as COLORS;
 use crate::plot::{render, DrawResult, Figure};
@@ -155,7 +155,7 @@ fn tick(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibrate::case::{CaseInfo, Row};
+    use crate::calibrate::validation::{CaseInfo, Row};
 
     fn info(case: &str, source: &str, no_profile: bool) -> CaseInfo {
         CaseInfo {

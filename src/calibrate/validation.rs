@@ -4,38 +4,12 @@
 //! leave-group-out — over the published points alone, per rung, per GPU, per engine), the pooled
 //! figure the gate reads, and the table as text and CSV rows.
 
-use super::case::LoadedCase;
+use super::case::{LoadedCase, EXTRA, METRICS, STEP_METRICS, STEP_SOURCE};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// The metrics compared, in table order, by sglang key (those the report prints).
-pub const METRICS: &[&str] = &[
-    "completed",
-    "total_input_tokens",
-    "total_output_tokens",
-    "duration",
-    "request_throughput",
-    "output_throughput",
-    "total_throughput",
-    "peak_output_throughput",
-    "mean_ttft_ms",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "median_tpot_ms",
-    "p99_tpot_ms",
-    "mean_itl_ms",
-    "median_itl_ms",
-    "p99_itl_ms",
-    "mean_e2e_latency_ms",
-    "median_e2e_latency_ms",
-];
-
 /// The metrics of the per-GPU and per-engine text summaries (the fit's default metrics).
 pub const HEADLINE: &[&str] = &["output_throughput", "median_ttft_ms", "median_tpot_ms", "median_e2e_latency_ms"];
-
-/// Metrics a published point may give beyond [`METRICS`].
-pub const EXTRA: &[&str] = &["input_throughput", "p99_e2e_latency_ms"];
 
 /// One row of the validation table.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -134,7 +108,7 @@ impl CaseInfo {
 
     /// A published point: its source is a page, not `seed runs` nor kernel profiling.
     pub fn published(&self) -> bool {
-        self.source != "seed runs" && self.source != super::kernels::SOURCE
+        self.source != "seed runs" && self.source != STEP_SOURCE
     }
 }
 
@@ -352,7 +326,7 @@ pub fn text(v: &Validation) -> String {
             continue;
         }
         let _ = writeln!(s, "\n{:<22} {:>9} {:>14} {:>6}  ({title})", "metric", "MAPE %", "median |err| %", "cases");
-        for m in METRICS.iter().chain(EXTRA).chain(super::kernels::METRICS).filter_map(|m| summary.get_key_value(*m)) {
+        for m in METRICS.iter().chain(EXTRA).chain(STEP_METRICS).filter_map(|m| summary.get_key_value(*m)) {
             let _ =
                 writeln!(s, "{:<22} {:>9.1} {:>14.1} {:>6}", m.0, m.1.mape_pct, m.1.median_abs_error_pct, m.1.cases);
         }

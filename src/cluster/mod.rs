@@ -5,7 +5,6 @@
 
 pub mod deployment;
 pub mod pd;
-pub mod report;
 pub mod router;
 
 use crate::error::{Error, Result};

@@ -4,7 +4,7 @@
 //!
 //! Each MoE layer dispatches every rank's tokens to the ranks holding their top-k experts and
 //! combines the expert outputs back. DeepEP has two kernel families (deepseek-ai/DeepEP V1,
-//! `csrc/kernels/internode.cu` and `internode_ll.cu`; README of May 2025, now `docs/legacy.md`):
+//! `csrc/kernels/internode.cu` and `internode_ll.cu`; README of May 2025, now DeepEP `docs/legacy.md`):
 //!
 //! - **normal** (prefill): a token crosses the network once per destination *node* — to the GPU
 //!   of the same local index there — and that GPU forwards it over NVLink to the node's GPUs
@@ -25,7 +25,7 @@
 //! prefill-only or decode-only node of a PD-disaggregated deployment runs.
 //!
 //! Achieved bandwidth: the figures DeepEP states for H800 with one CX7 400 Gb/s NIC per GPU
-//! (~50 GB/s line rate), `docs/legacy.md` § Performance, as fractions of that line rate so a
+//! (~50 GB/s line rate), DeepEP `docs/legacy.md` § Performance, as fractions of that line rate so a
 //! network profile with another NIC scales them. Normal kernels at EP 32 (4 nodes): 58 GB/s
 //! dispatch and 57 GB/s combine — DeepEP counts those bytes over every destination node,
 //! its own included (`tests/test_internode.py`: `num_rdma_token_sent` over
@@ -83,11 +83,11 @@ impl MoeA2a {
 
 /// DeepEP's normal-kernel RDMA bandwidth at EP 32 as a share of the NIC's line rate:
 /// dispatch 58 GB/s and combine 57 GB/s counted over all 4 destination nodes, 3/4 of it on the
-/// wire, of 50 GB/s (`docs/legacy.md`, "Normal kernels with NVLink and RDMA forwarding").
+/// wire, of 50 GB/s (DeepEP `docs/legacy.md`, "Normal kernels with NVLink and RDMA forwarding").
 pub const NORMAL_RDMA_SHARE: (f64, f64) = (58.0 * 0.75 / 50.0, 57.0 * 0.75 / 50.0);
 
 /// DeepEP's low-latency RDMA bandwidth (dispatch, combine), GB/s, by EP size, on a 50 GB/s NIC
-/// (`docs/legacy.md`, "Low-latency kernels with pure RDMA").
+/// (DeepEP `docs/legacy.md`, "Low-latency kernels with pure RDMA").
 pub const LOW_LATENCY_GBPS: [(u64, f64, f64); 6] =
     [(8, 98.0, 127.0), (16, 63.0, 74.0), (32, 48.0, 53.0), (64, 43.0, 46.0), (128, 39.0, 39.0), (256, 39.0, 40.0)];
 
@@ -183,7 +183,7 @@ pub const DEEPEP_NUM_SMS: u32 = 20;
 /// total_num_sms − DeepEPConfig.num_sms`, since the other micro-batch's DeepEP kernels hold those
 /// SMs; its decode strategy leaves DeepGEMM all of them (`deep_gemm_num_sms=None`). 1 where
 /// the GPU's SM count is not known. H100: 112 of 132.
-pub fn deepgemm_sm_share(gpu: &crate::profile::Gpu) -> f64 {
+pub fn deepgemm_sm_share(gpu: &crate::catalog::Gpu) -> f64 {
     match gpu.sm_count {
         Some(n) if n > DEEPEP_NUM_SMS => f64::from(n - DEEPEP_NUM_SMS) / f64::from(n),
         _ => 1.0,
@@ -219,9 +219,9 @@ mod tests {
     /// all of them where the SM count is unknown.
     #[test]
     fn deepgemm_keeps_the_sms_deepep_leaves() {
-        let mut g = crate::profile::gpu("h100-sxm", None).unwrap();
+        let mut g = crate::catalog::gpu("h100-sxm", None).unwrap();
         assert_eq!(deepgemm_sm_share(&g), 112.0 / 132.0);
-        assert_eq!(deepgemm_sm_share(&crate::profile::gpu("h20", None).unwrap()), 58.0 / 78.0);
+        assert_eq!(deepgemm_sm_share(&crate::catalog::gpu("h20", None).unwrap()), 58.0 / 78.0);
         g.sm_count = None;
         assert_eq!(deepgemm_sm_share(&g), 1.0);
     }
@@ -230,7 +230,7 @@ mod tests {
         Links {
             intra_bytes_per_s: 450e9,
             intra_latency_s: 10e-6,
-            net: Some(crate::profile::network("ib-8x400", None).unwrap()),
+            net: Some(crate::catalog::network("ib-8x400", None).unwrap()),
             gpus_per_node: 8,
             efficiency: 0.7,
         }

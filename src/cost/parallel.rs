@@ -9,8 +9,8 @@
 //! S/g shard between nodes over each GPU's share of the node's NICs, all-gather in the node).
 //! [`pipeline`] plays batches through stages for the timeline of in-flight PP batches.
 
+use crate::catalog::{Model, Network};
 use crate::error::{Error, Result};
-use crate::profile::{Model, Network};
 use serde::Serialize;
 
 /// The layout of one serving instance.
@@ -236,13 +236,13 @@ pub fn pipeline(stages: &[Vec<f64>]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile;
+    use crate::catalog;
 
     fn h20_links(nodes: u64) -> Links {
         Links {
             intra_bytes_per_s: 450e9,
             intra_latency_s: 10e-6,
-            net: (nodes > 1).then(|| profile::network("cx7-8x400", None).unwrap()),
+            net: (nodes > 1).then(|| catalog::network("cx7-8x400", None).unwrap()),
             gpus_per_node: 8,
             efficiency: 0.7,
         }
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn mla_kv_is_replicated_and_staged() {
-        let r1 = profile::model("deepseek-r1", None).unwrap();
+        let r1 = catalog::model("deepseek-r1", None).unwrap();
         // (512 + 64) × 61 layers × 2 B = 70,272 B per token on every rank of TP 16.
         assert_eq!(r1.kv_bytes_per_token(2), 70_272);
         assert_eq!(Parallel::tp(16).kv_bytes_per_token_per_rank(&r1, 2), 70_272);
@@ -305,17 +305,17 @@ mod tests {
         let tp8pp2 = Parallel { pp: 2, nnodes: 2, ..Parallel::tp(8) };
         assert_eq!(tp8pp2.kv_bytes_per_token_per_rank(&r1, 2), 35_712);
         // GQA splits heads: Llama-3.1-70B at TP 8 keeps 1 of 8 KV heads.
-        let l70 = profile::model("llama-3.1-70b", None).unwrap();
+        let l70 = catalog::model("llama-3.1-70b", None).unwrap();
         assert_eq!(Parallel::tp(8).kv_bytes_per_token_per_rank(&l70, 2), 40_960);
     }
 
     #[test]
     fn layouts_are_checked() {
-        let r1 = profile::model("deepseek-r1", None).unwrap();
+        let r1 = catalog::model("deepseek-r1", None).unwrap();
         assert!(Parallel { nnodes: 2, ..Parallel::tp(16) }.check(&r1).is_ok());
         assert!(Parallel { nnodes: 3, ..Parallel::tp(16) }.check(&r1).is_err());
         assert!(Parallel { dp_attention: 3, ..Parallel::tp(16) }.check(&r1).is_err());
-        let l8 = profile::model("llama-3.1-8b", None).unwrap();
+        let l8 = catalog::model("llama-3.1-8b", None).unwrap();
         assert!(Parallel { ep: true, ..Parallel::tp(2) }.check(&l8).is_err());
         assert!(Parallel { pp: 2, nnodes: 2, ..Parallel::tp(8) }.pp_crosses_nodes());
         assert!(!Parallel { pp: 2, ..Parallel::tp(4) }.pp_crosses_nodes());

@@ -4,7 +4,7 @@
 //! the published one. Run with `cargo test --release --lib roofline_sanity -- --nocapture`.
 
 use super::*;
-use crate::profile::{gpu, model, network};
+use crate::catalog::{gpu, model, network};
 
 /// Per-node tokens/s of a step of `seqs` sequences over `world` GPUs (8 a node).
 fn per_node(r: &Roofline, b: &BatchShape, tokens: f64, world: u64) -> f64 {

@@ -3,7 +3,7 @@
 //! changes (SGLang and LightLLM shorten `max_new_tokens` to fit). The benchmark clients send
 //! `max_tokens` = the trace's output length with ignore-EOS, so a request is (prompt, output).
 //!
-//! Rules (docs/addendum-refusals.md has the upstream files and versions):
+//! Rules (docs/engines/refusals.md has the upstream files and versions):
 //! - vLLM v1: `max_tokens < 1` is rejected (`SamplingParams._verify_args`); max_tokens above
 //!   `max_model_len` (`TokenizeParams.__post_init__`) and prompt + max_tokens above it are
 //!   rejected (`renderers/params.py TokenizeParams._token_len_check`;

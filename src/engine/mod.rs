@@ -100,12 +100,12 @@ pub struct EngineConfig {
     /// schedule, vLLM's async scheduling): a step takes max(device, host), not the sum.
     pub overlap: bool,
     /// vLLM V0 `--num-scheduler-steps` (multi-step scheduling; 1 = off): a decode batch is
-    /// scheduled once and runs this many forward steps (docs/addendum-multistep.md).
+    /// scheduled once and runs this many forward steps (docs/engines/multistep.md).
     pub num_scheduler_steps: u32,
     /// vLLM V0 async output processing (`ModelConfig.use_async_output_proc`; off with
     /// `--disable-async-output-proc`, `--enforce-eager`, pipeline parallelism or speculative
     /// decoding): a batch's outputs are processed during the next batch, so a request whose
-    /// last token came rides one more batch (docs/addendum-multistep.md).
+    /// last token came rides one more batch (docs/engines/multistep.md).
     pub async_output_proc: bool,
 }
 

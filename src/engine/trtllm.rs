@@ -1,10 +1,10 @@
 //! TensorRT-LLM 1.0 (PyTorch backend) sizing: the engine's defaults, the KV capacity its
 //! `KvCacheCreator` arrives at, and the `max_batch_size` / `max_num_tokens` that `trtllm-bench
-//! throughput` chooses when not told (docs/addendum-trtllm.md has the upstream files). The
+//! throughput` chooses when not told (docs/engines/trtllm.md has the upstream files). The
 //! scheduling itself is vLLM v1's rule under [`Rules::trtllm_reserve_to_completion`](super::Rules)
 //! ([`super::vllm`]).
 
-use crate::profile::{Gpu, Model};
+use crate::catalog::{Gpu, Model};
 
 /// `max_batch_size` of `BaseLlmArgs` (`llmapi/llm_args.py`, 1.0) when neither the user nor
 /// `trtllm-bench` sets it.
@@ -129,8 +129,8 @@ mod tests {
     /// (above 2,048 + 512).
     #[test]
     fn bench_settings_by_hand() {
-        let gpu = crate::profile::gpu("h200", None).unwrap();
-        let m = crate::profile::model("llama-3.1-8b", None).unwrap();
+        let gpu = crate::catalog::gpu("h200", None).unwrap();
+        let m = crate::catalog::model("llama-3.1-8b", None).unwrap();
         assert_eq!(bench_settings(&gpu, &m, input(128, 128, 1)), (4096, 8192));
         assert_eq!(bench_settings(&gpu, &m, input(20000, 2000, 1)), (64, 20064));
         assert_eq!(bench_settings(&gpu, &m, input(2048, 128, 1)), (512, 8192));
@@ -142,8 +142,8 @@ mod tests {
     /// the fraction, over the bytes per token; nothing when the weights do not fit.
     #[test]
     fn kv_tokens_by_hand() {
-        let gpu = crate::profile::gpu("h200", None).unwrap();
-        let m = crate::profile::model("llama-3.1-8b", None).unwrap();
+        let gpu = crate::catalog::gpu("h200", None).unwrap();
+        let m = crate::catalog::model("llama-3.1-8b", None).unwrap();
         let act = crate::vllm_memory::activation_peak_bytes(&m, 1, 8192, 1) as f64;
         let free = 150_109_880_320.0 - 10e9 - act - NON_TORCH_BYTES;
         let want = (free * 0.9 / 131072.0) as u64;

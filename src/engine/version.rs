@@ -24,7 +24,7 @@ pub enum EngineVersion {
     /// LightLLM's main branch at fc72ffab (2025-07-11; package version 1.0.1, but its router
     /// differs from the v1.0.1 tag's, which paused one request per step by id).
     LightllmMain2507,
-    /// TensorRT-LLM 1.0 with the PyTorch backend (`--engine trtllm`; docs/addendum-trtllm.md).
+    /// TensorRT-LLM 1.0 with the PyTorch backend (`--engine trtllm`; docs/engines/trtllm.md).
     Trtllm10,
 }
 
@@ -93,6 +93,16 @@ pub struct Rules {
 }
 
 impl Rules {
+    /// What a cache driven by `engine`'s scheduler under these rules follows
+    /// ([`crate::cache::PrefixCache::follow`]): vLLM's free order; SGLang's radix rules only
+    /// under SGLang's scheduler.
+    pub fn cache_rules(&self, engine: super::EngineKind) -> crate::cache::CacheRules {
+        crate::cache::CacheRules {
+            free_unhashed_first: self.vllm_free_unhashed_first,
+            sglang: (engine == super::EngineKind::Sglang).then(|| self.sglang_cache()),
+        }
+    }
+
     /// The radix-cache rules of an SGLang bundle.
     pub fn sglang_cache(&self) -> crate::cache::SglangCacheRules {
         crate::cache::SglangCacheRules {
@@ -268,6 +278,15 @@ mod tests {
             .iter()
             .filter(|v| v.engine() != EngineKind::Trtllm)
             .all(|v| !v.rules().trtllm_reserve_to_completion));
+    }
+
+    #[test]
+    fn a_cache_starts_with_the_newest_vllm_rules() {
+        let newest = EngineVersion::newest(EngineKind::Vllm).rules().cache_rules(EngineKind::Vllm);
+        assert_eq!(newest, crate::cache::CacheRules::NEWEST_VLLM);
+        let sglang = EngineVersion::Sglang05.rules().cache_rules(EngineKind::Sglang);
+        assert_eq!(sglang.sglang, Some(EngineVersion::Sglang05.rules().sglang_cache()));
+        assert_eq!(EngineVersion::Sglang05.rules().cache_rules(EngineKind::Vllm).sglang, None);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! its capacity scheduler's running requests first, then waiting ones in order, stopping at the
 //! first whose blocks to completion do not fit; its micro-batch scheduler's one token per
 //! generation request and whole prompts under `max_num_tokens`, stopping at the first that does
-//! not fit; `max_batch_size` requests at most (docs/addendum-trtllm.md).
+//! not fit; `max_batch_size` requests at most (docs/engines/trtllm.md).
 
 use super::{EngineConfig, Step, VllmQueues, VllmRule};
 

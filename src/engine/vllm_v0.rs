@@ -14,7 +14,7 @@
 //! V0's de-duplicating LRU evictor). Multi-step (`--num-scheduler-steps N`, default mode only,
 //! as vLLM 0.6.0 refuses it with chunked prefill): a decode batch reserves N slots per request
 //! and runs N forward steps before the scheduler runs again; a prefill batch runs one
-//! (docs/addendum-multistep.md).
+//! (docs/engines/multistep.md).
 
 use super::{EngineConfig, Step, VllmQueues, VllmRule};
 use crate::cache::ReqId;

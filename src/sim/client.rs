@@ -2,7 +2,7 @@
 //! when a `--max-concurrency` slot frees — FIFO, and its clock starts then, as the clients'
 //! semaphore does — or when its conversation's previous turn finished), and when it reaches the
 //! serving side, `request_overhead_s` after its send (HTTP, parsing, tokenisation:
-//! docs/addendum-clients.md). Time is f64 seconds; the heaps key on the time's bits (times are
+//! docs/engines/clients.md). Time is f64 seconds; the heaps key on the time's bits (times are
 //! non-negative, so bits order like values), then FIFO.
 
 use crate::cache::ReqId;

@@ -3,15 +3,24 @@
 //! and the landing of a request's KV on its decode instance. Prefill instances are
 //! `0..prefill`, decode instances `prefill..`; the decode router sees only the decode pool.
 
-use super::driver::{Dirty, Pd, View};
 use super::instance::Instance;
+use super::pool::{Dirty, View};
 use crate::cache::ReqId;
-use crate::cluster::pd::{KvLink, PdStyle, PdTimes};
+use crate::cluster::pd::{KvLink, PdConfig, PdStyle, PdTimes};
 use crate::cluster::router::{Arrival, Router};
 use crate::engine::ReqRt;
 use crate::workload::Workload;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+
+/// A disaggregated deployment: the first `cfg.prefill` instances prefill, the rest decode.
+pub struct Pd<'r> {
+    pub cfg: PdConfig,
+    /// KV bytes per token moved over the link (all layers, all ranks).
+    pub kv_bytes_per_token: u64,
+    /// Picks the decode instance.
+    pub decode_router: &'r mut dyn Router,
+}
 
 /// What a hand-off works on: the workload, the time, the instances, the requests' state and
 /// the instances to schedule.

@@ -5,69 +5,18 @@
 //! to (an arrival, a step end, freed memory) are asked to form a step.
 
 use super::client::Client;
-use super::disagg::{Ctx, Disagg};
+use super::disagg::{Ctx, Disagg, Pd};
 use super::instance::{Begun, Instance, InstanceSpec, Sink};
+use super::pool::{Dirty, View};
 use super::{Front, Keep, LoadStats, RouterStats, SimResult};
 use crate::cache::ReqId;
-use crate::cluster::pd::PdConfig;
-use crate::cluster::router::{Arrival, Basis, InstanceView, Router};
+use crate::cluster::router::{Arrival, Basis, Router};
 use crate::engine::frontend::{self, FailReason, Verdict};
 use crate::engine::ReqRt;
 use crate::metrics::TokenLog;
 use crate::workload::{SeqId, Workload};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
-
-/// A disaggregated deployment: the first `cfg.prefill` instances prefill, the rest decode.
-pub struct Pd<'r> {
-    pub cfg: PdConfig,
-    /// KV bytes per token moved over the link (all layers, all ranks).
-    pub kv_bytes_per_token: u64,
-    /// Picks the decode instance.
-    pub decode_router: &'r mut dyn Router,
-}
-
-/// The instances as routers may read them.
-pub(super) struct View<'v, 'a>(pub &'v [Instance<'a>]);
-
-impl InstanceView for View<'_, '_> {
-    fn num_instances(&self) -> usize {
-        self.0.len()
-    }
-    fn cached_prefix(&self, i: usize, seq: SeqId, known: usize) -> usize {
-        self.0[i].cache.peek(seq, known)
-    }
-    fn held_tokens(&self, i: usize) -> u64 {
-        let u = self.0[i].cache.usage();
-        u.used_tokens - u.evictable_tokens
-    }
-    fn queued(&self, i: usize) -> u32 {
-        let (w, r) = self.0[i].sched.queued();
-        (w + r) as u32
-    }
-    fn cached_blocks(&self, i: usize) -> u64 {
-        let x = &self.0[i];
-        x.cache.usage().used_tokens / x.block_tokens
-    }
-}
-
-/// Idle instances with something new to schedule, each once.
-pub(super) struct Dirty {
-    pub list: Vec<usize>,
-    flag: Vec<bool>,
-}
-
-impl Dirty {
-    fn new(n: usize) -> Self {
-        Dirty { list: Vec::new(), flag: vec![false; n] }
-    }
-    pub fn mark(&mut self, i: usize) {
-        if !self.flag[i] {
-            self.flag[i] = true;
-            self.list.push(i);
-        }
-    }
-}
 
 /// Failed requests by reason, with one engine message each.
 pub(super) type Failures = BTreeMap<FailReason, (u64, String)>;
@@ -213,7 +162,7 @@ pub fn drive(
         }
         let mut again = false;
         for i in std::mem::take(&mut dirty.list) {
-            dirty.flag[i] = false;
+            dirty.unmark(i);
             if !inst[i].can_schedule() {
                 continue; // it schedules when its step ends
             }

@@ -165,7 +165,7 @@ impl<'a> Instance<'a> {
     /// most of its cache's content index).
     pub fn new(w: &Workload, spec: InstanceSpec<'a>, used: Option<&[SeqId]>, alone: bool) -> Self {
         let mut cache = spec.cache.build_sized(w.store.clone(), used, alone);
-        cache.follow(&spec.engine);
+        cache.follow(&spec.engine.rules.cache_rules(spec.engine.engine));
         Self {
             role: spec.role,
             block_tokens: spec.cache.block_size.or(spec.cache.page_size).unwrap_or(1).max(1) as u64,

@@ -19,7 +19,7 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    fn new(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<Plan> {
+    pub fn new(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<Plan> {
         let setup = Setup::new(&args.grid, m)?;
         let slo =
             args.slo.clone().or_else(|| setup.file.as_ref().and_then(|f| f.slo.clone())).ok_or_else(|| {
@@ -85,7 +85,7 @@ impl Plan {
 /// default the built-in fitted profile matching each configuration's GPU, engine family and
 /// model (else the raw roofline), with the leave-one-out error each profile records.
 pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
-    use cachesim::calibrate::profile;
+    use cachesim::calibration::profile;
     Ok(match run.options().calibration {
         cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
         cachesim::config::Calibration::Kernels => {
@@ -107,12 +107,9 @@ pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
     })
 }
 
-pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
+/// `cachesim plan` without `--target-rate`: the highest rate each configuration sustains.
+pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<()> {
     use rayon::prelude::*;
-    let plan = Plan::new(args, m)?;
-    if let Some(rate) = args.target_rate {
-        return super::deploy::target(args, &plan, rate);
-    }
     if !args.gpu_price.is_empty() {
         anyhow::bail!("--gpu-price prices deployments at a --target-rate; give one");
     }

@@ -1,4 +1,4 @@
-//! Which requests a benchmark sends and when (ENGINE_SPEC §7.4–7.5, docs/addendum-clients.md).
+//! Which requests a benchmark sends and when (ENGINE_SPEC §7.4–7.5, docs/engines/clients.md).
 //! Which: ShareGPT sampled by a client's rules replays that client's seeded Python shuffle
 //! ([`ClientSample::order`](super::ClientSample::order)); otherwise `--num-prompts N` takes the
 //! first N in order when the trace has times or sessions, else a seeded shuffle's first N.

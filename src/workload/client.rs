@@ -1,4 +1,4 @@
-//! ShareGPT sampled as the benchmark clients sample it (ENGINE_SPEC §7.5; docs/addendum-
+//! ShareGPT sampled as the benchmark clients sample it (ENGINE_SPEC §7.5; docs/engines/
 //! clients.md). Both clients keep the conversations with at least two messages, shuffle them
 //! with Python's `random` seeded by `--seed`, then walk the shuffled list: tokenize message 0
 //! (prompt) and message 1 (reply), drop the pair if a length rule rejects it, and stop once

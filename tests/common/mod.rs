@@ -75,7 +75,7 @@ pub fn fails(args: &[&str]) -> String {
     String::from_utf8(out.stderr).expect("utf-8 output")
 }
 
-/// The README's shape-check and tuning workload, generated once into `dir`: 50 random prompts of
+/// The shape-check and tuning workload of docs/guide/run.md and docs/guide/sweep.md, generated once into `dir`: 50 random prompts of
 /// 200 tokens, 100 output tokens each (`cachesim gen random`).
 pub fn random_50x200x100(dir: &Path) -> PathBuf {
     let p = dir.join("r50.jsonl");

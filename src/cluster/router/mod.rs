@@ -13,7 +13,7 @@
 //! One file per policy: [`cache_aware`] (sglang's gateway, over the approximate tree of
 //! [`approx_tree`]), [`prefix_hash`] (vLLM production-stack), [`aibrix`] (AIBrix) and
 //! [`kv_aware`] (NVIDIA Dynamo's KV router). Upstream files, versions and what cachesim does
-//! differently are in `docs/addendum-routers.md`.
+//! differently are in `docs/engines/routers.md`.
 
 pub mod active;
 pub mod aibrix;

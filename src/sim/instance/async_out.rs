@@ -1,5 +1,5 @@
 //! vLLM V0 async output processing (`ModelConfig.use_async_output_proc`, on by default with CUDA
-//! graphs; docs/addendum-multistep.md) on an [`Instance`]. At a batch's end the sampled tokens
+//! graphs; docs/engines/multistep.md) on an [`Instance`]. At a batch's end the sampled tokens
 //! join their sequences without a stop check (`LLMEngine._advance_to_next_step`, vLLM 0.6.0 and
 //! 0.9 `vllm/engine/llm_engine.py`) and the batch's output waits in `ctx.output_queue`; the model
 //! runner processes it from the callback it calls after launching the *next* batch's forward

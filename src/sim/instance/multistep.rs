@@ -1,4 +1,4 @@
-//! vLLM V0 multi-step scheduling (`--num-scheduler-steps N`, docs/addendum-multistep.md) on an
+//! vLLM V0 multi-step scheduling (`--num-scheduler-steps N`, docs/engines/multistep.md) on an
 //! [`Instance`]: a decode batch, scheduled once, runs N forward steps. Pricing: the host part
 //! (scheduling, input preparation) once, then each step's device part with every sequence's
 //! context one token longer than at the step before — finished sequences included, as vLLM

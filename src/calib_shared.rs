@@ -1,0 +1,74 @@
+//! What the two calibration commands share (`calibrate --fit` and `calibrate --report`):
+//! `--weights` parsing, a fitted profile's factors as console text, and the notes a refitted
+//! profile keeps from the file it replaces.
+
+use anyhow::Context;
+use cachesim::calibrate::case;
+use cachesim::calibration::profile;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// `metric=weight,…`.
+pub fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
+    s.split(',')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').with_context(|| format!("--weights: `{kv}` is not metric=weight"))?;
+            let w: f64 = v.trim().parse().with_context(|| format!("--weights: `{v}` is not a number"))?;
+            let k = k.trim();
+            if !case::METRICS.contains(&k) && !case::STEP_METRICS.contains(&k) {
+                let all = [case::METRICS, case::STEP_METRICS].concat().join(", ");
+                anyhow::bail!("--weights: unknown metric `{k}` (one of {all})");
+            }
+            Ok((k.to_string(), w))
+        })
+        .collect()
+}
+
+/// A fitted profile's factors, one a line, then the held ones with why, and a warning when fewer
+/// figures were fitted than factors.
+pub fn write_factors(o: &mut impl std::io::Write, p: &profile::Profile) -> std::io::Result<()> {
+    for name in &p.fit.fitted {
+        writeln!(o, "  {name:<20} {}", cachesim::calibration::factors::factor_text(&p.efficiency, name))?;
+    }
+    for h in &p.fit.held {
+        writeln!(o, "  held: {h}")?;
+    }
+    for b in cachesim::calibration::factors::at_bounds(&p.efficiency, &p.fit.fitted, &p.fit.options()) {
+        writeln!(
+            o,
+            "  at a bound: {b}: the figures would push it further, so the factor is standing in for \
+             something the model leaves out (check the GPU's datasheet figures and the run's flags)"
+        )?;
+    }
+    let (factors, figures) = (p.fit.fitted.len(), p.fit.residuals.len());
+    if figures < factors {
+        writeln!(
+            o,
+            "  under-determined: {factors} factors fitted on {figures} measured figures, so the factors the \
+             figures do not separate keep where the search stopped (more runs, or more of each report's \
+             figures through --weights, e.g. mean_ttft_ms, p99_ttft_ms, median_itl_ms, p99_itl_ms, pin them)"
+        )?;
+    }
+    Ok(())
+}
+
+/// The notes of a profile refitted to `out`: those of the profile already there (what was learnt
+/// about a fit survives its regeneration), then the new `--note`s not among them. A file at
+/// `out` that is not a profile is an error rather than overwritten unread.
+pub fn kept_notes(out: &Path, new: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut notes = match out.exists() {
+        true => {
+            profile::read(out)
+                .with_context(|| format!("--out {} exists and is not a profile", out.display()))?
+                .fit
+                .notes
+        }
+        false => Vec::new(),
+    };
+    for n in new {
+        if !notes.contains(n) {
+            notes.push(n.clone());
+        }
+    }
+    Ok(notes)
+}
