@@ -48,6 +48,7 @@ fn u(v: &Value) -> u64 {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn vllm_tp8_pp2_runs_end_to_end() {
     let Some(data) = common::data_dir() else { return };
     let args = command("h20-dsr1-vllm-tp8pp2.toml", &data);
@@ -71,6 +72,7 @@ fn vllm_tp8_pp2_runs_end_to_end() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn sglang_tp16_mtp_runs_end_to_end_with_both_kv_capacities() {
     let Some(data) = common::data_dir() else { return };
     let args = command("h20-dsr1-sglang-tp16-mtp.toml", &data);

@@ -87,6 +87,7 @@ fn bundled_reports_parse() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn shared_reports_parse_and_equal_the_bundled_copies() {
     let Some(dir) = calibration_dir() else { return };
     let dir = dir.join("reports");
@@ -274,6 +275,7 @@ fn trt_role(case: &str) -> &'static str {
 /// source row verbatim, every figure the row gives (and no other) under its sglang key, and the
 /// load of the expressible ones (prompts, rate) as the row states it.
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn published_cases_agree_with_the_csv() {
     let Some(data) = common::data_dir() else { return };
     let csv_path = data.join("published/serving_benchmarks.csv");
@@ -482,6 +484,7 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 /// included (their profiles fitted on the other rows): 9.51 % over 46 rows, bound 9.6 % (9.79 %
 /// before the step law).
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn held_out_error_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
         return;
@@ -560,6 +563,7 @@ fn held_out_error_stays_under_the_measured_bound() {
 /// 11–78 % too slow while its TPOT is 0–40 % too slow). Before the model class and the prior
 /// rung the family rung trained the Llama points on the DeepSeek runs: TPOT 1222 %.
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn leave_source_out_published_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
         return;
@@ -600,6 +604,7 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
 /// predicted within 5 %; every held-out figure of both other rows (throughput, median TTFT)
 /// within 6 % (measured: 5.1 % at most, the 48-sequence TTFT).
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn seed_sweep_cliff_is_predicted() {
     if common::data_dir().is_none() {
         return;
@@ -623,6 +628,7 @@ fn seed_sweep_cliff_is_predicted() {
 
 /// The seed sweep's cases carry the figures of `ttft_sweep.csv`, row by row.
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn seed_sweep_cases_agree_with_the_table() {
     let Some(dir) = calibration_dir() else { return };
     let mut rd = csv::Reader::from_path(dir.join("ttft_sweep.csv")).unwrap();
@@ -730,6 +736,7 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
 /// (outside the held-out summary and gate). The 1P1D run is listed as not expressible.
 /// `--csv` writes the same rows with each case's role.
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn seed_deployments_are_compared_with_their_reports() {
     let Some(data) = common::data_dir() else { return };
     let dir = tempfile::tempdir().unwrap();

@@ -54,6 +54,7 @@ fn check(w: &Workload, seed: u64, n: usize, e: &Expect) {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn vllm_bench_serve_sample() {
     let Some(w) = load(DatasetFilter::Vllm, None, None) else { return };
     check(
@@ -87,6 +88,7 @@ fn vllm_bench_serve_sample() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn vllm_fixed_output_skips_the_reply_rule() {
     let Some(w) = load(DatasetFilter::Vllm, Some(256), None) else { return };
     check(
@@ -118,6 +120,7 @@ fn vllm_fixed_output_skips_the_reply_rule() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn sglang_bench_serving_sample() {
     let Some(w) = load(DatasetFilter::Sglang, None, None) else { return };
     check(
@@ -149,6 +152,7 @@ fn sglang_bench_serving_sample() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn sglang_context_len() {
     let Some(w) = load(DatasetFilter::Sglang, None, Some(1500)) else { return };
     check(

@@ -305,6 +305,7 @@ fn the_two_instance_seed_runs_from_its_file() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn the_two_instance_seed_serves_a_sharegpt_workload_of_the_seeds_size() {
     let Some(data) = common::data_dir() else { return };
     let trace = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz").display().to_string();
@@ -386,6 +387,7 @@ fn a_flag_the_file_requires_may_come_from_the_command_line() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn the_one_prefill_one_decode_seed_serves_a_sharegpt_workload_of_the_seeds_size() {
     let Some(data) = common::data_dir() else { return };
     let trace = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz").display().to_string();

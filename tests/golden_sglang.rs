@@ -260,6 +260,7 @@ const CASES: [(&str, &str); 5] = [
 ];
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn every_golden_schedule_is_reproduced_by_the_default_bundle() {
     let Some(dir) = common::golden_dir("sglang") else { return };
     // Every schedule in the folder is a listed case.
@@ -293,6 +294,7 @@ fn every_golden_schedule_is_reproduced_by_the_default_bundle() {
 /// prompt from its outputs: `truncate_to_chunk`, `retract_until_fits` and `split_prompt` have
 /// scenario tests in `src/engine/sglang/tests.rs` instead.
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn each_changed_rule_is_needed_to_reproduce_the_goldens() {
     let Some(dir) = common::golden_dir("sglang") else { return };
     let newest = EngineVersion::Sglang05.rules();

@@ -261,6 +261,7 @@ fn schedule_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn every_golden_schedule_is_reproduced_step_for_step() {
     let Some(dir) = common::golden_dir("vllm") else { return };
     let files = schedule_files(&dir);
@@ -282,6 +283,7 @@ fn every_golden_schedule_is_reproduced_step_for_step() {
 /// starts with any `--num-gpu-blocks-override` (it checks memory before applying it), so these
 /// small pools are simulated, not refused, and every request completes.
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn the_readme_command_runs_every_schedule() {
     let Some(dir) = common::golden_dir("vllm") else { return };
     for path in schedule_files(&dir) {

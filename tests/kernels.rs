@@ -34,6 +34,7 @@ fn median(mut e: Vec<f64>) -> f64 {
 
 /// The fitted H200 profile reproduces the 8B decode and prefill steps within 5 % median.
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn h200_profile_reproduces_the_8b_steps() {
     let Some(data) = common::data_dir() else { return };
     let p = h200_profile();
@@ -62,6 +63,7 @@ fn h200_profile_reproduces_the_8b_steps() {
 ///   within 35 % of the measurement — TP 8 at T = 128 took 75.4 ms against 44.4 ms at T = 256,
 ///   host noise no device model can follow.
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn a_tp_step_is_never_shorter_than_a_ranks_compute() {
     let Some(data) = common::data_dir() else { return };
     let eff = h200_profile().efficiency;
@@ -173,6 +175,7 @@ fn fit_on_step_rows_recovers_known_factors() {
 /// to 0.72: a whole prefill step also runs norms, rotary and activations the roofline does not
 /// price, which its fitted GEMM efficiency absorbs; and attention is held, no GEMM row runs it.
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn gemm_rows_hold_the_per_kernel_floor() {
     let Some(data) = common::data_dir() else { return };
     let p = h200_profile();

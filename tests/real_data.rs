@@ -44,6 +44,7 @@ fn independent_mooncake_hits(t: &trace::mooncake::MooncakeTrace) -> (u64, u64) {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn mooncake_paged_512_matches_an_independent_count() {
     let Some(data) = common::data_dir() else { return };
     let path = data.join("traces/mooncake/conversation_trace.jsonl");
@@ -62,6 +63,7 @@ fn mooncake_paged_512_matches_an_independent_count() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn sharegpt_multi_turn_ordering_of_policies() {
     let Some(data) = common::data_dir() else { return };
     let path = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz");
@@ -77,6 +79,7 @@ fn sharegpt_multi_turn_ordering_of_policies() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn sharegpt_array_cut_mid_record() {
     let Some(data) = common::data_dir() else { return };
     let path = data.join("traces/sharegpt/ShareGPT_V3_filtered_1000.json");
@@ -108,6 +111,7 @@ fn sharegpt_array_cut_mid_record() {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn azure_prompts_never_share() {
     let Some(data) = common::data_dir() else { return };
     let path = data.join("traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv");
@@ -155,6 +159,7 @@ fn msd_pruned_leaves(seqs: &[Vec<u32>], n: usize) -> Vec<(usize, usize)> {
 }
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn sharegpt_repetition_agrees_with_an_independent_count() {
     use cachesim::analyze::items::{texts, Texts};
     use cachesim::analyze::Scope;

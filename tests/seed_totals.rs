@@ -80,6 +80,7 @@ const SEEDS: [(&str, u64, u64, u64); 3] = [
 ];
 
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn seed_rule_reproduces_the_recorded_seeds() {
     let Some(data) = common::data_dir() else { return };
     let path = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz");

@@ -96,6 +96,7 @@ fn a_bad_sweep_file_names_its_file_line_and_key() {
 /// metric over the runs. With three runs ρ is 1, 0.5, −0.5 or −1; the predictions rank all three
 /// metrics as measured (ρ = 1).
 #[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn the_tuning_table_ranks_as_the_real_runs() {
     let Some(cal) = calibration_dir() else { return };
     let mut real = csv::Reader::from_path(cal.join("ttft_sweep.csv")).unwrap();

@@ -49,7 +49,7 @@ fn shared_dir(env: &str, name: &str, marker: &str) -> Option<PathBuf> {
         use std::io::Write;
         let _ = writeln!(
             std::io::stderr(),
-            "skipped: no real data (set {env}; looked in {}) — the tests that need it passed without checking anything",
+            "skipped: no real data (set {env}; looked in {}) — the tests that need it are marked ignored (build.rs)",
             dir.display()
         );
     });
