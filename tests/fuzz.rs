@@ -136,7 +136,15 @@ fn simulate(file: trace::TraceFile, lenient: bool) {
     }
     let opts = RunOptions { num_gpu_blocks_override: Some(4096), max_model_len: Some(65_520), ..RunOptions::default() };
     let cfg = resolve(&opts).expect("default options resolve");
-    let _ = cachesim::sim::simulate(&w, &cfg, cachesim::sim::Keep::default());
+    if let Ok(out) = cachesim::sim::simulate(&w, &cfg, cachesim::sim::Keep::default()) {
+        conserved(&out);
+    }
+}
+
+/// No request is lost: every request sent either completed or failed.
+fn conserved(out: &cachesim::sim::Outcome) {
+    let (done, failed) = (out.summary.completed, out.summary.failed);
+    assert_eq!(done + failed, out.sent as u64, "{done} completed + {failed} failed of {} sent", out.sent);
 }
 
 /// Reads `bytes` gzip-compressed from a file, as `--trace x.gz` would.
@@ -384,7 +392,9 @@ proptest! {
     #[test]
     fn numeric_settings_never_panic(o in settings()) {
         if let Ok(cfg) = resolve(&o) {
-            let _ = cachesim::sim::simulate(&small_workload(), &cfg, cachesim::sim::Keep::default());
+            if let Ok(out) = cachesim::sim::simulate(&small_workload(), &cfg, cachesim::sim::Keep::default()) {
+                conserved(&out);
+            }
         }
     }
 }
