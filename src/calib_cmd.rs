@@ -95,7 +95,7 @@ fn case_config(
         std::iter::once("case".to_string()).chain(c.run_args(data)?).map(Into::into).collect();
     // A deployment file's flags go before the case's own, as on the command line.
     let cmd = <CaseRun as clap::CommandFactory>::command();
-    let argv = cachesim::cluster::deployment::command_line(argv, &cmd, &cmd)?.args;
+    let argv = cachesim::deployment::command_line(argv, &cmd, &cmd)?.args;
     let run = CaseRun::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?.run;
     let mut opts = run.options();
     if raw {

@@ -8,7 +8,10 @@ use cachesim::cluster::pd::{KvLink, PdConfig, PdStyle};
 use cachesim::cluster::router::{CacheAwareFallback, RouterKind, RouterParams};
 use cachesim::cluster::ClusterConfig;
 use cachesim::config::RunOptions;
+use cachesim::cost::ep::DeepEpMode;
+use cachesim::cost::spec::SpecAlgorithm;
 use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy};
+use cachesim::layout::{KvCacheDtype, LayoutOptions, MoeA2aBackend};
 use cachesim::report::ReportStyle;
 use cachesim::tokenize::TokenizerKind;
 use cachesim::trace::{Format, ReadOptions};
@@ -439,7 +442,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.svg|png", help_heading = "Output")]
     pub plot: Option<PathBuf>,
     #[command(flatten)]
-    pub layout: cachesim::layout::LayoutArgs,
+    pub layout: LayoutArgs,
 }
 
 impl RunArgs {
@@ -799,9 +802,133 @@ pub struct GenSessions {
     pub common: GenCommon,
 }
 
+/// The big-model flags of `cachesim run` (flattened into its arguments).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LayoutArgs {
+    /// Pipeline stages (vLLM --pipeline-parallel-size): layers split evenly, each stage on its
+    /// own TP group; stages pass activations over NVLink or, across nodes, the network.
+    #[arg(long, visible_alias = "pipeline-parallel-size", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=64), help_heading = "Big models")]
+    pub pp: u64,
+    /// Spread whole routed experts over the TP ranks instead of sharding each (vLLM
+    /// --enable-expert-parallel; SGLang --ep-size equal to --tp).
+    #[arg(long, visible_alias = "ep", help_heading = "Big models")]
+    pub enable_expert_parallel: bool,
+    /// SGLang --enable-dp-attention: attention data-parallel in --dp-size groups (default: one
+    /// per TP rank), each with its own KV cache; the MoE layers stay tensor/expert parallel.
+    #[arg(long, help_heading = "Big models")]
+    pub enable_dp_attention: bool,
+    /// Attention DP groups with --enable-dp-attention (must divide --tp) [default: --tp].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64), help_heading = "Big models")]
+    pub dp_size: Option<u64>,
+    /// Nodes the instance spans (TP × PP GPUs split evenly; ranks fill a node first).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64), help_heading = "Big models")]
+    pub nnodes: u64,
+    /// Network between nodes (built in: see models/networks.toml).
+    #[arg(long, default_value = "cx7-8x400", help_heading = "Big models")]
+    pub network: String,
+    /// A TOML file with a [[network]] table, instead of --network.
+    #[arg(long, value_name = "FILE", help_heading = "Big models")]
+    pub network_file: Option<PathBuf>,
+    /// KV-cache element type (auto = the model's bf16; fp8 halves KV bytes per token).
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Big models")]
+    pub kv_cache_dtype: KvCacheDtype,
+    /// MoE routing skew in [0, 1): tokens route as though only the hottest (1 − skew) of the
+    /// experts were in use, so a step reads fewer distinct experts (0 = uniform).
+    #[arg(long, default_value_t = 0.0, help_heading = "Big models")]
+    pub moe_skew: f64,
+    /// Speculative decoding draft (SGLang --speculative-algorithm; vLLM speculative_config method).
+    #[arg(long, value_enum, default_value = "none", help_heading = "Big models")]
+    pub speculative_algorithm: SpecAlgorithm,
+    /// Draft tokens per step (SGLang --speculative-num-steps) [default: 3 for mtp/eagle, 4 for ngram].
+    #[arg(long, visible_alias = "speculative-num-steps", value_parser = clap::value_parser!(u32).range(1..=16),
+          help_heading = "Big models")]
+    pub num_speculative_tokens: Option<u32>,
+    /// Acceptance rate per draft position, one value or a comma-separated list [default for
+    /// mtp: 0.85, DeepSeek-V3 report §5.4.3].
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true, help_heading = "Big models")]
+    pub spec_acceptance_rate: Vec<f64>,
+    /// SGLang --moe-a2a-backend: deepep prices MoE all-to-alls as DeepEP's kernels (FP8
+    /// dispatch, node-deduplicated RDMA in normal mode; implies expert parallelism; needs DP
+    /// attention).
+    #[arg(long, value_enum, default_value = "none", help_heading = "Big models")]
+    pub moe_a2a_backend: MoeA2aBackend,
+    /// SGLang 0.4's spelling of --moe-a2a-backend deepep.
+    #[arg(long, help_heading = "Big models")]
+    pub enable_deepep_moe: bool,
+    /// SGLang --deepep-mode: auto (normal kernels for prefill, low-latency for decode), normal
+    /// or low_latency.
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Big models")]
+    pub deepep_mode: DeepEpMode,
+    /// SGLang --enable-two-batch-overlap: two micro-batches, each one's DeepEP all-to-alls
+    /// behind the other's compute.
+    #[arg(long, help_heading = "Big models")]
+    pub enable_two_batch_overlap: bool,
+}
+
+impl LayoutArgs {
+    /// Library options.
+    pub fn options(&self) -> LayoutOptions {
+        LayoutOptions {
+            pp: self.pp,
+            ep: self.enable_expert_parallel,
+            dp_attention: self.enable_dp_attention,
+            dp_size: self.dp_size,
+            nnodes: self.nnodes,
+            network: self.network.clone(),
+            network_file: self.network_file.clone(),
+            kv_cache_dtype: self.kv_cache_dtype,
+            moe_skew: self.moe_skew,
+            speculative_algorithm: self.speculative_algorithm,
+            num_speculative_tokens: self.num_speculative_tokens,
+            spec_acceptance_rate: self.spec_acceptance_rate.clone(),
+            moe_a2a_backend: if self.enable_deepep_moe { MoeA2aBackend::Deepep } else { self.moe_a2a_backend },
+            deepep_mode: self.deepep_mode,
+            two_batch_overlap: self.enable_two_batch_overlap,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The core names its closed choices itself (reports print those names); clap's values are
+    /// the same words, so a flag's value and the report's word agree.
+    #[test]
+    fn clap_values_are_the_core_names() {
+        use clap::ValueEnum;
+        for v in EngineVersion::ALL {
+            assert_eq!(EngineVersion::from_str(v.name(), false), Ok(v));
+        }
+        for r in RouterKind::ALL {
+            assert_eq!(r.to_possible_value().unwrap().get_name(), r.name());
+        }
+        assert_eq!(RouterKind::value_variants(), RouterKind::ALL);
+        for m in DeepEpMode::ALL {
+            assert_eq!(m.to_possible_value().unwrap().get_name(), m.name());
+        }
+        assert_eq!(DeepEpMode::value_variants(), DeepEpMode::ALL);
+    }
+
+    /// `--enable-deepep-moe` is SGLang 0.4's spelling of `--moe-a2a-backend deepep`.
+    #[test]
+    fn layout_flags_parse_into_options() {
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            layout: LayoutArgs,
+        }
+        let cli = Cli::parse_from(["x", "--enable-deepep-moe", "--deepep-mode", "low_latency"]);
+        let o = cli.layout.options();
+        assert_eq!(
+            (o.moe_a2a_backend, o.deepep_mode, o.two_batch_overlap),
+            (MoeA2aBackend::Deepep, DeepEpMode::LowLatency, false)
+        );
+        let cli = Cli::parse_from(["x", "--moe-a2a-backend", "deepep", "--enable-two-batch-overlap"]);
+        assert_eq!(cli.layout.options().moe_a2a_backend, MoeA2aBackend::Deepep);
+        assert!(cli.layout.options().two_batch_overlap);
+    }
 
     /// clap's own consistency checks (argument ids in conflicts and requirements, duplicate
     /// flags of flattened structs such as `calibrate`'s run flags).

@@ -23,8 +23,8 @@ fn main() {
     let cmd = <Cli as clap::CommandFactory>::command();
     let run_flags = <cli::CaseRun as clap::CommandFactory>::command();
     // A --deployment file's flags go before the user's, which override them (docs/guide/cluster.md, Deployment files).
-    let argv = cachesim::cluster::deployment::command_line(std::env::args_os().collect(), &cmd, &run_flags)
-        .unwrap_or_else(|e| {
+    let argv =
+        cachesim::deployment::command_line(std::env::args_os().collect(), &cmd, &run_flags).unwrap_or_else(|e| {
             eprintln!("error: {}", escape_controls(&e.to_string()));
             std::process::exit(2)
         });
@@ -116,7 +116,7 @@ fn run_inputs(args: &RunArgs) -> Vec<(&'static str, &std::path::Path)> {
     v
 }
 
-fn run(args: &RunArgs, deployment: Option<&cachesim::cluster::deployment::Echo>) -> anyhow::Result<()> {
+fn run(args: &RunArgs, deployment: Option<&cachesim::config::DeploymentEcho>) -> anyhow::Result<()> {
     let opts = args.options();
     let mut cfg = cachesim::config::resolve(&opts)?;
     cfg.deployment_file = deployment.cloned();

@@ -1,11 +1,14 @@
-//! The module graph is a DAG and keeps its layers (ARCHITECTURE.md). Reads the source itself:
-//! the module tree from the `mod` declarations under `src/lib.rs` and `src/main.rs`, and every
+//! The crate graph and the module graph are DAGs and keep their layers (ARCHITECTURE.md): the
+//! core depends on no other crate of the workspace and on no command-line, plotting, fitting or
+//! progress-bar crate; the lab only on the core; the `cachesim` package on both. Reads the
+//! manifests, and the source itself: the module tree of each crate from the `mod` declarations
+//! under its `lib.rs` (and the binary's `main.rs`), and every
 //! `use` tree and `crate::` / `super::` / `self::` path outside comments, string literals and
 //! `#[cfg(test)]` items. A reference from module `a::x` to `b::y` is an edge between the two
 //! siblings `a` and `b` under their common parent; a reference to an ancestor or a descendant
 //! is no edge. Fails on a cycle among siblings at any level, naming the references that close
-//! it, and on an edge the layers forbid. `cargo test --test architecture -- --nocapture` prints
-//! the graph of the crate's top-level modules.
+//! it. `cargo test --test architecture -- --nocapture` prints the crates and each crate's
+//! top-level module graph.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -373,9 +376,18 @@ fn cycles(edges: &Edges) -> Vec<(Vec<String>, Vec<String>)> {
     found
 }
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
+
+/// Every crate root of the workspace (but the Python binding's) with the name its own files may
+/// call it by (`extern crate self as …`).
+const ROOTS: &[(&str, &str)] = &[
+    ("crates/core/src/lib.rs", "cachesim_core"),
+    ("crates/lab/src/lib.rs", "cachesim_lab"),
+    ("src/lib.rs", "cachesim"),
+    ("src/main.rs", "cachesim"),
+];
 
 fn explain(edges: &Edges, parent: &[String], cycle: &[String]) -> String {
     let mut s = format!(
@@ -394,65 +406,68 @@ fn explain(edges: &Edges, parent: &[String], cycle: &[String]) -> String {
 #[test]
 fn the_module_graph_has_no_cycle() {
     let mut report = String::new();
-    for root in ["lib.rs", "main.rs"] {
-        let e = edges(&src().join(root), "cachesim");
+    for (root, name) in ROOTS {
+        let e = edges(&repo().join(root), name);
         for (parent, cycle) in cycles(&e) {
-            report += &explain(&e, &parent, &cycle);
+            report += &format!("{root}: {}", explain(&e, &parent, &cycle));
         }
     }
     assert!(report.is_empty(), "import cycles among sibling modules:\n{report}");
 }
 
-/// The layers of the lib crate's top-level modules, bottom first (ARCHITECTURE.md): the core
-/// simulation, the lab (many runs and their documents), the command line's definitions.
-const LAYERS: &[(&str, &[&str])] = &[
-    (
-        "core",
-        &[
-            "analyze",
-            "cache",
-            "calibration",
-            "catalog",
-            "cluster",
-            "config",
-            "cost",
-            "engine",
-            "error",
-            "layout",
-            "metrics",
-            "replay",
-            "sim",
-            "text",
-            "tokenize",
-            "trace",
-            "vllm_memory",
-            "workload",
-        ],
-    ),
-    ("lab", &["calibrate", "output", "plan", "plot", "report", "saturation", "sweep"]),
-    ("cli", &["cli"]),
-];
-
-/// Every top-level module has a layer, and no module uses one of a layer above its own.
-#[test]
-fn layers_point_down() {
-    let layer = |m: &str| LAYERS.iter().position(|(_, ms)| ms.contains(&m));
-    let e = edges(&src().join("lib.rs"), "cachesim");
-    let top: BTreeSet<String> =
-        modules(&src().join("lib.rs")).into_iter().filter(|m| m.path.len() == 1).map(|m| m.path[0].clone()).collect();
-    let unplaced: Vec<&String> = top.iter().filter(|m| layer(m).is_none()).collect();
-    assert!(unplaced.is_empty(), "modules with no layer in tests/architecture.rs LAYERS: {unplaced:?}");
-    let mut wrong = String::new();
-    for ((parent, a, b), refs) in &e {
-        if parent.is_empty() && layer(b) > layer(a) {
-            let (la, lb) = (LAYERS[layer(a).unwrap()].0, LAYERS[layer(b).unwrap()].0);
-            wrong += &format!(
-                "{a} ({la}) -> {b} ({lb}):\n    {}\n",
-                refs.iter().cloned().collect::<Vec<_>>().join("\n    ")
-            );
+/// A package's `[dependencies]` (not dev- or build-dependencies), by name.
+fn dependencies(manifest: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join(manifest)).unwrap();
+    let mut out = BTreeSet::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+        } else if inside && !line.is_empty() && !line.starts_with('#') {
+            if let Some((name, _)) = line.split_once('=') {
+                out.insert(name.trim().to_string());
+            }
         }
     }
-    assert!(wrong.is_empty(), "edges up the layers:\n{wrong}");
+    out
+}
+
+/// The crates' layers: core at the bottom, with no front-end dependency (a clap derive only
+/// behind its optional `clap` feature); the lab over the core alone; the package over both.
+#[test]
+fn crates_point_down() {
+    let core = dependencies("crates/core/Cargo.toml");
+    let lab = dependencies("crates/lab/Cargo.toml");
+    let root = dependencies("Cargo.toml");
+    for front in ["cachesim", "cachesim-lab", "plotters", "indicatif", "argmin", "anyhow"] {
+        assert!(!core.contains(front), "the core depends on {front}");
+    }
+    let core_manifest = std::fs::read_to_string(repo().join("crates/core/Cargo.toml")).unwrap();
+    let clap_line = core_manifest.lines().find(|l| l.starts_with("clap") && l.contains("version")).unwrap_or("");
+    assert!(clap_line.is_empty() || clap_line.contains("optional = true"), "the core's clap is not optional");
+    assert!(lab.contains("cachesim-core") && !lab.contains("cachesim"), "the lab: {lab:?}");
+    assert!(root.contains("cachesim-core") && root.contains("cachesim-lab"));
+    // No core file names the lab or the command line.
+    for f in files(&repo().join("crates/core/src")) {
+        let code = code(&std::fs::read_to_string(&f).unwrap());
+        for other in ["cachesim_lab::", "cachesim::"] {
+            assert!(!code.contains(other), "{} names {other}", f.display());
+        }
+    }
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// The checker itself: a hand-made circle is found, an ancestor reference is no edge, test items
@@ -478,12 +493,16 @@ fn the_checker_finds_a_circle() {
     assert!(explain(&e, &c[0].0, &c[0].1).contains("b.rs -> crate::a::inner::Z"));
 }
 
-/// Prints the crate's top-level module graph (with `--nocapture`): each module and the
-/// siblings it uses.
+/// Prints the crates and each crate's top-level module graph (with `--nocapture`): each module
+/// and the siblings it uses.
 #[test]
-fn print_the_top_level_graph() {
-    for root in ["lib.rs", "main.rs"] {
-        let e = edges(&src().join(root), "cachesim");
+fn print_the_graphs() {
+    for m in ["crates/core/Cargo.toml", "crates/lab/Cargo.toml", "Cargo.toml"] {
+        let ours: Vec<String> = dependencies(m).into_iter().filter(|d| d.starts_with("cachesim")).collect();
+        println!("{m} -> {}", ours.join(", "));
+    }
+    for (root, name) in ROOTS {
+        let e = edges(&repo().join(root), name);
         let mut g: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         for (parent, a, b) in e.keys() {
             if parent.is_empty() {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use cachesim::cluster::deployment::{command_line, parse};
+use cachesim::deployment::{command_line, parse};
 use clap::{Arg, ArgAction, Command};
 use common::{cachesim, fails, ok};
 use std::ffi::OsString;
@@ -63,7 +63,7 @@ gbps = 200
 count = 2
 "#;
 
-fn words(args: &[cachesim::cluster::deployment::Argument]) -> Vec<String> {
+fn words(args: &[cachesim::deployment::Argument]) -> Vec<String> {
     args.iter().flat_map(|a| a.words.iter().map(|w| w.to_string_lossy().into_owned())).collect()
 }
 
@@ -129,7 +129,7 @@ fn shapes_that_do_not_fit_their_flag_are_refused_with_line_and_key() {
 }
 
 /// `prog run` with a file of `text` in a fresh folder, and the user's `extra` flags.
-fn expand(text: &str, extra: &[&str]) -> (cachesim::cluster::deployment::Expanded, tempfile::TempDir) {
+fn expand(text: &str, extra: &[&str]) -> (cachesim::deployment::Expanded, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("d.toml");
     std::fs::write(&file, text).unwrap();
@@ -268,14 +268,14 @@ fn router_override() -> Vec<&'static str> {
 fn the_seed_deployments_parse() {
     for (file, name) in [(TWO_DP, "v100-llama11b-2dp-router"), (ONE_P_ONE_D, "v100-llama11b-1p1d")] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
-        let d = cachesim::cluster::deployment::load(&path).unwrap();
+        let d = cachesim::deployment::load(&path).unwrap();
         assert_eq!(d.name.as_deref(), Some(name));
         let flags: Vec<&str> = d.entries.iter().map(|e| e.flag.as_str()).collect();
         assert!(flags.starts_with(&["model", "gpu", "tp", "engine-version", "max-model-len"]), "{flags:?}");
     }
-    let two = cachesim::cluster::deployment::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(TWO_DP)).unwrap();
+    let two = cachesim::deployment::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(TWO_DP)).unwrap();
     assert_eq!(two.entries.iter().find(|e| e.key == "router.policy").map(|e| e.flag.as_str()), Some("router"));
-    let one = cachesim::cluster::deployment::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(ONE_P_ONE_D)).unwrap();
+    let one = cachesim::deployment::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(ONE_P_ONE_D)).unwrap();
     // Both cap the batch at 32 (the model's vLLM limit; the deployment files say why).
     // Both run eager (the same advice; it turns V0's async output processing off).
     for d in [&two, &one] {

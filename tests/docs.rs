@@ -126,6 +126,38 @@ fn every_cited_docs_path_exists() {
     assert!(missing.is_empty(), "docs paths cited but absent:\n{}", missing.join("\n"));
 }
 
+/// The repository's own source files the docs name (`src/cli.rs`, `crates/core/src/sim.rs`)
+/// exist; the engine spec, which names upstream files, is left out.
+#[test]
+fn every_source_file_the_docs_name_exists() {
+    let mut docs = files(&root().join("docs"), &[".md"]);
+    docs.retain(|f| !f.ends_with("engines/ENGINE_SPEC.md"));
+    docs.push(root().join("README.md"));
+    docs.push(root().join("ARCHITECTURE.md"));
+    let mut missing = Vec::new();
+    for f in docs {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for start in ["crates/", "src/", "tests/", "benches/"] {
+            let mut from = 0;
+            while let Some(k) = text[from..].find(start) {
+                let at = from + k;
+                from = at + start.len();
+                let before = text[..at].chars().last();
+                if before.is_some_and(|c| c.is_alphanumeric() || "/_-.:@".contains(c)) {
+                    continue;
+                }
+                let path: String =
+                    text[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || "/_-.".contains(*c)).collect();
+                let path = path.trim_end_matches('.');
+                if path.ends_with(".rs") && !path.contains('<') && !root().join(path).exists() {
+                    missing.push(format!("{}: {path}", f.strip_prefix(root()).unwrap().display()));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "source files named in the docs but absent:\n{}", missing.join("\n"));
+}
+
 #[test]
 fn every_relative_link_reaches_a_file() {
     let mut docs = files(&root().join("docs"), &[".md"]);

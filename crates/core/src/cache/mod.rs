@@ -1,0 +1,403 @@
+//! Prefix caches. One small trait, [`PrefixCache`], driven by a request's lifecycle (admit,
+//! grow, computed, finish, preempt); each implementation decides — by its engine's rules —
+//! what is matched (alignment, last token recomputed), when new KV becomes shareable, what is
+//! evicted first and what preemption keeps:
+//! - [`paged::PagedCache`]: vLLM v1 automatic prefix caching (ENGINE_SPEC §1);
+//! - [`radix::TreeCache::sglang`]: SGLang RadixAttention (§3.2–3.3);
+//! - [`radix::TreeCache::lightllm`]: LightLLM TokenAttention + its radix prompt cache (§4);
+//! - [`NoCache`]: no reuse, the baseline.
+
+pub mod paged;
+pub mod radix;
+pub mod token_pool;
+pub mod tree;
+
+use crate::workload::{SeqId, TokenStore};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Request handle: the request's index in its workload.
+pub type ReqId = u32;
+
+/// Cache models (`--policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// vLLM v1 paged blocks with automatic prefix caching.
+    Paged,
+    /// SGLang RadixAttention (token radix tree, optional pages).
+    Radix,
+    /// LightLLM TokenAttention pool with its radix prompt cache.
+    Token,
+    /// No prefix reuse.
+    None,
+}
+
+impl Policy {
+    /// Every policy, in report order.
+    pub const ALL: [Policy; 4] = [Policy::Paged, Policy::Radix, Policy::Token, Policy::None];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Paged => "paged",
+            Policy::Radix => "radix",
+            Policy::Token => "token",
+            Policy::None => "none",
+        }
+    }
+}
+
+/// What to build: a policy, its granularity and its capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CacheSpec {
+    pub policy: Policy,
+    /// Tokens per block (paged only).
+    pub block_size: Option<u32>,
+    /// Tokens per page (radix only).
+    pub page_size: Option<u32>,
+    /// KV capacity in tokens; `None` = unlimited.
+    pub capacity_tokens: Option<u64>,
+}
+
+impl CacheSpec {
+    /// Builds the cache this spec describes over a workload's token store.
+    pub fn build(&self, store: Arc<TokenStore>) -> Box<dyn PrefixCache> {
+        self.build_for(store, None)
+    }
+
+    /// [`build`](Self::build) for a run that touches only the sequences `seqs` (`None`: any),
+    /// which spares the paged cache numbering the blocks of the others.
+    pub fn build_for(&self, store: Arc<TokenStore>, seqs: Option<&[SeqId]>) -> Box<dyn PrefixCache> {
+        self.build_sized(store, seqs, true)
+    }
+
+    /// [`build_for`](Self::build_for) for one instance of several, which touches only the part
+    /// of its content index its own requests' blocks map to: the index is left to lazily zeroed
+    /// pages instead of written up front (`dense` = false).
+    pub fn build_sized(&self, store: Arc<TokenStore>, seqs: Option<&[SeqId]>, dense: bool) -> Box<dyn PrefixCache> {
+        match self.policy {
+            Policy::Paged => paged::boxed(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs, dense),
+            Policy::Radix => {
+                Box::new(radix::TreeCache::sglang(store, self.page_size.unwrap_or(1), self.capacity_tokens))
+            }
+            Policy::Token => Box::new(radix::TreeCache::lightllm(store, self.capacity_tokens)),
+            Policy::None => Box::new(NoCache::new(self.capacity_tokens)),
+        }
+    }
+}
+
+/// Memory held by a cache, in token slots.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// Slots holding KV (in use by requests or cached and evictable).
+    pub used_tokens: u64,
+    /// Slots that can be freed by eviction.
+    pub evictable_tokens: u64,
+    /// Total slots; `None` = unlimited.
+    pub capacity_tokens: Option<u64>,
+}
+
+/// Counters every cache keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CacheStats {
+    /// Cached tokens dropped to make room.
+    pub evicted_tokens: u64,
+    /// Highest `used_tokens` seen.
+    pub peak_used_tokens: u64,
+    /// Paged only: Σ over finished or preempted requests of unused slots in their last block.
+    pub partial_block_waste_tokens: u64,
+}
+
+impl CacheStats {
+    /// Adds another instance's counters: evictions and waste add up; the peak is the largest
+    /// instance's.
+    pub fn merge(&mut self, o: &CacheStats) {
+        self.evicted_tokens += o.evicted_tokens;
+        self.peak_used_tokens = self.peak_used_tokens.max(o.peak_used_tokens);
+        self.partial_block_waste_tokens += o.partial_block_waste_tokens;
+    }
+}
+
+/// Result of a successful [`PrefixCache::admit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admitted {
+    /// Prompt tokens reused from the cache (their KV need not be computed).
+    pub hit_tokens: usize,
+    /// Tokens the request now has KV slots for (hit + newly scheduled).
+    pub allocated_tokens: usize,
+}
+
+/// The release-dependent rules of the engine that drives a cache, built by the engine bundle
+/// (the engine's `Rules::cache_rules`) and handed to [`PrefixCache::follow`] once, before the
+/// first request. The cache never names an engine: it reads only these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheRules {
+    /// Paged: freed blocks without a hash go to the front of the free queue, hashed ones to the
+    /// tail (vLLM `BlockPool.free_blocks`, PR #42656, first in 0.24.0); before, all went to the
+    /// tail.
+    pub free_unhashed_first: bool,
+    /// Radix: the driving scheduler is SGLang's, with that release's eviction and prompt split;
+    /// an unfinished prefill chunk is published only at [`PrefixCache::checkpoint`]
+    /// (`stash_chunked_request`). `None`: another engine's scheduler (LightLLM's token cache
+    /// ignores it too).
+    pub sglang: Option<SglangCacheRules>,
+}
+
+impl CacheRules {
+    /// The rules a cache follows until told otherwise: those of the newest vLLM bundle
+    /// (a test in `engine` keeps the two equal).
+    pub const NEWEST_VLLM: CacheRules = CacheRules { free_unhashed_first: true, sglang: None };
+}
+
+/// SGLang's release-dependent radix-cache rules (part of [`CacheRules`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SglangCacheRules {
+    /// Eviction frees only the shortfall `n − available` (`evict_to_free_tokens`, 0.5.23).
+    pub evict_shortfall: bool,
+    /// An insert also splits the path at the prompt's end (`RadixCache.checkpoint`, 0.5.23).
+    pub split_prompt: bool,
+}
+
+/// A prefix-cache model. Requests go through `admit` → (`grow` / `computed`)* →
+/// `finish` or `preempt`; after `preempt` the request may be admitted again.
+pub trait PrefixCache: Send {
+    /// What this cache is.
+    fn spec(&self) -> CacheSpec;
+
+    /// Prompt tokens a new request with known tokens `seq[..known]` would reuse now.
+    /// Read-only: no recency update, no pinning (for routers).
+    fn peek(&self, seq: SeqId, known: usize) -> usize;
+
+    /// Starts (or resumes) request `req` whose known tokens are `seq[..known]`: matches the
+    /// cached prefix (the last known token is always recomputed; hits are block/page aligned),
+    /// pins it, and allocates slots for up to `max_new_tokens` further tokens. `None` when the
+    /// memory is short even after eviction; nothing is pinned or allocated then.
+    fn admit(&mut self, req: ReqId, seq: SeqId, known: usize, max_new_tokens: usize) -> Option<Admitted> {
+        self.admit_reserving(req, seq, known, max_new_tokens, 0)
+    }
+
+    /// [`admit`](Self::admit) that also refuses (`None`, nothing changed) unless slots for the
+    /// request's first `reserve_tokens` tokens, less its hit, could all be had now — free or
+    /// freed by eviction, a hit that is itself evictable counting as taken. vLLM 0.33's
+    /// whole-sequence admission (`allocate_slots(..., full_sequence_must_fit=True)`) passes
+    /// `known`; 0 checks only what is allocated.
+    fn admit_reserving(
+        &mut self,
+        req: ReqId,
+        seq: SeqId,
+        known: usize,
+        max_new_tokens: usize,
+        reserve_tokens: usize,
+    ) -> Option<Admitted>;
+
+    /// Adopts the rules of the engine release that drives this cache: vLLM's free order (paged);
+    /// under SGLang's scheduler, that release's eviction and prompt split, and publication of an
+    /// unfinished prefill chunk only when the scheduler calls [`checkpoint`](Self::checkpoint)
+    /// (SGLang `stash_chunked_request`) rather than when the chunk's step ends (radix). Caches
+    /// without such a rule ignore it. Called once, before the first request.
+    fn follow(&mut self, _rules: &CacheRules) {}
+
+    /// Ensures slots for the request's first `total_tokens` tokens, evicting unpinned cache
+    /// entries in the engine's order. `false` (and no change) when memory is short.
+    fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool;
+
+    /// The engine has computed the request's first `computed_tokens` tokens (end of a step).
+    fn computed(&mut self, req: ReqId, computed_tokens: usize);
+
+    /// Whether [`computed`](Self::computed) does anything: a run that calls it per request per
+    /// step skips the calls when not.
+    fn tracks_computed(&self) -> bool {
+        true
+    }
+
+    /// The request finished: its KV becomes reusable as the engine allows; pins are released.
+    fn finish(&mut self, req: ReqId);
+
+    /// The request is preempted: its slots are freed the engine's way.
+    fn preempt(&mut self, req: ReqId);
+
+    /// Publishes what request `req` has computed so far (SGLang `checkpoint_kv_cache`).
+    fn checkpoint(&mut self, _req: ReqId) {}
+
+    /// Looks the prefix up as a scheduler pass does (SGLang `match_prefix` on a waiting request:
+    /// refreshes recency, splits a partly matched node); pins nothing. Returns the hit and how
+    /// many of its tokens are evictable now: what pinning the match would take out of the
+    /// evictable budget (SGLang `PrefillAdder._lock_node`). The default only peeks.
+    fn touch(&mut self, seq: SeqId, known: usize) -> (usize, u64) {
+        (self.peek(seq, known), 0)
+    }
+
+    /// Evicts, the engine's way, towards `tokens` free slots; whether that many are free now.
+    /// The default evicts nothing and answers whether eviction could make the room.
+    fn ensure_free(&mut self, tokens: u64) -> bool {
+        let u = self.usage();
+        u.capacity_tokens.is_none_or(|c| c - u.used_tokens + u.evictable_tokens >= tokens)
+    }
+
+    /// Memory held now.
+    fn usage(&self) -> Usage;
+
+    /// Counters so far.
+    fn stats(&self) -> CacheStats;
+
+    /// Checks internal invariants (conservation, pins); panics with a message when broken.
+    /// Cheap enough for tests, not for hot loops.
+    fn check_invariants(&self);
+}
+
+/// Per-request state of a cache, indexed by request id (dense: ids are workload indices).
+#[derive(Debug)]
+pub struct ReqSlots<T>(Vec<Option<T>>);
+
+impl<T> Default for ReqSlots<T> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<T> ReqSlots<T> {
+    /// Takes the state of an admitted request out (put it back with [`put`](Self::put)).
+    pub fn take(&mut self, req: ReqId) -> T {
+        self.remove(req).expect("request not admitted")
+    }
+    /// Takes a request's state out, if it has one.
+    pub fn remove(&mut self, req: ReqId) -> Option<T> {
+        self.0.get_mut(req as usize).and_then(Option::take)
+    }
+    /// Stores a request's state.
+    pub fn put(&mut self, req: ReqId, st: T) {
+        let i = req as usize;
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, || None);
+        }
+        self.0[i] = Some(st);
+    }
+    /// The state of a live request, to change in place.
+    pub fn get_mut(&mut self, req: ReqId) -> Option<&mut T> {
+        self.0.get_mut(req as usize)?.as_mut()
+    }
+    /// The state of a live request.
+    pub fn get(&self, req: ReqId) -> Option<&T> {
+        self.0.get(req as usize)?.as_ref()
+    }
+    /// Whether the request holds state now.
+    pub fn is_live(&self, req: ReqId) -> bool {
+        self.get(req).is_some()
+    }
+    /// Every live request's state.
+    pub fn live(&self) -> impl Iterator<Item = &T> {
+        self.0.iter().flatten()
+    }
+}
+
+/// Token-slot accounting shared by the token-granular caches: capacity, free slots, peak.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotPool {
+    pub capacity: Option<u64>,
+    /// Slots held: by requests privately, or by cached entries.
+    pub used: u64,
+    pub peak: u64,
+}
+
+impl SlotPool {
+    /// A pool of `capacity` slots (`None` = unlimited).
+    pub fn new(capacity: Option<u64>) -> Self {
+        Self { capacity, used: 0, peak: 0 }
+    }
+    /// Free slots (`u64::MAX` when unlimited).
+    pub fn available(&self) -> u64 {
+        self.capacity.map_or(u64::MAX, |c| c - self.used)
+    }
+    /// Takes `n` slots; the caller has checked [`available`](Self::available).
+    pub fn take(&mut self, n: u64) {
+        debug_assert!(n <= self.available(), "slot pool over-allocated");
+        self.used += n;
+        self.peak = self.peak.max(self.used);
+    }
+    /// Returns `n` slots.
+    pub fn put(&mut self, n: u64) {
+        debug_assert!(n <= self.used, "slot pool freed more than it held");
+        self.used -= n;
+    }
+}
+
+/// No reuse: every request computes its whole prompt; slots are freed at finish.
+pub struct NoCache {
+    pool: SlotPool,
+    held: Vec<u64>,
+}
+
+impl NoCache {
+    /// A cache that never hits, with `capacity` token slots.
+    pub fn new(capacity: Option<u64>) -> Self {
+        Self { pool: SlotPool::new(capacity), held: Vec::new() }
+    }
+
+    fn held_mut(&mut self, req: ReqId) -> &mut u64 {
+        let i = req as usize;
+        if self.held.len() <= i {
+            self.held.resize(i + 1, 0);
+        }
+        &mut self.held[i]
+    }
+}
+
+impl PrefixCache for NoCache {
+    fn spec(&self) -> CacheSpec {
+        CacheSpec { policy: Policy::None, block_size: None, page_size: None, capacity_tokens: self.pool.capacity }
+    }
+    fn peek(&self, _seq: SeqId, _known: usize) -> usize {
+        0
+    }
+    fn admit_reserving(
+        &mut self,
+        req: ReqId,
+        _seq: SeqId,
+        known: usize,
+        max_new_tokens: usize,
+        reserve_tokens: usize,
+    ) -> Option<Admitted> {
+        let n = known.min(max_new_tokens);
+        if n.max(reserve_tokens) as u64 > self.pool.available() {
+            return None;
+        }
+        self.pool.take(n as u64);
+        *self.held_mut(req) = n as u64;
+        Some(Admitted { hit_tokens: 0, allocated_tokens: n })
+    }
+    fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
+        let held = *self.held_mut(req);
+        let need = (total_tokens as u64).saturating_sub(held);
+        if need > self.pool.available() {
+            return false;
+        }
+        self.pool.take(need);
+        *self.held_mut(req) = held + need;
+        true
+    }
+    fn computed(&mut self, _req: ReqId, _computed_tokens: usize) {}
+    fn tracks_computed(&self) -> bool {
+        false
+    }
+    fn finish(&mut self, req: ReqId) {
+        let h = std::mem::take(self.held_mut(req));
+        self.pool.put(h);
+    }
+    fn preempt(&mut self, req: ReqId) {
+        self.finish(req);
+    }
+    fn usage(&self) -> Usage {
+        Usage { used_tokens: self.pool.used, evictable_tokens: 0, capacity_tokens: self.pool.capacity }
+    }
+    fn stats(&self) -> CacheStats {
+        CacheStats { peak_used_tokens: self.pool.peak, ..Default::default() }
+    }
+    fn check_invariants(&self) {
+        assert_eq!(self.held.iter().sum::<u64>(), self.pool.used, "none: held slots != used");
+    }
+}
+
+#[cfg(test)]
+mod conformance;

@@ -1,0 +1,554 @@
+//! GPU and model profiles: built-in TOML files under `models/` (embedded in the binary) or a
+//! user's file with the same fields. Derived quantities the engines use: KV bytes per token,
+//! weight bytes, and the KV capacity SGLang and LightLLM compute from memory settings (vLLM's
+//! budget is [`crate::vllm_memory`]).
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+const GPUS: &str = include_str!("../../../models/gpus.toml");
+const MODELS: &str = include_str!("../../../models/models.toml");
+const NETWORKS: &str = include_str!("../../../models/networks.toml");
+
+/// A GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub memory_gb: f64,
+    pub mem_bw_gbps: f64,
+    pub bf16_tflops: f64,
+    #[serde(default)]
+    pub fp8_tflops: Option<f64>,
+    /// NVLink, bidirectional GB/s; `None` = PCIe only.
+    #[serde(default)]
+    pub nvlink_gbps: Option<f64>,
+    pub pcie_gbps: f64,
+    /// Device memory as CUDA reports it (`torch.cuda.mem_get_info` total), GiB, where known: a
+    /// little below the datasheet's. vLLM sizes its KV budget from this total.
+    #[serde(default)]
+    pub cuda_total_gib: Option<f64>,
+    /// Streaming multiprocessors (what `multi_processor_count` reports), where known: kernels
+    /// that reserve SMs for communication leave the GEMMs the rest.
+    #[serde(default)]
+    pub sm_count: Option<u32>,
+}
+
+impl Gpu {
+    /// vLLM's device class: "large" = memory ≥ 70 GiB and not an A100 (ENGINE_SPEC §2.2).
+    pub fn vllm_large(&self) -> bool {
+        self.memory_gb >= 70.0 && !self.description.to_lowercase().contains("a100") && !self.name.contains("a100")
+    }
+    /// Device memory in bytes: datasheet "GB" of HBM are binary (an "80 GB" H100 has 80 GiB).
+    pub fn memory_bytes(&self) -> f64 {
+        self.memory_gb * (1u64 << 30) as f64
+    }
+    /// Device memory as CUDA reports it, bytes (the datasheet size where not known).
+    pub fn cuda_total_bytes(&self) -> u64 {
+        (self.cuda_total_gib.unwrap_or(self.memory_gb) * (1u64 << 30) as f64).round() as u64
+    }
+    /// One-direction bandwidth between GPUs of one node, bytes/s.
+    pub fn link_bytes_per_s(&self) -> f64 {
+        self.nvlink_gbps.unwrap_or(self.pcie_gbps) / 2.0 * 1e9
+    }
+}
+
+/// The element type of weights or KV: 2 bytes (bf16, fp16) or 1 (fp8).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    #[default]
+    Bf16,
+    Fp16,
+    Fp8,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::Bf16 | Dtype::Fp16 => 2,
+            Dtype::Fp8 => 1,
+        }
+    }
+}
+
+/// A model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    pub name: String,
+    #[serde(default)]
+    pub hf_id: String,
+    pub hidden: u64,
+    pub layers: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    /// FFN width of the dense layers (of every layer in a dense model).
+    pub intermediate: u64,
+    pub vocab: u64,
+    pub params_b: f64,
+    /// Parameters used per token (MoE), as published; the cost model derives its own from the
+    /// expert fields and checks it against this.
+    #[serde(default)]
+    pub active_params_b: Option<f64>,
+    /// MoE: routed experts per MoE layer.
+    #[serde(default)]
+    pub experts: Option<u64>,
+    /// MoE: routed experts each token goes to (top-k).
+    #[serde(default)]
+    pub experts_per_token: Option<u64>,
+    /// MoE: experts every token goes to, each `moe_intermediate` wide (DeepSeek: 1).
+    #[serde(default)]
+    pub shared_experts: Option<u64>,
+    /// MoE: FFN width of one expert (default: `intermediate`).
+    #[serde(default)]
+    pub moe_intermediate: Option<u64>,
+    /// MoE: leading dense layers before the MoE layers (DeepSeek-V3: 3).
+    #[serde(default)]
+    pub first_dense_layers: Option<u64>,
+    /// Layers that cache KV per token (default: all).
+    #[serde(default)]
+    pub kv_layers: Option<u64>,
+    /// MLA: query low-rank width (DeepSeek-V3: 1536).
+    #[serde(default)]
+    pub q_lora_rank: Option<u64>,
+    /// MLA: latent KV width (DeepSeek-V3: 512); with `qk_rope_head_dim`, what is cached.
+    #[serde(default)]
+    pub kv_lora_rank: Option<u64>,
+    /// MLA: rotary part of a query/key head, cached beside the latent (DeepSeek-V3: 64).
+    #[serde(default)]
+    pub qk_rope_head_dim: Option<u64>,
+    /// MLA: non-rotary part of a query/key head after expansion (DeepSeek-V3: 128).
+    #[serde(default)]
+    pub qk_nope_head_dim: Option<u64>,
+    /// MLA: value head width after expansion (DeepSeek-V3: 128).
+    #[serde(default)]
+    pub v_head_dim: Option<u64>,
+    /// The checkpoint's linear-layer weights (default bf16; DeepSeek-R1 fp8).
+    #[serde(default)]
+    pub weight_dtype: Dtype,
+    /// Multi-token-prediction modules shipped with the model (DeepSeek-V3: 1), the MTP draft.
+    #[serde(default)]
+    pub mtp_layers: Option<u64>,
+    /// Cross-attention layers that text-only prompts skip (Llama-3.2-Vision: 8).
+    #[serde(default)]
+    pub cross_attn_layers: Option<u64>,
+    /// Vision-tower parameters, billions: loaded, never run for text-only prompts.
+    #[serde(default)]
+    pub vision_params_b: Option<f64>,
+    pub max_context: u64,
+}
+
+impl Model {
+    /// Whether the model caches an MLA latent instead of per-head K and V.
+    pub fn is_mla(&self) -> bool {
+        self.kv_lora_rank.is_some()
+    }
+    /// Whether the model routes tokens over experts.
+    pub fn is_moe(&self) -> bool {
+        self.experts.is_some_and(|e| e > 1) && self.experts_per_token.is_some()
+    }
+    /// KV elements cached per token per layer (all ranks together): the MLA latent
+    /// (`kv_lora_rank + qk_rope_head_dim`) or `2 × kv_heads × head_dim`.
+    pub fn kv_elems_per_layer(&self) -> u64 {
+        match self.kv_lora_rank {
+            Some(r) => r + self.qk_rope_head_dim.unwrap_or(0),
+            None => 2 * self.kv_heads * self.head_dim,
+        }
+    }
+    /// KV-cache bytes per token (all ranks together) at `dtype_bytes` per element.
+    pub fn kv_bytes_per_token(&self, dtype_bytes: u64) -> u64 {
+        self.kv_layers.unwrap_or(self.layers) * self.kv_elems_per_layer() * dtype_bytes
+    }
+    /// Weight bytes in memory: linear weights at `dtype_bytes` (bf16 models) or at the
+    /// checkpoint's own width (fp8 models, whose embedding and LM head stay 16-bit).
+    pub fn weight_bytes(&self, dtype_bytes: u64) -> f64 {
+        let all = self.params_b * 1e9;
+        match self.weight_dtype {
+            Dtype::Fp8 => {
+                let tables = 2.0 * (self.vocab * self.hidden) as f64;
+                (all - tables) + tables * 2.0
+            }
+            _ => all * dtype_bytes as f64,
+        }
+    }
+    /// Bytes per linear weight (1 for fp8 checkpoints, else 2).
+    pub fn weight_elem_bytes(&self) -> f64 {
+        self.weight_dtype.bytes() as f64
+    }
+    /// Layers a text-only token runs through (cross-attention layers skipped).
+    pub fn text_layers(&self) -> u64 {
+        self.layers - self.cross_attn_layers.unwrap_or(0).min(self.layers)
+    }
+    /// MoE layers (0 for a dense model).
+    pub fn moe_layers(&self) -> u64 {
+        if self.is_moe() {
+            self.text_layers().saturating_sub(self.first_dense_layers.unwrap_or(0))
+        } else {
+            0
+        }
+    }
+    /// Kernels one forward pass over the text layers launches, as the per-kernel floor
+    /// (`cost::Efficiency::kernel_floor_s`) counts them: per layer one kernel per weight matrix
+    /// it multiplies by, plus attention; plus the LM head. GQA attention: QKV (fused) and O;
+    /// MLA: six with attention (SGLang's and vLLM's DeepSeek layers fuse q_a with kv_a and
+    /// split the absorbed kv_b into two batched GEMMs around attention: fused q_a/kv_a, q_b,
+    /// k absorption, attention, v absorption, o; without a query LoRA, q instead of the first
+    /// two: five). A dense FFN: gate/up (fused) and down; an MoE layer: the router, the routed
+    /// experts' fused gate/up and down, and the shared experts' gate/up and down when there are
+    /// any. A dense GQA layer thus counts 5 (the H200 Llama steps the floor was fitted on), a
+    /// DeepSeek-V3 MoE layer 11: the DeepSeek-V3 projections and experts of the H200 GEMM
+    /// timings (`profiling/h200/gemm_fp8_moe.csv`) each pay the same floor as Llama's.
+    pub fn forward_kernels(&self) -> f64 {
+        let attention = match (self.is_mla(), self.q_lora_rank) {
+            (true, Some(_)) => 6,
+            (true, None) => 5,
+            (false, _) => 3,
+        };
+        let moe_ffn = 3 + if self.shared_experts.unwrap_or(0) > 0 { 2 } else { 0 };
+        let (layers, moe) = (self.text_layers(), self.moe_layers());
+        (layers * attention + (layers - moe) * 2 + moe * moe_ffn + 1) as f64
+    }
+    /// Parameters of one expert (gate, up and down projections).
+    pub fn expert_params(&self) -> f64 {
+        3.0 * (self.hidden * self.moe_intermediate.unwrap_or(self.intermediate)) as f64
+    }
+    /// Routed-expert parameters of the whole model.
+    pub fn routed_params(&self) -> f64 {
+        self.moe_layers() as f64 * self.experts.unwrap_or(0) as f64 * self.expert_params()
+    }
+    /// Attention parameters of one layer: MLA's down/up projections, or Q, K, V and O.
+    pub fn attn_params_per_layer(&self) -> f64 {
+        let (h, n) = (self.hidden as f64, self.heads as f64);
+        match self.kv_lora_rank {
+            Some(r) => {
+                let (rope, nope) =
+                    (self.qk_rope_head_dim.unwrap_or(0) as f64, self.qk_nope_head_dim.unwrap_or(0) as f64);
+                let v = self.v_head_dim.unwrap_or(self.head_dim) as f64;
+                let q = match self.q_lora_rank {
+                    Some(ql) => h * ql as f64 + ql as f64 * n * (nope + rope),
+                    None => h * n * (nope + rope),
+                };
+                q + h * (r as f64 + rope) + r as f64 * n * (nope + v) + n * v * h
+            }
+            None => 2.0 * h * n * self.head_dim as f64 + 2.0 * h * (self.kv_heads * self.head_dim) as f64,
+        }
+    }
+    /// Parameters loaded but never run for a text-only prompt: the vision tower and the
+    /// cross-attention layers (attention and FFN each).
+    pub fn skipped_params(&self) -> f64 {
+        let per_layer = self.attn_params_per_layer() + 3.0 * (self.hidden * self.intermediate) as f64;
+        self.vision_params_b.unwrap_or(0.0) * 1e9 + self.cross_attn_layers.unwrap_or(0) as f64 * per_layer
+    }
+    /// Parameters every token runs through apart from the routed experts: attention, dense
+    /// FFNs, shared experts, norms, the LM head (the embedding is a lookup and not counted).
+    pub fn dense_matmul_params(&self) -> f64 {
+        self.params_b * 1e9 - self.routed_params() - self.skipped_params() - (self.vocab * self.hidden) as f64
+    }
+    /// Parameters touched per token (dense: all but the embedding table, which is a lookup;
+    /// MoE: the dense part plus top-k experts per MoE layer).
+    pub fn active_matmul_params(&self) -> f64 {
+        self.dense_matmul_params()
+            + self.moe_layers() as f64 * self.experts_per_token.unwrap_or(0) as f64 * self.expert_params()
+    }
+    /// Bytes of the weights one step reads besides the routed experts (all ranks together):
+    /// everything loaded except the routed experts and what text-only prompts skip.
+    pub fn dense_weight_bytes(&self) -> f64 {
+        self.weight_bytes(2) - (self.routed_params() + self.skipped_params()) * self.weight_elem_bytes()
+    }
+    /// Bytes of one routed expert.
+    pub fn expert_bytes(&self) -> f64 {
+        self.expert_params() * self.weight_elem_bytes()
+    }
+    /// Attention weight bytes of all layers (replicated per DP-attention rank).
+    pub fn attn_weight_bytes(&self) -> f64 {
+        self.text_layers() as f64 * self.attn_params_per_layer() * self.weight_elem_bytes()
+    }
+}
+
+/// Links between nodes, for parallel groups that span nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// NICs per node.
+    pub nics: u64,
+    /// Gb/s of one NIC, one direction.
+    pub gbps: f64,
+    /// Start-up latency of one message, µs.
+    pub latency_us: f64,
+}
+
+impl Network {
+    /// One node's bandwidth off the node, one direction, bytes/s.
+    pub fn node_bytes_per_s(&self) -> f64 {
+        self.nics as f64 * self.gbps * 1e9 / 8.0
+    }
+}
+
+#[derive(Deserialize)]
+struct GpuFile {
+    gpu: Vec<Gpu>,
+}
+
+#[derive(Deserialize)]
+struct ModelFile {
+    model: Vec<Model>,
+}
+
+#[derive(Deserialize)]
+struct NetworkFile {
+    network: Vec<Network>,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
+    toml::from_str(text).map_err(|e| Error::invalid(what, e.to_string()))
+}
+
+/// The built-in GPUs.
+pub fn builtin_gpus() -> Vec<Gpu> {
+    parse::<GpuFile>(GPUS, "models/gpus.toml").expect("built-in GPU profiles parse").gpu
+}
+
+/// The built-in models.
+pub fn builtin_models() -> Vec<Model> {
+    parse::<ModelFile>(MODELS, "models/models.toml").expect("built-in model profiles parse").model
+}
+
+fn pick<T: Clone>(items: Vec<T>, name: &str, key: impl Fn(&T) -> &str, flag: &str) -> Result<T> {
+    let names: Vec<String> = items.iter().map(|x| key(x).to_string()).collect();
+    items
+        .into_iter()
+        .find(|x| key(x).eq_ignore_ascii_case(name))
+        .ok_or_else(|| Error::invalid(flag, format!("unknown name `{name}`; known: {}", names.join(", "))))
+}
+
+/// The first entry of a user's profile file, through `list` (which picks the table).
+fn first_in_file<F: serde::de::DeserializeOwned, T>(
+    p: &Path,
+    flag: &str,
+    table: &str,
+    list: impl FnOnce(F) -> Vec<T>,
+) -> Result<T> {
+    let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.to_path_buf(), error: source })?;
+    list(parse::<F>(&text, &p.display().to_string())?)
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::invalid(flag, format!("{}: no [[{table}]] table", p.display())))
+}
+
+/// A GPU by name, or the first entry of a TOML file with `[[gpu]]` tables.
+pub fn gpu(name: &str, file: Option<&Path>) -> Result<Gpu> {
+    match file {
+        Some(p) => first_in_file(p, "--gpu-file", "gpu", |f: GpuFile| f.gpu),
+        None => pick(builtin_gpus(), name, |g| &g.name, "--gpu"),
+    }
+}
+
+/// A model by name, or the first entry of a TOML file with `[[model]]` tables.
+pub fn model(name: &str, file: Option<&Path>) -> Result<Model> {
+    match file {
+        Some(p) => first_in_file(p, "--model-file", "model", |f: ModelFile| f.model),
+        None => pick(builtin_models(), name, |m| &m.name, "--model"),
+    }
+}
+
+/// The built-in networks.
+pub fn builtin_networks() -> Vec<Network> {
+    parse::<NetworkFile>(NETWORKS, "models/networks.toml").expect("built-in network profiles parse").network
+}
+
+/// A network by name, or the first entry of a TOML file with `[[network]]` tables.
+pub fn network(name: &str, file: Option<&Path>) -> Result<Network> {
+    match file {
+        Some(p) => first_in_file(p, "--network-file", "network", |f: NetworkFile| f.network),
+        None => pick(builtin_networks(), name, |n| &n.name, "--network"),
+    }
+}
+
+/// GPU memory as SGLang reads it (`utils/common.py` `get_nvgpu_memory_capacity`: nvidia-smi's
+/// `memory.total`, MiB), which is what its memory defaults compare and divide. Known values of
+/// the built-in GPUs; otherwise the datasheet GiB.
+pub fn sglang_gpu_mem_mib(gpu: &Gpu) -> f64 {
+    match gpu.name.as_str() {
+        "h100-sxm" | "h100-pcie" | "h800" => 81_559.0,
+        "h200" => 143_771.0,
+        "h20" => 97_871.0,
+        "a100-80gb" => 81_920.0,
+        "a100-40gb" => 40_960.0,
+        "l40s" => 46_068.0,
+        "a10" => 23_028.0,
+        _ => gpu.memory_gb * 1024.0,
+    }
+}
+
+/// SGLang's defaults that depend on GPU memory (ENGINE_SPEC §3.1): chunked_prefill_size and
+/// the decode CUDA graphs' max batch size, by nvidia-smi MiB. `reserve_by_chunk`: 0.5.23's table
+/// (`_handle_gpu_memory_settings`); else 0.4.10's chunk sizes (its graphs do not enter its
+/// memory reserve).
+pub fn sglang_memory_defaults(gpu: &Gpu, tp: u64, reserve_by_chunk: bool) -> (u32, u32) {
+    let mib = sglang_gpu_mem_mib(gpu);
+    let gib = |g: f64| g * 1024.0;
+    let big_tp = tp >= 4;
+    if !reserve_by_chunk {
+        let chunk = if mib < gib(35.0) {
+            2048
+        } else if mib < gib(160.0) {
+            8192
+        } else {
+            16384
+        };
+        return (chunk, if big_tp { 512 } else { 256 });
+    }
+    match mib {
+        m if m < gib(20.0) => (2048, 8),
+        m if m < gib(35.0) => (4096, if big_tp { 160 } else { 48 }),
+        m if m < gib(60.0) => (4096, if big_tp { 160 } else { 32 }),
+        m if m < gib(160.0) => (8192, if big_tp { 512 } else { 256 }),
+        _ => (16384, 512),
+    }
+}
+
+/// SGLang's default `mem_fraction_static`, rounded to 3 decimals. `reserve_by_chunk` (0.5.23,
+/// `arg_groups/memory_hook.py`): the GPU memory less 512 MiB, 1.5 MiB per activation token —
+/// `max(chunked_prefill_size, 2048)` with the chunk in use, `max(max_prefill_tokens, 2048)`
+/// with chunking off (`chunked_prefill_size` 0) — 2 MiB per decode CUDA graph batch and TP/8
+/// GiB, at least 10 GiB on GPUs above 60 GiB. Else 0.4.10's fixed reserve by GPU memory.
+pub fn sglang_mem_fraction_static(
+    gpu: &Gpu,
+    tp: u64,
+    chunked_prefill_size: u32,
+    max_prefill_tokens: u32,
+    cuda_graph_max_bs: u32,
+    reserve_by_chunk: bool,
+) -> f64 {
+    let mib = sglang_gpu_mem_mib(gpu);
+    let gib = |g: f64| g * 1024.0;
+    let reserved = if reserve_by_chunk {
+        let activation_tokens =
+            if chunked_prefill_size > 0 { chunked_prefill_size } else { max_prefill_tokens }.max(2048) as f64;
+        let r = 512.0 + activation_tokens * 1.5 + tp as f64 / 8.0 * 1024.0 + cuda_graph_max_bs as f64 * 2.0;
+        if mib > gib(60.0) {
+            r.max(gib(10.0))
+        } else {
+            r
+        }
+    } else {
+        let p = tp as f64;
+        match mib {
+            m if m < gib(35.0) => gib(2.8 + p / 10.0),
+            m if m < gib(90.0) => gib(9.5 + p / 2.0),
+            m if m < gib(160.0) => gib(12.0 + p / 2.0),
+            _ => gib(32.0),
+        }
+    };
+    (((mib - reserved) / mib) * 1000.0).round() / 1000.0
+}
+
+/// KV capacity in tokens as SGLang computes it (`profile_max_num_token`): `mem_fraction_static ×
+/// memory − weights/TP` over KV bytes per token per rank, the memory being what the driver
+/// reports ([`sglang_gpu_mem_mib`]), not the datasheet size.
+pub fn sglang_pool_tokens(gpu: &Gpu, model: &Model, tp: u64, mem_fraction_static: f64) -> u64 {
+    let memory_bytes = sglang_gpu_mem_mib(gpu) * (1u64 << 20) as f64;
+    let budget = memory_bytes * mem_fraction_static - model.weight_bytes(2) / tp as f64;
+    (budget / (model.kv_bytes_per_token(2) as f64 / tp as f64)).max(0.0) as u64
+}
+
+/// [`sglang_pool_tokens`] of one rank of any layout: `mem_fraction_static × memory − weights`
+/// over the rank's KV bytes per token (`get_cell_size_per_token`: for MLA the whole latent,
+/// else the rank's KV heads, of the rank's layers).
+pub fn sglang_pool_tokens_per_rank(gpu: &Gpu, weights: f64, kv_bytes_per_token: u64, mem_fraction_static: f64) -> u64 {
+    let memory_bytes = sglang_gpu_mem_mib(gpu) * (1u64 << 20) as f64;
+    ((memory_bytes * mem_fraction_static - weights) / kv_bytes_per_token.max(1) as f64).max(0.0) as u64
+}
+
+/// [`sglang_kv_tokens`] of one rank of any layout (LightLLM's pool from the datasheet memory).
+pub fn lightllm_kv_tokens_per_rank(gpu: &Gpu, weights: f64, kv_bytes_per_token: u64, mem_fraction: f64) -> u64 {
+    ((gpu.memory_bytes() * mem_fraction - weights) / kv_bytes_per_token.max(1) as f64).max(0.0) as u64
+}
+
+/// KV capacity in tokens from the datasheet memory: `mem_fraction_static × memory − weights/TP`,
+/// over KV bytes per token per rank (LightLLM's pool).
+pub fn sglang_kv_tokens(gpu: &Gpu, model: &Model, tp: u64, mem_fraction_static: f64) -> u64 {
+    let budget = gpu.memory_bytes() * mem_fraction_static - model.weight_bytes(2) / tp as f64;
+    (budget / (model.kv_bytes_per_token(2) as f64 / tp as f64)).max(0.0) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_profiles_load_and_derive() {
+        let m = model("llama-3.1-8b", None).unwrap();
+        assert_eq!(m.kv_bytes_per_token(2), 131_072);
+        assert_eq!(model("llama-3.2-11b", None).unwrap().kv_bytes_per_token(2), 131_072);
+        assert_eq!(model("qwen2.5-7b", None).unwrap().kv_bytes_per_token(2), 57_344);
+        let h100 = gpu("h100-sxm", None).unwrap();
+        assert!(h100.vllm_large());
+        assert!(!gpu("a100-80gb", None).unwrap().vllm_large());
+        assert!(!gpu("l40s", None).unwrap().vllm_large());
+        // vLLM's total for an H100 (its log: 79.22 GiB); the H200's as measured.
+        assert_eq!(h100.cuda_total_bytes(), 85_061_827_297);
+        assert_eq!(gpu("h200", None).unwrap().cuda_total_bytes(), 150_109_880_320);
+        assert_eq!(gpu("a10", None).unwrap().cuda_total_bytes(), 24 << 30);
+    }
+
+    #[test]
+    fn sglang_defaults_follow_the_spec_example() {
+        // H100-80GB, TP1: reserved = max(512 + 8192 × 1.5 + 256 × 2 + 128, 10240) = 13440 MiB
+        // of nvidia-smi's 81559 MiB → 0.835, the spec's example.
+        let h100 = gpu("h100-sxm", None).unwrap();
+        let (chunk, graphs) = sglang_memory_defaults(&h100, 1, true);
+        assert_eq!((chunk, graphs), (8192, 256));
+        assert_eq!(sglang_mem_fraction_static(&h100, 1, chunk, 16384, graphs, true), 0.835);
+        assert_eq!(sglang_memory_defaults(&gpu("a100-40gb", None).unwrap(), 1, true), (4096, 32));
+        // A10 (23028 MiB): 0.5.23 chunks by 4096 with 48 graphs; 0.4.10 by 2048.
+        let a10 = gpu("a10", None).unwrap();
+        assert_eq!(sglang_memory_defaults(&a10, 1, true), (4096, 48));
+        assert_eq!(sglang_memory_defaults(&a10, 1, false).0, 2048);
+        // Chunking off: the activation reserve follows max_prefill_tokens (16384 → 512 + 24576 +
+        // 512 + 128 = 25728 MiB) instead of the chunk (13440 MiB).
+        assert_eq!(sglang_mem_fraction_static(&h100, 1, 0, 16384, graphs, true), 0.685);
+        // A user's 2048-token chunk: 512 + 3072 + 512 + 128 = 4224 → the 10 GiB floor.
+        assert_eq!(sglang_mem_fraction_static(&h100, 1, 2048, 16384, graphs, true), 0.874);
+        // 0.4.10: (9.5 + 1/2) GiB of 81559 MiB whatever the chunk.
+        assert_eq!(sglang_mem_fraction_static(&h100, 1, 0, 16384, graphs, false), 0.874);
+        assert_eq!(sglang_mem_fraction_static(&gpu("h200", None).unwrap(), 2, 8192, 16384, 256, false), 0.907);
+    }
+
+    #[test]
+    fn profile_files_are_read_and_checked() {
+        let dir = std::env::temp_dir().join(format!("cachesim-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("gpu.toml");
+        std::fs::write(
+            &good,
+            "[[gpu]]\nname = \"mine\"\nmemory_gb = 48\nmem_bw_gbps = 1000\nbf16_tflops = 200\npcie_gbps = 64\n",
+        )
+        .unwrap();
+        assert_eq!(gpu("ignored", Some(&good)).unwrap().name, "mine");
+        let empty = dir.join("empty.toml");
+        std::fs::write(&empty, "gpu = []\n").unwrap();
+        assert!(gpu("x", Some(&empty)).unwrap_err().to_string().contains("no [[gpu]] table"));
+        let typo = dir.join("typo.toml");
+        std::fs::write(&typo, "[[model]]\nname = \"m\"\nhiden = 1\n").unwrap();
+        assert!(model("x", Some(&typo)).unwrap_err().to_string().contains("hiden"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_names_list_the_known_ones() {
+        let e = gpu("b300", None).unwrap_err().to_string();
+        assert!(e.contains("--gpu") && e.contains("h100-sxm") && e.contains("v100"), "{e}");
+        let e = model("gpt-5", None).unwrap_err().to_string();
+        assert!(e.contains("llama-3.1-8b"), "{e}");
+    }
+}

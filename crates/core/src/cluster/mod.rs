@@ -1,0 +1,113 @@
+//! A deployment: many serving instances behind a router (data parallel), or prefill and
+//! decode pools joined by a KV link. This module owns what sits above one instance: the
+//! router policies ([`router`]) and the driver that runs N instances on one shared clock.
+//! One instance's event loop stays in [`crate::sim`].
+
+pub mod pd;
+pub mod router;
+
+use crate::error::{Error, Result};
+use router::{RouterKind, RouterParams};
+use serde::Serialize;
+
+/// The most instances a deployment may have.
+pub const MAX_INSTANCES: u32 = 4096;
+
+/// How the deployment is laid out (data parallel: `instances` identical instances behind
+/// `router`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClusterConfig {
+    /// `--instances` (alias `--dp`): identical serving instances, each with its own scheduler,
+    /// cache and GPUs (`--tp` each).
+    pub instances: u32,
+    /// `--router`: the policy in front of them.
+    pub router: RouterKind,
+    pub router_params: RouterParams,
+    /// Prefill/decode disaggregation (`--prefill-instances`, `--decode-instances`); `--router`
+    /// then picks the prefill instance and `decode_router` the decode one.
+    pub pd: Option<pd::PdConfig>,
+    /// `--decode-router` (default least-load, as the PD routers default).
+    pub decode_router: RouterKind,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            instances: 1,
+            router: RouterKind::RoundRobin,
+            router_params: RouterParams::default(),
+            pd: None,
+            decode_router: RouterKind::LeastLoad,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Checks the values a user set.
+    pub fn validate(&self) -> Result<()> {
+        if self.instances == 0 || self.instances > MAX_INSTANCES {
+            return Err(Error::invalid(
+                "--instances",
+                format!("{} must be between 1 and {MAX_INSTANCES}", self.instances),
+            ));
+        }
+        self.validate_router()?;
+        if let Some(pd) = &self.pd {
+            if self.instances > 1 {
+                return Err(Error::invalid(
+                    "--instances",
+                    "cannot be combined with --prefill-instances/--decode-instances (the pools set the count)",
+                ));
+            }
+            pd.validate()?;
+        }
+        Ok(())
+    }
+
+    fn validate_router(&self) -> Result<()> {
+        let p = &self.router_params;
+        let share = |flag: &str, v: f64| {
+            if v.is_finite() && (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::invalid(flag, format!("{v} must be between 0 and 1")))
+            }
+        };
+        let positive = |flag: &str, v: f64| {
+            if v.is_finite() && (0.0..=1e9).contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::invalid(flag, format!("{v} must be a number between 0 and 1e9")))
+            }
+        };
+        let count = |flag: &str, v: u64| {
+            if v >= 1 {
+                Ok(())
+            } else {
+                Err(Error::invalid(flag, "0 must be at least 1"))
+            }
+        };
+        share("--cache-threshold", p.cache_threshold)?;
+        positive("--balance-rel-threshold", p.balance_rel_threshold)?;
+        positive("--eviction-interval-secs", p.eviction_interval_secs)?;
+        positive("--aibrix-eviction-secs", p.aibrix_eviction_secs)?;
+        positive("--aibrix-std-dev-factor", p.aibrix_std_dev_factor)?;
+        positive("--overlap-score-weight", p.overlap_score_weight)?;
+        count("--router-chars-per-token", p.chars_per_token as u64)?;
+        count("--prefix-chunk-chars", p.prefix_chunk_chars as u64)?;
+        count("--aibrix-block-size", p.aibrix_block_chars as u64)?;
+        count("--aibrix-block-number", p.aibrix_block_number as u64)?;
+        count("--block-size", p.kv_block_size as u64)?;
+        Ok(())
+    }
+
+    /// More than one instance.
+    pub fn is_cluster(&self) -> bool {
+        self.instances > 1 || self.pd.is_some()
+    }
+
+    /// Instances in all.
+    pub fn total_instances(&self) -> u32 {
+        self.pd.map_or(self.instances, |p| p.prefill + p.decode)
+    }
+}

@@ -1,0 +1,322 @@
+//! The router seam: a policy that picks, once per request and at its arrival, the instance
+//! that serves it, from the router's own approximate state (its in-flight counts, its own
+//! prefix index) — never the engines' true caches, except for the idealised `kv-aware` policy,
+//! which reads them through [`InstanceView`] as NVIDIA Dynamo's KV router reads its workers'
+//! KV events. Policies are a closed enum at the edge ([`RouterKind`]) and a small trait inside
+//! ([`Router`]). Character-based routers (sglang's gateway, production-stack, AIBrix) see a
+//! request's token ids rendered as text at [`RouterParams::chars_per_token`] characters per
+//! token (ENGINE_SPEC §5; the trace has ids, not text): a token is one symbol `chars_per_token`
+//! characters wide, each of its characters naming the token (two different tokens differ in
+//! every character), so a character-level match always stops at a token boundary and a
+//! 128-character chunk covers the tokens its characters fall in ([`text`]).
+//!
+//! One file per policy: [`cache_aware`] (sglang's gateway, over the approximate tree of
+//! [`approx_tree`]), [`prefix_hash`] (vLLM production-stack), [`aibrix`] (AIBrix) and
+//! [`kv_aware`] (NVIDIA Dynamo's KV router). Upstream files, versions and what cachesim does
+//! differently are in `docs/engines/routers.md`.
+
+pub mod active;
+pub mod aibrix;
+pub mod approx_tree;
+pub mod cache_aware;
+pub mod kv_aware;
+pub mod prefix_hash;
+#[cfg(test)]
+mod tests;
+pub mod text;
+
+use crate::cache::ReqId;
+use crate::workload::{SeqId, TokenStore};
+use serde::Serialize;
+
+/// Router policies (`--router`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum RouterKind {
+    /// In turn, instance 0, 1, …, N−1, 0, …
+    RoundRobin,
+    /// Uniformly at random (seeded).
+    Random,
+    /// Fewest in-flight requests by the router's own count (ties: lowest index).
+    LeastLoad,
+    /// sglang model gateway's `cache_aware` policy: approximate radix tree over request text,
+    /// imbalance rule, cache threshold.
+    CacheAware,
+    /// vLLM production-stack's `prefixaware` routing: a trie of 128-character chunk hashes,
+    /// random choice among the endpoints holding the longest prefix.
+    PrefixHash,
+    /// AIBrix gateway's `prefix-cache` policy: chained 128-character block hashes in an LRU
+    /// index, imbalance and standard-deviation rules.
+    Aibrix,
+    /// NVIDIA Dynamo's KV router on the instances' true caches: the lowest
+    /// `overlap weight × prefill blocks + decode blocks`.
+    KvAware,
+}
+
+impl RouterKind {
+    /// Every policy, in `--router`'s order.
+    pub const ALL: [RouterKind; 7] = [
+        RouterKind::RoundRobin,
+        RouterKind::Random,
+        RouterKind::LeastLoad,
+        RouterKind::CacheAware,
+        RouterKind::PrefixHash,
+        RouterKind::Aibrix,
+        RouterKind::KvAware,
+    ];
+
+    /// The policy's name, as `--router` takes it and reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RouterKind::RoundRobin => "round-robin",
+            RouterKind::Random => "random",
+            RouterKind::LeastLoad => "least-load",
+            RouterKind::CacheAware => "cache-aware",
+            RouterKind::PrefixHash => "prefix-hash",
+            RouterKind::Aibrix => "aibrix",
+            RouterKind::KvAware => "kv-aware",
+        }
+    }
+}
+
+/// What sglang's cache-aware policy does with a request that matches no worker well
+/// (`--cache-aware-fallback`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheAwareFallback {
+    /// The least-loaded worker (`sgl-model-gateway/src/policies/cache_aware.rs`, current).
+    LeastLoad,
+    /// The worker with the smallest tree, fewest cached characters (`sgl-router/src/router.rs`
+    /// before mid-2025, `Tree::get_smallest_tenant`).
+    SmallestTree,
+}
+
+/// Router knobs (named as the real routers' flags; each field says its flag and default).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RouterParams {
+    /// Characters a token stands for when a character-based router renders token ids as text
+    /// (`--router-chars-per-token`, default 4, about what BPE tokenizers average on English).
+    pub chars_per_token: u32,
+    /// Seed of the random choices (`--seed`).
+    pub seed: u64,
+    /// cache-aware: route to the best-matching worker when matched/input characters exceed
+    /// this (`--cache-threshold`, default 0.3).
+    pub cache_threshold: f64,
+    /// cache-aware: imbalanced when max − min in-flight exceeds this … (`--balance-abs-threshold`,
+    /// default 64).
+    pub balance_abs_threshold: u32,
+    /// … and max > min × this (`--balance-rel-threshold`, default 1.5).
+    pub balance_rel_threshold: f64,
+    /// cache-aware: seconds of simulated time between tree evictions (`--eviction-interval-secs`,
+    /// sglang's `--eviction-interval`, default 120; 0 = never).
+    pub eviction_interval_secs: f64,
+    /// cache-aware: characters each worker may keep in the tree after an eviction
+    /// (`--max-tree-size`, default 2^26 = 67,108,864).
+    pub max_tree_size: u64,
+    /// cache-aware: where low-match requests go (`--cache-aware-fallback`, default least-load).
+    pub cache_aware_fallback: CacheAwareFallback,
+    /// prefix-hash: characters per trie chunk (`--prefix-chunk-chars`, production-stack's
+    /// `HashTrie(chunk_size=128)`).
+    pub prefix_chunk_chars: u32,
+    /// prefix-hash: matched characters below which the request goes to the least-loaded
+    /// endpoint instead (`--prefix-min-match-length`, default 0).
+    pub prefix_min_match_length: u64,
+    /// aibrix: characters per hashed block (`--aibrix-block-size`,
+    /// `AIBRIX_PREFIX_CACHE_BLOCK_SIZE`, default 128 with the character tokenizer).
+    pub aibrix_block_chars: u32,
+    /// aibrix: blocks the LRU index keeps (`--aibrix-block-number`,
+    /// `AIBRIX_PREFIX_CACHE_BLOCK_NUMBER`, default 200,000).
+    pub aibrix_block_number: u32,
+    /// aibrix: seconds an unused block stays in the index (`--aibrix-eviction-secs`,
+    /// `AIBRIX_PREFIX_CACHE_EVICTION_DURATION_MINS` = 20 min, default 1200).
+    pub aibrix_eviction_secs: f64,
+    /// aibrix: imbalanced when max − min running exceeds this (`--aibrix-imbalance-abs-count`,
+    /// `AIBRIX_PREFIX_CACHE_POD_RUNNING_REQUEST_IMBALANCE_ABS_COUNT`, code default 8).
+    pub aibrix_imbalance_abs_count: u32,
+    /// aibrix: a matched pod qualifies when its running ≤ mean + this × σ
+    /// (`--aibrix-std-dev-factor`, `AIBRIX_PREFIX_CACHE_STANDARD_DEVIATION_FACTOR`, code
+    /// default 1).
+    pub aibrix_std_dev_factor: f64,
+    /// kv-aware: weight of the prefill blocks in the cost (`--overlap-score-weight`, Dynamo's
+    /// `KvRouterConfig::overlap_score_weight`, default 1.0).
+    pub overlap_score_weight: f64,
+    /// kv-aware: KV block size in tokens of the instances (`--block-size` of the engines; the
+    /// driver sets it), default 16.
+    pub kv_block_size: u32,
+}
+
+impl Default for RouterParams {
+    fn default() -> Self {
+        RouterParams {
+            chars_per_token: 4,
+            seed: 0,
+            cache_threshold: 0.3,
+            balance_abs_threshold: 64,
+            balance_rel_threshold: 1.5,
+            eviction_interval_secs: 120.0,
+            max_tree_size: 1 << 26,
+            cache_aware_fallback: CacheAwareFallback::LeastLoad,
+            prefix_chunk_chars: 128,
+            prefix_min_match_length: 0,
+            aibrix_block_chars: 128,
+            aibrix_block_number: 200_000,
+            aibrix_eviction_secs: 1200.0,
+            aibrix_imbalance_abs_count: 8,
+            aibrix_std_dev_factor: 1.0,
+            overlap_score_weight: 1.0,
+            kv_block_size: 16,
+        }
+    }
+}
+
+/// A request reaching the router.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival<'a> {
+    pub id: ReqId,
+    /// Its prompt: `store` sequence `seq`, tokens `..prompt_len`.
+    pub seq: SeqId,
+    pub prompt_len: usize,
+    pub store: &'a TokenStore,
+    /// Seconds.
+    pub now: f64,
+}
+
+/// What the instances truly hold, for the policies that may read it (`kv-aware`).
+pub trait InstanceView {
+    fn num_instances(&self) -> usize;
+    /// Prompt tokens instance `i` would reuse for `seq[..known]` now (`PrefixCache::peek`).
+    fn cached_prefix(&self, i: usize, seq: SeqId, known: usize) -> usize;
+    /// KV tokens held by instance `i`'s running requests.
+    fn held_tokens(&self, i: usize) -> u64;
+    /// Requests in instance `i` (waiting + running).
+    fn queued(&self, i: usize) -> u32;
+    /// Blocks instance `i`'s prefix cache holds (Dynamo's indexer "tree size", its tie-breaker);
+    /// 0 when the view does not know.
+    fn cached_blocks(&self, _i: usize) -> u64 {
+        0
+    }
+}
+
+/// Why the router chose what it chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Basis {
+    /// A prefix match decided.
+    Prefix,
+    /// Load (or turn, or chance) decided.
+    Load,
+}
+
+/// One routing decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Decision {
+    pub instance: usize,
+    pub basis: Basis,
+    /// Prompt tokens the router expects the instance to have cached (0 when it has no index).
+    pub predicted_hit_tokens: u64,
+}
+
+/// A routing policy.
+pub trait Router: Send {
+    /// Picks the instance for `a`.
+    fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision;
+    /// Request `id`, sent to `instance`, completed (or failed) at `now`.
+    fn finished(&mut self, _id: ReqId, _instance: usize, _now: f64) {}
+    /// Request `id`, sent to `instance`, produced its first token at `now` (its prefill is
+    /// done). Only `kv-aware` uses it (Dynamo's `mark_prefill_completed`); without the call the
+    /// request counts as prefilling until `finished`.
+    fn prefill_done(&mut self, _id: ReqId, _instance: usize, _now: f64) {}
+    /// Requests in flight per instance as the router counts them (`None`: it keeps no count).
+    fn in_flight(&self) -> Option<Vec<u32>> {
+        None
+    }
+}
+
+/// Builds the policy `kind` for `n` instances.
+pub fn build(kind: RouterKind, params: RouterParams, n: usize) -> Box<dyn Router> {
+    debug_assert!(n > 0);
+    match kind {
+        RouterKind::RoundRobin => Box::new(RoundRobin { n, next: 0 }),
+        RouterKind::Random => {
+            Box::new(RandomChoice { n, rng: <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(params.seed) })
+        }
+        RouterKind::LeastLoad => Box::new(LeastLoad { load: vec![0; n] }),
+        RouterKind::CacheAware => Box::new(cache_aware::CacheAware::new(params, n)),
+        RouterKind::PrefixHash => Box::new(prefix_hash::PrefixHash::new(params, n)),
+        RouterKind::Aibrix => Box::new(aibrix::Aibrix::new(params, n)),
+        RouterKind::KvAware => Box::new(kv_aware::KvAware::new(params, n)),
+    }
+}
+
+struct RoundRobin {
+    n: usize,
+    next: usize,
+}
+
+impl Router for RoundRobin {
+    fn route(&mut self, _a: &Arrival<'_>, _view: &dyn InstanceView) -> Decision {
+        let instance = self.next;
+        self.next = (self.next + 1) % self.n;
+        Decision { instance, basis: Basis::Load, predicted_hit_tokens: 0 }
+    }
+}
+
+struct RandomChoice {
+    n: usize,
+    rng: rand::rngs::StdRng,
+}
+
+impl Router for RandomChoice {
+    fn route(&mut self, _a: &Arrival<'_>, _view: &dyn InstanceView) -> Decision {
+        let instance = rand::Rng::random_range(&mut self.rng, 0..self.n);
+        Decision { instance, basis: Basis::Load, predicted_hit_tokens: 0 }
+    }
+}
+
+/// In-flight counts kept by the router itself (sglang's `Worker::load`: +1 on dispatch, −1 when
+/// the response completes).
+struct LeastLoad {
+    load: Vec<u32>,
+}
+
+impl Router for LeastLoad {
+    fn route(&mut self, _a: &Arrival<'_>, _view: &dyn InstanceView) -> Decision {
+        let instance = least_loaded(&self.load);
+        self.load[instance] += 1;
+        Decision { instance, basis: Basis::Load, predicted_hit_tokens: 0 }
+    }
+    fn finished(&mut self, _id: ReqId, instance: usize, _now: f64) {
+        self.load[instance] -= 1;
+    }
+    fn in_flight(&self) -> Option<Vec<u32>> {
+        Some(self.load.clone())
+    }
+}
+
+/// The index of the smallest load (ties: lowest index).
+pub fn least_loaded(load: &[u32]) -> usize {
+    let mut best = 0;
+    for (i, &l) in load.iter().enumerate() {
+        if l < load[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Puts `node` in an arena of tree nodes, in a slot freed earlier when there is one; returns its
+/// index (the prefix trees of the routers recycle removed nodes this way).
+fn alloc_node<N>(nodes: &mut Vec<N>, free: &mut Vec<u32>, node: N) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            nodes[i as usize] = node;
+            i
+        }
+        None => {
+            nodes.push(node);
+            (nodes.len() - 1) as u32
+        }
+    }
+}

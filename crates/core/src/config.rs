@@ -1,0 +1,1283 @@
+//! A serving run's configuration: what the user set ([`RunOptions`]) resolved into every value
+//! the engine will use ([`RunConfig`]), engine defaults included — vLLM's limits by GPU class
+//! (ENGINE_SPEC §2.2) and its KV capacity from `gpu_memory_utilization` and the modelled
+//! profile run (§1.1, [`crate::vllm_memory`]). The resolved config is echoed in every report, so
+//! a run can be compared with a real `vllm serve`.
+
+use crate::cache::{CacheSpec, Policy};
+use crate::catalog::{self, Gpu, Model};
+use crate::cluster::ClusterConfig;
+use crate::cost::spec::SpecAlgorithm;
+use crate::cost::{Deployment, Efficiency, Roofline};
+use crate::engine::frontend::RequestLimits;
+use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
+use crate::error::{Error, Result};
+use crate::layout::LayoutOptions;
+use crate::vllm_memory::{MemoryOverrides, ProfileRun, VllmMemory};
+use crate::workload::arrivals::ArrivalOptions;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Default [`RunConfig::request_overhead_ms`]: what a request spends between the client's
+/// send and the engine's scheduler (HTTP, JSON, tokenisation), in ms. Read off the published
+/// low-load SGLang points (Llama-3.1-8B on A100 and 70B TP4 on H100 at 4 req/s: 9–12 ms of
+/// median TTFT left once prefill is priced at the measured decode speed; docs/engines/
+/// clients.md); calibration can refit it.
+pub const DEFAULT_REQUEST_OVERHEAD_MS: f64 = 10.0;
+
+/// What the user asked for; `None` means "the engine's default".
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub engine: EngineKind,
+    /// `--engine-version`; `None` = the engine's newest bundle.
+    pub engine_version: Option<EngineVersion>,
+    pub model: String,
+    pub model_file: Option<PathBuf>,
+    pub gpu: String,
+    pub gpu_file: Option<PathBuf>,
+    pub tp: u64,
+    /// Cache model; default: the engine's own (vLLM → paged).
+    pub policy: Option<Policy>,
+    pub block_size: u32,
+    pub page_size: u32,
+    /// vLLM `--gpu-memory-utilization`; `None` = the bundle's default (0.92 or 0.9).
+    pub gpu_memory_utilization: Option<f64>,
+    /// vLLM memory terms set by hand instead of modelled.
+    pub memory: MemoryOverrides,
+    pub num_gpu_blocks_override: Option<u64>,
+    pub max_total_tokens: Option<u64>,
+    pub max_num_seqs: Option<u32>,
+    pub max_num_batched_tokens: Option<u32>,
+    /// vLLM chunked prefill; `None` = the engine's default (on for v1, off for V0).
+    pub enable_chunked_prefill: Option<bool>,
+    pub long_prefill_token_threshold: u32,
+    /// vLLM V0 `--num-scheduler-steps` (multi-step scheduling); `None` = 1, one step per
+    /// scheduling. Only `--engine vllm-v0` takes it.
+    pub num_scheduler_steps: Option<u32>,
+    /// vLLM V0 `--disable-async-output-proc`: turn async output processing off (on by default
+    /// where vLLM has it on). Only `--engine vllm-v0` takes it.
+    pub disable_async_output_proc: bool,
+    /// vLLM `--enforce-eager` (no CUDA graphs): modelled only as it turns V0's async output
+    /// processing off; the step times stay the profile's. Only `--engine vllm-v0` takes it.
+    pub enforce_eager: bool,
+    pub max_model_len: Option<u64>,
+    /// SGLang `--max-running-requests` (default derived from the pool).
+    pub max_running_requests: Option<u32>,
+    /// SGLang `--chunked-prefill-size` (default by GPU memory; 0 or less = off).
+    pub chunked_prefill_size: Option<i64>,
+    pub max_prefill_tokens: u32,
+    pub schedule_policy: SchedulePolicy,
+    pub schedule_conservativeness: f64,
+    /// SGLang `--mem-fraction-static` (default derived from GPU memory).
+    pub mem_fraction_static: Option<f64>,
+    /// Host work overlapped with the forward pass (vLLM async scheduling, SGLang overlap
+    /// schedule); `None` = the engine's default (on for vLLM v1 and SGLang, off otherwise).
+    pub overlap: Option<bool>,
+    pub arrivals: ArrivalOptions,
+    pub max_concurrency: Option<u32>,
+    /// Send-to-engine delay per request, ms; `None` = [`DEFAULT_REQUEST_OVERHEAD_MS`].
+    pub request_overhead_ms: Option<f64>,
+    /// Pipeline, expert and DP-attention parallelism, nodes, KV dtype, speculative decoding.
+    pub layout: LayoutOptions,
+    /// Which step-time factors price the steps.
+    pub calibration: Calibration,
+    /// Instances and the router in front of them.
+    pub cluster: ClusterConfig,
+}
+
+/// Where the step-time factors ([`Efficiency`]) come from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Calibration {
+    /// The built-in fitted profile of `calibration/profiles/` matching the GPU, engine family
+    /// and model, else the raw roofline's defaults.
+    #[default]
+    Auto,
+    /// The raw roofline: [`Efficiency::default`].
+    None,
+    /// A profile file (`cachesim calibrate --fit --out`).
+    File(PathBuf),
+    /// `--calibration kernels`: the device factors of the built-in kernel-step profile (GEMM,
+    /// HBM and attention efficiency, the per-kernel floor, measured on a GPU with no serving
+    /// engine), host and communication factors at the priors — what `validate
+    /// --leave-group-out` prices a case with when no serving case outside its group can train
+    /// it ([`crate::calibration::prior::kernel_device_prior`]). Dense models without
+    /// speculative decoding only: the kernel steps are dense Llama.
+    Kernels,
+}
+
+/// The step-time factors for `o` and how they were chosen (echoed with the config).
+fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, String)> {
+    use crate::calibration::profile;
+    let family = profile::family(o.engine);
+    Ok(match &o.calibration {
+        Calibration::Kernels => {
+            let class =
+                crate::calibration::prior::model_class(model, o.layout.speculative_algorithm != SpecAlgorithm::None);
+            if class != "dense" {
+                return Err(Error::invalid(
+                    "--calibration",
+                    format!(
+                        "kernels: the kernel steps are dense Llama, so their factors are not lent to {} ({class}); \
+                         use the matching fitted profile, none, or a profile FILE",
+                        model.name
+                    ),
+                ));
+            }
+            let (file, prof) = profile::builtin_kernels();
+            (
+                crate::calibration::prior::kernel_device_prior(&prof.efficiency),
+                format!(
+                    "kernels: the device factors of {} (calibration/profiles/{file}, fitted on {}), host and \
+                     communication factors at the priors",
+                    prof.name,
+                    prof.fit.cases.join(", ")
+                ),
+            )
+        }
+        Calibration::None => (Efficiency::default(), "none (raw roofline, --calibration none)".into()),
+        Calibration::File(p) => {
+            let prof = profile::read(p)?;
+            let how = if prof.fit.cases.is_empty() {
+                "not fitted".to_string()
+            } else {
+                format!("fitted on {}; {}", prof.fit.cases.join(", "), prof.quality())
+            };
+            if prof.efficiency.law.is_some() && o.layout.speculative_algorithm != SpecAlgorithm::None {
+                return Err(Error::invalid(
+                    "--calibration",
+                    format!(
+                        "{}: its step law (fitted with --unknown-hardware) times plain steps; it does not know the \
+                         verify and draft passes of speculative decoding",
+                        p.display()
+                    ),
+                ));
+            }
+            (prof.efficiency, format!("{} ({}, {how})", prof.name, p.display()))
+        }
+        Calibration::Auto => match profile::builtin_for(gpu, o.engine, &model.name) {
+            Some((file, prof)) => (
+                prof.efficiency,
+                format!(
+                    "{} (calibration/profiles/{file}, fitted on {}; {})",
+                    prof.name,
+                    prof.fit.cases.join(", "),
+                    prof.quality()
+                ),
+            ),
+            None => (
+                Efficiency::default(),
+                format!("none (raw roofline: no fitted profile for {gpu} / {family} / {})", model.name),
+            ),
+        },
+    })
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            engine: EngineKind::Vllm,
+            engine_version: None,
+            model: "llama-3.1-8b".into(),
+            model_file: None,
+            gpu: "h100-sxm".into(),
+            gpu_file: None,
+            tp: 1,
+            policy: None,
+            block_size: 16,
+            page_size: 1,
+            gpu_memory_utilization: None,
+            memory: MemoryOverrides::default(),
+            num_gpu_blocks_override: None,
+            max_total_tokens: None,
+            max_num_seqs: None,
+            max_num_batched_tokens: None,
+            enable_chunked_prefill: None,
+            long_prefill_token_threshold: 0,
+            num_scheduler_steps: None,
+            disable_async_output_proc: false,
+            enforce_eager: false,
+            max_model_len: None,
+            max_running_requests: None,
+            chunked_prefill_size: None,
+            max_prefill_tokens: 16384,
+            schedule_policy: SchedulePolicy::Fcfs,
+            schedule_conservativeness: 1.0,
+            mem_fraction_static: None,
+            overlap: None,
+            arrivals: ArrivalOptions::default(),
+            max_concurrency: None,
+            request_overhead_ms: None,
+            layout: LayoutOptions::default(),
+            calibration: Calibration::Auto,
+            cluster: ClusterConfig::default(),
+        }
+    }
+}
+
+/// `--num-scheduler-steps`, checked as vLLM 0.6.0 checks it (`EngineArgs.create_engine_config`:
+/// no chunked prefill, no speculative decoding; `SchedulerConfig._verify_args`: at least 1), and
+/// only for the engine that has it (vLLM V0; v1 dropped multi-step scheduling).
+fn num_scheduler_steps(o: &RunOptions) -> Result<u32> {
+    const FLAG: &str = "--num-scheduler-steps";
+    let Some(n) = o.num_scheduler_steps else { return Ok(1) };
+    if o.engine != EngineKind::VllmV0 {
+        return Err(Error::invalid(
+            FLAG,
+            format!("multi-step scheduling is vLLM V0's (--engine vllm-v0), not --engine {}'s", o.engine.name()),
+        ));
+    }
+    if n == 0 {
+        return Err(Error::invalid(FLAG, "must be at least 1"));
+    }
+    if n > 1 && o.enable_chunked_prefill == Some(true) {
+        return Err(Error::invalid(FLAG, "chunked prefill is not supported with multi-step (vLLM 0.6.0 refuses both)"));
+    }
+    if n > 1 && o.layout.speculative_algorithm != SpecAlgorithm::None {
+        return Err(Error::invalid(
+            FLAG,
+            "speculative decoding is not supported with multi-step (vLLM 0.6.0 refuses both)",
+        ));
+    }
+    Ok(n)
+}
+
+/// Whether vLLM V0's async output processing is on, as the vllm-v0@0.9 bundle decides it
+/// (vLLM 0.9 `vllm/config.py` `ModelConfig.verify_async_output_proc`, with
+/// `CudaPlatform.is_async_output_supported` in `vllm/platforms/cuda.py`; vLLM 0.6.0's
+/// `verify_async_output_proc` has the same rules): on by default (`use_async_output_proc`
+/// True), off with `--disable-async-output-proc`, under pipeline parallelism, with
+/// `--enforce-eager` (no CUDA graph), or with speculative decoding. The flags are refused for
+/// the other engines (vLLM v1 dropped the V0 output processor; cachesim does not model
+/// `--enforce-eager` otherwise).
+fn async_output_proc(o: &RunOptions) -> Result<bool> {
+    if o.engine != EngineKind::VllmV0 {
+        for (set, flag) in
+            [(o.disable_async_output_proc, "--disable-async-output-proc"), (o.enforce_eager, "--enforce-eager")]
+        {
+            if set {
+                return Err(Error::invalid(
+                    flag,
+                    format!(
+                        "modelled for vLLM V0's async output processing only (--engine vllm-v0), not --engine {}",
+                        o.engine.name()
+                    ),
+                ));
+            }
+        }
+        return Ok(false);
+    }
+    Ok(!o.disable_async_output_proc
+        && !o.enforce_eager
+        && o.layout.pp <= 1
+        && o.layout.speculative_algorithm == SpecAlgorithm::None)
+}
+
+/// What a run says about its deployment file (text echo and `--json`'s `config.deployment`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeploymentEcho {
+    /// The file, as given on the command line.
+    pub path: String,
+    pub name: Option<String>,
+    /// The file's keys the command line overrode (or that conflict with a flag given there).
+    pub overridden: Vec<String>,
+    /// The overridden keys' values in the file, in `overridden`'s order.
+    #[serde(skip)]
+    pub file_values: Vec<String>,
+}
+
+impl DeploymentEcho {
+    /// The config echo's line.
+    pub fn text(&self) -> String {
+        let name = self.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
+        let over = if self.overridden.is_empty() {
+            String::new()
+        } else {
+            let kv: Vec<String> =
+                self.overridden.iter().zip(&self.file_values).map(|(k, v)| format!("{k} (file: {v})")).collect();
+            format!(" · the command line overrides {}", kv.join(", "))
+        };
+        format!("Deployment:     {}{name}{over}\n", self.path)
+    }
+}
+
+/// Every value the run uses.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfig {
+    pub engine: EngineConfig,
+    pub cache: CacheSpec,
+    pub model: Model,
+    pub gpu: Gpu,
+    pub tp: u64,
+    pub max_model_len: u64,
+    /// vLLM's `gpu_memory_utilization` (the bundle's default unless set).
+    pub gpu_memory_utilization: f64,
+    /// vLLM's memory budget per GPU, term by term (vLLM engines only).
+    pub vllm_memory: Option<VllmMemory>,
+    /// SGLang's static memory fraction (SGLang engine only).
+    pub mem_fraction_static: Option<f64>,
+    /// vLLM's block count, the null block included (paged caches).
+    pub num_gpu_blocks: Option<u64>,
+    pub kv_capacity_tokens: u64,
+    pub kv_bytes_per_token: u64,
+    /// KV bytes per token on one GPU: its stage's layers, its share of the KV heads (an MLA
+    /// latent is whole on every rank), at the KV dtype.
+    pub kv_bytes_per_token_per_rank: u64,
+    /// The layout beyond TP and what the step cost needs of it.
+    pub deployment: Deployment,
+    pub arrivals: ArrivalOptions,
+    pub max_concurrency: Option<u32>,
+    /// Per request, ms from the client's send to the engine's scheduler (HTTP, JSON parsing,
+    /// tokenisation). Every client-measured latency (TTFT, E2E) includes it; TPOT and ITL do
+    /// not. A plain number so calibration can fit it.
+    pub request_overhead_ms: f64,
+    pub efficiency: Efficiency,
+    /// Which profile set [`RunConfig::efficiency`], in words.
+    pub calibration: String,
+    /// Instances and the router in front of them.
+    pub cluster: ClusterConfig,
+    /// The `--deployment` file the run came from (set by the binary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deployment_file: Option<DeploymentEcho>,
+}
+
+impl RunConfig {
+    /// The step-time model of this configuration.
+    pub fn cost(&self) -> Roofline {
+        Roofline::deployed(&self.gpu, &self.model, self.deployment.clone(), self.efficiency)
+    }
+
+    /// What the engine's frontend checks each request against.
+    pub fn request_limits(&self) -> RequestLimits {
+        RequestLimits { max_model_len: self.max_model_len, pool_tokens: self.kv_capacity_tokens }
+    }
+}
+
+/// LightLLM's `--max_req_total_len` default (api_cli.py), its model length.
+pub const LIGHTLLM_MAX_REQ_TOTAL_LEN: u64 = 16384;
+
+/// vLLM's `format_gib`: bytes in GiB with two decimals.
+fn gib(bytes: f64) -> String {
+    format!("{:.2}", bytes / (1u64 << 30) as f64)
+}
+
+/// The start-up checks the engines make (docs/engines/refusals.md): vLLM refuses a
+/// `max_model_len` above the model's (`ModelConfig` validation), when one
+/// `max_model_len` sequence cannot fit the KV cache (`_check_enough_kv_cache_memory`) or, without
+/// chunked prefill, when the step budget is below `max_model_len` (`SchedulerConfig._verify_args`);
+/// SGLang asserts a pool larger than 6 tokens (`max_req_input_len > 0`).
+fn startup_checks(o: &RunOptions, c: &RunConfig) -> Result<()> {
+    let e = &c.engine;
+    let refuse = |message: String| Err(Error::StartupRefused { engine: e.engine.name().to_string(), message });
+    match e.engine {
+        EngineKind::Vllm | EngineKind::VllmV0 => {
+            if c.max_model_len > c.model.max_context {
+                return refuse(format!(
+                    "User-specified max_model_len ({}) is greater than the derived max_model_len \
+                     (max_position_embeddings={} or model_max_length=None in model's config.json). To allow \
+                     overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. \
+                     VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative \
+                     position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model \
+                     uses absolute position encoding, positions exceeding derived_max_model_len will cause a CUDA \
+                     array out-of-bounds error.",
+                    c.max_model_len, c.model.max_context
+                ));
+            }
+            if !e.enable_chunked_prefill && (e.max_num_batched_tokens as u64) < c.max_model_len {
+                return refuse(format!(
+                    "max_num_batched_tokens ({}) is smaller than max_model_len ({}). This effectively limits the \
+                     maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. \
+                     Please increase max_num_batched_tokens or decrease max_model_len.",
+                    e.max_num_batched_tokens, c.max_model_len
+                ));
+            }
+            let block = c.cache.block_size.unwrap_or(1) as u64;
+            let needed_tokens = c.max_model_len.div_ceil(block) * block;
+            if needed_tokens <= c.kv_capacity_tokens {
+                return Ok(());
+            }
+            let fits = c.kv_capacity_tokens / block * block;
+            let bytes = |t: u64| t as f64 * c.kv_bytes_per_token_per_rank as f64;
+            // vLLM checks memory before applying --num-gpu-blocks-override, so it starts with any
+            // override (`notes` says when a longest request could never fit).
+            if o.num_gpu_blocks_override.is_some() {
+                return Ok(());
+            }
+            let estimate = if fits > 0 {
+                format!("Based on the available memory, the estimated maximum model length is {fits}. ")
+            } else {
+                String::new()
+            };
+            refuse(format!(
+                "To serve at least one request with the models's max seq len ({}), ({} GiB KV cache is needed, \
+                 which is larger than the available KV cache memory ({} GiB). {estimate}Try increasing \
+                 `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. \
+                 (cachesim: pass --max-model-len {fits}.)",
+                c.max_model_len,
+                gib(bytes(needed_tokens)),
+                gib(bytes(c.kv_capacity_tokens)),
+            ))
+        }
+        EngineKind::Sglang => {
+            if c.max_model_len > c.model.max_context {
+                return refuse(format!(
+                    "Warning: User-specified context_length ({}) is greater than the derived context_length ({}). \
+                     This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length \
+                     may differ from max_position_embeddings in the model's config. To allow overriding this \
+                     maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+                    c.max_model_len, c.model.max_context
+                ));
+            }
+            let max_req_len = (c.max_model_len.saturating_sub(1)).min(c.kv_capacity_tokens.saturating_sub(1));
+            if max_req_len <= 5 {
+                return refuse(format!(
+                    "Memory pool size is too small (max_total_num_tokens {}, context_len {}: \
+                     max_req_input_len = min(context_len - 1, max_total_num_tokens - 1) - 5 must be positive)",
+                    c.kv_capacity_tokens, c.max_model_len
+                ));
+            }
+            Ok(())
+        }
+        EngineKind::Lightllm | EngineKind::Trtllm => Ok(()),
+    }
+}
+
+fn positive(field: &str, v: f64) -> Result<f64> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(Error::invalid(field, format!("{v} must be a positive number")))
+    }
+}
+
+/// Memory terms set by hand must be finite and not negative; a KV budget must be positive.
+fn check_overrides(m: &MemoryOverrides) -> Result<()> {
+    for (flag, v) in [
+        ("--activation-peak-gib", m.activation_peak_gib),
+        ("--cudagraph-memory-gib", m.cudagraph_memory_gib),
+        ("--non-torch-memory-gib", m.non_torch_memory_gib),
+    ] {
+        if let Some(v) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+            return Err(Error::invalid(flag, format!("{v} must be a number of GiB, 0 or more")));
+        }
+    }
+    if m.kv_cache_memory_bytes == Some(0) {
+        return Err(Error::invalid("--kv-cache-memory-bytes", "0 leaves no KV cache"));
+    }
+    Ok(())
+}
+
+/// vLLM serve's limits by device class, then its post-processing (ENGINE_SPEC §2.2).
+fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u32)> {
+    let (seqs_default, tokens_default) = if gpu.vllm_large() { (1024, 8192) } else { (256, 2048) };
+    let mut max_num_seqs = o.max_num_seqs.unwrap_or(seqs_default);
+    let mut max_num_batched_tokens = o.max_num_batched_tokens.unwrap_or(tokens_default);
+    if o.max_num_batched_tokens.is_none() {
+        if o.enable_chunked_prefill == Some(false) {
+            max_num_batched_tokens = max_num_batched_tokens.max(max_model_len.min(u32::MAX as u64) as u32);
+        }
+        max_num_batched_tokens = (max_num_batched_tokens as u64)
+            .min((max_num_seqs as u64).saturating_mul(max_model_len))
+            .min(u32::MAX as u64) as u32;
+    }
+    if o.max_num_seqs.is_none() {
+        max_num_seqs = max_num_seqs.min(max_num_batched_tokens);
+    }
+    if o.max_num_seqs == Some(0) {
+        return Err(Error::invalid("--max-num-seqs", "0 must be at least 1"));
+    }
+    if max_num_seqs == 0 || max_num_batched_tokens < max_num_seqs {
+        return Err(Error::invalid(
+            "--max-num-batched-tokens",
+            format!("{max_num_batched_tokens} must be at least --max-num-seqs ({max_num_seqs})"),
+        ));
+    }
+    Ok((max_num_seqs, max_num_batched_tokens))
+}
+
+/// The error for fewer than two KV blocks, naming the setting that caused it: the override when
+/// one was given, else the activation reserve when the weights alone would leave room, else the
+/// memory share (the model does not fit).
+fn no_kv_blocks(
+    o: &RunOptions,
+    (gpu, model, layout): (&Gpu, &Model, &Deployment),
+    util: f64,
+    blocks: u64,
+    run: Option<ProfileRun>,
+) -> Error {
+    let weights_gb = layout.parallel.weight_bytes_per_rank(model) / 1e9;
+    let usable_gb = gpu.memory_bytes() * util / 1e9;
+    if o.num_gpu_blocks_override.is_some() {
+        return Error::invalid("--num-gpu-blocks-override", format!("{blocks}: at least 2 KV blocks are needed"));
+    }
+    // A memory term the user set is at fault when the modelled term would leave room.
+    if let Some(run) = run {
+        let m = o.memory;
+        let blocks_without = |cleared: MemoryOverrides| {
+            VllmMemory::laid_out(gpu, model, layout.parallel, layout.kv_dtype.bytes(), util, run, cleared)
+                .num_gpu_blocks(o.block_size)
+        };
+        let gib = |v: Option<f64>| v.map(|g| format!("{g} GiB"));
+        let terms = [
+            (
+                "--kv-cache-memory-bytes",
+                m.kv_cache_memory_bytes.map(|b| format!("{b} bytes")),
+                MemoryOverrides { kv_cache_memory_bytes: None, ..m },
+            ),
+            ("--activation-peak-gib", gib(m.activation_peak_gib), MemoryOverrides { activation_peak_gib: None, ..m }),
+            (
+                "--cudagraph-memory-gib",
+                gib(m.cudagraph_memory_gib),
+                MemoryOverrides { cudagraph_memory_gib: None, ..m },
+            ),
+            (
+                "--non-torch-memory-gib",
+                gib(m.non_torch_memory_gib),
+                MemoryOverrides { non_torch_memory_gib: None, ..m },
+            ),
+        ];
+        for (flag, set, cleared) in terms {
+            if let Some(value) = set.filter(|_| blocks_without(cleared) >= 2) {
+                return Error::invalid(
+                    flag,
+                    format!(
+                        "{value} leaves no room for the KV cache: {usable_gb:.1} GB usable per GPU \
+                         (gpu_memory_utilization {util}) − {weights_gb:.1} GB of weights"
+                    ),
+                );
+            }
+        }
+    }
+    Error::invalid(
+        "--gpu-memory-utilization",
+        format!(
+            "{util}: the model does not fit (weights {weights_gb:.1} GB per GPU, {usable_gb:.1} GB usable; \
+             try --tp or a larger GPU)"
+        ),
+    )
+}
+
+/// What resolving changed without being asked, worth telling the user: vLLM's `EngineArgs`
+/// (`_set_default_args`, vllm/engine/arg_utils.py, 0.33) lowers an unset `max_num_seqs` to
+/// `max_num_batched_tokens` silently; cachesim follows it and says so. It also says when an
+/// override leaves too few blocks for one longest request (vLLM starts regardless).
+pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let vllm = matches!(o.engine, EngineKind::Vllm | EngineKind::VllmV0);
+    if vllm && o.max_num_seqs.is_none() && o.max_num_batched_tokens.is_some() {
+        let default = if c.gpu.vllm_large() { 1024 } else { 256 };
+        if c.engine.max_num_seqs < default {
+            out.push(format!(
+                "max_num_seqs lowered from its default {default} to {} = --max-num-batched-tokens (as vLLM does)",
+                c.engine.max_num_seqs
+            ));
+        }
+    }
+    if let (true, Some(blocks), Some(b)) = (vllm, o.num_gpu_blocks_override, c.cache.block_size) {
+        let needed = c.max_model_len.div_ceil(b as u64);
+        if needed > blocks.saturating_sub(1) {
+            out.push(format!(
+                "max_model_len {} needs {needed} blocks of {b} tokens but --num-gpu-blocks-override {blocks} leaves {} \
+                 (one is the null block); vLLM starts anyway (it checks memory before applying the override), and \
+                 a request that can never fit fails",
+                c.max_model_len,
+                blocks.saturating_sub(1)
+            ));
+        }
+    }
+    out
+}
+
+/// SGLang's `max_running_requests` when EAGLE or MTP speculation runs and none is given.
+pub const SGLANG_EAGLE_MAX_RUNNING_REQUESTS: u32 = 48;
+
+/// Resolves options into a full configuration.
+/// The most tensor-parallel ranks an instance may have (`--tp`).
+pub const MAX_TP: u64 = 144;
+
+pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
+    // TensorRT-LLM's KV blocks hold 32 tokens (`tokens_per_block`); cachesim's default 16 is vLLM's.
+    let trt_block;
+    let o = if o.engine == EngineKind::Trtllm && o.block_size == RunOptions::default().block_size {
+        trt_block = RunOptions { block_size: crate::engine::trtllm::TOKENS_PER_BLOCK, ..o.clone() };
+        &trt_block
+    } else {
+        o
+    };
+    let model = catalog::model(&o.model, o.model_file.as_deref())?;
+    let gpu = catalog::gpu(&o.gpu, o.gpu_file.as_deref())?;
+    let (efficiency, calibration) = calibration(o, &gpu.name, &model)?;
+    // Up to 18 nodes of 8: DeepSeek's own decode layout, EP 144 with DP attention.
+    if o.tp == 0 || o.tp > MAX_TP {
+        return Err(Error::invalid("--tp", format!("{} must be between 1 and {MAX_TP}", o.tp)));
+    }
+    let layout = o.layout.resolve(&model, o.tp)?;
+    // The heads split over one attention TP group: all of TP, or TP / --dp-size with DP
+    // attention (SGLang `dp_attention.compute_dp_attention_world_info`: attn_tp_size = tp / dp).
+    let attn_tp = layout.parallel.attn_tp();
+    if o.model_file.is_none() && model.heads % attn_tp != 0 {
+        return Err(Error::invalid(
+            "--tp",
+            format!("{} attention heads do not split over {attn_tp} GPUs", model.heads),
+        ));
+    }
+    let (kv_dtype_bytes, dp) = (layout.kv_dtype.bytes(), layout.parallel.dp_attention.max(1));
+    let kv_bytes_per_token_per_rank = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
+    let max_model_len = o.max_model_len.unwrap_or(match o.engine {
+        EngineKind::Lightllm => LIGHTLLM_MAX_REQ_TOTAL_LEN,
+        _ => model.max_context,
+    });
+    if max_model_len == 0 {
+        return Err(Error::invalid("--max-model-len", "0 must be at least 1"));
+    }
+    let request_overhead_ms = o.request_overhead_ms.unwrap_or(DEFAULT_REQUEST_OVERHEAD_MS);
+    if !(request_overhead_ms.is_finite() && (0.0..=3.6e6).contains(&request_overhead_ms)) {
+        return Err(Error::invalid(
+            "--request-overhead-ms",
+            format!("{request_overhead_ms} must be a number of ms between 0 and 3600000"),
+        ));
+    }
+    positive("--schedule-conservativeness", o.schedule_conservativeness)?;
+    o.cluster.validate()?;
+    let version = match o.engine_version {
+        None => EngineVersion::newest(o.engine),
+        Some(v) if v.engine() == o.engine => v,
+        Some(v) => {
+            return Err(Error::invalid(
+                "--engine-version",
+                format!("{v} is a bundle of the {} engine, not of --engine {}", v.engine().name(), o.engine.name()),
+            ))
+        }
+    };
+    let util = positive(
+        "--gpu-memory-utilization",
+        o.gpu_memory_utilization.unwrap_or(version.rules().gpu_memory_utilization),
+    )?;
+    if util > 1.0 {
+        return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
+    }
+    check_overrides(&o.memory)?;
+    let policy = o.policy.unwrap_or(match o.engine {
+        EngineKind::Vllm | EngineKind::VllmV0 | EngineKind::Trtllm => Policy::Paged,
+        EngineKind::Sglang => Policy::Radix,
+        EngineKind::Lightllm => Policy::Token,
+    });
+    let mut vllm_memory = None;
+    let mut profile_run = None;
+    let (limits, kv_tokens, mem_fraction_static) = match o.engine {
+        EngineKind::Vllm | EngineKind::VllmV0 => {
+            // Without chunked prefill (V0's default) the budget covers a whole prompt.
+            let chunked = o.enable_chunked_prefill.unwrap_or(o.engine == EngineKind::Vllm);
+            let (seqs, tokens) =
+                vllm_limits(&RunOptions { enable_chunked_prefill: Some(chunked), ..o.clone() }, &gpu, max_model_len)?;
+            let run = ProfileRun {
+                max_num_batched_tokens: tokens,
+                max_num_seqs: seqs,
+                cudagraph_estimate: version.rules().vllm_cudagraph_memory_estimate,
+            };
+            let mem = VllmMemory::laid_out(&gpu, &model, layout.parallel, kv_dtype_bytes, util, run, o.memory);
+            vllm_memory = Some(mem);
+            profile_run = Some(run);
+            let kv = mem.kv_cache_bytes / mem.kv_bytes_per_token_per_rank * dp;
+            ((seqs, tokens, 0u32), kv, None)
+        }
+        EngineKind::Sglang => {
+            let rules = version.rules();
+            let (chunk_default, mut graphs) =
+                catalog::sglang_memory_defaults(&gpu, o.tp, rules.sglang_reserve_by_chunk);
+            let chunk = match o.chunked_prefill_size {
+                None => chunk_default,
+                Some(c) if c <= 0 => 0,
+                Some(c) => c.min(u32::MAX as i64) as u32,
+            };
+            // EAGLE-style speculation (EAGLE, EAGLE3, NEXTN = MTP) sets max_running_requests to
+            // 48 when it is not given (sglang python/sglang/srt/server_args.py
+            // `ServerArgs.__post_init__` in 0.4.x, `_handle_speculative_decoding` in 0.5.x).
+            let max_running_requests = o.max_running_requests.or(matches!(
+                o.layout.speculative_algorithm,
+                SpecAlgorithm::Mtp | SpecAlgorithm::Eagle
+            )
+            .then_some(SGLANG_EAGLE_MAX_RUNNING_REQUESTS));
+            if let Some(r) = max_running_requests {
+                // A default decode-graph batch above the user's running limit is cut to it.
+                graphs = graphs.min(r);
+            }
+            let frac = match o.mem_fraction_static {
+                Some(f) if f > 0.0 && f <= 1.0 => f,
+                Some(f) => return Err(Error::invalid("--mem-fraction-static", format!("{f} is not in (0, 1]"))),
+                // The reserve follows the chunk in use (max_prefill_tokens with chunking off).
+                None => catalog::sglang_mem_fraction_static(
+                    &gpu,
+                    o.tp,
+                    chunk,
+                    o.max_prefill_tokens,
+                    graphs,
+                    rules.sglang_reserve_by_chunk,
+                ),
+            };
+            let weights = layout.parallel.weight_bytes_per_rank(&model);
+            let kv = catalog::sglang_pool_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
+            let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
+            let max_num_reqs = ((kv as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
+            let running = match max_running_requests {
+                None => (kv / 2).min(max_num_reqs),
+                Some(r) if rules.sglang_cap_running_by_tokens => (r as u64).min(kv / 2),
+                Some(r) => r as u64,
+            };
+            ((running.max(1) as u32, o.max_prefill_tokens, chunk), kv, Some(frac))
+        }
+        EngineKind::Trtllm => {
+            use crate::engine::trtllm;
+            let seqs = o.max_num_seqs.unwrap_or(trtllm::DEFAULT_MAX_BATCH_SIZE);
+            let tokens = o.max_num_batched_tokens.unwrap_or(trtllm::DEFAULT_MAX_NUM_TOKENS);
+            let weights = layout.parallel.weight_bytes_per_rank(&model);
+            let kv = trtllm::kv_tokens_per_rank(&gpu, &model, o.tp, weights, kv_bytes_per_token_per_rank, util, tokens);
+            ((seqs, tokens, 0u32), kv * dp, None)
+        }
+        EngineKind::Lightllm => {
+            // api_cli defaults: running_max_req_size 1000, chunked_prefill_size 4096,
+            // batch_max_tokens = min(max_req_total_len 16384, 2 × chunk + 256); mem_fraction 0.9.
+            let chunk = match o.chunked_prefill_size {
+                None => 4096,
+                Some(c) if c <= 0 => 0,
+                Some(c) => c.min(u32::MAX as i64) as u32,
+            };
+            let batch_max = o.max_num_batched_tokens.unwrap_or(if chunk == 0 {
+                16384
+            } else {
+                (2 * chunk as u64 + 256).min(16384) as u32
+            });
+            let frac = o.mem_fraction_static.unwrap_or(0.9);
+            if !(frac > 0.0 && frac <= 1.0) {
+                return Err(Error::invalid("--mem-fraction-static", format!("{frac} is not in (0, 1]")));
+            }
+            let weights = layout.parallel.weight_bytes_per_rank(&model);
+            let kv = catalog::lightllm_kv_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
+            let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
+            ((o.max_num_seqs.unwrap_or(1000), batch_max, chunk), kv, Some(frac))
+        }
+    };
+    let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) = limits;
+    if o.engine == EngineKind::Trtllm && o.enable_chunked_prefill == Some(true) {
+        return Err(Error::invalid(
+            "--enable-chunked-prefill",
+            "TensorRT-LLM's context chunking (off by default, as trtllm-bench runs) is not modelled",
+        ));
+    }
+    if matches!(o.engine, EngineKind::Sglang | EngineKind::Lightllm) && o.memory != MemoryOverrides::default() {
+        return Err(Error::invalid(
+            "--activation-peak-gib",
+            "the vLLM memory terms (--activation-peak-gib, --cudagraph-memory-gib, --non-torch-memory-gib, \
+             --kv-cache-memory-bytes) apply to the vLLM engines; SGLang and LightLLM size by --mem-fraction-static",
+        ));
+    }
+    if matches!(o.engine, EngineKind::Sglang | EngineKind::Lightllm) && o.enable_chunked_prefill.is_some() {
+        return Err(Error::invalid(
+            "--enable-chunked-prefill",
+            "applies to the vLLM engines; SGLang and LightLLM chunk by --chunked-prefill-size",
+        ));
+    }
+    let num_scheduler_steps = num_scheduler_steps(o)?;
+    let async_output_proc = async_output_proc(o)?;
+    let overlap = match (o.engine, o.overlap) {
+        // SGLang turns its overlap schedule off under speculative decoding (EAGLE/MTP and n-gram:
+        // server_args.py `_handle_speculative_decoding`, 0.4.x–0.5.x; only the opt-in
+        // SGLANG_ENABLE_SPEC_V2 beta keeps it, which `--async-scheduling` then states).
+        (EngineKind::Sglang, None) if o.layout.speculative_algorithm != SpecAlgorithm::None => false,
+        // TensorRT-LLM's PyTorch backend overlaps by default (`disable_overlap_scheduler` False).
+        (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, None) => true,
+        (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, Some(on)) => on,
+        (_, None | Some(false)) => false,
+        (_, Some(true)) => {
+            return Err(Error::invalid(
+                "--async-scheduling",
+                "only vLLM v1 and SGLang overlap scheduling with the forward pass",
+            ))
+        }
+    };
+    let (num_gpu_blocks, capacity) = match policy {
+        Policy::Paged => {
+            let modelled = vllm_memory.map_or(kv_tokens / o.block_size as u64, |m| m.num_gpu_blocks(o.block_size) * dp);
+            let blocks = o.num_gpu_blocks_override.unwrap_or(modelled);
+            if blocks < 2 {
+                return Err(no_kv_blocks(o, (&gpu, &model, &layout), util, blocks, profile_run));
+            }
+            if blocks > u32::MAX as u64 {
+                return Err(Error::invalid(
+                    "--num-gpu-blocks-override",
+                    format!("{blocks} KV blocks: at most {} (block ids are 32-bit)", u32::MAX),
+                ));
+            }
+            (Some(blocks), (blocks - 1) * o.block_size as u64)
+        }
+        Policy::Radix => (None, o.max_total_tokens.unwrap_or(kv_tokens) / o.page_size as u64 * o.page_size as u64),
+        _ => (None, o.max_total_tokens.unwrap_or(kv_tokens)),
+    };
+    if capacity == 0 {
+        return Err(Error::invalid(
+            "--gpu-memory-utilization",
+            "no memory left for the KV cache: the model does not fit",
+        ));
+    }
+    let c = RunConfig {
+        engine: EngineConfig {
+            engine: o.engine,
+            version,
+            rules: version.rules(),
+            max_num_seqs,
+            max_num_batched_tokens,
+            enable_chunked_prefill: o.enable_chunked_prefill.unwrap_or(o.engine == EngineKind::Vllm),
+            long_prefill_token_threshold: o.long_prefill_token_threshold,
+            chunked_prefill_size,
+            max_prefill_tokens: o.max_prefill_tokens,
+            schedule_policy: o.schedule_policy,
+            schedule_conservativeness: o.schedule_conservativeness,
+            page_size: o.page_size,
+            seed: o.arrivals.seed,
+            overlap,
+            num_scheduler_steps,
+            async_output_proc,
+        },
+        cache: CacheSpec {
+            policy,
+            block_size: (policy == Policy::Paged).then_some(o.block_size),
+            page_size: (policy == Policy::Radix).then_some(o.page_size),
+            capacity_tokens: Some(capacity),
+        },
+        kv_bytes_per_token: model.kv_bytes_per_token(kv_dtype_bytes),
+        kv_bytes_per_token_per_rank,
+        deployment: layout,
+        model,
+        gpu,
+        tp: o.tp,
+        max_model_len,
+        gpu_memory_utilization: util,
+        vllm_memory,
+        mem_fraction_static,
+        num_gpu_blocks,
+        kv_capacity_tokens: capacity,
+        arrivals: o.arrivals,
+        max_concurrency: o.max_concurrency,
+        request_overhead_ms,
+        efficiency,
+        calibration,
+        cluster: ClusterConfig {
+            // kv-aware counts blocks of the engines' own size.
+            router_params: crate::cluster::router::RouterParams {
+                kv_block_size: match policy {
+                    Policy::Paged => o.block_size,
+                    Policy::Radix => o.page_size,
+                    _ => 1,
+                },
+                ..o.cluster.router_params
+            },
+            ..o.cluster
+        },
+        deployment_file: None,
+    };
+    startup_checks(o, &c)?;
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vllm_defaults_by_gpu_class() {
+        let c = resolve(&RunOptions::default()).unwrap();
+        assert_eq!((c.engine.max_num_seqs, c.engine.max_num_batched_tokens), (1024, 8192));
+        assert_eq!(c.cache.block_size, Some(16));
+        // The modelled budget of vllm_memory's hand-computed test: 27,474 blocks at 0.92.
+        assert_eq!(c.gpu_memory_utilization, 0.92);
+        assert_eq!(c.num_gpu_blocks, Some(27_474));
+        assert_eq!(c.kv_capacity_tokens, 27_473 * 16);
+        let a100 = resolve(&RunOptions { gpu: "a100-80gb".into(), ..Default::default() }).unwrap();
+        assert_eq!((a100.engine.max_num_seqs, a100.engine.max_num_batched_tokens), (256, 2048));
+        let o = RunOptions { num_gpu_blocks_override: Some(16384), ..Default::default() };
+        assert_eq!(resolve(&o).unwrap().kv_capacity_tokens, 16383 * 16);
+    }
+
+    /// `--calibration kernels`: the kernel-step profile's device factors with the priors' host
+    /// and communication factors, echoed with its name; refused for an MoE/MLA model and under
+    /// speculative decoding (the kernel steps are dense Llama); the default (no matching
+    /// profile) stays the raw roofline.
+    #[test]
+    fn kernel_calibration_lends_device_factors_to_dense_models_only() {
+        let o = RunOptions { calibration: Calibration::Kernels, ..Default::default() };
+        let c = resolve(&o).unwrap();
+        let (_, k) = crate::calibration::profile::builtin_kernels();
+        assert_eq!(c.efficiency, crate::calibration::prior::kernel_device_prior(&k.efficiency));
+        assert!(c.efficiency.kernel_floor_s > 0.0);
+        assert_eq!(c.efficiency.step_overhead_s, Efficiency::default().step_overhead_s);
+        assert!(c.calibration.starts_with("kernels: the device factors of h200-kernels"), "{}", c.calibration);
+        assert_eq!(resolve(&RunOptions::default()).unwrap().efficiency, Efficiency::default());
+        let moe = RunOptions { model: "deepseek-r1".into(), gpu: "h200".into(), tp: 8, ..o.clone() };
+        let e = resolve(&moe).unwrap_err().to_string();
+        assert!(e.contains("--calibration") && e.contains("not lent to deepseek-r1 (MoE)"), "{e}");
+        let layout = LayoutOptions { speculative_algorithm: SpecAlgorithm::Ngram, ..Default::default() };
+        let e = resolve(&RunOptions { layout, ..o }).unwrap_err().to_string();
+        assert!(e.contains("(dense, speculative)"), "{e}");
+    }
+
+    /// A profile stating a step law (`calibrate --fit --unknown-hardware`) prices the run with
+    /// the law, echoed with the profile's name; it is refused under speculative decoding, whose
+    /// verify and draft passes the law does not know.
+    #[test]
+    fn step_law_profile_prices_plain_steps_only() {
+        let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../calibration/profiles/seed-vllm-ttft-sweep.toml");
+        let o = RunOptions {
+            calibration: Calibration::File(f),
+            gpu: "v100".into(),
+            model: "llama-3.2-11b".into(),
+            max_model_len: Some(4096),
+            ..Default::default()
+        };
+        let c = resolve(&o).unwrap();
+        assert!(c.efficiency.law.is_some_and(|l| l.step_s > 0.0), "{:?}", c.efficiency);
+        assert!(c.calibration.starts_with("seed-vllm-ttft-sweep ("), "{}", c.calibration);
+        let layout = LayoutOptions { speculative_algorithm: SpecAlgorithm::Ngram, ..Default::default() };
+        let e = resolve(&RunOptions { layout, ..o }).unwrap_err().to_string();
+        assert!(e.contains("--calibration") && e.contains("its step law (fitted with --unknown-hardware)"), "{e}");
+    }
+
+    #[test]
+    fn utilization_defaults_per_bundle_and_the_users_value_wins() {
+        let util = |engine, engine_version, set| {
+            let o = RunOptions { engine, engine_version, gpu_memory_utilization: set, ..Default::default() };
+            resolve(&o).unwrap().gpu_memory_utilization
+        };
+        assert_eq!(util(EngineKind::Vllm, None, None), 0.92);
+        assert_eq!(util(EngineKind::Vllm, Some(EngineVersion::Vllm018), None), 0.9);
+        assert_eq!(util(EngineKind::VllmV0, None, None), 0.9);
+        assert_eq!(util(EngineKind::Vllm, None, Some(0.8)), 0.8);
+        assert_eq!(util(EngineKind::Vllm, Some(EngineVersion::Vllm018), Some(0.95)), 0.95);
+        // The user's value reaches the budget: 0.8 × 85,061,827,297 B, ceil.
+        let c = resolve(&RunOptions { gpu_memory_utilization: Some(0.8), ..Default::default() }).unwrap();
+        assert_eq!(c.vllm_memory.unwrap().requested_bytes, 68_049_461_838);
+    }
+
+    #[test]
+    fn a_logged_kv_budget_reproduces_its_blocks() {
+        // vLLM logs "Available KV cache memory"; --kv-cache-memory-bytes takes it as is.
+        let memory = MemoryOverrides { kv_cache_memory_bytes: Some(50 << 30), ..Default::default() };
+        let c = resolve(&RunOptions { memory, ..Default::default() }).unwrap();
+        assert_eq!(c.num_gpu_blocks, Some((50 << 30) / (16 * 131_072)));
+        // The activation term alone, set as measured, with the graphs not charged.
+        let memory =
+            MemoryOverrides { activation_peak_gib: Some(1.26), cudagraph_memory_gib: Some(0.0), ..Default::default() };
+        let m = resolve(&RunOptions { memory, ..Default::default() }).unwrap().vllm_memory.unwrap();
+        assert_eq!((m.activation_peak_bytes, m.cudagraph_bytes), (1_352_914_698, 0));
+        assert!(resolve(&RunOptions { engine: EngineKind::Sglang, ..Default::default() })
+            .unwrap()
+            .vllm_memory
+            .is_none());
+        let e = resolve(&RunOptions { engine: EngineKind::Lightllm, memory, ..Default::default() }).unwrap_err();
+        assert!(e.to_string().contains("apply to the vLLM engines"), "{e}");
+    }
+
+    #[test]
+    fn vllm_v0_budget_covers_a_whole_prompt() {
+        let c = resolve(&RunOptions { engine: EngineKind::VllmV0, ..Default::default() }).unwrap();
+        assert_eq!(c.engine.max_num_batched_tokens, 131_072);
+        assert!(!c.engine.enable_chunked_prefill);
+    }
+
+    #[test]
+    fn lightllm_defaults() {
+        let c = resolve(&RunOptions { engine: EngineKind::Lightllm, ..Default::default() }).unwrap();
+        assert_eq!(c.cache.policy, Policy::Token);
+        assert_eq!(
+            (c.engine.max_num_seqs, c.engine.max_num_batched_tokens, c.engine.chunked_prefill_size),
+            (1000, 8448, 4096)
+        );
+        assert_eq!(c.mem_fraction_static, Some(0.9));
+    }
+
+    #[test]
+    fn sglang_defaults() {
+        let c = resolve(&RunOptions { engine: EngineKind::Sglang, ..Default::default() }).unwrap();
+        assert_eq!(c.cache.policy, Policy::Radix);
+        assert_eq!(c.mem_fraction_static, Some(0.835));
+        assert_eq!((c.engine.chunked_prefill_size, c.engine.max_prefill_tokens), (8192, 16384));
+        // max_running_requests = min(tokens / 2, clamp(tokens / context × 512, 2048, 4096)).
+        assert_eq!(c.engine.max_num_seqs, 2048);
+        let small =
+            resolve(&RunOptions { engine: EngineKind::Sglang, max_total_tokens: Some(3000), ..Default::default() });
+        assert_eq!(small.unwrap().engine.max_num_seqs, 1500);
+    }
+
+    /// 0.5.23 caps a user's --max-running-requests at token capacity / 2 (`resolve_max_num_reqs`);
+    /// 0.4.10 takes it as given.
+    #[test]
+    fn sglang_caps_a_users_running_limit_at_half_the_tokens() {
+        let o = |v| RunOptions {
+            engine: EngineKind::Sglang,
+            engine_version: Some(v),
+            max_total_tokens: Some(3000),
+            max_running_requests: Some(5000),
+            ..Default::default()
+        };
+        assert_eq!(resolve(&o(EngineVersion::Sglang05)).unwrap().engine.max_num_seqs, 1500);
+        assert_eq!(resolve(&o(EngineVersion::Sglang051)).unwrap().engine.max_num_seqs, 5000);
+        let under = RunOptions { max_running_requests: Some(64), ..o(EngineVersion::Sglang05) };
+        assert_eq!(resolve(&under).unwrap().engine.max_num_seqs, 64);
+    }
+
+    /// With chunking off the memory reserve follows max_prefill_tokens, not the default chunk:
+    /// less KV than with chunking, where cachesim used to give 30% more.
+    #[test]
+    fn sglang_memory_reserve_follows_the_chunk_in_use() {
+        let frac = |chunk| {
+            let o = RunOptions { engine: EngineKind::Sglang, chunked_prefill_size: chunk, ..Default::default() };
+            let c = resolve(&o).unwrap();
+            (c.mem_fraction_static.unwrap(), c.kv_capacity_tokens)
+        };
+        let (on, kv_on) = frac(None);
+        let (off, kv_off) = frac(Some(-1));
+        assert_eq!((on, off), (0.835, 0.685));
+        assert!(kv_off < kv_on, "{kv_off} < {kv_on}");
+        // The 0.5.1 bundle's reserve does not depend on the chunk.
+        let old = |chunk| {
+            let o = RunOptions {
+                engine: EngineKind::Sglang,
+                engine_version: Some(EngineVersion::Sglang051),
+                chunked_prefill_size: chunk,
+                ..Default::default()
+            };
+            resolve(&o).unwrap().mem_fraction_static.unwrap()
+        };
+        assert_eq!((old(None), old(Some(-1))), (0.874, 0.874));
+    }
+
+    #[test]
+    fn overlap_is_on_where_the_engine_has_it() {
+        let on =
+            |engine, overlap| resolve(&RunOptions { engine, overlap, ..Default::default() }).map(|c| c.engine.overlap);
+        assert!(on(EngineKind::Vllm, None).unwrap(), "vLLM v1 async scheduling");
+        assert!(on(EngineKind::Sglang, None).unwrap(), "SGLang overlap schedule");
+        assert!(!on(EngineKind::VllmV0, None).unwrap());
+        assert!(!on(EngineKind::Lightllm, None).unwrap());
+        assert!(!on(EngineKind::Vllm, Some(false)).unwrap());
+        assert!(!on(EngineKind::Lightllm, Some(false)).unwrap());
+        let e = on(EngineKind::VllmV0, Some(true)).unwrap_err().to_string();
+        assert!(e.contains("--async-scheduling") && e.contains("only vLLM v1 and SGLang"), "{e}");
+    }
+
+    /// Async output processing: on for vLLM V0 by default, off with `--disable-async-output-proc`,
+    /// `--enforce-eager`, speculative decoding or pipeline parallelism; the flags are refused for
+    /// the other engines.
+    #[test]
+    fn async_output_proc_as_vllm_decides_it() {
+        let on = |o: RunOptions| resolve(&o).map(|c| c.engine.async_output_proc);
+        let v0 = RunOptions { engine: EngineKind::VllmV0, ..Default::default() };
+        assert!(on(v0.clone()).unwrap(), "on by default");
+        assert!(!on(RunOptions { disable_async_output_proc: true, ..v0.clone() }).unwrap());
+        assert!(!on(RunOptions { enforce_eager: true, ..v0.clone() }).unwrap());
+        let spec = LayoutOptions { speculative_algorithm: SpecAlgorithm::Ngram, ..Default::default() };
+        assert!(
+            !async_output_proc(&RunOptions { layout: spec, ..v0.clone() }).unwrap(),
+            "not with speculative decoding"
+        );
+        let pp = LayoutOptions { pp: 2, ..Default::default() };
+        assert!(
+            !async_output_proc(&RunOptions { layout: pp, ..v0.clone() }).unwrap(),
+            "not under pipeline parallelism"
+        );
+        assert!(!on(RunOptions::default()).unwrap(), "vLLM v1 has none");
+        let e = on(RunOptions { enforce_eager: true, ..Default::default() }).unwrap_err();
+        assert!(matches!(&e, Error::InvalidArgument { field, .. } if field == "--enforce-eager"), "{e}");
+    }
+
+    /// `--num-scheduler-steps`: vLLM V0's only, 1 by default, refused with chunked prefill or
+    /// speculation as vLLM 0.6.0 refuses them; echoed on the engine line only when above 1.
+    #[test]
+    fn num_scheduler_steps_is_v0_only() {
+        let steps = |engine, n: Option<u32>, chunked: Option<bool>| {
+            resolve(&RunOptions {
+                engine,
+                num_scheduler_steps: n,
+                enable_chunked_prefill: chunked,
+                ..Default::default()
+            })
+            .map(|c| c.engine)
+        };
+        let one = steps(EngineKind::VllmV0, None, None).unwrap();
+        assert_eq!(one.num_scheduler_steps, 1);
+        assert!(!one.settings_line().contains("num_scheduler_steps"));
+        let ten = steps(EngineKind::VllmV0, Some(10), None).unwrap();
+        assert_eq!(ten.num_scheduler_steps, 10);
+        assert!(
+            ten.settings_line().ends_with("· num_scheduler_steps 10 (multi-step) · async output processing on"),
+            "{}",
+            ten.settings_line()
+        );
+        for engine in [EngineKind::Vllm, EngineKind::Sglang, EngineKind::Lightllm, EngineKind::Trtllm] {
+            let e = steps(engine, Some(10), None).unwrap_err();
+            assert!(matches!(&e, Error::InvalidArgument { field, .. } if field == "--num-scheduler-steps"), "{e}");
+            assert!(e.to_string().contains("--engine vllm-v0"), "{e}");
+        }
+        for (n, chunked, says) in [(Some(0), None, "at least 1"), (Some(10), Some(true), "chunked prefill")] {
+            let e = steps(EngineKind::VllmV0, n, chunked).unwrap_err().to_string();
+            assert!(e.contains("--num-scheduler-steps") && e.contains(says), "{e}");
+        }
+        assert_eq!(steps(EngineKind::VllmV0, Some(1), Some(true)).unwrap().num_scheduler_steps, 1);
+    }
+
+    /// SGLang under EAGLE/MTP: the overlap schedule off and max_running_requests 48 unless
+    /// given (server_args.py `_handle_speculative_decoding`); n-gram only turns overlap off.
+    #[test]
+    fn sglang_speculation_defaults() {
+        let run = |algo, running: Option<u32>, overlap: Option<bool>| {
+            let rate = if matches!(algo, SpecAlgorithm::Eagle | SpecAlgorithm::Ngram) { vec![0.7] } else { Vec::new() };
+            let layout =
+                LayoutOptions { speculative_algorithm: algo, spec_acceptance_rate: rate, ..Default::default() };
+            let o = RunOptions {
+                engine: EngineKind::Sglang,
+                model: "deepseek-r1".into(),
+                gpu: "h200".into(),
+                tp: 8,
+                layout,
+                max_running_requests: running,
+                overlap,
+                ..Default::default()
+            };
+            let c = resolve(&o).unwrap();
+            (c.engine.max_num_seqs, c.engine.overlap)
+        };
+        assert_eq!(run(SpecAlgorithm::Mtp, None, None), (48, false));
+        assert_eq!(run(SpecAlgorithm::Eagle, None, None), (48, false));
+        assert_eq!(run(SpecAlgorithm::Mtp, Some(512), None), (512, false));
+        assert_eq!(run(SpecAlgorithm::Mtp, None, Some(true)), (48, true));
+        let (ngram_running, ngram_overlap) = run(SpecAlgorithm::Ngram, None, None);
+        assert!(ngram_running > 48 && !ngram_overlap);
+        let (plain_running, plain_overlap) = run(SpecAlgorithm::None, None, None);
+        assert!(plain_running > 48 && plain_overlap);
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = resolve(&RunOptions { max_num_seqs: Some(64), max_num_batched_tokens: Some(32), ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("--max-num-batched-tokens"));
+        let e = resolve(&RunOptions { model: "llama-3.1-70b".into(), gpu: "a10".into(), ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("does not fit"));
+        let e = resolve(&RunOptions { tp: 3, ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("--tp"));
+        let e = resolve(&RunOptions { gpu_memory_utilization: Some(1.5), ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("above 1"));
+        let nan = MemoryOverrides { activation_peak_gib: Some(f64::NAN), ..Default::default() };
+        let e = resolve(&RunOptions { memory: nan, ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("--activation-peak-gib"));
+        let zero = MemoryOverrides { kv_cache_memory_bytes: Some(0), ..Default::default() };
+        let e = resolve(&RunOptions { memory: zero, ..Default::default() });
+        assert!(e.unwrap_err().to_string().contains("--kv-cache-memory-bytes"));
+    }
+
+    #[test]
+    fn startup_refusals_at_their_boundaries() {
+        let refused = |o: RunOptions| matches!(resolve(&o), Err(Error::StartupRefused { .. }));
+        // SGLang: max_req_input_len = min(context − 1, pool − 1) − 5 must be positive.
+        let sglang = |t| RunOptions { engine: EngineKind::Sglang, max_total_tokens: Some(t), ..Default::default() };
+        assert!(refused(sglang(6)));
+        assert!(!refused(sglang(7)));
+        // vLLM starts with any --num-gpu-blocks-override (memory is checked before it applies); a
+        // note says when ceil(max_model_len / block) blocks exceed the usable ones (null block aside).
+        let vllm = |blocks, len| RunOptions {
+            num_gpu_blocks_override: Some(blocks),
+            max_model_len: Some(len),
+            ..Default::default()
+        };
+        let noted = |o: RunOptions| {
+            let c = resolve(&o).expect("vLLM starts with any block override");
+            notes(&o, &c).iter().any(|n| n.contains("--num-gpu-blocks-override"))
+        };
+        assert!(!noted(vllm(11, 160)));
+        assert!(noted(vllm(11, 161)));
+        assert!(noted(vllm(10, 160)));
+        // Without chunked prefill the budget must cover max_model_len; an unset budget is raised to it.
+        let v0 = |budget| RunOptions {
+            engine: EngineKind::VllmV0,
+            max_num_batched_tokens: budget,
+            max_model_len: Some(4096),
+            ..Default::default()
+        };
+        assert!(refused(v0(Some(4095))));
+        assert!(!refused(v0(Some(4096))));
+        assert!(!refused(v0(None)));
+        // vLLM: no longer than the model's own context.
+        assert!(refused(RunOptions { max_model_len: Some(131_073), ..Default::default() }));
+        assert!(!refused(RunOptions { max_model_len: Some(131_072), ..Default::default() }));
+        let sglang_len = |l| RunOptions { engine: EngineKind::Sglang, max_model_len: Some(l), ..Default::default() };
+        assert!(refused(sglang_len(131_073)));
+        assert!(!refused(sglang_len(131_072)));
+        // LightLLM's model length is its max_req_total_len, 16384 by default.
+        let l = resolve(&RunOptions { engine: EngineKind::Lightllm, ..Default::default() }).unwrap();
+        assert_eq!(l.max_model_len, LIGHTLLM_MAX_REQ_TOTAL_LEN);
+    }
+
+    fn blamed(o: RunOptions) -> String {
+        match resolve(&o).unwrap_err() {
+            Error::InvalidArgument { field, .. } => field,
+            e => panic!("not an argument error: {e}"),
+        }
+    }
+
+    #[test]
+    fn each_error_names_the_flag_at_fault() {
+        assert_eq!(blamed(RunOptions { max_num_seqs: Some(0), ..Default::default() }), "--max-num-seqs");
+        assert_eq!(
+            blamed(RunOptions { max_num_seqs: Some(64), max_num_batched_tokens: Some(32), ..Default::default() }),
+            "--max-num-batched-tokens"
+        );
+        let huge = MemoryOverrides { activation_peak_gib: Some(1000.0), ..Default::default() };
+        assert_eq!(blamed(RunOptions { memory: huge, ..Default::default() }), "--activation-peak-gib");
+        let negative = MemoryOverrides { activation_peak_gib: Some(-1.0), ..Default::default() };
+        assert_eq!(blamed(RunOptions { memory: negative, ..Default::default() }), "--activation-peak-gib");
+        assert_eq!(
+            blamed(RunOptions { num_gpu_blocks_override: Some(1), ..Default::default() }),
+            "--num-gpu-blocks-override"
+        );
+        assert_eq!(
+            blamed(RunOptions { model: "llama-3.1-70b".into(), gpu: "a10".into(), ..Default::default() }),
+            "--gpu-memory-utilization"
+        );
+        assert_eq!(
+            blamed(RunOptions { engine: EngineKind::Sglang, schedule_conservativeness: -1.0, ..Default::default() }),
+            "--schedule-conservativeness"
+        );
+    }
+
+    /// Found by tests/fuzz.rs: `max_num_seqs × max_model_len` overflowed. Such a length is now
+    /// refused (above the model's own), without overflowing on the way.
+    #[test]
+    fn a_huge_max_model_len_does_not_overflow() {
+        let o = RunOptions { max_model_len: Some(u64::MAX), ..Default::default() };
+        assert!(matches!(resolve(&o), Err(Error::StartupRefused { .. })));
+        let file = RunOptions { model_file: None, max_model_len: Some(u64::MAX / 2), ..Default::default() };
+        assert!(matches!(resolve(&file), Err(Error::StartupRefused { .. })));
+    }
+
+    /// Found by tests/fuzz.rs: LightLLM's `2 × chunk + 256` overflowed.
+    #[test]
+    fn a_huge_lightllm_chunk_saturates() {
+        let o = RunOptions { engine: EngineKind::Lightllm, chunked_prefill_size: Some(i64::MAX), ..Default::default() };
+        assert_eq!(resolve(&o).unwrap().engine.max_num_batched_tokens, 16384);
+    }
+
+    /// Found by tests/fuzz.rs: `(blocks − 1) × block_size` overflowed.
+    #[test]
+    fn a_huge_block_override_is_refused() {
+        let o = RunOptions { num_gpu_blocks_override: Some(u64::MAX), block_size: 512, ..Default::default() };
+        assert_eq!(blamed(o), "--num-gpu-blocks-override");
+    }
+
+    #[test]
+    fn a_lowered_max_num_seqs_is_said() {
+        let o = RunOptions { max_num_batched_tokens: Some(1), ..Default::default() };
+        let c = resolve(&o).unwrap();
+        assert_eq!(c.engine.max_num_seqs, 1);
+        let n = notes(&o, &c);
+        assert_eq!(n.len(), 1);
+        assert!(n[0].contains("from its default 1024 to 1"), "{n:?}");
+        assert!(notes(&RunOptions::default(), &resolve(&RunOptions::default()).unwrap()).is_empty());
+    }
+}

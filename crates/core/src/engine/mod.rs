@@ -1,0 +1,457 @@
+//! Serving engines: the per-request runtime state every scheduler works on ([`ReqRt`]), the
+//! [`Scheduler`] seam, and the engine limits ([`EngineConfig`]). One scheduler per engine
+//! family; each follows ENGINE_SPEC exactly (vLLM v1: §2.1). A scheduler decides which
+//! requests compute how many tokens in the next step; it owns its queues and talks to the
+//! prefix cache; the event loop ([`crate::sim`]) prices the step and emits tokens, handing it a
+//! [`Step`]. vLLM's two versions share their queues and preemption ([`Vllm`],
+//! [`VllmQueues::schedule_running`]) and differ in their batch-forming rule ([`VllmRule`]).
+
+pub mod frontend;
+pub mod lightllm;
+pub mod sglang;
+pub mod trtllm;
+pub mod version;
+pub mod vllm;
+pub mod vllm_v0;
+
+use crate::cache::{PrefixCache, ReqId};
+use crate::cost::BatchShape;
+use crate::workload::SeqId;
+use serde::Serialize;
+pub use version::{EngineVersion, Rules};
+
+/// Engine families (`--engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineKind {
+    /// vLLM v1: one token budget per step, running requests first, chunked prefill.
+    Vllm,
+    /// vLLM V0 (legacy, before 2025): whole prompts first with a 1% block watermark; a step
+    /// with prefills runs no decode (--enable-chunked-prefill: decodes and chunks first).
+    VllmV0,
+    /// SGLang: a step is a prefill batch or a decode batch (prefill first), decode-memory
+    /// reservation with new_token_ratio, retraction of the requests with the fewest outputs.
+    Sglang,
+    /// LightLLM: peak-footprint admission on a token pool; a decode pass then a prefill pass.
+    Lightllm,
+    /// TensorRT-LLM (PyTorch backend): admission reserving each request's blocks to completion,
+    /// whole prompts after the generation requests, no preemption.
+    Trtllm,
+}
+
+impl EngineKind {
+    /// The name `--engine` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Vllm => "vllm",
+            EngineKind::VllmV0 => "vllm-v0",
+            EngineKind::Sglang => "sglang",
+            EngineKind::Lightllm => "lightllm",
+            EngineKind::Trtllm => "trtllm",
+        }
+    }
+}
+
+/// SGLang `--schedule-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulePolicy {
+    /// Arrival order (SGLang's default since 2025).
+    Fcfs,
+    /// Longest prefix match first; falls back to the current order above 128 waiting requests.
+    Lpm,
+    /// Depth-first over the radix tree, heaviest subtree first, requests after their subtree.
+    DfsWeight,
+    /// Longest output first.
+    Lof,
+    /// Seeded shuffle.
+    Random,
+}
+
+/// Scheduler limits, named as the engines name them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EngineConfig {
+    pub engine: EngineKind,
+    /// The release whose rules the scheduler and cache follow (`--engine-version`).
+    pub version: EngineVersion,
+    /// That release's rules.
+    pub rules: Rules,
+    /// vLLM `--max-num-seqs`: requests in `running` at most.
+    pub max_num_seqs: u32,
+    /// vLLM `--max-num-batched-tokens`: new tokens per step at most.
+    pub max_num_batched_tokens: u32,
+    /// vLLM `--enable-chunked-prefill` (v1 default on).
+    pub enable_chunked_prefill: bool,
+    /// vLLM `--long-prefill-token-threshold` (0 = off): cap on one request's chunk.
+    pub long_prefill_token_threshold: u32,
+    /// SGLang `--chunked-prefill-size` (tokens per prefill batch chunk; 0 = chunking off).
+    pub chunked_prefill_size: u32,
+    /// SGLang `--max-prefill-tokens`: new tokens per prefill batch.
+    pub max_prefill_tokens: u32,
+    /// SGLang `--schedule-policy`.
+    pub schedule_policy: SchedulePolicy,
+    /// SGLang `--schedule-conservativeness` (scales the initial new_token_ratio).
+    pub schedule_conservativeness: f64,
+    /// SGLang page size (prefill chunks are page-aligned).
+    pub page_size: u32,
+    /// Seed for the random policy.
+    pub seed: u64,
+    /// The host prepares the next step while the device runs this one (SGLang's overlap
+    /// schedule, vLLM's async scheduling): a step takes max(device, host), not the sum.
+    pub overlap: bool,
+    /// vLLM V0 `--num-scheduler-steps` (multi-step scheduling; 1 = off): a decode batch is
+    /// scheduled once and runs this many forward steps (docs/engines/multistep.md).
+    pub num_scheduler_steps: u32,
+    /// vLLM V0 async output processing (`ModelConfig.use_async_output_proc`; off with
+    /// `--disable-async-output-proc`, `--enforce-eager`, pipeline parallelism or speculative
+    /// decoding): a batch's outputs are processed during the next batch, so a request whose
+    /// last token came rides one more batch (docs/engines/multistep.md).
+    pub async_output_proc: bool,
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+impl EngineConfig {
+    /// A configuration of `version`'s engine with plain limits — 256 sequences, 8,192 tokens per
+    /// step, chunked prefill on (off for TensorRT-LLM), no long-prefill cap, SGLang's 16,384 prefill tokens without
+    /// chunking, FCFS, page 1, no overlap — for tests and embedders to adjust field by field
+    /// (`EngineConfig { max_num_seqs: 8, ..EngineConfig::new(v) }`). A run's configuration comes
+    /// from [`crate::config::resolve`], which sets every field from the engine's own defaults.
+    pub fn new(version: EngineVersion) -> Self {
+        Self {
+            engine: version.engine(),
+            version,
+            rules: version.rules(),
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            // TensorRT-LLM's context chunking is off by default (and not modelled).
+            enable_chunked_prefill: version.engine() != EngineKind::Trtllm,
+            long_prefill_token_threshold: 0,
+            chunked_prefill_size: 0,
+            max_prefill_tokens: 16384,
+            schedule_policy: SchedulePolicy::Fcfs,
+            schedule_conservativeness: 1.0,
+            page_size: 1,
+            seed: 0,
+            overlap: false,
+            num_scheduler_steps: 1,
+            async_output_proc: false,
+        }
+    }
+
+    /// The engine's settings as the run report's "Engine:" line prints them (each engine's
+    /// own knob names), without the line end.
+    pub fn settings_line(&self) -> String {
+        let e = self;
+        match e.engine {
+            EngineKind::Vllm => format!(
+                "Engine:         {} (v1) · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {} · async scheduling {}",
+                e.version,
+                e.max_num_seqs,
+                e.max_num_batched_tokens,
+                on_off(e.enable_chunked_prefill),
+                e.long_prefill_token_threshold,
+                on_off(e.overlap)
+            ),
+            EngineKind::Sglang => format!(
+                "Engine:         {} · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {} · overlap schedule {}",
+                e.version,
+                e.max_num_seqs,
+                e.chunked_prefill_size,
+                e.max_prefill_tokens,
+                serde_json::to_value(e.schedule_policy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                e.schedule_conservativeness,
+                on_off(e.overlap)
+            ),
+            EngineKind::VllmV0 => format!(
+                "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark{} · async output processing {}",
+                e.version,
+                e.max_num_seqs,
+                e.max_num_batched_tokens,
+                if e.enable_chunked_prefill { "chunked prefill, decodes first" } else { "prefills first, no chunked prefill" },
+                if e.num_scheduler_steps > 1 {
+                    format!(" · num_scheduler_steps {} (multi-step)", e.num_scheduler_steps)
+                } else {
+                    String::new()
+                },
+                on_off(e.async_output_proc)
+            ),
+            EngineKind::Lightllm => format!(
+                "Engine:         {} · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",
+                e.version,
+                e.max_num_seqs, e.max_num_batched_tokens, e.chunked_prefill_size
+            ),
+            EngineKind::Trtllm => format!(
+                "Engine:         {} (PyTorch backend) · max_batch_size {} · max_num_tokens {} · context chunking {} · GUARANTEED_NO_EVICT · overlap scheduler {}",
+                e.version,
+                e.max_num_seqs,
+                e.max_num_batched_tokens,
+                on_off(e.enable_chunked_prefill),
+                on_off(e.overlap)
+            ),
+        }
+    }
+}
+
+/// A request as the engine sees it while it runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReqRt {
+    pub seq: SeqId,
+    pub prompt_len: u32,
+    pub output_len: u32,
+    /// Tokens known: prompt + outputs sampled so far.
+    pub num_tokens: u32,
+    /// Tokens whose KV is computed (or reused from the cache).
+    pub num_computed: u32,
+    /// Outputs sampled so far.
+    pub generated: u32,
+    pub preemptions: u32,
+    /// Prompt tokens reused from the cache at the first admission.
+    pub cached_prompt_tokens: u32,
+    /// When it was first scheduled (seconds), `NaN` before.
+    pub first_scheduled_s: f64,
+    /// When its first and its latest output token were sampled (seconds), `NaN` before (kept
+    /// here, beside the counters every step reads, rather than in arrays of their own).
+    pub first_token_s: f64,
+    pub last_token_s: f64,
+    /// Admitted at least once (so `cached_prompt_tokens` is set).
+    pub admitted: bool,
+}
+
+impl ReqRt {
+    /// A request not yet seen by the engine, generating `output_len` tokens (0: SGLang's
+    /// prefill-only request; the other engines' frontends reject it, [`frontend`]).
+    pub fn new(seq: SeqId, prompt_len: u32, output_len: u32) -> Self {
+        Self {
+            seq,
+            prompt_len,
+            output_len,
+            num_tokens: prompt_len,
+            num_computed: 0,
+            generated: 0,
+            preemptions: 0,
+            cached_prompt_tokens: 0,
+            first_scheduled_s: f64::NAN,
+            first_token_s: f64::NAN,
+            last_token_s: f64::NAN,
+            admitted: false,
+        }
+    }
+}
+
+impl ReqRt {
+    /// The cache admitted the request at `now` with `hit` tokens reused: computation starts
+    /// there; the first admission's hit and time are kept for the report.
+    pub fn admitted_with(&mut self, hit: usize, now: f64) {
+        self.num_computed = hit as u32;
+        if !self.admitted {
+            self.admitted = true;
+            self.cached_prompt_tokens = hit as u32;
+        }
+        if self.first_scheduled_s.is_nan() {
+            self.first_scheduled_s = now;
+        }
+    }
+
+    /// The request was preempted (recompute): its KV is gone, its outputs are kept.
+    pub fn preempted(&mut self) {
+        self.num_computed = 0;
+        self.preemptions += 1;
+    }
+}
+
+/// What a scheduler put in a step.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// (request, new tokens) in scheduling order.
+    pub items: Vec<(ReqId, u32)>,
+    pub shape: BatchShape,
+    /// A second forward pass in the same step (LightLLM's prefill after its decode).
+    pub second_pass: BatchShape,
+    /// Requests preempted while forming this batch.
+    pub preempted: u32,
+    /// Forward steps the batch runs before the next scheduling (vLLM V0 multi-step: a decode
+    /// batch runs `--num-scheduler-steps`, each item one token a step); 0 or 1 = one step.
+    pub steps: u32,
+    /// vLLM V0 async output processing: requests whose pending output the scheduler processed
+    /// before preempting them while forming this batch (those found finished were freed, not
+    /// preempted: they left `running` and the cache).
+    pub processed: Vec<ReqId>,
+}
+
+impl Batch {
+    /// Empties the batch for reuse.
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.shape = BatchShape::default();
+        self.second_pass = BatchShape::default();
+        self.preempted = 0;
+        self.steps = 1;
+        self.processed.clear();
+    }
+    /// Forward steps the batch runs (at least 1).
+    pub fn steps(&self) -> u32 {
+        self.steps.max(1)
+    }
+    /// Adds `new` tokens of request `r`.
+    #[inline]
+    pub fn push(&mut self, id: ReqId, r: &ReqRt, new: u32) {
+        self.items.push((id, new));
+        self.shape.add(r.num_computed as u64, new as u64);
+    }
+}
+
+/// What one scheduling step works on: the time, every request's progress, the cache, and the
+/// batch being formed.
+pub struct Step<'a> {
+    pub now: f64,
+    pub reqs: &'a mut [ReqRt],
+    pub cache: &'a mut dyn PrefixCache,
+    pub out: &'a mut Batch,
+}
+
+/// vLLM's queues (v1 and V0): `running` in admission order, `waiting` FCFS with preempted
+/// requests prepended.
+#[derive(Debug, Default)]
+pub struct VllmQueues {
+    pub running: Vec<ReqId>,
+    pub waiting: std::collections::VecDeque<ReqId>,
+    /// vLLM V0 async output processing: a preemption victim's pending output is processed
+    /// first, and a victim found finished is freed instead of preempted.
+    pub async_output_proc: bool,
+}
+
+impl VllmQueues {
+    /// Drops a finished request from `running`.
+    pub fn finished(&mut self, id: ReqId) {
+        if let Some(p) = self.running.iter().position(|&x| x == id) {
+            self.running.remove(p);
+        }
+    }
+    /// (waiting, running).
+    pub fn queued(&self) -> (usize, usize) {
+        (self.waiting.len(), self.running.len())
+    }
+
+    /// Schedules `n` more tokens of running request `id`, making room vLLM's way (v1 and V0):
+    /// while its KV cannot grow, the last running request is preempted (recompute: prepended
+    /// to waiting). Returns false, scheduling nothing, when `id` itself had to be preempted.
+    #[inline]
+    pub fn schedule_running(&mut self, id: ReqId, n: u32, s: &mut Step) -> bool {
+        self.schedule_running_ahead(id, n, 0, s)
+    }
+
+    /// [`VllmQueues::schedule_running`] reserving KV for `lookahead` more tokens beyond the `n`
+    /// (vLLM V0 `Scheduler._append_slots` / `_can_append_slots` with `num_lookahead_slots`:
+    /// multi-step reserves `--num-scheduler-steps` − 1 slots for the steps after the first).
+    #[inline]
+    pub fn schedule_running_ahead(&mut self, id: ReqId, n: u32, lookahead: u32, s: &mut Step) -> bool {
+        let total = (s.reqs[id as usize].num_computed + n + lookahead) as usize;
+        while !s.cache.grow(id, total) {
+            let victim = self.running.pop().expect("the request itself is running");
+            if self.async_output_proc {
+                // vLLM V0 `Scheduler._schedule_running` (0.9): `output_proc_callback(request_id=
+                // victim)` before preempting; a victim now finished is freed, not preempted
+                // (`_free_finished_seq_group`). Its last token came in the previous batch.
+                s.out.processed.push(victim);
+                let v = &s.reqs[victim as usize];
+                if v.output_len > 0 && v.generated >= v.output_len {
+                    s.cache.finish(victim);
+                    if victim == id {
+                        return false;
+                    }
+                    continue;
+                }
+            }
+            s.cache.preempt(victim);
+            s.reqs[victim as usize].preempted();
+            self.waiting.push_front(victim);
+            s.out.preempted += 1;
+            if victim == id {
+                return false;
+            }
+        }
+        s.out.push(id, &s.reqs[id as usize], n);
+        true
+    }
+}
+
+/// vLLM's batch-forming rule (v1 or V0), over the queues both versions share.
+pub trait VllmRule: Send {
+    /// Forms the next batch into `s.out` (already cleared).
+    fn schedule(&mut self, q: &mut VllmQueues, s: &mut Step);
+}
+
+/// A vLLM scheduler: the shared queues and one version's rule.
+pub struct Vllm<R> {
+    q: VllmQueues,
+    rule: R,
+}
+
+impl<R: VllmRule> Vllm<R> {
+    /// An idle scheduler.
+    pub fn new(rule: R) -> Self {
+        Self { q: VllmQueues::default(), rule }
+    }
+}
+
+impl<R: VllmRule> Scheduler for Vllm<R> {
+    fn enqueue(&mut self, id: ReqId) {
+        self.q.waiting.push_back(id);
+    }
+
+    fn schedule(&mut self, s: &mut Step) {
+        s.out.clear();
+        self.rule.schedule(&mut self.q, s);
+    }
+
+    fn finished(&mut self, id: ReqId) {
+        self.q.finished(id);
+    }
+
+    fn queued(&self) -> (usize, usize) {
+        self.q.queued()
+    }
+
+    fn reject_head(&mut self) -> Option<ReqId> {
+        self.q.waiting.pop_front()
+    }
+}
+
+/// A scheduler: queues plus the engine's rule for forming a batch.
+pub trait Scheduler: Send {
+    /// An arrived request joins the waiting queue.
+    fn enqueue(&mut self, id: ReqId);
+    /// Forms the next batch at time `s.now` into `s.out` (cleared first).
+    fn schedule(&mut self, s: &mut Step);
+    /// A request finished (its KV is already released): forget it.
+    fn finished(&mut self, id: ReqId);
+    /// Requests waiting and running.
+    fn queued(&self) -> (usize, usize);
+    /// Drops the waiting head (it can never run, e.g. larger than the KV cache); returns it.
+    fn reject_head(&mut self) -> Option<ReqId>;
+}
+
+/// Builds the scheduler of an engine over a workload's tokens.
+pub fn scheduler(cfg: &EngineConfig, store: std::sync::Arc<crate::workload::TokenStore>) -> Box<dyn Scheduler> {
+    match cfg.engine {
+        // TensorRT-LLM's capacity and micro-batch schedulers form vLLM v1's batch without
+        // chunking, with admission reserving to completion (`Rules::trtllm_reserve_to_completion`).
+        EngineKind::Vllm | EngineKind::Trtllm => Box::new(Vllm::new(vllm::VllmV1::new(*cfg))),
+        EngineKind::VllmV0 => {
+            let mut s = Vllm::new(vllm_v0::VllmV0::new(*cfg));
+            s.q.async_output_proc = cfg.async_output_proc;
+            Box::new(s)
+        }
+        EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg, store)),
+        EngineKind::Lightllm => Box::new(lightllm::Lightllm::new(*cfg)),
+    }
+}

@@ -1,0 +1,419 @@
+//! Trace files → typed records. One module per format (ShareGPT, Mooncake, Azure LLM 2023,
+//! BurstGPT, native JSONL); this file owns format detection, transparent `.gz` reading and the
+//! strict/lenient policy: a bad record is an error naming file, location and field, or — with
+//! `lenient` — skipped and counted by reason.
+
+pub mod azure;
+pub mod burstgpt;
+pub mod json;
+pub mod mooncake;
+pub mod native;
+pub mod sharegpt;
+pub mod table;
+
+use crate::error::{Error, Location, RecordError, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Largest prompt or output length accepted, in tokens (anything above is surely a typo).
+pub const MAX_TOKENS_PER_REQUEST: u64 = 1 << 24;
+
+/// Token ids a trace may carry lie below this; at and above it the id space is cachesim's own
+/// (synthetic runs and template markers, placed by [`crate::workload`]).
+pub const RESERVED_TOKEN_BASE: u32 = 1 << 30;
+
+/// Trace formats (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// ShareGPT JSON array or JSONL of `{id, conversations:[{from, value}]}`.
+    Sharegpt,
+    /// Mooncake JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
+    Mooncake,
+    /// Azure LLM inference 2023 CSV: `TIMESTAMP,ContextTokens,GeneratedTokens`.
+    Azure,
+    /// BurstGPT CSV: `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`.
+    Burstgpt,
+    /// cachesim's own JSONL: `prompt` or `prompt_ids`, `output_len`, `timestamp_ms`, `session`.
+    Native,
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Format::Sharegpt => "sharegpt",
+            Format::Mooncake => "mooncake",
+            Format::Azure => "azure",
+            Format::Burstgpt => "burstgpt",
+            Format::Native => "native",
+        })
+    }
+}
+
+/// Records skipped under `--lenient`, counted by reason, with a few examples.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Skipped {
+    /// Reason (field and message) → number of records.
+    pub reasons: BTreeMap<String, u64>,
+    /// The first few full messages, with their locations.
+    pub examples: Vec<String>,
+}
+
+impl Skipped {
+    /// Counts one bad record.
+    pub fn add(&mut self, err: &RecordError) {
+        let reason = if err.field.is_empty() || err.field == "." {
+            err.message.clone()
+        } else {
+            format!("field `{}`: {}", err.field, err.message)
+        };
+        self.add_reason(reason);
+        if self.examples.len() < 5 {
+            self.examples.push(err.to_string());
+        }
+    }
+
+    /// Counts one record dropped for a documented reason (not a malformed record).
+    pub fn add_reason(&mut self, reason: impl Into<String>) {
+        *self.reasons.entry(reason.into()).or_insert(0) += 1;
+    }
+
+    /// Number of records skipped.
+    pub fn total(&self) -> u64 {
+        self.reasons.values().sum()
+    }
+}
+
+/// Options of [`read`].
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Force a format instead of detecting it.
+    pub format: Option<Format>,
+    /// Skip and count bad records instead of stopping at the first.
+    pub lenient: bool,
+}
+
+/// Records of one trace, by format.
+#[derive(Debug)]
+pub enum Records {
+    Sharegpt(Vec<sharegpt::Conversation>),
+    Mooncake(mooncake::MooncakeTrace),
+    /// Length-only records (Azure, BurstGPT).
+    Lengths(Vec<LengthRecord>),
+    Native(Vec<native::NativeRecord>),
+}
+
+/// A request known only by its lengths (and arrival time).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LengthRecord {
+    pub arrival_ms: f64,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+}
+
+/// A trace file read into records.
+#[derive(Debug)]
+pub struct TraceFile {
+    pub path: PathBuf,
+    pub format: Format,
+    pub records: Records,
+    pub skipped: Skipped,
+}
+
+impl TraceFile {
+    /// Number of records read.
+    pub fn records_len(&self) -> usize {
+        match &self.records {
+            Records::Sharegpt(r) => r.len(),
+            Records::Mooncake(r) => r.records.len(),
+            Records::Lengths(r) => r.len(),
+            Records::Native(r) => r.len(),
+        }
+    }
+}
+
+/// Longest line accepted in line-oriented content (JSONL, CSV), in bytes: a longer one means the
+/// file is not a trace (`/dev/zero`, a binary), and reading on would only fill memory.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// A file that is not a regular one (a device, a pipe) must show a recognisable first record
+/// within this many bytes (`/dev/urandom` never does, and never ends).
+pub const PROBE_BYTES: usize = 1 << 20;
+
+/// Reads the whole file, decompressing gzip when the content is gzip. Line-oriented content may
+/// not hold a line over [`MAX_LINE_BYTES`]; a source that is not a regular file must look like a
+/// trace within its first [`PROBE_BYTES`]. Both are errors naming the file and the line.
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+    let io = |error| Error::Io { path: path.to_path_buf(), error };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_dir() {
+        return Err(io(std::io::Error::other("is a directory, not a trace file")));
+    }
+    let regular = meta.is_file();
+    let mut src = std::io::BufReader::with_capacity(1 << 16, file);
+    let gzip = std::io::BufRead::fill_buf(&mut src).map_err(io)?.starts_with(&[0x1f, 0x8b]);
+    if regular && !gzip {
+        let mut out = Vec::with_capacity(meta.len() as usize);
+        src.read_to_end(&mut out).map_err(io)?;
+        check_lines(path, &out, 0, &mut LineState::default())?;
+        return Ok(out);
+    }
+    if gzip {
+        read_bounded(path, flate2::bufread::MultiGzDecoder::new(src), !regular)
+    } else {
+        read_bounded(path, src, true)
+    }
+}
+
+/// Reads a stream in chunks, checking line lengths as it goes and, with `probe`, that the first
+/// [`PROBE_BYTES`] look like a trace.
+fn read_bounded(path: &Path, mut r: impl Read, probe: bool) -> Result<Vec<u8>> {
+    let io = |error| Error::Io { path: path.to_path_buf(), error };
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let (mut lines, mut probed) = (LineState::default(), !probe);
+    loop {
+        let n = match r.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        let from = out.len();
+        out.extend_from_slice(&chunk[..n]);
+        check_lines(path, &out, from, &mut lines)?;
+        if !probed && out.len() >= PROBE_BYTES {
+            probed = true;
+            if let Err(why) = detect(&out[..PROBE_BYTES]) {
+                return Err(Error::UnknownFormat {
+                    path: path.to_path_buf(),
+                    why: format!(
+                        "not a regular file, and its first {} MiB hold no trace record: {why}",
+                        PROBE_BYTES >> 20
+                    ),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Where [`check_lines`] is in the content read so far.
+#[derive(Debug, Clone, Copy)]
+struct LineState {
+    /// 1-based number of the line being read.
+    line: u64,
+    /// Byte offset where it starts.
+    start: usize,
+    /// Whether the content is a JSON array (first non-blank byte `[`); `None` while all blank.
+    array: Option<bool>,
+}
+
+impl Default for LineState {
+    fn default() -> Self {
+        Self { line: 1, start: 0, array: None }
+    }
+}
+
+/// Counts the lines of `bytes[from..]`; a line over [`MAX_LINE_BYTES`] is an error. Content that
+/// is a JSON array is exempt: it may be one long line.
+fn check_lines(path: &Path, bytes: &[u8], from: usize, st: &mut LineState) -> Result<()> {
+    if st.array.is_none() {
+        st.array = bytes[from..].iter().find(|b| !b.is_ascii_whitespace()).map(|&b| b == b'[');
+    }
+    if st.array == Some(true) {
+        return Ok(());
+    }
+    for pos in memchr::memchr_iter(b'\n', &bytes[from..]) {
+        if from + pos - st.start > MAX_LINE_BYTES {
+            break;
+        }
+        st.line += 1;
+        st.start = from + pos + 1;
+    }
+    if bytes.len() - st.start > MAX_LINE_BYTES {
+        return Err(Error::Record {
+            path: path.to_path_buf(),
+            error: RecordError {
+                location: Location::Line(st.line),
+                field: String::new(),
+                message: format!(
+                    "longer than {} MiB (starting at byte offset {}): not a trace in a line format",
+                    MAX_LINE_BYTES >> 20,
+                    st.start
+                ),
+            },
+        });
+    }
+    Ok(())
+}
+
+/// Reads a trace file of any supported format.
+pub fn read(path: &Path, opts: &ReadOptions) -> Result<TraceFile> {
+    parse(path, &read_bytes(path)?, opts)
+}
+
+/// Parses trace content already in memory; `path` names it in errors and reports.
+pub fn parse(path: &Path, bytes: &[u8], opts: &ReadOptions) -> Result<TraceFile> {
+    // A UTF-8 byte-order mark (common in CSV exported on Windows) is not content.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let format = match opts.format {
+        Some(f) => f,
+        None => detect(bytes).map_err(|why| Error::UnknownFormat { path: path.to_path_buf(), why })?,
+    };
+    let mut skipped = Skipped::default();
+    let rec_err = |error| Error::Record { path: path.to_path_buf(), error };
+    let records = match format {
+        Format::Sharegpt => Records::Sharegpt(sharegpt::parse(bytes, opts.lenient, &mut skipped).map_err(rec_err)?),
+        Format::Mooncake => Records::Mooncake(mooncake::parse(bytes, opts.lenient, &mut skipped).map_err(rec_err)?),
+        Format::Azure => Records::Lengths(azure::parse(bytes, opts.lenient, &mut skipped).map_err(rec_err)?),
+        Format::Burstgpt => Records::Lengths(burstgpt::parse(bytes, opts.lenient, &mut skipped).map_err(rec_err)?),
+        Format::Native => Records::Native(native::parse(bytes, opts.lenient, &mut skipped).map_err(rec_err)?),
+    };
+    Ok(TraceFile { path: path.to_path_buf(), format, records, skipped })
+}
+
+/// Guesses the format from the content: JSON keys of the first record, or the CSV header.
+pub fn detect(bytes: &[u8]) -> std::result::Result<Format, String> {
+    let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).ok_or("the file is empty")?;
+    let body = &bytes[start..];
+    let first_object: &[u8] = match body[0] {
+        b'[' => {
+            let inner = &body[1..];
+            let s = inner.iter().position(|b| !b.is_ascii_whitespace()).ok_or("empty JSON array")?;
+            &inner[s..]
+        }
+        b'{' => body,
+        _ => {
+            let header = body.split(|&b| b == b'\n').next().unwrap_or_default();
+            let header = String::from_utf8_lossy(header);
+            let cols: Vec<&str> = header.trim().split(',').map(str::trim).collect();
+            return if cols.first() == Some(&"TIMESTAMP") && cols.contains(&"ContextTokens") {
+                Ok(Format::Azure)
+            } else if cols.first() == Some(&"Timestamp") && cols.contains(&"Request tokens") {
+                Ok(Format::Burstgpt)
+            } else {
+                Err(format!("neither JSON nor a known CSV header (first line: `{}`)", truncate(&header, 80)))
+            };
+        }
+    };
+    // Parse just the first object as a map of raw values to look at its keys.
+    let mut stream =
+        serde_json::Deserializer::from_slice(first_object).into_iter::<BTreeMap<String, serde::de::IgnoredAny>>();
+    let keys = match stream.next() {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => return Err(format!("the first record is not a JSON object ({e})")),
+        None => return Err("no JSON record".into()),
+    };
+    if keys.contains_key("conversations") || keys.contains_key("conversation") {
+        Ok(Format::Sharegpt)
+    } else if keys.contains_key("hash_ids") {
+        Ok(Format::Mooncake)
+    } else if keys.contains_key("prompt") || keys.contains_key("prompt_ids") {
+        Ok(Format::Native)
+    } else {
+        let names: Vec<&str> = keys.keys().map(String::as_str).collect();
+        Err(format!("unrecognised keys in the first record: {}", names.join(", ")))
+    }
+}
+
+/// The first `n` characters of `s`, control characters escaped (a binary file's first line must
+/// not reach the terminal raw).
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).flat_map(|c| if c.is_control() { c.escape_default().collect() } else { vec![c] }).collect()
+}
+
+/// Checks a token count read from a trace: at most [`MAX_TOKENS_PER_REQUEST`].
+pub fn check_tokens(field: &str, value: u64) -> std::result::Result<u32, (String, String)> {
+    if value > MAX_TOKENS_PER_REQUEST {
+        Err((field.to_string(), format!("{value} tokens is absurd (limit {MAX_TOKENS_PER_REQUEST})")))
+    } else {
+        Ok(value as u32)
+    }
+}
+
+/// Largest time stamp accepted, in milliseconds: 1e14 ms is about 3,170 years, so Unix-epoch
+/// milliseconds (about 1.8e12 today) pass and microseconds or nanoseconds by mistake do not.
+pub const MAX_TIME_MS: f64 = 1e14;
+
+/// Checks a time stamp in milliseconds: finite, not negative, at most [`MAX_TIME_MS`].
+pub fn check_time(field: &str, value: f64) -> std::result::Result<f64, (String, String)> {
+    if !(value.is_finite() && value >= 0.0) {
+        Err((field.to_string(), format!("{value} is not a time (must be finite and ≥ 0)")))
+    } else if value > MAX_TIME_MS {
+        Err((field.to_string(), format!("{value:e} ms is absurd (limit {MAX_TIME_MS:e} ms, about 3,170 years)")))
+    } else {
+        Ok(value)
+    }
+}
+
+/// Checks a time stamp in seconds, as [`check_time`] does for milliseconds.
+pub fn check_time_s(field: &str, value: f64) -> std::result::Result<f64, (String, String)> {
+    if value.is_finite() && value > MAX_TIME_MS / 1e3 {
+        Err((field.to_string(), format!("{value:e} s is absurd (limit {:e} s, about 3,170 years)", MAX_TIME_MS / 1e3)))
+    } else {
+        check_time(field, value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_every_format() {
+        assert_eq!(detect(b"[{\"id\":\"x\",\"conversations\":[]}]"), Ok(Format::Sharegpt));
+        assert_eq!(detect(b"{\"conversations\":[]}\n"), Ok(Format::Sharegpt));
+        assert_eq!(
+            detect(b"{\"timestamp\":0,\"input_length\":3,\"output_length\":1,\"hash_ids\":[1]}"),
+            Ok(Format::Mooncake)
+        );
+        assert_eq!(detect(b"TIMESTAMP,ContextTokens,GeneratedTokens\n"), Ok(Format::Azure));
+        assert_eq!(
+            detect(b"Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"),
+            Ok(Format::Burstgpt)
+        );
+        assert_eq!(detect(b" {\"prompt\":\"hi\",\"output_len\":3}"), Ok(Format::Native));
+        assert!(detect(b"").is_err());
+        assert!(detect(b"a,b,c\n1,2,3").unwrap_err().contains("a,b,c"));
+        assert!(detect(b"{\"x\":1}").unwrap_err().contains("x"));
+        assert!(detect(b"[1, 2]").unwrap_err().contains("not a JSON object"));
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_named_and_arrays_are_exempt() {
+        let mut st = LineState::default();
+        let mut doc = b"{}\n{}\n".to_vec();
+        doc.resize(6 + MAX_LINE_BYTES + 1, b'x');
+        let e = check_lines(Path::new("t.jsonl"), &doc, 0, &mut st).unwrap_err().to_string();
+        assert!(e.starts_with("t.jsonl: line 3: longer than 64 MiB (starting at byte offset 6)"), "{e}");
+        doc[0] = b'[';
+        assert!(check_lines(Path::new("t.json"), &doc, 0, &mut LineState::default()).is_ok());
+        // Blank content decides nothing; the first chunk with a byte does.
+        let mut st = LineState::default();
+        assert!(check_lines(Path::new("t"), b"  \n ", 0, &mut st).is_ok());
+        assert_eq!((st.array, st.line, st.start), (None, 2, 3));
+    }
+
+    #[test]
+    fn absurd_times_are_refused() {
+        assert_eq!(check_time("t", 1.8e12), Ok(1.8e12));
+        assert!(check_time("t", 1e13).is_ok());
+        assert!(check_time("t", 1.8e15).unwrap_err().1.contains("absurd"));
+        assert!(check_time_s("t", 1.8e9).is_ok());
+        assert!(check_time_s("t", 1.8e12).unwrap_err().1.contains("absurd"));
+        assert!(check_time_s("t", -1.0).is_err());
+    }
+
+    #[test]
+    fn byte_order_mark_is_ignored() {
+        let doc = b"\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n";
+        let t = parse(Path::new("bom.csv"), doc, &ReadOptions::default()).unwrap();
+        assert_eq!(t.format, Format::Azure);
+        assert!(matches!(&t.records, Records::Lengths(r) if r.len() == 1));
+    }
+}

@@ -1,0 +1,354 @@
+//! Fitting the step-time factors ([`Efficiency`]) to real runs: every evaluation simulates every
+//! case in full (in parallel, results combined in case order, so a fit is deterministic), and
+//! Nelder–Mead (`argmin`) minimises Σ weight × ln(predicted / measured)² over the chosen metrics.
+//! Kernel step cases ([`super::kernels`]) are priced by the step-time model alone, row by row,
+//! in the same objective. Each factor lives in its bounds through a log-logistic transform; a
+//! factor no case constrains (communication without tensor parallelism, host overheads with
+//! only step cases, the per-kernel floor without them) is held at its start value and said so.
+//! For a setup whose GPU and model are unknown (`--unknown-hardware`) the factors are instead
+//! the four coefficients of a measured step law ([`StepLaw`], [`LAW_FACTORS`]).
+//! Leave-one-out refits without each case and predicts it: the honest error.
+
+use super::kernels::{LoadedSteps, StepSet};
+use argmin::core::{CostFunction, Executor, State};
+use argmin::solver::neldermead::NelderMead;
+use cachesim_core::calibration::factors::{
+    get, set, to_coord, to_value, value_text, Factor, FitOptions, LAW_FACTORS, NO_LAW,
+};
+use cachesim_core::calibration::profile::Residual;
+use cachesim_core::config::RunConfig;
+use cachesim_core::cost::Efficiency;
+use cachesim_core::error::{Error, Result};
+use cachesim_core::metrics::Summary;
+use cachesim_core::workload::Workload;
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One case ready to simulate: its resolved configuration and workload, and its measurements.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub case: String,
+    pub cfg: RunConfig,
+    pub workload: Arc<Workload>,
+    /// Measured metrics by sglang key (the skipped ones already removed).
+    pub measured: BTreeMap<String, f64>,
+    /// A kernel step case ([`super::kernels`]): its rows are priced by the step-time model
+    /// alone, no simulation (`workload` is then a stand-in, unused).
+    pub steps: Option<Arc<StepSet>>,
+}
+
+impl Target {
+    /// A fit target of a kernel step case's rows (`calibrate --fit`): its GPU, model and TP resolved as
+    /// `cachesim run` would (raw roofline, no profile), a stand-in workload never simulated.
+    pub fn from_steps(case: &LoadedSteps, data: Option<&std::path::Path>) -> Result<Target> {
+        let set = case.read(data)?;
+        let o = cachesim_core::config::RunOptions {
+            gpu: case.case.gpu.clone(),
+            model: case.case.model.clone(),
+            tp: set.tp,
+            calibration: cachesim_core::config::Calibration::None,
+            ..Default::default()
+        };
+        let cfg = cachesim_core::config::resolve(&o)?;
+        // A one-request stand-in: a step target is priced by the model alone, never simulated.
+        let spec = cachesim_core::workload::gen::RandomSpec {
+            num_prompts: 1,
+            input_len: 1,
+            output_len: 1,
+            range_ratio: 1.0,
+            vocab: cachesim_core::workload::gen::DEFAULT_VOCAB,
+            seed: 0,
+        };
+        let records = cachesim_core::workload::gen::random(&spec)?;
+        let workload = std::sync::Arc::new(cachesim_core::workload::gen::workload(&case.case.case, &records)?);
+        Ok(Target {
+            case: case.case.case.clone(),
+            cfg,
+            workload,
+            measured: BTreeMap::new(),
+            steps: Some(std::sync::Arc::new(set)),
+        })
+    }
+}
+
+/// Simulates one target with the factors `eff`.
+pub fn simulate(t: &Target, eff: Efficiency) -> Result<Summary> {
+    let mut cfg = t.cfg.clone();
+    cfg.efficiency = eff;
+    let keep = cachesim_core::sim::Keep { steps: false, tokens: false, schedule: false };
+    Ok(cachesim_core::sim::simulate(&t.workload, &cfg, keep)?.summary)
+}
+
+/// The value of a metric in a summary, by sglang key.
+pub fn metric(s: &Summary, key: &str) -> Option<f64> {
+    serde_json::to_value(s).ok()?.get(key)?.as_f64()
+}
+
+/// The rows (case, metric, measured, predicted, error %) of the weighted metrics.
+pub fn residuals(targets: &[Target], eff: Efficiency, weights: &BTreeMap<String, f64>) -> Result<Vec<Residual>> {
+    let sums: Vec<Option<Result<Summary>>> =
+        targets.par_iter().map(|t| t.steps.is_none().then(|| simulate(t, eff))).collect();
+    let mut rows = Vec::new();
+    for (t, s) in targets.iter().zip(sums) {
+        let Some(s) = s else {
+            rows.extend(t.steps.as_ref().map(|k| k.residuals(eff, weights)).unwrap_or_default());
+            continue;
+        };
+        let s = s?;
+        for (m, &measured) in &t.measured {
+            if !weights.contains_key(m) {
+                continue;
+            }
+            let predicted = metric(&s, m).unwrap_or(f64::NAN);
+            let error_pct = (predicted - measured) / measured * 100.0;
+            rows.push(Residual { case: t.case.clone(), metric: m.clone(), measured, predicted, error_pct });
+        }
+    }
+    Ok(rows)
+}
+
+/// Σ weight × ln(predicted / measured)²; a prediction of zero or NaN counts as a log error of 10.
+fn loss(rows: &[Residual], weights: &BTreeMap<String, f64>) -> f64 {
+    rows.iter()
+        .map(|r| {
+            let e = if r.predicted > 0.0 && r.measured > 0.0 { (r.predicted / r.measured).ln() } else { 10.0 };
+            weights[&r.metric] * e * e
+        })
+        .sum()
+}
+
+struct Problem<'a> {
+    targets: &'a [Target],
+    weights: &'a BTreeMap<String, f64>,
+    factors: Vec<Factor>,
+    base: Efficiency,
+    evaluations: AtomicU64,
+}
+
+impl Problem<'_> {
+    fn efficiency(&self, x: &[f64]) -> Efficiency {
+        let mut e = self.base;
+        for (f, &xi) in self.factors.iter().zip(x) {
+            set(&mut e, f.name, to_value(f, xi));
+        }
+        e
+    }
+}
+
+impl CostFunction for Problem<'_> {
+    type Param = Vec<f64>;
+    type Output = f64;
+    fn cost(&self, x: &Self::Param) -> std::result::Result<f64, argmin::core::Error> {
+        self.evaluations.fetch_add(1, Ordering::Relaxed);
+        let rows = residuals(self.targets, self.efficiency(x), self.weights)
+            .map_err(|e| argmin::core::Error::msg(e.to_string()))?;
+        Ok(loss(&rows, self.weights))
+    }
+}
+
+/// A fit's result.
+#[derive(Debug, Clone)]
+pub struct Fit {
+    pub efficiency: Efficiency,
+    pub fitted: Vec<&'static str>,
+    pub held: Vec<String>,
+    pub objective: f64,
+    pub evaluations: u64,
+    pub residuals: Vec<Residual>,
+}
+
+impl Fit {
+    /// The profile's `[fit]` record of this fit under `o`, made by `command` on `cases`; what
+    /// only some fits have (the start factors, assumptions, leave-one-out rows) is left empty.
+    pub fn record(
+        &self,
+        command: String,
+        cases: Vec<String>,
+        o: &FitOptions,
+    ) -> cachesim_core::calibration::profile::FitInfo {
+        cachesim_core::calibration::profile::FitInfo {
+            command,
+            cases,
+            weights: o.weights.clone(),
+            fitted: self.fitted.iter().map(|s| s.to_string()).collect(),
+            held: self.held.clone(),
+            objective: self.objective,
+            rms_log_error: rms_log_error(&self.residuals),
+            median_abs_error_pct: median_abs_error(&self.residuals).unwrap_or(0.0),
+            evaluations: self.evaluations,
+            max_iters: Some(o.max_iters),
+            unknown_hardware: Some(o.unknown_hardware),
+            wide_bounds: o.wide_bounds.then_some(true),
+            residuals: self.residuals.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Fits the factors to `targets`.
+pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
+    if targets.is_empty() {
+        return Err(Error::invalid("--cases", "no expressible case to fit on"));
+    }
+    if o.weights.values().any(|w| !(w.is_finite() && *w >= 0.0)) {
+        return Err(Error::invalid("--weights", "weights must be finite and not negative"));
+    }
+    if let Some(n) = o.hold.iter().find(|n| !o.bounds().iter().any(|f| f.name == **n)) {
+        return Err(Error::invalid("fit", format!("cannot hold `{n}`: not a factor")));
+    }
+    let rows = residuals(targets, o.start, &o.weights)?;
+    if rows.is_empty() {
+        return Err(Error::invalid("--weights", "the cases measure none of the weighted metrics"));
+    }
+    let serving = targets.iter().any(|t| t.steps.is_none());
+    let steps: Vec<&StepSet> = targets.iter().filter_map(|t| t.steps.as_deref()).collect();
+    let tp = targets.iter().any(|t| t.cfg.tp > 1 && t.steps.as_ref().is_none_or(|s| !s.rank));
+    let eager = steps.iter().any(|s| s.rows.iter().any(|r| r.eager && o.weights.contains_key(r.metric)));
+    // Attention runs in every serving step and kernel step, never in a GEMM row.
+    let attention =
+        serving || steps.iter().any(|s| s.rows.iter().any(|r| r.gemm.is_none() && o.weights.contains_key(r.metric)));
+    let mut held = Vec::new();
+    let hold = |f: &Factor, held: &mut Vec<String>| {
+        let keep = o.hold.contains(&f.name);
+        if keep {
+            held.push(format!("{}: held at the start's {}", f.name, value_text(&o.start, f.name)));
+        }
+        !keep
+    };
+    let mut base = o.start;
+    let factors: Vec<Factor> = if o.unknown_hardware {
+        // The law times the whole step: no roofline factor and no host overhead is fitted.
+        held.push(
+            "roofline factors: the step law prices the whole step (--unknown-hardware); host overheads 0".to_string(),
+        );
+        base.step_overhead_s = 0.0;
+        base.per_seq_overhead_s = 0.0;
+        base.eager_layer_launch_s = 0.0;
+        base.law = Some(base.law.unwrap_or(NO_LAW));
+        LAW_FACTORS.iter().copied().filter(|f| hold(f, &mut held)).collect()
+    } else {
+        base.law = None;
+        o.bounds()
+            .iter()
+            .copied()
+            .filter(|f| {
+                let why = match f.name {
+                    n if o.hold.contains(&n) => return hold(f, &mut held),
+                    "comm_bw" if !tp => "no case runs tensor parallel".to_string(),
+                    "step_overhead_s" | "per_seq_overhead_s" if !serving => {
+                        "only kernel step cases, which time the device alone".to_string()
+                    }
+                    "kernel_floor_s" if steps.is_empty() => {
+                        format!("no kernel step case: kept at the start's {:.2} µs", o.start.kernel_floor_s * 1e6)
+                    }
+                    "attn_flops" if !attention => "only GEMM rows, which run no attention".to_string(),
+                    "eager_layer_launch_s" if !eager => {
+                        "no eager kernel step row (serving runs never use it)".to_string()
+                    }
+                    _ => return true,
+                };
+                held.push(format!("{}: {why}", f.name));
+                false
+            })
+            .collect()
+    };
+    // Without eager rows the eager launch time means nothing: not carried into the profile.
+    if !eager {
+        base.eager_layer_launch_s = 0.0;
+    }
+    let problem = Problem { targets, weights: &o.weights, factors: factors.clone(), base, evaluations: 0.into() };
+    // A start outside a factor's bounds (a floor of 0 = off) starts from the middle of them.
+    let x0: Vec<f64> = factors
+        .iter()
+        .map(|f| {
+            let v = get(&base, f.name);
+            if (f.lo..=f.hi).contains(&v) {
+                to_coord(f, v)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut simplex = vec![x0.clone()];
+    for i in 0..x0.len() {
+        let mut x = x0.clone();
+        x[i] += if x[i] > 0.0 { -1.0 } else { 1.0 };
+        simplex.push(x);
+    }
+    let solver = NelderMead::new(simplex).with_sd_tolerance(1e-5).map_err(|e| Error::invalid("fit", e.to_string()))?;
+    let res = Executor::new(problem, solver)
+        .configure(|s| s.max_iters(o.max_iters))
+        .run()
+        .map_err(|e| Error::invalid("fit", e.to_string()))?;
+    let best = res.state().get_best_param().cloned().unwrap_or(x0);
+    let problem = &res.problem.problem.as_ref().expect("the executor keeps the problem");
+    let efficiency = problem.efficiency(&best);
+    let evaluations = problem.evaluations.load(Ordering::Relaxed);
+    let residuals = residuals(targets, efficiency, &o.weights)?;
+    Ok(Fit {
+        efficiency,
+        fitted: factors.iter().map(|f| f.name).collect(),
+        held,
+        objective: loss(&residuals, &o.weights),
+        evaluations,
+        residuals,
+    })
+}
+
+/// Leave-one-out: for each target, fit on the others and predict it (empty with one target).
+pub fn leave_one_out(targets: &[Target], o: &FitOptions) -> Result<Vec<Residual>> {
+    if targets.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for i in 0..targets.len() {
+        let rest: Vec<Target> = targets.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, t)| t.clone()).collect();
+        let f = fit(&rest, o)?;
+        out.extend(residuals(std::slice::from_ref(&targets[i]), f.efficiency, &o.weights)?);
+    }
+    Ok(out)
+}
+
+/// Median of |error %| of rows (`None` when empty).
+pub fn median_abs_error(rows: &[Residual]) -> Option<f64> {
+    let mut e: Vec<f64> = rows.iter().map(|r| r.error_pct.abs()).collect();
+    if e.is_empty() {
+        return None;
+    }
+    e.sort_by(f64::total_cmp);
+    let n = e.len();
+    Some(if n % 2 == 1 { e[n / 2] } else { (e[n / 2 - 1] + e[n / 2]) / 2.0 })
+}
+
+/// Root mean square of ln(predicted / measured).
+pub fn rms_log_error(rows: &[Residual]) -> f64 {
+    if rows.is_empty() {
+        return 0.0;
+    }
+    let s: f64 =
+        rows.iter().map(|r| if r.predicted > 0.0 { (r.predicted / r.measured).ln().powi(2) } else { 100.0 }).sum();
+    (s / rows.len() as f64).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_rms_by_hand() {
+        let r = |p: f64, m: f64| Residual {
+            case: "c".into(),
+            metric: "m".into(),
+            measured: m,
+            predicted: p,
+            error_pct: (p - m) / m * 100.0,
+        };
+        let rows = [r(110.0, 100.0), r(50.0, 100.0), r(100.0, 100.0)];
+        assert!((median_abs_error(&rows).unwrap() - 10.0).abs() < 1e-9);
+        let want = ((1.1f64.ln().powi(2) + 0.5f64.ln().powi(2)) / 3.0).sqrt();
+        assert!((rms_log_error(&rows) - want).abs() < 1e-12);
+        assert_eq!(median_abs_error(&[]), None);
+    }
+}

@@ -1,0 +1,16 @@
+//! Calibration and validation against real benchmark runs: reading the clients' reports
+//! ([`report`]) and the case files of `calibration/cases/` with the validation table
+//! ([`case`], [`validation`]), kernel-level step cases ([`kernels`]), phase points ([`phase`]), fitting step-time profiles ([`fit`]; the
+//! profiles themselves are [`cachesim_core::calibration`]), the refits of the honest validation modes ([`holdout`]) and the validation
+//! scatter
+//! ([`plot`]).
+
+pub mod case;
+pub mod fit;
+pub mod holdout;
+pub mod kernels;
+pub mod phase;
+pub mod plot;
+pub mod report;
+pub mod totals;
+pub mod validation;
