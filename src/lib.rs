@@ -6,6 +6,7 @@
 //! lab's.
 
 pub mod cli;
+pub mod commands;
 pub mod deployment;
 
 pub use cachesim_core::{

@@ -11,7 +11,9 @@ definitions, so they cannot drift::
     w = cachesim.Workload.from_file("conv.jsonl")           # read and tokenise once ...
     [cachesim.run(workload=w, max_num_seqs=n) for n in (16, 64, 256)]   # ... run many times
 
-``sweep`` runs a grid of configurations locally or as Ray tasks. A switch (``--enable-chunked-prefill``)
+``sweep`` runs a grid of configurations locally or as Ray tasks; ``plan``, ``calibrate`` and
+``validate`` run those commands through the command line's own code and return its ``--json``
+documents. A switch (``--enable-chunked-prefill``)
 takes ``True``/``False``; ``None`` leaves a flag at its default; a list is a comma-separated value.
 Errors are :class:`Error` (a ``ValueError``) or its subclasses :class:`TraceError` (with ``path``,
 ``line`` and ``field``) and :class:`StartupRefused`, carrying the command line's message; an
@@ -32,6 +34,10 @@ __all__ = [
     "cache",
     "analyze",
     "sweep",
+    "plan",
+    "calibrate",
+    "validate",
+    "command",
     "Workload",
     "Result",
     "Error",
@@ -229,6 +235,48 @@ def cache(trace: Optional[PathLike] = None, *, workload: Optional[Workload] = No
             raise TypeError("cache(): give trace= or workload=, not both")
         flags["trace"] = trace
     return _native.cache(None if workload is None else workload._native, flags)
+
+
+def command(name: str, **flags: Any) -> str:
+    """Runs ``cachesim NAME`` with ``flags`` through the command line's own code (its deployment
+    files, grid axes, checks and dispatch) and returns what it printed to stdout."""
+    return _native.command(name, flags)
+
+
+def _document(name: str, flags: Dict[str, Any]) -> Any:
+    flags.setdefault("json", True)
+    text = command(name, **flags)
+    if not flags.get("json"):
+        return text
+    import json
+
+    return json.loads(text)
+
+
+def plan(trace: Optional[PathLike] = None, **flags: Any) -> Dict[str, Any]:
+    """The highest request rate each configuration sustains under an SLO, or with
+    ``target_rate`` and ``gpus``/``tp``/``instances``/``gpu_price`` the cheapest deployment:
+    the ``cachesim plan --json`` document (``slo="ttft_p99=1000,tpot_p99=30"``,
+    ``grid=["max-num-seqs=16,64"]``, any run flag)."""
+    if trace is not None:
+        flags["trace"] = trace
+    return _document("plan", flags)
+
+
+def calibrate(**flags: Any) -> Any:
+    """``cachesim calibrate``: ``report=FILE`` gives the input report as read (the ``--json``
+    dict); ``report=FILE, out=PROFILE, …run flags`` or ``fit=True, cases=…, out=PROFILE`` fit a
+    calibration profile and return the command's text (the profile is the file written)."""
+    if flags.get("out") is not None or flags.get("fit"):
+        flags.setdefault("json", False)
+    return _document("calibrate", flags)
+
+
+def validate(**flags: Any) -> Dict[str, Any]:
+    """``cachesim validate``: the cases of ``calibration/cases`` (or ``cases_dir``, ``cases``)
+    simulated and compared with their measurements, as the ``--json`` document (``data=`` the
+    data folder; ``leave_one_out=True``, ``leave_group_out="gpu"``, …)."""
+    return _document("validate", flags)
 
 
 def analyze(trace: Optional[PathLike] = None, **flags: Any) -> Dict[str, Any]:

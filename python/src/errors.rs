@@ -51,3 +51,12 @@ pub fn to_py(e: cachesim::Error, context: Option<&str>) -> PyErr {
         err
     })
 }
+
+/// The Python exception of a command's error: the library error it carries, else the command
+/// line's message.
+pub fn from_anyhow(e: anyhow::Error) -> PyErr {
+    match e.downcast::<cachesim::Error>() {
+        Ok(e) => to_py(e, None),
+        Err(e) => Error::new_err(cachesim::commands::error_text(&e)),
+    }
+}

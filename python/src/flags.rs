@@ -57,7 +57,7 @@ pub fn find<'c>(cmd: &'c clap::Command, name: &str) -> Option<&'c clap::Arg> {
 
 /// The text of one value: `os.fspath` of a path, items joined by commas for a list, `str()`
 /// otherwise (Python's `str` of a float round-trips exactly).
-fn value_text(v: &Bound<'_, PyAny>) -> PyResult<String> {
+pub fn value_text(v: &Bound<'_, PyAny>) -> PyResult<String> {
     if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
         let items: PyResult<Vec<String>> = v.try_iter()?.map(|x| value_text(&x?)).collect();
         return Ok(items?.join(","));

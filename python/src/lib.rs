@@ -1,9 +1,9 @@
 //! `cachesim._native`, the compiled half of the `cachesim` Python package: the cachesim
 //! library behind the command line, called with the command line's own flag definitions so that
 //! names, defaults and checks cannot drift. The Python half (`cachesim/__init__.py`) gives it
-//! its public face: `run`, `cache`, `analyze`, `sweep`, `Workload`, `Result`. This crate is its
-//! own Cargo workspace, so the core crate keeps no Python types and its `cargo test` never
-//! builds this one.
+//! its public face: `run`, `cache`, `analyze`, `sweep`, `plan`, `calibrate`, `validate`,
+//! `Workload`, `Result`. A member of the repository's workspace outside its default members, so
+//! the core crate keeps no Python types and `cargo test` there never builds this one.
 
 mod convert;
 mod errors;
@@ -27,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<run::NativeResult>()?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(run::all_failed, m)?)?;
+    m.add_function(wrap_pyfunction!(run::command, m)?)?;
     m.add_function(wrap_pyfunction!(run::cache, m)?)?;
     m.add_function(wrap_pyfunction!(run::analyze, m)?)?;
     m.add_function(wrap_pyfunction!(run::time_rust_runs, m)?)?;

@@ -5,7 +5,7 @@
 //! all or nothing, as by the command line.
 
 use crate::convert::{columns, py_json};
-use crate::errors::{to_py, Error};
+use crate::errors::{from_anyhow, to_py, Error};
 use crate::flags::{self, Word};
 use crate::workload::{Loaded, NativeWorkload};
 use cachesim::config::RunConfig;
@@ -118,21 +118,6 @@ impl NativeResult {
     }
 }
 
-/// Writes `rows` as CSV to a staged file.
-fn write_csv<T: serde::Serialize>(
-    files: &mut cachesim::output::Outputs,
-    path: &Path,
-    rows: &[T],
-) -> cachesim::Result<()> {
-    let io = |e: csv::Error| cachesim::Error::Io { path: path.to_path_buf(), error: std::io::Error::other(e) };
-    let tmp = files.stage(path)?;
-    let mut w = csv::Writer::from_path(&tmp).map_err(io)?;
-    for r in rows {
-        w.serialize(r).map_err(io)?;
-    }
-    w.flush().map_err(|e| cachesim::Error::Io { path: path.to_path_buf(), error: e })
-}
-
 /// `cachesim.run`: see the Python docstring.
 #[pyfunction]
 #[pyo3(signature = (workload, kwargs, keep_steps))]
@@ -153,64 +138,62 @@ pub fn run(
             )));
         }
     }
-    // Parse and resolve before reading the trace, as the command line does.
+    // Parse and resolve before reading the trace, as the command line does: the deployment file
+    // expanded, the same checks, the same output files.
     let mut pre = flags::flat(&words);
     if let Some(w) = &workload {
         pre = run_argv(&w.inner, &words);
     }
+    let (pre, deployment) = cachesim::commands::run::expand_run_words(pre).map_err(|e| to_py(e, None))?;
     let parsed = flags::parse_run_py(&pre)?;
     let args = &parsed.run;
-    let opts = args.options();
-    let cfg = cachesim::config::resolve(&opts).map_err(|e| to_py(e, None))?;
-    if let Some(p) = &args.plot {
-        cachesim::plot::check_plot_path(p).map_err(|e| to_py(e, None))?;
-    }
-    let outputs: Vec<(&str, &Path)> = [
-        ("--requests-csv", args.requests_csv.as_deref()),
-        ("--timeline-csv", args.timeline_csv.as_deref()),
-        ("--token-times-csv", args.token_times_csv.as_deref()),
-        ("--plot", args.plot.as_deref()),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.map(|p| (f, p)))
-    .collect();
-    let mut inputs: Vec<(&str, &Path)> = Vec::new();
-    inputs.extend(args.trace.trace.as_deref().map(|p| ("--trace", p)));
-    inputs.extend(args.model_file.as_deref().map(|p| ("--model-file", p)));
-    inputs.extend(args.gpu_file.as_deref().map(|p| ("--gpu-file", p)));
-    cachesim::output::check_paths(&inputs, &outputs).map_err(|e| to_py(e, None))?;
-    let notes = cachesim::config::notes(&opts, &cfg);
+    let (_, cfg, notes) = cachesim::commands::run::prepare(args, deployment.as_ref()).map_err(from_anyhow)?;
     let loaded = workload_for(py, workload.as_deref(), &words, "run")?;
     check_build(&loaded, &args.build_options()).map_err(Error::new_err)?;
-    let keep = cachesim::sim::Keep {
-        steps: keep_steps || args.timeline_csv.is_some() || args.plot.is_some(),
-        tokens: args.token_times_csv.is_some(),
-        schedule: false,
-    };
+    let keep = cachesim::commands::run::keep(args, keep_steps);
     let l2 = loaded.clone();
     let out = py
-        .detach(|| -> cachesim::Result<Outcome> {
+        .detach(|| -> anyhow::Result<Outcome> {
             let out = cachesim::sim::simulate(&l2.w, &cfg, keep)?;
-            let mut files = cachesim::output::Outputs::new();
-            if let Some(p) = &args.requests_csv {
-                write_csv(&mut files, p, &out.sim.records)?;
-            }
-            if let Some(p) = &args.timeline_csv {
-                write_csv(&mut files, p, &out.sim.timeline)?;
-            }
-            if let Some(p) = &args.token_times_csv {
-                write_csv(&mut files, p, &out.sim.tokens)?;
-            }
-            if let Some(p) = &args.plot {
-                let title = format!("{} · {} on {}", l2.w.info.path.display(), cfg.model.name, cfg.gpu.name);
-                let tmp = files.stage(p)?;
-                cachesim::plot::run_plot(&tmp, &title, &out.sim.records, &out.sim.timeline, cfg.kv_capacity_tokens)?;
-            }
-            files.commit()?;
+            cachesim::commands::run::stage_files(args, &cfg, &l2.w, &out)?.commit()?;
             Ok(out)
         })
-        .map_err(|e| to_py(e, None))?;
+        .map_err(from_anyhow)?;
     Ok(NativeResult { loaded, cfg, out, kept_steps: keep.steps, kept_tokens: keep.tokens, notes })
+}
+
+/// Runs the command `name` (`plan`, `calibrate`, `validate`, …) with `kwargs` as its flags,
+/// through the command line's own code (`cachesim::commands::execute`), and returns what it
+/// printed: the same document the binary writes to stdout.
+#[pyfunction]
+#[pyo3(signature = (name, kwargs))]
+pub fn command(py: Python<'_>, name: &str, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+    let top = <cachesim::cli::Cli as clap::CommandFactory>::command();
+    let Some(sub) = top.find_subcommand(name) else {
+        return Err(PyTypeError::new_err(format!("no command `{name}`")));
+    };
+    // `--gpus` is the deployment axis sweep and plan read before clap does (their list values
+    // become grid axes); every other keyword is a flag of the command.
+    let mut words = Vec::new();
+    for (k, v) in kwargs.into_iter().flat_map(|kw| kw.iter()) {
+        if v.is_none() {
+            continue;
+        }
+        let key: String = k.extract()?;
+        if key == "gpus" && matches!(name, "plan" | "sweep") {
+            words.push((key, vec![format!("--gpus={}", flags::value_text(&v)?)]));
+        } else {
+            words.push(flags::word(sub, &key, &v, name)?);
+        }
+    }
+    let mut argv: Vec<std::ffi::OsString> = vec!["cachesim".into(), name.into()];
+    argv.extend(flags::flat(&words).into_iter().map(std::ffi::OsString::from));
+    let mut buf = Vec::new();
+    py.detach(|| cachesim::commands::execute(argv, &mut buf)).map_err(|f| match f {
+        cachesim::commands::Failure::Run(e) => from_anyhow(e),
+        f => Error::new_err(f.text()),
+    })?;
+    String::from_utf8(buf).map_err(|e| Error::new_err(e.to_string()))
 }
 
 /// Whether every request of the run failed (the command line then exits with an error).

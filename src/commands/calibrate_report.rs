@@ -3,7 +3,7 @@
 //! run, checks that the report's totals match the rebuilt run's, fits the step-time factors to
 //! the report's metrics, writes the profile with its fit record and prints the residuals.
 
-use crate::calib_shared::{kept_notes, parse_weights, write_factors};
+use super::calibrate_shared::{kept_notes, parse_weights, write_factors};
 use crate::cli::CalibrateArgs;
 use anyhow::Context;
 use cachesim::calibrate::fit;
@@ -32,7 +32,7 @@ fn shell_word(w: &str) -> String {
 }
 
 /// Fits a profile to the report `r` (read from `args.report`) and writes it to `out`.
-pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::Result<()> {
+pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let path = &r.path;
     let mut run = args.run.clone();
     // The report's layout names the client that measured it; its header the load, unless given.
@@ -119,7 +119,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
     let tmp = files.stage(out)?;
     std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", out.display()))?;
     files.commit()?;
-    let mut o = std::io::stdout().lock();
+    let mut o = stdout;
     writeln!(
         o,
         "Profile {} ({} / {} / {}) fitted to {}, written to {}",

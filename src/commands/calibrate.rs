@@ -1,10 +1,10 @@
 //! The `calibrate` and `validate` commands: print what a real benchmark report says, fit a
-//! step-time profile to chosen cases (one's own report: [`crate::calib_report`]), and run every
+//! step-time profile to chosen cases (one's own report: [`super::calibrate_report`]), and run every
 //! expressible case of `calibration/cases/` (or those `--cases` names) against its
 //! measurements with the profile `cachesim run` would use — or, with `--leave-one-out` and
 //! `--leave-group-out`, with that profile refitted without the case or its group.
 
-use crate::calib_shared::{kept_notes, parse_weights, write_factors};
+use super::calibrate_shared::{kept_notes, parse_weights, write_factors};
 use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
 use cachesim::calibrate::{case, fit, holdout, kernels, validation};
@@ -19,19 +19,19 @@ use std::sync::Arc;
 
 /// `cachesim calibrate --report FILE [--json]`, `cachesim calibrate --report FILE -o P.toml
 /// RUN FLAGS…` or `cachesim calibrate --fit …`.
-pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<()> {
+pub fn calibrate(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     if args.accept_totals_mismatch && (args.fit || args.out.is_none()) {
         anyhow::bail!("--accept-totals-mismatch goes with --report FILE -o PROFILE (a fit to one report)");
     }
     if args.fit {
-        return fit_profile(args);
+        return fit_profile(args, stdout);
     }
     let Some(path) = &args.report else { anyhow::bail!("give --report FILE or --fit") };
     let r = cachesim::calibrate::report::read_record(path, args.record)?;
     if let Some(out) = &args.out {
-        return crate::calib_report::fit_report(args, &r, out);
+        return super::calibrate_report::fit_report(args, &r, out, stdout);
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout;
     if args.run.json {
         serde_json::to_writer_pretty(&mut out, &r)?;
         writeln!(out)?;
@@ -124,7 +124,7 @@ fn validate_phase(
 }
 
 /// `cachesim calibrate --fit --cases PATTERN --out FILE`.
-fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
+fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let (Some(pattern), Some(out)) = (&args.cases, &args.out) else { anyhow::bail!("--fit needs --cases and --out") };
     let globs = case_globs(Some(pattern))?.unwrap_or_default();
     let cases: Vec<_> = case::load_dir(&args.cases_dir)?
@@ -250,7 +250,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<()> {
         profile::to_toml(&p)
     );
     std::fs::write(out, text).with_context(|| format!("cannot write {}", out.display()))?;
-    let mut o = std::io::stdout().lock();
+    let mut o = stdout;
     writeln!(
         o,
         "Profile {} ({} / {} / {}) written to {}",
@@ -324,7 +324,7 @@ fn case_profile(c: &case::LoadedCase, t: &fit::Target) -> anyhow::Result<Option<
 
 /// `cachesim validate [--cases GLOB,…] [--cases-dir DIR] [--data DIR] [--leave-one-out |
 /// --leave-group-out gpu|source] [--json] [--csv FILE] [--plot F.svg] [--max-held-out-error PCT]`.
-pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
+pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
     }
@@ -451,7 +451,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<()> {
     let metrics: Vec<&str> = weights.keys().map(String::as_str).collect();
     let mode = validation::mode_name(&v);
     let pooled = validation::held_out_median(&v, &metrics);
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout;
     if args.json {
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;

@@ -6,8 +6,9 @@
 mod deploy;
 mod plan;
 
-use super::{load, trace_summary};
+use super::load;
 use crate::cli::{self, GridArgs, RunArgs, TraceArgs};
+use cachesim::report::trace_summary;
 use cachesim::sweep::file::SweepFile;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -259,7 +260,7 @@ impl Setup {
     }
 }
 
-pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
+pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write) -> anyhow::Result<()> {
     use cachesim::sweep::output;
     let setup = Setup::new(&args.grid, m)?;
     let from_cli = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
@@ -296,7 +297,7 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<()> 
     }
     let order = output::rank(&rows, &rank_by, ascending);
     let compared = args.compare.as_deref().map(|p| cachesim::sweep::compare::compare(p, &rows)).transpose()?;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = &mut *stdout;
     if setup.run.json {
         let results: Vec<serde_json::Value> = order
             .iter()
@@ -424,10 +425,10 @@ pub fn lists_as_axes(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 
 /// `cachesim plan`: the cheapest deployment at a `--target-rate` ([`deploy::target`]), else the
 /// highest rate each configuration sustains under the SLO ([`plan::rates`]).
-pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<()> {
+pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let plan = plan::Plan::new(args, m)?;
     match args.target_rate {
-        Some(rate) => deploy::target(args, &plan, rate),
-        None => plan::rates(args, &plan),
+        Some(rate) => deploy::target(args, &plan, rate, stdout),
+        None => plan::rates(args, &plan, stdout),
     }
 }

@@ -47,7 +47,7 @@ impl Plan {
 
     /// The trace, read once, with `--trace-shape` checked against it.
     pub fn load(&self) -> anyhow::Result<cachesim::workload::Workload> {
-        let w = crate::load(&self.setup.run.trace, &self.setup.run.build_options())?;
+        let w = crate::commands::load(&self.setup.run.trace, &self.setup.run.build_options())?;
         if self.shape == Shape::Trace && !w.requests.iter().all(|r| r.arrival_ms.is_some()) {
             anyhow::bail!(
                 "--trace-shape: {} has no time stamps; drop --trace-shape to search Poisson rates",
@@ -64,7 +64,7 @@ impl Plan {
 
     /// The lines every plan answer opens with: trace, SLO, arrivals, calibration.
     pub fn header(&self, w: &cachesim::workload::Workload, search: &str) -> anyhow::Result<String> {
-        let mut s = crate::trace_summary(&w.info);
+        let mut s = cachesim::report::trace_summary(&w.info);
         s += &format!("SLO:            {}\n", self.slo_text().join(", "));
         let arrivals = match self.shape {
             Shape::Trace => "the trace's own arrival pattern, time stamps scaled to each rate".to_string(),
@@ -108,7 +108,7 @@ pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
 }
 
 /// `cachesim plan` without `--target-rate`: the highest rate each configuration sustains.
-pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<()> {
+pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyhow::Result<()> {
     use rayon::prelude::*;
     if !args.gpu_price.is_empty() {
         anyhow::bail!("--gpu-price prices deployments at a --target-rate; give one");
@@ -148,7 +148,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<()> {
             .collect();
         cachesim::plan::plot::rate_plot(path, slo, &curves, None)?;
     }
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = &mut *stdout;
     if plan.setup.run.json {
         let rows: Vec<serde_json::Value> = results
             .iter()

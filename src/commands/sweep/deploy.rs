@@ -45,7 +45,7 @@ fn as_map<S: serde::Serializer>(p: &cachesim::sweep::Point, s: S) -> Result<S::O
     m.end()
 }
 
-pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Result<()> {
+pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut dyn Write) -> anyhow::Result<()> {
     use rayon::prelude::*;
     if !(rate.is_finite() && rate > 0.0) {
         anyhow::bail!("--target-rate must be a positive number of requests per second");
@@ -212,7 +212,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         ),
         None => format!("each configuration as given at {rate} req/s: {}", plural(sims, "simulation")),
     };
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = &mut *stdout;
     if plan.setup.run.json {
         let doc = serde_json::json!({
             "target_rate": rate,

@@ -1,0 +1,147 @@
+//! The commands, each a function that writes its output document (the report, the table, the
+//! JSON) to the writer it is given and returns; only `main` prints to the terminal, exits and
+//! shows errors. [`execute`] runs a whole command line the way the binary does — the deployment
+//! file expanded, list values as grid axes, clap's parse, the dispatch — so the Python binding
+//! gets the command line's answers from the same code. Progress bars and notes go to stderr.
+
+pub mod analyze;
+pub mod cache;
+pub mod calibrate;
+pub mod calibrate_report;
+pub mod calibrate_shared;
+pub mod gen;
+pub mod run;
+pub mod sweep;
+
+use crate::cli::{self, Cli, Command};
+use anyhow::Context;
+use cachesim::text::thousands;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::ffi::OsString;
+use std::io::Write;
+
+/// Runs the command line `argv` (the program's name first) as the binary does, writing its
+/// output document to `stdout`. A `--help` or a parse error comes back as the clap error, for
+/// the caller to print (and exit with its code).
+pub fn execute(argv: Vec<OsString>, stdout: &mut dyn Write) -> Result<(), Failure> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let run_flags = <cli::CaseRun as clap::CommandFactory>::command();
+    // A --deployment file's flags go before the user's, which override them (docs/guide/cluster.md, Deployment files).
+    let argv = crate::deployment::command_line(argv, &cmd, &run_flags).map_err(|e| Failure::Usage(e.to_string()))?;
+    let matches = cmd.try_get_matches_from(sweep::lists_as_axes(argv.args)).map_err(Failure::Clap)?;
+    let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).map_err(Failure::Clap)?;
+    let deployment = argv.echo.as_ref();
+    match cli.command {
+        None => run::run(&cli.run, deployment, stdout),
+        Some(Command::Run(args)) => run::run(&args, deployment, stdout),
+        Some(Command::Cache(args)) => cache::cache(&args, stdout),
+        Some(Command::Analyze(args)) => analyze::analyze(&args, stdout),
+        Some(Command::Gen(g)) => gen::generate(&g, stdout),
+        Some(Command::Sweep(args)) => {
+            sweep::sweep(&args, matches.subcommand_matches("sweep").expect("sweep matches"), stdout)
+        }
+        Some(Command::Merge(args)) => sweep::merge(&args),
+        Some(Command::Calibrate(args)) => calibrate::calibrate(&args, stdout),
+        Some(Command::Validate(args)) => calibrate::validate(&args, stdout),
+        Some(Command::Plan(args)) => {
+            sweep::plan(&args, matches.subcommand_matches("plan").expect("plan matches"), stdout)
+        }
+    }
+    .map_err(Failure::Run)
+}
+
+/// Why a command line did not run to its end.
+#[derive(Debug)]
+pub enum Failure {
+    /// The deployment file could not be expanded into flags (exit status 2).
+    Usage(String),
+    /// clap's own answer: `--help`, `--version` or a parse error, printed and exited with by
+    /// [`clap::Error::exit`].
+    Clap(clap::Error),
+    /// The command failed (exit status 1).
+    Run(anyhow::Error),
+}
+
+impl Failure {
+    /// The message as the binary prints it after `error: ` (clap's errors print themselves).
+    pub fn text(&self) -> String {
+        match self {
+            Failure::Usage(m) => escape_controls(m),
+            Failure::Clap(e) => e.to_string(),
+            Failure::Run(e) => error_text(e),
+        }
+    }
+}
+
+/// The error and its causes joined by `: `, skipping a cause whose text the previous one already
+/// ends with (libraries often print their source inside their own message), with control
+/// characters escaped so that bytes from a binary file never reach the terminal raw.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let t = cause.to_string();
+        if parts.last().is_some_and(|p| p.ends_with(&t)) {
+            continue;
+        }
+        parts.push(t);
+    }
+    escape_controls(&parts.join(": "))
+}
+
+/// `s` with control characters other than line breaks and tabs written as escapes.
+fn escape_controls(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// "1 request", "2 requests".
+pub fn plural(n: u64, what: &str) -> String {
+    format!("{} {what}{}", thousands(n), if n == 1 { "" } else { "s" })
+}
+
+/// A progress bar of `len` steps with `template`, drawn only when stderr is a terminal.
+pub fn bar(len: u64, template: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(ProgressStyle::with_template(template).expect("static template"));
+    pb
+}
+
+/// Reads and tokenises the trace `t` names (the bundled sample without one), with a spinner.
+pub fn load(
+    t: &cli::TraceArgs,
+    build: &cachesim::workload::BuildOptions,
+) -> anyhow::Result<cachesim::workload::Workload> {
+    let sp = spinner("reading and tokenizing the trace");
+    let w = cachesim::load_workload(t.trace.as_deref(), &t.read_options(), build).context("cannot load the trace")?;
+    sp.finish_and_clear();
+    Ok(w)
+}
+
+pub fn spinner(msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    pb
+}
+
+/// Writes `rows` as CSV to a temporary file that becomes `path` when `files` is committed.
+pub fn write_csv<T: serde::Serialize>(
+    files: &mut cachesim::output::Outputs,
+    path: &std::path::Path,
+    rows: &[T],
+) -> anyhow::Result<()> {
+    let tmp = files.stage(path)?;
+    let mut w = csv::Writer::from_path(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
+    for r in rows {
+        w.serialize(r).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    w.flush().with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! `cachesim [run]`: one simulation and its output report (the bench clients' layouts or
+//! `--json`), with the optional per-request, per-step and per-token CSVs and the plot.
+
+use super::{bar, load, write_csv};
+use crate::cli::RunArgs;
+use anyhow::Context;
+use cachesim::text::thousands;
+use std::io::Write;
+
+/// The input files of a run (flag, path).
+fn run_inputs(args: &RunArgs) -> Vec<(&'static str, &std::path::Path)> {
+    let mut v = Vec::new();
+    v.extend(args.trace.trace.as_deref().map(|p| ("--trace", p)));
+    v.extend(args.model_file.as_deref().map(|p| ("--model-file", p)));
+    v.extend(args.gpu_file.as_deref().map(|p| ("--gpu-file", p)));
+    v.extend(args.deployment.as_deref().map(|p| ("--deployment", p)));
+    v
+}
+
+/// The words of a `cachesim run` command line (without the program and subcommand names) with
+/// its `--deployment` file expanded as the binary expands it, and what the run echoes about the
+/// file: the Python binding's `run(deployment=…)` goes through here.
+pub fn expand_run_words(
+    words: Vec<String>,
+) -> cachesim::Result<(Vec<String>, Option<cachesim::config::DeploymentEcho>)> {
+    if !words.iter().any(|w| w == "--deployment" || w.starts_with("--deployment=")) {
+        return Ok((words, None)); // no file: nothing to expand (and no command to build)
+    }
+    let top = <crate::cli::Cli as clap::CommandFactory>::command();
+    let run = <crate::cli::CaseRun as clap::CommandFactory>::command();
+    let mut argv: Vec<std::ffi::OsString> = vec!["cachesim".into(), "run".into()];
+    argv.extend(words.into_iter().map(std::ffi::OsString::from));
+    let e = crate::deployment::command_line(argv, &top, &run)?;
+    let words = e.args[2..].iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    Ok((words, e.echo))
+}
+
+/// A run resolved from its flags before any trace is read: its options, its configuration
+/// (with the deployment file's echo) and the notes the configuration earns. Refuses what the
+/// engine would refuse at start-up, a plot path of the wrong kind and an output that would
+/// overwrite an input.
+pub fn prepare(
+    args: &RunArgs,
+    deployment: Option<&cachesim::config::DeploymentEcho>,
+) -> anyhow::Result<(cachesim::config::RunOptions, cachesim::config::RunConfig, Vec<String>)> {
+    let opts = args.options();
+    let mut cfg = cachesim::config::resolve(&opts)?;
+    cfg.deployment_file = deployment.cloned();
+    if let Some(p) = &args.plot {
+        cachesim::plot::check_plot_path(p)?;
+    }
+    let outputs: Vec<(&str, &std::path::Path)> = [
+        ("--requests-csv", args.requests_csv.as_deref()),
+        ("--timeline-csv", args.timeline_csv.as_deref()),
+        ("--token-times-csv", args.token_times_csv.as_deref()),
+        ("--plot", args.plot.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    cachesim::output::check_paths(&run_inputs(args), &outputs)?;
+    let notes = cachesim::config::notes(&opts, &cfg);
+    Ok((opts, cfg, notes))
+}
+
+/// What a run keeps beyond its requests: steps for the timeline and the plot (or when asked),
+/// tokens for the token times.
+pub fn keep(args: &RunArgs, steps: bool) -> cachesim::sim::Keep {
+    cachesim::sim::Keep {
+        steps: steps || args.timeline_csv.is_some() || args.plot.is_some(),
+        tokens: args.token_times_csv.is_some(),
+        schedule: false,
+    }
+}
+
+/// The run's output files, staged (written all or nothing at [`cachesim::output::Outputs::commit`]):
+/// `--requests-csv` (one row per request; under prefill/decode disaggregation the prefill and
+/// decode sides of each), `--timeline-csv`, `--token-times-csv` and `--plot`.
+pub fn stage_files(
+    args: &RunArgs,
+    cfg: &cachesim::config::RunConfig,
+    w: &cachesim::workload::Workload,
+    out: &cachesim::sim::Outcome,
+) -> anyhow::Result<cachesim::output::Outputs> {
+    let mut files = cachesim::output::Outputs::new();
+    if let Some(p) = &args.requests_csv {
+        match cfg.cluster.pd {
+            Some(pd) if !out.sim.pd.is_empty() => {
+                let rows = cachesim::report::cluster::pd_rows(&out.sim.records, &out.sim.pd, pd.prefill);
+                write_csv(&mut files, p, &rows)?;
+            }
+            _ => write_csv(&mut files, p, &out.sim.records)?,
+        }
+    }
+    if let Some(p) = &args.timeline_csv {
+        write_csv(&mut files, p, &out.sim.timeline)?;
+    }
+    if let Some(p) = &args.token_times_csv {
+        write_csv(&mut files, p, &out.sim.tokens)?;
+    }
+    if let Some(p) = &args.plot {
+        let title = format!("{} · {} on {}", w.info.path.display(), cfg.model.name, cfg.gpu.name);
+        let tmp = files.stage(p)?;
+        cachesim::plot::run_plot(&tmp, &title, &out.sim.records, &out.sim.timeline, cfg.kv_capacity_tokens)
+            .with_context(|| format!("cannot draw {}", p.display()))?;
+    }
+    Ok(files)
+}
+
+/// `cachesim run`: resolves, reads the trace, simulates, writes the output report to `stdout`
+/// and the output files; failures and cut outputs are said on stderr.
+pub fn run(
+    args: &RunArgs,
+    deployment: Option<&cachesim::config::DeploymentEcho>,
+    stdout: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let (_, cfg, notes) = prepare(args, deployment)?;
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+    let w = load(&args.trace, &args.build_options())?;
+    let keep = keep(args, false);
+    let pb = bar(0, "simulating {bar:40} {pos}/{len} requests · {msg} simulated (eta {eta})");
+    let progress = |done: u64, total: u64, now: f64| {
+        pb.set_length(total);
+        pb.set_position(done);
+        pb.set_message(format!("{now:.1} s"));
+    };
+    let out = cachesim::sim::simulate_with_progress(&w, &cfg, keep, &progress)?;
+    pb.finish_and_clear();
+    let files = stage_files(args, &cfg, &w, &out)?;
+    let load = cachesim::report::LoadEcho {
+        backend: match cfg.engine.engine {
+            cachesim::engine::EngineKind::Vllm | cachesim::engine::EngineKind::VllmV0 => "vllm".to_string(),
+            cachesim::engine::EngineKind::Sglang => "sglang".to_string(),
+            cachesim::engine::EngineKind::Lightllm => "lightllm".to_string(),
+            cachesim::engine::EngineKind::Trtllm => "trtllm".to_string(),
+        },
+        request_rate: match cfg.arrivals.rate {
+            Some(cachesim::workload::arrivals::Rate::PerSecond(r)) => Some(r),
+            _ => None,
+        },
+        trace_times: cfg.arrivals.rate.is_none() && w.requests.iter().all(|r| r.arrival_ms.is_some()),
+        max_concurrency: cfg.max_concurrency,
+    };
+    let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
+    let cluster = cachesim::report::cluster_report(&out, &cfg);
+    let mut stdout = &mut *stdout;
+    if args.json {
+        let doc = cachesim::report::RunReport::new(&out, &w.info, &cfg);
+        serde_json::to_writer_pretty(&mut stdout, &doc)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, out.sent))?;
+        write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
+        if cfg.cluster.is_cluster() {
+            write!(stdout, "{}", cachesim::report::cluster::echo(&cfg.cluster))?;
+        }
+        write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load, &out.summary))?;
+        if let Some((rows, router)) = &cluster {
+            write!(stdout, "{}", cachesim::report::cluster::text(rows, router))?;
+        }
+        if args.ttft_breakdown && !out.sim.pd.is_empty() {
+            write!(stdout, "{}", cachesim::report::cluster::ttft_breakdown(&out.sim.records, &out.sim.pd))?;
+        }
+        if let Some(s) = &saturation {
+            write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
+        }
+    }
+    stdout.flush()?;
+    report_failures(&out);
+    if out.sent > 0 && out.summary.completed == 0 {
+        // The clients' warning when nothing succeeded (vLLM bench serve, sglang bench_serving).
+        anyhow::bail!("All requests failed. This is likely due to a misconfiguration on the benchmark arguments.");
+    }
+    files.commit()?;
+    Ok(())
+}
+
+/// Failed requests and cut outputs, on stderr: counts by reason and one engine message each.
+fn report_failures(out: &cachesim::sim::Outcome) {
+    let f = &out.sim.failures;
+    if !f.is_empty() {
+        let counts: Vec<String> = f.iter().map(|(r, (n, _))| format!("{} {}", thousands(*n), r.label())).collect();
+        eprintln!(
+            "{} of {} requests failed: {}",
+            thousands(out.sim.failed),
+            thousands(out.sent as u64),
+            counts.join(", ")
+        );
+        for (r, (_, message)) in f {
+            eprintln!("  {}: {message}", r.label());
+        }
+    }
+    let (cut, tokens) = out.sim.outputs_cut;
+    if cut > 0 {
+        eprintln!(
+            "{} of {} requests had their output cut to fit ({} tokens fewer): the engine shortens max_new_tokens",
+            thousands(cut),
+            thousands(out.sent as u64),
+            thousands(tokens)
+        );
+    }
+}
+
+/// The `cachesim cache` command answering the hit-ratio question of this run without timing.
+fn unloaded_command(args: &RunArgs, info: &cachesim::workload::TraceInfo, cfg: &cachesim::config::RunConfig) -> String {
+    let trace = args.trace.trace.as_ref().map(|_| format!(" --trace {}", info.path.display())).unwrap_or_default();
+    let block = cfg.cache.block_size.map(|b| format!(" --block {b}")).unwrap_or_default();
+    format!(
+        "cachesim cache{trace} --policy {}{block} --capacity-tokens {}",
+        cfg.cache.policy.name(),
+        cfg.kv_capacity_tokens
+    )
+}
