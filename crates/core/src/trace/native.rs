@@ -6,7 +6,7 @@
 
 use super::json::read_jsonl;
 use super::{check_time, check_tokens, Skipped, RESERVED_TOKEN_BASE};
-use crate::error::RecordError;
+use crate::error::{Location, RecordError};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -99,6 +99,29 @@ fn convert(line: u64, r: Raw) -> Result<NativeRecord, (String, String)> {
             SessionKey::Number(n) => n.to_string(),
         }),
     })
+}
+
+/// A record as `cachesim gen` writes it (line `line` of its JSON Lines), converted exactly as
+/// reading that line converts it — the same checks, the timestamp through JSON's float text —
+/// without writing and parsing the text.
+pub fn generated(
+    line: u64,
+    prompt_ids: Vec<u32>,
+    output_len: u32,
+    timestamp_ms: Option<f64>,
+    session: Option<u32>,
+) -> Result<NativeRecord, RecordError> {
+    let through_json = |t: f64| serde_json::to_string(&t).ok().and_then(|s| serde_json::from_str::<f64>(&s).ok());
+    let raw = Raw {
+        prompt: None,
+        prompt_ids: Some(prompt_ids),
+        output_len: Some(output_len as u64),
+        output: None,
+        output_ids: None,
+        timestamp_ms: timestamp_ms.and_then(through_json),
+        session: session.map(|s| SessionKey::Number(s as u64)),
+    };
+    convert(line, raw).map_err(|(field, message)| RecordError { location: Location::Line(line), field, message })
 }
 
 /// Parses a native JSONL document.

@@ -193,15 +193,78 @@ pub fn write_jsonl<W: std::io::Write>(records: &[GenRecord], mut w: W) -> std::i
 /// A generated set as a workload, read back exactly as its JSONL file would be (default
 /// build options); `name` stands for the file in the trace info.
 pub fn workload(name: &str, records: &[GenRecord]) -> Result<super::Workload> {
-    let mut bytes = Vec::new();
-    write_jsonl(records, &mut bytes).map_err(|source| Error::Io { path: name.into(), error: source })?;
-    let file = crate::trace::parse(std::path::Path::new(name), &bytes, &crate::trace::ReadOptions::default())?;
-    super::build(file, &super::BuildOptions::default())
+    super::build(trace_file(name, records)?, &super::BuildOptions::default())
+}
+
+/// A generated set as the trace file its JSON Lines would read as, converted record by record
+/// as the reader converts each line (no text written and parsed); an empty set is the reader's
+/// own refusal of an empty file.
+pub fn trace_file(name: &str, records: &[GenRecord]) -> Result<crate::trace::TraceFile> {
+    if records.is_empty() {
+        return crate::trace::parse(std::path::Path::new(name), b"", &crate::trace::ReadOptions::default());
+    }
+    let native = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            crate::trace::native::generated(i as u64 + 1, r.prompt_ids.clone(), r.output_len, r.timestamp_ms, r.session)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|error| Error::Record { path: name.into(), error })?;
+    Ok(crate::trace::TraceFile {
+        path: name.into(),
+        format: crate::trace::Format::Native,
+        records: crate::trace::Records::Native(native),
+        skipped: Default::default(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The direct conversion is what writing the JSON Lines and reading them back gives, for
+    /// every generator (timestamps and sessions included).
+    #[test]
+    fn trace_file_is_its_jsonl_read_back() {
+        let sets = [
+            random(&RandomSpec {
+                num_prompts: 30,
+                input_len: 50,
+                output_len: 9,
+                range_ratio: 0.3,
+                vocab: 1000,
+                seed: 3,
+            })
+            .unwrap(),
+            sessions(&SessionsSpec {
+                num_sessions: 4,
+                turns: 3,
+                system_prompt_len: 20,
+                user_len: 7,
+                output_len: 5,
+                range_ratio: 0.5,
+                session_rate: 0.7,
+                think_time_s: 1.3,
+                vocab: 1000,
+                seed: 5,
+            })
+            .unwrap(),
+        ];
+        for records in sets {
+            let mut bytes = Vec::new();
+            write_jsonl(&records, &mut bytes).unwrap();
+            let read = crate::trace::parse(std::path::Path::new("g.jsonl"), &bytes, &Default::default()).unwrap();
+            let direct = trace_file("g.jsonl", &records).unwrap();
+            let (crate::trace::Records::Native(a), crate::trace::Records::Native(b)) = (&direct.records, &read.records)
+            else {
+                panic!("not native records")
+            };
+            assert_eq!(a, b);
+            assert_eq!((direct.format, direct.skipped.total()), (read.format, read.skipped.total()));
+        }
+        assert!(trace_file("e.jsonl", &[]).is_err());
+    }
 
     #[test]
     fn range_ratio_follows_sglang() {
