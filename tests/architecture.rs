@@ -457,6 +457,21 @@ fn crates_point_down() {
     }
 }
 
+/// One module style: a module with children is a folder with `mod.rs`, never `x.rs` beside `x/`.
+#[test]
+fn one_module_style() {
+    let mut both = Vec::new();
+    for dir in ["crates/core/src", "crates/lab/src", "src"] {
+        for f in files(&repo().join(dir)) {
+            let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+            if !["mod", "lib", "main"].contains(&stem.as_str()) && f.with_extension("").is_dir() {
+                both.push(f.strip_prefix(repo()).unwrap().display().to_string());
+            }
+        }
+    }
+    assert!(both.is_empty(), "files beside a folder of their children (make them x/mod.rs): {both:?}");
+}
+
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap().flatten() {

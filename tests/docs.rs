@@ -126,7 +126,7 @@ fn every_cited_docs_path_exists() {
     assert!(missing.is_empty(), "docs paths cited but absent:\n{}", missing.join("\n"));
 }
 
-/// The repository's own source files the docs name (`src/cli.rs`, `crates/core/src/sim.rs`)
+/// The repository's own source files the docs name (`src/cli.rs`, `crates/core/src/sim/mod.rs`)
 /// exist; the engine spec, which names upstream files, is left out.
 #[test]
 fn every_source_file_the_docs_name_exists() {
