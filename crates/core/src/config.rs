@@ -352,9 +352,6 @@ impl RunConfig {
     }
 }
 
-/// LightLLM's `--max_req_total_len` default (api_cli.py), its model length.
-pub const LIGHTLLM_MAX_REQ_TOTAL_LEN: u64 = 16384;
-
 /// vLLM's `format_gib`: bytes in GiB with two decimals.
 fn gib(bytes: f64) -> String {
     format!("{:.2}", bytes / (1u64 << 30) as f64)
@@ -466,34 +463,6 @@ fn check_overrides(m: &MemoryOverrides) -> Result<()> {
     Ok(())
 }
 
-/// vLLM serve's limits by device class, then its post-processing (ENGINE_SPEC §2.2).
-fn vllm_limits(o: &RunOptions, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u32)> {
-    let (seqs_default, tokens_default) = if gpu.vllm_large() { (1024, 8192) } else { (256, 2048) };
-    let mut max_num_seqs = o.max_num_seqs.unwrap_or(seqs_default);
-    let mut max_num_batched_tokens = o.max_num_batched_tokens.unwrap_or(tokens_default);
-    if o.max_num_batched_tokens.is_none() {
-        if o.enable_chunked_prefill == Some(false) {
-            max_num_batched_tokens = max_num_batched_tokens.max(max_model_len.min(u32::MAX as u64) as u32);
-        }
-        max_num_batched_tokens = (max_num_batched_tokens as u64)
-            .min((max_num_seqs as u64).saturating_mul(max_model_len))
-            .min(u32::MAX as u64) as u32;
-    }
-    if o.max_num_seqs.is_none() {
-        max_num_seqs = max_num_seqs.min(max_num_batched_tokens);
-    }
-    if o.max_num_seqs == Some(0) {
-        return Err(Error::invalid("--max-num-seqs", "0 must be at least 1"));
-    }
-    if max_num_seqs == 0 || max_num_batched_tokens < max_num_seqs {
-        return Err(Error::invalid(
-            "--max-num-batched-tokens",
-            format!("{max_num_batched_tokens} must be at least --max-num-seqs ({max_num_seqs})"),
-        ));
-    }
-    Ok((max_num_seqs, max_num_batched_tokens))
-}
-
 /// The error for fewer than two KV blocks, naming the setting that caused it: the override when
 /// one was given, else the activation reserve when the weights alone would leave room, else the
 /// memory share (the model does not fit).
@@ -587,9 +556,6 @@ pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
     out
 }
 
-/// SGLang's `max_running_requests` when EAGLE or MTP speculation runs and none is given.
-pub const SGLANG_EAGLE_MAX_RUNNING_REQUESTS: u32 = 48;
-
 /// Resolves options into a full configuration.
 /// The most tensor-parallel ranks an instance may have (`--tp`).
 pub const MAX_TP: u64 = 144;
@@ -622,10 +588,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     }
     let (kv_dtype_bytes, dp) = (layout.kv_dtype.bytes(), layout.parallel.dp_attention.max(1));
     let kv_bytes_per_token_per_rank = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
-    let max_model_len = o.max_model_len.unwrap_or(match o.engine {
-        EngineKind::Lightllm => LIGHTLLM_MAX_REQ_TOTAL_LEN,
-        _ => model.max_context,
-    });
+    let max_model_len = o.max_model_len.unwrap_or(crate::engine::default_max_model_len(o.engine, &model));
     if max_model_len == 0 {
         return Err(Error::invalid("--max-model-len", "0 must be at least 1"));
     }
@@ -656,126 +619,34 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
     }
     check_overrides(&o.memory)?;
-    let policy = o.policy.unwrap_or(match o.engine {
-        EngineKind::Vllm | EngineKind::VllmV0 | EngineKind::Trtllm => Policy::Paged,
-        EngineKind::Sglang => Policy::Radix,
-        EngineKind::Lightllm => Policy::Token,
-    });
-    let mut vllm_memory = None;
-    let mut profile_run = None;
-    let (limits, kv_tokens, mem_fraction_static) = match o.engine {
-        EngineKind::Vllm | EngineKind::VllmV0 => {
-            // Without chunked prefill (V0's default) the budget covers a whole prompt.
-            let chunked = o.enable_chunked_prefill.unwrap_or(o.engine == EngineKind::Vllm);
-            let (seqs, tokens) =
-                vllm_limits(&RunOptions { enable_chunked_prefill: Some(chunked), ..o.clone() }, &gpu, max_model_len)?;
-            let run = ProfileRun {
-                max_num_batched_tokens: tokens,
-                max_num_seqs: seqs,
-                cudagraph_estimate: version.rules().vllm_cudagraph_memory_estimate,
-            };
-            let mem = VllmMemory::laid_out(&gpu, &model, layout.parallel, kv_dtype_bytes, util, run, o.memory);
-            vllm_memory = Some(mem);
-            profile_run = Some(run);
-            let kv = mem.kv_cache_bytes / mem.kv_bytes_per_token_per_rank * dp;
-            ((seqs, tokens, 0u32), kv, None)
-        }
-        EngineKind::Sglang => {
-            let rules = version.rules();
-            let (chunk_default, mut graphs) =
-                catalog::sglang_memory_defaults(&gpu, o.tp, rules.sglang_reserve_by_chunk);
-            let chunk = match o.chunked_prefill_size {
-                None => chunk_default,
-                Some(c) if c <= 0 => 0,
-                Some(c) => c.min(u32::MAX as i64) as u32,
-            };
-            // EAGLE-style speculation (EAGLE, EAGLE3, NEXTN = MTP) sets max_running_requests to
-            // 48 when it is not given (sglang python/sglang/srt/server_args.py
-            // `ServerArgs.__post_init__` in 0.4.x, `_handle_speculative_decoding` in 0.5.x).
-            let max_running_requests = o.max_running_requests.or(matches!(
-                o.layout.speculative_algorithm,
-                SpecAlgorithm::Mtp | SpecAlgorithm::Eagle
-            )
-            .then_some(SGLANG_EAGLE_MAX_RUNNING_REQUESTS));
-            if let Some(r) = max_running_requests {
-                // A default decode-graph batch above the user's running limit is cut to it.
-                graphs = graphs.min(r);
-            }
-            let frac = match o.mem_fraction_static {
-                Some(f) if f > 0.0 && f <= 1.0 => f,
-                Some(f) => return Err(Error::invalid("--mem-fraction-static", format!("{f} is not in (0, 1]"))),
-                // The reserve follows the chunk in use (max_prefill_tokens with chunking off).
-                None => catalog::sglang_mem_fraction_static(
-                    &gpu,
-                    o.tp,
-                    chunk,
-                    o.max_prefill_tokens,
-                    graphs,
-                    rules.sglang_reserve_by_chunk,
-                ),
-            };
-            let weights = layout.parallel.weight_bytes_per_rank(&model);
-            let kv = catalog::sglang_pool_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
-            let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
-            let max_num_reqs = ((kv as f64 / max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
-            let running = match max_running_requests {
-                None => (kv / 2).min(max_num_reqs),
-                Some(r) if rules.sglang_cap_running_by_tokens => (r as u64).min(kv / 2),
-                Some(r) => r as u64,
-            };
-            ((running.max(1) as u32, o.max_prefill_tokens, chunk), kv, Some(frac))
-        }
-        EngineKind::Trtllm => {
-            use crate::engine::trtllm;
-            let seqs = o.max_num_seqs.unwrap_or(trtllm::DEFAULT_MAX_BATCH_SIZE);
-            let tokens = o.max_num_batched_tokens.unwrap_or(trtllm::DEFAULT_MAX_NUM_TOKENS);
-            let weights = layout.parallel.weight_bytes_per_rank(&model);
-            let kv = trtllm::kv_tokens_per_rank(&gpu, &model, o.tp, weights, kv_bytes_per_token_per_rank, util, tokens);
-            ((seqs, tokens, 0u32), kv * dp, None)
-        }
-        EngineKind::Lightllm => {
-            // api_cli defaults: running_max_req_size 1000, chunked_prefill_size 4096,
-            // batch_max_tokens = min(max_req_total_len 16384, 2 × chunk + 256); mem_fraction 0.9.
-            let chunk = match o.chunked_prefill_size {
-                None => 4096,
-                Some(c) if c <= 0 => 0,
-                Some(c) => c.min(u32::MAX as i64) as u32,
-            };
-            let batch_max = o.max_num_batched_tokens.unwrap_or(if chunk == 0 {
-                16384
-            } else {
-                (2 * chunk as u64 + 256).min(16384) as u32
-            });
-            let frac = o.mem_fraction_static.unwrap_or(0.9);
-            if !(frac > 0.0 && frac <= 1.0) {
-                return Err(Error::invalid("--mem-fraction-static", format!("{frac} is not in (0, 1]")));
-            }
-            let weights = layout.parallel.weight_bytes_per_rank(&model);
-            let kv = catalog::lightllm_kv_tokens_per_rank(&gpu, weights, kv_bytes_per_token_per_rank, frac) * dp;
-            let kv = o.max_total_tokens.map_or(kv, |m| m.min(kv));
-            ((o.max_num_seqs.unwrap_or(1000), batch_max, chunk), kv, Some(frac))
-        }
+    let policy = o.policy.unwrap_or(crate::engine::default_policy(o.engine));
+    let flags = crate::engine::launch::EngineFlags {
+        max_num_seqs: o.max_num_seqs,
+        max_num_batched_tokens: o.max_num_batched_tokens,
+        enable_chunked_prefill: o.enable_chunked_prefill,
+        chunked_prefill_size: o.chunked_prefill_size,
+        max_prefill_tokens: o.max_prefill_tokens,
+        max_running_requests: o.max_running_requests,
+        mem_fraction_static: o.mem_fraction_static,
+        max_total_tokens: o.max_total_tokens,
+        speculative: o.layout.speculative_algorithm,
+        memory: o.memory,
     };
-    let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) = limits;
-    if o.engine == EngineKind::Trtllm && o.enable_chunked_prefill == Some(true) {
-        return Err(Error::invalid(
-            "--enable-chunked-prefill",
-            "TensorRT-LLM's context chunking (off by default, as trtllm-bench runs) is not modelled",
-        ));
-    }
-    if matches!(o.engine, EngineKind::Sglang | EngineKind::Lightllm) && o.memory != MemoryOverrides::default() {
-        return Err(Error::invalid(
-            "--activation-peak-gib",
-            "the vLLM memory terms (--activation-peak-gib, --cudagraph-memory-gib, --non-torch-memory-gib, \
-             --kv-cache-memory-bytes) apply to the vLLM engines; SGLang and LightLLM size by --mem-fraction-static",
-        ));
-    }
-    if matches!(o.engine, EngineKind::Sglang | EngineKind::Lightllm) && o.enable_chunked_prefill.is_some() {
-        return Err(Error::invalid(
-            "--enable-chunked-prefill",
-            "applies to the vLLM engines; SGLang and LightLLM chunk by --chunked-prefill-size",
-        ));
-    }
+    let machine = crate::engine::launch::Machine {
+        gpu: &gpu,
+        model: &model,
+        layout: &layout,
+        tp: o.tp,
+        gpu_memory_utilization: util,
+        max_model_len,
+        kv_bytes_per_token_per_rank,
+    };
+    let launched = crate::engine::start(o.engine, version, &flags, &machine)?;
+    let vllm_memory = launched.vllm_memory.map(|(m, _)| m);
+    let profile_run = launched.vllm_memory.map(|(_, r)| r);
+    let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) =
+        (launched.max_num_seqs, launched.max_num_batched_tokens, launched.chunked_prefill_size);
+    let (kv_tokens, mem_fraction_static) = (launched.kv_tokens, launched.mem_fraction_static);
     let num_scheduler_steps = num_scheduler_steps(o)?;
     let async_output_proc = async_output_proc(o)?;
     let overlap = match (o.engine, o.overlap) {
@@ -1211,7 +1082,7 @@ mod tests {
         assert!(!refused(sglang_len(131_072)));
         // LightLLM's model length is its max_req_total_len, 16384 by default.
         let l = resolve(&RunOptions { engine: EngineKind::Lightllm, ..Default::default() }).unwrap();
-        assert_eq!(l.max_model_len, LIGHTLLM_MAX_REQ_TOTAL_LEN);
+        assert_eq!(l.max_model_len, crate::engine::lightllm::MAX_REQ_TOTAL_LEN);
     }
 
     fn blamed(o: RunOptions) -> String {

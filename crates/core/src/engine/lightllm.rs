@@ -20,10 +20,54 @@
 //! batch waits for its prefill, or 6 steps with pending prefills went by without one
 //! (`chuncked_prefill_state.py`, `need_prefill`).
 
+use super::launch::{EngineFlags, Launch, Machine};
 use super::{EngineConfig, ReqRt, Scheduler, Step};
 use crate::cache::{PrefixCache, ReqId};
+use crate::catalog::Gpu;
 use crate::cost::BatchShape;
+use crate::error::{Error, Result};
 use std::collections::{HashSet, VecDeque};
+
+/// LightLLM's `--max_req_total_len` default (api_cli.py), its model length.
+pub const MAX_REQ_TOTAL_LEN: u64 = 16384;
+
+/// LightLLM's launch (api_cli defaults): running_max_req_size 1000, chunked_prefill_size 4096,
+/// batch_max_tokens = min(max_req_total_len 16384, 2 × chunk + 256), mem_fraction 0.9; the
+/// token pool what the share leaves, capped by `--max-total-tokens`; the vLLM memory flags and
+/// `--enable-chunked-prefill` refused.
+pub fn launch(flags: &EngineFlags, m: &Machine) -> Result<Launch> {
+    let chunk = match flags.chunked_prefill_size {
+        None => 4096,
+        Some(c) if c <= 0 => 0,
+        Some(c) => c.min(u32::MAX as i64) as u32,
+    };
+    let batch_max = flags.max_num_batched_tokens.unwrap_or(if chunk == 0 {
+        16384
+    } else {
+        (2 * chunk as u64 + 256).min(16384) as u32
+    });
+    let frac = flags.mem_fraction_static.unwrap_or(0.9);
+    if !(frac > 0.0 && frac <= 1.0) {
+        return Err(Error::invalid("--mem-fraction-static", format!("{frac} is not in (0, 1]")));
+    }
+    let kv = kv_tokens_per_rank(m.gpu, m.weight_bytes_per_rank(), m.kv_bytes_per_token_per_rank, frac) * m.dp();
+    let kv = flags.max_total_tokens.map_or(kv, |t| t.min(kv));
+    super::sglang::launch::refuse_vllm_flags(flags)?;
+    Ok(Launch {
+        max_num_seqs: flags.max_num_seqs.unwrap_or(1000),
+        max_num_batched_tokens: batch_max,
+        chunked_prefill_size: chunk,
+        kv_tokens: kv,
+        mem_fraction_static: Some(frac),
+        vllm_memory: None,
+    })
+}
+
+/// LightLLM's KV pool of one rank of any layout: `mem_fraction × memory − weights` over the
+/// rank's KV bytes per token, from the datasheet memory.
+pub fn kv_tokens_per_rank(gpu: &Gpu, weights: f64, kv_bytes_per_token: u64, mem_fraction: f64) -> u64 {
+    ((gpu.memory_bytes() * mem_fraction - weights) / kv_bytes_per_token.max(1) as f64).max(0.0) as u64
+}
 
 /// `ADDED_OUTPUT_LEN`.
 const ADDED_OUTPUT_LEN: u64 = 6;

@@ -7,6 +7,7 @@
 //! [`VllmQueues::schedule_running`]) and differ in their batch-forming rule ([`VllmRule`]).
 
 pub mod frontend;
+pub mod launch;
 pub mod lightllm;
 pub mod sglang;
 pub mod trtllm;
@@ -453,5 +454,40 @@ pub fn scheduler(cfg: &EngineConfig, store: std::sync::Arc<crate::workload::Toke
         }
         EngineKind::Sglang => Box::new(sglang::Sglang::new(*cfg, store)),
         EngineKind::Lightllm => Box::new(lightllm::Lightllm::new(*cfg)),
+    }
+}
+
+/// The prefix cache an engine runs unless told: vLLM's and TensorRT-LLM's paged blocks, SGLang's
+/// radix tree, LightLLM's token pool.
+pub fn default_policy(engine: EngineKind) -> crate::cache::Policy {
+    use crate::cache::Policy;
+    match engine {
+        EngineKind::Vllm | EngineKind::VllmV0 | EngineKind::Trtllm => Policy::Paged,
+        EngineKind::Sglang => Policy::Radix,
+        EngineKind::Lightllm => Policy::Token,
+    }
+}
+
+/// The longest request (prompt + output) an engine accepts unless told: the model's context,
+/// LightLLM's `--max_req_total_len` default.
+pub fn default_max_model_len(engine: EngineKind, model: &crate::catalog::Model) -> u64 {
+    match engine {
+        EngineKind::Lightllm => lightllm::MAX_REQ_TOTAL_LEN,
+        _ => model.max_context,
+    }
+}
+
+/// Starts `engine` (its bundle `version`) with `flags` on `machine`: the engine's own launch.
+pub fn start(
+    engine: EngineKind,
+    version: EngineVersion,
+    flags: &launch::EngineFlags,
+    machine: &launch::Machine,
+) -> crate::error::Result<launch::Launch> {
+    match engine {
+        EngineKind::Vllm | EngineKind::VllmV0 => vllm::launch(engine, version, flags, machine),
+        EngineKind::Sglang => sglang::launch::launch(version, flags, machine),
+        EngineKind::Lightllm => lightllm::launch(flags, machine),
+        EngineKind::Trtllm => trtllm::launch(flags, machine),
     }
 }

@@ -4,7 +4,9 @@
 //! scheduling itself is vLLM v1's rule under [`Rules::trtllm_reserve_to_completion`](super::Rules)
 //! ([`super::vllm`]).
 
+use super::launch::{EngineFlags, Launch, Machine};
 use crate::catalog::{Gpu, Model};
+use crate::error::{Error, Result};
 
 /// `max_batch_size` of `BaseLlmArgs` (`llmapi/llm_args.py`, 1.0) when neither the user nor
 /// `trtllm-bench` sets it.
@@ -20,6 +22,37 @@ pub const TOKENS_PER_BLOCK: u32 = 32;
 /// NCCL workspaces), bytes per GPU: vLLM's measured non-torch figure stands in
 /// ([`crate::vllm_memory::NON_TORCH_GIB`]).
 const NON_TORCH_BYTES: f64 = crate::vllm_memory::NON_TORCH_GIB * (1u64 << 30) as f64;
+
+/// TensorRT-LLM's launch as `trtllm-bench throughput` runs it: `max_batch_size` and
+/// `max_num_tokens` (given, else its defaults) and the KV pool [`kv_tokens_per_rank`] leaves; its
+/// context chunking, off by default, is refused as not modelled.
+pub fn launch(flags: &EngineFlags, m: &Machine) -> Result<Launch> {
+    let seqs = flags.max_num_seqs.unwrap_or(DEFAULT_MAX_BATCH_SIZE);
+    let tokens = flags.max_num_batched_tokens.unwrap_or(DEFAULT_MAX_NUM_TOKENS);
+    let kv = kv_tokens_per_rank(
+        m.gpu,
+        m.model,
+        m.tp,
+        m.weight_bytes_per_rank(),
+        m.kv_bytes_per_token_per_rank,
+        m.gpu_memory_utilization,
+        tokens,
+    );
+    if flags.enable_chunked_prefill == Some(true) {
+        return Err(Error::invalid(
+            "--enable-chunked-prefill",
+            "TensorRT-LLM's context chunking (off by default, as trtllm-bench runs) is not modelled",
+        ));
+    }
+    Ok(Launch {
+        max_num_seqs: seqs,
+        max_num_batched_tokens: tokens,
+        chunked_prefill_size: 0,
+        kv_tokens: kv * m.dp(),
+        mem_fraction_static: None,
+        vllm_memory: None,
+    })
+}
 
 /// KV tokens of one rank: `KvCacheCreator` (`_torch/pyexecutor/_util.py`, `_cal_max_tokens`)
 /// takes `(total − peak) × free_gpu_memory_fraction` over the KV bytes per token, the peak

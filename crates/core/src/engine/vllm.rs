@@ -16,7 +16,71 @@
 //! generation request and whole prompts under `max_num_tokens`, stopping at the first that does
 //! not fit; `max_batch_size` requests at most (docs/engines/trtllm.md).
 
-use super::{EngineConfig, Step, VllmQueues, VllmRule};
+use super::launch::{EngineFlags, Launch, Machine};
+use super::{EngineConfig, EngineKind, EngineVersion, Step, VllmQueues, VllmRule};
+use crate::catalog::Gpu;
+use crate::error::{Error, Result};
+use crate::vllm_memory::{ProfileRun, VllmMemory};
+
+/// The launch of both vLLM engines (v1 and V0 share their limits and memory budget): the
+/// device class's batch limits, then vLLM's memory budget from its profile run, the KV pool
+/// what the budget leaves (ENGINE_SPEC §2.2, `gpu_worker.py` `determine_available_memory`).
+/// Without chunked prefill (V0's default) the token budget covers a whole prompt.
+pub fn launch(engine: EngineKind, version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Result<Launch> {
+    let chunked = flags.enable_chunked_prefill.unwrap_or(engine == EngineKind::Vllm);
+    let (seqs, tokens) = limits(flags, chunked, m.gpu, m.max_model_len)?;
+    let run = ProfileRun {
+        max_num_batched_tokens: tokens,
+        max_num_seqs: seqs,
+        cudagraph_estimate: version.rules().vllm_cudagraph_memory_estimate,
+    };
+    let mem = VllmMemory::laid_out(
+        m.gpu,
+        m.model,
+        m.layout.parallel,
+        m.layout.kv_dtype.bytes(),
+        m.gpu_memory_utilization,
+        run,
+        flags.memory,
+    );
+    let kv = mem.kv_cache_bytes / mem.kv_bytes_per_token_per_rank * m.dp();
+    Ok(Launch {
+        max_num_seqs: seqs,
+        max_num_batched_tokens: tokens,
+        chunked_prefill_size: 0,
+        kv_tokens: kv,
+        mem_fraction_static: None,
+        vllm_memory: Some((mem, run)),
+    })
+}
+
+/// vLLM serve's limits by device class, then its post-processing (ENGINE_SPEC §2.2).
+fn limits(flags: &EngineFlags, chunked: bool, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u32)> {
+    let (seqs_default, tokens_default) = if gpu.vllm_large() { (1024, 8192) } else { (256, 2048) };
+    let mut max_num_seqs = flags.max_num_seqs.unwrap_or(seqs_default);
+    let mut max_num_batched_tokens = flags.max_num_batched_tokens.unwrap_or(tokens_default);
+    if flags.max_num_batched_tokens.is_none() {
+        if !chunked {
+            max_num_batched_tokens = max_num_batched_tokens.max(max_model_len.min(u32::MAX as u64) as u32);
+        }
+        max_num_batched_tokens = (max_num_batched_tokens as u64)
+            .min((max_num_seqs as u64).saturating_mul(max_model_len))
+            .min(u32::MAX as u64) as u32;
+    }
+    if flags.max_num_seqs.is_none() {
+        max_num_seqs = max_num_seqs.min(max_num_batched_tokens);
+    }
+    if flags.max_num_seqs == Some(0) {
+        return Err(Error::invalid("--max-num-seqs", "0 must be at least 1"));
+    }
+    if max_num_seqs == 0 || max_num_batched_tokens < max_num_seqs {
+        return Err(Error::invalid(
+            "--max-num-batched-tokens",
+            format!("{max_num_batched_tokens} must be at least --max-num-seqs ({max_num_seqs})"),
+        ));
+    }
+    Ok((max_num_seqs, max_num_batched_tokens))
+}
 
 /// The v1 rule.
 pub struct VllmV1 {

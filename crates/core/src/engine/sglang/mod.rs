@@ -9,6 +9,9 @@
 //! retracted — fewest outputs first, longest prompt on ties — to the end of the waiting queue,
 //! and new_token_ratio jumps; otherwise it decays towards its floor.
 
+pub mod launch;
+pub mod memory;
+
 use super::{EngineConfig, ReqRt, SchedulePolicy, Scheduler, Step};
 use crate::cache::{PrefixCache, ReqId};
 use crate::workload::prefix_trie::{build_trie, Tokens};

@@ -1,0 +1,86 @@
+//! SGLang's launch (`server_args.py`, `model_executor/model_runner.py`, 0.4.10 and 0.5.23 by
+//! bundle): the chunk and decode graphs its memory defaults give, the running limit (48 under
+//! EAGLE/MTP speculation when not given), the default `mem_fraction_static` and the token pool it
+//! leaves, capped by `--max-total-tokens`; the vLLM memory flags and `--enable-chunked-prefill`
+//! refused, with the flags SGLang sizes and chunks by.
+
+use super::memory::{sglang_mem_fraction_static, sglang_memory_defaults, sglang_pool_tokens_per_rank};
+use crate::cost::spec::SpecAlgorithm;
+use crate::engine::launch::{EngineFlags, Launch, Machine};
+use crate::engine::EngineVersion;
+use crate::error::{Error, Result};
+use crate::vllm_memory::MemoryOverrides;
+
+/// SGLang's `max_running_requests` when EAGLE or MTP speculation runs and none is given.
+pub const EAGLE_MAX_RUNNING_REQUESTS: u32 = 48;
+
+/// SGLang's limits and token pool at start-up.
+pub fn launch(version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Result<Launch> {
+    let rules = version.rules();
+    let (chunk_default, mut graphs) = sglang_memory_defaults(m.gpu, m.tp, rules.sglang_reserve_by_chunk);
+    let chunk = match flags.chunked_prefill_size {
+        None => chunk_default,
+        Some(c) if c <= 0 => 0,
+        Some(c) => c.min(u32::MAX as i64) as u32,
+    };
+    // EAGLE-style speculation (EAGLE, EAGLE3, NEXTN = MTP) sets max_running_requests to
+    // 48 when it is not given (sglang python/sglang/srt/server_args.py
+    // `ServerArgs.__post_init__` in 0.4.x, `_handle_speculative_decoding` in 0.5.x).
+    let max_running_requests =
+        flags.max_running_requests.or(matches!(flags.speculative, SpecAlgorithm::Mtp | SpecAlgorithm::Eagle)
+            .then_some(EAGLE_MAX_RUNNING_REQUESTS));
+    if let Some(r) = max_running_requests {
+        // A default decode-graph batch above the user's running limit is cut to it.
+        graphs = graphs.min(r);
+    }
+    let frac = match flags.mem_fraction_static {
+        Some(f) if f > 0.0 && f <= 1.0 => f,
+        Some(f) => return Err(Error::invalid("--mem-fraction-static", format!("{f} is not in (0, 1]"))),
+        // The reserve follows the chunk in use (max_prefill_tokens with chunking off).
+        None => sglang_mem_fraction_static(
+            m.gpu,
+            m.tp,
+            chunk,
+            flags.max_prefill_tokens,
+            graphs,
+            rules.sglang_reserve_by_chunk,
+        ),
+    };
+    let kv =
+        sglang_pool_tokens_per_rank(m.gpu, m.weight_bytes_per_rank(), m.kv_bytes_per_token_per_rank, frac) * m.dp();
+    let kv = flags.max_total_tokens.map_or(kv, |t| t.min(kv));
+    let max_num_reqs = ((kv as f64 / m.max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
+    let running = match max_running_requests {
+        None => (kv / 2).min(max_num_reqs),
+        Some(r) if rules.sglang_cap_running_by_tokens => (r as u64).min(kv / 2),
+        Some(r) => r as u64,
+    };
+    refuse_vllm_flags(flags)?;
+    Ok(Launch {
+        max_num_seqs: running.max(1) as u32,
+        max_num_batched_tokens: flags.max_prefill_tokens,
+        chunked_prefill_size: chunk,
+        kv_tokens: kv,
+        mem_fraction_static: Some(frac),
+        vllm_memory: None,
+    })
+}
+
+/// The vLLM memory terms and `--enable-chunked-prefill`, which SGLang and LightLLM do not have:
+/// refused with the flags they size and chunk by.
+pub fn refuse_vllm_flags(flags: &EngineFlags) -> Result<()> {
+    if flags.memory != MemoryOverrides::default() {
+        return Err(Error::invalid(
+            "--activation-peak-gib",
+            "the vLLM memory terms (--activation-peak-gib, --cudagraph-memory-gib, --non-torch-memory-gib, \
+             --kv-cache-memory-bytes) apply to the vLLM engines; SGLang and LightLLM size by --mem-fraction-static",
+        ));
+    }
+    if flags.enable_chunked_prefill.is_some() {
+        return Err(Error::invalid(
+            "--enable-chunked-prefill",
+            "applies to the vLLM engines; SGLang and LightLLM chunk by --chunked-prefill-size",
+        ));
+    }
+    Ok(())
+}
