@@ -1,5 +1,5 @@
 """Shared fixtures: the repository's release binary (for comparisons with the command line), a
-scratch directory as the working directory, and the speed figures printed after the run.
+scratch directory as the working directory.
 
 The binary is ``$CACHESIM_BIN`` or ``target/release/cachesim`` at the repository root (``cargo
 build --release``); tests comparing with it skip when it is absent, unless
@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MEASURED = []
 
 
 def _binary():
@@ -66,10 +65,3 @@ def write_random_trace(path, n, prompt=200, output=50, seed=1):
             ids = [rng.randrange(100_000) for _ in range(rng.randint(prompt // 2, prompt))]
             f.write(json.dumps({"prompt_ids": ids, "output_len": rng.randint(output // 2, output)}) + "\n")
     return path
-
-
-def pytest_terminal_summary(terminalreporter):
-    if MEASURED:
-        terminalreporter.section("cachesim measurements (not asserted)")
-        for line in MEASURED:
-            terminalreporter.write_line(line)
