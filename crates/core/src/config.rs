@@ -352,92 +352,6 @@ impl RunConfig {
     }
 }
 
-/// vLLM's `format_gib`: bytes in GiB with two decimals.
-fn gib(bytes: f64) -> String {
-    format!("{:.2}", bytes / (1u64 << 30) as f64)
-}
-
-/// The start-up checks the engines make (docs/engines/refusals.md): vLLM refuses a
-/// `max_model_len` above the model's (`ModelConfig` validation), when one
-/// `max_model_len` sequence cannot fit the KV cache (`_check_enough_kv_cache_memory`) or, without
-/// chunked prefill, when the step budget is below `max_model_len` (`SchedulerConfig._verify_args`);
-/// SGLang asserts a pool larger than 6 tokens (`max_req_input_len > 0`).
-fn startup_checks(o: &RunOptions, c: &RunConfig) -> Result<()> {
-    let e = &c.engine;
-    let refuse = |message: String| Err(Error::StartupRefused { engine: e.engine.name().to_string(), message });
-    match e.engine {
-        EngineKind::Vllm | EngineKind::VllmV0 => {
-            if c.max_model_len > c.model.max_context {
-                return refuse(format!(
-                    "User-specified max_model_len ({}) is greater than the derived max_model_len \
-                     (max_position_embeddings={} or model_max_length=None in model's config.json). To allow \
-                     overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. \
-                     VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative \
-                     position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model \
-                     uses absolute position encoding, positions exceeding derived_max_model_len will cause a CUDA \
-                     array out-of-bounds error.",
-                    c.max_model_len, c.model.max_context
-                ));
-            }
-            if !e.enable_chunked_prefill && (e.max_num_batched_tokens as u64) < c.max_model_len {
-                return refuse(format!(
-                    "max_num_batched_tokens ({}) is smaller than max_model_len ({}). This effectively limits the \
-                     maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. \
-                     Please increase max_num_batched_tokens or decrease max_model_len.",
-                    e.max_num_batched_tokens, c.max_model_len
-                ));
-            }
-            let block = c.cache.block_size.unwrap_or(1) as u64;
-            let needed_tokens = c.max_model_len.div_ceil(block) * block;
-            if needed_tokens <= c.kv_capacity_tokens {
-                return Ok(());
-            }
-            let fits = c.kv_capacity_tokens / block * block;
-            let bytes = |t: u64| t as f64 * c.kv_bytes_per_token_per_rank as f64;
-            // vLLM checks memory before applying --num-gpu-blocks-override, so it starts with any
-            // override (`notes` says when a longest request could never fit).
-            if o.num_gpu_blocks_override.is_some() {
-                return Ok(());
-            }
-            let estimate = if fits > 0 {
-                format!("Based on the available memory, the estimated maximum model length is {fits}. ")
-            } else {
-                String::new()
-            };
-            refuse(format!(
-                "To serve at least one request with the models's max seq len ({}), ({} GiB KV cache is needed, \
-                 which is larger than the available KV cache memory ({} GiB). {estimate}Try increasing \
-                 `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. \
-                 (cachesim: pass --max-model-len {fits}.)",
-                c.max_model_len,
-                gib(bytes(needed_tokens)),
-                gib(bytes(c.kv_capacity_tokens)),
-            ))
-        }
-        EngineKind::Sglang => {
-            if c.max_model_len > c.model.max_context {
-                return refuse(format!(
-                    "Warning: User-specified context_length ({}) is greater than the derived context_length ({}). \
-                     This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length \
-                     may differ from max_position_embeddings in the model's config. To allow overriding this \
-                     maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
-                    c.max_model_len, c.model.max_context
-                ));
-            }
-            let max_req_len = (c.max_model_len.saturating_sub(1)).min(c.kv_capacity_tokens.saturating_sub(1));
-            if max_req_len <= 5 {
-                return refuse(format!(
-                    "Memory pool size is too small (max_total_num_tokens {}, context_len {}: \
-                     max_req_input_len = min(context_len - 1, max_total_num_tokens - 1) - 5 must be positive)",
-                    c.kv_capacity_tokens, c.max_model_len
-                ));
-            }
-            Ok(())
-        }
-        EngineKind::Lightllm | EngineKind::Trtllm => Ok(()),
-    }
-}
-
 fn positive(field: &str, v: f64) -> Result<f64> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
@@ -745,7 +659,15 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         },
         deployment_file: None,
     };
-    startup_checks(o, &c)?;
+    crate::engine::check_start(&crate::engine::launch::Started {
+        engine: &c.engine,
+        model: &c.model,
+        max_model_len: c.max_model_len,
+        block_size: c.cache.block_size,
+        kv_capacity_tokens: c.kv_capacity_tokens,
+        kv_bytes_per_token_per_rank: c.kv_bytes_per_token_per_rank,
+        blocks_overridden: o.num_gpu_blocks_override.is_some(),
+    })?;
     Ok(c)
 }
 

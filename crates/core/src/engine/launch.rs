@@ -75,3 +75,24 @@ pub struct Launch {
     /// vLLM's memory budget and the profile run it was measured with.
     pub vllm_memory: Option<(VllmMemory, ProfileRun)>,
 }
+
+/// A launched engine as its start-up checks see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Started<'a> {
+    pub engine: &'a super::EngineConfig,
+    pub model: &'a Model,
+    pub max_model_len: u64,
+    /// The paged cache's block size (`None`: another cache).
+    pub block_size: Option<u32>,
+    pub kv_capacity_tokens: u64,
+    pub kv_bytes_per_token_per_rank: u64,
+    /// `--num-gpu-blocks-override` was given.
+    pub blocks_overridden: bool,
+}
+
+impl Started<'_> {
+    /// The engine's refusal to start, with its message.
+    pub fn refuse(&self, message: String) -> crate::error::Result<()> {
+        Err(crate::error::Error::StartupRefused { engine: self.engine.engine.name().to_string(), message })
+    }
+}

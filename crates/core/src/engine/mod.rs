@@ -477,6 +477,16 @@ pub fn default_max_model_len(engine: EngineKind, model: &crate::catalog::Model) 
     }
 }
 
+/// The launched engine's start-up refusals, each with the engine's own message
+/// (docs/engines/refusals.md); LightLLM and TensorRT-LLM refuse nothing here.
+pub fn check_start(s: &launch::Started) -> crate::error::Result<()> {
+    match s.engine.engine {
+        EngineKind::Vllm | EngineKind::VllmV0 => vllm::check_start(s),
+        EngineKind::Sglang => sglang::launch::check_start(s),
+        EngineKind::Lightllm | EngineKind::Trtllm => Ok(()),
+    }
+}
+
 /// Starts `engine` (its bundle `version`) with `flags` on `machine`: the engine's own launch.
 pub fn start(
     engine: EngineKind,

@@ -16,7 +16,7 @@
 //! generation request and whole prompts under `max_num_tokens`, stopping at the first that does
 //! not fit; `max_batch_size` requests at most (docs/engines/trtllm.md).
 
-use super::launch::{EngineFlags, Launch, Machine};
+use super::launch::{EngineFlags, Launch, Machine, Started};
 use super::{EngineConfig, EngineKind, EngineVersion, Step, VllmQueues, VllmRule};
 use crate::catalog::Gpu;
 use crate::error::{Error, Result};
@@ -80,6 +80,66 @@ fn limits(flags: &EngineFlags, chunked: bool, gpu: &Gpu, max_model_len: u64) -> 
         ));
     }
     Ok((max_num_seqs, max_num_batched_tokens))
+}
+
+/// vLLM's start-up refusals (docs/engines/refusals.md), both engines: a `max_model_len` above
+/// the model's (`ModelConfig` validation), without chunked prefill a step budget below
+/// `max_model_len` (`SchedulerConfig._verify_args`), and one `max_model_len` sequence that
+/// cannot fit the KV cache (`_check_enough_kv_cache_memory`), which vLLM checks before applying
+/// `--num-gpu-blocks-override` (so it starts with any override).
+pub fn check_start(s: &Started) -> Result<()> {
+    let refuse = |message: String| s.refuse(message);
+    if s.max_model_len > s.model.max_context {
+        return refuse(format!(
+            "User-specified max_model_len ({}) is greater than the derived max_model_len \
+             (max_position_embeddings={} or model_max_length=None in model's config.json). To allow \
+             overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. \
+             VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative \
+             position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model \
+             uses absolute position encoding, positions exceeding derived_max_model_len will cause a CUDA \
+             array out-of-bounds error.",
+            s.max_model_len, s.model.max_context
+        ));
+    }
+    if !s.engine.enable_chunked_prefill && (s.engine.max_num_batched_tokens as u64) < s.max_model_len {
+        return refuse(format!(
+            "max_num_batched_tokens ({}) is smaller than max_model_len ({}). This effectively limits the \
+             maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. \
+             Please increase max_num_batched_tokens or decrease max_model_len.",
+            s.engine.max_num_batched_tokens, s.max_model_len
+        ));
+    }
+    let block = s.block_size.unwrap_or(1) as u64;
+    let needed_tokens = s.max_model_len.div_ceil(block) * block;
+    if needed_tokens <= s.kv_capacity_tokens {
+        return Ok(());
+    }
+    let fits = s.kv_capacity_tokens / block * block;
+    let bytes = |t: u64| t as f64 * s.kv_bytes_per_token_per_rank as f64;
+    // vLLM checks memory before applying --num-gpu-blocks-override, so it starts with any
+    // override (`notes` says when a longest request could never fit).
+    if s.blocks_overridden {
+        return Ok(());
+    }
+    let estimate = if fits > 0 {
+        format!("Based on the available memory, the estimated maximum model length is {fits}. ")
+    } else {
+        String::new()
+    };
+    refuse(format!(
+        "To serve at least one request with the models's max seq len ({}), ({} GiB KV cache is needed, \
+         which is larger than the available KV cache memory ({} GiB). {estimate}Try increasing \
+         `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. \
+         (cachesim: pass --max-model-len {fits}.)",
+        s.max_model_len,
+        format_gib(bytes(needed_tokens)),
+        format_gib(bytes(s.kv_capacity_tokens)),
+    ))
+}
+
+/// vLLM's `format_gib`: bytes in GiB with two decimals.
+fn format_gib(bytes: f64) -> String {
+    format!("{:.2}", bytes / (1u64 << 30) as f64)
 }
 
 /// The v1 rule.

@@ -6,7 +6,7 @@
 
 use super::memory::{sglang_mem_fraction_static, sglang_memory_defaults, sglang_pool_tokens_per_rank};
 use crate::cost::spec::SpecAlgorithm;
-use crate::engine::launch::{EngineFlags, Launch, Machine};
+use crate::engine::launch::{EngineFlags, Launch, Machine, Started};
 use crate::engine::EngineVersion;
 use crate::error::{Error, Result};
 use crate::vllm_memory::MemoryOverrides;
@@ -80,6 +80,30 @@ pub fn refuse_vllm_flags(flags: &EngineFlags) -> Result<()> {
         return Err(Error::invalid(
             "--enable-chunked-prefill",
             "applies to the vLLM engines; SGLang and LightLLM chunk by --chunked-prefill-size",
+        ));
+    }
+    Ok(())
+}
+
+/// SGLang's start-up refusals: a context length above the model's (unless allowed by its
+/// environment variable) and a pool too small for any request (`max_req_input_len > 0`).
+pub fn check_start(s: &Started) -> Result<()> {
+    let refuse = |message: String| s.refuse(message);
+    if s.max_model_len > s.model.max_context {
+        return refuse(format!(
+            "Warning: User-specified context_length ({}) is greater than the derived context_length ({}). \
+             This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length \
+             may differ from max_position_embeddings in the model's config. To allow overriding this \
+             maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+            s.max_model_len, s.model.max_context
+        ));
+    }
+    let max_req_len = (s.max_model_len.saturating_sub(1)).min(s.kv_capacity_tokens.saturating_sub(1));
+    if max_req_len <= 5 {
+        return refuse(format!(
+            "Memory pool size is too small (max_total_num_tokens {}, context_len {}: \
+             max_req_input_len = min(context_len - 1, max_total_num_tokens - 1) - 5 must be positive)",
+            s.kv_capacity_tokens, s.max_model_len
         ));
     }
     Ok(())
