@@ -214,64 +214,6 @@ impl Default for RunOptions {
     }
 }
 
-/// `--num-scheduler-steps`, checked as vLLM 0.6.0 checks it (`EngineArgs.create_engine_config`:
-/// no chunked prefill, no speculative decoding; `SchedulerConfig._verify_args`: at least 1), and
-/// only for the engine that has it (vLLM V0; v1 dropped multi-step scheduling).
-fn num_scheduler_steps(o: &RunOptions) -> Result<u32> {
-    const FLAG: &str = "--num-scheduler-steps";
-    let Some(n) = o.num_scheduler_steps else { return Ok(1) };
-    if o.engine != EngineKind::VllmV0 {
-        return Err(Error::invalid(
-            FLAG,
-            format!("multi-step scheduling is vLLM V0's (--engine vllm-v0), not --engine {}'s", o.engine.name()),
-        ));
-    }
-    if n == 0 {
-        return Err(Error::invalid(FLAG, "must be at least 1"));
-    }
-    if n > 1 && o.enable_chunked_prefill == Some(true) {
-        return Err(Error::invalid(FLAG, "chunked prefill is not supported with multi-step (vLLM 0.6.0 refuses both)"));
-    }
-    if n > 1 && o.layout.speculative_algorithm != SpecAlgorithm::None {
-        return Err(Error::invalid(
-            FLAG,
-            "speculative decoding is not supported with multi-step (vLLM 0.6.0 refuses both)",
-        ));
-    }
-    Ok(n)
-}
-
-/// Whether vLLM V0's async output processing is on, as the vllm-v0@0.9 bundle decides it
-/// (vLLM 0.9 `vllm/config.py` `ModelConfig.verify_async_output_proc`, with
-/// `CudaPlatform.is_async_output_supported` in `vllm/platforms/cuda.py`; vLLM 0.6.0's
-/// `verify_async_output_proc` has the same rules): on by default (`use_async_output_proc`
-/// True), off with `--disable-async-output-proc`, under pipeline parallelism, with
-/// `--enforce-eager` (no CUDA graph), or with speculative decoding. The flags are refused for
-/// the other engines (vLLM v1 dropped the V0 output processor; cachesim does not model
-/// `--enforce-eager` otherwise).
-fn async_output_proc(o: &RunOptions) -> Result<bool> {
-    if o.engine != EngineKind::VllmV0 {
-        for (set, flag) in
-            [(o.disable_async_output_proc, "--disable-async-output-proc"), (o.enforce_eager, "--enforce-eager")]
-        {
-            if set {
-                return Err(Error::invalid(
-                    flag,
-                    format!(
-                        "modelled for vLLM V0's async output processing only (--engine vllm-v0), not --engine {}",
-                        o.engine.name()
-                    ),
-                ));
-            }
-        }
-        return Ok(false);
-    }
-    Ok(!o.disable_async_output_proc
-        && !o.enforce_eager
-        && o.layout.pp <= 1
-        && o.layout.speculative_algorithm == SpecAlgorithm::None)
-}
-
 /// What a run says about its deployment file (text echo and `--json`'s `config.deployment`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeploymentEcho {
@@ -474,6 +416,27 @@ pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
 /// The most tensor-parallel ranks an instance may have (`--tp`).
 pub const MAX_TP: u64 = 144;
 
+/// The flags an engine reads at start-up, from the run options.
+fn engine_flags(o: &RunOptions) -> crate::engine::launch::EngineFlags {
+    crate::engine::launch::EngineFlags {
+        max_num_seqs: o.max_num_seqs,
+        max_num_batched_tokens: o.max_num_batched_tokens,
+        enable_chunked_prefill: o.enable_chunked_prefill,
+        chunked_prefill_size: o.chunked_prefill_size,
+        max_prefill_tokens: o.max_prefill_tokens,
+        max_running_requests: o.max_running_requests,
+        mem_fraction_static: o.mem_fraction_static,
+        max_total_tokens: o.max_total_tokens,
+        speculative: o.layout.speculative_algorithm,
+        memory: o.memory,
+        num_scheduler_steps: o.num_scheduler_steps,
+        disable_async_output_proc: o.disable_async_output_proc,
+        enforce_eager: o.enforce_eager,
+        overlap: o.overlap,
+        pp: o.layout.pp,
+    }
+}
+
 pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     // TensorRT-LLM's KV blocks hold 32 tokens (`tokens_per_block`); cachesim's default 16 is vLLM's.
     let trt_block;
@@ -534,18 +497,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     }
     check_overrides(&o.memory)?;
     let policy = o.policy.unwrap_or(crate::engine::default_policy(o.engine));
-    let flags = crate::engine::launch::EngineFlags {
-        max_num_seqs: o.max_num_seqs,
-        max_num_batched_tokens: o.max_num_batched_tokens,
-        enable_chunked_prefill: o.enable_chunked_prefill,
-        chunked_prefill_size: o.chunked_prefill_size,
-        max_prefill_tokens: o.max_prefill_tokens,
-        max_running_requests: o.max_running_requests,
-        mem_fraction_static: o.mem_fraction_static,
-        max_total_tokens: o.max_total_tokens,
-        speculative: o.layout.speculative_algorithm,
-        memory: o.memory,
-    };
+    let flags = engine_flags(o);
     let machine = crate::engine::launch::Machine {
         gpu: &gpu,
         model: &model,
@@ -561,24 +513,9 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) =
         (launched.max_num_seqs, launched.max_num_batched_tokens, launched.chunked_prefill_size);
     let (kv_tokens, mem_fraction_static) = (launched.kv_tokens, launched.mem_fraction_static);
-    let num_scheduler_steps = num_scheduler_steps(o)?;
-    let async_output_proc = async_output_proc(o)?;
-    let overlap = match (o.engine, o.overlap) {
-        // SGLang turns its overlap schedule off under speculative decoding (EAGLE/MTP and n-gram:
-        // server_args.py `_handle_speculative_decoding`, 0.4.x–0.5.x; only the opt-in
-        // SGLANG_ENABLE_SPEC_V2 beta keeps it, which `--async-scheduling` then states).
-        (EngineKind::Sglang, None) if o.layout.speculative_algorithm != SpecAlgorithm::None => false,
-        // TensorRT-LLM's PyTorch backend overlaps by default (`disable_overlap_scheduler` False).
-        (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, None) => true,
-        (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, Some(on)) => on,
-        (_, None | Some(false)) => false,
-        (_, Some(true)) => {
-            return Err(Error::invalid(
-                "--async-scheduling",
-                "only vLLM v1 and SGLang overlap scheduling with the forward pass",
-            ))
-        }
-    };
+    let num_scheduler_steps = crate::engine::vllm_v0::scheduler_steps(o.engine, &flags)?;
+    let async_output_proc = crate::engine::vllm_v0::async_output_proc(o.engine, &flags)?;
+    let overlap = crate::engine::overlap(o.engine, &flags)?;
     let (num_gpu_blocks, capacity) = match policy {
         Policy::Paged => {
             let modelled = vllm_memory.map_or(kv_tokens / o.block_size as u64, |m| m.num_gpu_blocks(o.block_size) * dp);
@@ -868,12 +805,20 @@ mod tests {
         assert!(!on(RunOptions { enforce_eager: true, ..v0.clone() }).unwrap());
         let spec = LayoutOptions { speculative_algorithm: SpecAlgorithm::Ngram, ..Default::default() };
         assert!(
-            !async_output_proc(&RunOptions { layout: spec, ..v0.clone() }).unwrap(),
+            !crate::engine::vllm_v0::async_output_proc(
+                v0.engine,
+                &engine_flags(&RunOptions { layout: spec, ..v0.clone() })
+            )
+            .unwrap(),
             "not with speculative decoding"
         );
         let pp = LayoutOptions { pp: 2, ..Default::default() };
         assert!(
-            !async_output_proc(&RunOptions { layout: pp, ..v0.clone() }).unwrap(),
+            !crate::engine::vllm_v0::async_output_proc(
+                v0.engine,
+                &engine_flags(&RunOptions { layout: pp, ..v0.clone() })
+            )
+            .unwrap(),
             "not under pipeline parallelism"
         );
         assert!(!on(RunOptions::default()).unwrap(), "vLLM v1 has none");

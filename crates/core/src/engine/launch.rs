@@ -33,6 +33,16 @@ pub struct EngineFlags {
     pub speculative: SpecAlgorithm,
     /// vLLM's memory terms set by hand.
     pub memory: MemoryOverrides,
+    /// vLLM V0 `--num-scheduler-steps`.
+    pub num_scheduler_steps: Option<u32>,
+    /// vLLM V0 `--disable-async-output-proc`.
+    pub disable_async_output_proc: bool,
+    /// vLLM `--enforce-eager` (no CUDA graphs).
+    pub enforce_eager: bool,
+    /// `--async-scheduling` / `--no-async-scheduling` (SGLang `--disable-overlap-schedule`).
+    pub overlap: Option<bool>,
+    /// Pipeline stages.
+    pub pp: u64,
 }
 
 /// The machine an engine is launched on, as resolved before the engine: the catalog's GPU and

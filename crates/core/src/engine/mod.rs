@@ -477,6 +477,29 @@ pub fn default_max_model_len(engine: EngineKind, model: &crate::catalog::Model) 
     }
 }
 
+/// Whether the engine overlaps scheduling with the forward pass (`--async-scheduling`): vLLM
+/// v1, SGLang and TensorRT-LLM by default; refused for the engines that cannot.
+pub fn overlap(engine: EngineKind, flags: &launch::EngineFlags) -> crate::error::Result<bool> {
+    use crate::cost::spec::SpecAlgorithm;
+    use crate::error::Error;
+    Ok(match (engine, flags.overlap) {
+        // SGLang turns its overlap schedule off under speculative decoding (EAGLE/MTP and n-gram:
+        // server_args.py `_handle_speculative_decoding`, 0.4.x–0.5.x; only the opt-in
+        // SGLANG_ENABLE_SPEC_V2 beta keeps it, which `--async-scheduling` then states).
+        (EngineKind::Sglang, None) if flags.speculative != SpecAlgorithm::None => false,
+        // TensorRT-LLM's PyTorch backend overlaps by default (`disable_overlap_scheduler` False).
+        (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, None) => true,
+        (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, Some(on)) => on,
+        (_, None | Some(false)) => false,
+        (_, Some(true)) => {
+            return Err(Error::invalid(
+                "--async-scheduling",
+                "only vLLM v1 and SGLang overlap scheduling with the forward pass",
+            ))
+        }
+    })
+}
+
 /// The launched engine's start-up refusals, each with the engine's own message
 /// (docs/engines/refusals.md); LightLLM and TensorRT-LLM refuse nothing here.
 pub fn check_start(s: &launch::Started) -> crate::error::Result<()> {

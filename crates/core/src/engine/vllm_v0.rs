@@ -16,8 +16,70 @@
 //! and runs N forward steps before the scheduler runs again; a prefill batch runs one
 //! (docs/engines/multistep.md).
 
+use super::launch::EngineFlags;
+use super::EngineKind;
 use super::{EngineConfig, Step, VllmQueues, VllmRule};
 use crate::cache::ReqId;
+use crate::cost::spec::SpecAlgorithm;
+use crate::error::{Error, Result};
+
+/// `--num-scheduler-steps`, checked as vLLM 0.6.0 checks it (`EngineArgs.create_engine_config`:
+/// no chunked prefill, no speculative decoding; `SchedulerConfig._verify_args`: at least 1), and
+/// only for the engine that has it (vLLM V0; v1 dropped multi-step scheduling).
+pub fn scheduler_steps(engine: EngineKind, flags: &EngineFlags) -> Result<u32> {
+    const FLAG: &str = "--num-scheduler-steps";
+    let Some(n) = flags.num_scheduler_steps else { return Ok(1) };
+    if engine != EngineKind::VllmV0 {
+        return Err(Error::invalid(
+            FLAG,
+            format!("multi-step scheduling is vLLM V0's (--engine vllm-v0), not --engine {}'s", engine.name()),
+        ));
+    }
+    if n == 0 {
+        return Err(Error::invalid(FLAG, "must be at least 1"));
+    }
+    if n > 1 && flags.enable_chunked_prefill == Some(true) {
+        return Err(Error::invalid(FLAG, "chunked prefill is not supported with multi-step (vLLM 0.6.0 refuses both)"));
+    }
+    if n > 1 && flags.speculative != SpecAlgorithm::None {
+        return Err(Error::invalid(
+            FLAG,
+            "speculative decoding is not supported with multi-step (vLLM 0.6.0 refuses both)",
+        ));
+    }
+    Ok(n)
+}
+
+/// Whether vLLM V0's async output processing is on, as the vllm-v0@0.9 bundle decides it
+/// (vLLM 0.9 `vllm/config.py` `ModelConfig.verify_async_output_proc`, with
+/// `CudaPlatform.is_async_output_supported` in `vllm/platforms/cuda.py`; vLLM 0.6.0's
+/// `verify_async_output_proc` has the same rules): on by default (`use_async_output_proc`
+/// True), off with `--disable-async-output-proc`, under pipeline parallelism, with
+/// `--enforce-eager` (no CUDA graph), or with speculative decoding. The flags are refused for
+/// the other engines (vLLM v1 dropped the V0 output processor; cachesim does not model
+/// `--enforce-eager` otherwise).
+pub fn async_output_proc(engine: EngineKind, flags: &EngineFlags) -> Result<bool> {
+    if engine != EngineKind::VllmV0 {
+        for (set, flag) in
+            [(flags.disable_async_output_proc, "--disable-async-output-proc"), (flags.enforce_eager, "--enforce-eager")]
+        {
+            if set {
+                return Err(Error::invalid(
+                    flag,
+                    format!(
+                        "modelled for vLLM V0's async output processing only (--engine vllm-v0), not --engine {}",
+                        engine.name()
+                    ),
+                ));
+            }
+        }
+        return Ok(false);
+    }
+    Ok(!flags.disable_async_output_proc
+        && !flags.enforce_eager
+        && flags.pp <= 1
+        && flags.speculative == SpecAlgorithm::None)
+}
 
 /// `block_manager` watermark: the share of the pool admission keeps free.
 const WATERMARK: f64 = 0.01;
