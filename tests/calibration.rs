@@ -450,6 +450,14 @@ fn validate_json(extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(&args)).unwrap()
 }
 
+/// `validate --json` over every case with the data, through the command line's held-out gate at
+/// the measured bound (`--max-held-out-error 9.6`, which it must pass): run once per test binary,
+/// the tests that read the default validation share it (each full run costs seconds).
+fn validate_gated() -> &'static serde_json::Value {
+    static V: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    V.get_or_init(|| validate_json(&["--max-held-out-error", "9.6"]))
+}
+
 /// The median |error| over the fitted metrics (output throughput, median TTFT, TPOT, E2E) of
 /// the rows of `held` cases, and the row count; every one of them must be run and held out.
 fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
@@ -489,7 +497,7 @@ fn held_out_error_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
         return;
     }
-    let (v, raw) = (validate_json(&[]), validate_json(&["--uncalibrated"]));
+    let (v, raw) = (validate_gated().clone(), validate_json(&["--uncalibrated"]));
     let all: Vec<&str> = PUBLISHED_HELD_OUT.iter().chain(&SEED_HELD_OUT).copied().collect();
     let (published, n) = held_out_median(&v, &PUBLISHED_HELD_OUT);
     assert_eq!(n, 12);
@@ -534,7 +542,8 @@ fn held_out_error_stays_under_the_measured_bound() {
         .collect();
     let (gated, n) = held_out_median(&v, &held);
     assert_eq!(n, 16 + 30);
-    assert!(gate("9.6").status.success(), "held-out median |error| {gated:.2} % (bound 9.6 %)");
+    // `v` came through the gate at 9.6 % (validate_gated), so it passed.
+    assert!(gated < 9.6, "held-out median |error| {gated:.2} % (bound 9.6 %)");
     let out = gate("5");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -772,7 +781,7 @@ fn seed_deployments_are_compared_with_their_reports() {
     let not = v["not_expressible"].as_array().unwrap();
     assert!(not.iter().any(|x| x["case"] == "v100-llama11b-1p1d"), "{not:?}");
     // Deterministic: a second run gives the same rows, figure for figure.
-    assert_eq!(validate_json(&[])["rows"], v["rows"]);
+    assert_eq!(validate_gated()["rows"], v["rows"]);
     // The held-out summary is over the held-out cases alone: the seeds' raw rows stay out.
     let held: usize = PUBLISHED_HELD_OUT
         .iter()
