@@ -1,6 +1,6 @@
-//! `cachesim.sweep`'s native half: the grid (dict of flag → values) expanded by the library's
-//! [`cachesim::sweep::Grid`] in its fixed order, every point's flags parsed as `cachesim run`
-//! parses them (the base flags with the point's replacing them, as `cachesim sweep` does), the
+//! `cachesim.sweep`'s native half: the grid (dict of flag → values) checked and expanded as
+//! `cachesim sweep` does it (`cachesim::commands::sweep::RunFlags`: its axis checks, the base
+//! flags with the point's replacing them, parsed as `cachesim run` parses them), the
 //! points simulated by [`cachesim::sweep::run_all`] over one shared workload, and the rows ranked
 //! by [`cachesim::sweep::output::rank`] with the command line's table. Rows cross into Python as
 //! plain dicts — `{"point", "knobs", "metrics", "error"}` — so that a remote worker's rows (Ray)
@@ -9,17 +9,14 @@
 use crate::convert::{json_value, py_value};
 use crate::errors::{to_py, Error};
 use crate::flags::{self, Word};
-use crate::run::run_argv;
 use crate::workload::{Loaded, NativeWorkload};
+use cachesim::commands::sweep::{RunFlags, NOT_IN_GRID};
 use cachesim::sweep::{output, Axis, Grid, Point, Row};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 /// A grid point with its index in the grid.
 type IndexedPoint = (usize, Point);
-
-/// Run flags a grid may not name: they change the shared workload or name per-run outputs.
-const NOT_IN_GRID: [&str; 5] = ["json", "requests_csv", "timeline_csv", "token_times_csv", "plot"];
 
 /// The run flags of a sweep's base (kwargs), refusing trace flags (they belong to the workload).
 fn base_words(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<Word>> {
@@ -38,30 +35,14 @@ fn base_words(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<Word>> {
     Ok(words)
 }
 
-/// The run arguments of one point over `loaded`: the base words less those the point sets,
-/// then the point's (a switch's `false` leaves it off).
-fn point_args(loaded: &Loaded, base: &[Word], point: &Point) -> Result<cachesim::cli::RunArgs, String> {
-    let cmd = flags::run_command();
-    let mut set: Vec<String> = Vec::new();
-    let mut extra: Vec<String> = Vec::new();
-    for (knob, value) in point {
-        let arg = flags::find(cmd, knob).ok_or_else(|| format!("`{knob}` is not a flag of `cachesim run`"))?;
-        set.push(arg.get_id().to_string());
-        if arg.get_action().takes_values() {
-            extra.push(format!("--{knob}={value}"));
-        } else {
-            match value.as_str() {
-                "true" | "True" | "on" | "1" | "yes" => extra.push(format!("--{knob}")),
-                "false" | "False" | "off" | "0" | "no" => {}
-                _ => return Err(format!("--grid {knob}: `{value}` is not true or false (the flag takes no value)")),
-            }
-        }
-    }
-    let kept: Vec<Word> = base.iter().filter(|(id, _)| !set.contains(id)).cloned().collect();
-    let mut argv = run_argv(loaded, &kept);
-    argv.extend(extra);
-    let described = point.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-    flags::parse::<flags::RunCli>(cmd, &argv).map(|c| c.run).map_err(|e| format!("grid point {described}: {e}"))
+/// The command line's sweep flags over `loaded`: its trace words, then the base words (a
+/// `--report-style` among them replaces the workload's), as `cachesim sweep`'s base.
+fn run_flags(loaded: &Loaded, base: &[Word]) -> RunFlags {
+    let style_given = base.iter().any(|(id, _)| id == "report_style");
+    let mut words: Vec<Word> =
+        loaded.words.iter().filter(|(id, _)| !(style_given && id == "report_style")).cloned().collect();
+    words.extend(base.iter().filter(|(id, _)| id != "trace").cloned());
+    RunFlags::from_words(words)
 }
 
 /// Expands the grid: `axes` and `zip` as (flag, values as text; `a..b:step` ranges allowed).
@@ -75,9 +56,8 @@ pub fn sweep_points(
     zip: Vec<(String, Vec<String>)>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(Vec<String>, Vec<IndexedPoint>)> {
-    let cmd = flags::run_command();
-    let trace_ids = flags::trace_ids();
     let base = base_words(kwargs)?;
+    let flags = run_flags(&workload.inner, &base);
     let to_axes = |list: &[(String, Vec<String>)]| -> PyResult<Vec<Axis>> {
         let mut out = Vec::new();
         for (knob, values) in list {
@@ -86,22 +66,9 @@ pub fn sweep_points(
                     "grid {knob}: the value `{v}` holds a comma; give one value per item"
                 )));
             }
-            let mut axis =
+            let axis =
                 cachesim::sweep::parse_axis(&format!("{knob}={}", values.join(","))).map_err(|e| to_py(e, None))?;
-            let arg = flags::find(cmd, &axis.knob).ok_or_else(|| {
-                Error::new_err(format!("--grid: `{knob}` is not a flag of `cachesim run` (see cachesim run --help)"))
-            })?;
-            let id = arg.get_id().to_string();
-            if trace_ids.contains(&id) {
-                return Err(Error::new_err(format!(
-                    "--grid: `{knob}` changes how the trace is read, and a sweep reads it once; run one sweep per value"
-                )));
-            }
-            if NOT_IN_GRID.contains(&id.as_str()) {
-                return Err(Error::new_err(format!("--grid: `{knob}` cannot vary across the points of this command")));
-            }
-            axis.knob = arg.get_long().unwrap_or(&id).to_string();
-            out.push(axis);
+            out.push(flags.check_axis(axis, &[]).map_err(|e| Error::new_err(format!("--grid: {e}")))?);
         }
         Ok(out)
     };
@@ -110,7 +77,7 @@ pub fn sweep_points(
     let loaded = &workload.inner;
     let mut points = Vec::new();
     for (k, p) in grid.points().map_err(|e| to_py(e, None))?.into_iter().enumerate() {
-        let args = point_args(loaded, &base, &p).map_err(Error::new_err)?;
+        let args = flags.parse_point(&p).map_err(Error::new_err)?;
         if crate::run::check_build(loaded, &args.build_options()).is_err() {
             return Err(Error::new_err(format!(
                 "--grid: {} changes how the trace becomes requests (the sweep tokenises it once); set it outside the grid",
@@ -156,9 +123,10 @@ pub fn sweep_run(
 ) -> PyResult<Py<PyAny>> {
     let base = base_words(kwargs)?;
     let loaded = workload.inner.clone();
+    let flags = run_flags(&loaded, &base);
     let mut jobs = Vec::new();
     for (k, p) in points {
-        let args = point_args(&loaded, &base, &p).map_err(Error::new_err)?;
+        let args = flags.parse_point(&p).map_err(Error::new_err)?;
         jobs.push((k, p, cachesim::config::resolve(&args.options())));
     }
     let rows = py.detach(|| cachesim::sweep::run_all(&loaded.w, jobs, &|| ()));

@@ -23,7 +23,7 @@ struct PointCli {
 }
 
 /// Run flags a grid may not name: they change the shared workload or name per-run outputs.
-const NOT_IN_GRID: [&str; 5] = ["json", "requests_csv", "timeline_csv", "token_times_csv", "plot"];
+pub const NOT_IN_GRID: [&str; 5] = ["json", "requests_csv", "timeline_csv", "token_times_csv", "plot"];
 
 /// The base command line of a sweep (the run flags given on it) and the grid points' own,
 /// parsed by clap exactly as `cachesim run` parses them, so any run flag can be a knob.
@@ -72,10 +72,47 @@ impl RunFlags {
         Ok(flags)
     }
 
+    /// Run flags already in words — (clap id, `--long=value` words), as the Python binding
+    /// has them — as a sweep's base.
+    pub fn from_words(base: Vec<(String, Vec<String>)>) -> Self {
+        use clap::CommandFactory;
+        Self { cmd: PointCli::command(), base }
+    }
+
+    /// The run flag a knob names: its long name or an alias, `_` read as `-`.
     fn find(&self, knob: &str) -> Option<&clap::Arg> {
+        let knob = knob.replace('_', "-");
+        let knob = knob.as_str();
         self.cmd
             .get_arguments()
             .find(|a| a.get_long() == Some(knob) || a.get_all_aliases().is_some_and(|al| al.contains(&knob)))
+    }
+
+    /// An axis checked as a grid's: a run flag (renamed to its long name), not one that changes
+    /// how the trace is read (a sweep reads it once), not an output flag, nor one of
+    /// `also_refused`.
+    pub fn check_axis(
+        &self,
+        mut axis: cachesim::sweep::Axis,
+        also_refused: &[&str],
+    ) -> Result<cachesim::sweep::Axis, String> {
+        use clap::Args as _;
+        let trace_cmd = TraceArgs::augment_args(clap::Command::new("trace"));
+        let arg = self
+            .find(&axis.knob)
+            .ok_or_else(|| format!("`{}` is not a flag of `cachesim run` (see cachesim run --help)", axis.knob))?;
+        let id = arg.get_id().as_str();
+        if trace_cmd.get_arguments().any(|t| t.get_id() == id) {
+            return Err(format!(
+                "`{}` changes how the trace is read, and a sweep reads it once; run one sweep per value",
+                axis.knob
+            ));
+        }
+        if NOT_IN_GRID.contains(&id) || also_refused.contains(&id) {
+            return Err(format!("`{}` cannot vary across the points of this command", axis.knob));
+        }
+        axis.knob = arg.get_long().unwrap_or(id).to_string();
+        Ok(axis)
     }
 
     /// The grid, the file's axes first, with every knob renamed to its flag's long name; refuses
@@ -87,26 +124,7 @@ impl RunFlags {
         file: Option<&SweepFile>,
         also_refused: &[&str],
     ) -> anyhow::Result<cachesim::sweep::Grid> {
-        use clap::Args as _;
-        let trace_cmd = TraceArgs::augment_args(clap::Command::new("trace"));
-        let trace_ids: Vec<&str> = trace_cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
-        let check = |mut axis: cachesim::sweep::Axis| -> Result<cachesim::sweep::Axis, String> {
-            let arg = self
-                .find(&axis.knob)
-                .ok_or_else(|| format!("`{}` is not a flag of `cachesim run` (see cachesim run --help)", axis.knob))?;
-            let id = arg.get_id().as_str();
-            if trace_ids.contains(&id) {
-                return Err(format!(
-                    "`{}` changes how the trace is read, and a sweep reads it once; run one sweep per value",
-                    axis.knob
-                ));
-            }
-            if NOT_IN_GRID.contains(&id) || also_refused.contains(&id) {
-                return Err(format!("`{}` cannot vary across the points of this command", axis.knob));
-            }
-            axis.knob = arg.get_long().unwrap_or(id).to_string();
-            Ok(axis)
-        };
+        let check = |axis: cachesim::sweep::Axis| self.check_axis(axis, also_refused);
         let mut axes = Vec::new();
         let mut zip = Vec::new();
         for (section, from_file, from_cli, out) in
@@ -159,12 +177,13 @@ impl RunFlags {
 /// The command-line words setting `arg` (named `knob`) to `value`; a flag without a value takes
 /// true or false.
 fn words(arg: &clap::Arg, knob: &str, value: &str) -> Result<Vec<String>, String> {
+    let knob = arg.get_long().unwrap_or(knob);
     if arg.get_action().takes_values() {
         return Ok(vec![format!("--{knob}={value}")]);
     }
     match value {
-        "true" | "on" | "1" | "yes" => Ok(vec![format!("--{knob}")]),
-        "false" | "off" | "0" | "no" => Ok(Vec::new()),
+        "true" | "True" | "on" | "1" | "yes" => Ok(vec![format!("--{knob}")]),
+        "false" | "False" | "off" | "0" | "no" => Ok(Vec::new()),
         _ => Err(format!("`{value}` is not true or false (the flag takes no value)")),
     }
 }
