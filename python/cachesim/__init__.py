@@ -283,7 +283,7 @@ def analyze(trace: Optional[PathLike] = None, **flags: Any) -> Dict[str, Any]:
     """Prefix repetition and hit-ratio bounds of a data set: the ``cachesim analyze --json`` dict."""
     if trace is not None:
         flags["trace"] = trace
-    return _native.analyze(flags)
+    return _document("analyze", flags)
 
 
 def _typed(text: str, originals: Mapping[str, Any]) -> Any:

@@ -26,8 +26,13 @@ pub fn to_py(e: cachesim::Error, context: Option<&str>) -> PyErr {
         Some(c) => format!("{c}: {e}"),
         None => e.to_string(),
     };
+    typed(&e, msg)
+}
+
+/// The Python exception for `e`, with the message `msg`.
+fn typed(e: &cachesim::Error, msg: String) -> PyErr {
     Python::attach(|py| {
-        let (err, path, line, field) = match &e {
+        let (err, path, line, field) = match e {
             cachesim::Error::Record { path, error } => {
                 let line = match error.location {
                     cachesim::error::Location::Line(l) => Some(l),
@@ -52,11 +57,12 @@ pub fn to_py(e: cachesim::Error, context: Option<&str>) -> PyErr {
     })
 }
 
-/// The Python exception of a command's error: the library error it carries, else the command
-/// line's message.
+/// The Python exception of a command's error, with the command line's message: typed by the
+/// library error it carries, else a plain `cachesim.Error`.
 pub fn from_anyhow(e: anyhow::Error) -> PyErr {
-    match e.downcast::<cachesim::Error>() {
-        Ok(e) => to_py(e, None),
-        Err(e) => Error::new_err(cachesim::commands::error_text(&e)),
+    let msg = cachesim::commands::error_text(&e);
+    match e.downcast_ref::<cachesim::Error>() {
+        Some(inner) => typed(inner, msg),
+        None => Error::new_err(msg),
     }
 }

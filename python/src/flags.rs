@@ -1,11 +1,11 @@
 //! Keyword arguments → the words of a command line, parsed by the command line's own clap
 //! definitions (`cachesim::cli`), so the Python functions take exactly the flags of `cachesim
-//! run`, `cache` and `analyze` with their names, defaults and checks: `max_num_seqs=64` is
+//! run` and `cache` with their names, defaults and checks: `max_num_seqs=64` is
 //! `--max-num-seqs=64`, `enable_chunked_prefill=True` is `--enable-chunked-prefill`, `None`
 //! leaves a flag at its default and a list is a comma-separated value.
 
 use crate::errors::Error as PyCachesimError;
-use cachesim::cli::{AnalyzeArgs, CacheArgs, RunArgs, TraceArgs};
+use cachesim::cli::{CacheArgs, RunArgs, TraceArgs};
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -26,14 +26,6 @@ pub struct RunCli {
 pub struct CacheCli {
     #[command(flatten)]
     pub cache: CacheArgs,
-}
-
-/// `cachesim analyze`'s flags alone.
-#[derive(Debug, Parser)]
-#[command(name = "cachesim analyze", no_binary_name = true)]
-pub struct AnalyzeCli {
-    #[command(flatten)]
-    pub analyze: AnalyzeArgs,
 }
 
 /// One flag given: its clap id and its words (`--long=value`, `--long`, or none for `False`).
@@ -171,12 +163,6 @@ pub fn run_command() -> &'static clap::Command {
 pub fn cache_command() -> &'static clap::Command {
     static CMD: OnceLock<clap::Command> = OnceLock::new();
     CMD.get_or_init(CacheCli::command)
-}
-
-/// `cachesim analyze`'s command.
-pub fn analyze_command() -> &'static clap::Command {
-    static CMD: OnceLock<clap::Command> = OnceLock::new();
-    CMD.get_or_init(AnalyzeCli::command)
 }
 
 /// Every long flag of `cachesim run`, as `cachesim run --help` lists them (for the parity test).

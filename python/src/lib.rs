@@ -29,7 +29,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::all_failed, m)?)?;
     m.add_function(wrap_pyfunction!(run::command, m)?)?;
     m.add_function(wrap_pyfunction!(run::cache, m)?)?;
-    m.add_function(wrap_pyfunction!(run::analyze, m)?)?;
     m.add_function(wrap_pyfunction!(run::time_rust_runs, m)?)?;
     m.add_function(wrap_pyfunction!(flags::run_flags, m)?)?;
     m.add_function(wrap_pyfunction!(flags::trace_flags, m)?)?;

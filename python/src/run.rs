@@ -1,4 +1,4 @@
-//! `cachesim.run`, `cachesim.cache` and `cachesim.analyze`: the command line's flags parsed by
+//! `cachesim.run` and `cachesim.cache` (`analyze` and the other commands run `command`): the command line's flags parsed by
 //! its clap definitions, the library called as the binary calls it (without the GIL), and the
 //! `--json` documents returned as dicts; a run's per-request and per-step records come back as
 //! columns. Output files (`requests_csv`, `timeline_csv`, `token_times_csv`, `plot`) are written
@@ -13,7 +13,6 @@ use cachesim::sim::Outcome;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::path::Path;
 use std::sync::Arc;
 
 /// The workload given, or the one the flags' trace arguments name (read now). A workload given
@@ -257,40 +256,6 @@ fn replay(
     let opts = cachesim::replay::ReplayOptions { inflight: args.cache.inflight as usize };
     let results = py.detach(|| cachesim::replay::replay_all(w, &specs, opts, &|| ()));
     py_json(py, &cachesim::report::CacheReport { trace: &w.info, results: &results })
-}
-
-/// `cachesim.analyze`: the `cachesim analyze --json` document.
-#[pyfunction]
-#[pyo3(signature = (kwargs))]
-pub fn analyze(py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-    let cmd = flags::analyze_command();
-    let words = flags::words(cmd, kwargs, "analyze")?;
-    let args: flags::AnalyzeCli = flags::parse_py(cmd, &flags::flat(&words))?;
-    let args = args.analyze;
-    if let Some(p) = &args.plot {
-        cachesim::plot::check_plot_path(p).map_err(|e| to_py(e, None))?;
-        let inputs: Vec<(&str, &Path)> = args.trace.trace.as_deref().map(|t| ("--trace", t)).into_iter().collect();
-        cachesim::output::check_paths(&inputs, &[("--plot", p)]).map_err(|e| to_py(e, None))?;
-    }
-    let opts = args.options();
-    let file = py
-        .detach(|| cachesim::read_trace(args.trace.trace.as_deref(), &args.trace.read_options()))
-        .map_err(|e| to_py(e, Some("cannot read the trace")))?;
-    let title = file.path.display().to_string();
-    let build = args.trace.build_options();
-    let a = py
-        .detach(|| cachesim::analyze::run(file, &build, &opts, &|| ()))
-        .map_err(|e| to_py(e, Some("analysis failed")))?;
-    if let Some(p) = &args.plot {
-        py.detach(|| -> cachesim::Result<()> {
-            let mut files = cachesim::output::Outputs::new();
-            let tmp = files.stage(p)?;
-            cachesim::plot::analysis_plot(&tmp, &title, &a.repetition, a.bounds.as_ref())?;
-            files.commit()
-        })
-        .map_err(|e| to_py(e, None))?;
-    }
-    py_json(py, &a)
 }
 
 /// Times `n` runs of `kwargs` over `workload` in Rust alone — resolve the configuration, then
