@@ -214,3 +214,26 @@ fn every_profile_file_is_registered_or_named() {
         assert!(root().join("calibration/profiles").join(n).exists(), "{n} is gone; take it off FILE_ONLY");
     }
 }
+
+/// docs/reference/flags.md is what its generator makes of this binary's `--help` (so the flag
+/// reference cannot drift from the flags): `python3 docs/reference/flags.py
+/// target/release/cachesim > docs/reference/flags.md` after a flag or its help changes.
+#[test]
+fn the_flag_reference_is_the_binarys_help() {
+    let out = std::process::Command::new("python3")
+        .arg(root().join("docs/reference/flags.py"))
+        .arg(env!("CARGO_BIN_EXE_cachesim"))
+        .output();
+    let Ok(out) = out else {
+        // Written to the stderr handle itself, so the line shows in a plain `cargo test` run.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "skipped: no python3 to regenerate docs/reference/flags.md");
+        return;
+    };
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let want = std::fs::read_to_string(root().join("docs/reference/flags.md")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout) == want,
+        "docs/reference/flags.md is out of date: python3 docs/reference/flags.py target/release/cachesim > docs/reference/flags.md"
+    );
+}
