@@ -50,18 +50,19 @@ pub fn workload_for(
     }
 }
 
-/// The argv of a run over `loaded`: its trace words, then `words` (a `--report-style` in
-/// `words` replaces the workload's).
-pub fn run_argv(loaded: &Loaded, words: &[Word]) -> Vec<String> {
+/// The flag words of a run over `loaded`: its trace words, then `words` (a `--report-style` in
+/// `words` replaces the workload's; a `trace` among `words` is the workload's already).
+pub fn run_words(loaded: &Loaded, words: &[Word]) -> Vec<Word> {
     let style_given = words.iter().any(|(id, _)| id == "report_style");
-    let mut argv: Vec<String> = loaded
-        .words
-        .iter()
-        .filter(|(id, _)| !(style_given && id == "report_style"))
-        .flat_map(|(_, w)| w.iter().cloned())
-        .collect();
-    argv.extend(words.iter().filter(|(id, _)| id != "trace").flat_map(|(_, w)| w.iter().cloned()));
-    argv
+    let mut out: Vec<Word> =
+        loaded.words.iter().filter(|(id, _)| !(style_given && id == "report_style")).cloned().collect();
+    out.extend(words.iter().filter(|(id, _)| id != "trace").cloned());
+    out
+}
+
+/// The argv of a run over `loaded` ([`run_words`], flattened).
+pub fn run_argv(loaded: &Loaded, words: &[Word]) -> Vec<String> {
+    flags::flat(&run_words(loaded, words))
 }
 
 /// Refuses a run whose flags would read the trace differently from how `loaded` was read.

@@ -35,14 +35,10 @@ fn base_words(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<Word>> {
     Ok(words)
 }
 
-/// The command line's sweep flags over `loaded`: its trace words, then the base words (a
-/// `--report-style` among them replaces the workload's), as `cachesim sweep`'s base.
+/// The command line's sweep flags over `loaded` ([`crate::run::run_words`]), as `cachesim
+/// sweep`'s base.
 fn run_flags(loaded: &Loaded, base: &[Word]) -> RunFlags {
-    let style_given = base.iter().any(|(id, _)| id == "report_style");
-    let mut words: Vec<Word> =
-        loaded.words.iter().filter(|(id, _)| !(style_given && id == "report_style")).cloned().collect();
-    words.extend(base.iter().filter(|(id, _)| id != "trace").cloned());
-    RunFlags::from_words(words)
+    RunFlags::from_words(crate::run::run_words(loaded, base))
 }
 
 /// Expands the grid: `axes` and `zip` as (flag, values as text; `a..b:step` ranges allowed).
