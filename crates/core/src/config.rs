@@ -438,13 +438,14 @@ fn engine_flags(o: &RunOptions) -> crate::engine::launch::EngineFlags {
 }
 
 pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
-    // TensorRT-LLM's KV blocks hold 32 tokens (`tokens_per_block`); cachesim's default 16 is vLLM's.
-    let trt_block;
-    let o = if o.engine == EngineKind::Trtllm && o.block_size == RunOptions::default().block_size {
-        trt_block = RunOptions { block_size: crate::engine::trtllm::TOKENS_PER_BLOCK, ..o.clone() };
-        &trt_block
-    } else {
-        o
+    // An engine whose blocks are not vLLM's 16 tokens takes its own unless --block-size is given.
+    let own_block;
+    let o = match crate::engine::default_block_size(o.engine) {
+        Some(b) if o.block_size == RunOptions::default().block_size => {
+            own_block = RunOptions { block_size: b, ..o.clone() };
+            &own_block
+        }
+        _ => o,
     };
     let model = catalog::model(&o.model, o.model_file.as_deref())?;
     let gpu = catalog::gpu(&o.gpu, o.gpu_file.as_deref())?;

@@ -468,6 +468,12 @@ pub fn default_policy(engine: EngineKind) -> crate::cache::Policy {
     }
 }
 
+/// The KV block size an engine runs with unless `--block-size` is given, where it is not
+/// vLLM's 16 tokens: TensorRT-LLM's `tokens_per_block` 32.
+pub fn default_block_size(engine: EngineKind) -> Option<u32> {
+    (engine == EngineKind::Trtllm).then_some(trtllm::TOKENS_PER_BLOCK)
+}
+
 /// The longest request (prompt + output) an engine accepts unless told: the model's context,
 /// LightLLM's `--max_req_total_len` default.
 pub fn default_max_model_len(engine: EngineKind, model: &crate::catalog::Model) -> u64 {
