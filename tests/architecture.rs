@@ -10,6 +10,9 @@
 //! it. `cargo test --test architecture -- --nocapture` prints the crates and each crate's
 //! top-level module graph.
 
+mod common;
+
+use common::files;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -449,7 +452,7 @@ fn crates_point_down() {
     assert!(lab.contains("cachesim-core") && !lab.contains("cachesim"), "the lab: {lab:?}");
     assert!(root.contains("cachesim-core") && root.contains("cachesim-lab"));
     // No core file names the lab or the command line.
-    for f in files(&repo().join("crates/core/src")) {
+    for f in files(&repo().join("crates/core/src"), &[".rs"]) {
         let code = code(&std::fs::read_to_string(&f).unwrap());
         for other in ["cachesim_lab::", "cachesim::"] {
             assert!(!code.contains(other), "{} names {other}", f.display());
@@ -462,7 +465,7 @@ fn crates_point_down() {
 fn one_module_style() {
     let mut both = Vec::new();
     for dir in ["crates/core/src", "crates/lab/src", "src"] {
-        for f in files(&repo().join(dir)) {
+        for f in files(&repo().join(dir), &[".rs"]) {
             let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
             if !["mod", "lib", "main"].contains(&stem.as_str()) && f.with_extension("").is_dir() {
                 both.push(f.strip_prefix(repo()).unwrap().display().to_string());
@@ -470,19 +473,6 @@ fn one_module_style() {
         }
     }
     assert!(both.is_empty(), "files beside a folder of their children (make them x/mod.rs): {both:?}");
-}
-
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files(&p));
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// The checker itself: a hand-made circle is found, an ancestor reference is no edge, test items

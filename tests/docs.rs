@@ -3,32 +3,22 @@
 //! every relative link of README.md, ARCHITECTURE.md and docs/ reaches a file, the README stays
 //! under 20 KB, and every calibration profile file is either built in or named as left out.
 
+mod common;
+
+use common::files;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The text files under `dir` (recursively) whose name ends with one of `exts`.
-fn files(dir: &Path, exts: &[&str]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                if !p.ends_with("target") {
-                    todo.push(p);
-                }
-            } else if exts.iter().any(|x| p.to_string_lossy().ends_with(x)) {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+/// The markdown the repository's readers walk: README.md, ARCHITECTURE.md and docs/.
+fn markdown_docs() -> Vec<PathBuf> {
+    let mut docs = files(&root().join("docs"), &[".md"]);
+    docs.push(root().join("README.md"));
+    docs.push(root().join("ARCHITECTURE.md"));
+    docs
 }
 
 /// The places code and data cite documents from.
@@ -65,9 +55,7 @@ fn spec_sections() -> BTreeSet<String> {
 fn every_cited_spec_section_exists() {
     let sections = spec_sections();
     assert!(sections.contains("1.11") && sections.contains("7.3"), "{sections:?}");
-    let mut docs = files(&root().join("docs"), &[".md"]);
-    docs.push(root().join("README.md"));
-    docs.push(root().join("ARCHITECTURE.md"));
+    let docs = markdown_docs();
     let mut missing = Vec::new();
     let mut cited = 0;
     for f in citing_files().into_iter().chain(docs) {
@@ -130,10 +118,8 @@ fn every_cited_docs_path_exists() {
 /// exist; the engine spec, which names upstream files, is left out.
 #[test]
 fn every_source_file_the_docs_name_exists() {
-    let mut docs = files(&root().join("docs"), &[".md"]);
+    let mut docs = markdown_docs();
     docs.retain(|f| !f.ends_with("engines/ENGINE_SPEC.md"));
-    docs.push(root().join("README.md"));
-    docs.push(root().join("ARCHITECTURE.md"));
     let mut missing = Vec::new();
     for f in docs {
         let text = std::fs::read_to_string(&f).unwrap();
@@ -160,9 +146,7 @@ fn every_source_file_the_docs_name_exists() {
 
 #[test]
 fn every_relative_link_reaches_a_file() {
-    let mut docs = files(&root().join("docs"), &[".md"]);
-    docs.push(root().join("README.md"));
-    docs.push(root().join("ARCHITECTURE.md"));
+    let docs = markdown_docs();
     let mut broken = Vec::new();
     for f in docs {
         let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));

@@ -168,3 +168,25 @@ pub fn synthetic_cases(d: &Path, loads: &[Load], deployment: impl Fn(&Load) -> S
     }
     d.join("cases")
 }
+
+/// The files under `dir` (recursively, `target/` folders left out) whose name ends with one of
+/// `exts`, sorted.
+pub fn files(dir: &Path, exts: &[&str]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if !p.ends_with("target") {
+                    todo.push(p);
+                }
+            } else if exts.iter().any(|x| p.to_string_lossy().ends_with(x)) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}

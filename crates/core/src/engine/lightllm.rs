@@ -52,7 +52,7 @@ pub fn launch(flags: &EngineFlags, m: &Machine) -> Result<Launch> {
     }
     let kv = kv_tokens_per_rank(m.gpu, m.weight_bytes_per_rank(), m.kv_bytes_per_token_per_rank, frac) * m.dp();
     let kv = flags.max_total_tokens.map_or(kv, |t| t.min(kv));
-    super::sglang::launch::refuse_vllm_flags(flags)?;
+    flags.refuse_vllm_only()?;
     Ok(Launch {
         max_num_seqs: flags.max_num_seqs.unwrap_or(1000),
         max_num_batched_tokens: batch_max,

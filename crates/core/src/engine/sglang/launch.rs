@@ -9,7 +9,6 @@ use crate::cost::spec::SpecAlgorithm;
 use crate::engine::launch::{EngineFlags, Launch, Machine, Started};
 use crate::engine::EngineVersion;
 use crate::error::{Error, Result};
-use crate::vllm_memory::MemoryOverrides;
 
 /// SGLang's `max_running_requests` when EAGLE or MTP speculation runs and none is given.
 pub const EAGLE_MAX_RUNNING_REQUESTS: u32 = 48;
@@ -55,7 +54,7 @@ pub fn launch(version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Resul
         Some(r) if rules.sglang_cap_running_by_tokens => (r as u64).min(kv / 2),
         Some(r) => r as u64,
     };
-    refuse_vllm_flags(flags)?;
+    flags.refuse_vllm_only()?;
     Ok(Launch {
         max_num_seqs: running.max(1) as u32,
         max_num_batched_tokens: flags.max_prefill_tokens,
@@ -64,25 +63,6 @@ pub fn launch(version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Resul
         mem_fraction_static: Some(frac),
         vllm_memory: None,
     })
-}
-
-/// The vLLM memory terms and `--enable-chunked-prefill`, which SGLang and LightLLM do not have:
-/// refused with the flags they size and chunk by.
-pub fn refuse_vllm_flags(flags: &EngineFlags) -> Result<()> {
-    if flags.memory != MemoryOverrides::default() {
-        return Err(Error::invalid(
-            "--activation-peak-gib",
-            "the vLLM memory terms (--activation-peak-gib, --cudagraph-memory-gib, --non-torch-memory-gib, \
-             --kv-cache-memory-bytes) apply to the vLLM engines; SGLang and LightLLM size by --mem-fraction-static",
-        ));
-    }
-    if flags.enable_chunked_prefill.is_some() {
-        return Err(Error::invalid(
-            "--enable-chunked-prefill",
-            "applies to the vLLM engines; SGLang and LightLLM chunk by --chunked-prefill-size",
-        ));
-    }
-    Ok(())
 }
 
 /// SGLang's start-up refusals: a context length above the model's (unless allowed by its
