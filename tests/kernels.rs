@@ -7,7 +7,10 @@ mod common;
 
 use cachesim::calibrate::{fit, kernels};
 use cachesim::calibration::profile;
+use cachesim::catalog::{gpu, model};
+use cachesim::config::{resolve, RunOptions};
 use cachesim::cost::{CostModel, Deployment, Efficiency, Roofline};
+use cachesim::engine::EngineKind;
 use std::path::PathBuf;
 
 fn crate_dir() -> PathBuf {
@@ -92,6 +95,35 @@ fn a_tp_step_is_never_shorter_than_a_ranks_compute() {
     }
     assert_eq!(checked, 19 + 8 + 20 + 8);
     assert_eq!(exact, checked - 5, "rows where the TP step is at least the rank's measured time");
+    // What `run` prices these deployments with by default, for every engine: no fitted profile
+    // matches Llama-3.1-70B on an H200, and the composed prior's device factors are the ones
+    // checked above — never the bare roofline, whose TP step is shorter than one rank's compute.
+    for engine in [EngineKind::Vllm, EngineKind::VllmV0, EngineKind::Sglang, EngineKind::Lightllm, EngineKind::Trtllm] {
+        for tp in [4, 8] {
+            let o = RunOptions { engine, gpu: "h200".into(), model: "llama-3.1-70b".into(), tp, ..Default::default() };
+            let c = resolve(&o).unwrap();
+            let got = &c.efficiency;
+            assert_eq!(
+                (got.gemm_flops, got.mem_bw, got.attn_flops, got.kernel_floor_s),
+                (eff.gemm_flops, eff.mem_bw, eff.attn_flops, eff.kernel_floor_s),
+                "{engine:?} TP {tp}: {}",
+                c.calibration
+            );
+            assert!(c.calibration.starts_with("prior (no fitted profile for h200"), "{}", c.calibration);
+        }
+    }
+    let raw = Roofline::deployed(
+        &gpu("h200", None).unwrap(),
+        &model("llama-3.1-70b", None).unwrap(),
+        Deployment::tp(8),
+        Efficiency::default(),
+    );
+    let mut b = cachesim::cost::BatchShape::default();
+    b.add(512, 1);
+    assert!(
+        raw.step_parts(&b).device_s * 1e3 < 13.34,
+        "the bare roofline's TP 8 decode at B = 1 undercuts the rank's 13.34 ms"
+    );
 }
 
 /// Known factors → synthetic step rows → fit → the factors back.

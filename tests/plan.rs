@@ -200,7 +200,8 @@ fn the_fewest_instances_by_bisection() {
         "-o",
         trace,
     ]);
-    let base = ["--trace", trace, "--slo", "ttft_p99=300", "--target-rate", "40"];
+    // The raw roofline keeps the hand-checked instance counts apart from any calibration.
+    let base = ["--trace", trace, "--slo", "ttft_p99=300", "--target-rate", "40", "--calibration", "none"];
     let mut args = vec!["plan"];
     args.extend(base);
     args.extend(["--gpus", "l40s,h100-sxm", "--instances", "1..8", "--gpu-price", "l40s=1,h100-sxm=3", "--json"]);
@@ -214,7 +215,20 @@ fn the_fewest_instances_by_bisection() {
     assert_eq!(r[0]["tried"], serde_json::json!([[8, true], [4, true], [2, true], [1, true]]));
     assert_eq!(doc["simulations"], 8);
     let p99 = |n: &str| -> f64 {
-        let out = ok(&["run", "--trace", trace, "--request-rate", "40", "--gpu", "l40s", "--instances", n, "--json"]);
+        let out = ok(&[
+            "run",
+            "--trace",
+            trace,
+            "--request-rate",
+            "40",
+            "--gpu",
+            "l40s",
+            "--instances",
+            n,
+            "--calibration",
+            "none",
+            "--json",
+        ]);
         serde_json::from_str::<Value>(&out).unwrap()["p99_ttft_ms"].as_f64().unwrap()
     };
     assert!(p99("2") > 300.0);

@@ -35,6 +35,35 @@ pub struct Gpu {
     /// that reserve SMs for communication leave the GEMMs the rest.
     #[serde(default)]
     pub sm_count: Option<u32>,
+    /// The architecture family (`volta`, `ampere`, `ada`, `hopper`, `blackwell`), where stated:
+    /// shares of peak measured on one GPU of a family stand as the prior of the others
+    /// ([`crate::calibration::prior::device_prior`]).
+    #[serde(default)]
+    pub arch: Option<Arch>,
+}
+
+/// A GPU's architecture family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    Volta,
+    Ampere,
+    Ada,
+    Hopper,
+    Blackwell,
+}
+
+impl Arch {
+    /// The family's name as NVIDIA writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Volta => "Volta",
+            Arch::Ampere => "Ampere",
+            Arch::Ada => "Ada Lovelace",
+            Arch::Hopper => "Hopper",
+            Arch::Blackwell => "Blackwell",
+        }
+    }
 }
 
 impl Gpu {

@@ -89,50 +89,42 @@ pub struct RunOptions {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum Calibration {
     /// The built-in fitted profile of `calibration/profiles/` matching the GPU, engine family
-    /// and model, else the raw roofline's defaults.
+    /// and model, else the composed prior ([`crate::calibration::prior::composed`]).
     #[default]
     Auto,
     /// The raw roofline: [`Efficiency::default`].
     None,
     /// A profile file (`cachesim calibrate --fit --out`).
     File(PathBuf),
-    /// `--calibration kernels`: the device factors of the built-in kernel-step profile (GEMM,
-    /// HBM and attention efficiency, the per-kernel floor, measured on a GPU with no serving
-    /// engine), host and communication factors at the priors — what `validate
-    /// --leave-group-out` prices a case with when no serving case outside its group can train
-    /// it ([`crate::calibration::prior::kernel_device_prior`]). Dense models without
-    /// speculative decoding only: the kernel steps are dense Llama.
+    /// `--calibration kernels`: the composed prior whether or not a fitted profile matches —
+    /// the device factors of the built-in kernel-step profile (GEMM, HBM and attention
+    /// efficiency, the per-kernel floor, measured on a GPU with no serving engine), host and
+    /// communication factors at the priors ([`crate::calibration::prior::composed`]).
     Kernels,
 }
 
 /// The step-time factors for `o` and how they were chosen (echoed with the config).
-fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, String)> {
+fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, String)> {
     use crate::calibration::profile;
     let family = profile::family(o.engine);
+    let speculative = o.layout.speculative_algorithm != SpecAlgorithm::None;
+    // The composed prior, with what its kernel steps leave unmeasured for this model.
+    let prior = || {
+        let (e, words) = crate::calibration::prior::composed(gpu);
+        let class = crate::calibration::prior::model_class(model, speculative);
+        let caveat = match class.as_str() {
+            "dense" => String::new(),
+            _ => format!(
+                " (the kernel steps are dense Llama: {} is {class}, whose own kernels are not measured)",
+                model.name
+            ),
+        };
+        (e, format!("{words}{caveat}"))
+    };
     Ok(match &o.calibration {
         Calibration::Kernels => {
-            let class =
-                crate::calibration::prior::model_class(model, o.layout.speculative_algorithm != SpecAlgorithm::None);
-            if class != "dense" {
-                return Err(Error::invalid(
-                    "--calibration",
-                    format!(
-                        "kernels: the kernel steps are dense Llama, so their factors are not lent to {} ({class}); \
-                         use the matching fitted profile, none, or a profile FILE",
-                        model.name
-                    ),
-                ));
-            }
-            let (file, prof) = profile::builtin_kernels();
-            (
-                crate::calibration::prior::kernel_device_prior(&prof.efficiency),
-                format!(
-                    "kernels: the device factors of {} (calibration/profiles/{file}, fitted on {}), host and \
-                     communication factors at the priors",
-                    prof.name,
-                    prof.fit.cases.join(", ")
-                ),
-            )
+            let (e, words) = prior();
+            (e, format!("kernels (the composed prior, --calibration kernels): {words}"))
         }
         Calibration::None => (Efficiency::default(), "none (raw roofline, --calibration none)".into()),
         Calibration::File(p) => {
@@ -142,7 +134,7 @@ fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, 
             } else {
                 format!("fitted on {}; {}", prof.fit.cases.join(", "), prof.quality())
             };
-            if prof.efficiency.law.is_some() && o.layout.speculative_algorithm != SpecAlgorithm::None {
+            if prof.efficiency.law.is_some() && speculative {
                 return Err(Error::invalid(
                     "--calibration",
                     format!(
@@ -154,7 +146,7 @@ fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, 
             }
             (prof.efficiency, format!("{} ({}, {how})", prof.name, p.display()))
         }
-        Calibration::Auto => match profile::builtin_for(gpu, o.engine, &model.name) {
+        Calibration::Auto => match profile::builtin_for(&gpu.name, o.engine, &model.name) {
             Some((file, prof)) => (
                 prof.efficiency,
                 format!(
@@ -164,10 +156,10 @@ fn calibration(o: &RunOptions, gpu: &str, model: &Model) -> Result<(Efficiency, 
                     prof.quality()
                 ),
             ),
-            None => (
-                Efficiency::default(),
-                format!("none (raw roofline: no fitted profile for {gpu} / {family} / {})", model.name),
-            ),
+            None => {
+                let (e, words) = prior();
+                (e, format!("prior (no fitted profile for {} / {family} / {}): {words}", gpu.name, model.name))
+            }
         },
     })
 }
@@ -449,7 +441,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     };
     let model = catalog::model(&o.model, o.model_file.as_deref())?;
     let gpu = catalog::gpu(&o.gpu, o.gpu_file.as_deref())?;
-    let (efficiency, calibration) = calibration(o, &gpu.name, &model)?;
+    let (efficiency, calibration) = calibration(o, &gpu, &model)?;
     // Up to 18 nodes of 8: DeepSeek's own decode layout, EP 144 with DP attention.
     if o.tp == 0 || o.tp > MAX_TP {
         return Err(Error::invalid("--tp", format!("{} must be between 1 and {MAX_TP}", o.tp)));
@@ -628,26 +620,47 @@ mod tests {
         assert_eq!(resolve(&o).unwrap().kv_capacity_tokens, 16383 * 16);
     }
 
-    /// `--calibration kernels`: the kernel-step profile's device factors with the priors' host
-    /// and communication factors, echoed with its name; refused for an MoE/MLA model and under
-    /// speculative decoding (the kernel steps are dense Llama); the default (no matching
-    /// profile) stays the raw roofline.
+    /// `--calibration kernels` and the default without a matching profile: the kernel-step
+    /// profile's device factors with the priors' host and communication factors, echoed piece by
+    /// piece; for an MoE/MLA model or under speculative decoding the echo says what the dense
+    /// kernel steps leave unmeasured; a matching fitted profile still wins by default.
     #[test]
-    fn kernel_calibration_lends_device_factors_to_dense_models_only() {
+    fn composed_prior_prices_what_no_profile_matches() {
         let o = RunOptions { calibration: Calibration::Kernels, ..Default::default() };
         let c = resolve(&o).unwrap();
         let (_, k) = crate::calibration::profile::builtin_kernels();
         assert_eq!(c.efficiency, crate::calibration::prior::kernel_device_prior(&k.efficiency));
         assert!(c.efficiency.kernel_floor_s > 0.0);
         assert_eq!(c.efficiency.step_overhead_s, Efficiency::default().step_overhead_s);
-        assert!(c.calibration.starts_with("kernels: the device factors of h200-kernels"), "{}", c.calibration);
-        assert_eq!(resolve(&RunOptions::default()).unwrap().efficiency, Efficiency::default());
+        assert!(
+            c.calibration
+                .starts_with("kernels (the composed prior, --calibration kernels): device: the Hopper family's prior")
+                && !c.calibration.contains("not measured"),
+            "{}",
+            c.calibration
+        );
+        let auto = resolve(&RunOptions::default()).unwrap();
+        assert_eq!(auto.efficiency, c.efficiency);
+        assert!(auto.calibration.starts_with("prior (no fitted profile for h100-sxm / vllm / llama-3.1-8b): device:"));
         let moe = RunOptions { model: "deepseek-r1".into(), gpu: "h200".into(), tp: 8, ..o.clone() };
-        let e = resolve(&moe).unwrap_err().to_string();
-        assert!(e.contains("--calibration") && e.contains("not lent to deepseek-r1 (MoE)"), "{e}");
-        let layout = LayoutOptions { speculative_algorithm: SpecAlgorithm::Ngram, ..Default::default() };
-        let e = resolve(&RunOptions { layout, ..o }).unwrap_err().to_string();
-        assert!(e.contains("(dense, speculative)"), "{e}");
+        let m = resolve(&moe).unwrap();
+        assert_eq!(m.efficiency, c.efficiency);
+        assert!(
+            m.calibration.contains("device: measured on this GPU")
+                && m.calibration.ends_with("deepseek-r1 is MoE, whose own kernels are not measured)"),
+            "{}",
+            m.calibration
+        );
+        let layout = LayoutOptions {
+            speculative_algorithm: SpecAlgorithm::Ngram,
+            spec_acceptance_rate: vec![0.5],
+            ..Default::default()
+        };
+        let spec = resolve(&RunOptions { layout, ..o }).unwrap();
+        assert!(spec.calibration.ends_with("llama-3.1-8b is dense, speculative, whose own kernels are not measured)"));
+        let fitted = RunOptions { gpu: "a100-80gb".into(), engine: EngineKind::Sglang, ..Default::default() };
+        let f = resolve(&fitted).unwrap();
+        assert!(f.calibration.starts_with("a100-80gb-sglang (calibration/profiles/"), "{}", f.calibration);
     }
 
     /// A profile stating a step law (`calibrate --fit --unknown-hardware`) prices the run with

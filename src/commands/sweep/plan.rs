@@ -83,13 +83,15 @@ impl Plan {
 /// The calibration the step times of `run` come from, and its validated error: with
 /// `--calibration none` the raw roofline, with a file that profile for every configuration, by
 /// default the built-in fitted profile matching each configuration's GPU, engine family and
-/// model (else the raw roofline), with the leave-one-out error each profile records.
+/// model (else the composed prior), with the leave-one-out error each profile records.
 pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
     use cachesim::calibration::profile;
     Ok(match run.options().calibration {
         cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
         cachesim::config::Calibration::Kernels => {
-            "kernels (the H200 kernel steps' device factors, the priors' host time) for every configuration".to_string()
+            "kernels (the composed prior: the H200 kernel steps' device factors, the priors' host time) for every \
+             configuration"
+                .to_string()
         }
         cachesim::config::Calibration::File(f) => {
             let p = profile::read(&f)?;
@@ -100,7 +102,7 @@ pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
                 profile::builtin().iter().map(|(_, p)| format!("{} ({})", p.name, p.quality())).collect();
             format!(
                 "fitted profile per configuration where one matches its GPU, engine family and model, else \
-                 none (raw roofline); profiles: {}",
+                 the composed prior (the H200 kernel steps' device factors, the priors' host time); profiles: {}",
                 names.join(", ")
             )
         }

@@ -14,6 +14,8 @@ pub mod ep;
 pub mod moe;
 pub mod parallel;
 #[cfg(test)]
+mod physics;
+#[cfg(test)]
 mod sanity;
 pub mod spec;
 

@@ -137,10 +137,11 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
 ///    expert routing, MLA, speculative steps — so they do not transfer across classes);
 /// 3. [`Rung::Kernels`] — [`Plan::Prior`] with `device_of`: the device factors (GEMM, HBM and
 ///    attention efficiency, the per-kernel floor) of a kernel-step profile ([`KERNELS`]: steps
-///    timed on a GPU with no serving engine) all of whose cases lie outside the group and are of
-///    the case's model class, the host and communication factors at the priors: what the
-///    hardware measurements say, with no serving engine's overheads (a stand-in profile's case
-///    too);
+///    timed on a GPU with no serving engine) all of whose cases lie outside the group, the host
+///    and communication factors at the priors: what the hardware measurements say, with no
+///    serving engine's overheads — the composed prior `run` falls back to
+///    ([`cachesim_core::calibration::prior::composed`]), for a case of any model class (device
+///    factors are the device's) and a stand-in profile's case too;
 /// 4. [`Rung::Prior`] — [`Plan::Prior`] without `device_of`: the step-time priors, fitted on
 ///    nothing, so every factor is held out (what a user with no data from the group gets).
 ///
@@ -199,7 +200,7 @@ pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Ve
             }
             let mut lends = true;
             for c in &q.cases {
-                lends &= group_of(c)? != m.group && members.iter().any(|o| o.case == *c && o.class == m.class);
+                lends &= group_of(c)? != m.group;
             }
             if lends {
                 device_of = Some(qi);
@@ -329,9 +330,10 @@ mod tests {
         let plans = leave_group_out(&members, &profiles).unwrap();
         assert_eq!(plans[5], Plan::Prior { options_of: 2, device_of: None });
         assert_eq!(plans[7], Plan::Prior { options_of: 3, device_of: Some(4) });
-        // Nor to a case of another model class (dense kernel steps, an MoE case).
+        // Device factors are the device's: they lend to a case of another model class too (dense
+        // kernel steps, an MoE case), as `run`'s composed prior does.
         members[7].class = "MoE".into();
-        assert_eq!(leave_group_out(&members, &profiles).unwrap()[7], Plan::Prior { options_of: 3, device_of: None });
+        assert_eq!(leave_group_out(&members, &profiles).unwrap()[7], Plan::Prior { options_of: 3, device_of: Some(4) });
         assert_eq!(Rung::Kernels.name(), "kernels");
     }
 
