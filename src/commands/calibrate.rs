@@ -7,7 +7,7 @@
 use super::calibrate_shared::{kept_notes, parse_weights, write_factors};
 use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
-use cachesim::calibrate::{case, fit, holdout, kernels, validation};
+use cachesim::calibrate::{case, fit, holdout, kernels, silicon, validation};
 use cachesim::calibration::profile;
 use cachesim::config::Calibration;
 use clap::Parser;
@@ -53,8 +53,21 @@ type Workloads = HashMap<String, Arc<cachesim::workload::Workload>>;
 /// prices steps with the raw roofline instead of the matching profile.
 fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Workloads) -> anyhow::Result<fit::Target> {
     let (run, cfg) = case_config(c, data, raw)?;
-    let workload = match c.workload()? {
-        Some(w) => Arc::new(w),
+    let w = &c.case.workload;
+    // Generated workloads are shared too: many silicon rows have the same lengths and count.
+    let random = (w.dataset == "random").then(|| {
+        format!("random {:?} {:?} {:?} {} {}", w.num_prompts, w.input_len, w.output_len, w.range_ratio, w.seed)
+    });
+    let workload = match random {
+        Some(key) => match cache.get(&key) {
+            Some(w) => w.clone(),
+            None => {
+                let w = c.workload()?.ok_or_else(|| anyhow::anyhow!("case {}: no generated workload", c.case.case))?;
+                let w = Arc::new(w);
+                cache.insert(key, w.clone());
+                w
+            }
+        },
         None => {
             let build = run.build_options();
             let key = format!("{:?} {:?}", run.trace.trace, build);
@@ -135,7 +148,12 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
         .into_iter()
         .filter(|c| globs.iter().any(|g| g.matches(&c.case.case)))
         .collect();
-    if cases.is_empty() && step_cases.is_empty() {
+    let data = data_dir(&args.data);
+    let mut rows = silicon_rows(&args.cases_dir, Some(&globs), data.as_deref())?;
+    if let Some(x) = rows.not_run.first() {
+        anyhow::bail!("--cases {pattern}: {} cannot be read: {}", x.case, x.missing);
+    }
+    if cases.is_empty() && step_cases.is_empty() && rows.cases.is_empty() {
         anyhow::bail!("--cases {pattern}: no case in {} matches", args.cases_dir.display());
     }
     let not: Vec<String> = cases
@@ -150,12 +168,25 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
     if !phase.is_empty() {
         anyhow::bail!("--cases {pattern}: phase points (one step, no workload) are not fitted: {}", phase.join(", "));
     }
-    let data = data_dir(&args.data);
     let mut cache = Workloads::new();
     let mut targets = cases
         .iter()
         .map(|c| prepare(c, data.as_deref(), true, &mut cache).with_context(|| format!("case {}", c.case.case)))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // Silicon rows that cannot be run are left out of the fit, each reason said.
+    let silicon_cases = std::mem::take(&mut rows.cases);
+    for c in &silicon_cases {
+        match prepare(c, data.as_deref(), true, &mut cache) {
+            Ok(t) => targets.push(t),
+            Err(e) => rows.refused(c, &e),
+        }
+    }
+    for x in rows.skipped() {
+        writeln!(stdout, "Left out (not expressible): {}: {}", x.case, x.missing)?;
+    }
+    if targets.is_empty() && step_cases.is_empty() {
+        anyhow::bail!("--cases {pattern}: no expressible case to fit");
+    }
     for c in &step_cases {
         targets.push(fit::Target::from_steps(c, data.as_deref()).with_context(|| format!("case {}", c.case.case))?);
     }
@@ -296,6 +327,66 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
     Ok(())
 }
 
+/// The rows of the silicon-sample cases ([`silicon`]) that `--cases` selects — every row of a
+/// case file whose name a glob matches, or the rows (`<case>/<row id>`) one matches; none
+/// without `--cases`, so that a plain `validate` does not run thousands of rows — expanded
+/// from the data folder. Returns the rows as cases, the rows left out by case file and reason
+/// (not expressible), and the selected case files whose CSV is absent (not run).
+fn silicon_rows(dir: &Path, globs: Option<&[glob::Pattern]>, data: Option<&Path>) -> anyhow::Result<SiliconRows> {
+    let mut out = SiliconRows::default();
+    let Some(globs) = globs else { return Ok(out) };
+    for s in silicon::load_dir(dir)? {
+        let name = &s.case.case;
+        let whole = globs.iter().any(|g| g.matches(name));
+        let keep = |row: &str| whole || globs.iter().any(|g| g.matches(row));
+        if !whole && !globs.iter().any(|g| g.as_str().starts_with(&format!("{name}/"))) {
+            continue;
+        }
+        let e = match s.expand(data, &keep) {
+            Ok(e) => e,
+            Err(e) if s.csv_path(data).is_err() => {
+                out.not_run.push(validation::Skipped { case: name.clone(), missing: e.to_string() });
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("case {name} ({})", s.file.display())),
+        };
+        for (why, ids) in e.not_expressible {
+            out.left_out.entry((name.clone(), why)).or_default().extend(ids);
+        }
+        out.cases.extend(e.cases);
+    }
+    Ok(out)
+}
+
+/// What [`silicon_rows`] found.
+#[derive(Default)]
+struct SiliconRows {
+    cases: Vec<case::LoadedCase>,
+    /// (case file, reason) → row ids.
+    left_out: BTreeMap<(String, String), Vec<String>>,
+    not_run: Vec<validation::Skipped>,
+}
+
+impl SiliconRows {
+    /// A row that failed to start (an engine's refusal, a layout the model cannot take): left
+    /// out with the reason.
+    fn refused(&mut self, c: &case::LoadedCase, e: &anyhow::Error) {
+        let (file, id) = c.case.case.split_once('/').unwrap_or((&c.case.case, ""));
+        self.left_out.entry((file.to_string(), format!("{e:#}"))).or_default().push(id.to_string());
+    }
+
+    /// The rows left out, one entry per case file and reason, counted, with the row ids.
+    fn skipped(&self) -> Vec<validation::Skipped> {
+        self.left_out
+            .iter()
+            .map(|((file, why), ids)| validation::Skipped {
+                case: format!("{file} ({} rows)", ids.len()),
+                missing: format!("{why}: {}", ids.join(", ")),
+            })
+            .collect()
+    }
+}
+
 /// The globs of a `--cases` list (`None`: every case); a folder given there is an error that
 /// points to `--cases-dir`.
 fn case_globs(pattern: Option<&str>) -> anyhow::Result<Option<Vec<glob::Pattern>>> {
@@ -335,21 +426,32 @@ pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
         .into_iter()
         .filter(|c| globs.as_ref().is_none_or(|g| g.iter().any(|g| g.matches(&c.case.case))))
         .collect();
-    if !cases.iter().any(selected) && step_cases.is_empty() {
+    let data = data_dir(&args.data);
+    let mut rows = silicon_rows(&args.cases_dir, globs.as_deref(), data.as_deref())?;
+    let any_rows = !rows.cases.is_empty() || !rows.left_out.is_empty() || !rows.not_run.is_empty();
+    if !cases.iter().any(selected) && step_cases.is_empty() && !any_rows {
         let p = args.cases.as_deref().unwrap_or_default();
         anyhow::bail!("--cases {p}: no case in {} matches", args.cases_dir.display());
     }
     // Refits train on cases --cases does not select: those are prepared too.
     let holdout = args.leave_one_out || args.leave_group_out.is_some();
-    let data = data_dir(&args.data);
     let mut v = validation::Validation::default();
+    v.not_run.append(&mut rows.not_run);
+    let silicon_cases = std::mem::take(&mut rows.cases);
     let mut cache = Workloads::new();
     let mut targets = Vec::new();
     let mut not_run = BTreeMap::new();
     let mut phases = Vec::new();
-    for c in &cases {
-        let chosen = selected(c);
+    for (c, row) in cases.iter().map(|c| (c, false)).chain(silicon_cases.iter().map(|c| (c, true))) {
+        let chosen = row || selected(c);
         if !chosen && !holdout {
+            continue;
+        }
+        if row {
+            match prepare(c, data.as_deref(), args.uncalibrated, &mut cache) {
+                Ok(t) => targets.push((c, t, true)),
+                Err(e) => rows.refused(c, &e),
+            }
             continue;
         }
         if !c.case.expressible {
@@ -379,6 +481,7 @@ pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
             .with_context(|| format!("case {} ({})", c.case.case, c.file.display()))?;
         targets.push((c, t, chosen));
     }
+    v.not_expressible.extend(rows.skipped());
     let chosen: Vec<_> = targets.iter().filter(|(_, _, s)| *s).collect();
     let mut steps = Vec::new();
     for c in step_cases {

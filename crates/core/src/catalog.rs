@@ -23,6 +23,10 @@ pub struct Gpu {
     pub bf16_tflops: f64,
     #[serde(default)]
     pub fp8_tflops: Option<f64>,
+    /// Dense FP4 (NVFP4) tensor TFLOPS, where the datasheet states it. Recorded only: no
+    /// [`Dtype`] is 4-bit, so the step-time model prices no FP4 GEMM yet.
+    #[serde(default)]
+    pub fp4_tflops: Option<f64>,
     /// NVLink, bidirectional GB/s; `None` = PCIe only.
     #[serde(default)]
     pub nvlink_gbps: Option<f64>,
@@ -444,7 +448,7 @@ mod tests {
 
     #[test]
     fn unknown_names_list_the_known_ones() {
-        let e = gpu("b300", None).unwrap_err().to_string();
+        let e = gpu("mi300x", None).unwrap_err().to_string();
         assert!(e.contains("--gpu") && e.contains("h100-sxm") && e.contains("v100"), "{e}");
         let e = model("gpt-5", None).unwrap_err().to_string();
         assert!(e.contains("llama-3.1-8b"), "{e}");

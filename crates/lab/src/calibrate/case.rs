@@ -186,15 +186,19 @@ pub struct PhaseSpec {
     pub context: u64,
 }
 
-/// Whether the TOML file at `path` is a step case (`kind = "steps"`).
-pub fn is_step_case(path: &Path) -> bool {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| toml::from_str::<toml::Table>(&t).ok())
-        .is_some_and(|t| t.get("kind").and_then(|k| k.as_str()) == Some("steps"))
+/// The `kind` of the TOML file at `path` (`steps`, `silicon`), if it states one.
+pub fn kind_of(path: &Path) -> Option<String> {
+    let t = toml::from_str::<toml::Table>(&std::fs::read_to_string(path).ok()?).ok()?;
+    t.get("kind").and_then(|k| k.as_str()).map(String::from)
 }
 
-/// Reads every `*.toml` in `dir` but the step cases ([`super::kernels`]) and step-time profiles
+/// Whether the TOML file at `path` is a step case (`kind = "steps"`).
+pub fn is_step_case(path: &Path) -> bool {
+    kind_of(path).as_deref() == Some("steps")
+}
+
+/// Reads every `*.toml` in `dir` but the step cases ([`super::kernels`]), the silicon-sample
+/// cases ([`super::silicon`]) and step-time profiles
 /// ([`cachesim_core::calibration::profile::is_profile_file`]), sorted by file name, with its report: none for a
 /// folder of step cases alone; a folder with no `*.toml` at all is an error.
 pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
@@ -207,7 +211,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
     if files.is_empty() {
         return Err(Error::Report { path: dir.to_path_buf(), message: "no case files (*.toml)".into() });
     }
-    files.retain(|p| !is_step_case(p) && !cachesim_core::calibration::profile::is_profile_file(p));
+    files.retain(|p| kind_of(p).is_none() && !cachesim_core::calibration::profile::is_profile_file(p));
     files.sort();
     files.iter().map(|f| load(f)).collect()
 }
