@@ -150,7 +150,8 @@ pub struct SeedsEcho {
     /// The interval of the median every metric's `interval` gives.
     pub interval: Interval,
     /// The seed whose output throughput is nearest the median (the lowest such seed): the text
-    /// report's cache outcome line, instance table and diagnosis are its.
+    /// report's cache outcome line and tables (instances, TTFT breakdown) are its, and so is the
+    /// overload diagnosis when it saturated.
     pub representative: u64,
 }
 
@@ -242,9 +243,11 @@ impl Seeds {
             "                a {:.1} % interval of the median{short}; a value alone was the same at every seed",
             iv.coverage * 100.0
         );
+        let tables = self.representative().is_some_and(|r| !r.sections.is_empty());
         let _ = writeln!(
             s,
-            "Details:        the cache outcome, tables and diagnosis are seed {}'s (median output throughput)",
+            "Details:        the cache outcome line{} seed {}'s (median output throughput)",
+            if tables { " and the tables below are" } else { " is" },
             e.representative
         );
         s
