@@ -51,7 +51,7 @@ pub struct Cli {
     pub command: Option<Command>,
     /// Without a subcommand, cachesim runs `run` with these options.
     #[command(flatten)]
-    pub run: RunArgs,
+    pub run: RunCommand,
 }
 
 /// Subcommands.
@@ -59,7 +59,7 @@ pub struct Cli {
 pub enum Command {
     /// Simulate serving the trace (the default): schedule steps as the engine does, price them
     /// with a roofline step-time model, and print the benchmark client's report.
-    Run(Box<RunArgs>),
+    Run(Box<RunCommand>),
     /// Replay a trace through prefix caches without timing and compare their hit ratios,
     /// side by side, at one or many capacities.
     Cache(CacheArgs),
@@ -148,7 +148,27 @@ impl TraceArgs {
     }
 }
 
-/// `cachesim run` (and cachesim without a subcommand).
+/// The most `--seeds` of one run.
+pub const MAX_SEEDS: u32 = 1000;
+
+/// `cachesim run` (and cachesim without a subcommand): the run's flags and what only a command
+/// line's single run takes (sweeps, plans and calibrations flatten [`RunArgs`] alone).
+#[derive(Debug, Clone, Args)]
+pub struct RunCommand {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Run N times, under --seed S, S+1, …, S+N−1, in parallel, and report each metric as its
+    /// median over the seeds with its spread (docs/guide/run.md, Seeds). The seed draws the send times
+    /// of a --request-rate, which ShareGPT conversations are sent and in what order, the
+    /// --num-prompts sample of an untimed trace, the random, kv-aware, aibrix and prefix-hash
+    /// routers' choices and SGLang's random schedule policy; a run the seed does not touch (a
+    /// timed trace replayed at its own times, say) is refused. Output files are written once per
+    /// seed (requests.csv → requests.seed7.csv). At most 1000.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_SEEDS as i64), help_heading = "Load")]
+    pub seeds: u32,
+}
+
+/// The flags of one run, shared by `run`, `sweep`, `plan` and `calibrate`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -319,7 +339,8 @@ pub struct RunArgs {
     /// Send only N requests (the first N of a timed or multi-turn trace, else a seeded sample).
     #[arg(allow_negative_numbers = true, long, help_heading = "Load")]
     pub num_prompts: Option<usize>,
-    /// Seed of sampling and arrivals.
+    /// Seed of the client's sampling and send times, of the random routers' choices and of
+    /// SGLang's random schedule policy (--seeds N runs S to S+N−1).
     #[arg(allow_negative_numbers = true, long, default_value_t = 0, help_heading = "Load")]
     pub seed: u64,
     /// Identical serving instances (data parallel), each with its own scheduler, KV cache and

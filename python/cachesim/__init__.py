@@ -57,7 +57,8 @@ _zip = zip  # `sweep` takes a `zip=` argument, as `cachesim sweep --zip`
 
 def run_flags() -> List[str]:
     """Every long flag of ``cachesim run`` (each is a keyword of :func:`run`, ``-`` as ``_``)."""
-    return list(_native.run_flags())
+    # `--seeds` is `run`'s alone (sweeps and plans take the other flags): see :func:`run`.
+    return list(_native.run_flags()) + ["seeds"]
 
 
 def trace_flags() -> List[str]:
@@ -206,6 +207,12 @@ def run(
     records. Output-file flags (``requests_csv``, ``plot``, …) write their files as the command
     line does. The simulation runs without the GIL.
 
+    ``seeds=N`` (N > 1) runs ``cachesim run --seeds N --json`` through the command line's own code
+    and returns its document, a dict: every metric as ``{median, min, max, interval, per_seed}``
+    over the seeds ``seed``, …, ``seed + N - 1``, and ``seeds["varied"]``, what the seed drew
+    (docs/guide/run.md, Seeds); it reads the trace itself, so it takes ``trace=``, not
+    ``workload=``. ``seeds=1`` is the plain run.
+
     Raises :class:`Error` for what the command line refuses (also when every request failed:
     the exception's ``result`` attribute holds the :class:`Result`).
     """
@@ -215,6 +222,14 @@ def run(
         flags["trace"] = trace
     if engine is not None:
         flags["engine"] = engine
+    seeds = flags.pop("seeds", None)
+    if seeds is not None and seeds != 1:
+        if workload is not None:
+            raise TypeError(
+                "run(seeds=N) runs the command line, which reads the trace itself: give trace=, not workload="
+            )
+        flags["seeds"] = seeds
+        return _document("run", flags)
     native = _native.run(None if workload is None else workload._native, flags, keep_steps)
     result = Result(native)
     if _native.all_failed(native):

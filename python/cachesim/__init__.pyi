@@ -1,7 +1,7 @@
 """Type stubs of the cachesim package (see the module's docstrings)."""
 
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, overload
 
 PathLike = Union[str, os.PathLike[str]]
 
@@ -49,6 +49,16 @@ class Result:
     def failures(self) -> Dict[str, Tuple[int, str]]: ...
     def __getitem__(self, key: str) -> Any: ...
 
+@overload
+def run(
+    trace: Optional[PathLike] = None,
+    engine: Optional[str] = None,
+    *,
+    seeds: int,
+    keep_steps: bool = True,
+    **flags: Any,
+) -> Dict[str, Any]: ...
+@overload
 def run(
     trace: Optional[PathLike] = None,
     engine: Optional[str] = None,

@@ -91,3 +91,20 @@ def test_command_errors_carry_the_cli_message(cli):
     with pytest.raises(cachesim.Error) as e:
         cachesim.plan(slo="nonsense")
     assert str(e.value).splitlines()[0].split(": ", 1)[-1] in p.stderr
+
+
+def test_seeds_return_the_cli_document(cli_json, tmp_path):
+    t = write_random_trace(tmp_path / "r.jsonl", 30)
+    args = ["--trace", t, "--request-rate", "10", "--seed", "3", "--seeds", "3", "--json"]
+    expected = cli_json("run", *args)
+    got = cachesim.run(trace=t, request_rate=10, seed=3, seeds=3)
+    assert got == expected
+    assert got["seeds"]["seeds"] == [3, 4, 5]
+    m = got["metrics"]["mean_ttft_ms"]
+    assert m["median"] == sorted(m["per_seed"])[1]
+    # seeds=1 is the plain run; a preloaded workload cannot be handed to the command line.
+    assert isinstance(cachesim.run(trace=t, request_rate=10, seeds=1), cachesim.Result)
+    with pytest.raises(TypeError, match="seeds=N"):
+        cachesim.run(workload=cachesim.Workload.from_file(t), request_rate=10, seeds=2)
+    with pytest.raises(cachesim.Error, match="changes nothing"):
+        cachesim.run(trace=t, seeds=2, request_rate="inf")

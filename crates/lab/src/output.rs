@@ -40,6 +40,11 @@ impl Outputs {
         Ok(path)
     }
 
+    /// Takes over `other`'s staged files, after this one's (committed in that order).
+    pub fn append(&mut self, other: Outputs) {
+        self.pending.extend(other.pending);
+    }
+
     /// Renames every staged file onto its target, in the order staged. A target that exists
     /// keeps its permissions; a new one gets the usual 0644 (temporary files are created 0600).
     pub fn commit(self) -> Result<()> {

@@ -254,6 +254,14 @@ pub fn cluster_report(
 
 /// Every resolved setting and the cache outcome, before the benchmark report.
 pub fn config_echo(c: &cachesim_core::config::RunConfig, o: &cachesim_core::sim::Outcome) -> String {
+    let mut s = config_lines(c, &format!("seed {}", c.arrivals.seed));
+    s.push_str(&cache_outcome(o));
+    s
+}
+
+/// Every resolved setting, the client's line naming the seed as `seed` says (`seed 0`, or the
+/// seeds of a `--seeds` run).
+pub fn config_lines(c: &cachesim_core::config::RunConfig, seed: &str) -> String {
     let mut s = c.deployment_file.as_ref().map(|d| d.text()).unwrap_or_default();
     let _ = writeln!(s, "{}", c.engine.settings_line());
     let layout = cachesim_core::layout::describe(&c.deployment);
@@ -307,9 +315,15 @@ pub fn config_echo(c: &cachesim_core::config::RunConfig, o: &cachesim_core::sim:
     };
     let _ = writeln!(
         s,
-        "Client:         sends {arrivals} · seed {} · request overhead {} ms (send → scheduler)",
-        a.seed, c.request_overhead_ms
+        "Client:         sends {arrivals} · {seed} · request overhead {} ms (send → scheduler)",
+        c.request_overhead_ms
     );
+    s
+}
+
+/// The cache outcome line of a run: prompt tokens reused, evictions, peak, preemptions, steps.
+pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
+    let mut s = String::new();
     let m = &o.summary;
     let prompt = m.total_input_tokens.max(1);
     let _ = writeln!(
@@ -349,12 +363,34 @@ pub struct LoadEcho {
     pub max_concurrency: Option<u32>,
 }
 
+/// The values of a report's rows, read from one run's [`Summary`] or, for a `--seeds` run, from
+/// every seed's (the median and its spread: `crate::seeds::report`).
+pub trait Cells {
+    /// A count's cell.
+    fn count(&self, metric: fn(&Summary) -> u64) -> String;
+    /// A two-decimal cell.
+    fn float(&self, metric: fn(&Summary) -> f64) -> String;
+}
+
+impl Cells for Summary {
+    fn count(&self, metric: fn(&Summary) -> u64) -> String {
+        metric(self).to_string()
+    }
+    fn float(&self, metric: fn(&Summary) -> f64) -> String {
+        format!("{:.2}", metric(self))
+    }
+}
+
 fn row(s: &mut String, label: &str, value: impl std::fmt::Display) {
     let _ = writeln!(s, "{:<40} {:<10}", label, value);
 }
 
-fn rowf(s: &mut String, label: &str, value: f64) {
-    let _ = writeln!(s, "{:<40} {:<10.2}", label, value);
+fn rowf(s: &mut String, label: &str, c: &dyn Cells, metric: fn(&Summary) -> f64) {
+    row(s, label, c.float(metric));
+}
+
+fn rowc(s: &mut String, label: &str, c: &dyn Cells, metric: fn(&Summary) -> u64) {
+    row(s, label, c.count(metric));
 }
 
 fn section(s: &mut String, title: &str) {
@@ -362,15 +398,15 @@ fn section(s: &mut String, title: &str) {
 }
 
 /// The TTFT and TPOT sections, alike in both clients.
-fn ttft_tpot_sections(s: &mut String, m: &Summary) {
+fn ttft_tpot_sections(s: &mut String, c: &dyn Cells) {
     section(s, "Time to First Token");
-    rowf(s, "Mean TTFT (ms):", m.mean_ttft_ms);
-    rowf(s, "Median TTFT (ms):", m.median_ttft_ms);
-    rowf(s, "P99 TTFT (ms):", m.p99_ttft_ms);
+    rowf(s, "Mean TTFT (ms):", c, |m| m.mean_ttft_ms);
+    rowf(s, "Median TTFT (ms):", c, |m| m.median_ttft_ms);
+    rowf(s, "P99 TTFT (ms):", c, |m| m.p99_ttft_ms);
     section(s, "Time per Output Token (excl. 1st token)");
-    rowf(s, "Mean TPOT (ms):", m.mean_tpot_ms);
-    rowf(s, "Median TPOT (ms):", m.median_tpot_ms);
-    rowf(s, "P99 TPOT (ms):", m.p99_tpot_ms);
+    rowf(s, "Mean TPOT (ms):", c, |m| m.mean_tpot_ms);
+    rowf(s, "Median TPOT (ms):", c, |m| m.median_tpot_ms);
+    rowf(s, "P99 TPOT (ms):", c, |m| m.p99_tpot_ms);
 }
 
 /// Prompt tokens served from the prefix cache over the prompt tokens of completed requests.
@@ -384,9 +420,9 @@ pub fn hit_ratio(m: &Summary) -> f64 {
 
 /// cachesim's addition to both layouts: the prefix-cache hit rate in the engines' wording
 /// (vLLM logs "Prefix cache hit rate: X%"), in percent with two decimals.
-fn hit_rate_section(s: &mut String, m: &Summary) {
+fn hit_rate_section(s: &mut String, c: &dyn Cells) {
     section(s, "Prefix Cache");
-    rowf(s, "Prefix cache hit rate (%):", hit_ratio(m) * 100.0);
+    rowf(s, "Prefix cache hit rate (%):", c, |m| hit_ratio(m) * 100.0);
 }
 
 /// Python's `repr` of a float as the clients print the rate (`20.0`, `0.5`).
@@ -400,6 +436,11 @@ fn py_float(x: f64) -> String {
 
 /// The report in the chosen client's exact layout (ENGINE_SPEC §7.3).
 pub fn bench_report(style: ReportStyle, load: &LoadEcho, m: &Summary) -> String {
+    bench_layout(style, load, m)
+}
+
+/// The chosen client's layout with the cells `m` gives (one run's values, or the seeds' spread).
+pub fn bench_layout(style: ReportStyle, load: &LoadEcho, m: &dyn Cells) -> String {
     let mut s = String::new();
     match style {
         ReportStyle::Sglang => {
@@ -417,56 +458,56 @@ pub fn bench_report(style: ReportStyle, load: &LoadEcho, m: &Summary) -> String 
                 "Max request concurrency:",
                 load.max_concurrency.map_or_else(|| "not set".to_string(), |c| c.to_string()),
             );
-            row(&mut s, "Successful requests:", m.completed);
-            rowf(&mut s, "Benchmark duration (s):", m.duration);
-            row(&mut s, "Total input tokens:", m.total_input_tokens);
-            row(&mut s, "Total input text tokens:", m.total_input_tokens);
-            row(&mut s, "Total generated tokens:", m.total_output_tokens);
-            row(&mut s, "Total generated tokens (retokenized):", m.total_output_tokens);
-            rowf(&mut s, "Request throughput (req/s):", m.request_throughput);
-            rowf(&mut s, "Input token throughput (tok/s):", m.input_throughput);
-            rowf(&mut s, "Output token throughput (tok/s):", m.output_throughput);
-            rowf(&mut s, "Peak output token throughput (tok/s):", m.peak_output_throughput);
-            row(&mut s, "Peak concurrent requests:", m.peak_concurrent_requests);
-            rowf(&mut s, "Total token throughput (tok/s):", m.total_throughput);
-            rowf(&mut s, "Concurrency:", m.concurrency);
+            rowc(&mut s, "Successful requests:", m, |m| m.completed);
+            rowf(&mut s, "Benchmark duration (s):", m, |m| m.duration);
+            rowc(&mut s, "Total input tokens:", m, |m| m.total_input_tokens);
+            rowc(&mut s, "Total input text tokens:", m, |m| m.total_input_tokens);
+            rowc(&mut s, "Total generated tokens:", m, |m| m.total_output_tokens);
+            rowc(&mut s, "Total generated tokens (retokenized):", m, |m| m.total_output_tokens);
+            rowf(&mut s, "Request throughput (req/s):", m, |m| m.request_throughput);
+            rowf(&mut s, "Input token throughput (tok/s):", m, |m| m.input_throughput);
+            rowf(&mut s, "Output token throughput (tok/s):", m, |m| m.output_throughput);
+            rowf(&mut s, "Peak output token throughput (tok/s):", m, |m| m.peak_output_throughput);
+            rowc(&mut s, "Peak concurrent requests:", m, |m| m.peak_concurrent_requests);
+            rowf(&mut s, "Total token throughput (tok/s):", m, |m| m.total_throughput);
+            rowf(&mut s, "Concurrency:", m, |m| m.concurrency);
             section(&mut s, "End-to-End Latency");
-            rowf(&mut s, "Mean E2E Latency (ms):", m.mean_e2e_latency_ms);
-            rowf(&mut s, "Median E2E Latency (ms):", m.median_e2e_latency_ms);
-            rowf(&mut s, "P90 E2E Latency (ms):", m.p90_e2e_latency_ms);
-            rowf(&mut s, "P99 E2E Latency (ms):", m.p99_e2e_latency_ms);
+            rowf(&mut s, "Mean E2E Latency (ms):", m, |m| m.mean_e2e_latency_ms);
+            rowf(&mut s, "Median E2E Latency (ms):", m, |m| m.median_e2e_latency_ms);
+            rowf(&mut s, "P90 E2E Latency (ms):", m, |m| m.p90_e2e_latency_ms);
+            rowf(&mut s, "P99 E2E Latency (ms):", m, |m| m.p99_e2e_latency_ms);
             ttft_tpot_sections(&mut s, m);
             section(&mut s, "Inter-Token Latency");
-            rowf(&mut s, "Mean ITL (ms):", m.mean_itl_ms);
-            rowf(&mut s, "Median ITL (ms):", m.median_itl_ms);
-            rowf(&mut s, "P95 ITL (ms):", m.p95_itl_ms);
-            rowf(&mut s, "P99 ITL (ms):", m.p99_itl_ms);
-            rowf(&mut s, "Max ITL (ms):", m.max_itl_ms);
+            rowf(&mut s, "Mean ITL (ms):", m, |m| m.mean_itl_ms);
+            rowf(&mut s, "Median ITL (ms):", m, |m| m.median_itl_ms);
+            rowf(&mut s, "P95 ITL (ms):", m, |m| m.p95_itl_ms);
+            rowf(&mut s, "P99 ITL (ms):", m, |m| m.p99_itl_ms);
+            rowf(&mut s, "Max ITL (ms):", m, |m| m.max_itl_ms);
             hit_rate_section(&mut s, m);
         }
         ReportStyle::Vllm => {
             let _ = writeln!(s, "{:=^50}", " Serving Benchmark Result ");
-            row(&mut s, "Successful requests:", m.completed);
-            row(&mut s, "Failed requests:", m.failed);
+            rowc(&mut s, "Successful requests:", m, |m| m.completed);
+            rowc(&mut s, "Failed requests:", m, |m| m.failed);
             if let Some(c) = load.max_concurrency {
                 row(&mut s, "Maximum request concurrency:", c);
             }
             if let (Some(r), false) = (load.request_rate, load.trace_times) {
-                rowf(&mut s, "Request rate configured (RPS):", r);
+                row(&mut s, "Request rate configured (RPS):", format!("{r:.2}"));
             }
-            rowf(&mut s, "Benchmark duration (s):", m.duration);
-            row(&mut s, "Total input tokens:", m.total_input_tokens);
-            row(&mut s, "Total generated tokens:", m.total_output_tokens);
-            rowf(&mut s, "Request throughput (req/s):", m.request_throughput);
-            rowf(&mut s, "Output token throughput (tok/s):", m.output_throughput);
-            rowf(&mut s, "Peak output token throughput (tok/s):", m.peak_output_throughput);
-            rowf(&mut s, "Peak concurrent requests:", m.peak_concurrent_requests as f64);
-            rowf(&mut s, "Total token throughput (tok/s):", m.total_throughput);
+            rowf(&mut s, "Benchmark duration (s):", m, |m| m.duration);
+            rowc(&mut s, "Total input tokens:", m, |m| m.total_input_tokens);
+            rowc(&mut s, "Total generated tokens:", m, |m| m.total_output_tokens);
+            rowf(&mut s, "Request throughput (req/s):", m, |m| m.request_throughput);
+            rowf(&mut s, "Output token throughput (tok/s):", m, |m| m.output_throughput);
+            rowf(&mut s, "Peak output token throughput (tok/s):", m, |m| m.peak_output_throughput);
+            rowf(&mut s, "Peak concurrent requests:", m, |m| m.peak_concurrent_requests as f64);
+            rowf(&mut s, "Total token throughput (tok/s):", m, |m| m.total_throughput);
             ttft_tpot_sections(&mut s, m);
             section(&mut s, "Inter-token Latency");
-            rowf(&mut s, "Mean ITL (ms):", m.mean_itl_ms);
-            rowf(&mut s, "Median ITL (ms):", m.median_itl_ms);
-            rowf(&mut s, "P99 ITL (ms):", m.p99_itl_ms);
+            rowf(&mut s, "Mean ITL (ms):", m, |m| m.mean_itl_ms);
+            rowf(&mut s, "Median ITL (ms):", m, |m| m.median_itl_ms);
+            rowf(&mut s, "P99 ITL (ms):", m, |m| m.p99_itl_ms);
             hit_rate_section(&mut s, m);
         }
     }

@@ -1,8 +1,11 @@
 //! `cachesim [run]`: one simulation and its output report (the bench clients' layouts or
-//! `--json`), with the optional per-request, per-step and per-token CSVs and the plot.
+//! `--json`), with the optional per-request, per-step and per-token CSVs and the plot; with
+//! `--seeds N`, N of them under consecutive seeds and the spread of their metrics ([`seeds`]).
+
+mod seeds;
 
 use super::{bar, load, write_csv};
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, RunCommand};
 use anyhow::Context;
 use cachesim::text::thousands;
 use std::io::Write;
@@ -49,6 +52,13 @@ pub fn prepare(
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
     }
+    check_outputs(args)?;
+    let notes = cachesim::config::notes(&opts, &cfg);
+    Ok((opts, cfg, notes))
+}
+
+/// Refuses an output file that would overwrite an input or another output.
+fn check_outputs(args: &RunArgs) -> anyhow::Result<()> {
     let outputs: Vec<(&str, &std::path::Path)> = [
         ("--requests-csv", args.requests_csv.as_deref()),
         ("--timeline-csv", args.timeline_csv.as_deref()),
@@ -59,8 +69,7 @@ pub fn prepare(
     .filter_map(|(f, p)| p.map(|p| (f, p)))
     .collect();
     cachesim::output::check_paths(&run_inputs(args), &outputs)?;
-    let notes = cachesim::config::notes(&opts, &cfg);
-    Ok((opts, cfg, notes))
+    Ok(())
 }
 
 /// What a run keeps beyond its requests: steps for the timeline and the plot (or when asked),
@@ -108,12 +117,17 @@ pub fn stage_files(
 }
 
 /// `cachesim run`: resolves, reads the trace, simulates, writes the output report to `stdout`
-/// and the output files; failures and cut outputs are said on stderr.
+/// and the output files; failures and cut outputs are said on stderr. `--seeds N` above 1 runs
+/// [`seeds::run`].
 pub fn run(
-    args: &RunArgs,
+    cmd: &RunCommand,
     deployment: Option<&cachesim::config::DeploymentEcho>,
     stdout: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    if cmd.seeds > 1 {
+        return seeds::run(&cmd.run, cmd.seeds, deployment, stdout);
+    }
+    let args = &cmd.run;
     let (_, cfg, notes) = prepare(args, deployment)?;
     for note in notes {
         eprintln!("note: {note}");
@@ -129,7 +143,42 @@ pub fn run(
     let out = cachesim::sim::simulate_with_progress(&w, &cfg, keep, &progress)?;
     pb.finish_and_clear();
     let files = stage_files(args, &cfg, &w, &out)?;
-    let load = cachesim::report::LoadEcho {
+    let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
+    let mut stdout = &mut *stdout;
+    if args.json {
+        let doc = cachesim::report::RunReport::new(&out, &w.info, &cfg);
+        serde_json::to_writer_pretty(&mut stdout, &doc)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, out.sent))?;
+        write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
+        if cfg.cluster.is_cluster() {
+            write!(stdout, "{}", cachesim::report::cluster::echo(&cfg.cluster))?;
+        }
+        write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load_echo(&cfg, &w), &out.summary))?;
+        write!(stdout, "{}", sections(args, &cfg, &out))?;
+        if let Some(s) = &saturation {
+            write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
+        }
+    }
+    stdout.flush()?;
+    for line in failure_lines(&out) {
+        eprintln!("{line}");
+    }
+    if out.sent > 0 && out.summary.completed == 0 {
+        // The clients' warning when nothing succeeded (vLLM bench serve, sglang bench_serving).
+        anyhow::bail!("{ALL_FAILED}");
+    }
+    files.commit()?;
+    Ok(())
+}
+
+/// The clients' words when no request succeeded.
+const ALL_FAILED: &str = "All requests failed. This is likely due to a misconfiguration on the benchmark arguments.";
+
+/// What the report's header says about the load.
+fn load_echo(cfg: &cachesim::config::RunConfig, w: &cachesim::workload::Workload) -> cachesim::report::LoadEcho {
+    cachesim::report::LoadEcho {
         backend: match cfg.engine.engine {
             cachesim::engine::EngineKind::Vllm | cachesim::engine::EngineKind::VllmV0 => "vllm".to_string(),
             cachesim::engine::EngineKind::Sglang => "sglang".to_string(),
@@ -142,65 +191,48 @@ pub fn run(
         },
         trace_times: cfg.arrivals.rate.is_none() && w.requests.iter().all(|r| r.arrival_ms.is_some()),
         max_concurrency: cfg.max_concurrency,
-    };
-    let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
-    let cluster = cachesim::report::cluster_report(&out, &cfg);
-    let mut stdout = &mut *stdout;
-    if args.json {
-        let doc = cachesim::report::RunReport::new(&out, &w.info, &cfg);
-        serde_json::to_writer_pretty(&mut stdout, &doc)?;
-        writeln!(stdout)?;
-    } else {
-        write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, out.sent))?;
-        write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
-        if cfg.cluster.is_cluster() {
-            write!(stdout, "{}", cachesim::report::cluster::echo(&cfg.cluster))?;
-        }
-        write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load, &out.summary))?;
-        if let Some((rows, router)) = &cluster {
-            write!(stdout, "{}", cachesim::report::cluster::text(rows, router))?;
-        }
-        if args.ttft_breakdown && !out.sim.pd.is_empty() {
-            write!(stdout, "{}", cachesim::report::cluster::ttft_breakdown(&out.sim.records, &out.sim.pd))?;
-        }
-        if let Some(s) = &saturation {
-            write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
-        }
     }
-    stdout.flush()?;
-    report_failures(&out);
-    if out.sent > 0 && out.summary.completed == 0 {
-        // The clients' warning when nothing succeeded (vLLM bench serve, sglang bench_serving).
-        anyhow::bail!("All requests failed. This is likely due to a misconfiguration on the benchmark arguments.");
-    }
-    files.commit()?;
-    Ok(())
 }
 
-/// Failed requests and cut outputs, on stderr: counts by reason and one engine message each.
-fn report_failures(out: &cachesim::sim::Outcome) {
+/// The sections after the benchmark report: the instance and router table (more than one
+/// instance) and the TTFT breakdown (`--ttft-breakdown` of a disaggregated run).
+fn sections(args: &RunArgs, cfg: &cachesim::config::RunConfig, out: &cachesim::sim::Outcome) -> String {
+    let mut s = String::new();
+    if let Some((rows, router)) = &cachesim::report::cluster_report(out, cfg) {
+        s.push_str(&cachesim::report::cluster::text(rows, router));
+    }
+    if args.ttft_breakdown && !out.sim.pd.is_empty() {
+        s.push_str(&cachesim::report::cluster::ttft_breakdown(&out.sim.records, &out.sim.pd));
+    }
+    s
+}
+
+/// Failed requests and cut outputs, for stderr: counts by reason and one engine message each.
+fn failure_lines(out: &cachesim::sim::Outcome) -> Vec<String> {
+    let mut lines = Vec::new();
     let f = &out.sim.failures;
     if !f.is_empty() {
         let counts: Vec<String> = f.iter().map(|(r, (n, _))| format!("{} {}", thousands(*n), r.label())).collect();
-        eprintln!(
+        lines.push(format!(
             "{} of {} requests failed: {}",
             thousands(out.sim.failed),
             thousands(out.sent as u64),
             counts.join(", ")
-        );
+        ));
         for (r, (_, message)) in f {
-            eprintln!("  {}: {message}", r.label());
+            lines.push(format!("  {}: {message}", r.label()));
         }
     }
     let (cut, tokens) = out.sim.outputs_cut;
     if cut > 0 {
-        eprintln!(
+        lines.push(format!(
             "{} of {} requests had their output cut to fit ({} tokens fewer): the engine shortens max_new_tokens",
             thousands(cut),
             thousands(out.sent as u64),
             thousands(tokens)
-        );
+        ));
     }
+    lines
 }
 
 /// The `cachesim cache` command answering the hit-ratio question of this run without timing.
