@@ -1191,6 +1191,13 @@ pub struct CalibrateArgs {
     /// values (e.g. an H200 kernel profile's per-kernel floor for an H100 serving fit).
     #[arg(long, value_name = "FILE")]
     pub start: Option<PathBuf>,
+    /// With --fit: fit only these factors (comma-separated names, e.g.
+    /// `kernel_floor_s,step_overhead_s,per_seq_overhead_s`), every other one held at the
+    /// --start profile's value (the priors without one) — a piece of the step time fitted where
+    /// it is measured, e.g. an engine's host time and kernel count over one GPU's serving runs
+    /// with the device factors held at a kernel profile's.
+    #[arg(long, value_name = "LIST")]
+    pub factors: Option<String>,
     /// The data folder the cases' data sets are relative to [default: $CACHESIM_DATA].
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,

@@ -708,6 +708,39 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     );
     assert_eq!(p.fit.residuals.len(), 3);
 
+    // `--factors`: only the named factors move, every other one stays at the start's (the
+    // priors here), the kernel floor included though a serving case constrains it; the record
+    // keeps the list, so a refit with the profile's own options fits the same ones.
+    let only = d1.path().join("only.toml");
+    let args = [
+        "calibrate",
+        "--fit",
+        "--cases",
+        "vllm-ttft-*",
+        "--cases-dir",
+        cases.to_str().unwrap(),
+        "--out",
+        only.to_str().unwrap(),
+        "--max-iters",
+        "8",
+        "--factors",
+        "kernel_floor_s,step_overhead_s",
+    ];
+    ok(&args);
+    let q = cachesim::calibration::profile::read(&only).unwrap();
+    assert_eq!(q.fit.fitted, ["step_overhead_s", "kernel_floor_s"]);
+    assert_eq!(q.fit.only, ["kernel_floor_s", "step_overhead_s"]);
+    assert!(q.fit.command.ends_with("--factors kernel_floor_s,step_overhead_s"), "{}", q.fit.command);
+    let prior = cachesim::cost::Efficiency::default();
+    assert_eq!(
+        (q.efficiency.gemm_flops, q.efficiency.mem_bw, q.efficiency.per_seq_overhead_s),
+        (prior.gemm_flops, prior.mem_bw, prior.per_seq_overhead_s)
+    );
+    assert!(q.fit.held.contains(&"mem_bw: held at the start's 0.800 (--factors)".to_string()), "{:?}", q.fit.held);
+    assert_eq!(q.fit.options().only, ["kernel_floor_s", "step_overhead_s"]);
+    let err = fails(&[&args[..12], &["--factors", "gemm,mem_bw"]].concat());
+    assert!(err.contains("--factors gemm,mem_bw: `gemm` is not a factor (factors: gemm_flops,"), "{err}");
+
     // run: the built-in profile by default where one matches, the raw roofline with `none`,
     // a file when given; the echo says which.
     let base = ["run", "--gpu", "a100-80gb", "--engine", "sglang", "--request-rate", "4", "--json"];

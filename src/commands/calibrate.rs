@@ -234,6 +234,15 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
         wide_bounds: args.wide_bounds,
         start,
         hold: Vec::new(),
+        only: Vec::new(),
+    };
+    let o = match &args.factors {
+        Some(list) => {
+            let only = cachesim::calibration::factors::parse_factor_list(list, o.bounds())
+                .map_err(|e| anyhow::anyhow!("--factors {list}: {e}"))?;
+            cachesim::calibration::factors::FitOptions { only, ..o }
+        }
+        None => o,
     };
     // Read before the fit, so that a file at `out` that is not a profile stops it early.
     let notes = kept_notes(out, &args.note)?;
@@ -254,6 +263,9 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
     }
     if let Some(p) = &args.start {
         command += &format!(" --start {}", p.display());
+    }
+    if let Some(f) = &args.factors {
+        command += &format!(" --factors {f}");
     }
     if args.no_loo {
         command += " --no-loo";

@@ -181,6 +181,9 @@ pub struct FitOptions {
     /// their `start` values, not fitted (e.g. a fit of the device factors alone that keeps a
     /// profile's host overheads).
     pub hold: Vec<&'static str>,
+    /// The factors to fit (`calibrate --fit --factors`), every other one held at its `start`
+    /// value whatever the cases constrain; empty: the factors the cases constrain.
+    pub only: Vec<&'static str>,
 }
 
 impl Default for FitOptions {
@@ -192,8 +195,29 @@ impl Default for FitOptions {
             unknown_hardware: false,
             wide_bounds: false,
             hold: Vec::new(),
+            only: Vec::new(),
         }
     }
+}
+
+/// The factor names of `list` (comma-separated) among `bounds`, for `--factors`; an error names
+/// one that is not a factor, with the names that are.
+pub fn parse_factor_list(list: &str, bounds: &[Factor]) -> std::result::Result<Vec<&'static str>, String> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match bounds.iter().find(|f| f.name == name) {
+            Some(f) if !out.contains(&f.name) => out.push(f.name),
+            Some(_) => {}
+            None => {
+                let names: Vec<&str> = bounds.iter().map(|f| f.name).collect();
+                return Err(format!("`{name}` is not a factor (factors: {})", names.join(", ")));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("names no factor".to_string());
+    }
+    Ok(out)
 }
 
 impl FitOptions {

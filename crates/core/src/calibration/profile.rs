@@ -61,6 +61,10 @@ pub struct FitInfo {
     /// the raw roofline's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<Efficiency>,
+    /// The factors fitted by name (`--factors`), the others held at the start's values; absent:
+    /// the factors the cases constrain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
     /// What the fit assumed beyond its cases (e.g. a report whose totals differ from the rebuilt
     /// workload's, accepted by `--accept-totals-mismatch`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -97,6 +101,12 @@ impl FitInfo {
             true if unknown_hardware => super::factors::unknown_hardware_weights(),
             true => super::factors::default_weights(),
         };
+        let bounds = FitOptions { wide_bounds, unknown_hardware, ..FitOptions::default() };
+        let only = self
+            .only
+            .iter()
+            .filter_map(|n| bounds.bounds().iter().find(|f| f.name == n.as_str()).map(|f| f.name))
+            .collect();
         FitOptions {
             weights,
             max_iters,
@@ -104,6 +114,7 @@ impl FitInfo {
             unknown_hardware,
             wide_bounds,
             hold: Vec::new(),
+            only,
         }
     }
 }

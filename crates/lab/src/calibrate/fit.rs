@@ -181,6 +181,7 @@ impl Fit {
             max_iters: Some(o.max_iters),
             unknown_hardware: Some(o.unknown_hardware),
             wide_bounds: o.wide_bounds.then_some(true),
+            only: o.only.iter().map(|s| s.to_string()).collect(),
             residuals: self.residuals.clone(),
             ..Default::default()
         }
@@ -236,6 +237,10 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
             .filter(|f| {
                 let why = match f.name {
                     n if o.hold.contains(&n) => return hold(f, &mut held),
+                    n if !o.only.is_empty() => match o.only.contains(&n) {
+                        true => return true,
+                        false => format!("held at the start's {} (--factors)", value_text(&o.start, n)),
+                    },
                     "comm_bw" if !tp => "no case runs tensor parallel".to_string(),
                     "step_overhead_s" | "per_seq_overhead_s" if !serving => {
                         "only kernel step cases, which time the device alone".to_string()
