@@ -1,4 +1,4 @@
-//! The silicon-sample cases (`calibration/cases/aic-*.toml`) over the data folder's
+//! The silicon-sample cases (`calibration/cases/aic.toml`, one case per GPU system) over the data folder's
 //! AIConfigurator CSV: every row of the file belongs to exactly one case file (by its system)
 //! and is either expanded into a serving case or left out with its reason, in the counts
 //! below; a few hand-checked rows give the run arguments and measurements their CSV fields

@@ -69,9 +69,43 @@ pub struct ModelMap {
     pub name: String,
 }
 
-/// One silicon-sample case file.
+/// One GPU system of a silicon-sample case file (`[[system]]`): a case of its own.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct SystemEntry {
+    case: String,
+    system: String,
+    gpu: String,
+    gpus_per_node: Option<u32>,
+}
+
+/// A silicon-sample case file: the settings and maps its systems share, and the systems.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SiliconFile {
+    kind: String,
+    data: String,
+    #[serde(default = "agg")]
+    mode: String,
+    #[serde(default)]
+    backends: Vec<String>,
+    statistic: Statistic,
+    prompts_per_concurrency: u32,
+    max_prompts: Option<u32>,
+    #[serde(default)]
+    min_prompts: u32,
+    #[serde(default)]
+    seed: u64,
+    engine: Vec<EngineMap>,
+    model: Vec<ModelMap>,
+    #[serde(default)]
+    assumptions: Vec<String>,
+    system: Vec<SystemEntry>,
+}
+
+/// One silicon-sample case: one GPU system of a case file (`[[system]]`) with the file's
+/// shared settings.
+#[derive(Debug, Clone)]
 pub struct SiliconCase {
     /// Always `silicon`.
     pub kind: String,
@@ -84,10 +118,8 @@ pub struct SiliconCase {
     /// The GPU profile of that system (models/gpus.toml).
     pub gpu: String,
     /// The `mode` simulated (`agg`); rows of another mode are listed as not expressible.
-    #[serde(default = "agg")]
     pub mode: String,
     /// The backends simulated (empty: all); rows of another are listed as not expressible.
-    #[serde(default)]
     pub backends: Vec<String>,
     /// What the rows' TTFT and TPOT are compared as (`mean` or `median`).
     pub statistic: Statistic,
@@ -96,19 +128,16 @@ pub struct SiliconCase {
     /// At most this many requests (none: no cap).
     pub max_prompts: Option<u32>,
     /// At least this many requests.
-    #[serde(default)]
     pub min_prompts: u32,
     /// GPUs of one node: an instance over more spans nodes (`--nnodes`); none = one NVLink
     /// domain however many GPUs.
     pub gpus_per_node: Option<u32>,
     /// Seed of the prompts and the client.
-    #[serde(default)]
     pub seed: u64,
     /// Backend and release → bundle; the first entry that takes a row wins.
     pub engine: Vec<EngineMap>,
     /// Model and precision → catalog model.
     pub model: Vec<ModelMap>,
-    #[serde(default)]
     pub assumptions: Vec<String>,
 }
 
@@ -174,7 +203,8 @@ pub fn is_silicon_case(path: &Path) -> bool {
     super::case::kind_of(path).as_deref() == Some(KIND)
 }
 
-/// Every silicon case among the `*.toml` files of `dir`, sorted by file name.
+/// Every silicon case of the `*.toml` files of `dir`, by file name, then in each file's
+/// `[[system]]` order.
 pub fn load_dir(dir: &Path) -> Result<Vec<LoadedSilicon>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|error| Error::Io { path: dir.to_path_buf(), error })?
@@ -182,27 +212,60 @@ pub fn load_dir(dir: &Path) -> Result<Vec<LoadedSilicon>> {
         .filter(|p| p.extension().is_some_and(|e| e == "toml") && is_silicon_case(p))
         .collect();
     files.sort();
-    files.iter().map(|f| load(f)).collect()
+    let mut out = Vec::new();
+    for f in &files {
+        out.extend(load(f)?);
+    }
+    Ok(out)
 }
 
-/// Reads one silicon case file.
-pub fn load(file: &Path) -> Result<LoadedSilicon> {
+/// Reads one silicon case file: a case per `[[system]]`, each with the file's shared settings
+/// and maps.
+pub fn load(file: &Path) -> Result<Vec<LoadedSilicon>> {
     let text = std::fs::read_to_string(file).map_err(|error| Error::Io { path: file.to_path_buf(), error })?;
     let fail = |message: String| Error::Report { path: file.to_path_buf(), message };
-    let case: SiliconCase = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
-    if case.kind != KIND {
-        return Err(fail(format!("kind `{}`: a silicon case has kind = \"{KIND}\"", case.kind)));
+    let f: SiliconFile = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    if f.kind != KIND {
+        return Err(fail(format!("kind `{}`: a silicon case has kind = \"{KIND}\"", f.kind)));
     }
-    if case.prompts_per_concurrency == 0 {
+    if f.prompts_per_concurrency == 0 {
         return Err(fail("prompts_per_concurrency: at least 1".into()));
     }
-    if case.max_prompts.is_some_and(|m| m == 0 || m < case.min_prompts) {
+    if f.max_prompts.is_some_and(|m| m == 0 || m < f.min_prompts) {
         return Err(fail("max_prompts: at least 1 and at least min_prompts".into()));
     }
-    if case.gpus_per_node == Some(0) {
-        return Err(fail("gpus_per_node: at least 1".into()));
+    if f.system.is_empty() {
+        return Err(fail("system: at least one [[system]] table".into()));
     }
-    Ok(LoadedSilicon { file: file.to_path_buf(), case })
+    let mut out: Vec<LoadedSilicon> = Vec::new();
+    for s in f.system {
+        if s.gpus_per_node == Some(0) {
+            return Err(fail(format!("system {}: gpus_per_node: at least 1", s.case)));
+        }
+        if out.iter().any(|o| o.case.case == s.case) {
+            return Err(fail(format!("system {}: named twice", s.case)));
+        }
+        let case = SiliconCase {
+            kind: f.kind.clone(),
+            case: s.case,
+            data: f.data.clone(),
+            system: s.system,
+            gpu: s.gpu,
+            mode: f.mode.clone(),
+            backends: f.backends.clone(),
+            statistic: f.statistic,
+            prompts_per_concurrency: f.prompts_per_concurrency,
+            max_prompts: f.max_prompts,
+            min_prompts: f.min_prompts,
+            gpus_per_node: s.gpus_per_node,
+            seed: f.seed,
+            engine: f.engine.clone(),
+            model: f.model.clone(),
+            assumptions: f.assumptions.clone(),
+        };
+        out.push(LoadedSilicon { file: file.to_path_buf(), case });
+    }
+    Ok(out)
 }
 
 /// A CSV error in words: the line and the field's column name where the reader knows them.
@@ -468,8 +531,9 @@ mod tests {
         let f = dir.join("aic-x.toml");
         std::fs::write(
             &f,
-            "kind = \"silicon\"\ncase = \"aic-x\"\ndata = \"s.csv\"\nsystem = \"h100_sxm\"\ngpu = \"h100-sxm\"\n\
-             statistic = \"median\"\nprompts_per_concurrency = 20\nmax_prompts = 1000\ngpus_per_node = 8\n\
+            "kind = \"silicon\"\ndata = \"s.csv\"\n\
+             statistic = \"median\"\nprompts_per_concurrency = 20\nmax_prompts = 1000\n\
+             [[system]]\ncase = \"aic-x\"\nsystem = \"h100_sxm\"\ngpu = \"h100-sxm\"\ngpus_per_node = 8\n\
              [[engine]]\nbackend = \"sglang\"\nversions = [\"0.5.1\"]\nbundle = \"sglang@0.5.1\"\n\
              [[engine]]\nbackend = \"sglang\"\nbundle = \"sglang@0.5\"\n\
              [[model]]\nhf = \"Qwen/Qwen3-32B\"\nprecision = [\"\", \"bf16\"]\nname = \"qwen3-32b\"\n\
@@ -484,7 +548,7 @@ mod tests {
     #[test]
     fn rows_expand_into_cases_or_reasons() {
         let dir = tempfile::tempdir().unwrap();
-        let s = load(&case_file(dir.path())).unwrap();
+        let s = load(&case_file(dir.path())).unwrap().remove(0);
         let src = "db; silicon_concurrency=64; measured=x";
         let text = format!(
             "{HEAD}a,{src},sglang,0.5.1.post1,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,64,2,1,,0,0,,50.5,9.25\n\
@@ -539,8 +603,10 @@ mod tests {
         assert!(load(&f).unwrap_err().to_string().contains("prompts_per_concurrency"));
         std::fs::write(&f, body.replace("statistic = \"median\"", "statistic = \"p99\"")).unwrap();
         assert!(load(&f).unwrap_err().to_string().contains("aic-x.toml"));
+        std::fs::write(&f, body.replace("gpus_per_node = 8", "gpus_per_node = 0")).unwrap();
+        assert!(load(&f).unwrap_err().to_string().contains("system aic-x: gpus_per_node"));
         std::fs::write(&f, &body).unwrap();
-        let e = load(&f).unwrap().csv_path(Some(dir.path())).unwrap_err().to_string();
+        let e = load(&f).unwrap()[0].csv_path(Some(dir.path())).unwrap_err().to_string();
         assert!(e.contains("s.csv, which is absent"), "{e}");
     }
 }
