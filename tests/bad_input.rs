@@ -69,6 +69,76 @@ const CASES: &[Case] = &[
     Case { what: "a plot that is neither SVG nor PNG", args: &["--plot", "out.txt"], cut: None },
     Case { what: "a block size of 0", args: &["cache", "--block", "0"], cut: None },
     Case { what: "a negative capacity", args: &["cache", "--capacity-tokens", "-5"], cut: None },
+    // Nothing impossible is simulated (issue 28 §2).
+    Case { what: "more GPUs than one node holds", args: &["--tp", "16"], cut: None },
+    Case {
+        what: "more GPUs than an NVL72 rack holds",
+        args: &["--gpu", "gb200", "--model", "llama-3.1-70b", "--tp", "64", "--pp", "2"],
+        cut: None,
+    },
+    Case {
+        what: "KV heads that neither split nor replicate",
+        args: &["--model", "qwen2.5-7b", "--tp", "7"],
+        cut: None,
+    },
+    Case { what: "a KV budget larger than the GPU", args: &["--kv-cache-memory-bytes", "100000000000000"], cut: None },
+    Case { what: "more KV blocks than the GPU holds", args: &["--num-gpu-blocks-override", "100000000"], cut: None },
+    Case {
+        what: "an SGLang pool above the profiled one (capped, with SGLang's warning)",
+        args: &["--engine", "sglang", "--max-total-tokens", "100000000", "--num-prompts", "2"],
+        cut: None,
+    },
+    Case {
+        what: "a LightLLM pool larger than the GPU",
+        args: &["--engine", "lightllm", "--max-total-tokens", "100000000"],
+        cut: None,
+    },
+    Case {
+        what: "no running requests allowed (SGLang)",
+        args: &["--engine", "sglang", "--max-running-requests", "0"],
+        cut: None,
+    },
+    Case { what: "a block size vLLM does not take", args: &["--block-size", "24"], cut: None },
+    Case { what: "a GPU file with a NaN bandwidth", args: &["--gpu-file", "nan-bw.toml"], cut: None },
+    Case { what: "a model file with head_dim 0", args: &["--model-file", "head-dim-0.toml"], cut: None },
+    Case { what: "a model file with 0 layers", args: &["--model-file", "layers-0.toml"], cut: None },
+    Case { what: "a model file with more KV heads than heads", args: &["--model-file", "kv-heads.toml"], cut: None },
+    Case {
+        what: "a model file with a negative parameter count",
+        args: &["--model-file", "params-neg.toml"],
+        cut: None,
+    },
+    Case { what: "a model file with max_context 0", args: &["--model-file", "context-0.toml"], cut: None },
+    Case { what: "a GPU file with 0 memory", args: &["--gpu-file", "memory-0.toml"], cut: None },
+    Case {
+        what: "a network file with 0 NICs",
+        args: &["--network-file", "nics-0.toml", "--tp", "16", "--nnodes", "2"],
+        cut: None,
+    },
+    Case {
+        what: "more prompts than the trace holds (all sent once, said)",
+        args: &["--trace", "t.jsonl", "--num-prompts", "100000"],
+        cut: None,
+    },
+    // Calibration and validation accept only meaningful inputs (issue 28 §5).
+    Case { what: "a report with 0 successful requests", args: &["calibrate", "--report", "zero.json"], cut: None },
+    Case { what: "a report with a negative throughput", args: &["calibrate", "--report", "neg.json"], cut: None },
+    Case { what: "a report with a negative rate", args: &["calibrate", "--report", "neg-rate.json"], cut: None },
+    Case { what: "a report with a UTF-8 BOM (read)", args: &["calibrate", "--report", "bom.json"], cut: None },
+    Case { what: "a JSON array of results", args: &["calibrate", "--report", "array.json"], cut: None },
+    Case {
+        what: "all-zero weights",
+        args: &["calibrate", "--fit", "--cases", "P001", "--out", "p.toml", "--weights", "output_throughput=0"],
+        cut: None,
+    },
+    Case {
+        what: "a start file that is not a profile",
+        args: &["calibrate", "--fit", "--cases", "P001", "--out", "p.toml", "--start", "t.jsonl"],
+        cut: None,
+    },
+    Case { what: "a gate of NaN", args: &["validate", "--max-held-out-error", "nan"], cut: None },
+    Case { what: "a gate of inf", args: &["validate", "--max-held-out-error", "inf"], cut: None },
+    Case { what: "a data folder that does not exist", args: &["validate", "--data", "/nonexistent"], cut: None },
 ];
 
 /// A scratch folder with the input files the cases name (paths in messages stay relative).
@@ -89,6 +159,40 @@ fn scratch(name: &str) -> PathBuf {
         b"{\"prompt\": \"a\", \"output_len\": 2, \"timestamp_ms\": 0}\n{\"prompt\": \"b\", \"output_len\": 2, \"timestamp_ms\": 1e13}\n",
     );
     std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/gsp.jsonl"), dir.join("t.jsonl")).unwrap();
+    let gpu = |bw: &str, mem: &str| {
+        format!("[[gpu]]\nname = \"mine\"\nmemory_gb = {mem}\nmem_bw_gbps = {bw}\nbf16_tflops = 200\npcie_gbps = 64\n")
+    };
+    w("nan-bw.toml", gpu("nan", "48").as_bytes());
+    w("memory-0.toml", gpu("1000", "0").as_bytes());
+    let model = |key: &str, v: &str| {
+        let mut t = String::from("[[model]]\nname = \"mine\"\n");
+        for (k, d) in [
+            ("hidden", "4096"),
+            ("layers", "32"),
+            ("heads", "32"),
+            ("kv_heads", "8"),
+            ("head_dim", "128"),
+            ("intermediate", "14336"),
+            ("vocab", "128256"),
+            ("params_b", "8.03"),
+            ("max_context", "131072"),
+        ] {
+            t.push_str(&format!("{k} = {}\n", if k == key { v } else { d }));
+        }
+        t
+    };
+    w("head-dim-0.toml", model("head_dim", "0").as_bytes());
+    w("layers-0.toml", model("layers", "0").as_bytes());
+    w("kv-heads.toml", model("kv_heads", "64").as_bytes());
+    w("params-neg.toml", model("params_b", "-8").as_bytes());
+    w("context-0.toml", model("max_context", "0").as_bytes());
+    w("nics-0.toml", b"[[network]]\nname = \"mine\"\nnics = 0\ngbps = 400\nlatency_us = 5\n");
+    let result = r#""backend": "vllm", "request_rate": 4.0, "duration": 2.5, "failed": 0, "median_ttft_ms": 30.5"#;
+    w("zero.json", format!("{{{result}, \"completed\": 0, \"output_throughput\": 10}}\n").as_bytes());
+    w("neg.json", format!("{{{result}, \"completed\": 5, \"output_throughput\": -10}}\n").as_bytes());
+    w("neg-rate.json", b"{\"request_rate\": -2, \"completed\": 5, \"output_throughput\": 10}\n");
+    w("bom.json", format!("\u{feff}{{{result}, \"completed\": 5, \"output_throughput\": 10}}\n").as_bytes());
+    w("array.json", format!("[{{{result}, \"completed\": 5}}]\n").as_bytes());
     dir
 }
 

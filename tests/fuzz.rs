@@ -459,6 +459,109 @@ fn settings() -> impl Strategy<Value = RunOptions> {
     )
 }
 
+/// A catalog number as a file may state it: the edges of TOML's integers and floats and the
+/// plausible middle.
+fn catalog_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("0".to_string()),
+        Just("-1".to_string()),
+        Just("nan".to_string()),
+        Just("inf".to_string()),
+        Just("-inf".to_string()),
+        Just("1e300".to_string()),
+        Just("9223372036854775807".to_string()),
+        Just("4294967296".to_string()),
+        (1u64..100_000).prop_map(|v| v.to_string()),
+    ]
+}
+
+/// GPU, model and network files with one number each drawn at its edges.
+fn catalog_files() -> impl Strategy<Value = (usize, String, usize, String, usize, String)> {
+    (0usize..9, catalog_value(), 0usize..5, catalog_value(), 0usize..3, catalog_value())
+}
+
+proptest! {
+    #![proptest_config(config(cases()))]
+
+    /// Catalog files (`--gpu-file`, `--model-file`, `--network-file`) with a number at its edge
+    /// never panic (issue 28: `head_dim = 0` once divided by zero in `config::resolve`); what
+    /// resolves is simulated.
+    #[test]
+    fn catalog_numbers_never_panic((m, mv, g, gv, n, nv) in catalog_files()) {
+        catalog_case(&[(m, mv)], &[(g, gv)], &[(n, nv)]);
+    }
+}
+
+/// Writes the catalog files with the keys at the given indices set, resolves a two-node run on
+/// them and simulates what resolves.
+fn catalog_case(model: &[(usize, String)], gpu: &[(usize, String)], net: &[(usize, String)]) {
+    let table = |head: &str, keys: &[(&str, &str)], set: &[(usize, String)]| {
+        let mut t = format!("[[{head}]]\nname = \"fuzz\"\n");
+        for (i, (k, d)) in keys.iter().enumerate() {
+            let v = set.iter().find(|(j, _)| *j == i).map_or(*d, |(_, v)| v.as_str());
+            t.push_str(&format!("{k} = {v}\n"));
+        }
+        t
+    };
+    let model_keys = [
+        ("hidden", "4096"),
+        ("layers", "32"),
+        ("heads", "32"),
+        ("kv_heads", "8"),
+        ("head_dim", "128"),
+        ("intermediate", "14336"),
+        ("vocab", "128256"),
+        ("params_b", "8.03"),
+        ("max_context", "131072"),
+    ];
+    let gpu_keys = [
+        ("memory_gb", "80.0"),
+        ("mem_bw_gbps", "3350.0"),
+        ("bf16_tflops", "989.0"),
+        ("pcie_gbps", "128.0"),
+        ("nvlink_gbps", "900.0"),
+    ];
+    let net_keys = [("nics", "8"), ("gbps", "400.0"), ("latency_us", "5.0")];
+    let dir = std::env::temp_dir().join(format!("cachesim-fuzz-catalog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mf, gf, nf) = (dir.join("model.toml"), dir.join("gpu.toml"), dir.join("net.toml"));
+    std::fs::write(&mf, table("model", &model_keys, model)).unwrap();
+    std::fs::write(&gf, table("gpu", &gpu_keys, gpu)).unwrap();
+    std::fs::write(&nf, table("network", &net_keys, net)).unwrap();
+    let o = RunOptions {
+        model_file: Some(mf),
+        gpu_file: Some(gf),
+        tp: 2,
+        layout: cachesim::layout::LayoutOptions { nnodes: 2, network_file: Some(nf), ..Default::default() },
+        max_model_len: Some(4096),
+        ..RunOptions::default()
+    };
+    if let Ok(cfg) = resolve(&o) {
+        if let Ok(out) = cachesim::sim::simulate(&small_workload(), &cfg, cachesim::sim::Keep::default()) {
+            conserved(&out);
+        }
+    }
+}
+
+/// The catalog inputs that once panicked or ran impossibly (issue 28 §2), replayed.
+#[test]
+fn catalog_corpus_never_panics() {
+    let v = |s: &str| s.to_string();
+    for (m, g, n) in [
+        (vec![(4, v("0"))], vec![], vec![]),   // head_dim = 0: a division by zero
+        (vec![(2, v("0"))], vec![], vec![]),   // 0 heads: 0 KV bytes
+        (vec![(7, v("-8"))], vec![], vec![]),  // a negative parameter count: free weights
+        (vec![(1, v("0"))], vec![], vec![]),   // 0 layers
+        (vec![(8, v("0"))], vec![], vec![]),   // max_context = 0
+        (vec![], vec![(1, v("nan"))], vec![]), // a NaN bandwidth
+        (vec![], vec![(0, v("0"))], vec![]),   // 0 memory
+        (vec![], vec![], vec![(0, v("0"))]),   // 0 NICs
+        (vec![(3, v("64"))], vec![], vec![]),  // more KV heads than heads
+    ] {
+        catalog_case(&m, &g, &n);
+    }
+}
+
 /// Flag values as typed on the command line, through the binary (clap parsing included).
 #[test]
 fn numeric_flags_through_the_binary_never_panic() {

@@ -23,6 +23,14 @@ pub fn calibrate(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result
     if args.accept_totals_mismatch && (args.fit || args.out.is_none()) {
         anyhow::bail!("--accept-totals-mismatch goes with --report FILE -o PROFILE (a fit to one report)");
     }
+    // What the fit is given is checked before any case or report is read.
+    if let Some(w) = &args.weights {
+        parse_weights(w)?;
+    }
+    if let Some(p) = &args.start {
+        start_profile(p)?;
+    }
+    check_data_dir(&args.data)?;
     if args.fit {
         return fit_profile(args, stdout);
     }
@@ -39,6 +47,29 @@ pub fn calibrate(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result
         write!(out, "{}", cachesim::calibrate::report::text(&r, args.verbose))?;
     }
     Ok(())
+}
+
+/// The `--start` profile's factors; a file that is not a calibration profile is refused by name.
+fn start_profile(p: &Path) -> anyhow::Result<cachesim::cost::Efficiency> {
+    if p.is_file() && !profile::is_profile_file(p) {
+        anyhow::bail!(
+            "--start {}: not a calibration profile (no [efficiency] table; `cachesim calibrate --fit --out` writes one)",
+            p.display()
+        );
+    }
+    Ok(profile::read(p).with_context(|| format!("--start {}", p.display()))?.efficiency)
+}
+
+/// A `--data` folder given on the command line must be a folder: a missing one would leave every
+/// case "not run" and the table empty.
+fn check_data_dir(flag: &Option<PathBuf>) -> anyhow::Result<()> {
+    match flag {
+        Some(d) if !d.is_dir() => {
+            let why = if d.exists() { "not a folder" } else { "no such folder" };
+            anyhow::bail!("--data {}: {why}", d.display())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The data folder: the flag, else `$CACHESIM_DATA`.
@@ -224,7 +255,7 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
         None => cachesim::calibration::factors::default_weights(),
     };
     let start = match &args.start {
-        Some(p) => profile::read(p)?.efficiency,
+        Some(p) => start_profile(p)?,
         None => cachesim::cost::Efficiency::default(),
     };
     let o = cachesim::calibration::factors::FitOptions {
@@ -428,6 +459,12 @@ fn case_profile(c: &case::LoadedCase, t: &fit::Target) -> anyhow::Result<Option<
 /// `cachesim validate [--cases GLOB,…] [--cases-dir DIR] [--data DIR] [--leave-one-out |
 /// --leave-group-out gpu|source] [--json] [--csv FILE] [--plot F.svg] [--max-held-out-error PCT]`.
 pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
+    if let Some(g) = args.max_held_out_error.filter(|g| !(g.is_finite() && *g >= 0.0)) {
+        anyhow::bail!(
+            "--max-held-out-error: {g} must be a finite percentage, 0 or more (a gate of {g} can never fail)"
+        );
+    }
+    check_data_dir(&args.data)?;
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
     }

@@ -8,9 +8,11 @@ use cachesim::calibration::profile;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// `metric=weight,…`.
+/// `metric=weight,…`: each weight finite and 0 or more, one at least above 0 (an objective
+/// of zeros fits nothing).
 pub fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
-    s.split(',')
+    let weights: BTreeMap<String, f64> = s
+        .split(',')
         .map(|kv| {
             let (k, v) = kv.split_once('=').with_context(|| format!("--weights: `{kv}` is not metric=weight"))?;
             let w: f64 = v.trim().parse().with_context(|| format!("--weights: `{v}` is not a number"))?;
@@ -19,9 +21,18 @@ pub fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
                 let all = [case::METRICS, case::STEP_METRICS].concat().join(", ");
                 anyhow::bail!("--weights: unknown metric `{k}` (one of {all})");
             }
+            if !(w.is_finite() && w >= 0.0) {
+                anyhow::bail!("--weights: `{kv}`: a weight must be a finite number, 0 or more");
+            }
             Ok((k.to_string(), w))
         })
-        .collect()
+        .collect::<anyhow::Result<_>>()?;
+    if weights.values().all(|&w| w == 0.0) {
+        anyhow::bail!(
+            "--weights: every weight is 0, so the fit would have no objective: give one metric a weight above 0"
+        );
+    }
+    Ok(weights)
 }
 
 /// A fitted profile's factors, one a line, then the held ones with why, and a warning when fewer

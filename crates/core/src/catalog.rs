@@ -3,7 +3,7 @@
 //! weight bytes, and the KV capacity SGLang and LightLLM compute from memory settings (vLLM's
 //! budget is [`crate::vllm_memory`]).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, RecordError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -44,7 +44,15 @@ pub struct Gpu {
     /// ([`crate::calibration::prior::device_prior`]).
     #[serde(default)]
     pub arch: Option<Arch>,
+    /// GPUs of one NVLink domain (one "node" to the parallel layout), where not 8: an HGX or DGX
+    /// board holds 8 (H100, H200, H20, B200, B300), a GB200/GB300 NVL72 rack 72. A layout of
+    /// more GPUs than `--nnodes` such domains hold is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_node: Option<u64>,
 }
+
+/// GPUs per node unless the catalog says otherwise: an HGX/DGX board's 8.
+pub const DEFAULT_GPUS_PER_NODE: u64 = 8;
 
 /// A GPU's architecture family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +90,10 @@ impl Gpu {
     /// Device memory as CUDA reports it, bytes (the datasheet size where not known).
     pub fn cuda_total_bytes(&self) -> u64 {
         (self.cuda_total_gib.unwrap_or(self.memory_gb) * (1u64 << 30) as f64).round() as u64
+    }
+    /// GPUs of one node (NVLink domain): the catalog's `gpus_per_node`, else 8.
+    pub fn gpus_per_node(&self) -> u64 {
+        self.gpus_per_node.unwrap_or(DEFAULT_GPUS_PER_NODE)
     }
     /// One-direction bandwidth between GPUs of one node, bytes/s.
     pub fn link_bytes_per_s(&self) -> f64 {
@@ -355,41 +367,87 @@ pub fn builtin_models() -> Vec<Model> {
     parse::<ModelFile>(MODELS, "models/models.toml").expect("built-in model profiles parse").model
 }
 
-fn pick<T: Clone>(items: Vec<T>, name: &str, key: impl Fn(&T) -> &str, flag: &str) -> Result<T> {
-    let names: Vec<String> = items.iter().map(|x| key(x).to_string()).collect();
-    items
-        .into_iter()
-        .find(|x| key(x).eq_ignore_ascii_case(name))
-        .ok_or_else(|| Error::invalid(flag, format!("unknown name `{name}`; known: {}", names.join(", "))))
+/// A catalog entry's table and its range checks.
+trait Checked: Clone {
+    const TABLE: &'static str;
+    fn name(&self) -> &str;
+    fn check_in(&self, e: &Entry) -> Result<()>;
 }
 
-/// The first entry of a user's profile file, through `list` (which picks the table).
-fn first_in_file<F: serde::de::DeserializeOwned, T>(
+impl Checked for Gpu {
+    const TABLE: &'static str = "gpu";
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn check_in(&self, e: &Entry) -> Result<()> {
+        self.check(e)
+    }
+}
+
+impl Checked for Model {
+    const TABLE: &'static str = "model";
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn check_in(&self, e: &Entry) -> Result<()> {
+        self.check(e)
+    }
+}
+
+impl Checked for Network {
+    const TABLE: &'static str = "network";
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn check_in(&self, e: &Entry) -> Result<()> {
+        self.check(e)
+    }
+}
+
+/// Checks entry `index` of a file's `items`.
+fn checked<T: Checked>(item: T, index: usize, path: &str, text: &str) -> Result<T> {
+    item.check_in(&Entry { path, text, table: T::TABLE, index, name: item.name() })?;
+    Ok(item)
+}
+
+/// The built-in entry named `name` (any case), checked as a user's file is.
+fn pick<T: Checked>(items: Vec<T>, name: &str, flag: &str, (path, text): (&str, &str)) -> Result<T> {
+    let names: Vec<String> = items.iter().map(|x| x.name().to_string()).collect();
+    let index = items
+        .iter()
+        .position(|x| x.name().eq_ignore_ascii_case(name))
+        .ok_or_else(|| Error::invalid(flag, format!("unknown name `{name}`; known: {}", names.join(", "))))?;
+    checked(items[index].clone(), index, path, text)
+}
+
+/// The first entry of a user's profile file, through `list` (which picks the table), checked.
+fn first_in_file<F: serde::de::DeserializeOwned, T: Checked>(
     p: &Path,
     flag: &str,
-    table: &str,
     list: impl FnOnce(F) -> Vec<T>,
 ) -> Result<T> {
     let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.to_path_buf(), error: source })?;
-    list(parse::<F>(&text, &p.display().to_string())?)
+    let path = p.display().to_string();
+    let first = list(parse::<F>(&text, &path)?)
         .into_iter()
         .next()
-        .ok_or_else(|| Error::invalid(flag, format!("{}: no [[{table}]] table", p.display())))
+        .ok_or_else(|| Error::invalid(flag, format!("{}: no [[{}]] table", p.display(), T::TABLE)))?;
+    checked(first, 0, &path, &text)
 }
 
 /// A GPU by name, or the first entry of a TOML file with `[[gpu]]` tables.
 pub fn gpu(name: &str, file: Option<&Path>) -> Result<Gpu> {
     match file {
-        Some(p) => first_in_file(p, "--gpu-file", "gpu", |f: GpuFile| f.gpu),
-        None => pick(builtin_gpus(), name, |g| &g.name, "--gpu"),
+        Some(p) => first_in_file(p, "--gpu-file", |f: GpuFile| f.gpu),
+        None => pick(builtin_gpus(), name, "--gpu", ("models/gpus.toml", GPUS)),
     }
 }
 
 /// A model by name, or the first entry of a TOML file with `[[model]]` tables.
 pub fn model(name: &str, file: Option<&Path>) -> Result<Model> {
     match file {
-        Some(p) => first_in_file(p, "--model-file", "model", |f: ModelFile| f.model),
-        None => pick(builtin_models(), name, |m| &m.name, "--model"),
+        Some(p) => first_in_file(p, "--model-file", |f: ModelFile| f.model),
+        None => pick(builtin_models(), name, "--model", ("models/models.toml", MODELS)),
     }
 }
 
@@ -401,8 +459,187 @@ pub fn builtin_networks() -> Vec<Network> {
 /// A network by name, or the first entry of a TOML file with `[[network]]` tables.
 pub fn network(name: &str, file: Option<&Path>) -> Result<Network> {
     match file {
-        Some(p) => first_in_file(p, "--network-file", "network", |f: NetworkFile| f.network),
-        None => pick(builtin_networks(), name, |n| &n.name, "--network"),
+        Some(p) => first_in_file(p, "--network-file", |f: NetworkFile| f.network),
+        None => pick(builtin_networks(), name, "--network", ("models/networks.toml", NETWORKS)),
+    }
+}
+
+/// Checks every built-in GPU, model and network as a user's file is checked.
+pub fn check_builtin() -> Result<()> {
+    for (i, g) in builtin_gpus().into_iter().enumerate() {
+        checked(g, i, "models/gpus.toml", GPUS)?;
+    }
+    for (i, m) in builtin_models().into_iter().enumerate() {
+        checked(m, i, "models/models.toml", MODELS)?;
+    }
+    for (i, n) in builtin_networks().into_iter().enumerate() {
+        checked(n, i, "models/networks.toml", NETWORKS)?;
+    }
+    Ok(())
+}
+
+/// Where a catalog entry sits in its file, for errors that name the file, line and key.
+struct Entry<'a> {
+    path: &'a str,
+    text: &'a str,
+    /// `gpu`, `model` or `network`.
+    table: &'a str,
+    /// Which `[[table]]` of the file (0-based).
+    index: usize,
+    name: &'a str,
+}
+
+impl Entry<'_> {
+    /// The 1-based line of `key` in this entry's table, else of the table's header (a key left
+    /// to its default), else 1.
+    fn line(&self, key: &str) -> u64 {
+        let header = format!("[[{}]]", self.table);
+        let mut seen = 0;
+        let mut start = None;
+        for (i, line) in self.text.lines().enumerate() {
+            let t = line.trim();
+            if t.starts_with("[[") || (t.starts_with('[') && start.is_some()) {
+                if start.is_some() {
+                    break;
+                }
+                if t == header {
+                    if seen == self.index {
+                        start = Some(i as u64 + 1);
+                    }
+                    seen += 1;
+                }
+                continue;
+            }
+            if start.is_some() {
+                let rest = t.strip_prefix(key).map(str::trim_start);
+                if rest.is_some_and(|r| r.starts_with('=')) {
+                    return i as u64 + 1;
+                }
+            }
+        }
+        start.unwrap_or(1)
+    }
+
+    fn fail(&self, key: &str, message: String) -> Error {
+        Error::Record {
+            path: std::path::PathBuf::from(self.path),
+            error: RecordError {
+                location: Location::Line(self.line(key)),
+                field: key.to_string(),
+                message: format!("[[{}]] `{}`: {message}", self.table, self.name),
+            },
+        }
+    }
+
+    /// A real quantity: finite, above 0 (or at 0 where `zero` allows it), at most `max`.
+    fn real(&self, key: &str, v: f64, zero: bool, max: f64, unit: &str) -> Result<()> {
+        let low_ok = if zero { v >= 0.0 } else { v > 0.0 };
+        if v.is_finite() && low_ok && v <= max {
+            return Ok(());
+        }
+        let low = if zero { "0 or more" } else { "above 0" };
+        Err(self.fail(
+            key,
+            format!("{v} is not a physical value: it must be a finite number of {unit}, {low} and at most {max}"),
+        ))
+    }
+
+    fn real_opt(&self, key: &str, v: Option<f64>, zero: bool, max: f64, unit: &str) -> Result<()> {
+        v.map_or(Ok(()), |v| self.real(key, v, zero, max, unit))
+    }
+
+    /// A count in `lo..=hi`.
+    fn count(&self, key: &str, v: u64, lo: u64, hi: u64, what: &str) -> Result<()> {
+        if (lo..=hi).contains(&v) {
+            return Ok(());
+        }
+        Err(self.fail(key, format!("{v} is not a physical value: it must be between {lo} and {hi} ({what})")))
+    }
+
+    fn count_opt(&self, key: &str, v: Option<u64>, lo: u64, hi: u64, what: &str) -> Result<()> {
+        v.map_or(Ok(()), |v| self.count(key, v, lo, hi, what))
+    }
+}
+
+/// The largest figures a catalog entry may state: far above any device or model built, low
+/// enough that no product of them overflows.
+const MAX_TFLOPS: f64 = 1e5;
+const MAX_GBPS: f64 = 1e5;
+const MAX_WIDTH: u64 = 1 << 22;
+const MAX_COUNT: u64 = 1 << 16;
+
+impl Gpu {
+    /// Every figure finite and in a physical range (errors name the file, line and key).
+    fn check(&self, e: &Entry) -> Result<()> {
+        e.real("memory_gb", self.memory_gb, false, 1e4, "GiB")?;
+        e.real("mem_bw_gbps", self.mem_bw_gbps, false, MAX_GBPS, "GB/s")?;
+        e.real("bf16_tflops", self.bf16_tflops, false, MAX_TFLOPS, "TFLOPS")?;
+        e.real_opt("fp8_tflops", self.fp8_tflops, false, MAX_TFLOPS, "TFLOPS")?;
+        e.real_opt("fp4_tflops", self.fp4_tflops, false, MAX_TFLOPS, "TFLOPS")?;
+        e.real_opt("nvlink_gbps", self.nvlink_gbps, false, MAX_GBPS, "GB/s")?;
+        e.real("pcie_gbps", self.pcie_gbps, false, MAX_GBPS, "GB/s")?;
+        e.real_opt("cuda_total_gib", self.cuda_total_gib, false, self.memory_gb, "GiB (no more than memory_gb)")?;
+        e.count_opt("sm_count", self.sm_count.map(u64::from), 1, MAX_COUNT, "streaming multiprocessors")?;
+        e.count_opt("gpus_per_node", self.gpus_per_node, 1, 1024, "GPUs of one NVLink domain")
+    }
+}
+
+impl Model {
+    /// Every figure finite and in a physical range, the KV heads no more than the heads, the
+    /// parameter count no less than the embedding and experts the shape gives (errors name the
+    /// file, line and key).
+    fn check(&self, e: &Entry) -> Result<()> {
+        e.count("hidden", self.hidden, 1, MAX_WIDTH, "the hidden width")?;
+        e.count("layers", self.layers, 1, MAX_COUNT, "decoder layers")?;
+        e.count("heads", self.heads, 1, MAX_COUNT, "attention heads")?;
+        e.count("kv_heads", self.kv_heads, 1, self.heads, "KV heads, at most `heads`")?;
+        e.count("head_dim", self.head_dim, 1, MAX_COUNT, "the width of one head")?;
+        e.count("intermediate", self.intermediate, 1, MAX_WIDTH, "the FFN width")?;
+        e.count("vocab", self.vocab, 1, 1 << 24, "tokens in the vocabulary")?;
+        e.real("params_b", self.params_b, false, 1e5, "billions of parameters")?;
+        e.real_opt("active_params_b", self.active_params_b, false, self.params_b, "billions, at most params_b")?;
+        e.count_opt("experts", self.experts, 1, MAX_COUNT, "routed experts")?;
+        e.count_opt(
+            "experts_per_token",
+            self.experts_per_token,
+            1,
+            self.experts.unwrap_or(MAX_COUNT),
+            "at most `experts`",
+        )?;
+        e.count_opt("shared_experts", self.shared_experts, 0, 1024, "shared experts")?;
+        e.count_opt("moe_intermediate", self.moe_intermediate, 1, MAX_WIDTH, "the width of one expert")?;
+        e.count_opt("first_dense_layers", self.first_dense_layers, 0, self.layers, "at most `layers`")?;
+        e.count_opt("kv_layers", self.kv_layers, 1, self.layers, "at most `layers`")?;
+        e.count_opt("q_lora_rank", self.q_lora_rank, 1, MAX_WIDTH, "the query low-rank width")?;
+        e.count_opt("kv_lora_rank", self.kv_lora_rank, 1, MAX_WIDTH, "the latent KV width")?;
+        e.count_opt("qk_rope_head_dim", self.qk_rope_head_dim, 0, MAX_COUNT, "the rotary part of a head")?;
+        e.count_opt("qk_nope_head_dim", self.qk_nope_head_dim, 0, MAX_COUNT, "the non-rotary part of a head")?;
+        e.count_opt("v_head_dim", self.v_head_dim, 1, MAX_COUNT, "the width of a value head")?;
+        e.count_opt("mtp_layers", self.mtp_layers, 0, 1024, "MTP modules")?;
+        e.count_opt("cross_attn_layers", self.cross_attn_layers, 0, self.layers - 1, "fewer than `layers`")?;
+        e.real_opt("vision_params_b", self.vision_params_b, true, self.params_b, "billions, at most params_b")?;
+        e.count("max_context", self.max_context, 1, 1 << 40, "tokens")?;
+        let shaped = (self.params_b * 1e9 - self.dense_matmul_params()) / 1e9;
+        if self.dense_matmul_params() <= 0.0 {
+            return Err(e.fail(
+                "params_b",
+                format!(
+                    "{} billion parameters are no more than the embedding, routed experts and skipped layers the other \
+                     keys give ({shaped:.3} billion): nothing would be left for attention",
+                    self.params_b
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Network {
+    /// Every figure finite and in a physical range (errors name the file, line and key).
+    fn check(&self, e: &Entry) -> Result<()> {
+        e.count("nics", self.nics, 1, 1024, "NICs per node")?;
+        e.real("gbps", self.gbps, false, MAX_GBPS, "Gb/s")?;
+        e.real("latency_us", self.latency_us, true, 1e6, "µs")
     }
 }
 
@@ -443,6 +680,68 @@ mod tests {
         let typo = dir.join("typo.toml");
         std::fs::write(&typo, "[[model]]\nname = \"m\"\nhiden = 1\n").unwrap();
         assert!(model("x", Some(&typo)).unwrap_err().to_string().contains("hiden"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The built-in catalog passes the checks a user's file gets.
+    #[test]
+    fn the_builtin_catalog_is_physical() {
+        check_builtin().unwrap();
+    }
+
+    /// A user's file with a number that cannot be physical is refused, naming the file, the
+    /// line and the key.
+    #[test]
+    fn unphysical_numbers_name_file_line_and_key() {
+        let dir = std::env::temp_dir().join(format!("cachesim-physical-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let gpu_text =
+            "[[gpu]]\nname = \"mine\"\nmemory_gb = 48\nmem_bw_gbps = nan\nbf16_tflops = 200\npcie_gbps = 64\n";
+        let f = dir.join("gpu.toml");
+        std::fs::write(&f, gpu_text).unwrap();
+        let e = gpu("x", Some(&f)).unwrap_err().to_string();
+        assert!(
+            e.contains("gpu.toml: line 4: field `mem_bw_gbps`: [[gpu]] `mine`: NaN is not a physical value"),
+            "{e}"
+        );
+        let model_text = |key: &str, v: &str| {
+            let base = [
+                ("hidden", "4096"),
+                ("layers", "32"),
+                ("heads", "32"),
+                ("kv_heads", "8"),
+                ("head_dim", "128"),
+                ("intermediate", "14336"),
+                ("vocab", "128256"),
+                ("params_b", "8.03"),
+                ("max_context", "131072"),
+            ];
+            let mut t = String::from("[[model]]\nname = \"m\"\n");
+            for (k, d) in base {
+                t.push_str(&format!("{k} = {}\n", if k == key { v } else { d }));
+            }
+            t
+        };
+        let f = dir.join("model.toml");
+        std::fs::write(&f, model_text("", "")).unwrap();
+        assert_eq!(model("x", Some(&f)).unwrap().kv_bytes_per_token(2), 131_072);
+        for (key, v, line) in [
+            ("head_dim", "0", 7),
+            ("heads", "0", 5),
+            ("kv_heads", "64", 6),
+            ("params_b", "-8", 10),
+            ("params_b", "0.5", 10),
+            ("layers", "0", 4),
+            ("max_context", "0", 11),
+        ] {
+            std::fs::write(&f, model_text(key, v)).unwrap();
+            let e = model("x", Some(&f)).unwrap_err().to_string();
+            assert!(e.contains(&format!("model.toml: line {line}: field `{key}`")), "{key} = {v}: {e}");
+        }
+        let f = dir.join("net.toml");
+        std::fs::write(&f, "[[network]]\nname = \"n\"\nnics = 0\ngbps = 400\nlatency_us = 5\n").unwrap();
+        let e = network("x", Some(&f)).unwrap_err().to_string();
+        assert!(e.contains("net.toml: line 3: field `nics`"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -272,6 +272,9 @@ pub struct RunConfig {
     /// The `--deployment` file the run came from (set by the binary).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deployment_file: Option<DeploymentEcho>,
+    /// What the engine would warn of at start-up ([`notes`] prints it).
+    #[serde(skip)]
+    pub startup_notes: Vec<String>,
 }
 
 impl RunConfig {
@@ -378,7 +381,7 @@ fn no_kv_blocks(
 /// `max_num_batched_tokens` silently; cachesim follows it and says so. It also says when an
 /// override leaves too few blocks for one longest request (vLLM starts regardless).
 pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = c.startup_notes.clone();
     let vllm = matches!(o.engine, EngineKind::Vllm | EngineKind::VllmV0);
     if vllm && o.max_num_seqs.is_none() && o.max_num_batched_tokens.is_some() {
         let default = if c.gpu.vllm_large() { 1024 } else { 256 };
@@ -404,7 +407,11 @@ pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
     out
 }
 
-/// Resolves options into a full configuration.
+/// The KV pool in tokens: the launch's, or a user's `--max-total-tokens` no larger than it.
+fn pool(o: &RunOptions, kv_tokens: u64) -> u64 {
+    o.max_total_tokens.map_or(kv_tokens, |t| t.min(kv_tokens))
+}
+
 /// The most tensor-parallel ranks an instance may have (`--tp`).
 pub const MAX_TP: u64 = 144;
 
@@ -426,9 +433,82 @@ fn engine_flags(o: &RunOptions) -> crate::engine::launch::EngineFlags {
         enforce_eager: o.enforce_eager,
         overlap: o.overlap,
         pp: o.layout.pp,
+        block_size: o.block_size,
     }
 }
 
+/// The layout on the GPUs the nodes hold: TP × PP GPUs within `--nnodes` nodes of the GPU
+/// catalog's `gpus_per_node` (an HGX board's 8, an NVL72 rack's 72).
+fn check_nodes(gpu: &Gpu, layout: &Deployment) -> Result<()> {
+    let p = layout.parallel;
+    let per_node = gpu.gpus_per_node();
+    if p.world() > p.nnodes.saturating_mul(per_node) {
+        let need = p.world().div_ceil(per_node);
+        return Err(Error::invalid(
+            "--nnodes",
+            format!(
+                "{}: TP {} × PP {} = {} GPUs do not fit {} node{} of {per_node} {} GPUs (`gpus_per_node` of the GPU \
+                 catalog); give --nnodes {need} or fewer ranks",
+                p.nnodes,
+                p.tp,
+                p.pp,
+                p.world(),
+                p.nnodes,
+                if p.nnodes == 1 { "" } else { "s" },
+                gpu.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// KV heads over the attention TP ranks as vLLM's and SGLang's `QKVParallelLinear` lay them out
+/// (`vllm/model_executor/layers/linear.py`; `sglang/srt/layers/linear.py`): with TP at or above
+/// the KV heads each rank holds one, replicated `tp / kv_heads` times (`divide`, which asserts
+/// "X is not divisible by Y"); below, each holds `kv_heads / tp`. Either quotient must be whole.
+/// (The KV bytes per rank follow it: `max(1, kv_heads / tp)` heads, `cost::parallel`.)
+fn check_kv_heads(model: &Model, attn_tp: u64) -> Result<()> {
+    let kv = model.kv_heads;
+    if model.is_mla() || kv == 0 {
+        return Ok(());
+    }
+    let (num, den) = if attn_tp >= kv { (attn_tp, kv) } else { (kv, attn_tp) };
+    if num.is_multiple_of(den) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "--tp",
+        format!(
+            "{} KV heads over {attn_tp} GPUs: vLLM and SGLang replicate KV heads only when the TP size is a multiple \
+             of them and split them only when they are a multiple of it ({num} is not divisible by {den})",
+            model.kv_heads
+        ),
+    ))
+}
+
+/// A KV pool of `tokens` on one rank within the GPU's memory less its weights, for the flags
+/// that set the pool by hand (vLLM allocates what they ask after its memory check, and fails
+/// with CUDA out of memory when it is more than the GPU holds).
+fn check_pool_fits(flag: &str, asked: String, bytes_per_rank: f64, gpu: &Gpu, weights: f64) -> Result<()> {
+    let room = gpu.cuda_total_bytes() as f64 - weights;
+    if bytes_per_rank <= room {
+        return Ok(());
+    }
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    Err(Error::invalid(
+        flag,
+        format!(
+            "{asked} need {:.1} GiB of KV per GPU, more than the {:.1} GiB a {} holds beside {:.1} GiB of weights \
+             (vLLM would fail allocating the cache: CUDA out of memory)",
+            gib(bytes_per_rank),
+            gib(room.max(0.0)),
+            gpu.name,
+            gib(weights)
+        ),
+    ))
+}
+
+/// Resolves options into a full configuration.
 pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     // An engine whose blocks are not vLLM's 16 tokens takes its own unless --block-size is given.
     let own_block;
@@ -456,6 +536,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             format!("{} attention heads do not split over {attn_tp} GPUs", model.heads),
         ));
     }
+    check_kv_heads(&model, attn_tp)?;
+    check_nodes(&gpu, &layout)?;
     let (kv_dtype_bytes, dp) = (layout.kv_dtype.bytes(), layout.parallel.dp_attention.max(1));
     let kv_bytes_per_token_per_rank = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
     let max_model_len = o.max_model_len.unwrap_or(crate::engine::default_max_model_len(o.engine, &model));
@@ -489,6 +571,11 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
     }
     check_overrides(&o.memory)?;
+    let vllm = matches!(o.engine, EngineKind::Vllm | EngineKind::VllmV0);
+    if let (true, Some(b)) = (vllm, o.memory.kv_cache_memory_bytes) {
+        let weights = layout.parallel.weight_bytes_per_rank(&model);
+        check_pool_fits("--kv-cache-memory-bytes", format!("{b} bytes"), b as f64, &gpu, weights)?;
+    }
     let policy = o.policy.unwrap_or(crate::engine::default_policy(o.engine));
     let flags = engine_flags(o);
     let machine = crate::engine::launch::Machine {
@@ -513,6 +600,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         Policy::Paged => {
             let modelled = vllm_memory.map_or(kv_tokens / o.block_size as u64, |m| m.num_gpu_blocks(o.block_size) * dp);
             let blocks = o.num_gpu_blocks_override.unwrap_or(modelled);
+            if let (true, Some(b)) = (vllm, o.num_gpu_blocks_override) {
+                // vLLM applies the override after its memory check (`kv_cache_utils.get_num_blocks`)
+                // and allocates that many blocks on every rank of each attention DP group.
+                let per_rank = b.div_ceil(dp) as f64 * o.block_size as f64 * kv_bytes_per_token_per_rank as f64;
+                let weights = layout.parallel.weight_bytes_per_rank(&model);
+                check_pool_fits("--num-gpu-blocks-override", format!("{b} blocks"), per_rank, &gpu, weights)?;
+            }
             if blocks < 2 {
                 return Err(no_kv_blocks(o, (&gpu, &model, &layout), util, blocks, profile_run));
             }
@@ -524,14 +618,26 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             }
             (Some(blocks), (blocks - 1) * o.block_size as u64)
         }
-        Policy::Radix => (None, o.max_total_tokens.unwrap_or(kv_tokens) / o.page_size as u64 * o.page_size as u64),
-        _ => (None, o.max_total_tokens.unwrap_or(kv_tokens)),
+        // A pool set by hand is no larger than what memory holds: the engines cap it (SGLang, with
+        // its warning) or refuse it (LightLLM) at launch, so the launch's pool is the pool.
+        Policy::Radix => (None, pool(o, kv_tokens) / o.page_size as u64 * o.page_size as u64),
+        _ => (None, pool(o, kv_tokens)),
     };
     if capacity == 0 {
         return Err(Error::invalid(
             "--gpu-memory-utilization",
             "no memory left for the KV cache: the model does not fit",
         ));
+    }
+    let mut startup_notes = Vec::new();
+    if let (EngineKind::Sglang, Some(t)) = (o.engine, o.max_total_tokens) {
+        if t > launched.profiled_kv_tokens {
+            startup_notes.push(format!(
+                "max_total_tokens={t} is larger than the profiled value {}. Use the profiled value instead. \
+                 (SGLang's warning, model_runner.py init_memory_pool: the pool is capped at what memory holds)",
+                launched.profiled_kv_tokens
+            ));
+        }
     }
     let c = RunConfig {
         engine: EngineConfig {
@@ -588,6 +694,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             ..o.cluster
         },
         deployment_file: None,
+        startup_notes,
     };
     crate::engine::check_start(&crate::engine::launch::Started {
         engine: &c.engine,
@@ -1018,8 +1125,64 @@ mod tests {
     /// Found by tests/fuzz.rs: `(blocks − 1) × block_size` overflowed.
     #[test]
     fn a_huge_block_override_is_refused() {
-        let o = RunOptions { num_gpu_blocks_override: Some(u64::MAX), block_size: 512, ..Default::default() };
+        let o = RunOptions { num_gpu_blocks_override: Some(u64::MAX), block_size: 256, ..Default::default() };
         assert_eq!(blamed(o), "--num-gpu-blocks-override");
+    }
+
+    /// Issue 28 §2: nothing the hardware cannot hold is simulated. A layout of more GPUs than
+    /// the nodes hold, KV heads that neither split nor replicate evenly, a pool set by hand above
+    /// the GPU memory, a block size vLLM does not take and SGLang's running limit of 0 are
+    /// refused, each naming its flag; SGLang caps a `--max-total-tokens` above its profiled pool
+    /// with its own warning.
+    #[test]
+    fn nothing_impossible_is_simulated() {
+        let tp = |tp, nnodes, gpu: &str| RunOptions {
+            tp,
+            gpu: gpu.into(),
+            model: "llama-3.1-70b".into(),
+            layout: LayoutOptions { nnodes, ..Default::default() },
+            ..Default::default()
+        };
+        assert_eq!(blamed(tp(16, 1, "h100-sxm")), "--nnodes");
+        assert!(resolve(&tp(16, 2, "h100-sxm")).is_ok());
+        assert!(resolve(&tp(8, 1, "h100-sxm")).is_ok());
+        // An NVL72 rack is one NVLink domain of 72.
+        assert!(resolve(&tp(16, 1, "gb200")).is_ok());
+        assert_eq!(blamed(RunOptions { tp: 7, model: "qwen2.5-7b".into(), ..Default::default() }), "--tp");
+        // TP above the KV heads replicates them: one head per rank, 8 KV heads over TP 16.
+        let c = resolve(&tp(16, 2, "h100-sxm")).unwrap();
+        assert_eq!(c.kv_bytes_per_token_per_rank, 80 * 2 * 128 * 2);
+        let memory = MemoryOverrides { kv_cache_memory_bytes: Some(1 << 40), ..Default::default() };
+        assert_eq!(blamed(RunOptions { memory, ..Default::default() }), "--kv-cache-memory-bytes");
+        assert_eq!(
+            blamed(RunOptions { num_gpu_blocks_override: Some(100_000_000), ..Default::default() }),
+            "--num-gpu-blocks-override"
+        );
+        assert_eq!(blamed(RunOptions { block_size: 24, ..Default::default() }), "--block-size");
+        assert!(resolve(&RunOptions { block_size: 256, ..Default::default() }).is_ok());
+        let v0 = RunOptions { engine: EngineKind::VllmV0, block_size: 256, ..Default::default() };
+        assert_eq!(blamed(v0), "--block-size");
+        let sglang = |running, total| RunOptions {
+            engine: EngineKind::Sglang,
+            max_running_requests: running,
+            max_total_tokens: total,
+            ..Default::default()
+        };
+        assert_eq!(blamed(sglang(Some(0), None)), "--max-running-requests");
+        let profiled = resolve(&sglang(None, None)).unwrap().kv_capacity_tokens;
+        let o = sglang(None, Some(1 << 40));
+        let c = resolve(&o).unwrap();
+        assert_eq!(c.kv_capacity_tokens, profiled);
+        let n = notes(&o, &c);
+        assert!(
+            n[0].starts_with(&format!("max_total_tokens={} is larger than the profiled value {profiled}.", 1u64 << 40)),
+            "{n:?}"
+        );
+        assert!(notes(&sglang(None, Some(1000)), &resolve(&sglang(None, Some(1000))).unwrap()).is_empty());
+        // LightLLM allocates a given pool as is: within memory it is the pool, beyond it refused.
+        let light = |t| RunOptions { engine: EngineKind::Lightllm, max_total_tokens: Some(t), ..Default::default() };
+        assert_eq!(resolve(&light(500_000)).unwrap().kv_capacity_tokens, 500_000);
+        assert_eq!(blamed(light(1 << 40)), "--max-total-tokens");
     }
 
     #[test]

@@ -57,6 +57,32 @@ pub fn prepare(
     Ok((opts, cfg, notes))
 }
 
+/// What a `--num-prompts` above the trace's requests sends, said as the clients would: a
+/// ShareGPT sample under vLLM's filter is filled up with repeats, as `vllm bench serve` fills a
+/// short data set (`BenchmarkDataset.maybe_oversample_requests`, which logs "Oversampled requests
+/// to reach N total samples."); any other trace is sent as it is, every request once, as sglang
+/// `bench_serving` sends the prompts it has.
+fn num_prompts_note(w: &cachesim::workload::Workload, num_prompts: Option<usize>) -> Option<String> {
+    let n = num_prompts?;
+    let held = w.requests.len();
+    if n <= held || held == 0 {
+        return None;
+    }
+    Some(if w.sample.as_ref().is_some_and(|s| s.oversample) {
+        format!(
+            "--num-prompts {n} but the trace holds {held} requests: {} repeats drawn to reach {n}, as vllm bench serve \
+             oversamples (\"Oversampled requests to reach {n} total samples.\"; --dataset-filter sglang sends the {held} \
+             only, as sglang bench_serving does)",
+            n - held
+        )
+    } else {
+        format!(
+            "--num-prompts {n} but the trace holds {held} requests: all {held} are sent, each once (as sglang \
+             bench_serving sends the prompts it has; cachesim does not oversample a trace)"
+        )
+    })
+}
+
 /// Refuses an output file that would overwrite an input or another output.
 fn check_outputs(args: &RunArgs) -> anyhow::Result<()> {
     let outputs: Vec<(&str, &std::path::Path)> = [
@@ -133,6 +159,9 @@ pub fn run(
         eprintln!("note: {note}");
     }
     let w = load(&args.trace, &args.build_options())?;
+    if let Some(note) = num_prompts_note(&w, cfg.arrivals.num_prompts) {
+        eprintln!("note: {note}");
+    }
     let keep = keep(args, false);
     let pb = bar(0, "simulating {bar:40} {pos}/{len} requests · {msg} simulated (eta {eta})");
     let progress = |done: u64, total: u64, now: f64| {

@@ -43,6 +43,8 @@ pub struct EngineFlags {
     pub overlap: Option<bool>,
     /// Pipeline stages.
     pub pp: u64,
+    /// vLLM `--block-size` (the paged cache's block, tokens).
+    pub block_size: u32,
 }
 
 impl EngineFlags {
@@ -101,6 +103,9 @@ pub struct Launch {
     pub chunked_prefill_size: u32,
     /// The KV pool in tokens, all attention DP groups together.
     pub kv_tokens: u64,
+    /// The pool the engine's own sizing gave before a user's `--max-total-tokens` capped it
+    /// (SGLang warns when the cap is above it).
+    pub profiled_kv_tokens: u64,
     /// SGLang's and LightLLM's memory share.
     pub mem_fraction_static: Option<f64>,
     /// vLLM's memory budget and the profile run it was measured with.

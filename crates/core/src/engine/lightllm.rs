@@ -33,7 +33,8 @@ pub const MAX_REQ_TOTAL_LEN: u64 = 16384;
 
 /// LightLLM's launch (api_cli defaults): running_max_req_size 1000, chunked_prefill_size 4096,
 /// batch_max_tokens = min(max_req_total_len 16384, 2 × chunk + 256), mem_fraction 0.9; the
-/// token pool what the share leaves, capped by `--max-total-tokens`; the vLLM memory flags and
+/// token pool what the share leaves, or `--max-total-tokens` as given where the GPU memory holds
+/// it; the vLLM memory flags and
 /// `--enable-chunked-prefill` refused.
 pub fn launch(flags: &EngineFlags, m: &Machine) -> Result<Launch> {
     let chunk = match flags.chunked_prefill_size {
@@ -50,14 +51,38 @@ pub fn launch(flags: &EngineFlags, m: &Machine) -> Result<Launch> {
     if !(frac > 0.0 && frac <= 1.0) {
         return Err(Error::invalid("--mem-fraction-static", format!("{frac} is not in (0, 1]")));
     }
-    let kv = kv_tokens_per_rank(m.gpu, m.weight_bytes_per_rank(), m.kv_bytes_per_token_per_rank, frac) * m.dp();
-    let kv = flags.max_total_tokens.map_or(kv, |t| t.min(kv));
+    let profiled = kv_tokens_per_rank(m.gpu, m.weight_bytes_per_rank(), m.kv_bytes_per_token_per_rank, frac) * m.dp();
+    // `MemoryManager.profile_size` (lightllm/common/mem_manager.py) profiles only when
+    // `--max_total_token_num` is not given: a given pool is allocated as is, and one the GPU
+    // memory cannot hold fails allocating it (CUDA out of memory), refused here.
+    let kv = match flags.max_total_tokens {
+        None => profiled,
+        Some(t) => {
+            let most =
+                kv_tokens_per_rank(m.gpu, m.weight_bytes_per_rank(), m.kv_bytes_per_token_per_rank, 1.0) * m.dp();
+            if t > most {
+                return Err(Error::invalid(
+                    "--max-total-tokens",
+                    format!(
+                        "{t} tokens of KV do not fit the GPU memory: {} GiB per GPU less {:.1} GiB of weights holds \
+                         {most} tokens at {} bytes a token (LightLLM allocates a given pool as is and would fail \
+                         with CUDA out of memory)",
+                        m.gpu.memory_gb,
+                        m.weight_bytes_per_rank() / (1u64 << 30) as f64,
+                        m.kv_bytes_per_token_per_rank
+                    ),
+                ));
+            }
+            t
+        }
+    };
     flags.refuse_vllm_only()?;
     Ok(Launch {
         max_num_seqs: flags.max_num_seqs.unwrap_or(1000),
         max_num_batched_tokens: batch_max,
         chunked_prefill_size: chunk,
         kv_tokens: kv,
+        profiled_kv_tokens: profiled,
         mem_fraction_static: Some(frac),
         vllm_memory: None,
     })

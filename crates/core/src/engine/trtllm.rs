@@ -49,6 +49,7 @@ pub fn launch(flags: &EngineFlags, m: &Machine) -> Result<Launch> {
         max_num_batched_tokens: tokens,
         chunked_prefill_size: 0,
         kv_tokens: kv * m.dp(),
+        profiled_kv_tokens: kv * m.dp(),
         mem_fraction_static: None,
         vllm_memory: None,
     })

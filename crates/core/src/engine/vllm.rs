@@ -27,6 +27,7 @@ use crate::vllm_memory::{ProfileRun, VllmMemory};
 /// what the budget leaves (ENGINE_SPEC §2.2, `gpu_worker.py` `determine_available_memory`).
 /// Without chunked prefill (V0's default) the token budget covers a whole prompt.
 pub fn launch(engine: EngineKind, version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Result<Launch> {
+    check_block_size(engine, flags.block_size)?;
     let chunked = flags.enable_chunked_prefill.unwrap_or(engine == EngineKind::Vllm);
     let (seqs, tokens) = limits(flags, chunked, m.gpu, m.max_model_len)?;
     let run = ProfileRun {
@@ -49,9 +50,37 @@ pub fn launch(engine: EngineKind, version: EngineVersion, flags: &EngineFlags, m
         max_num_batched_tokens: tokens,
         chunked_prefill_size: 0,
         kv_tokens: kv,
+        profiled_kv_tokens: kv,
         mem_fraction_static: None,
         vllm_memory: Some((mem, run)),
     })
+}
+
+/// The block sizes `vllm serve --block-size` takes: `BlockSize = Literal[1, 8, 16, 32, 64, 128,
+/// 256]` (`vllm/config/cache.py`, the v1 bundles); 0.9, the V0 bundle, had no 256
+/// (`vllm/config.py`). Its argument parser refuses any other (`invalid choice`).
+pub fn block_sizes(engine: EngineKind) -> &'static [u32] {
+    match engine {
+        EngineKind::VllmV0 => &[1, 8, 16, 32, 64, 128],
+        _ => &[1, 8, 16, 32, 64, 128, 256],
+    }
+}
+
+/// `--block-size` among vLLM's choices, refused with its parser's words otherwise.
+fn check_block_size(engine: EngineKind, block_size: u32) -> Result<()> {
+    let sizes = block_sizes(engine);
+    if sizes.contains(&block_size) {
+        return Ok(());
+    }
+    let list: Vec<String> = sizes.iter().map(u32::to_string).collect();
+    Err(Error::invalid(
+        "--block-size",
+        format!(
+            "{block_size} is not a vLLM block size: vllm serve refuses it (argument --block-size: invalid choice: \
+             {block_size} (choose from {}))",
+            list.join(", ")
+        ),
+    ))
 }
 
 /// vLLM serve's limits by device class, then its post-processing (ENGINE_SPEC §2.2).

@@ -1,7 +1,8 @@
 //! SGLang's launch (`server_args.py`, `model_executor/model_runner.py`, 0.4.10 and 0.5.23 by
 //! bundle): the chunk and decode graphs its memory defaults give, the running limit (48 under
 //! EAGLE/MTP speculation when not given), the default `mem_fraction_static` and the token pool it
-//! leaves, capped by `--max-total-tokens`; the vLLM memory flags and `--enable-chunked-prefill`
+//! leaves, capped by `--max-total-tokens` (with SGLang's warning when the cap is above it);
+//! `--max-running-requests 0` refused; the vLLM memory flags and `--enable-chunked-prefill`
 //! refused, with the flags SGLang sizes and chunks by.
 
 use super::memory::{sglang_mem_fraction_static, sglang_memory_defaults, sglang_pool_tokens_per_rank};
@@ -16,6 +17,11 @@ pub const EAGLE_MAX_RUNNING_REQUESTS: u32 = 48;
 /// SGLang's limits and token pool at start-up.
 pub fn launch(version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Result<Launch> {
     let rules = version.rules();
+    // 0 would leave SGLang a request pool that admits nothing (its scheduler waits forever),
+    // refused as vLLM's `--max-num-seqs 0` is.
+    if flags.max_running_requests == Some(0) {
+        return Err(Error::invalid("--max-running-requests", "0 must be at least 1"));
+    }
     let (chunk_default, mut graphs) = sglang_memory_defaults(m.gpu, m.tp, rules.sglang_reserve_by_chunk);
     let chunk = match flags.chunked_prefill_size {
         None => chunk_default,
@@ -47,6 +53,10 @@ pub fn launch(version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Resul
     };
     let kv =
         sglang_pool_tokens_per_rank(m.gpu, m.weight_bytes_per_rank(), m.kv_bytes_per_token_per_rank, frac) * m.dp();
+    // `ModelRunner.init_memory_pool` (model_runner.py, 0.4.10 and 0.5.23): a `--max-total-tokens`
+    // above the profiled pool is capped at it, with the warning `max_total_tokens=… is larger
+    // than the profiled value …` (`config::notes` prints it).
+    let profiled = kv;
     let kv = flags.max_total_tokens.map_or(kv, |t| t.min(kv));
     let max_num_reqs = ((kv as f64 / m.max_model_len as f64 * 512.0) as u64).clamp(2048, 4096);
     let running = match max_running_requests {
@@ -60,6 +70,7 @@ pub fn launch(version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Resul
         max_num_batched_tokens: flags.max_prefill_tokens,
         chunked_prefill_size: chunk,
         kv_tokens: kv,
+        profiled_kv_tokens: profiled,
         mem_fraction_static: Some(frac),
         vllm_memory: None,
     })

@@ -67,8 +67,25 @@ pub fn read(path: &Path) -> Result<BenchReport> {
 /// Reads a report file; `record` (1-based) picks one result of a JSONL file holding several.
 pub fn read_record(path: &Path, record: Option<usize>) -> Result<BenchReport> {
     let text = std::fs::read_to_string(path).map_err(|error| Error::Io { path: path.to_path_buf(), error })?;
+    // A UTF-8 byte-order mark (an editor's on Windows) is not part of the report.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let r = parse_any(path, text, record)?;
+    check_values(&r)?;
+    Ok(r)
+}
+
+fn parse_any(path: &Path, text: &str, record: Option<usize>) -> Result<BenchReport> {
     if text.trim_start().starts_with('{') {
-        return json::parse(path, &text, record);
+        return json::parse(path, text, record);
+    }
+    if text.trim_start().starts_with('[') {
+        return Err(Error::Report {
+            path: path.to_path_buf(),
+            message: "a JSON array: a saved result is one JSON object (sglang bench_serving --output-file, vllm bench \
+                      serve --save-result), or one object per line (JSONL; --record N picks one); write the array's \
+                      elements one per line (e.g. `jq -c '.[]'`)"
+                .into(),
+        });
     }
     if let Some(k) = record {
         return Err(Error::Report {
@@ -76,7 +93,23 @@ pub fn read_record(path: &Path, record: Option<usize>) -> Result<BenchReport> {
             message: format!("record {k} asked for, but a printed report holds one result"),
         });
     }
-    parse(path, &text)
+    parse(path, text)
+}
+
+/// A report's figures as a benchmark can measure them: at least one successful request, no
+/// negative rate, throughput, count or latency.
+fn check_values(r: &BenchReport) -> Result<()> {
+    let bad = |message: String| Err(Error::Report { path: r.path.clone(), message });
+    if let Some(rate) = r.request_rate.filter(|x| !(x.is_finite() && *x > 0.0)) {
+        return bad(format!("field `request_rate`: {rate} is not a request rate (a positive number, or inf)"));
+    }
+    if r.get("completed") == Some(0.0) {
+        return bad("field `completed`: 0 successful requests: the run measured nothing to compare with".into());
+    }
+    if let Some((k, v)) = r.metrics.iter().find(|(_, v)| **v < 0.0 || v.is_infinite()) {
+        return bad(format!("field `{k}`: {v} cannot be measured (a count, rate, throughput or latency is 0 or more)"));
+    }
+    Ok(())
 }
 
 /// The report as read, for `cachesim calibrate --report`; `verbose` lists the lines (or JSON
