@@ -229,6 +229,11 @@ pub trait PrefixCache: Send {
         (self.peek(seq, known), 0)
     }
 
+    /// Refreshes the recency of the cached prefix of all of `seq[..len]` (page-aligned; the last
+    /// token included), splitting a partly matched node, pinning nothing (SGLang
+    /// `RadixCache.touch_prefix`, `mem_cache/radix_cache.py`, 0.5.23). The default does nothing.
+    fn touch_prefix(&mut self, _seq: SeqId, _len: usize) {}
+
     /// Evicts, the engine's way, towards `tokens` free slots; whether that many are free now.
     /// The default evicts nothing and answers whether eviction could make the room.
     fn ensure_free(&mut self, tokens: u64) -> bool {

@@ -287,6 +287,10 @@ impl PrefixCache for TreeCache {
         (hit, self.tree.unlocked_above(node))
     }
 
+    fn touch_prefix(&mut self, seq: SeqId, len: usize) {
+        self.tree.match_prefix(&self.store, seq, len);
+    }
+
     fn ensure_free(&mut self, tokens: u64) -> bool {
         self.evict_towards(tokens)
     }

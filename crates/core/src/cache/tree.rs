@@ -174,11 +174,13 @@ impl RadixTree {
         while pos < len {
             let Some((child, same)) = self.step(store, seq, pos, len, node) else { break };
             pos += same;
+            // SGLang stamps the child before it splits it (`_match_prefix_helper`,
+            // `_insert_helper`), so the lower part of a split is as recent as the path.
+            self.set_access(child, now);
             if same < self.nodes[child as usize].len as usize {
                 node = self.split(store, child, same, now);
                 break;
             }
-            self.set_access(child, now);
             node = child;
         }
         (pos, node)

@@ -83,6 +83,12 @@ pub struct Rules {
     /// SGLang `KVCacheConfigurator.resolve_max_num_reqs` (0.5.23) caps a user's
     /// `--max-running-requests` at token capacity / 2; 0.4.10 (`TpModelWorker`) takes it as given.
     pub sglang_cap_running_by_tokens: bool,
+    /// SGLang `SchedulePolicy._touch_waiting_prefixes` (`managers/schedule_policy.py`, 0.5.23, on
+    /// through `SGLANG_ENABLE_WAITING_PREFIX_REFRESH`): under a policy that matches no prefix
+    /// (FCFS, LOF, random, or LPM over 128 waiting), every 32nd priority computation touches
+    /// the cached prefix of the first 128 waiting requests, the last first, so LRU eviction spares
+    /// them; 0.4.10 has no such refresh.
+    pub sglang_waiting_prefix_refresh: bool,
     /// TensorRT-LLM's default capacity policy GUARANTEED_NO_EVICT
     /// (`cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp` `GuaranteedNoEvictScheduler::impl`,
     /// bound by `_torch/pyexecutor/scheduler.py` `BindCapacityScheduler`, 1.0): a waiting request is
@@ -209,6 +215,7 @@ impl EngineVersion {
             sglang_retract_until_fits: true,
             sglang_reserve_by_chunk: true,
             sglang_cap_running_by_tokens: true,
+            sglang_waiting_prefix_refresh: true,
             trtllm_reserve_to_completion: false,
         };
         match self {
@@ -235,6 +242,7 @@ impl EngineVersion {
                 sglang_retract_until_fits: false,
                 sglang_reserve_by_chunk: false,
                 sglang_cap_running_by_tokens: false,
+                sglang_waiting_prefix_refresh: false,
                 ..newest
             },
         }
