@@ -96,13 +96,20 @@ impl Sglang {
             SchedulePolicy::DfsWeight => true,
             _ => false,
         };
-        if cache_aware {
-            // `_compute_prefix_matches` matches every waiting request against the tree.
-            for &id in &self.waiting {
-                let r = &reqs[id as usize];
-                cache.touch(r.seq, r.num_tokens as usize);
-            }
-        }
+        // `_compute_prefix_matches` matches every waiting request's whole known sequence against
+        // the tree (`match_kv_cache` without a length cap, 0.5.23), so a fully cached prompt is
+        // matched (and its node split) at its end, not one token before.
+        let full_hits: Vec<usize> = if cache_aware {
+            self.waiting
+                .iter()
+                .map(|&id| {
+                    let r = &reqs[id as usize];
+                    cache.touch_prefix(r.seq, r.num_tokens as usize)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let view: &dyn PrefixCache = &*cache;
         match self.cfg.schedule_policy {
             SchedulePolicy::Fcfs => {}
@@ -114,11 +121,14 @@ impl Sglang {
                     let keys: Vec<(usize, ReqId)> = self
                         .waiting
                         .iter()
-                        .map(|&id| {
+                        .zip(&full_hits)
+                        .map(|(&id, &full)| {
                             let r = &reqs[id as usize];
                             let len = r.num_tokens as usize;
-                            let hit = view.peek(r.seq, len);
-                            if hit <= IN_BATCH_CHECK {
+                            // The sort key is `num_matched_prefix_tokens`: the whole match,
+                            // capped at one token less than the sequence (not page-aligned).
+                            let hit = full.min(len.saturating_sub(1));
+                            if full <= IN_BATCH_CHECK {
                                 if in_queue.peek(&self.store, r.seq, len) >= IN_BATCH_DEPRIORITIZE {
                                     return (usize::MAX, id);
                                 }
