@@ -155,6 +155,17 @@ mod tests {
     }
 
     #[test]
+    fn ignore_eos_is_optional() {
+        let doc = br#"{"prompt_ids": [1], "output_len": 2, "ignore_eos": false}
+{"prompt_ids": [1], "output_len": 2}"#;
+        let r = parse(doc, false, &mut Skipped::default()).unwrap();
+        assert_eq!((r[0].ignore_eos, r[1].ignore_eos), (Some(false), None));
+        assert!(
+            parse(br#"{"prompt_ids": [1], "output_len": 2, "ignore_eos": 1}"#, false, &mut Skipped::default()).is_err()
+        );
+    }
+
+    #[test]
     fn bad_records_name_the_field() {
         let cases: &[(&str, &str)] = &[
             (r#"{"output_len": 3}"#, "prompt"),

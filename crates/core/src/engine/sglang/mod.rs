@@ -99,12 +99,19 @@ impl Sglang {
         // `_compute_prefix_matches` matches every waiting request's whole known sequence against
         // the tree (`match_kv_cache` without a length cap, 0.5.23), so a fully cached prompt is
         // matched (and its node split) at its end, not one token before.
+        // 0.4.10 matches one token short and sorts by that.
+        let whole = self.cfg.rules.sglang_match_waiting_whole;
         let full_hits: Vec<usize> = if cache_aware {
             self.waiting
                 .iter()
                 .map(|&id| {
                     let r = &reqs[id as usize];
-                    cache.touch_prefix(r.seq, r.num_tokens as usize)
+                    let len = r.num_tokens as usize;
+                    if whole {
+                        cache.touch_prefix(r.seq, len)
+                    } else {
+                        cache.touch(r.seq, len).0
+                    }
                 })
                 .collect()
         } else {
@@ -127,7 +134,7 @@ impl Sglang {
                             let len = r.num_tokens as usize;
                             // The sort key is `num_matched_prefix_tokens`: the whole match,
                             // capped at one token less than the sequence (not page-aligned).
-                            let hit = full.min(len.saturating_sub(1));
+                            let hit = if whole { full.min(len.saturating_sub(1)) } else { full };
                             if full <= IN_BATCH_CHECK {
                                 if in_queue.peek(&self.store, r.seq, len) >= IN_BATCH_DEPRIORITIZE {
                                     return (usize::MAX, id);
