@@ -144,6 +144,7 @@ impl TraceArgs {
             dataset_filter: self.dataset_filter.unwrap_or(implied),
             sharegpt_context_len: self.sharegpt_context_len,
             lenient: self.lenient,
+            ..BuildOptions::default()
         }
     }
 }
@@ -574,12 +575,15 @@ impl RunArgs {
         }
     }
 
-    /// Workload options: the client --report-style names samples ShareGPT by default.
+    /// Workload options: the client --report-style names samples ShareGPT by default and sends
+    /// its default `ignore_eos` with each request the trace does not mark (sglang.bench_serving:
+    /// `ignore_eos: true`; vllm bench serve: none).
     pub fn build_options(&self) -> BuildOptions {
-        self.trace.build_options_with(match self.report_style {
+        let opts = self.trace.build_options_with(match self.report_style {
             ReportStyle::Sglang => DatasetFilter::Sglang,
             ReportStyle::Vllm => DatasetFilter::Vllm,
-        })
+        });
+        BuildOptions { ignore_eos: self.report_style == ReportStyle::Sglang, ..opts }
     }
 }
 

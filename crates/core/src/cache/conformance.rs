@@ -198,6 +198,7 @@ fn workload(seqs: &[Vec<u32>], reqs: &[(u32, u32, u32)]) -> Workload {
             arrival_ms: None,
             session: None,
             prev_turn: None,
+            ignore_eos: true,
         })
         .collect();
     Workload { store: store(seqs), requests, info, sample: None }

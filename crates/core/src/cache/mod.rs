@@ -229,6 +229,15 @@ pub trait PrefixCache: Send {
         (self.peek(seq, known), 0)
     }
 
+    /// Refreshes the recency of the cached prefix of all of `seq[..len]` (page-aligned; the last
+    /// token included), splitting a partly matched node, pinning nothing (SGLang
+    /// `RadixCache.touch_prefix`, `mem_cache/radix_cache.py`, 0.5.23; and `match_prefix` on a
+    /// key without a length cap, as `SchedulePolicy._compute_prefix_matches` matches). Returns
+    /// the matched length. The default touches nothing and reports no match.
+    fn touch_prefix(&mut self, _seq: SeqId, _len: usize) -> usize {
+        0
+    }
+
     /// Evicts, the engine's way, towards `tokens` free slots; whether that many are free now.
     /// The default evicts nothing and answers whether eviction could make the room.
     fn ensure_free(&mut self, tokens: u64) -> bool {

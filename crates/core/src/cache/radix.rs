@@ -32,7 +32,8 @@ struct ReqState {
     node: NodeId,
     /// Tokens of the request covered by the tree (its locked path).
     cached: usize,
-    /// Tokens the request holds slots for (cached ones included).
+    /// Tokens the request holds slots for (cached ones included); with pages above one token
+    /// its slots are whole pages, [`TreeCache::slots_for`].
     allocated: usize,
     computed: usize,
     /// Known tokens at admission: the (re-)prefill ends there.
@@ -95,6 +96,20 @@ impl TreeCache {
     /// The tree (for tests and analysis).
     pub fn tree(&self) -> &RadixTree {
         &self.tree
+    }
+
+    /// Slots a request's first `tokens` tokens hold: whole pages (SGLang
+    /// `PagedTokenToKVPoolAllocator.alloc_extend` / `alloc_decode`, `mem_cache/allocator/paged.py`,
+    /// 0.5.23 and 0.4.10, hand a request whole pages, so the unused tail of its last page is
+    /// not free).
+    fn slots_for(&self, tokens: usize) -> u64 {
+        tokens.div_ceil(self.rules.page_size) as u64 * self.rules.page_size as u64
+    }
+
+    /// Slots a request holds that the tree does not: its pages past the cached (page-aligned)
+    /// prefix.
+    fn private_of(&self, st: &ReqState) -> u64 {
+        self.slots_for(st.allocated) - st.cached as u64
     }
 
     /// Frees room for `n` new slots the engine's way; false when even a full eviction of
@@ -160,7 +175,7 @@ impl TreeCache {
 
     /// Frees the request's private slots and unlocks its path.
     fn release(&mut self, st: ReqState) {
-        let private = (st.allocated - st.cached) as u64;
+        let private = self.private_of(&st);
         self.pool.put(private);
         self.private -= private;
         self.tree.unlock(st.node);
@@ -206,12 +221,13 @@ impl PrefixCache for TreeCache {
         // At least the last known token is recomputed; the match is page-aligned.
         let (hit, node) = self.tree.match_prefix(&self.store, seq, known.saturating_sub(1));
         let new = (known - hit).min(max_new_tokens);
+        debug_assert!(hit.is_multiple_of(self.rules.page_size), "a hit is whole pages");
         self.tree.lock(node);
         // The reservation counts what is free or evictable once the hit is locked (a hit that
         // was evictable is taken, as vLLM counts it).
         let reserve = reserve_tokens.saturating_sub(hit) as u64;
         if reserve > new as u64 && reserve > self.pool.available().saturating_add(self.tree.evictable_tokens())
-            || !self.alloc(new as u64)
+            || !self.alloc(self.slots_for(hit + new) - hit as u64)
         {
             self.tree.unlock(node);
             return None;
@@ -230,10 +246,10 @@ impl PrefixCache for TreeCache {
 
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
         let mut st = self.reqs.take(req);
-        let need = total_tokens.saturating_sub(st.allocated) as u64;
-        let ok = self.alloc(need);
+        let ok =
+            total_tokens <= st.allocated || self.alloc(self.slots_for(total_tokens) - self.slots_for(st.allocated));
         if ok {
-            st.allocated += need as usize;
+            st.allocated = st.allocated.max(total_tokens);
         }
         self.reqs.put(req, st);
         ok
@@ -287,6 +303,10 @@ impl PrefixCache for TreeCache {
         (hit, self.tree.unlocked_above(node))
     }
 
+    fn touch_prefix(&mut self, seq: SeqId, len: usize) -> usize {
+        self.tree.match_prefix(&self.store, seq, len).0
+    }
+
     fn ensure_free(&mut self, tokens: u64) -> bool {
         self.evict_towards(tokens)
     }
@@ -305,7 +325,7 @@ impl PrefixCache for TreeCache {
 
     fn check_invariants(&self) {
         self.tree.check_invariants();
-        let private: u64 = self.reqs.live().map(|s| (s.allocated - s.cached) as u64).sum();
+        let private: u64 = self.reqs.live().map(|s| self.private_of(s)).sum();
         assert_eq!(private, self.private, "private slot count");
         assert_eq!(self.pool.used, self.private + self.tree.size(), "slots not conserved");
         if self.reqs.live().next().is_none() {

@@ -129,8 +129,16 @@ impl RadixTree {
         }
     }
 
-    /// Splits `child` after `k` tokens; returns the new upper node.
-    fn split(&mut self, store: &TokenStore, child: NodeId, k: usize, now: u64) -> NodeId {
+    /// A fresh instant, later than every stamp so far: SGLang's `TreeNode()` takes
+    /// `time.monotonic()` when it is made, after the `access_time` its caller stamps the path with.
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// Splits `child` after `k` tokens; returns the new upper node, made now (`_split_node`).
+    fn split(&mut self, store: &TokenStore, child: NodeId, k: usize) -> NodeId {
+        let now = self.tick();
         let c = self.nodes[child as usize].clone();
         debug_assert!(k > 0 && k < c.len as usize && k.is_multiple_of(self.page));
         let upper = self.new_node(Node {
@@ -174,11 +182,13 @@ impl RadixTree {
         while pos < len {
             let Some((child, same)) = self.step(store, seq, pos, len, node) else { break };
             pos += same;
+            // SGLang stamps the child before it splits it (`_match_prefix_helper`,
+            // `_insert_helper`), so the lower part of a split is as recent as the path.
+            self.set_access(child, now);
             if same < self.nodes[child as usize].len as usize {
-                node = self.split(store, child, same, now);
+                node = self.split(store, child, same);
                 break;
             }
-            self.set_access(child, now);
             node = child;
         }
         (pos, node)
@@ -231,6 +241,7 @@ impl RadixTree {
         }
         let key = self.child_key(store, seq, present);
         let was_leaf = self.is_evictable_leaf(node);
+        let made = self.tick();
         let leaf = self.new_node(Node {
             parent: node,
             seq,
@@ -239,7 +250,7 @@ impl RadixTree {
             key,
             children: 0,
             lock_ref: 0,
-            last_access: self.clock,
+            last_access: made,
             alive: true,
         });
         if was_leaf {

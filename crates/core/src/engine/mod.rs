@@ -225,6 +225,8 @@ pub struct ReqRt {
     pub last_token_s: f64,
     /// Admitted at least once (so `cached_prompt_tokens` is set).
     pub admitted: bool,
+    /// Sent with `ignore_eos` ([`crate::workload::Request::ignore_eos`]; true unless set).
+    pub ignore_eos: bool,
 }
 
 impl ReqRt {
@@ -244,7 +246,13 @@ impl ReqRt {
             first_token_s: f64::NAN,
             last_token_s: f64::NAN,
             admitted: false,
+            ignore_eos: true,
         }
+    }
+
+    /// The request as sent with (`true`) or without `ignore_eos`.
+    pub fn with_ignore_eos(self, ignore_eos: bool) -> Self {
+        Self { ignore_eos, ..self }
     }
 }
 

@@ -83,6 +83,17 @@ pub struct Rules {
     /// SGLang `KVCacheConfigurator.resolve_max_num_reqs` (0.5.23) caps a user's
     /// `--max-running-requests` at token capacity / 2; 0.4.10 (`TpModelWorker`) takes it as given.
     pub sglang_cap_running_by_tokens: bool,
+    /// SGLang `SchedulePolicy._touch_waiting_prefixes` (`managers/schedule_policy.py`, 0.5.23, on
+    /// through `SGLANG_ENABLE_WAITING_PREFIX_REFRESH`): under a policy that matches no prefix
+    /// (FCFS, LOF, random, or LPM over 128 waiting), every 32nd priority computation touches
+    /// the cached prefix of the first 128 waiting requests, the last first, so LRU eviction spares
+    /// them; 0.4.10 has no such refresh.
+    pub sglang_waiting_prefix_refresh: bool,
+    /// SGLang `SchedulePolicy._compute_prefix_matches` (`managers/schedule_policy.py`, 0.5.23)
+    /// matches each waiting request's whole known sequence (`match_kv_cache` with no length cap)
+    /// and LPM sorts by that match capped one token short (`num_matched_prefix_tokens`); 0.4.10
+    /// matches one token short (`Req.adjust_max_prefix_ids`) and sorts by that page-aligned match.
+    pub sglang_match_waiting_whole: bool,
     /// TensorRT-LLM's default capacity policy GUARANTEED_NO_EVICT
     /// (`cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp` `GuaranteedNoEvictScheduler::impl`,
     /// bound by `_torch/pyexecutor/scheduler.py` `BindCapacityScheduler`, 1.0): a waiting request is
@@ -158,7 +169,8 @@ impl EngineVersion {
                 "default for sglang: 0.5.23's scheduling code: running ignore_eos requests reserve their \
                  outputs in full; one page reserved per admitted request; long prompts cut to the chunk; \
                  eviction of the shortfall only; prompt/output split in the tree; retraction until a decode fits; \
-                 memory reserve from the chunk in use; max_running_requests capped at tokens / 2"
+                 memory reserve from the chunk in use; max_running_requests capped at tokens / 2; \
+                 waiting prefixes refreshed every 32nd FCFS pass; waiting requests matched whole"
             }
             EngineVersion::Sglang051 => {
                 "SGLang through 0.5.1 (0.4.10's scheduling code, 2025): every reservation scaled by new_token_ratio; \
@@ -209,6 +221,8 @@ impl EngineVersion {
             sglang_retract_until_fits: true,
             sglang_reserve_by_chunk: true,
             sglang_cap_running_by_tokens: true,
+            sglang_waiting_prefix_refresh: true,
+            sglang_match_waiting_whole: true,
             trtllm_reserve_to_completion: false,
         };
         match self {
@@ -235,6 +249,8 @@ impl EngineVersion {
                 sglang_retract_until_fits: false,
                 sglang_reserve_by_chunk: false,
                 sglang_cap_running_by_tokens: false,
+                sglang_waiting_prefix_refresh: false,
+                sglang_match_waiting_whole: false,
                 ..newest
             },
         }

@@ -219,7 +219,7 @@ impl<'r> Disagg<'r> {
             self.held[i] = false;
             let r = &mut rt[i];
             let kept = *r;
-            *r = ReqRt::new(w.requests[i].seq, kept.prompt_len, self.output_len[i]);
+            *r = ReqRt::new(w.requests[i].seq, kept.prompt_len, self.output_len[i]).with_ignore_eos(kept.ignore_eos);
             r.admitted = true;
             r.cached_prompt_tokens = kept.cached_prompt_tokens;
             r.first_scheduled_s = kept.first_scheduled_s;

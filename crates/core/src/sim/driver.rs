@@ -47,7 +47,11 @@ pub fn drive(
     // Without a frontend (tests of the schedulers alone) every request generates at least one
     // token; with one, its verdict decides: rejected requests fail when they arrive, cut ones
     // generate fewer tokens.
-    let mut rt: Vec<ReqRt> = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1))).collect();
+    let mut rt: Vec<ReqRt> = w
+        .requests
+        .iter()
+        .map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1)).with_ignore_eos(r.ignore_eos))
+        .collect();
     let mut rejected: Vec<Option<(FailReason, String)>> = vec![None; n];
     let mut outputs_cut = (0u64, 0u64);
     if let Some(lim) = front.limits {

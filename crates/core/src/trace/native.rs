@@ -1,6 +1,7 @@
 //! cachesim's own JSON Lines format, written by `cachesim gen` and easy to produce from any
 //! log: one request per line with `prompt` (text) or `prompt_ids` (token ids), `output_len`
-//! (or the reply as `output` / `output_ids`), optional `timestamp_ms` and `session`. Records of
+//! (or the reply as `output` / `output_ids`), optional `timestamp_ms`, `session` and
+//! `ignore_eos` (absent: as the client sends by default, `BuildOptions::ignore_eos`). Records of
 //! one session are turns of one conversation: each turn's prompt is appended to the history of
 //! that session's earlier prompts and outputs. Unknown keys are errors (they are usually typos).
 
@@ -19,6 +20,7 @@ struct Raw {
     output_ids: Option<Vec<u32>>,
     timestamp_ms: Option<f64>,
     session: Option<SessionKey>,
+    ignore_eos: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -46,6 +48,9 @@ pub struct NativeRecord {
     pub output_len: Option<u32>,
     pub timestamp_ms: Option<f64>,
     pub session: Option<String>,
+    /// Whether the request is sent with `ignore_eos`; `None` (the key absent, as in every
+    /// trace written before the key existed): as the client does by default.
+    pub ignore_eos: Option<bool>,
 }
 
 fn check_ids(field: &str, ids: &[u32]) -> Result<(), (String, String)> {
@@ -98,6 +103,7 @@ fn convert(line: u64, r: Raw) -> Result<NativeRecord, (String, String)> {
             SessionKey::Text(t) => t,
             SessionKey::Number(n) => n.to_string(),
         }),
+        ignore_eos: r.ignore_eos,
     })
 }
 
@@ -120,6 +126,7 @@ pub fn generated(
         output_ids: None,
         timestamp_ms: timestamp_ms.and_then(through_json),
         session: session.map(|s| SessionKey::Number(s as u64)),
+        ignore_eos: None,
     };
     convert(line, raw).map_err(|(field, message)| RecordError { location: Location::Line(line), field, message })
 }
@@ -145,6 +152,17 @@ mod tests {
         assert_eq!(r[1].session.as_deref(), Some("7"));
         assert_eq!(r[1].output, Some(Content::Ids(vec![4, 5])));
         assert_eq!(r[2].output_len, None);
+    }
+
+    #[test]
+    fn ignore_eos_is_optional() {
+        let doc = br#"{"prompt_ids": [1], "output_len": 2, "ignore_eos": false}
+{"prompt_ids": [1], "output_len": 2}"#;
+        let r = parse(doc, false, &mut Skipped::default()).unwrap();
+        assert_eq!((r[0].ignore_eos, r[1].ignore_eos), (Some(false), None));
+        assert!(
+            parse(br#"{"prompt_ids": [1], "output_len": 2, "ignore_eos": 1}"#, false, &mut Skipped::default()).is_err()
+        );
     }
 
     #[test]

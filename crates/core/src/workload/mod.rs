@@ -73,6 +73,10 @@ pub struct BuildOptions {
     /// SGLang's `--sharegpt-context-len` (filter `sglang` only).
     pub sharegpt_context_len: Option<u32>,
     pub lenient: bool,
+    /// Whether a request the trace does not mark is sent with `ignore_eos`: the client's
+    /// default — `sglang.bench_serving` sends `ignore_eos: true` unless `--disable-ignore-eos`,
+    /// `vllm bench serve` sends it only with `--ignore-eos` (ENGINE_SPEC §7.4).
+    pub ignore_eos: bool,
 }
 
 impl Default for BuildOptions {
@@ -85,6 +89,7 @@ impl Default for BuildOptions {
             dataset_filter: DatasetFilter::None,
             sharegpt_context_len: None,
             lenient: false,
+            ignore_eos: true,
         }
     }
 }
@@ -101,6 +106,12 @@ pub struct Request {
     pub session: Option<u32>,
     /// Index of the same session's previous turn in [`Workload::requests`].
     pub prev_turn: Option<u32>,
+    /// Sent with `ignore_eos` (the trace's `ignore_eos`, else the client's default,
+    /// [`BuildOptions::ignore_eos`]). Every request still generates exactly `output_len`
+    /// tokens; SGLang's admission reserves a running request's remaining outputs in full only
+    /// when it is set (`PrefillAdder._get_running_request_total_token_offset`).
+    #[serde(skip)]
+    pub ignore_eos: bool,
 }
 
 impl Request {
@@ -195,6 +206,7 @@ impl Builder {
             arrival_ms,
             session,
             prev_turn: None,
+            ignore_eos: true,
         });
     }
 }
@@ -241,9 +253,15 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
                 recs.iter().any(|r| matches!(r.prompt, Content::Text(_)) || matches!(r.output, Some(Content::Text(_))));
             let tok = if has_text { Some(Tokenizer::new(&opts.tokenizer)?) } else { None };
             info_tok = tok.as_ref().map(|t| t.kind().to_string());
-            (recs.len(), build_native(&recs, tok.as_ref(), opts.lenient, &mut skipped).map_err(record_err)?)
+            (recs.len(), build_native(&recs, tok.as_ref(), opts, &mut skipped).map_err(record_err)?)
         }
     };
+    if !opts.ignore_eos && !matches!(trace.format, Format::Native) {
+        // Records of other formats never say: each is sent as the client does by default.
+        for r in &mut b.requests {
+            r.ignore_eos = false;
+        }
+    }
     order_and_link(&mut b.requests);
     if b.unanswered_turns > 0 {
         notes.push(format!(
@@ -402,6 +420,7 @@ fn build_sharegpt(
                             arrival_ms: None,
                             session: Some(session),
                             prev_turn: None,
+                            ignore_eos: true,
                         });
                     }
                     prev_user = m.role == Role::User;
@@ -500,9 +519,10 @@ fn build_lengths(recs: &[LengthRecord], skipped: &mut Skipped) -> Result<Builder
 fn build_native(
     recs: &[NativeRecord],
     tok: Option<&Tokenizer>,
-    lenient: bool,
+    opts: &BuildOptions,
     skipped: &mut Skipped,
 ) -> std::result::Result<Builder, RecordError> {
+    let lenient = opts.lenient;
     let bad = |line: u64, field: &str, message: String| RecordError {
         location: Location::Line(line),
         field: field.into(),
@@ -595,6 +615,9 @@ fn build_native(
                 }
             };
             b.request(0, prompt_len, output_len, r.timestamp_ms, session);
+            if let Some(q) = b.requests.last_mut() {
+                q.ignore_eos = r.ignore_eos.unwrap_or(opts.ignore_eos);
+            }
         }
         let seq = b.store.end_seq();
         for q in &mut b.requests[first_req..] {

@@ -29,8 +29,12 @@ const INIT_RATIO: f64 = 0.7;
 const MIN_RATIO_FACTOR: f64 = 0.14;
 const DECAY_STEPS: f64 = 600.0;
 const RETRACT_DECODE_STEPS: f64 = 20.0;
-/// Above this many waiting requests LPM keeps the current order.
+/// Above this many waiting requests LPM keeps the current order
+/// (`WAITING_QUEUE_PREFIX_MATCH_MAX`, which also bounds the waiting-prefix refresh).
 const LPM_FALLBACK_WAITING: usize = 128;
+/// `WAITING_PREFIX_REFRESH_INTERVAL`: the waiting-prefix refresh runs on every 32nd priority
+/// computation (`schedule_policy.py`, 0.5.23).
+const REFRESH_INTERVAL: u64 = 32;
 /// `IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD` and `…_DEPRIORITIZE_THRESHOLD`.
 const IN_BATCH_CHECK: usize = 32;
 const IN_BATCH_DEPRIORITIZE: usize = 32;
@@ -50,6 +54,9 @@ pub struct Sglang {
     min_ratio: f64,
     decay: f64,
     rng: StdRng,
+    /// Priority computations that could refresh the waiting prefixes so far
+    /// (`SchedulePolicy._waiting_prefix_refresh_calls`).
+    refresh_calls: u64,
 }
 
 impl Sglang {
@@ -70,6 +77,7 @@ impl Sglang {
             min_ratio,
             decay: (init - min_ratio) / DECAY_STEPS,
             rng: StdRng::seed_from_u64(cfg.seed),
+            refresh_calls: 0,
         }
     }
 
@@ -88,14 +96,28 @@ impl Sglang {
             SchedulePolicy::DfsWeight => true,
             _ => false,
         };
-        if cache_aware {
-            // `_compute_prefix_matches` matches every waiting request against the tree.
-            for &id in &self.waiting {
-                let r = &reqs[id as usize];
-                cache.touch(r.seq, r.num_tokens as usize);
-            }
-        }
-        let cache: &dyn PrefixCache = cache;
+        // `_compute_prefix_matches` matches every waiting request's whole known sequence against
+        // the tree (`match_kv_cache` without a length cap, 0.5.23), so a fully cached prompt is
+        // matched (and its node split) at its end, not one token before.
+        // 0.4.10 matches one token short and sorts by that.
+        let whole = self.cfg.rules.sglang_match_waiting_whole;
+        let full_hits: Vec<usize> = if cache_aware {
+            self.waiting
+                .iter()
+                .map(|&id| {
+                    let r = &reqs[id as usize];
+                    let len = r.num_tokens as usize;
+                    if whole {
+                        cache.touch_prefix(r.seq, len)
+                    } else {
+                        cache.touch(r.seq, len).0
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let view: &dyn PrefixCache = &*cache;
         match self.cfg.schedule_policy {
             SchedulePolicy::Fcfs => {}
             SchedulePolicy::Lpm => {
@@ -106,11 +128,14 @@ impl Sglang {
                     let keys: Vec<(usize, ReqId)> = self
                         .waiting
                         .iter()
-                        .map(|&id| {
+                        .zip(&full_hits)
+                        .map(|(&id, &full)| {
                             let r = &reqs[id as usize];
                             let len = r.num_tokens as usize;
-                            let hit = cache.peek(r.seq, len);
-                            if hit <= IN_BATCH_CHECK {
+                            // The sort key is `num_matched_prefix_tokens`: the whole match,
+                            // capped at one token less than the sequence (not page-aligned).
+                            let hit = if whole { full.min(len.saturating_sub(1)) } else { full };
+                            if full <= IN_BATCH_CHECK {
                                 if in_queue.peek(&self.store, r.seq, len) >= IN_BATCH_DEPRIORITIZE {
                                     return (usize::MAX, id);
                                 }
@@ -131,9 +156,35 @@ impl Sglang {
                     self.waiting = keyed.into_iter().map(|(_, id)| id).collect();
                 }
             }
-            SchedulePolicy::DfsWeight => self.waiting = self.dfs_weight_order(reqs, cache),
+            SchedulePolicy::DfsWeight => self.waiting = self.dfs_weight_order(reqs, view),
             SchedulePolicy::Lof => self.waiting.sort_by_key(|&id| std::cmp::Reverse(reqs[id as usize].output_len)),
             SchedulePolicy::Random => self.waiting.shuffle(&mut self.rng),
+        }
+        if !cache_aware {
+            self.refresh_waiting_prefixes(reqs, cache);
+        }
+    }
+
+    /// The waiting-prefix refresh (`SchedulePolicy._touch_waiting_prefixes`,
+    /// `managers/schedule_policy.py`, 0.5.23, on by default through
+    /// `SGLANG_ENABLE_WAITING_PREFIX_REFRESH`): after a priority computation that matched no
+    /// prefix, with requests waiting, every 32nd such computation (the first included) touches
+    /// the cached prefix of each of the first 128 waiting requests' known tokens, the last
+    /// first (`touch_waiting_prefix` → `RadixCache.touch_prefix`), so LRU eviction takes them
+    /// in reverse admission order, after everything else.
+    fn refresh_waiting_prefixes(&mut self, reqs: &[ReqRt], cache: &mut dyn PrefixCache) {
+        if !self.cfg.rules.sglang_waiting_prefix_refresh || self.waiting.is_empty() {
+            return;
+        }
+        let due = self.refresh_calls.is_multiple_of(REFRESH_INTERVAL);
+        self.refresh_calls += 1;
+        if !due {
+            return;
+        }
+        let n = self.waiting.len().min(LPM_FALLBACK_WAITING);
+        for &id in self.waiting[..n].iter().rev() {
+            let r = &reqs[id as usize];
+            cache.touch_prefix(r.seq, r.num_tokens as usize);
         }
     }
 
@@ -186,10 +237,12 @@ impl Sglang {
     }
 
     /// Tokens a running request reserves for its remaining outputs (SGLang
-    /// `_get_running_request_total_token_offset`): clipped, scaled by new_token_ratio — or, for
-    /// an ignore-EOS request (all of cachesim's), in full where the bundle says so.
+    /// `PrefillAdder._get_running_request_total_token_offset`, `managers/schedule_policy.py`):
+    /// clipped, scaled by new_token_ratio — or, for a request sent with `ignore_eos`, in full
+    /// where the bundle says so (0.5.23; 0.4.10 scales every request).
     fn running_reserve(&self, r: &ReqRt) -> f64 {
-        let ratio = if self.cfg.rules.sglang_ignore_eos_full_reserve { 1.0 } else { self.ratio };
+        let full = r.ignore_eos && self.cfg.rules.sglang_ignore_eos_full_reserve;
+        let ratio = if full { 1.0 } else { self.ratio };
         Self::remaining_new(r).min(CLIP_MAX_NEW) as f64 * ratio
     }
 
