@@ -337,8 +337,9 @@ pub struct RunArgs {
     /// Multiplies trace time stamps (2 = half the load).
     #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, help_heading = "Load")]
     pub time_scale: f64,
-    /// Send only N requests (the first N of a timed or multi-turn trace, else a seeded sample).
-    #[arg(allow_negative_numbers = true, long, help_heading = "Load")]
+    /// Send only N requests (the first N of a timed or multi-turn trace, else a seeded sample);
+    /// at least 1.
+    #[arg(allow_negative_numbers = true, long, value_parser = parse_num_prompts, help_heading = "Load")]
     pub num_prompts: Option<usize>,
     /// Seed of the client's sampling and send times, of the random routers' choices and of
     /// SGLang's random schedule policy (--seeds N runs S to S+N−1).
@@ -587,6 +588,15 @@ impl RunArgs {
     }
 }
 
+/// `--num-prompts`: a count of requests, at least 1 (a run of none measures nothing).
+fn parse_num_prompts(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("0 requests: a benchmark of no request measures nothing; give at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a count of requests (a whole number, at least 1)")),
+    }
+}
+
 fn parse_rate(s: &str) -> Result<Rate, String> {
     s.parse()
 }
@@ -772,7 +782,7 @@ pub struct GenCommon {
 /// `gen random`.
 #[derive(Debug, Args)]
 pub struct GenRandom {
-    #[arg(allow_negative_numbers = true, long, default_value_t = 1000)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     pub num_prompts: u32,
     #[arg(allow_negative_numbers = true, long, default_value_t = 1024)]
     pub input_len: u32,

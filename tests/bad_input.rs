@@ -115,6 +115,8 @@ const CASES: &[Case] = &[
         args: &["--network-file", "nics-0.toml", "--tp", "16", "--nnodes", "2"],
         cut: None,
     },
+    Case { what: "no prompts at all", args: &["--trace", "t.jsonl", "--num-prompts", "0"], cut: None },
+    Case { what: "gen random of no prompts", args: &["gen", "random", "--num-prompts", "0"], cut: None },
     Case {
         what: "more prompts than the trace holds (all sent once, said)",
         args: &["--trace", "t.jsonl", "--num-prompts", "100000"],
