@@ -909,3 +909,34 @@ fn seed_deployments_are_compared_with_their_reports() {
     let line = text.lines().find(|l| l.starts_with("h20-dsr1-vllm-tp8pp2 ") && l.contains(" median_tpot_ms ")).unwrap();
     assert!(line.ends_with("  fitted") && line.contains("      341.77 "), "{line}");
 }
+
+/// Physics over the fitted profiles: under each built-in profile, on a deployment it prices
+/// (its GPU, engine family and first model, at the smallest TP that starts), one sequence alone
+/// never decodes slower than 32 at once — a fitted host or per-step factor must not make the
+/// batch-1 TPOT exceed the loaded one.
+#[test]
+fn no_profile_makes_batch_one_tpot_exceed_the_loaded_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("r.jsonl");
+    let t = trace.to_str().unwrap();
+    let g = ["gen", "random", "--num-prompts", "64", "--input-len", "512", "--output-len", "64"];
+    ok(&[&g[..], &["--range-ratio", "1.0", "-o", t]].concat());
+    for (file, p) in cachesim::calibration::profile::builtin() {
+        let model = &p.models[0];
+        let base = ["--trace", t, "--engine", p.engine.as_str(), "--gpu", p.gpu.as_str(), "--model", model.as_str()];
+        let layouts: [&[&str]; 5] =
+            [&["--tp", "1"], &["--tp", "2"], &["--tp", "4"], &["--tp", "8"], &["--tp", "16", "--nnodes", "2"]];
+        let tpot = |layout: &[&str], concurrency: &str| -> Option<f64> {
+            let args =
+                [&base[..], layout, &["--request-rate", "inf", "--max-concurrency", concurrency, "--json"]].concat();
+            let out = cachesim(&args);
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            assert!(doc["config"]["calibration"].as_str().unwrap().starts_with(&p.name), "{file}: {}", doc["config"]);
+            doc["median_tpot_ms"].as_f64()
+        };
+        let layout =
+            layouts.iter().find(|l| tpot(l, "1").is_some()).unwrap_or_else(|| panic!("{file}: no layout starts"));
+        let (one, loaded) = (tpot(layout, "1").unwrap(), tpot(layout, "32").unwrap());
+        assert!(one <= loaded, "{file} ({layout:?}): batch-1 TPOT {one:.2} ms above the loaded {loaded:.2} ms");
+    }
+}
