@@ -82,6 +82,37 @@ pub enum Command {
     Calibrate(Box<CalibrateArgs>),
     /// Simulate every expressible calibration case and compare with its real report.
     Validate(ValidateArgs),
+    /// What the catalog and the built-in calibration hold: GPUs, models, networks, engine
+    /// bundles, calibration profiles (the values --gpu, --model, --network, --engine-version
+    /// take).
+    List(ListArgs),
+}
+
+/// `cachesim list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// What to list.
+    #[arg(value_enum)]
+    pub what: ListWhat,
+    /// Print JSON: the catalog's own fields (as --gpu-file, --model-file and --network-file
+    /// take them), the bundles, or the profiles.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `cachesim list` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListWhat {
+    /// The GPU profiles of models/gpus.toml.
+    Gpus,
+    /// The model profiles of models/models.toml.
+    Models,
+    /// The inter-node networks of models/networks.toml.
+    Networks,
+    /// The engine bundles (--engine-version engine@version).
+    Engines,
+    /// The built-in calibration profiles, with how well each predicts.
+    Profiles,
 }
 
 /// Where requests come from and how they become tokens.

@@ -419,3 +419,23 @@ fn vllm_memory_budget_is_echoed_and_its_flags_reach_it() {
     let out = ok(&["--num-prompts", "4", "--kv-cache-memory-bytes", "1073741824", "--max-model-len", "8176"]);
     assert!(out.contains("(512 blocks of 16"), "{out}");
 }
+
+/// `cachesim list`: the catalog and the bundles a flag takes, as a table or JSON.
+#[test]
+fn list_prints_the_catalog() {
+    let gpus = ok(&["list", "gpus"]);
+    assert!(gpus.starts_with("name "), "{gpus}");
+    assert!(gpus.lines().any(|l| l.starts_with("h200 ") && l.contains("Hopper") && l.contains("4800")), "{gpus}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["list", "models", "--json"])).unwrap();
+    let names: Vec<&str> = json.as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"llama-3.1-8b") && names.contains(&"deepseek-r1"), "{names:?}");
+    let engines = ok(&["list", "engines"]);
+    for v in cachesim::engine::EngineVersion::ALL {
+        assert!(engines.lines().any(|l| l.starts_with(&format!("{} ", v.name()))), "{} missing:\n{engines}", v.name());
+    }
+    let profiles = ok(&["list", "profiles"]);
+    assert!(profiles.contains("a100-80gb-sglang") && profiles.contains("leave-one-out median |error|"), "{profiles}");
+    assert!(ok(&["list", "networks"]).contains("ib-8x400"));
+    let err = fails(&["list", "cpus"]);
+    assert!(err.contains("invalid value 'cpus'"), "{err}");
+}

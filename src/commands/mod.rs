@@ -10,6 +10,7 @@ pub mod calibrate;
 pub mod calibrate_report;
 pub mod calibrate_shared;
 pub mod gen;
+pub mod list;
 pub mod run;
 pub mod sweep;
 
@@ -41,6 +42,7 @@ pub fn execute(argv: Vec<OsString>, stdout: &mut dyn Write) -> Result<(), Failur
             sweep::sweep(&args, matches.subcommand_matches("sweep").expect("sweep matches"), stdout)
         }
         Some(Command::Merge(args)) => sweep::merge(&args),
+        Some(Command::List(args)) => list::list(&args, stdout),
         Some(Command::Calibrate(args)) => calibrate::calibrate(&args, stdout),
         Some(Command::Validate(args)) => calibrate::validate(&args, stdout),
         Some(Command::Plan(args)) => {
