@@ -619,6 +619,20 @@ impl RunArgs {
     }
 }
 
+/// Refuses an engine-specific run flag given on the command line (at any value, its default
+/// included) for an engine that does not have it ([`cachesim::engine::flags::TABLE`]).
+pub fn refuse_foreign_flags(m: &clap::ArgMatches, run: &RunArgs) -> Result<(), cachesim::Error> {
+    use clap::CommandFactory;
+    let cmd = CaseRun::command();
+    let given = cmd
+        .get_arguments()
+        .filter(|a| m.try_contains_id(a.get_id().as_str()).unwrap_or(false))
+        .filter(|a| m.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect::<Vec<_>>();
+    cachesim::engine::flags::refuse_foreign(run.options().engine, given.iter().map(String::as_str))
+}
+
 /// `--num-prompts`: a count of requests, at least 1 (a run of none measures nothing).
 fn parse_num_prompts(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {

@@ -32,6 +32,14 @@ pub fn execute(argv: Vec<OsString>, stdout: &mut dyn Write) -> Result<(), Failur
     let matches = cmd.try_get_matches_from(sweep::lists_as_axes(argv.args)).map_err(Failure::Clap)?;
     let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).map_err(Failure::Clap)?;
     let deployment = argv.echo.as_ref();
+    let run_matches = match &cli.command {
+        None => Some((&matches, &cli.run.run)),
+        Some(Command::Run(args)) => matches.subcommand_matches("run").map(|m| (m, &args.run)),
+        _ => None,
+    };
+    if let Some((m, args)) = run_matches {
+        cli::refuse_foreign_flags(m, args).map_err(|e| Failure::Run(e.into()))?;
+    }
     match cli.command {
         None => run::run(&cli.run, deployment, stdout),
         Some(Command::Run(args)) => run::run(&args, deployment, stdout),

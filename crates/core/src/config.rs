@@ -415,6 +415,43 @@ fn pool(o: &RunOptions, kv_tokens: u64) -> u64 {
 /// The most tensor-parallel ranks an instance may have (`--tp`).
 pub const MAX_TP: u64 = 144;
 
+/// The engine-specific flags `o` sets (a value, or one other than the default), as the command
+/// line spells them, for [`crate::engine::flags::refuse_foreign`].
+pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
+    let d = RunOptions::default();
+    let m = o.memory;
+    let l = &o.layout;
+    [
+        (o.max_num_seqs.is_some(), "--max-num-seqs"),
+        (o.max_num_batched_tokens.is_some(), "--max-num-batched-tokens"),
+        (o.max_running_requests.is_some(), "--max-running-requests"),
+        (o.max_prefill_tokens != d.max_prefill_tokens, "--max-prefill-tokens"),
+        (o.schedule_policy != d.schedule_policy, "--schedule-policy"),
+        (o.schedule_conservativeness != d.schedule_conservativeness, "--schedule-conservativeness"),
+        (o.mem_fraction_static.is_some(), "--mem-fraction-static"),
+        (o.gpu_memory_utilization.is_some(), "--gpu-memory-utilization"),
+        (o.enable_chunked_prefill == Some(true), "--enable-chunked-prefill"),
+        (o.enable_chunked_prefill == Some(false), "--no-enable-chunked-prefill"),
+        (o.chunked_prefill_size.is_some(), "--chunked-prefill-size"),
+        (o.long_prefill_token_threshold != d.long_prefill_token_threshold, "--long-prefill-token-threshold"),
+        (o.num_scheduler_steps.is_some(), "--num-scheduler-steps"),
+        (o.disable_async_output_proc, "--disable-async-output-proc"),
+        (o.enforce_eager, "--enforce-eager"),
+        (m.activation_peak_gib.is_some(), "--activation-peak-gib"),
+        (m.cudagraph_memory_gib.is_some(), "--cudagraph-memory-gib"),
+        (m.non_torch_memory_gib.is_some(), "--non-torch-memory-gib"),
+        (m.kv_cache_memory_bytes.is_some(), "--kv-cache-memory-bytes"),
+        (l.dp_attention, "--enable-dp-attention"),
+        (l.dp_size.is_some(), "--dp-size"),
+        (l.moe_a2a_backend != d.layout.moe_a2a_backend, "--moe-a2a-backend"),
+        (l.deepep_mode != d.layout.deepep_mode, "--deepep-mode"),
+        (l.two_batch_overlap, "--enable-two-batch-overlap"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect()
+}
+
 /// The flags an engine reads at start-up, from the run options.
 fn engine_flags(o: &RunOptions) -> crate::engine::launch::EngineFlags {
     crate::engine::launch::EngineFlags {
@@ -510,6 +547,7 @@ fn check_pool_fits(flag: &str, asked: String, bytes_per_rank: f64, gpu: &Gpu, we
 
 /// Resolves options into a full configuration.
 pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
+    crate::engine::flags::refuse_foreign(o.engine, engine_specific_flags(o))?;
     // An engine whose blocks are not vLLM's 16 tokens takes its own unless --block-size is given.
     let own_block;
     let o = match crate::engine::default_block_size(o.engine) {
@@ -823,7 +861,7 @@ mod tests {
             .vllm_memory
             .is_none());
         let e = resolve(&RunOptions { engine: EngineKind::Lightllm, memory, ..Default::default() }).unwrap_err();
-        assert!(e.to_string().contains("apply to the vLLM engines"), "{e}");
+        assert!(e.to_string().contains("not a flag of --engine lightllm"), "{e}");
     }
 
     #[test]

@@ -108,6 +108,13 @@ impl RunFlags {
                 axis.knob
             ));
         }
+        if id == "deployment" {
+            return Err(format!(
+                "`{}`: a deployment file expands into run flags before the command line is read, so a grid \
+                 cannot vary it; run one sweep per file (`--deployment FILE` outside the grid)",
+                axis.knob
+            ));
+        }
         if NOT_IN_GRID.contains(&id) || also_refused.contains(&id) {
             return Err(format!("`{}` cannot vary across the points of this command", axis.knob));
         }
@@ -170,7 +177,15 @@ impl RunFlags {
                 format!("grid point {described}: {}", first_line(&e))
             }
         })?;
-        PointCli::from_arg_matches(&m).map(|p| p.run).map_err(|e| format!("grid point {described}: {e}"))
+        let run = PointCli::from_arg_matches(&m).map(|p| p.run).map_err(|e| format!("grid point {described}: {e}"))?;
+        crate::cli::refuse_foreign_flags(&m, &run).map_err(|e| {
+            if point.is_empty() {
+                e.to_string()
+            } else {
+                format!("grid point {described}: {e}")
+            }
+        })?;
+        Ok(run)
     }
 }
 

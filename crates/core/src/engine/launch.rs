@@ -47,27 +47,6 @@ pub struct EngineFlags {
     pub block_size: u32,
 }
 
-impl EngineFlags {
-    /// The vLLM memory terms and `--enable-chunked-prefill`, which SGLang and LightLLM do not have:
-    /// refused with the flags they size and chunk by.
-    pub fn refuse_vllm_only(&self) -> crate::error::Result<()> {
-        if self.memory != MemoryOverrides::default() {
-            return Err(crate::error::Error::invalid(
-                "--activation-peak-gib",
-                "the vLLM memory terms (--activation-peak-gib, --cudagraph-memory-gib, --non-torch-memory-gib, \
-                 --kv-cache-memory-bytes) apply to the vLLM engines; SGLang and LightLLM size by --mem-fraction-static",
-            ));
-        }
-        if self.enable_chunked_prefill.is_some() {
-            return Err(crate::error::Error::invalid(
-                "--enable-chunked-prefill",
-                "applies to the vLLM engines; SGLang and LightLLM chunk by --chunked-prefill-size",
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// The machine an engine is launched on, as resolved before the engine: the catalog's GPU and
 /// model, the parallel layout, the memory share and the longest request.
 #[derive(Debug, Clone, Copy)]

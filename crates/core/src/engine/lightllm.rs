@@ -76,7 +76,6 @@ pub fn launch(flags: &EngineFlags, m: &Machine) -> Result<Launch> {
             t
         }
     };
-    flags.refuse_vllm_only()?;
     Ok(Launch {
         max_num_seqs: flags.max_num_seqs.unwrap_or(1000),
         max_num_batched_tokens: batch_max,

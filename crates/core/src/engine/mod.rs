@@ -6,6 +6,7 @@
 //! [`Step`]. vLLM's two versions share their queues and preemption ([`Vllm`],
 //! [`VllmQueues::schedule_running`]) and differ in their batch-forming rule ([`VllmRule`]).
 
+pub mod flags;
 pub mod frontend;
 pub mod launch;
 pub mod lightllm;

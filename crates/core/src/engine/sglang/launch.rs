@@ -64,7 +64,6 @@ pub fn launch(version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Resul
         Some(r) if rules.sglang_cap_running_by_tokens => (r as u64).min(kv / 2),
         Some(r) => r as u64,
     };
-    flags.refuse_vllm_only()?;
     Ok(Launch {
         max_num_seqs: running.max(1) as u32,
         max_num_batched_tokens: flags.max_prefill_tokens,
