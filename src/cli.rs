@@ -213,13 +213,15 @@ pub struct RunArgs {
     /// newest].
     #[arg(long, value_enum, value_name = "ENGINE@VERSION", help_heading = "Engine")]
     pub engine_version: Option<EngineVersion>,
-    /// Model profile (built in: see models/models.toml).
+    /// Model profile (built in: `cachesim list models`): its name in any case, its Hugging Face
+    /// id, or the one name it begins.
     #[arg(long, default_value = "llama-3.1-8b", help_heading = "Engine")]
     pub model: String,
     /// A TOML file with a [[model]] table, instead of --model.
     #[arg(long, value_name = "FILE", help_heading = "Engine")]
     pub model_file: Option<PathBuf>,
-    /// GPU profile (built in: see models/gpus.toml).
+    /// GPU profile (built in: `cachesim list gpus`): its name in any case, its datasheet name
+    /// (e.g. H100-SXM5-80GB), or the one name it begins.
     #[arg(long, default_value = "h100-sxm", help_heading = "Engine")]
     pub gpu: String,
     /// A TOML file with a [[gpu]] table, instead of --gpu.

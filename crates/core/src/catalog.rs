@@ -371,6 +371,8 @@ pub fn builtin_models() -> Vec<Model> {
 trait Checked: Clone {
     const TABLE: &'static str;
     fn name(&self) -> &str;
+    /// Another name the entry answers to (a model's Hugging Face id, a GPU's datasheet name).
+    fn alias(&self) -> &str;
     fn check_in(&self, e: &Entry) -> Result<()>;
 }
 
@@ -378,6 +380,9 @@ impl Checked for Gpu {
     const TABLE: &'static str = "gpu";
     fn name(&self) -> &str {
         &self.name
+    }
+    fn alias(&self) -> &str {
+        &self.description
     }
     fn check_in(&self, e: &Entry) -> Result<()> {
         self.check(e)
@@ -389,6 +394,9 @@ impl Checked for Model {
     fn name(&self) -> &str {
         &self.name
     }
+    fn alias(&self) -> &str {
+        &self.hf_id
+    }
     fn check_in(&self, e: &Entry) -> Result<()> {
         self.check(e)
     }
@@ -398,6 +406,9 @@ impl Checked for Network {
     const TABLE: &'static str = "network";
     fn name(&self) -> &str {
         &self.name
+    }
+    fn alias(&self) -> &str {
+        ""
     }
     fn check_in(&self, e: &Entry) -> Result<()> {
         self.check(e)
@@ -413,10 +424,29 @@ fn checked<T: Checked>(item: T, index: usize, path: &str, text: &str) -> Result<
 /// The built-in entry named `name` (any case), checked as a user's file is.
 fn pick<T: Checked>(items: Vec<T>, name: &str, flag: &str, (path, text): (&str, &str)) -> Result<T> {
     let names: Vec<String> = items.iter().map(|x| x.name().to_string()).collect();
+    // The name, in any case; else the alias (a Hugging Face id, a datasheet name); else the one
+    // entry the name begins (`h20` for `h20`, but `h100` is `h100-sxm` or `h100-pcie`).
+    let prefixed: Vec<usize> = (0..items.len())
+        .filter(|&i| items[i].name().to_ascii_lowercase().starts_with(&name.to_ascii_lowercase()))
+        .collect();
     let index = items
         .iter()
         .position(|x| x.name().eq_ignore_ascii_case(name))
-        .ok_or_else(|| Error::invalid(flag, format!("unknown name `{name}`; known: {}", names.join(", "))))?;
+        .or_else(|| items.iter().position(|x| !x.alias().is_empty() && x.alias().eq_ignore_ascii_case(name)))
+        .or(match prefixed[..] {
+            [one] if !name.is_empty() => Some(one),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            let message = match prefixed.len() {
+                n if n > 1 && !name.is_empty() => {
+                    let which: Vec<&str> = prefixed.iter().map(|&i| items[i].name()).collect();
+                    format!("`{name}` is ambiguous: {}; give one of them", which.join(" or "))
+                }
+                _ => format!("unknown name `{name}`; known: {}", names.join(", ")),
+            };
+            Error::invalid(flag, message)
+        })?;
     checked(items[index].clone(), index, path, text)
 }
 
@@ -751,5 +781,27 @@ mod tests {
         assert!(e.contains("--gpu") && e.contains("h100-sxm") && e.contains("v100"), "{e}");
         let e = model("gpt-5", None).unwrap_err().to_string();
         assert!(e.contains("llama-3.1-8b"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod lookup_tests {
+    use super::*;
+
+    /// A name in any case, a Hugging Face id or datasheet name, or the one name it begins
+    /// resolves; a beginning of several names is refused with them.
+    #[test]
+    fn names_aliases_and_unique_prefixes_resolve() {
+        assert_eq!(gpu("H200", None).unwrap().name, "h200");
+        assert_eq!(gpu("H100-SXM5-80GB", None).unwrap().name, "h100-sxm");
+        assert_eq!(gpu("l40", None).unwrap().name, "l40s");
+        assert_eq!(model("meta-llama/Llama-3.1-8B-Instruct", None).unwrap().name, "llama-3.1-8b");
+        assert_eq!(model("llama-3.1-8b", None).unwrap().name, "llama-3.1-8b", "exact beats prefix");
+        let e = gpu("h100", None).unwrap_err().to_string();
+        assert!(e.contains("`h100` is ambiguous: h100-sxm or h100-pcie"), "{e}");
+        let e = gpu("", None).unwrap_err().to_string();
+        assert!(e.contains("unknown name ``"), "{e}");
+        let e = model("gpt-5", None).unwrap_err().to_string();
+        assert!(e.contains("unknown name `gpt-5`; known: llama-3.1-8b"), "{e}");
     }
 }
