@@ -204,21 +204,7 @@ fn scratch(name: &str) -> PathBuf {
     w("nan-bw.toml", gpu("nan", "48").as_bytes());
     w("memory-0.toml", gpu("1000", "0").as_bytes());
     let model = |key: &str, v: &str| {
-        let mut t = String::from("[[model]]\nname = \"mine\"\n");
-        for (k, d) in [
-            ("hidden", "4096"),
-            ("layers", "32"),
-            ("heads", "32"),
-            ("kv_heads", "8"),
-            ("head_dim", "128"),
-            ("intermediate", "14336"),
-            ("vocab", "128256"),
-            ("params_b", "8.03"),
-            ("max_context", "131072"),
-        ] {
-            t.push_str(&format!("{k} = {}\n", if k == key { v } else { d }));
-        }
-        t
+        common::catalog_table("model", "mine", &common::MODEL_KEYS, |_, k| (k == key).then(|| v.to_string()))
     };
     w("head-dim-0.toml", model("head_dim", "0").as_bytes());
     w("layers-0.toml", model("layers", "0").as_bytes());

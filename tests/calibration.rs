@@ -673,21 +673,17 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     let dir = tempfile::tempdir().unwrap();
     let cases = crate_dir().join("calibration/cases");
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // `calibrate --fit` on the seed sweep's 64-sequence row, 8 iterations, to `out`.
+    let fit_args = |out: &Path| -> Vec<String> {
+        let (cases, out) = (cases.to_str().unwrap(), out.to_str().unwrap());
+        ["calibrate", "--fit", "--cases", "vllm-ttft-*", "--cases-dir", cases, "--out", out, "--max-iters", "8"]
+            .map(String::from)
+            .to_vec()
+    };
     let fit = |d: &Path| {
         let out = d.join("p.toml");
-        let args = [
-            "calibrate",
-            "--fit",
-            "--cases",
-            "vllm-ttft-*",
-            "--cases-dir",
-            cases.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--max-iters",
-            "8",
-        ];
-        let text = ok(&args);
+        let args = fit_args(&out);
+        let text = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(text.contains("Leave-one-out: not run (one case, or --no-loo)"), "{text}");
         let body = std::fs::read_to_string(&out).unwrap();
         body.replace(out.to_str().unwrap(), "OUT")
@@ -712,20 +708,9 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     // priors here), the kernel floor included though a serving case constrains it; the record
     // keeps the list, so a refit with the profile's own options fits the same ones.
     let only = d1.path().join("only.toml");
-    let args = [
-        "calibrate",
-        "--fit",
-        "--cases",
-        "vllm-ttft-*",
-        "--cases-dir",
-        cases.to_str().unwrap(),
-        "--out",
-        only.to_str().unwrap(),
-        "--max-iters",
-        "8",
-        "--factors",
-        "kernel_floor_s,step_overhead_s",
-    ];
+    let base = fit_args(&only);
+    let base: Vec<&str> = base.iter().map(String::as_str).collect();
+    let args = [&base[..], &["--factors", "kernel_floor_s,step_overhead_s"]].concat();
     ok(&args);
     let q = cachesim::calibration::profile::read(&only).unwrap();
     assert_eq!(q.fit.fitted, ["step_overhead_s", "kernel_floor_s"]);
@@ -738,7 +723,7 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     );
     assert!(q.fit.held.contains(&"mem_bw: held at the start's 0.800 (--factors)".to_string()), "{:?}", q.fit.held);
     assert_eq!(q.fit.options().only, ["kernel_floor_s", "step_overhead_s"]);
-    let err = fails(&[&args[..12], &["--factors", "gemm,mem_bw"]].concat());
+    let err = fails(&[&base[..], &["--factors", "gemm,mem_bw"]].concat());
     assert!(err.contains("--factors gemm,mem_bw: `gemm` is not a factor (factors: gemm_flops,"), "{err}");
 
     // run: the built-in profile by default where one matches, the raw roofline with `none`,

@@ -496,24 +496,9 @@ proptest! {
 /// them and simulates what resolves.
 fn catalog_case(model: &[(usize, String)], gpu: &[(usize, String)], net: &[(usize, String)]) {
     let table = |head: &str, keys: &[(&str, &str)], set: &[(usize, String)]| {
-        let mut t = format!("[[{head}]]\nname = \"fuzz\"\n");
-        for (i, (k, d)) in keys.iter().enumerate() {
-            let v = set.iter().find(|(j, _)| *j == i).map_or(*d, |(_, v)| v.as_str());
-            t.push_str(&format!("{k} = {v}\n"));
-        }
-        t
+        common::catalog_table(head, "fuzz", keys, |i, _| set.iter().find(|(j, _)| *j == i).map(|(_, v)| v.clone()))
     };
-    let model_keys = [
-        ("hidden", "4096"),
-        ("layers", "32"),
-        ("heads", "32"),
-        ("kv_heads", "8"),
-        ("head_dim", "128"),
-        ("intermediate", "14336"),
-        ("vocab", "128256"),
-        ("params_b", "8.03"),
-        ("max_context", "131072"),
-    ];
+    let model_keys = common::MODEL_KEYS;
     let gpu_keys = [
         ("memory_gb", "80.0"),
         ("mem_bw_gbps", "3350.0"),

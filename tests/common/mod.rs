@@ -190,3 +190,31 @@ pub fn files(dir: &Path, exts: &[&str]) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// The keys of a small dense model (Llama-3.1-8B's shape) for the catalog files tests write.
+pub const MODEL_KEYS: [(&str, &str); 9] = [
+    ("hidden", "4096"),
+    ("layers", "32"),
+    ("heads", "32"),
+    ("kv_heads", "8"),
+    ("head_dim", "128"),
+    ("intermediate", "14336"),
+    ("vocab", "128256"),
+    ("params_b", "8.03"),
+    ("max_context", "131072"),
+];
+
+/// A catalog file of one `[[head]]` table named `name` with `keys`, the value of key `i` (named
+/// `k`) replaced by `set(i, k)` where it gives one.
+pub fn catalog_table(
+    head: &str,
+    name: &str,
+    keys: &[(&str, &str)],
+    set: impl Fn(usize, &str) -> Option<String>,
+) -> String {
+    let mut t = format!("[[{head}]]\nname = \"{name}\"\n");
+    for (i, (k, d)) in keys.iter().enumerate() {
+        t.push_str(&format!("{k} = {}\n", set(i, k).unwrap_or_else(|| d.to_string())));
+    }
+    t
+}

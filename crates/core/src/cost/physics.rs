@@ -33,6 +33,20 @@ fn batch(decode: u32, context: u64, prefill: u64, cached: u64) -> BatchShape {
     b
 }
 
+/// The deployment drawn by indices into the catalog's GPUs and models, TP 2^`tp_log` and the
+/// calibrations of [`calibrations`], priced; with it in words.
+fn deployment(g: usize, m: usize, tp_log: u32, c: usize) -> (Gpu, Model, u64, Roofline, String) {
+    let gpus = builtin_gpus();
+    let models = builtin_models();
+    let (gpu, model) = (gpus[g % gpus.len()].clone(), models[m % models.len()].clone());
+    let tp = 1u64 << tp_log;
+    let cals = calibrations(&gpu);
+    let (name, eff) = &cals[c % cals.len()];
+    let r = Roofline::new(&gpu, &model, tp, *eff);
+    let what = format!("{} on {} × {}, TP {tp}, calibration {name}", model.name, gpu.name, gpu.description);
+    (gpu, model, tp, r, what)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -41,14 +55,8 @@ proptest! {
         g in 0usize..64, m in 0usize..64, tp_log in 0u32..4, c in 0usize..64,
         decode in 1u32..512, context in 0u64..32_768, prefill in 2u64..16_384, cached in 0u64..8_192,
     ) {
-        let gpus = builtin_gpus();
-        let models = builtin_models();
-        let (gpu, model) = (&gpus[g % gpus.len()], &models[m % models.len()]);
-        let tp = 1u64 << tp_log;
-        let cals = calibrations(gpu);
-        let (name, eff) = &cals[c % cals.len()];
-        let r = Roofline::new(gpu, model, tp, *eff);
-        let what = format!("{} on {} × {}, TP {tp}, calibration {name}", model.name, gpu.name, gpu.description);
+        let (gpu, model, tp, r, what) = deployment(g, m, tp_log, c);
+        let (gpu, model) = (&gpu, &model);
         // Decode: the weights every token multiplies by and the KV it attends over, read once
         // per step, at the datasheet's bandwidth at most.
         let d = batch(decode, context, 0, 0);
@@ -76,16 +84,10 @@ proptest! {
         decode in 0u32..512, context in 0u64..32_768, prefill in 0u64..8_192, cached in 0u64..8_192,
         more_seqs in 1u32..64, more_ctx in 1u64..4_096, more_tokens in 2u64..4_096,
     ) {
-        let gpus = builtin_gpus();
-        let models = builtin_models();
-        let (gpu, model) = (&gpus[g % gpus.len()], &models[m % models.len()]);
-        let tp = 1u64 << tp_log;
-        let cals = calibrations(gpu);
-        let (name, eff) = &cals[c % cals.len()];
-        let r = Roofline::new(gpu, model, tp, *eff);
+        let (_, _, _, r, what) = deployment(g, m, tp_log, c);
         let t = |b: BatchShape| r.step_time(&b, overlap);
         let base = t(batch(decode, context, prefill, cached));
-        let what = format!("{} on {}, TP {tp}, calibration {name}: {base} s", model.name, gpu.name);
+        let what = format!("{what}: {base} s");
         prop_assert!(t(batch(decode + more_seqs, context, prefill, cached)) >= base, "more sequences: {what}");
         prop_assert!(t(batch(decode, context + more_ctx, prefill, cached)) >= base, "longer contexts: {what}");
         prop_assert!(t(batch(decode, context, prefill.max(1) + more_tokens, cached)) >= base, "more prompt tokens: {what}");
