@@ -4,7 +4,6 @@
 mod common;
 
 use common::{cachesim, fails, ok};
-use std::process::Command;
 
 #[test]
 fn quick_start_runs_on_the_bundled_sample() {
@@ -131,13 +130,8 @@ fn generators_are_seeded_and_readable() {
 #[test]
 fn output_is_identical_whatever_the_thread_count() {
     let run = |threads: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_cachesim"))
-            .args(["cache", "--capacity-tokens", "unlimited,3k,8k", "--block", "8,16", "--inflight", "3", "--json"])
-            .env("RAYON_NUM_THREADS", threads)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        out.stdout
+        let args = ["cache", "--capacity-tokens", "unlimited,3k,8k", "--block", "8,16", "--inflight", "3", "--json"];
+        common::ok_at_threads(&args, threads)
     };
     assert_eq!(run("1"), run("2"));
     assert_eq!(run("1"), run("4"));

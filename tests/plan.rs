@@ -164,13 +164,7 @@ fn plan_output_does_not_depend_on_the_thread_count() {
         let mut args =
             vec!["plan", "--num-prompts", "30", "--slo", "ttft_p99=200", "--max-num-seqs", "2,4,8,16", "--json"];
         args.extend(extra);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
-            .args(&args)
-            .env("RAYON_NUM_THREADS", threads)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        out.stdout
+        common::ok_at_threads(&args, threads)
     };
     assert_eq!(run("1", &[]), run("2", &[]));
     let deploy = ["--target-rate", "5", "--gpus", "h100-sxm,l40s", "--gpu-price", "h100-sxm=2,l40s=1"];

@@ -7,7 +7,6 @@
 mod common;
 
 use common::{fails, ok};
-use std::process::Command;
 
 /// The bundled sample, 40 requests sent at 8 req/s: the seed draws the send times.
 const LOAD: [&str; 4] = ["--num-prompts", "40", "--request-rate", "8"];
@@ -74,13 +73,7 @@ fn output_is_identical_whatever_the_thread_count() {
         if json {
             args.push("--json");
         }
-        let out = Command::new(env!("CARGO_BIN_EXE_cachesim"))
-            .args(&args)
-            .env("RAYON_NUM_THREADS", threads)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        out.stdout
+        common::ok_at_threads(&args, threads)
     };
     for json in [false, true] {
         let one = run("1", json);

@@ -162,13 +162,7 @@ fn sharded_runs_merge_into_the_unsharded_csv_whatever_the_threads() {
         "block=16,32",
     ];
     let run = |extra: &[&str], threads: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
-            .args(base)
-            .args(extra)
-            .env("RAYON_NUM_THREADS", threads)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        common::ok_at_threads(&[&base[..], extra].concat(), threads);
     };
     run(&["--csv", &p("all1.csv")], "1");
     run(&["--csv", &p("all2.csv")], "2");

@@ -68,6 +68,18 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
+/// Runs the binary with rayon on `threads` threads, asserts success, returns stdout's bytes
+/// (for the determinism tests: the same bytes at any thread count).
+pub fn ok_at_threads(args: &[&str], threads: &str) -> Vec<u8> {
+    let out = Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args(args)
+        .env("RAYON_NUM_THREADS", threads)
+        .output()
+        .expect("run cachesim");
+    assert!(out.status.success(), "cachesim {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
 /// Runs the binary, asserts failure, returns stderr.
 pub fn fails(args: &[&str]) -> String {
     let out = cachesim(args);
