@@ -76,7 +76,6 @@ struct SystemEntry {
     case: String,
     system: String,
     gpu: String,
-    gpus_per_node: Option<u32>,
 }
 
 /// A silicon-sample case file: the settings and maps its systems share, and the systems.
@@ -129,9 +128,9 @@ pub struct SiliconCase {
     pub max_prompts: Option<u32>,
     /// At least this many requests.
     pub min_prompts: u32,
-    /// GPUs of one node: an instance over more spans nodes (`--nnodes`); none = one NVLink
-    /// domain however many GPUs.
-    pub gpus_per_node: Option<u32>,
+    /// GPUs of one node, the GPU catalog's (`gpus_per_node`: 8 on an HGX board, 72 in an NVL72
+    /// rack): an instance over more spans nodes (`--nnodes`).
+    pub gpus_per_node: u32,
     /// Seed of the prompts and the client.
     pub seed: u64,
     /// Backend and release → bundle; the first entry that takes a row wins.
@@ -239,9 +238,8 @@ pub fn load(file: &Path) -> Result<Vec<LoadedSilicon>> {
     }
     let mut out: Vec<LoadedSilicon> = Vec::new();
     for s in f.system {
-        if s.gpus_per_node == Some(0) {
-            return Err(fail(format!("system {}: gpus_per_node: at least 1", s.case)));
-        }
+        let gpu = cachesim_core::catalog::gpu(&s.gpu, None).map_err(|e| fail(format!("system {}: {e}", s.case)))?;
+        let gpus_per_node = u32::try_from(gpu.gpus_per_node()).unwrap_or(u32::MAX);
         if out.iter().any(|o| o.case.case == s.case) {
             return Err(fail(format!("system {}: named twice", s.case)));
         }
@@ -257,7 +255,7 @@ pub fn load(file: &Path) -> Result<Vec<LoadedSilicon>> {
             prompts_per_concurrency: f.prompts_per_concurrency,
             max_prompts: f.max_prompts,
             min_prompts: f.min_prompts,
-            gpus_per_node: s.gpus_per_node,
+            gpus_per_node,
             seed: f.seed,
             engine: f.engine.clone(),
             model: f.model.clone(),
@@ -495,7 +493,8 @@ impl LoadedSilicon {
             f.push("--enable-expert-parallel".into());
         }
         let world = width * pp;
-        if let Some(n) = self.case.gpus_per_node.filter(|&n| world > n) {
+        let n = self.case.gpus_per_node;
+        if world > n {
             if world % n != 0 {
                 return Err(format!("{world} GPUs do not fill nodes of {n}"));
             }
@@ -533,7 +532,7 @@ mod tests {
             &f,
             "kind = \"silicon\"\ndata = \"s.csv\"\n\
              statistic = \"median\"\nprompts_per_concurrency = 20\nmax_prompts = 1000\n\
-             [[system]]\ncase = \"aic-x\"\nsystem = \"h100_sxm\"\ngpu = \"h100-sxm\"\ngpus_per_node = 8\n\
+             [[system]]\ncase = \"aic-x\"\nsystem = \"h100_sxm\"\ngpu = \"h100-sxm\"\n\
              [[engine]]\nbackend = \"sglang\"\nversions = [\"0.5.1\"]\nbundle = \"sglang@0.5.1\"\n\
              [[engine]]\nbackend = \"sglang\"\nbundle = \"sglang@0.5\"\n\
              [[model]]\nhf = \"Qwen/Qwen3-32B\"\nprecision = [\"\", \"bf16\"]\nname = \"qwen3-32b\"\n\
@@ -603,8 +602,11 @@ mod tests {
         assert!(load(&f).unwrap_err().to_string().contains("prompts_per_concurrency"));
         std::fs::write(&f, body.replace("statistic = \"median\"", "statistic = \"p99\"")).unwrap();
         assert!(load(&f).unwrap_err().to_string().contains("aic-x.toml"));
-        std::fs::write(&f, body.replace("gpus_per_node = 8", "gpus_per_node = 0")).unwrap();
-        assert!(load(&f).unwrap_err().to_string().contains("system aic-x: gpus_per_node"));
+        std::fs::write(&f, body.replace("gpu = \"h100-sxm\"", "gpu = \"h1000\"")).unwrap();
+        assert!(load(&f)
+            .unwrap_err()
+            .to_string()
+            .contains("system aic-x: invalid value for --gpu: unknown name `h1000`"));
         std::fs::write(&f, &body).unwrap();
         let e = load(&f).unwrap()[0].csv_path(Some(dir.path())).unwrap_err().to_string();
         assert!(e.contains("s.csv, which is absent"), "{e}");
