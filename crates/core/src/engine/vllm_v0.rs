@@ -24,17 +24,12 @@ use crate::cost::spec::SpecAlgorithm;
 use crate::error::{Error, Result};
 
 /// `--num-scheduler-steps`, checked as vLLM 0.6.0 checks it (`EngineArgs.create_engine_config`:
-/// no chunked prefill, no speculative decoding; `SchedulerConfig._verify_args`: at least 1), and
-/// only for the engine that has it (vLLM V0; v1 dropped multi-step scheduling).
+/// no chunked prefill, no speculative decoding; `SchedulerConfig._verify_args`: at least 1). The
+/// flag is vLLM V0's: the engine-flag table ([`super::flags`]) refuses it for the others before.
 pub fn scheduler_steps(engine: EngineKind, flags: &EngineFlags) -> Result<u32> {
     const FLAG: &str = "--num-scheduler-steps";
     let Some(n) = flags.num_scheduler_steps else { return Ok(1) };
-    if engine != EngineKind::VllmV0 {
-        return Err(Error::invalid(
-            FLAG,
-            format!("multi-step scheduling is vLLM V0's (--engine vllm-v0), not --engine {}'s", engine.name()),
-        ));
-    }
+    debug_assert_eq!(engine, EngineKind::VllmV0, "{FLAG}: refused for other engines by the flag table");
     if n == 0 {
         return Err(Error::invalid(FLAG, "must be at least 1"));
     }
@@ -55,24 +50,12 @@ pub fn scheduler_steps(engine: EngineKind, flags: &EngineFlags) -> Result<u32> {
 /// `CudaPlatform.is_async_output_supported` in `vllm/platforms/cuda.py`; vLLM 0.6.0's
 /// `verify_async_output_proc` has the same rules): on by default (`use_async_output_proc`
 /// True), off with `--disable-async-output-proc`, under pipeline parallelism, with
-/// `--enforce-eager` (no CUDA graph), or with speculative decoding. The flags are refused for
-/// the other engines (vLLM v1 dropped the V0 output processor; cachesim does not model
-/// `--enforce-eager` otherwise).
+/// `--enforce-eager` (no CUDA graph), or with speculative decoding. The flags are vLLM V0's: the
+/// engine-flag table ([`super::flags`]) refuses them for the others before (vLLM v1 dropped the
+/// V0 output processor; cachesim does not model `--enforce-eager` otherwise).
 pub fn async_output_proc(engine: EngineKind, flags: &EngineFlags) -> Result<bool> {
     if engine != EngineKind::VllmV0 {
-        for (set, flag) in
-            [(flags.disable_async_output_proc, "--disable-async-output-proc"), (flags.enforce_eager, "--enforce-eager")]
-        {
-            if set {
-                return Err(Error::invalid(
-                    flag,
-                    format!(
-                        "modelled for vLLM V0's async output processing only (--engine vllm-v0), not --engine {}",
-                        engine.name()
-                    ),
-                ));
-            }
-        }
+        debug_assert!(!flags.disable_async_output_proc && !flags.enforce_eager, "refused by the flag table");
         return Ok(false);
     }
     Ok(!flags.disable_async_output_proc
