@@ -13,7 +13,7 @@ use crate::engine::frontend::RequestLimits;
 use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
 use crate::error::{Error, Result};
 use crate::layout::LayoutOptions;
-use crate::vllm_memory::{MemoryOverrides, ProfileRun, VllmMemory};
+use crate::vllm_memory::{MemoryOverrides, VllmMemory};
 use crate::workload::arrivals::ArrivalOptions;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -314,68 +314,6 @@ fn check_overrides(m: &MemoryOverrides) -> Result<()> {
     Ok(())
 }
 
-/// The error for fewer than two KV blocks, naming the setting that caused it: the override when
-/// one was given, else the activation reserve when the weights alone would leave room, else the
-/// memory share (the model does not fit).
-fn no_kv_blocks(
-    o: &RunOptions,
-    (gpu, model, layout): (&Gpu, &Model, &Deployment),
-    util: f64,
-    blocks: u64,
-    run: Option<ProfileRun>,
-) -> Error {
-    let weights_gb = layout.parallel.weight_bytes_per_rank(model) / 1e9;
-    let usable_gb = gpu.memory_bytes() * util / 1e9;
-    if o.num_gpu_blocks_override.is_some() {
-        return Error::invalid("--num-gpu-blocks-override", format!("{blocks}: at least 2 KV blocks are needed"));
-    }
-    // A memory term the user set is at fault when the modelled term would leave room.
-    if let Some(run) = run {
-        let m = o.memory;
-        let blocks_without = |cleared: MemoryOverrides| {
-            VllmMemory::laid_out(gpu, model, layout.parallel, layout.kv_dtype.bytes(), util, run, cleared)
-                .num_gpu_blocks(o.block_size)
-        };
-        let gib = |v: Option<f64>| v.map(|g| format!("{g} GiB"));
-        let terms = [
-            (
-                "--kv-cache-memory-bytes",
-                m.kv_cache_memory_bytes.map(|b| format!("{b} bytes")),
-                MemoryOverrides { kv_cache_memory_bytes: None, ..m },
-            ),
-            ("--activation-peak-gib", gib(m.activation_peak_gib), MemoryOverrides { activation_peak_gib: None, ..m }),
-            (
-                "--cudagraph-memory-gib",
-                gib(m.cudagraph_memory_gib),
-                MemoryOverrides { cudagraph_memory_gib: None, ..m },
-            ),
-            (
-                "--non-torch-memory-gib",
-                gib(m.non_torch_memory_gib),
-                MemoryOverrides { non_torch_memory_gib: None, ..m },
-            ),
-        ];
-        for (flag, set, cleared) in terms {
-            if let Some(value) = set.filter(|_| blocks_without(cleared) >= 2) {
-                return Error::invalid(
-                    flag,
-                    format!(
-                        "{value} leaves no room for the KV cache: {usable_gb:.1} GB usable per GPU \
-                         (gpu_memory_utilization {util}) − {weights_gb:.1} GB of weights"
-                    ),
-                );
-            }
-        }
-    }
-    Error::invalid(
-        "--gpu-memory-utilization",
-        format!(
-            "{util}: the model does not fit (weights {weights_gb:.1} GB per GPU, {usable_gb:.1} GB usable; \
-             try --tp or a larger GPU)"
-        ),
-    )
-}
-
 /// What resolving changed without being asked, worth telling the user: vLLM's `EngineArgs`
 /// (`_set_default_args`, vllm/engine/arg_utils.py, 0.33) lowers an unset `max_num_seqs` to
 /// `max_num_batched_tokens` silently; cachesim follows it and says so. It also says when an
@@ -471,6 +409,7 @@ fn engine_flags(o: &RunOptions) -> crate::engine::launch::EngineFlags {
         overlap: o.overlap,
         pp: o.layout.pp,
         block_size: o.block_size,
+        num_gpu_blocks_override: o.num_gpu_blocks_override,
     }
 }
 
@@ -523,28 +462,6 @@ fn check_kv_heads(model: &Model, attn_tp: u64) -> Result<()> {
     ))
 }
 
-/// A KV pool of `tokens` on one rank within the GPU's memory less its weights, for the flags
-/// that set the pool by hand (vLLM allocates what they ask after its memory check, and fails
-/// with CUDA out of memory when it is more than the GPU holds).
-fn check_pool_fits(flag: &str, asked: String, bytes_per_rank: f64, gpu: &Gpu, weights: f64) -> Result<()> {
-    let room = gpu.cuda_total_bytes() as f64 - weights;
-    if bytes_per_rank <= room {
-        return Ok(());
-    }
-    let gib = |b: f64| b / (1u64 << 30) as f64;
-    Err(Error::invalid(
-        flag,
-        format!(
-            "{asked} need {:.1} GiB of KV per GPU, more than the {:.1} GiB a {} holds beside {:.1} GiB of weights \
-             (vLLM would fail allocating the cache: CUDA out of memory)",
-            gib(bytes_per_rank),
-            gib(room.max(0.0)),
-            gpu.name,
-            gib(weights)
-        ),
-    ))
-}
-
 /// Resolves options into a full configuration.
 pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     crate::engine::flags::refuse_foreign(o.engine, engine_specific_flags(o))?;
@@ -576,7 +493,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     }
     check_kv_heads(&model, attn_tp)?;
     check_nodes(&gpu, &layout)?;
-    let (kv_dtype_bytes, dp) = (layout.kv_dtype.bytes(), layout.parallel.dp_attention.max(1));
+    let kv_dtype_bytes = layout.kv_dtype.bytes();
     let kv_bytes_per_token_per_rank = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
     let max_model_len = o.max_model_len.unwrap_or(crate::engine::default_max_model_len(o.engine, &model));
     if max_model_len == 0 {
@@ -609,11 +526,6 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
     }
     check_overrides(&o.memory)?;
-    let vllm = matches!(o.engine, EngineKind::Vllm | EngineKind::VllmV0);
-    if let (true, Some(b)) = (vllm, o.memory.kv_cache_memory_bytes) {
-        let weights = layout.parallel.weight_bytes_per_rank(&model);
-        check_pool_fits("--kv-cache-memory-bytes", format!("{b} bytes"), b as f64, &gpu, weights)?;
-    }
     let policy = o.policy.unwrap_or(crate::engine::default_policy(o.engine));
     let flags = engine_flags(o);
     let machine = crate::engine::launch::Machine {
@@ -625,9 +537,12 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         max_model_len,
         kv_bytes_per_token_per_rank,
     };
+    let vllm = matches!(o.engine, EngineKind::Vllm | EngineKind::VllmV0);
+    if vllm {
+        crate::engine::vllm_pool::check_kv_budget(&flags, &machine)?;
+    }
     let launched = crate::engine::start(o.engine, version, &flags, &machine)?;
     let vllm_memory = launched.vllm_memory.map(|(m, _)| m);
-    let profile_run = launched.vllm_memory.map(|(_, r)| r);
     let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) =
         (launched.max_num_seqs, launched.max_num_batched_tokens, launched.chunked_prefill_size);
     let (kv_tokens, mem_fraction_static) = (launched.kv_tokens, launched.mem_fraction_static);
@@ -636,24 +551,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     let overlap = crate::engine::overlap(o.engine, &flags)?;
     let (num_gpu_blocks, capacity) = match policy {
         Policy::Paged => {
-            let modelled = vllm_memory.map_or(kv_tokens / o.block_size as u64, |m| m.num_gpu_blocks(o.block_size) * dp);
-            let blocks = o.num_gpu_blocks_override.unwrap_or(modelled);
-            if let (true, Some(b)) = (vllm, o.num_gpu_blocks_override) {
-                // vLLM applies the override after its memory check (`kv_cache_utils.get_num_blocks`)
-                // and allocates that many blocks on every rank of each attention DP group.
-                let per_rank = b.div_ceil(dp) as f64 * o.block_size as f64 * kv_bytes_per_token_per_rank as f64;
-                let weights = layout.parallel.weight_bytes_per_rank(&model);
-                check_pool_fits("--num-gpu-blocks-override", format!("{b} blocks"), per_rank, &gpu, weights)?;
-            }
-            if blocks < 2 {
-                return Err(no_kv_blocks(o, (&gpu, &model, &layout), util, blocks, profile_run));
-            }
-            if blocks > u32::MAX as u64 {
-                return Err(Error::invalid(
-                    "--num-gpu-blocks-override",
-                    format!("{blocks} KV blocks: at most {} (block ids are 32-bit)", u32::MAX),
-                ));
-            }
+            let blocks = crate::engine::vllm_pool::gpu_blocks(vllm, &flags, &machine, &launched)?;
             (Some(blocks), (blocks - 1) * o.block_size as u64)
         }
         // A pool set by hand is no larger than what memory holds: the engines cap it (SGLang, with

@@ -45,6 +45,8 @@ pub struct EngineFlags {
     pub pp: u64,
     /// vLLM `--block-size` (the paged cache's block, tokens).
     pub block_size: u32,
+    /// vLLM `--num-gpu-blocks-override`.
+    pub num_gpu_blocks_override: Option<u64>,
 }
 
 /// The machine an engine is launched on, as resolved before the engine: the catalog's GPU and
