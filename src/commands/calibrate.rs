@@ -57,9 +57,11 @@ fn check_calibrate_files(args: &CalibrateArgs) -> anyhow::Result<()> {
     let data = data_dir(&args.data);
     let mut inputs =
         if args.fit { vec![("--cases-dir", args.cases_dir.as_path())] } else { super::files::run_inputs(&args.run) };
-    inputs.extend(data.as_deref().filter(|_| args.fit).map(|p| ("--data", p)));
-    inputs.extend(args.start.as_deref().map(|p| ("--start", p)));
-    inputs.extend(args.report.as_deref().map(|p| ("--report", p)));
+    inputs.extend(super::files::given([
+        ("--data", data.as_deref().filter(|_| args.fit)),
+        ("--start", args.start.as_deref()),
+        ("--report", args.report.as_deref()),
+    ]));
     super::files::check(&inputs, &[("--out", out)])
 }
 
@@ -488,10 +490,7 @@ pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
     let data = data_dir(&args.data);
     let mut inputs = vec![("--cases-dir", args.cases_dir.as_path())];
     inputs.extend(data.as_deref().map(|p| ("--data", p)));
-    let outputs: Vec<(&str, &Path)> = [("--csv", args.csv.as_deref()), ("--plot", args.plot.as_deref())]
-        .into_iter()
-        .filter_map(|(f, p)| p.map(|p| (f, p)))
-        .collect();
+    let outputs = super::files::given([("--csv", args.csv.as_deref()), ("--plot", args.plot.as_deref())]);
     super::files::check(&inputs, &outputs)?;
     let globs = case_globs(args.cases.as_deref())?;
     let selected = |c: &case::LoadedCase| globs.as_ref().is_none_or(|g| g.iter().any(|g| g.matches(&c.case.case)));

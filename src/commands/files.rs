@@ -36,15 +36,17 @@ pub fn run_inputs(args: &RunArgs) -> Named<'_> {
 
 /// The output files of a run's flags: the three CSVs and the plot.
 pub fn run_outputs(args: &RunArgs) -> Named<'_> {
-    [
+    given([
         ("--requests-csv", args.requests_csv.as_deref()),
         ("--timeline-csv", args.timeline_csv.as_deref()),
         ("--token-times-csv", args.token_times_csv.as_deref()),
         ("--plot", args.plot.as_deref()),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.map(|p| (f, p)))
-    .collect()
+    ])
+}
+
+/// The flags given a file, of (flag, its file if given).
+pub fn given<'a>(flags: impl IntoIterator<Item = (&'static str, Option<&'a Path>)>) -> Named<'a> {
+    flags.into_iter().filter_map(|(f, p)| p.map(|p| (f, p))).collect()
 }
 
 /// Refuses, before the command runs, an output that is a folder, is one of `inputs` (a file, or

@@ -417,10 +417,11 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
 fn check_sweep_files(args: &cli::SweepArgs, setup: &Setup, sidecar: Option<&std::path::Path>) -> anyhow::Result<()> {
     let mut inputs = setup.inputs(&args.grid);
     inputs.extend(args.compare.as_deref().map(|p| ("--compare", p)));
-    let mut outputs: super::files::Named = Vec::new();
-    outputs.extend(args.csv.as_deref().map(|p| ("--csv", p)));
-    outputs.extend(sidecar.map(|p| ("--csv (its shard sidecar)", p)));
-    outputs.extend(args.heatmap.as_deref().map(|p| ("--heatmap", p)));
+    let outputs = super::files::given([
+        ("--csv", args.csv.as_deref()),
+        ("--csv (its shard sidecar)", sidecar),
+        ("--heatmap", args.heatmap.as_deref()),
+    ]);
     super::files::check(&inputs, &outputs)?;
     if let (Some(p), Some(_)) = (&args.csv, sidecar) {
         if !cachesim::output::target::Target::of("--csv", p)?.replaces() {

@@ -34,8 +34,7 @@ impl Plan {
         if let Some(p) = &setup.run.plot {
             cachesim::plot::check_plot_path(p)?;
         }
-        let outputs: crate::commands::files::Named =
-            setup.run.plot.as_deref().map(|p| ("--plot", p)).into_iter().collect();
+        let outputs = crate::commands::files::given([("--plot", setup.run.plot.as_deref())]);
         crate::commands::files::check(&setup.inputs(&args.grid), &outputs)?;
         let opts = SearchOptions {
             start_rate: args.start_rate,

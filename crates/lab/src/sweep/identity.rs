@@ -98,6 +98,9 @@ fn read(csv: &Path) -> Result<(Shard, Identity)> {
     Ok((shard, doc.sweep))
 }
 
+/// At most this many missing slices named in a refusal.
+const MAX_NAMED: usize = 8;
+
 /// Refuses shard CSVs that are not every slice of one sweep, once each: a CSV without its
 /// sidecar, a sidecar given as a CSV, identities that differ, a slice count that differs, a
 /// slice given twice or missing. Each refusal names the files.
@@ -149,13 +152,15 @@ pub fn check_shards(paths: &[PathBuf]) -> Result<()> {
             .collect();
         if !missing.is_empty() {
             let given: Vec<String> = seen.iter().map(|(p, _, _)| p.display().to_string()).collect();
+            let (what, more) = match missing.len() {
+                1 => ("slice", String::new()),
+                n if n > MAX_NAMED => ("slices", format!(" and {} more", n - MAX_NAMED)),
+                _ => ("slices", String::new()),
+            };
+            let named = missing[..missing.len().min(MAX_NAMED)].join(", ");
             return Err(Error::invalid(
                 "merge",
-                format!(
-                    "slice {} missing: the files given ({}) are not the whole sweep",
-                    missing.join(", "),
-                    given.join(", ")
-                ),
+                format!("{what} {named}{more} missing: the files given ({}) are not the whole sweep", given.join(", ")),
             ));
         }
     }
