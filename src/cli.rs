@@ -1108,7 +1108,8 @@ pub struct SweepArgs {
     #[arg(long, value_name = "FILE", help_heading = "Grid")]
     pub csv: Option<PathBuf>,
     /// Run only slice I of N disjoint slices of the grid (0 <= I < N; point k is in slice
-    /// k mod N), for job arrays; `cachesim merge` joins the slices' CSVs.
+    /// k mod N), for job arrays; `cachesim merge` joins the slices' CSVs. Beside the --csv FILE
+    /// goes FILE.sweep.json, the slice and what identifies the sweep, which merge compares.
     #[arg(long, value_name = "I/N", value_parser = parse_shard, help_heading = "Grid")]
     pub shard: Option<cachesim::sweep::Shard>,
     /// Draw the --rank-by metric over the first two grid knobs (best over the others) to this
@@ -1129,7 +1130,9 @@ fn parse_shard(s: &str) -> Result<cachesim::sweep::Shard, String> {
 /// `cachesim merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// The shards' CSV files (`cachesim sweep --shard I/N --csv …`), in any order.
+    /// The shards' CSV files (`cachesim sweep --shard I/N --csv …`), in any order, each with
+    /// its .sweep.json sidecar beside it: shards of different sweeps, and a slice given twice
+    /// or missing, are refused.
     #[arg(required = true, value_name = "SHARD.csv")]
     pub inputs: Vec<PathBuf>,
     /// The merged file: byte for byte the CSV of the same sweep run unsharded.

@@ -67,6 +67,59 @@ const CASES: &[Case] = &[
     },
     Case { what: "an output in a missing folder", args: &["--requests-csv", "no/such/r.csv"], cut: None },
     Case { what: "a plot that is neither SVG nor PNG", args: &["--plot", "out.txt"], cut: None },
+    // No output destroys something else: an output is a file, not an input, not another output.
+    Case { what: "an output that is a folder", args: &["--requests-csv", "."], cut: None },
+    Case { what: "a generated trace written to a folder", args: &["gen", "random", "-o", "."], cut: None },
+    Case {
+        what: "a sweep CSV that is the trace",
+        args: &["sweep", "--trace", "t.jsonl", "--grid", "max-num-seqs=8,16", "--csv", "t.jsonl"],
+        cut: None,
+    },
+    Case {
+        what: "a sweep's CSV and heatmap to one file",
+        args: &["sweep", "--grid", "max-num-seqs=8,16", "--csv", "x.svg", "--heatmap", "x.svg"],
+        cut: None,
+    },
+    Case {
+        what: "a shard's CSV that is not a file",
+        args: &["sweep", "--grid", "max-num-seqs=8,16", "--shard", "0/2", "--csv", "/dev/null"],
+        cut: None,
+    },
+    Case {
+        what: "a plan plot that is the trace",
+        args: &["plan", "--trace", "trace.svg", "--slo", "ttft_p99=2000", "--plot", "trace.svg"],
+        cut: None,
+    },
+    Case {
+        what: "an analysis plot that is the trace",
+        args: &["analyze", "--trace", "trace.svg", "--plot", "trace.svg"],
+        cut: None,
+    },
+    Case {
+        what: "a validation CSV and plot to one file",
+        args: &["validate", "--csv", "v.svg", "--plot", "v.svg"],
+        cut: None,
+    },
+    Case {
+        what: "a validation CSV over a case file",
+        args: &["validate", "--cases-dir", "cases", "--csv", "cases/P001.toml"],
+        cut: None,
+    },
+    Case {
+        what: "a fitted profile over its --start",
+        args: &["calibrate", "--fit", "--cases", "P001", "--start", "start.toml", "--out", "start.toml"],
+        cut: None,
+    },
+    Case {
+        what: "a fitted profile over its report",
+        args: &["calibrate", "--report", "zero.json", "-o", "zero.json"],
+        cut: None,
+    },
+    Case { what: "a merged CSV over a shard", args: &["merge", "s0.csv", "s1.csv", "--csv", "s0.csv"], cut: None },
+    Case { what: "shards of different sweeps", args: &["merge", "s0.csv", "other1.csv", "--csv", "m.csv"], cut: None },
+    Case { what: "a shard given twice", args: &["merge", "s0.csv", "s0.csv", "s1.csv", "--csv", "m.csv"], cut: None },
+    Case { what: "a shard missing", args: &["merge", "s1.csv", "--csv", "m.csv"], cut: None },
+    Case { what: "a shard without its sidecar", args: &["merge", "s0.csv", "bare.csv", "--csv", "m.csv"], cut: None },
     Case { what: "a block size of 0", args: &["cache", "--block", "0"], cut: None },
     Case { what: "a negative capacity", args: &["cache", "--capacity-tokens", "-5"], cut: None },
     // Nothing impossible is simulated (issue 28 §2).
@@ -188,6 +241,22 @@ fn scratch(name: &str) -> PathBuf {
     let w = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).unwrap();
     w("empty.jsonl", b"");
     w("garbage.bin", b"\x1b[31mRED\x07\x00\xff\xfe\x1b]0;title\x07 more\x08\x08\n\x00\x01\x02");
+    w("trace.svg", b"{\"prompt\": \"a\", \"output_len\": 2}\n");
+    w("start.toml", b"");
+    std::fs::create_dir_all(dir.join("cases")).unwrap();
+    w("cases/P001.toml", b"case = \"P001\"\n");
+    let sidecar = |shard: &str, rate: &str| {
+        let sweep = format!(
+            r#"{{"cachesim": "0.1.0", "base": ["--request-rate={rate}"], "grid": [["max-num-seqs", ["8", "16"]]], "zip": [], "points": 2}}"#
+        );
+        format!(r#"{{"shard": "{shard}", "sweep": {sweep}}}"#)
+    };
+    for (csv, shard, rate) in [("s0.csv", "0/2", "4"), ("s1.csv", "1/2", "4"), ("other1.csv", "1/2", "8")] {
+        let point = &shard[..1];
+        w(csv, format!("point,max-num-seqs,error\n{point},8,\n").as_bytes());
+        w(&format!("{csv}.sweep.json"), sidecar(shard, rate).as_bytes());
+    }
+    w("bare.csv", b"point,max-num-seqs,error\n1,16,\n");
     w("bad.gz", b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03this is not deflate data at all");
     let mut long = vec![b'{'];
     long.resize((65 << 20) + 2, b'a');
@@ -294,6 +363,49 @@ fn a_failed_run_keeps_existing_outputs() {
     let (code, msg) = run_in(&dir, &["--num-prompts", "4", "--requests-csv", "keep.csv"]);
     assert_eq!(code, 0, "{msg}");
     assert!(std::fs::read_to_string(dir.join("keep.csv")).unwrap().starts_with("id,send_s"));
+}
+
+/// An output that is not a regular file is written into, never replaced by a temporary file's
+/// rename: `/dev/null` stays a device and a FIFO a FIFO, its reader getting the CSV; a symbolic
+/// link to a regular file stays a link, the file it leads to replaced (and no temporary left).
+#[cfg(unix)]
+#[test]
+fn outputs_write_into_devices_and_fifos_and_through_links() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("special-outputs");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (code, msg) = run_in(&dir, &["--num-prompts", "4", "--requests-csv", "/dev/null"]);
+    assert_eq!(code, 0, "{msg}");
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device(), "/dev/null was replaced");
+    std::fs::write(dir.join("real.csv"), "old").unwrap();
+    std::os::unix::fs::symlink("real.csv", dir.join("link.csv")).unwrap();
+    let (code, msg) = run_in(&dir, &["--num-prompts", "4", "--requests-csv", "link.csv"]);
+    assert_eq!(code, 0, "{msg}");
+    assert!(std::fs::symlink_metadata(dir.join("link.csv")).unwrap().file_type().is_symlink(), "the link was replaced");
+    assert!(std::fs::read_to_string(dir.join("real.csv")).unwrap().starts_with("id,send_s"));
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["link.csv", "real.csv"]);
+    let fifo = dir.join("fifo.csv");
+    if !Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped the FIFO: mkfifo is not available");
+        return;
+    }
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo))
+    };
+    let (code, msg) = run_in(&dir, &["--num-prompts", "4", "--requests-csv", "fifo.csv"]);
+    if code != 0 {
+        // Unblock the reader before failing.
+        let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+    }
+    let got = reader.join().unwrap().unwrap();
+    assert_eq!(code, 0, "{msg}");
+    assert!(got.starts_with("id,send_s"), "{got}");
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced");
 }
 
 /// Errors print the OS message once, and control bytes never reach the terminal raw.

@@ -6,10 +6,13 @@
 mod common;
 
 use cachesim::metrics::{RequestRecord, Summary, TokenLog};
-use cachesim::sweep::output::{csv_records, merge, rank, write_csv};
+use cachesim::output::Outputs;
+use cachesim::sweep::identity;
+use cachesim::sweep::output::{csv_records, merge, rank, stage_csv, write_csv};
 use cachesim::sweep::{parse_axis, Grid, Row, Shard};
 use common::{cachesim, fails, ok};
 use proptest::prelude::*;
+use std::path::Path;
 
 /// A summary of `n` requests whose latencies depend on `seed` (distinct, deterministic).
 fn summary(n: u32, seed: u32) -> Summary {
@@ -66,6 +69,7 @@ proptest! {
         let (header, records) = csv_records(&knobs, &all);
         let whole = dir.path().join("all.csv");
         write_csv(&whole, &header, &records).unwrap();
+        let id = identity::Identity::new("test", vec!["--request-rate=4".into()], &grid, all.len());
         let mut parts = Vec::new();
         // Shards written in reverse order, so the merge has to sort.
         for index in (0..count).rev() {
@@ -73,15 +77,18 @@ proptest! {
             let mine: Vec<Row> = all.iter().filter(|r| s.contains(r.point)).cloned().collect();
             let (h, recs) = csv_records(&knobs, &mine);
             let p = dir.path().join(format!("s{index}.csv"));
-            write_csv(&p, &h, &recs).unwrap();
+            let mut files = Outputs::new();
+            stage_csv(&mut files, &p, &h, &recs).unwrap();
+            identity::stage(&mut files, &p, s, &id).unwrap();
+            files.commit().unwrap();
             parts.push(p);
         }
         let (mh, mrecs) = merge(&parts).unwrap();
         let merged = dir.path().join("merged.csv");
         write_csv(&merged, &mh, &mrecs).unwrap();
         prop_assert_eq!(std::fs::read(&whole).unwrap(), std::fs::read(&merged).unwrap());
-        // No temporary file is left behind.
-        prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), count + 2);
+        // No temporary file is left behind: the CSVs, the shards' sidecars.
+        prop_assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2 * count + 2);
         if count > 1 && all.len() > 1 {
             // parts[count - 1] is slice 0, holding point 0: without it there is a gap.
             prop_assert!(merge(&parts[..count - 1]).is_err(), "a missing shard must be detected");
@@ -177,6 +184,14 @@ fn sharded_runs_merge_into_the_unsharded_csv_whatever_the_threads() {
     assert_eq!(all, std::fs::read(p("all4.csv")).unwrap(), "thread count changed the CSV");
     assert_eq!(all, std::fs::read(p("merged.csv")).unwrap(), "merged shards differ from the unsharded CSV");
     assert_eq!(String::from_utf8(all).unwrap().lines().count(), 7);
+    // A slice of another sweep (another base rate), with the same columns, is refused by name.
+    let other_csv = p("other1.csv");
+    let other = [&base[..4], &["30"], &base[5..], &["--shard", "1/4", "--csv", &other_csv]].concat();
+    common::ok_at_threads(&other, "2");
+    let out = cachesim(&["merge", &p("s0.csv"), &p("other1.csv"), &p("s2.csv"), &p("s3.csv"), "--csv", &p("m2.csv")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("other1.csv") && err.contains("--request-rate=30"), "{err}");
+    assert!(!Path::new(&p("m2.csv")).exists());
 }
 
 /// The rate search on a case solved by hand: 20 requests of 100 distinct prompt tokens and one

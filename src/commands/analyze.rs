@@ -10,9 +10,7 @@ use std::io::Write;
 pub fn analyze(args: &AnalyzeArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
-        let inputs: Vec<(&str, &std::path::Path)> =
-            args.trace.trace.as_deref().map(|t| ("--trace", t)).into_iter().collect();
-        cachesim::output::check_paths(&inputs, &[("--plot", p)])?;
+        super::files::check(&super::files::trace_inputs(&args.trace), &[("--plot", p)])?;
     }
     let opts = args.options();
     let sp = spinner("reading the trace");

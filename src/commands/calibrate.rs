@@ -27,6 +27,7 @@ pub fn calibrate(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result
     if let Some(w) = &args.weights {
         parse_weights(w)?;
     }
+    check_calibrate_files(args)?;
     if let Some(p) = &args.start {
         start_profile(p)?;
     }
@@ -47,6 +48,21 @@ pub fn calibrate(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result
         write!(out, "{}", cachesim::calibrate::report::text(&r, args.verbose))?;
     }
     Ok(())
+}
+
+/// Refuses a profile `--out` that is a folder or would replace what the fit reads: the cases'
+/// folder, the data folder, the `--start` profile, the `--report` and its run's files.
+fn check_calibrate_files(args: &CalibrateArgs) -> anyhow::Result<()> {
+    let Some(out) = &args.out else { return Ok(()) };
+    let data = data_dir(&args.data);
+    let mut inputs =
+        if args.fit { vec![("--cases-dir", args.cases_dir.as_path())] } else { super::files::run_inputs(&args.run) };
+    inputs.extend(super::files::given([
+        ("--data", data.as_deref().filter(|_| args.fit)),
+        ("--start", args.start.as_deref()),
+        ("--report", args.report.as_deref()),
+    ]));
+    super::files::check(&inputs, &[("--out", out)])
 }
 
 /// The `--start` profile's factors; a file that is not a calibration profile is refused by name.
@@ -323,7 +339,10 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
         "# Fitted step-time profile (cachesim calibrate --fit); regenerate with the command in [fit].\n{}",
         profile::to_toml(&p)
     );
-    std::fs::write(out, text).with_context(|| format!("cannot write {}", out.display()))?;
+    let mut files = cachesim::output::Outputs::new();
+    let tmp = files.stage(out)?;
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", out.display()))?;
+    files.commit()?;
     let mut o = stdout;
     writeln!(
         o,
@@ -468,6 +487,11 @@ pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
     }
+    let data = data_dir(&args.data);
+    let mut inputs = vec![("--cases-dir", args.cases_dir.as_path())];
+    inputs.extend(data.as_deref().map(|p| ("--data", p)));
+    let outputs = super::files::given([("--csv", args.csv.as_deref()), ("--plot", args.plot.as_deref())]);
+    super::files::check(&inputs, &outputs)?;
     let globs = case_globs(args.cases.as_deref())?;
     let selected = |c: &case::LoadedCase| globs.as_ref().is_none_or(|g| g.iter().any(|g| g.matches(&c.case.case)));
     let cases = case::load_dir(&args.cases_dir)?;
@@ -475,7 +499,6 @@ pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
         .into_iter()
         .filter(|c| globs.as_ref().is_none_or(|g| g.iter().any(|g| g.matches(&c.case.case))))
         .collect();
-    let data = data_dir(&args.data);
     let mut rows = silicon_rows(&args.cases_dir, globs.as_deref(), data.as_deref())?;
     let any_rows = !rows.cases.is_empty() || !rows.left_out.is_empty() || !rows.not_run.is_empty();
     if !cases.iter().any(selected) && step_cases.is_empty() && !any_rows {
@@ -579,26 +602,18 @@ pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
         v.rows.extend(rows);
     }
     validation::summarise(&mut v);
+    let mut files = cachesim::output::Outputs::new();
     if let Some(p) = &args.plot {
-        let mut files = cachesim::output::Outputs::new();
         let tmp = files.stage(p)?;
         let mode = if v.mode.is_empty() { String::new() } else { format!(" --{}", v.mode) };
         let title = format!("cachesim validate{mode}: predicted vs measured, {} cases", v.cases.len());
         cachesim::calibrate::plot::validation_plot(&tmp, &title, &v)
             .with_context(|| format!("cannot draw {}", p.display()))?;
-        files.commit()?;
     }
     if let Some(p) = &args.csv {
-        let mut files = cachesim::output::Outputs::new();
-        let tmp = files.stage(p)?;
-        let mut w = csv::Writer::from_path(&tmp).with_context(|| format!("cannot create {}", p.display()))?;
-        for r in validation::csv_rows(&v) {
-            w.serialize(r).with_context(|| format!("cannot write {}", p.display()))?;
-        }
-        w.flush().with_context(|| format!("cannot write {}", p.display()))?;
-        drop(w);
-        files.commit()?;
+        super::write_csv(&mut files, p, &validation::csv_rows(&v))?;
     }
+    files.commit()?;
     let weights = cachesim::calibration::factors::default_weights();
     let metrics: Vec<&str> = weights.keys().map(String::as_str).collect();
     let mode = validation::mode_name(&v);

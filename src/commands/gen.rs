@@ -58,7 +58,7 @@ pub fn generate(g: &GenCommand, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let mut files = cachesim::output::Outputs::new();
     match &common.output {
         Some(path) => {
-            cachesim::output::check_paths(&[], &[("--output", path)])?;
+            super::files::check(&[], &[("--output", path)])?;
             let tmp = files.stage(path)?;
             let f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
             let mut w = std::io::BufWriter::new(f);

@@ -9,6 +9,7 @@ pub mod cache;
 pub mod calibrate;
 pub mod calibrate_report;
 pub mod calibrate_shared;
+pub mod files;
 pub mod gen;
 pub mod list;
 pub mod run;

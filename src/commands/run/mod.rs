@@ -10,16 +10,6 @@ use anyhow::Context;
 use cachesim::text::thousands;
 use std::io::Write;
 
-/// The input files of a run (flag, path).
-fn run_inputs(args: &RunArgs) -> Vec<(&'static str, &std::path::Path)> {
-    let mut v = Vec::new();
-    v.extend(args.trace.trace.as_deref().map(|p| ("--trace", p)));
-    v.extend(args.model_file.as_deref().map(|p| ("--model-file", p)));
-    v.extend(args.gpu_file.as_deref().map(|p| ("--gpu-file", p)));
-    v.extend(args.deployment.as_deref().map(|p| ("--deployment", p)));
-    v
-}
-
 /// The words of a `cachesim run` command line (without the program and subcommand names) with
 /// its `--deployment` file expanded as the binary expands it, and what the run echoes about the
 /// file: the Python binding's `run(deployment=…)` goes through here.
@@ -83,19 +73,9 @@ fn num_prompts_note(w: &cachesim::workload::Workload, num_prompts: Option<usize>
     })
 }
 
-/// Refuses an output file that would overwrite an input or another output.
+/// Refuses an output file that is a folder or would overwrite an input or another output.
 fn check_outputs(args: &RunArgs) -> anyhow::Result<()> {
-    let outputs: Vec<(&str, &std::path::Path)> = [
-        ("--requests-csv", args.requests_csv.as_deref()),
-        ("--timeline-csv", args.timeline_csv.as_deref()),
-        ("--token-times-csv", args.token_times_csv.as_deref()),
-        ("--plot", args.plot.as_deref()),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.map(|p| (f, p)))
-    .collect();
-    cachesim::output::check_paths(&run_inputs(args), &outputs)?;
-    Ok(())
+    super::files::check(&super::files::run_inputs(args), &super::files::run_outputs(args))
 }
 
 /// What a run keeps beyond its requests: steps for the timeline and the plot (or when asked),

@@ -194,7 +194,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
                 Ok(cachesim::plan::plot::Curve { label: label(d), trials: r.trials })
             })
             .collect::<anyhow::Result<_>>()?;
-        cachesim::plan::plot::rate_plot(path, slo, &curves, Some(rate))?;
+        plan.plot(path, &curves, Some(rate))?;
     }
     let range = counts.as_ref().map(|c| {
         let (lo, hi) = (c[0], c[c.len() - 1]);

@@ -242,6 +242,24 @@ impl Setup {
         Ok(Setup { file, flags, run })
     }
 
+    /// The input files of the base run flags and the `--file`.
+    fn inputs<'a>(&'a self, grid: &'a GridArgs) -> super::files::Named<'a> {
+        let mut v = super::files::run_inputs(&self.run);
+        v.extend(grid.file.as_deref().map(|p| ("--file", p)));
+        v
+    }
+
+    /// What identifies this sweep over `grid`, for a shard's sidecar: the base run flags (but
+    /// those naming per-run outputs), the axes and the number of points.
+    fn identity(&self, grid: &cachesim::sweep::Grid) -> anyhow::Result<cachesim::sweep::identity::Identity> {
+        let mut base: Vec<&(String, Vec<String>)> =
+            self.flags.base.iter().filter(|(id, _)| !NOT_IN_GRID.contains(&id.as_str())).collect();
+        base.sort_by(|a, b| a.0.cmp(&b.0));
+        let words = base.into_iter().flat_map(|(_, w)| w.clone()).collect();
+        let points = grid.points()?.len();
+        Ok(cachesim::sweep::identity::Identity::new(env!("CARGO_PKG_VERSION"), words, grid, points))
+    }
+
     /// Grid points of this command (this shard's only), each with its run arguments parsed.
     fn points(
         &self,
@@ -316,21 +334,31 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
             "--plot draws one run; a sweep draws its --heatmap (run the chosen point with `cachesim run --plot`)"
         );
     }
-    let (knobs, points) = setup.points(&args.grid, args.shard, &[])?;
+    let sidecar = args.csv.as_deref().filter(|_| args.shard.is_some()).map(cachesim::sweep::identity::sidecar_path);
+    check_sweep_files(args, &setup, sidecar.as_deref())?;
+    let grid = setup.grid(&args.grid, &[])?;
+    let (knobs, points) = setup.jobs(&grid, args.shard)?;
+    let identity = setup.identity(&grid)?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
     let w = load(&setup.run.trace, &setup.run.build_options())?;
     let pb = points_bar(jobs.len(), "simulating");
     let rows = cachesim::sweep::run_all(&w, jobs, &|| pb.inc(1));
     pb.finish_and_clear();
+    let mut files = cachesim::output::Outputs::new();
     if let Some(p) = &args.csv {
         let (header, records) = output::csv_records(&knobs, &rows);
-        output::write_csv(p, &header, &records)?;
+        output::stage_csv(&mut files, p, &header, &records)?;
+        if let Some(shard) = args.shard {
+            cachesim::sweep::identity::stage(&mut files, p, shard, &identity)?;
+        }
     }
     if let Some(p) = &args.heatmap {
-        cachesim::sweep::heatmap::heatmap(p, &rows, &rank_by, ascending)?;
+        let tmp = files.stage(p)?;
+        cachesim::sweep::heatmap::heatmap(&tmp, &rows, &rank_by, ascending)?;
     }
     let order = output::rank(&rows, &rank_by, ascending);
     let compared = args.compare.as_deref().map(|p| cachesim::sweep::compare::compare(p, &rows)).transpose()?;
+    files.commit()?;
     let mut stdout = &mut *stdout;
     if setup.run.json {
         let results: Vec<serde_json::Value> = order
@@ -383,7 +411,34 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
     Ok(())
 }
 
+/// Refuses, before a sweep runs, an output (`--csv`, its shard sidecar, `--heatmap`) that is a
+/// folder, an input (the run flags' files, `--file`, `--compare`) or another output, and a
+/// shard's `--csv` that is not a file (its sidecar goes beside it, for `merge`).
+fn check_sweep_files(args: &cli::SweepArgs, setup: &Setup, sidecar: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let mut inputs = setup.inputs(&args.grid);
+    inputs.extend(args.compare.as_deref().map(|p| ("--compare", p)));
+    let outputs = super::files::given([
+        ("--csv", args.csv.as_deref()),
+        ("--csv (its shard sidecar)", sidecar),
+        ("--heatmap", args.heatmap.as_deref()),
+    ]);
+    super::files::check(&inputs, &outputs)?;
+    if let (Some(p), Some(_)) = (&args.csv, sidecar) {
+        if !cachesim::output::target::Target::of("--csv", p)?.replaces() {
+            anyhow::bail!(
+                "--csv {}: a shard's CSV must be a file, with its sidecar (.sweep.json) beside it for `cachesim merge`",
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn merge(args: &cli::MergeArgs) -> anyhow::Result<()> {
+    let sidecars: Vec<std::path::PathBuf> =
+        args.inputs.iter().map(|p| cachesim::sweep::identity::sidecar_path(p)).collect();
+    let inputs: super::files::Named = args.inputs.iter().chain(&sidecars).map(|p| ("merge", p.as_path())).collect();
+    super::files::check(&inputs, &[("--csv", &args.csv)])?;
     let (header, records) = cachesim::sweep::output::merge(&args.inputs)?;
     cachesim::sweep::output::write_csv(&args.csv, &header, &records)?;
     eprintln!(

@@ -34,6 +34,8 @@ impl Plan {
         if let Some(p) = &setup.run.plot {
             cachesim::plot::check_plot_path(p)?;
         }
+        let outputs = crate::commands::files::given([("--plot", setup.run.plot.as_deref())]);
+        crate::commands::files::check(&setup.inputs(&args.grid), &outputs)?;
         let opts = SearchOptions {
             start_rate: args.start_rate,
             tolerance: args.tolerance,
@@ -43,6 +45,20 @@ impl Plan {
         let shape = if args.trace_shape { Shape::Trace } else { Shape::Poisson };
         let refused: &[&str] = if args.trace_shape { &["request_rate", "time_scale"] } else { &["request_rate"] };
         Ok(Plan { setup, slo, opts, shape, refused })
+    }
+
+    /// Draws the SLO metrics of `curves` against the rate to `path` (`--plot`), all or nothing.
+    pub fn plot(
+        &self,
+        path: &std::path::Path,
+        curves: &[cachesim::plan::plot::Curve],
+        target_rate: Option<f64>,
+    ) -> anyhow::Result<()> {
+        let mut files = cachesim::output::Outputs::new();
+        let tmp = files.stage(path)?;
+        cachesim::plan::plot::rate_plot(&tmp, &self.slo, curves, target_rate)?;
+        files.commit()?;
+        Ok(())
     }
 
     /// The trace, read once, with `--trace-shape` checked against it.
@@ -148,7 +164,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
                 trials: results[i].2.as_ref().map(|r| r.trials.clone()).unwrap_or_default(),
             })
             .collect();
-        cachesim::plan::plot::rate_plot(path, slo, &curves, None)?;
+        plan.plot(path, &curves, None)?;
     }
     let mut stdout = &mut *stdout;
     if plan.setup.run.json {

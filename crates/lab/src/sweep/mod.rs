@@ -4,12 +4,13 @@
 //! parallel with rayon and returned in grid order, so results do not depend on the thread count.
 //! A point the engine refuses, or where every request fails, becomes a row carrying the reason.
 //! Ranking, the CSV file (written atomically) and the merge of sharded CSVs live in
-//! [`output`]. Flag names are resolved against the CLI by the binary; the library only sees
+//! [`output`]; what identifies the sweep a shard belongs to, in [`identity`]. Flag names are resolved against the CLI by the binary; the library only sees
 //! `(knob, value)` pairs.
 
 pub mod compare;
 pub mod file;
 pub mod heatmap;
+pub mod identity;
 pub mod output;
 
 use cachesim_core::config::RunConfig;

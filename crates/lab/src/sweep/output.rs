@@ -169,20 +169,32 @@ fn io_error(path: &Path, e: impl Into<Box<dyn std::error::Error + Send + Sync>>)
 /// renamed over it once complete).
 pub fn write_csv(path: &Path, header: &[String], records: &[Vec<String>]) -> Result<()> {
     let mut files = crate::output::Outputs::new();
+    stage_csv(&mut files, path, header, records)?;
+    files.commit()
+}
+
+/// Stages a CSV in `files`, to be written at their commit.
+pub fn stage_csv(
+    files: &mut crate::output::Outputs,
+    path: &Path,
+    header: &[String],
+    records: &[Vec<String>],
+) -> Result<()> {
     let tmp = files.stage(path)?;
     let mut w = csv::Writer::from_path(&tmp).map_err(|e| io_error(path, e))?;
     w.write_record(header).map_err(|e| io_error(path, e))?;
     for r in records {
         w.write_record(r).map_err(|e| io_error(path, e))?;
     }
-    w.flush().map_err(|e| Error::Io { path: path.to_path_buf(), error: e })?;
-    drop(w);
-    files.commit()
+    w.flush().map_err(|e| Error::Io { path: path.to_path_buf(), error: e })
 }
 
 /// Reads sharded sweep CSVs and returns the header and every record in grid order; refuses
-/// files of different sweeps, a point present twice and a gap in the points.
+/// shards of different sweeps, a slice given twice or missing (by their sidecars:
+/// [`super::identity::check_shards`]), then columns that differ, a point present twice and a
+/// gap in the points.
 pub fn merge(paths: &[PathBuf]) -> Result<(Vec<String>, Vec<Vec<String>>)> {
+    super::identity::check_shards(paths)?;
     let mut header: Option<(Vec<String>, &Path)> = None;
     let mut records: Vec<(usize, Vec<String>)> = Vec::new();
     for path in paths {
