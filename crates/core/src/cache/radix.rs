@@ -31,9 +31,9 @@ pub struct Rules {
     /// finish (`release_kv_cache`, `mem_cache/radix_cache.py` and `mem_cache/common.py`,
     /// 0.5.23), `cache_finished_req` / `cache_unfinished_req` in 0.4.10. With pages above one
     /// token a request that finishes before it fills the page its prompt ends in makes such an
-    /// insert: its path counts as used at its finish, not at its prefill. With
-    /// page size 1 only a request finishing in its prefill step does, repeating the walk just
-    /// made. LightLLM keeps the early return (its code not checked for this).
+    /// insert: its path counts as used at its finish, not at its prefill. With page size 1
+    /// only a request finishing in its prefill step does, repeating the walk just made.
+    /// LightLLM keeps the early return (its code not checked for this).
     pub walk_unchanged: bool,
 }
 
