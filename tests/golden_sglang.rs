@@ -383,34 +383,21 @@ fn every_round3_golden_schedule_is_reproduced() {
     let mut known: Vec<String> = files.iter().map(|f| f.0.clone()).collect();
     known.sort();
     assert_eq!(listed, known, "a round-3 golden schedule without a case here");
-    let mut unexpected = Vec::new();
-    let mut diverging = Vec::new();
-    for (file, trace, rules) in &files {
-        let path = dir.join("round3/schedules").join(file);
-        if let Some(f) = replay(&path, trace, EngineVersion::Sglang05, *rules) {
-            eprintln!("{f}");
-            diverging.push(file.as_str());
-            if !ROUND3_NOT_YET.contains(&file.as_str()) {
-                unexpected.push(f);
-            }
-        }
-    }
+    let diverging: Vec<String> = files
+        .iter()
+        .filter_map(|(file, trace, rules)| {
+            replay(&dir.join("round3/schedules").join(file), trace, EngineVersion::Sglang05, *rules)
+        })
+        .collect();
     eprintln!("round 3: {} of {} schedules identical", files.len() - diverging.len(), files.len());
     assert!(
-        unexpected.is_empty(),
+        diverging.is_empty(),
         "{} of {} round-3 golden schedules diverge:\n{}",
-        unexpected.len(),
+        diverging.len(),
         files.len(),
-        unexpected.join("\n")
+        diverging.join("\n")
     );
-    let fixed: Vec<_> = ROUND3_NOT_YET.iter().filter(|f| !diverging.contains(f)).collect();
-    assert!(fixed.is_empty(), "now reproduced, take them off ROUND3_NOT_YET: {fixed:?}");
 }
-
-/// Round-3 schedules cachesim does not reproduce yet: page size 64, each at an eviction that
-/// takes a different leaf (p3503 at step 633, p3504 at step 14–15; cause not found).
-const ROUND3_NOT_YET: [&str; 4] =
-    ["p3503_eos.jsonl.gz", "p3503_noeos.jsonl.gz", "p3504_eos.jsonl.gz", "p3504_noeos.jsonl.gz"];
 
 /// The waiting-prefix refresh is needed: without it some round-3 schedule diverges (the
 /// `_norefresh` files show the converse). `sglang_match_waiting_whole` changes none of them.
@@ -428,7 +415,6 @@ fn each_round3_rule_is_needed() {
         .iter()
         .filter(|(file, trace, rules)| {
             rules.is_none()
-                && !ROUND3_NOT_YET.contains(&file.as_str())
                 && replay(&dir.join("round3/schedules").join(file), trace, EngineVersion::Sglang05, Some(flip))
                     .is_some()
         })

@@ -24,6 +24,17 @@ pub struct Rules {
     /// LightLLM inserts a paused request's computed tokens before freeing them; SGLang's
     /// retraction frees everything not already in the tree.
     pub insert_on_preempt: bool,
+    /// SGLang: an insert that adds nothing (the page-aligned key ends where the request's
+    /// cached prefix does) still walks its key, so the path's access time is refreshed.
+    /// SGLang's `RadixCache.insert` always walks (`_insert_helper` stamps every node it
+    /// visits), and its callers always insert: `checkpoint` at each chunk and at a request's
+    /// finish (`release_kv_cache`, `mem_cache/radix_cache.py` and `mem_cache/common.py`,
+    /// 0.5.23), `cache_finished_req` / `cache_unfinished_req` in 0.4.10. With pages above one
+    /// token a request that finishes before it fills the page its prompt ends in makes such an
+    /// insert: its path counts as used at its finish, not at its prefill. With page size 1
+    /// only a request finishing in its prefill step does, repeating the walk just made.
+    /// LightLLM keeps the early return (its code not checked for this).
+    pub walk_unchanged: bool,
 }
 
 struct ReqState {
@@ -70,6 +81,7 @@ impl TreeCache {
             insert_after_prefill: true,
             evict_deficit_only: true,
             insert_on_preempt: false,
+            walk_unchanged: true,
         };
         // SGLang rounds the pool down to whole pages.
         let mut c = Self::new(store, rules, capacity_tokens.map(|c| c - c % page_size as u64));
@@ -151,7 +163,7 @@ impl TreeCache {
     /// moves its lock to the new end node (SGLang `cache_unfinished_req`, `checkpoint`).
     fn insert(&mut self, st: &mut ReqState, req: ReqId, len: usize) {
         let len = self.tree.align(len);
-        if len <= st.cached {
+        if len < st.cached || len == st.cached && !self.rules.walk_unchanged {
             return;
         }
         let (present, node) = self.tree.insert(&self.store, st.seq, len);

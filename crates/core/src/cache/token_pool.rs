@@ -16,6 +16,7 @@ pub const LIGHTLLM_RULES: Rules = Rules {
     insert_after_prefill: false,
     evict_deficit_only: true,
     insert_on_preempt: true,
+    walk_unchanged: false,
 };
 
 impl TreeCache {

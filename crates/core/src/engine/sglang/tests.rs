@@ -233,6 +233,36 @@ fn eviction_takes_the_outputs_before_the_prompt() {
     }
 }
 
+/// SGLang's insert at a request's finish walks the key even when it adds nothing
+/// (`RadixCache.checkpoint` from `release_kv_cache`, 0.5.23; `cache_finished_req`, 0.4.10), so
+/// the path counts as used at the finish. Pages of 4 tokens, two 6-token prompts: each caches
+/// its first page at prefill, A before B. B finishes at once, A after one more token, both
+/// before filling the page their prompt ends in. A third request takes the free pages; of the
+/// two cached pages, the one evicted for a page more is then B's: A's was refreshed at its
+/// later finish.
+#[test]
+fn a_finish_inside_the_prompt_page_refreshes_the_path() {
+    for v in [EngineVersion::Sglang05, EngineVersion::Sglang051] {
+        let store = Arc::new(TokenStore::from_seqs(&[toks(0, 8), toks(100, 8), toks(200, 8)]));
+        let mut cache = TreeCache::sglang(store, 4, Some(16));
+        cache.follow_sglang(v.rules().sglang_cache());
+        for id in [0, 1] {
+            cache.admit(id, id, 6, usize::MAX).unwrap();
+            cache.computed(id, 6);
+        }
+        cache.finish(1);
+        assert!(cache.grow(0, 7));
+        cache.computed(0, 7);
+        cache.finish(0);
+        assert_eq!(cache.usage().evictable_tokens, 8);
+        cache.admit(2, 2, 6, usize::MAX).unwrap();
+        assert!(cache.ensure_free(4));
+        assert_eq!(cache.stats().evicted_tokens, 4, "{v}");
+        assert_eq!((cache.peek(0, 6), cache.peek(1, 6)), (4, 0), "{v}");
+        cache.check_invariants();
+    }
+}
+
 /// `Scheduler.on_idle` (0.5.23; 0.4.10 `self_check_during_idle`) resets new_token_ratio. Burst
 /// one, a 700-output request, decays the ratio to its floor (0.098). Burst two, ten requests of
 /// 100 prompt tokens and 10 outputs in a 1030-token pool, comes after an idle gap. The first pass
