@@ -1079,6 +1079,10 @@ pub struct GridArgs {
     /// is the last axis of the --grid product.
     #[arg(long, value_name = "FLAG=VALUES", help_heading = "Grid")]
     pub zip: Vec<String>,
+    /// GPU profiles to compare, as many as given: `--gpus a,b` is `--grid gpu=a,b` (the list
+    /// becomes that axis before the other flags are read, so this value itself is never used).
+    #[arg(long, value_name = "GPU,…", help_heading = "Grid")]
+    pub gpus: Option<String>,
     /// A sweep file (TOML): fixed run flags in [run], axes in [grid] and [zip], rank-by,
     /// ascending, and slo for plan (see examples/vllm-tuning.toml and docs/guide/sweep.md). Flags on the command line win
     /// over [run]; --grid and --zip axes follow the file's.

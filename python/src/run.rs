@@ -172,20 +172,7 @@ pub fn command(py: Python<'_>, name: &str, kwargs: Option<&Bound<'_, PyDict>>) -
     let Some(sub) = top.find_subcommand(name) else {
         return Err(PyTypeError::new_err(format!("no command `{name}`")));
     };
-    // `--gpus` is the deployment axis sweep and plan read before clap does (their list values
-    // become grid axes); every other keyword is a flag of the command.
-    let mut words = Vec::new();
-    for (k, v) in kwargs.into_iter().flat_map(|kw| kw.iter()) {
-        if v.is_none() {
-            continue;
-        }
-        let key: String = k.extract()?;
-        if key == "gpus" && matches!(name, "plan" | "sweep") {
-            words.push((key, vec![format!("--gpus={}", flags::value_text(&v)?)]));
-        } else {
-            words.push(flags::word(sub, &key, &v, name)?);
-        }
-    }
+    let words = flags::words(sub, kwargs, name)?;
     let mut argv: Vec<std::ffi::OsString> = vec!["cachesim".into(), name.into()];
     argv.extend(flags::flat(&words).into_iter().map(std::ffi::OsString::from));
     let mut buf = Vec::new();
