@@ -1110,6 +1110,10 @@ pub struct GridArgs {
     /// over [run]; --grid and --zip axes follow the file's.
     #[arg(long, value_name = "FILE.toml", help_heading = "Grid")]
     pub file: Option<PathBuf>,
+    /// Most points a grid may have (a larger one is refused before anything runs: each point is
+    /// a whole simulation); raise it up to 1000000.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000), help_heading = "Grid")]
+    pub max_points: u64,
 }
 
 /// `cachesim sweep`: every run flag sets the base; the grid overrides the flags it names.

@@ -56,6 +56,11 @@ const CASES: &[Case] = &[
     },
     Case { what: "a CSV header after 2 MiB of blank lines", args: &["cache", "--trace", "late.csv"], cut: None },
     Case { what: "a --max-trace-bytes that is not a size", args: &["cache", "--max-trace-bytes", "lots"], cut: None },
+    Case {
+        what: "a grid of 20,000 points (over --max-points)",
+        args: &["sweep", "--grid", "max-num-seqs=1..20000"],
+        cut: None,
+    },
     Case { what: "a time stamp of 1e16 ms (Mooncake)", args: &["cache", "--trace", "far.jsonl"], cut: None },
     Case { what: "a trace spanning 317 years (1e13 ms)", args: &["--trace", "epoch.jsonl"], cut: None },
     Case { what: "a time scale that stretches the sample past 1e12 s", args: &["--time-scale", "1e12"], cut: None },
