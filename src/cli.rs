@@ -128,6 +128,11 @@ pub struct TraceArgs {
     /// Skip malformed records (reporting how many and why) instead of stopping at the first.
     #[arg(long)]
     pub lenient: bool,
+    /// Most bytes a trace may hold once decompressed (a larger one is refused, naming the
+    /// file): a number of bytes, or one with K, M, G or T (powers of 1024), e.g. 16G. Lines of
+    /// JSONL and CSV are held to 64 MiB each whatever this is.
+    #[arg(long, value_name = "BYTES", default_value = "4G", value_parser = parse_bytes)]
+    pub max_trace_bytes: u64,
     /// Tokenizer for text: cl100k (default; offline BPE), o200k, chars4 (1 token per 4
     /// characters), or hf:PATH (a local tokenizer.json; needs the `hf` build feature).
     #[arg(long, default_value = "cl100k", value_parser = parse_tokenizer)]
@@ -158,7 +163,7 @@ pub struct TraceArgs {
 impl TraceArgs {
     /// Reader options.
     pub fn read_options(&self) -> ReadOptions {
-        ReadOptions { format: self.format, lenient: self.lenient }
+        ReadOptions { format: self.format, lenient: self.lenient, max_bytes: self.max_trace_bytes }
     }
     /// Workload options; without `--dataset-filter`, no client's filter.
     pub fn build_options(&self) -> BuildOptions {
@@ -755,6 +760,27 @@ impl CacheArgs {
     }
 }
 
+/// A size in bytes: digits, optionally followed by K, M, G or T (powers of 1024; `iB` or `B`
+/// after it accepted).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
+    let (digits, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        Some('T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let bad = || format!("`{s}` is not a size in bytes (e.g. 1000000, 512M, 16G)");
+    let n: u64 = digits.trim().parse().map_err(|_| bad())?;
+    match n.checked_mul(1 << shift) {
+        Some(0) => Err(format!("`{s}`: a trace needs at least one byte")),
+        Some(v) => Ok(v),
+        None => Err(bad()),
+    }
+}
+
 fn parse_tokenizer(s: &str) -> Result<TokenizerKind, String> {
     s.parse().map_err(|e: cachesim::Error| e.to_string())
 }
@@ -1088,6 +1114,10 @@ pub struct GridArgs {
     /// over [run]; --grid and --zip axes follow the file's.
     #[arg(long, value_name = "FILE.toml", help_heading = "Grid")]
     pub file: Option<PathBuf>,
+    /// Most points a grid may have (a larger one is refused before anything runs: each point is
+    /// a whole simulation); raise it up to 1000000.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000), help_heading = "Grid")]
+    pub max_points: u64,
 }
 
 /// `cachesim sweep`: every run flag sets the base; the grid overrides the flags it names.

@@ -33,6 +33,34 @@ const CASES: &[Case] = &[
     Case { what: "binary garbage (terminal escapes, NUL)", args: &["cache", "--trace", "garbage.bin"], cut: None },
     Case { what: "a corrupt gzip file", args: &["cache", "--trace", "bad.gz"], cut: None },
     Case { what: "a 65 MiB line", args: &["cache", "--trace", "long.jsonl"], cut: None },
+    Case {
+        what: "a gzip of 2 MiB of newlines (read without storing them)",
+        args: &["cache", "--trace", "blank.gz"],
+        cut: None,
+    },
+    Case { what: "2 MiB of spaces inside `[ ]`", args: &["cache", "--trace", "spaces.json"], cut: None },
+    Case {
+        what: "a trace over --max-trace-bytes (2 MiB of newlines under a 1M cap)",
+        args: &["cache", "--trace", "blank.gz", "--max-trace-bytes", "1M"],
+        cut: None,
+    },
+    Case {
+        what: "a bad line after 10,000 blank lines (its own line number)",
+        args: &["cache", "--trace", "gap.jsonl"],
+        cut: None,
+    },
+    Case {
+        what: "a bad record after 1 MiB of spaces in an array (its own byte offset)",
+        args: &["cache", "--trace", "gap.json"],
+        cut: None,
+    },
+    Case { what: "a CSV header after 2 MiB of blank lines", args: &["cache", "--trace", "late.csv"], cut: None },
+    Case { what: "a --max-trace-bytes that is not a size", args: &["cache", "--max-trace-bytes", "lots"], cut: None },
+    Case {
+        what: "a grid of 20,000 points (over --max-points)",
+        args: &["sweep", "--grid", "max-num-seqs=1..20000"],
+        cut: None,
+    },
     Case { what: "a time stamp of 1e16 ms (Mooncake)", args: &["cache", "--trace", "far.jsonl"], cut: None },
     Case { what: "a trace spanning 317 years (1e13 ms)", args: &["--trace", "epoch.jsonl"], cut: None },
     Case { what: "a time scale that stretches the sample past 1e12 s", args: &["--time-scale", "1e12"], cut: None },
@@ -261,6 +289,17 @@ fn scratch(name: &str) -> PathBuf {
     let mut long = vec![b'{'];
     long.resize((65 << 20) + 2, b'a');
     w("long.jsonl", &long);
+    let blank = vec![b'\n'; 2 << 20];
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &blank).unwrap();
+    w("blank.gz", &gz.finish().unwrap());
+    w("spaces.json", format!("[{}]", " ".repeat(2 << 20)).as_bytes());
+    let good = "{\"prompt\": \"hi\", \"output_len\": 3}";
+    w("gap.jsonl", format!("{good}\n{}{{\"prompt\": 7, \"output_len\": 3}}\n", "\n".repeat(10_000)).as_bytes());
+    let conv = "{\"conversations\": [{\"from\": \"human\", \"value\": \"hi\"}]}";
+    let bad = "{\"conversations\": [{\"from\": \"robot\", \"value\": \"hi\"}]}";
+    w("gap.json", format!("[{conv},{}{bad}]", " ".repeat(1 << 20)).as_bytes());
+    w("late.csv", format!("{}TIMESTAMP,ContextTokens,GeneratedTokens\n", "\n".repeat(2 << 20)).as_bytes());
     w("far.jsonl", b"{\"timestamp\": 1e16, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n");
     w(
         "epoch.jsonl",

@@ -127,6 +127,22 @@ fn generators_are_seeded_and_readable() {
     assert!(fails(&["gen", "sessions", "--range-ratio", "2"]).contains("--range-ratio"));
 }
 
+/// `gen random` writes each request as it draws it; the bytes are those it wrote when it drew
+/// them all first (recorded before the change), to the file and to stdout alike.
+#[test]
+fn gen_random_streams_the_bytes_it_always_wrote() {
+    let expected = "{\"output_len\":2,\"prompt_ids\":[40,1,38]}\n{\"output_len\":2,\"prompt_ids\":[31,7,32,48]}\n\
+                    {\"output_len\":2,\"prompt_ids\":[49,6,0]}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("g.jsonl");
+    let args = ["gen", "random", "--num-prompts", "3", "--input-len", "4", "--output-len", "2", "--range-ratio", "0.5"];
+    let args = [&args[..], &["--vocab", "50", "--seed", "9"]].concat();
+    let summary = ok(&[&args[..], &["-o", f.to_str().unwrap()]].concat());
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), expected);
+    assert!(summary.starts_with("gen random: 3 requests, 10 prompt ids written, 6 output tokens → "), "{summary}");
+    assert_eq!(ok(&args), expected);
+}
+
 #[test]
 fn output_is_identical_whatever_the_thread_count() {
     let run = |threads: &str| {

@@ -116,7 +116,7 @@ const FORMATS: [Option<Format>; 6] = [
 fn exercise(bytes: &[u8]) {
     for format in FORMATS {
         for lenient in [false, true] {
-            let opts = ReadOptions { format, lenient };
+            let opts = ReadOptions { format, lenient, ..Default::default() };
             let Ok(file) = trace::parse(Path::new("fuzz.trace"), bytes, &opts) else { continue };
             simulate(file, lenient);
         }

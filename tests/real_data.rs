@@ -103,7 +103,7 @@ fn sharegpt_array_cut_mid_record() {
     std::fs::write(&cut_path, cut).unwrap();
     let err = trace::read(&cut_path, &ReadOptions::default()).unwrap_err().to_string();
     assert!(err.contains("cut.json") && err.contains("byte offset") && err.contains("cut off"), "{err}");
-    let lenient = trace::read(&cut_path, &ReadOptions { format: None, lenient: true }).unwrap();
+    let lenient = trace::read(&cut_path, &ReadOptions { lenient: true, ..Default::default() }).unwrap();
     let Records::Sharegpt(kept) = &lenient.records else { panic!("not ShareGPT") };
     assert!(kept.len() > 400 && kept.len() < 600, "{}", kept.len());
     assert_eq!(&kept[..], &convs[..kept.len()]);

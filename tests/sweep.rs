@@ -302,3 +302,34 @@ fn plan_can_keep_the_traces_own_arrival_pattern() {
         fails(&["plan", "--trace-shape", "--slo", "ttft_p99=100", "--grid", "time-scale=1,2"]).contains("cannot vary")
     );
 }
+
+/// Off a terminal (stderr is a pipe here), a sweep says on stderr how many points and requests
+/// it runs before the first, then one line per tenth of the points, the same lines at any thread
+/// count; stdout holds the table alone.
+#[test]
+fn stderr_counts_the_points_and_shows_progress_off_a_terminal() {
+    let args = ["sweep", "--request-rate", "20", "--grid", "max-num-seqs=8,16,24,32,48"];
+    let run = |threads: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
+            .args(args)
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        // A line carries its time estimate only after 10 s, which a loaded machine may reach.
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        let stderr: String = stderr.lines().map(|l| format!("{}\n", l.split(", ").next().unwrap())).collect();
+        (String::from_utf8(out.stdout).unwrap(), stderr)
+    };
+    let (stdout, stderr) = run("2");
+    let expected = "simulating: 5 points × 160 requests\n\
+                    simulating: 20% (1 of 5 points)\nsimulating: 40% (2 of 5 points)\n\
+                    simulating: 60% (3 of 5 points)\nsimulating: 80% (4 of 5 points)\n\
+                    simulating: 100% (5 of 5 points)\n";
+    assert_eq!(stderr, expected);
+    assert!(!stdout.contains("simulating"), "{stdout}");
+    assert_eq!(run("1").1, expected);
+    assert!(
+        fails(&["sweep", "--grid", "max-num-seqs=1..11", "--max-points", "10"]).contains("more than --max-points (10)")
+    );
+}

@@ -68,10 +68,10 @@ impl Loaded {
             match path {
                 None => Ok((cachesim::load_workload(None, &read, &build)?, Source::Sample)),
                 Some(p) => {
-                    let bytes = cachesim::trace::read_bytes(&p)?;
-                    let d = digest(&bytes, &[]);
-                    let file = cachesim::trace::parse(&p, &bytes, &read)?;
-                    drop(bytes);
+                    let content = cachesim::trace::read_content(&p, read.max_bytes)?;
+                    let d = digest(&content.bytes, &[]);
+                    let file = cachesim::trace::parse_content(&p, &content, &read)?;
+                    drop(content);
                     Ok((cachesim::workload::build(file, &build)?, Source::File { path: p, digest: d }))
                 }
             }
@@ -86,7 +86,8 @@ impl Loaded {
         Ok(match &self.source {
             Source::Sample => (cachesim::SAMPLE_TRACE_NAME.to_string(), None, words),
             Source::File { path, digest: d } => {
-                let bytes = cachesim::trace::read_bytes(path)?;
+                // The file was read once under its cap; its content is read again whole.
+                let bytes = cachesim::trace::read_content(path, u64::MAX)?.bytes;
                 if digest(&bytes, &[]) != *d {
                     return Err(cachesim::Error::Io {
                         path: path.clone(),

@@ -50,6 +50,12 @@ pub enum Error {
     Io { path: PathBuf, error: std::io::Error },
     #[error("{path}: {error}")]
     Record { path: PathBuf, error: RecordError },
+    #[error(
+        "{path}: more than {} bytes of content (decompressed), the cap on a trace's size; raise it with \
+         --max-trace-bytes",
+        crate::text::thousands(*cap)
+    )]
+    TraceTooLarge { path: PathBuf, cap: u64 },
     #[error("{path}: cannot tell the trace format ({why}); pass --format")]
     UnknownFormat { path: PathBuf, why: String },
     #[error("{path}: the trace holds no usable request{detail}")]

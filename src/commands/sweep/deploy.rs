@@ -8,7 +8,7 @@
 //! against rate for the cheapest deployments, from a full rate search of each.
 
 use super::plan::{at_values, calibration, describe, table, Plan};
-use super::{plural, points_bar};
+use super::{plural, Progress};
 use crate::cli;
 use cachesim::plan::deploy::{cost, smallest, Cost, Prices};
 use cachesim::plan::Trial;
@@ -78,7 +78,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
         }
         None => None,
     };
-    let (knobs, jobs) = plan.setup.jobs(&grid, None)?;
+    let (knobs, jobs) = plan.setup.jobs(&grid, None, args.grid.max_points)?;
     // Every configuration's GPU and TP, and its price, before any simulation.
     let mut configs = Vec::new();
     for (k, p, a) in jobs {
@@ -91,11 +91,11 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
     let w = plan.load()?;
     let (slo, shape) = (&plan.slo, plan.shape);
     let flags = &plan.setup.flags;
-    let pb = points_bar(configs.len(), "sizing");
+    let pb = Progress::start(configs.len(), "sizing", w.requests.len());
     let mut found: Vec<Deployment> = configs
         .into_par_iter()
         .map(|(point, knobs, cfg)| {
-            pb.inc(1);
+            pb.inc();
             let mut d = Deployment {
                 point,
                 knobs: knobs.clone(),
@@ -151,7 +151,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
             d
         })
         .collect();
-    pb.finish_and_clear();
+    pb.finish();
     // Cheapest per hour first, then fewer GPUs, then cheaper per token, then grid order; those
     // that miss the SLO last.
     found.sort_by(|a, b| match (&a.cost, &b.cost) {

@@ -5,13 +5,14 @@
 
 mod deploy;
 mod plan;
+mod progress;
 
 use super::load;
 use crate::cli::{self, GridArgs, RunArgs, TraceArgs};
 use cachesim::report::trace_summary;
 use cachesim::sweep::file::SweepFile;
 use clap::Parser;
-use indicatif::{ProgressBar, ProgressStyle};
+use progress::Progress;
 use std::io::Write;
 
 /// `run`'s flags alone, to re-parse a grid point's command line with clap itself.
@@ -209,20 +210,6 @@ fn first_line(e: &clap::Error) -> String {
     text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
 }
 
-/// A bar with ETA on stderr when it is a terminal, hidden otherwise.
-pub(crate) fn points_bar(n: usize, what: &str) -> ProgressBar {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(n as u64);
-    pb.set_style(
-        ProgressStyle::with_template(&format!("{what} {{bar:40}} {{pos}}/{{len}} points ({{per_sec}}, eta {{eta}})"))
-            .expect("static template"),
-    );
-    pb
-}
-
 /// Grid points: (index in the grid, knobs, the point's run arguments).
 pub(crate) type GridJobs = Vec<(usize, cachesim::sweep::Point, RunArgs)>;
 
@@ -267,8 +254,8 @@ impl Setup {
         shard: Option<cachesim::sweep::Shard>,
         also_refused: &[&str],
     ) -> anyhow::Result<(Vec<String>, GridJobs)> {
-        let grid = self.grid(grid, also_refused)?;
-        self.jobs(&grid, shard)
+        let max = grid.max_points;
+        self.jobs(&self.grid(grid, also_refused)?, shard, max)
     }
 
     /// The grid of the file and the command line; refuses per-run output files.
@@ -286,16 +273,27 @@ impl Setup {
         self.flags.grid(grid, self.file.as_ref(), also_refused)
     }
 
-    /// The grid's points (this shard's only), each with its run arguments parsed.
+    /// The grid's points (this shard's only), each with its run arguments parsed; a grid of
+    /// more than `max_points` (`--max-points`) is refused before any is parsed.
     fn jobs(
         &self,
         grid: &cachesim::sweep::Grid,
         shard: Option<cachesim::sweep::Shard>,
+        max_points: u64,
     ) -> anyhow::Result<(Vec<String>, GridJobs)> {
         let knobs = grid.knobs()?;
+        let points = grid.points()?;
+        if points.len() as u64 > max_points {
+            anyhow::bail!(
+                "the grid has {} points, more than --max-points ({}), and each is a whole simulation; \
+                 raise --max-points (at most 1,000,000) if that is meant",
+                cachesim::text::thousands(points.len() as u64),
+                cachesim::text::thousands(max_points)
+            );
+        }
         let base_build = format!("{:?}", self.run.build_options());
         let mut out = Vec::new();
-        for (k, p) in grid.points()?.into_iter().enumerate() {
+        for (k, p) in points.into_iter().enumerate() {
             if shard.is_some_and(|s| !s.contains(k)) {
                 continue;
             }
@@ -337,13 +335,13 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
     let sidecar = args.csv.as_deref().filter(|_| args.shard.is_some()).map(cachesim::sweep::identity::sidecar_path);
     check_sweep_files(args, &setup, sidecar.as_deref())?;
     let grid = setup.grid(&args.grid, &[])?;
-    let (knobs, points) = setup.jobs(&grid, args.shard)?;
+    let (knobs, points) = setup.jobs(&grid, args.shard, args.grid.max_points)?;
     let identity = setup.identity(&grid)?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
     let w = load(&setup.run.trace, &setup.run.build_options())?;
-    let pb = points_bar(jobs.len(), "simulating");
-    let rows = cachesim::sweep::run_all(&w, jobs, &|| pb.inc(1));
-    pb.finish_and_clear();
+    let pb = Progress::start(jobs.len(), "simulating", w.requests.len());
+    let rows = cachesim::sweep::run_all(&w, jobs, &|| pb.inc());
+    pb.finish();
     let mut files = cachesim::output::Outputs::new();
     if let Some(p) = &args.csv {
         let (header, records) = output::csv_records(&knobs, &rows);

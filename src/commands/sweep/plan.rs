@@ -3,7 +3,7 @@
 //! deployment meeting it at that rate ([`super::deploy`]). Every answer names the calibration
 //! its step times come from.
 
-use super::{points_bar, Setup};
+use super::{Progress, Setup};
 use crate::cli;
 use cachesim::plan::{PlanResult, SearchOptions, Shape, Slo};
 use std::io::Write;
@@ -135,17 +135,17 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
     let (knobs, points) = plan.setup.points(&args.grid, None, plan.refused)?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
     let w = plan.load()?;
-    let pb = points_bar(jobs.len(), "searching");
+    let pb = Progress::start(jobs.len(), "searching", w.requests.len());
     let results: Vec<(usize, cachesim::sweep::Point, Result<PlanResult, String>)> = jobs
         .into_par_iter()
         .map(|(k, p, cfg)| {
             let r =
                 cfg.and_then(|cfg| cachesim::plan::max_rate(&w, &cfg, slo, &opts, shape)).map_err(|e| e.to_string());
-            pb.inc(1);
+            pb.inc();
             (k, p, r)
         })
         .collect();
-    pb.finish_and_clear();
+    pb.finish();
     // Best first: unbounded, then the highest rate; ties in grid order.
     let mut order: Vec<usize> =
         (0..results.len()).filter(|&i| matches!(&results[i].2, Ok(r) if r.max_rate.is_some())).collect();

@@ -1,7 +1,7 @@
 //! Trace files → typed records. One module per format (ShareGPT, Mooncake, Azure LLM 2023,
-//! BurstGPT, native JSONL); this file owns format detection, transparent `.gz` reading and the
-//! strict/lenient policy: a bad record is an error naming file, location and field, or — with
-//! `lenient` — skipped and counted by reason.
+//! BurstGPT, native JSONL); this file owns format detection and the strict/lenient policy: a bad
+//! record is an error naming file, location and field, or — with `lenient` — skipped and counted
+//! by reason. Reading the bytes (`.gz`, the size caps, blank runs left out) is [`source`]'s.
 
 pub mod azure;
 pub mod burstgpt;
@@ -9,13 +9,15 @@ pub mod json;
 pub mod mooncake;
 pub mod native;
 pub mod sharegpt;
+pub mod source;
 pub mod table;
 
-use crate::error::{Error, Location, RecordError, Result};
+use crate::error::{Error, RecordError, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
+
+pub use source::{read_content, Content, DEFAULT_MAX_TRACE_BYTES, MAX_LINE_BYTES, PROBE_BYTES};
 
 /// Largest prompt or output length accepted, in tokens (anything above is surely a typo).
 pub const MAX_TOKENS_PER_REQUEST: u64 = 1 << 24;
@@ -60,6 +62,9 @@ pub struct Skipped {
     pub reasons: BTreeMap<String, u64>,
     /// The first few full messages, with their locations.
     pub examples: Vec<String>,
+    /// The errors behind `examples`, to relocate them ([`parse_content`]).
+    #[serde(skip)]
+    example_errors: Vec<RecordError>,
 }
 
 impl Skipped {
@@ -73,6 +78,15 @@ impl Skipped {
         self.add_reason(reason);
         if self.examples.len() < 5 {
             self.examples.push(err.to_string());
+            self.example_errors.push(err.clone());
+        }
+    }
+
+    /// Gives the examples the file's own locations (where blank runs were left out).
+    fn relocate(&mut self, elisions: &source::Elisions) {
+        for (text, err) in self.examples.iter_mut().zip(&mut self.example_errors) {
+            err.location = elisions.locate(&err.location);
+            *text = err.to_string();
         }
     }
 
@@ -88,12 +102,20 @@ impl Skipped {
 }
 
 /// Options of [`read`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReadOptions {
     /// Force a format instead of detecting it.
     pub format: Option<Format>,
     /// Skip and count bad records instead of stopping at the first.
     pub lenient: bool,
+    /// Most bytes of content a trace may hold once decompressed (`--max-trace-bytes`).
+    pub max_bytes: u64,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        Self { format: None, lenient: false, max_bytes: DEFAULT_MAX_TRACE_BYTES }
+    }
 }
 
 /// Records of one trace, by format.
@@ -135,126 +157,32 @@ impl TraceFile {
     }
 }
 
-/// Longest line accepted in line-oriented content (JSONL, CSV), in bytes: a longer one means the
-/// file is not a trace (`/dev/zero`, a binary), and reading on would only fill memory.
-pub const MAX_LINE_BYTES: usize = 64 << 20;
-
-/// A file that is not a regular one (a device, a pipe) must show a recognisable first record
-/// within this many bytes (`/dev/urandom` never does, and never ends).
-pub const PROBE_BYTES: usize = 1 << 20;
-
-/// Reads the whole file, decompressing gzip when the content is gzip. Line-oriented content may
-/// not hold a line over [`MAX_LINE_BYTES`]; a source that is not a regular file must look like a
-/// trace within its first [`PROBE_BYTES`]. Both are errors naming the file and the line.
-pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
-    let io = |error| Error::Io { path: path.to_path_buf(), error };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    if meta.is_dir() {
-        return Err(io(std::io::Error::other("is a directory, not a trace file")));
-    }
-    let regular = meta.is_file();
-    let mut src = std::io::BufReader::with_capacity(1 << 16, file);
-    let gzip = std::io::BufRead::fill_buf(&mut src).map_err(io)?.starts_with(&[0x1f, 0x8b]);
-    if regular && !gzip {
-        let mut out = Vec::with_capacity(meta.len() as usize);
-        src.read_to_end(&mut out).map_err(io)?;
-        check_lines(path, &out, 0, &mut LineState::default())?;
-        return Ok(out);
-    }
-    if gzip {
-        read_bounded(path, flate2::bufread::MultiGzDecoder::new(src), !regular)
-    } else {
-        read_bounded(path, src, true)
-    }
-}
-
-/// Reads a stream in chunks, checking line lengths as it goes and, with `probe`, that the first
-/// [`PROBE_BYTES`] look like a trace.
-fn read_bounded(path: &Path, mut r: impl Read, probe: bool) -> Result<Vec<u8>> {
-    let io = |error| Error::Io { path: path.to_path_buf(), error };
-    let mut out = Vec::new();
-    let mut chunk = vec![0u8; 1 << 16];
-    let (mut lines, mut probed) = (LineState::default(), !probe);
-    loop {
-        let n = match r.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(io(e)),
-        };
-        let from = out.len();
-        out.extend_from_slice(&chunk[..n]);
-        check_lines(path, &out, from, &mut lines)?;
-        if !probed && out.len() >= PROBE_BYTES {
-            probed = true;
-            if let Err(why) = detect(&out[..PROBE_BYTES]) {
-                return Err(Error::UnknownFormat {
-                    path: path.to_path_buf(),
-                    why: format!(
-                        "not a regular file, and its first {} MiB hold no trace record: {why}",
-                        PROBE_BYTES >> 20
-                    ),
-                });
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Where [`check_lines`] is in the content read so far.
-#[derive(Debug, Clone, Copy)]
-struct LineState {
-    /// 1-based number of the line being read.
-    line: u64,
-    /// Byte offset where it starts.
-    start: usize,
-    /// Whether the content is a JSON array (first non-blank byte `[`); `None` while all blank.
-    array: Option<bool>,
-}
-
-impl Default for LineState {
-    fn default() -> Self {
-        Self { line: 1, start: 0, array: None }
-    }
-}
-
-/// Counts the lines of `bytes[from..]`; a line over [`MAX_LINE_BYTES`] is an error. Content that
-/// is a JSON array is exempt: it may be one long line.
-fn check_lines(path: &Path, bytes: &[u8], from: usize, st: &mut LineState) -> Result<()> {
-    if st.array.is_none() {
-        st.array = bytes[from..].iter().find(|b| !b.is_ascii_whitespace()).map(|&b| b == b'[');
-    }
-    if st.array == Some(true) {
-        return Ok(());
-    }
-    for pos in memchr::memchr_iter(b'\n', &bytes[from..]) {
-        if from + pos - st.start > MAX_LINE_BYTES {
-            break;
-        }
-        st.line += 1;
-        st.start = from + pos + 1;
-    }
-    if bytes.len() - st.start > MAX_LINE_BYTES {
-        return Err(Error::Record {
-            path: path.to_path_buf(),
-            error: RecordError {
-                location: Location::Line(st.line),
-                field: String::new(),
-                message: format!(
-                    "longer than {} MiB (starting at byte offset {}): not a trace in a line format",
-                    MAX_LINE_BYTES >> 20,
-                    st.start
-                ),
-            },
-        });
-    }
-    Ok(())
-}
-
 /// Reads a trace file of any supported format.
 pub fn read(path: &Path, opts: &ReadOptions) -> Result<TraceFile> {
-    parse(path, &read_bytes(path)?, opts)
+    parse_content(path, &read_content(path, opts.max_bytes)?, opts)
+}
+
+/// Parses content read by [`read_content`]: errors and skipped examples name the file's own
+/// lines and byte offsets.
+pub fn parse_content(path: &Path, content: &Content, opts: &ReadOptions) -> Result<TraceFile> {
+    let relocate = |e| match e {
+        Error::Record { path, mut error } => {
+            error.location = content.elisions.locate(&error.location);
+            Error::Record { path, error }
+        }
+        e => e,
+    };
+    let mut t = parse(path, &content.bytes, opts).map_err(relocate)?;
+    if !content.elisions.is_empty() {
+        t.skipped.relocate(&content.elisions);
+        match &mut t.records {
+            Records::Native(r) => r.iter_mut().for_each(|r| r.line = content.elisions.line(r.line)),
+            Records::Mooncake(m) => m.records.iter_mut().for_each(|r| r.line = content.elisions.line(r.line)),
+            // ShareGPT records hold no position; CSV content is stored as it is.
+            Records::Sharegpt(_) | Records::Lengths(_) => {}
+        }
+    }
+    Ok(t)
 }
 
 /// Parses trace content already in memory; `path` names it in errors and reports.
@@ -384,19 +312,45 @@ mod tests {
         assert!(detect(b"[1, 2]").unwrap_err().contains("not a JSON object"));
     }
 
+    /// Leaving long blank runs out changes nothing a parser says: the same records, the same
+    /// errors at the same lines and byte offsets, strict and lenient, in every JSON layout.
     #[test]
-    fn a_line_over_the_bound_is_named_and_arrays_are_exempt() {
-        let mut st = LineState::default();
-        let mut doc = b"{}\n{}\n".to_vec();
-        doc.resize(6 + MAX_LINE_BYTES + 1, b'x');
-        let e = check_lines(Path::new("t.jsonl"), &doc, 0, &mut st).unwrap_err().to_string();
-        assert!(e.starts_with("t.jsonl: line 3: longer than 64 MiB (starting at byte offset 6)"), "{e}");
-        doc[0] = b'[';
-        assert!(check_lines(Path::new("t.json"), &doc, 0, &mut LineState::default()).is_ok());
-        // Blank content decides nothing; the first chunk with a byte does.
-        let mut st = LineState::default();
-        assert!(check_lines(Path::new("t"), b"  \n ", 0, &mut st).is_ok());
-        assert_eq!((st.array, st.line, st.start), (None, 2, 3));
+    fn blank_runs_left_out_are_invisible() {
+        let run = |n: usize| format!("{}\n{}", " ".repeat(n), "\n".repeat(n));
+        let native =
+            ["{\"prompt\": \"a  b\", \"output_len\": 3}", "{\"prompt\": 5, \"output_len\": 3}", "{\"prompt\": \"c\"}"];
+        let conv = "{\"conversations\": [{\"from\": \"human\", \"value\": \"hi\"}]}";
+        let bad = "{\"conversations\": [{\"from\": \"robot\", \"value\": \"x\"}]}";
+        let moon = "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 1, \"hash_ids\": [1]}";
+        for n in [0, 10, 5000, 70_000] {
+            let gap = run(n);
+            let docs = [
+                format!("{gap}{}\n{gap}{}\n{}{gap}", native[0], native[1], native[2]),
+                format!("{gap}[{gap}{conv}{gap},{bad},{gap}{conv}{gap}]{gap}"),
+                format!("[{conv},{gap}{conv}{gap}"),
+                format!("{gap}{conv}\n{gap}{bad}\n"),
+                format!("{gap}{moon}\n{gap}{moon}\n{{\"timestamp\": -1{gap}}}\n"),
+            ];
+            for doc in &docs {
+                let path = Path::new("t");
+                let content = Content::from_bytes(path, doc.as_bytes()).unwrap();
+                assert_eq!(content.elisions.is_empty(), n < 4096, "{n}");
+                for lenient in [false, true] {
+                    let opts = ReadOptions { lenient, ..ReadOptions::default() };
+                    let plain = parse(path, doc.as_bytes(), &opts);
+                    let stored = parse_content(path, &content, &opts);
+                    match (plain, stored) {
+                        (Ok(a), Ok(b)) => {
+                            assert_eq!(format!("{:?}", a.records), format!("{:?}", b.records));
+                            assert_eq!(a.skipped.examples, b.skipped.examples);
+                            assert_eq!(a.skipped.reasons, b.skipped.reasons);
+                        }
+                        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                        (a, b) => panic!("{n} {lenient}: {:?} vs {:?}", a.map(|_| ()), b.map(|_| ())),
+                    }
+                }
+            }
+        }
     }
 
     #[test]

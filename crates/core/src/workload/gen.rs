@@ -70,17 +70,22 @@ pub struct RandomSpec {
 
 /// Independent random prompts.
 pub fn random(s: &RandomSpec) -> Result<Vec<GenRecord>> {
+    Ok(random_iter(s)?.collect())
+}
+
+/// Independent random prompts, drawn one at a time as they are taken (what [`random`]
+/// collects), so writing them needs no more memory for a million than for one.
+pub fn random_iter(s: &RandomSpec) -> Result<impl Iterator<Item = GenRecord>> {
     check_ratio(s.range_ratio)?;
     check_len("--input-len", s.input_len)?;
     check_len("--output-len", s.output_len)?;
     let mut rng = StdRng::seed_from_u64(s.seed);
-    Ok((0..s.num_prompts)
-        .map(|_| {
-            let n = sample_len(&mut rng, s.input_len, s.range_ratio);
-            let o = sample_len(&mut rng, s.output_len, s.range_ratio);
-            GenRecord { session: None, timestamp_ms: None, output_len: o, prompt_ids: ids(&mut rng, n, s.vocab) }
-        })
-        .collect())
+    let (input_len, output_len, ratio, vocab) = (s.input_len, s.output_len, s.range_ratio, s.vocab);
+    Ok((0..s.num_prompts).map(move |_| {
+        let n = sample_len(&mut rng, input_len, ratio);
+        let o = sample_len(&mut rng, output_len, ratio);
+        GenRecord { session: None, timestamp_ms: None, output_len: o, prompt_ids: ids(&mut rng, n, vocab) }
+    }))
 }
 
 /// `gen gsp` (SGLang generated-shared-prefix).
@@ -181,13 +186,30 @@ pub fn sessions(s: &SessionsSpec) -> Result<Vec<GenRecord>> {
     Ok(out)
 }
 
-/// Writes records as JSON Lines.
-pub fn write_jsonl<W: std::io::Write>(records: &[GenRecord], mut w: W) -> std::io::Result<()> {
+/// What [`write_jsonl`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    pub requests: u64,
+    pub prompt_ids: u64,
+    pub output_tokens: u64,
+}
+
+/// Writes records as JSON Lines, each as it comes, and counts them.
+pub fn write_jsonl<W: std::io::Write>(
+    records: impl IntoIterator<Item = impl std::borrow::Borrow<GenRecord>>,
+    mut w: W,
+) -> std::io::Result<Written> {
+    let mut n = Written::default();
     for r in records {
+        let r = r.borrow();
         serde_json::to_writer(&mut w, r)?;
         w.write_all(b"\n")?;
+        n.requests += 1;
+        n.prompt_ids += r.prompt_ids.len() as u64;
+        n.output_tokens += r.output_len as u64;
     }
-    w.flush()
+    w.flush()?;
+    Ok(n)
 }
 
 /// A generated set as a workload, read back exactly as its JSONL file would be (default

@@ -6,7 +6,8 @@ use crate::trace::{self, ReadOptions};
 use std::path::Path;
 
 fn load(doc: &str, opts: &BuildOptions) -> Result<Workload> {
-    let file = trace::parse(Path::new("t"), doc.as_bytes(), &ReadOptions { format: None, lenient: opts.lenient })?;
+    let file =
+        trace::parse(Path::new("t"), doc.as_bytes(), &ReadOptions { lenient: opts.lenient, ..Default::default() })?;
     build(file, opts)
 }
 
