@@ -256,6 +256,11 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case { what: "a grid of deployment files", args: &["sweep", "--grid", "deployment=a.toml,b.toml"], cut: None },
+    Case {
+        what: "a deployment file giving SGLang vLLM's running limit",
+        args: &["run", "--deployment", "sglang-seqs.toml"],
+        cut: None,
+    },
     Case { what: "a gate of NaN", args: &["validate", "--max-held-out-error", "nan"], cut: None },
     Case { what: "a gate of inf", args: &["validate", "--max-held-out-error", "inf"], cut: None },
     Case { what: "a data folder that does not exist", args: &["validate", "--data", "/nonexistent"], cut: None },
@@ -320,6 +325,7 @@ fn scratch(name: &str) -> PathBuf {
     w("params-neg.toml", model("params_b", "-8").as_bytes());
     w("context-0.toml", model("max_context", "0").as_bytes());
     w("nics-0.toml", b"[[network]]\nname = \"mine\"\nnics = 0\ngbps = 400\nlatency_us = 5\n");
+    w("sglang-seqs.toml", b"engine = \"sglang\"\nmax-num-seqs = 4\n");
     let result = r#""backend": "vllm", "request_rate": 4.0, "duration": 2.5, "failed": 0, "median_ttft_ms": 30.5"#;
     w("zero.json", format!("{{{result}, \"completed\": 0, \"output_throughput\": 10}}\n").as_bytes());
     w("neg.json", format!("{{{result}, \"completed\": 5, \"output_throughput\": -10}}\n").as_bytes());
