@@ -86,10 +86,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
         }
         configs.push((k, p, cfg));
     }
-    let resolved: Vec<cachesim::config::RunConfig> =
-        configs.iter().filter_map(|(_, _, c)| c.as_ref().ok().cloned()).collect();
-    let resolved: Vec<&cachesim::config::RunConfig> = resolved.iter().collect();
-    let calibration_text = calibration(&plan.setup.run, &resolved)?;
+    let calibration_text = calibration(&plan.setup.run, configs.iter().filter_map(|(_, _, c)| c.as_ref().ok()))?;
     let w = plan.load()?;
     let (slo, shape) = (&plan.slo, plan.shape);
     let flags = &plan.setup.flags;
@@ -232,7 +229,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
         writeln!(stdout)?;
         return Ok(());
     }
-    write!(stdout, "{}", plan.header(&w, &search, &resolved)?)?;
+    write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
     let mut head: Vec<String> = knobs.clone();
     let money: &[&str] = if priced { &["$/hour", "$/M out tok"] } else { &[] };
     head.extend(["instances", "GPUs"].iter().chain(money).chain(&["output tok/s", "sims"]).map(|s| s.to_string()));

@@ -62,14 +62,8 @@ impl Plan {
         self.slo.0.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect()
     }
 
-    /// The lines every plan answer opens with: trace, SLO, arrivals, calibration (of the
-    /// configurations `cfgs`).
-    pub fn header(
-        &self,
-        w: &cachesim::workload::Workload,
-        search: &str,
-        cfgs: &[&cachesim::config::RunConfig],
-    ) -> anyhow::Result<String> {
+    /// The lines every plan answer opens with: trace, SLO, arrivals, calibration ([`calibration`]).
+    pub fn header(&self, w: &cachesim::workload::Workload, search: &str, calibration: &str) -> String {
         let mut s = cachesim::report::trace_summary(&w.info);
         s += &format!("SLO:            {}\n", self.slo_text().join(", "));
         let arrivals = match self.shape {
@@ -81,8 +75,8 @@ impl Plan {
         };
         s += &format!("Arrivals:       {arrivals}\n");
         s += &format!("Search:         {search}\n");
-        s += &format!("Calibration:    {}\n\n", calibration(&self.setup.run, cfgs)?);
-        Ok(s)
+        s += &format!("Calibration:    {calibration}\n\n");
+        s
     }
 }
 
@@ -91,7 +85,10 @@ impl Plan {
 /// default the built-in fitted profile matching each configuration's GPU, engine family and
 /// model (else the composed prior) — only the profiles that match one of `cfgs` (the grid's
 /// configurations), with the leave-one-out error each records.
-pub(super) fn calibration(run: &cli::RunArgs, cfgs: &[&cachesim::config::RunConfig]) -> anyhow::Result<String> {
+pub(super) fn calibration<'a>(
+    run: &cli::RunArgs,
+    cfgs: impl IntoIterator<Item = &'a cachesim::config::RunConfig>,
+) -> anyhow::Result<String> {
     use cachesim::calibration::profile;
     Ok(match run.options().calibration {
         cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
@@ -139,9 +136,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
     let (slo, opts, shape) = (&plan.slo, plan.opts, plan.shape);
     let (knobs, points) = plan.setup.points(&args.grid, None, plan.refused)?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
-    let resolved: Vec<cachesim::config::RunConfig> =
-        jobs.iter().filter_map(|(_, _, c)| c.as_ref().ok().cloned()).collect();
-    let cfgs: Vec<&cachesim::config::RunConfig> = resolved.iter().collect();
+    let calibration_text = calibration(&plan.setup.run, jobs.iter().filter_map(|(_, _, c)| c.as_ref().ok()))?;
     let w = plan.load()?;
     let pb = points_bar(jobs.len(), "searching");
     let results: Vec<(usize, cachesim::sweep::Point, Result<PlanResult, String>)> = jobs
@@ -202,7 +197,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
             "tolerance": args.tolerance,
             "arrivals": shape,
             "calibration": serde_json::Value::Null,
-            "calibration_text": calibration(&plan.setup.run, &cfgs)?,
+            "calibration_text": calibration_text,
             "goodput_definition": "max_rate: the highest request rate served within the SLO (DistServe, Zhong et al., OSDI 2024); goodput at it: requests meeting every per-request limit per second (vllm bench serve --goodput)",
             "trace": &w.info,
             "results": rows,
@@ -212,7 +207,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
         return Ok(());
     }
     let search = format!("rate bracketed from {} req/s then bisected to {} %", args.start_rate, args.tolerance * 100.0);
-    write!(stdout, "{}", plan.header(&w, &search, &cfgs)?)?;
+    write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
     let mut head: Vec<String> = knobs.clone();
     head.extend(["max req/s", "goodput req/s", "attainment", "output tok/s", "sims"].map(String::from));
     head.extend(slo.0.iter().map(|t| t.key()));
