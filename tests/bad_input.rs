@@ -216,6 +216,11 @@ const CASES: &[Case] = &[
         args: &["plan", "--slo", "ttft_p99=100", "--tolerance", "-1"],
         cut: None,
     },
+    Case {
+        what: "a sweep CSV row with a cell missing",
+        args: &["merge", "shard.csv", "--csv", "merged.csv"],
+        cut: None,
+    },
 ];
 
 /// A scratch folder with the input files the cases name (paths in messages stay relative).
@@ -277,6 +282,7 @@ fn scratch(name: &str) -> PathBuf {
     let talk = |msgs: &str| format!("[{{\"id\": \"a\", \"conversations\": [{msgs}]}}]");
     w("short.json", talk(r#"{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}"#).as_bytes());
     w("single.json", talk(r#"{"from": "human", "value": "a question"}"#).as_bytes());
+    w("shard.csv", b"point,max-num-seqs,error\n0,8\n");
     dir
 }
 

@@ -192,7 +192,12 @@ pub fn merge(paths: &[PathBuf]) -> Result<(Vec<String>, Vec<Vec<String>>)> {
     let mut records: Vec<(usize, Vec<String>)> = Vec::new();
     for path in paths {
         let mut r = csv::Reader::from_path(path).map_err(|e| io_error(path, e))?;
-        let h: Vec<String> = r.headers().map_err(|e| io_error(path, e))?.iter().map(String::from).collect();
+        let h: Vec<String> = r
+            .headers()
+            .map_err(|e| io_error(path, cachesim_core::messages::csv_error(&e, None)))?
+            .iter()
+            .map(String::from)
+            .collect();
         if h.first().map(String::as_str) != Some("point") || h.last().map(String::as_str) != Some("error") {
             return Err(io_error(path, "not a sweep CSV (the first column is `point`, the last `error`)"));
         }
@@ -204,7 +209,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<(Vec<String>, Vec<Vec<String>>)> {
             None => header = Some((h.clone(), path)),
         }
         for (line, rec) in r.records().enumerate() {
-            let rec = rec.map_err(|e| io_error(path, e))?;
+            let rec = rec.map_err(|e| io_error(path, cachesim_core::messages::csv_error(&e, None)))?;
             let point = rec[0]
                 .parse::<usize>()
                 .map_err(|_| io_error(path, format!("record {}: `{}` is not a point index", line + 1, &rec[0])))?;
