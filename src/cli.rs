@@ -153,7 +153,7 @@ pub struct TraceArgs {
     pub dataset_filter: Option<DatasetFilter>,
     /// ShareGPT, filter sglang: drop pairs whose prompt + output exceed this many tokens
     /// (sglang.bench_serving --sharegpt-context-len).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(allow_negative_numbers = true, long, value_parser = clap::value_parser!(u32).range(1..))]
     pub sharegpt_context_len: Option<u32>,
     /// Mooncake: tokens per `hash_ids` block.
     #[arg(allow_negative_numbers = true, long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
@@ -201,7 +201,7 @@ pub struct RunCommand {
     /// routers' choices and SGLang's random schedule policy; a run the seed does not touch (a
     /// timed trace replayed at its own times, say) is refused. Output files are written once per
     /// seed (requests.csv → requests.seed7.csv). At most 1000.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_SEEDS as i64), help_heading = "Load")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_SEEDS as i64), help_heading = "Load")]
     pub seeds: u32,
 }
 
@@ -298,7 +298,7 @@ pub struct RunArgs {
     pub long_prefill_token_threshold: u32,
     /// vLLM V0 multi-step scheduling (vLLM --num-scheduler-steps; --engine vllm-v0 only, default
     /// 1): a decode batch is scheduled once and runs this many steps, its tokens streamed together.
-    #[arg(long, help_heading = "Engine")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
     pub num_scheduler_steps: Option<u32>,
     /// vLLM V0: turn async output processing off (vLLM --disable-async-output-proc; --engine
     /// vllm-v0 only). On by default: a batch's outputs reach the client during the next batch,
@@ -359,7 +359,7 @@ pub struct RunArgs {
     /// Milliseconds from a request's send to the engine's scheduler (HTTP, parsing,
     /// tokenisation); adds to TTFT and E2E latency, not to TPOT [default: 10, read off published
     /// low-load SGLang TTFTs].
-    #[arg(long, help_heading = "Load")]
+    #[arg(allow_negative_numbers = true, long, help_heading = "Load")]
     pub request_overhead_ms: Option<f64>,
     /// Step-time factors: the fitted profile of calibration/profiles/ matching the GPU, engine
     /// family and model (default), else the composed prior — the device factors measured on
@@ -385,7 +385,14 @@ pub struct RunArgs {
     pub seed: u64,
     /// Identical serving instances (data parallel), each with its own scheduler, KV cache and
     /// --tp GPUs, behind --router.
-    #[arg(long, visible_alias = "dp", default_value_t = 1, value_name = "N", help_heading = "Cluster")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        visible_alias = "dp",
+        default_value_t = 1,
+        value_name = "N",
+        help_heading = "Cluster"
+    )]
     pub instances: u32,
     /// How the router in front of the instances picks one per request.
     #[arg(long, value_enum, default_value = "round-robin", help_heading = "Cluster")]
@@ -397,59 +404,71 @@ pub struct RunArgs {
     pub deployment: Option<PathBuf>,
     /// cache-aware, prefix-hash, aibrix: characters a token stands for when the router reads a
     /// request's token ids as text (the trace has ids, not text).
-    #[arg(long, default_value_t = 4, value_name = "N", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 4, value_name = "N", help_heading = "Router")]
     pub router_chars_per_token: u32,
     /// cache-aware: send to the best-matching instance when matched ÷ prompt characters exceed
     /// this [sglang router default].
-    #[arg(long, default_value_t = 0.3, value_name = "SHARE", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.3, value_name = "SHARE", help_heading = "Router")]
     pub cache_threshold: f64,
     /// cache-aware: loads count as imbalanced when max − min in-flight exceeds this …
-    #[arg(long, default_value_t = 64, value_name = "N", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 64, value_name = "N", help_heading = "Router")]
     pub balance_abs_threshold: u32,
     /// … and max > min × this; imbalanced requests go to the least-loaded instance.
-    #[arg(long, default_value_t = 1.5, value_name = "X", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.5, value_name = "X", help_heading = "Router")]
     pub balance_rel_threshold: f64,
     /// cache-aware: seconds between evictions of the router's tree (0 = never).
-    #[arg(long, default_value_t = 120.0, value_name = "S", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 120.0, value_name = "S", help_heading = "Router")]
     pub eviction_interval_secs: f64,
     /// cache-aware: characters per instance the router's tree keeps after an eviction.
-    #[arg(long, default_value_t = 1 << 26, value_name = "CHARS", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1 << 26, value_name = "CHARS", help_heading = "Router")]
     pub max_tree_size: u64,
     /// cache-aware: where a request without a good match goes: least-load (current gateway) or
     /// smallest-tree (sgl-router before mid-2025).
     #[arg(long, value_enum, default_value = "least-load", help_heading = "Router")]
     pub cache_aware_fallback: CacheAwareFallback,
     /// prefix-hash: characters per chunk of production-stack's hash trie.
-    #[arg(long, default_value_t = 128, value_name = "CHARS", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 128, value_name = "CHARS", help_heading = "Router")]
     pub prefix_chunk_chars: u32,
     /// prefix-hash: matched characters below which the least-loaded instance is used instead.
-    #[arg(long, default_value_t = 0, value_name = "CHARS", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0, value_name = "CHARS", help_heading = "Router")]
     pub prefix_min_match_length: u64,
     /// aibrix: characters per hashed block (AIBRIX_PREFIX_CACHE_BLOCK_SIZE).
-    #[arg(long, default_value_t = 128, value_name = "CHARS", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 128, value_name = "CHARS", help_heading = "Router")]
     pub aibrix_block_size: u32,
     /// aibrix: blocks its LRU index keeps (AIBRIX_PREFIX_CACHE_BLOCK_NUMBER).
-    #[arg(long, default_value_t = 200_000, value_name = "N", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 200_000, value_name = "N", help_heading = "Router")]
     pub aibrix_block_number: u32,
     /// aibrix: seconds an unused block stays indexed (20 minutes upstream).
-    #[arg(long, default_value_t = 1200.0, value_name = "S", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1200.0, value_name = "S", help_heading = "Router")]
     pub aibrix_eviction_secs: f64,
     /// aibrix: running requests max − min above which only the least-loaded pods are candidates
     /// [code default 8].
-    #[arg(long, default_value_t = 8, value_name = "N", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 8, value_name = "N", help_heading = "Router")]
     pub aibrix_imbalance_abs_count: u32,
     /// aibrix: a matched pod qualifies when its running ≤ mean + this × σ [code default 1].
-    #[arg(long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
     pub aibrix_std_dev_factor: f64,
     /// kv-aware: weight of the blocks to prefill against the blocks held in Dynamo's cost.
-    #[arg(long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
     pub overlap_score_weight: f64,
     /// Prefill instances of a prefill/decode-disaggregated deployment (with --decode-instances;
     /// --router then picks among them).
-    #[arg(long, value_name = "P", requires = "decode_instances", help_heading = "Cluster")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "P",
+        requires = "decode_instances",
+        help_heading = "Cluster"
+    )]
     pub prefill_instances: Option<u32>,
     /// Decode instances of a disaggregated deployment.
-    #[arg(long, value_name = "D", requires = "prefill_instances", help_heading = "Cluster")]
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "D",
+        requires = "prefill_instances",
+        help_heading = "Cluster"
+    )]
     pub decode_instances: Option<u32>,
     /// How prefill hands a request to decode: vllm (proxy + NixlConnector: decode picked after
     /// prefill, pulls the KV it lacks, recomputes the last prompt token) or sglang (both picked
@@ -461,25 +480,25 @@ pub struct RunArgs {
     pub decode_router: RouterKind,
     /// KV link: effective Gb/s of one lane [default: 200, one 400 Gb/s NIC at the 25 GB/s one
     /// transfer reaches (ENGINE_SPEC §6.3)].
-    #[arg(long, default_value_t = 200.0, value_name = "GBPS", help_heading = "Cluster")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 200.0, value_name = "GBPS", help_heading = "Cluster")]
     pub kv_link_gbps: f64,
     /// KV link: fixed milliseconds per transfer (assumed).
-    #[arg(long, default_value_t = 1.0, value_name = "MS", help_heading = "Cluster")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, value_name = "MS", help_heading = "Cluster")]
     pub kv_link_latency_ms: f64,
     /// KV link: lanes (NICs) used in parallel; transfers queue FIFO for the first free one.
-    #[arg(long, default_value_t = 1, value_name = "N", help_heading = "Cluster")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1, value_name = "N", help_heading = "Cluster")]
     pub kv_links: u32,
     /// --max-num-seqs of the prefill instances (default: --max-num-seqs).
-    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Cluster")]
     pub prefill_max_num_seqs: Option<u32>,
     /// --max-num-batched-tokens of the prefill instances.
-    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Cluster")]
     pub prefill_max_num_batched_tokens: Option<u32>,
     /// --max-num-seqs of the decode instances.
-    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Cluster")]
     pub decode_max_num_seqs: Option<u32>,
     /// --max-num-batched-tokens of the decode instances.
-    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Cluster")]
     pub decode_max_num_batched_tokens: Option<u32>,
     /// Print the mean and median TTFT decomposed into prefill queue, prefill, transfer wait,
     /// transfer and the decode instance's first step (disaggregated runs).
@@ -916,7 +935,7 @@ pub struct GenSessions {
 pub struct LayoutArgs {
     /// Pipeline stages (vLLM --pipeline-parallel-size): layers split evenly, each stage on its
     /// own TP group; stages pass activations over NVLink or, across nodes, the network.
-    #[arg(long, visible_alias = "pipeline-parallel-size", default_value_t = 1,
+    #[arg(allow_negative_numbers = true, long, visible_alias = "pipeline-parallel-size", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..=64), help_heading = "Big models")]
     pub pp: u64,
     /// Spread whole routed experts over the TP ranks instead of sharding each (vLLM
@@ -928,10 +947,10 @@ pub struct LayoutArgs {
     #[arg(long, help_heading = "Big models")]
     pub enable_dp_attention: bool,
     /// Attention DP groups with --enable-dp-attention (must divide --tp) [default: --tp].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64), help_heading = "Big models")]
+    #[arg(allow_negative_numbers = true, long, value_parser = clap::value_parser!(u64).range(1..=64), help_heading = "Big models")]
     pub dp_size: Option<u64>,
     /// Nodes the instance spans (TP × PP GPUs split evenly; ranks fill a node first).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64), help_heading = "Big models")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64), help_heading = "Big models")]
     pub nnodes: u64,
     /// Network between nodes (built in: see models/networks.toml).
     #[arg(long, default_value = "cx7-8x400", help_heading = "Big models")]
@@ -944,13 +963,13 @@ pub struct LayoutArgs {
     pub kv_cache_dtype: KvCacheDtype,
     /// MoE routing skew in [0, 1): tokens route as though only the hottest (1 − skew) of the
     /// experts were in use, so a step reads fewer distinct experts (0 = uniform).
-    #[arg(long, default_value_t = 0.0, help_heading = "Big models")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.0, help_heading = "Big models")]
     pub moe_skew: f64,
     /// Speculative decoding draft (SGLang --speculative-algorithm; vLLM speculative_config method).
     #[arg(long, value_enum, default_value = "none", help_heading = "Big models")]
     pub speculative_algorithm: SpecAlgorithm,
     /// Draft tokens per step (SGLang --speculative-num-steps) [default: 3 for mtp/eagle, 4 for ngram].
-    #[arg(long, visible_alias = "speculative-num-steps", value_parser = clap::value_parser!(u32).range(1..=16),
+    #[arg(allow_negative_numbers = true, long, visible_alias = "speculative-num-steps", value_parser = clap::value_parser!(u32).range(1..=16),
           help_heading = "Big models")]
     pub num_speculative_tokens: Option<u32>,
     /// Acceptance rate per draft position, one value or a comma-separated list [default for
@@ -1039,6 +1058,115 @@ mod tests {
         assert!(cli.layout.options().two_batch_overlap);
     }
 
+    /// Every flag that takes a number takes a negative one as its value (`--x -5`, not only
+    /// `--x=-5`), so that the flag's own range check answers rather than clap's "unexpected
+    /// argument '-5'". A flag takes numbers when `x` is refused as its value and `1` is not.
+    #[test]
+    fn numeric_flags_take_negative_values() {
+        fn walk(cmd: &clap::Command, path: Vec<String>, bad: &mut Vec<String>) {
+            for sub in cmd.get_subcommands() {
+                let mut p = path.clone();
+                p.push(sub.get_name().to_string());
+                walk(sub, p, bad);
+            }
+            let root = <Cli as clap::CommandFactory>::command();
+            for arg in cmd.get_arguments().filter(|a| a.get_action().takes_values() && a.get_long().is_some()) {
+                let long = format!("--{}", arg.get_long().unwrap_or_default());
+                let parse = |v: &str| {
+                    let mut argv = vec!["cachesim".to_string()];
+                    argv.extend(path.iter().cloned());
+                    argv.extend([long.clone(), v.to_string()]);
+                    root.clone().try_get_matches_from(argv)
+                };
+                let value_error = |e: &clap::Error| {
+                    matches!(e.kind(), clap::error::ErrorKind::ValueValidation | clap::error::ErrorKind::InvalidValue)
+                };
+                let numeric = parse("1").as_ref().err().is_none_or(|e| !value_error(e))
+                    && parse("x").as_ref().err().is_some_and(value_error);
+                let dash = |e: &clap::Error| e.kind() == clap::error::ErrorKind::UnknownArgument;
+                if numeric && parse("-5").as_ref().err().is_some_and(dash) {
+                    bad.push(format!("{} {long}", path.join(" ")));
+                }
+            }
+        }
+        let mut bad = Vec::new();
+        walk(&<Cli as clap::CommandFactory>::command(), Vec::new(), &mut bad);
+        assert!(bad.is_empty(), "flags that take a number but not `-5` as a value: {bad:?}");
+    }
+
+    /// Every subcommand's help, with the path of words that reaches it.
+    fn every_help() -> Vec<(Vec<String>, String)> {
+        fn walk(cmd: &mut clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, String)>) {
+            out.push((path.clone(), cmd.render_long_help().to_string()));
+            for sub in cmd.get_subcommands_mut() {
+                let mut p = path.clone();
+                p.push(sub.get_name().to_string());
+                walk(sub, p, out);
+            }
+        }
+        let mut out = Vec::new();
+        let mut root = <Cli as clap::CommandFactory>::command();
+        root.build();
+        walk(&mut root, Vec::new(), &mut out);
+        out
+    }
+
+    /// The examples a help cites exist: every repository path it names (examples/…, docs/…,
+    /// calibration/…, traces/…, models/…), every example command line (`cachesim …` lines)
+    /// parses, and every command quoted in backticks names a subcommand and flags it has.
+    #[test]
+    fn help_examples_exist() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let mut examples = 0;
+        for (path, help) in every_help() {
+            let at = format!("`cachesim {} --help`", path.join(" "));
+            for word in help.split(|c: char| c.is_whitespace() || "(),;`'\"[]".contains(c)) {
+                let word = word.trim_end_matches(['.', ':']);
+                if ["examples/", "docs/", "calibration/", "traces/", "models/"].iter().any(|d| word.starts_with(d)) {
+                    assert!(root.join(word).exists(), "{at} cites {word}, which does not exist");
+                }
+            }
+            let example = |l: &&str| (l.starts_with("cachesim ") || *l == "cachesim") && !l.contains(['<', '[']);
+            for line in help.lines().map(str::trim).filter(example) {
+                let words: Vec<&str> = line.split(" #").next().unwrap_or_default().split_whitespace().collect();
+                if let Err(e) = Cli::try_parse_from(&words) {
+                    panic!("{at}: the example `{line}` does not parse: {e}");
+                }
+                examples += 1;
+            }
+            for quoted in help.split('`').skip(1).step_by(2).filter(|q| q.starts_with("cachesim ")) {
+                let mut sub = &cmd;
+                for word in quoted.split_whitespace().skip(1) {
+                    if let Some(flag) = word.strip_prefix("--") {
+                        assert!(
+                            sub.get_arguments().any(|a| a.get_long() == Some(flag)),
+                            "{at} quotes `{quoted}`: `{}` has no --{flag}",
+                            sub.get_name()
+                        );
+                    } else if !word.starts_with('-') && sub.has_subcommands() {
+                        sub =
+                            sub.find_subcommand(word).unwrap_or_else(|| panic!("{at} quotes `{quoted}`: no `{word}`"));
+                    }
+                }
+            }
+        }
+        assert!(examples >= 5, "the top-level help's examples were not found");
+    }
+
+    /// `sweep`, `plan` and `calibrate` list their own flags before the run flags they share.
+    #[test]
+    fn own_flags_come_first_in_help() {
+        for (path, own, run) in
+            [("sweep", "--rank-by", "--trace"), ("plan", "--slo", "--trace"), ("calibrate", "--report", "--trace")]
+        {
+            let help = every_help().into_iter().find(|(p, _)| p == &[path]).map(|(_, h)| h).unwrap_or_default();
+            let at = |flag: &str| help.find(&format!("      {flag} ")).unwrap_or_else(|| panic!("{path}: {flag}"));
+            assert!(at(own) < at(run), "`cachesim {path} --help` lists {run} before its own {own}");
+            assert!(help.contains("\nRun:\n"), "`cachesim {path} --help` heads the run flags `Run:`");
+        }
+    }
+
     /// clap's own consistency checks (argument ids in conflicts and requirements, duplicate
     /// flags of flattened structs such as `calibrate`'s run flags).
     #[test]
@@ -1124,8 +1252,6 @@ pub struct GridArgs {
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     #[command(flatten)]
-    pub run: RunArgs,
-    #[command(flatten)]
     pub grid: GridArgs,
     /// Rank by this metric (a key of `cachesim run --json`, e.g. output_throughput,
     /// median_ttft_ms, p99_tpot_ms); ties go to the table's next metric, then grid order.
@@ -1155,6 +1281,9 @@ pub struct SweepArgs {
     /// metric.
     #[arg(long, value_name = "REAL.csv", help_heading = "Grid")]
     pub compare: Option<PathBuf>,
+    /// The base of every point, after the sweep's own flags in the help.
+    #[command(flatten, next_help_heading = "Run")]
+    pub run: RunArgs,
 }
 
 fn parse_shard(s: &str) -> Result<cachesim::sweep::Shard, String> {
@@ -1178,10 +1307,6 @@ pub struct MergeArgs {
 #[derive(Debug, Args)]
 #[command(mut_arg("plot", |a| a.help("Draw each SLO metric against the request rate for the --top configurations (or cheapest deployments), with the SLO limit, to this SVG or PNG file")))]
 pub struct PlanArgs {
-    #[command(flatten)]
-    pub run: RunArgs,
-    #[command(flatten)]
-    pub grid: GridArgs,
     /// Limits in ms, comma-separated: METRIC_STAT=MS with METRIC ttft, tpot, e2e or itl and STAT
     /// mean, median, max or pNN (e.g. ttft_p99=2000,tpot_p99=50), or the sglang JSON keys
     /// (p99_ttft_ms=2000).
@@ -1190,14 +1315,14 @@ pub struct PlanArgs {
     pub slo: Option<cachesim::plan::Slo>,
     /// Relative precision of the answer: the reported rate R meets the SLO and a rate of
     /// R × (1 + tolerance) does not.
-    #[arg(long, default_value_t = 0.01, help_heading = "Plan")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.01, help_heading = "Plan")]
     pub tolerance: f64,
     /// First rate tried (req/s); the search doubles or halves from it to bracket the boundary.
-    #[arg(long, default_value_t = 1.0, help_heading = "Plan")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, help_heading = "Plan")]
     pub start_rate: f64,
     /// Highest rate tried (req/s); a configuration still within the SLO there is reported as
     /// unbounded.
-    #[arg(long, default_value_t = 100_000.0, help_heading = "Plan")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 100_000.0, help_heading = "Plan")]
     pub max_rate: f64,
     /// Keep the trace's own arrival pattern and scale its time stamps (as --time-scale) to each
     /// rate tried, instead of Poisson arrivals; the rate is the mean send rate.
@@ -1205,16 +1330,22 @@ pub struct PlanArgs {
     pub trace_shape: bool,
     /// Find the cheapest deployment meeting the SLO at this rate (req/s) instead of each
     /// configuration's highest rate: the grid's points (e.g. --gpus a,b --tp 1,2,4) each with
-    /// the fewest instances (--instances 1..16, bisected) that meet it, priced by --gpu-price.
-    #[arg(long, value_name = "REQ/S", help_heading = "Deployment")]
+    /// the fewest instances (--instances 1..16, bisected) that meet it, priced by --gpu-price
+    /// (without prices: the deployment with the fewest GPUs).
+    #[arg(allow_negative_numbers = true, long, value_name = "REQ/S", help_heading = "Deployment")]
     pub target_rate: Option<f64>,
     /// GPU prices in USD per GPU-hour, GPU=USD,… (e.g. h100-sxm=3.50,a100-80gb=1.80); none are
     /// built in. Repeatable.
     #[arg(long, value_name = "GPU=USD_PER_HOUR,…", value_parser = parse_prices, help_heading = "Deployment")]
     pub gpu_price: Vec<cachesim::plan::deploy::Prices>,
     /// Curves in the --plot figure: the best N configurations (cheapest N deployments).
-    #[arg(long, default_value_t = 4, value_name = "N", help_heading = "Plan")]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 4, value_name = "N", help_heading = "Plan")]
     pub top: usize,
+    #[command(flatten)]
+    pub grid: GridArgs,
+    /// The base of every configuration, after the plan's own flags in the help.
+    #[command(flatten, next_help_heading = "Run")]
+    pub run: RunArgs,
 }
 
 fn parse_prices(s: &str) -> Result<cachesim::plan::deploy::Prices, String> {
@@ -1259,7 +1390,7 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "LIST")]
     pub weights: Option<String>,
     /// Nelder–Mead iterations at most.
-    #[arg(long, default_value_t = 150)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 150)]
     pub max_iters: u64,
     /// The cases' GPU and model are stand-ins for an unknown setup: fit a measured step law
     /// instead of the roofline's factors — device seconds per step + per prefill token + per
@@ -1300,14 +1431,14 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
     /// Which result of a JSONL file holding several (1-based).
-    #[arg(long, value_name = "N")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N")]
     pub record: Option<usize>,
     /// List the lines (or JSON keys) not recognised.
     #[arg(short, long)]
     pub verbose: bool,
     /// What the report's run was (with --report and -o), as for `cachesim run`; its --json
-    /// prints the report read as JSON.
-    #[command(flatten)]
+    /// prints the report read as JSON. After calibrate's own flags in the help.
+    #[command(flatten, next_help_heading = "Run")]
     pub run: RunArgs,
 }
 
@@ -1351,7 +1482,7 @@ pub struct ValidateArgs {
     /// --leave-one-out or --leave-group-out, those refits and priors) over the metrics
     /// output_throughput, median_ttft_ms, median_tpot_ms and median_e2e_latency_ms, pooled,
     /// exceeds this many percent.
-    #[arg(long, value_name = "PCT")]
+    #[arg(allow_negative_numbers = true, long, value_name = "PCT")]
     pub max_held_out_error: Option<f64>,
     /// Print JSON: rows, summary per metric, cases not expressible.
     #[arg(long)]

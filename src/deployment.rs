@@ -108,7 +108,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Deployment> {
     let line = |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
     let root: Table = toml::from_str(text).map_err(|e| {
         let at = e.span().map_or(1, &line);
-        record(path, at, "", e.message().trim().to_string())
+        record(path, at, "", crate::messages::plain(e.message(), crate::messages::Syntax::Toml))
     })?;
     let err = |line: usize, key: &str, message: String| record(path, line, key, message);
     let mut d = Deployment { path: path.to_path_buf(), name: None, description: None, entries: Vec::new() };

@@ -264,6 +264,49 @@ const CASES: &[Case] = &[
     Case { what: "a gate of NaN", args: &["validate", "--max-held-out-error", "nan"], cut: None },
     Case { what: "a gate of inf", args: &["validate", "--max-held-out-error", "inf"], cut: None },
     Case { what: "a data folder that does not exist", args: &["validate", "--data", "/nonexistent"], cut: None },
+    // Messages a person can act on: encodings and odd bytes named, no Rust type names.
+    Case { what: "a bzip2-compressed trace", args: &["cache", "--trace", "t.jsonl.bz2"], cut: None },
+    Case { what: "a zstd-compressed trace", args: &["cache", "--trace", "t.jsonl.zst"], cut: None },
+    Case { what: "an xz-compressed trace", args: &["cache", "--trace", "t.jsonl.xz"], cut: None },
+    Case { what: "a zip archive", args: &["cache", "--trace", "t.zip"], cut: None },
+    Case { what: "UTF-16 text with a byte-order mark", args: &["cache", "--trace", "utf16.jsonl"], cut: None },
+    Case { what: "UTF-16 text without a byte-order mark", args: &["cache", "--trace", "utf16be.jsonl"], cut: None },
+    Case { what: "a NUL byte in a line", args: &["cache", "--trace", "nul.jsonl"], cut: None },
+    Case { what: "a Ctrl-Z at the end (DOS)", args: &["cache", "--trace", "ctrl-z.jsonl"], cut: None },
+    Case { what: "lines ending in CR alone (old Mac)", args: &["cache", "--trace", "cr.jsonl"], cut: None },
+    Case { what: "two files joined, a BOM on line 2", args: &["cache", "--trace", "joined.jsonl"], cut: None },
+    Case { what: "a length that is text", args: &["cache", "--trace", "len-text.jsonl"], cut: None },
+    Case { what: "a session that is a list", args: &["cache", "--trace", "session-list.jsonl"], cut: None },
+    Case {
+        what: "a line that is not an object",
+        args: &["cache", "--trace", "number.jsonl", "--format", "native"],
+        cut: None,
+    },
+    Case { what: "a native trace as a JSON array", args: &["cache", "--trace", "native-array.json"], cut: None },
+    Case { what: "a CSV cell that is not a number", args: &["cache", "--trace", "cell.csv"], cut: None },
+    Case { what: "a model file with a number as name", args: &["--model-file", "name-number.toml"], cut: None },
+    Case { what: "a GPU file with text as memory", args: &["--gpu-file", "memory-text.toml"], cut: None },
+    Case {
+        what: "ShareGPT prompts the client's filter drops, --turns first given",
+        args: &["--trace", "short.json", "--turns", "first"],
+        cut: None,
+    },
+    Case {
+        what: "ShareGPT single messages under a filter, --sharegpt-output-len given",
+        args: &["--trace", "single.json", "--turns", "first", "--sharegpt-output-len", "8"],
+        cut: None,
+    },
+    Case { what: "a negative value after a space", args: &["--kv-links", "-1"], cut: None },
+    Case {
+        what: "a negative tolerance after a space",
+        args: &["plan", "--slo", "ttft_p99=100", "--tolerance", "-1"],
+        cut: None,
+    },
+    Case {
+        what: "a sweep CSV row with a cell missing",
+        args: &["merge", "shard.csv", "--csv", "merged.csv"],
+        cut: None,
+    },
 ];
 
 /// A scratch folder with the input files the cases name (paths in messages stay relative).
@@ -332,6 +375,28 @@ fn scratch(name: &str) -> PathBuf {
     w("neg-rate.json", b"{\"request_rate\": -2, \"completed\": 5, \"output_throughput\": 10}\n");
     w("bom.json", format!("\u{feff}{{{result}, \"completed\": 5, \"output_throughput\": 10}}\n").as_bytes());
     w("array.json", format!("[{{{result}, \"completed\": 5}}]\n").as_bytes());
+    let rec = b"{\"prompt\": \"a\", \"output_len\": 2}";
+    w("t.jsonl.bz2", b"BZh91AY&SY\x00\x01");
+    w("t.jsonl.zst", b"\x28\xb5\x2f\xfd\x00\x01");
+    w("t.jsonl.xz", b"\xfd7zXZ\x00\x00\x04");
+    w("t.zip", b"PK\x03\x04\x14\x00");
+    w("utf16.jsonl", b"\xff\xfe{\x00\"\x00p\x00\"\x00");
+    w("utf16be.jsonl", b"\x00{\x00\"\x00p\x00r\x00o\x00m\x00p\x00t\x00\"");
+    w("nul.jsonl", &[&rec[..], b"\n{\"prompt\": \"b\x00\", \"output_len\": 2}\n"].concat());
+    w("ctrl-z.jsonl", &[&rec[..], b"\n\x1a"].concat());
+    w("cr.jsonl", &[&rec[..], b"\r", &rec[..], b"\r"].concat());
+    w("joined.jsonl", &[&rec[..], b"\n\xef\xbb\xbf", &rec[..], b"\n"].concat());
+    w("len-text.jsonl", b"{\"prompt\": \"a\", \"output_len\": \"two\"}\n");
+    w("session-list.jsonl", b"{\"prompt\": \"a\", \"output_len\": 2, \"session\": [1]}\n");
+    w("number.jsonl", b"42\n");
+    w("native-array.json", &[&b"["[..], &rec[..], b"]\n"].concat());
+    w("cell.csv", b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,many,44\n");
+    w("name-number.toml", b"[[model]]\nname = 5\n");
+    w("memory-text.toml", gpu("1000", "\"lots\"").as_bytes());
+    let talk = |msgs: &str| format!("[{{\"id\": \"a\", \"conversations\": [{msgs}]}}]");
+    w("short.json", talk(r#"{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}"#).as_bytes());
+    w("single.json", talk(r#"{"from": "human", "value": "a question"}"#).as_bytes());
+    w("shard.csv", b"point,max-num-seqs,error\n0,8\n");
     dir
 }
 

@@ -150,7 +150,19 @@ fn unknown_and_workload_flags_are_refused() {
     assert!(fails(&["sweep", "--grid", "max-num-seqs=8,x"]).contains("invalid value 'x'"));
     assert!(fails(&["sweep", "--zip", "tp=1,2", "--zip", "gpu=h100-sxm"]).contains("differ in length"));
     assert!(fails(&["sweep", "--rank-by", "speed"]).contains("unknown metric"));
+    assert!(fails(&["sweep", "--rank-by", "max-num-seqs"]).contains("unknown metric"));
     assert!(fails(&["sweep", "--shard", "2/2"]).contains("0 <= I < N"));
+}
+
+/// The ranked table shows the metric it is ranked by, when that is not one of its columns.
+#[test]
+fn the_rank_by_metric_is_a_column() {
+    let args = ["sweep", "--num-prompts", "8", "--grid", "max-num-seqs=8,16", "--rank-by", "p99_tpot_ms"];
+    let out = ok(&args);
+    let head = out.lines().find(|l| l.starts_with("rank")).unwrap_or_default();
+    assert!(head.ends_with("failed  p99_tpot_ms"), "{out}");
+    let out = ok(&["sweep", "--num-prompts", "8", "--grid", "max-num-seqs=8,16", "--rank-by", "median_ttft_ms"]);
+    assert!(out.lines().any(|l| l.starts_with("rank") && l.ends_with("  failed")), "{out}");
 }
 
 #[test]

@@ -43,6 +43,7 @@ fn typed(e: &cachesim::Error, msg: String) -> PyErr {
             }
             cachesim::Error::Io { path, .. }
             | cachesim::Error::UnknownFormat { path, .. }
+            | cachesim::Error::NotText { path, .. }
             | cachesim::Error::EmptyTrace { path, .. } => (TraceError::new_err(msg), Some(path.clone()), None, None),
             cachesim::Error::StartupRefused { .. } => (StartupRefused::new_err(msg), None, None, None),
             _ => (Error::new_err(msg), None, None, None),

@@ -155,7 +155,7 @@ pub fn sweep_rank(
         parsed.push(Row { point, knobs, outcome });
     }
     let order = output::rank(&parsed, rank_by, ascending);
-    let table = output::table(&parsed, &order);
+    let table = output::table(&parsed, &order, rank_by);
     Ok((ascending, order, table, output::metric_keys()))
 }
 

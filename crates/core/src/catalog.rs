@@ -354,7 +354,7 @@ struct NetworkFile {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
-    toml::from_str(text).map_err(|e| Error::invalid(what, e.to_string()))
+    toml::from_str(text).map_err(|e| Error::invalid(what, crate::messages::toml_error(text, &e)))
 }
 
 /// The built-in GPUs.

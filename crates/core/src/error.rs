@@ -9,7 +9,8 @@ use std::path::PathBuf;
 pub enum Location {
     /// 1-based line of a line-oriented file (JSONL, CSV).
     Line(u64),
-    /// 0-based byte offset inside a JSON document (arrays), with the 0-based record index.
+    /// 0-based byte offset inside a JSON document (arrays), with the 0-based record index
+    /// (printed from 1: the first record is "record 1").
     Offset { byte: u64, record: u64 },
 }
 
@@ -17,7 +18,7 @@ impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Location::Line(l) => write!(f, "line {l}"),
-            Location::Offset { byte, record } => write!(f, "byte offset {byte} (record {record})"),
+            Location::Offset { byte, record } => write!(f, "byte offset {byte} (record {})", record + 1),
         }
     }
 }
@@ -58,6 +59,9 @@ pub enum Error {
     TraceTooLarge { path: PathBuf, cap: u64 },
     #[error("{path}: cannot tell the trace format ({why}); pass --format")]
     UnknownFormat { path: PathBuf, why: String },
+    /// Content no trace reader reads as text (another compression, UTF-16), named with the fix.
+    #[error("{path}: {what}")]
+    NotText { path: PathBuf, what: String },
     #[error("{path}: the trace holds no usable request{detail}")]
     EmptyTrace { path: PathBuf, detail: String },
     #[error("unknown tokenizer `{0}`: expected cl100k, o200k, chars4 or hf:PATH")]

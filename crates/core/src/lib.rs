@@ -18,6 +18,7 @@ pub mod cost;
 pub mod engine;
 pub mod error;
 pub mod layout;
+pub mod messages;
 pub mod metrics;
 pub mod replay;
 pub mod sim;

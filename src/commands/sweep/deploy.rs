@@ -3,8 +3,9 @@
 //! the fewest instances among `--instances` meeting the SLO, found by bisection
 //! ([`cachesim::plan::deploy::smallest`]), each probe one simulation at R through the run flag
 //! `--instances N`. Each deployment is priced with the user's `--gpu-price` (instances × GPUs
-//! per instance × USD per GPU-hour, and per million output tokens at the throughput served);
-//! the answer is the table, cheapest first, one sentence, and on `--plot` the SLO metrics
+//! per instance × USD per GPU-hour, and per million output tokens at the throughput served;
+//! without prices the fewest GPUs win); the answer is the table, cheapest (or smallest) first,
+//! one sentence, and on `--plot` the SLO metrics
 //! against rate for the cheapest deployments, from a full rate search of each.
 
 use super::plan::{at_values, calibration, describe, table, Plan};
@@ -54,11 +55,8 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
     for p in &args.gpu_price {
         prices.extend(p.clone())?;
     }
-    if prices.0.is_empty() {
-        anyhow::bail!(
-            "--target-rate needs --gpu-price GPU=USD_PER_HOUR,… for every GPU it considers (no prices are built in)"
-        );
-    }
+    // Without prices, the deployment with the fewest GPUs is the answer (every cost 0).
+    let priced = !prices.0.is_empty();
     let mut grid = plan.setup.grid(&args.grid, plan.refused)?;
     if grid.zip.iter().any(|a| a.knob == "instances") {
         anyhow::bail!("--zip: instances are searched per configuration at --target-rate; give them with --instances");
@@ -83,11 +81,12 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
     let mut configs = Vec::new();
     for (k, p, a) in jobs {
         let cfg = cachesim::config::resolve(&a.options());
-        if let Ok(c) = &cfg {
+        if let (Ok(c), true) = (&cfg, priced) {
             prices.of(&c.gpu.name)?;
         }
         configs.push((k, p, cfg));
     }
+    let calibration_text = calibration(&plan.setup.run, configs.iter().filter_map(|(_, _, c)| c.as_ref().ok()))?;
     let w = plan.load()?;
     let (slo, shape) = (&plan.slo, plan.shape);
     let flags = &plan.setup.flags;
@@ -221,7 +220,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
             "instances_searched": counts,
             "gpu_prices_usd_per_hour": prices.0.iter().map(|(g, p)| (g.clone(), (*p).into())).collect::<serde_json::Map<String, serde_json::Value>>(),
             "calibration": serde_json::Value::Null,
-            "calibration_text": calibration(&plan.setup.run)?,
+            "calibration_text": calibration_text,
             "simulations": sims,
             "trace": &w.info,
             "results": found,
@@ -230,9 +229,10 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
         writeln!(stdout)?;
         return Ok(());
     }
-    write!(stdout, "{}", plan.header(&w, &search)?)?;
+    write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
     let mut head: Vec<String> = knobs.clone();
-    head.extend(["instances", "GPUs", "$/hour", "$/M out tok", "output tok/s", "sims"].map(String::from));
+    let money: &[&str] = if priced { &["$/hour", "$/M out tok"] } else { &[] };
+    head.extend(["instances", "GPUs"].iter().chain(money).chain(&["output tok/s", "sims"]).map(|s| s.to_string()));
     head.extend(slo.0.iter().map(|t| t.key()));
     let lines: Vec<Vec<String>> = found
         .iter()
@@ -241,14 +241,14 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
             match (&d.error, &d.cost, &d.at_target) {
                 (Some(e), _, _) => cells.push(format!("failed: {e}")),
                 (None, Some(c), Some(t)) => {
-                    cells.extend([
-                        d.instances.unwrap_or(0).to_string(),
-                        c.gpus.to_string(),
-                        format!("{:.2}", c.usd_per_hour),
-                        c.usd_per_million_output_tokens.map_or("-".into(), |v| format!("{v:.3}")),
-                        format!("{:.1}", t.output_throughput),
-                        d.tried.len().to_string(),
-                    ]);
+                    cells.extend([d.instances.unwrap_or(0).to_string(), c.gpus.to_string()]);
+                    if priced {
+                        cells.extend([
+                            format!("{:.2}", c.usd_per_hour),
+                            c.usd_per_million_output_tokens.map_or("-".into(), |v| format!("{v:.3}")),
+                        ]);
+                    }
+                    cells.extend([format!("{:.1}", t.output_throughput), d.tried.len().to_string()]);
                     cells.extend(slo.0.iter().map(|s| format!("{:.1}", t.slo_values[&s.key()])));
                 }
                 _ => {
@@ -261,6 +261,17 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
         .collect();
     write!(stdout, "{}", table(&head, &lines))?;
     match found.first().filter(|d| d.cost.is_some()) {
+        Some(d) if !priced => {
+            let (c, t) = (d.cost.expect("sized"), d.at_target.as_ref().expect("simulated"));
+            writeln!(
+                stdout,
+                "\nFewest GPUs: {} ({}) serves {rate} req/s within the SLO ({}); --gpu-price GPU=USD_PER_HOUR,… ranks \
+                 by cost instead.",
+                label(d),
+                plural(c.gpus as usize, "GPU"),
+                at_values(slo, t)
+            )?;
+        }
         Some(d) => {
             let (c, t) = (d.cost.expect("priced"), d.at_target.as_ref().expect("simulated"));
             let per_m = c

@@ -397,7 +397,7 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
         write!(stdout, "{}", trace_summary(&w.info))?;
         let dir = if ascending { "smallest first" } else { "largest first" };
         writeln!(stdout, "Ranked by:      {} ({dir}), {}\n", rank_by, plural(rows.len(), "point"))?;
-        write!(stdout, "{}", output::table(&rows, &order))?;
+        write!(stdout, "{}", output::table(&rows, &order, &rank_by))?;
         if let Some(c) = &compared {
             writeln!(stdout)?;
             write!(stdout, "{}", cachesim::sweep::compare::table(c))?;

@@ -78,8 +78,8 @@ impl Plan {
         self.slo.0.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect()
     }
 
-    /// The lines every plan answer opens with: trace, SLO, arrivals, calibration.
-    pub fn header(&self, w: &cachesim::workload::Workload, search: &str) -> anyhow::Result<String> {
+    /// The lines every plan answer opens with: trace, SLO, arrivals, calibration ([`calibration`]).
+    pub fn header(&self, w: &cachesim::workload::Workload, search: &str, calibration: &str) -> String {
         let mut s = cachesim::report::trace_summary(&w.info);
         s += &format!("SLO:            {}\n", self.slo_text().join(", "));
         let arrivals = match self.shape {
@@ -91,16 +91,20 @@ impl Plan {
         };
         s += &format!("Arrivals:       {arrivals}\n");
         s += &format!("Search:         {search}\n");
-        s += &format!("Calibration:    {}\n\n", calibration(&self.setup.run)?);
-        Ok(s)
+        s += &format!("Calibration:    {calibration}\n\n");
+        s
     }
 }
 
 /// The calibration the step times of `run` come from, and its validated error: with
 /// `--calibration none` the raw roofline, with a file that profile for every configuration, by
 /// default the built-in fitted profile matching each configuration's GPU, engine family and
-/// model (else the composed prior), with the leave-one-out error each profile records.
-pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
+/// model (else the composed prior) — only the profiles that match one of `cfgs` (the grid's
+/// configurations), with the leave-one-out error each records.
+pub(super) fn calibration<'a>(
+    run: &cli::RunArgs,
+    cfgs: impl IntoIterator<Item = &'a cachesim::config::RunConfig>,
+) -> anyhow::Result<String> {
     use cachesim::calibration::profile;
     Ok(match run.options().calibration {
         cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
@@ -114,13 +118,27 @@ pub(super) fn calibration(run: &cli::RunArgs) -> anyhow::Result<String> {
             format!("{} ({}) for every configuration; {}", p.name, f.display(), p.quality())
         }
         cachesim::config::Calibration::Auto => {
-            let names: Vec<String> =
-                profile::builtin().iter().map(|(_, p)| format!("{} ({})", p.name, p.quality())).collect();
-            format!(
-                "fitted profile per configuration where one matches its GPU, engine family and model, else \
-                 the composed prior (the H200 kernel steps' device factors, the priors' host time); profiles: {}",
-                names.join(", ")
-            )
+            let mut names: Vec<String> = Vec::new();
+            for c in cfgs {
+                if let Some((_, p)) = profile::builtin_for(&c.gpu.name, c.engine.engine, &c.model.name) {
+                    let name = format!("{} ({})", p.name, p.quality());
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+            }
+            if names.is_empty() {
+                "the composed prior (the H200 kernel steps' device factors, the priors' host time) for every \
+                 configuration: no fitted profile matches their GPU, engine family and model"
+                    .to_string()
+            } else {
+                format!(
+                    "fitted profile per configuration where one matches its GPU, engine family and model, else \
+                     the composed prior (the H200 kernel steps' device factors, the priors' host time); profiles \
+                     that apply: {}",
+                    names.join(", ")
+                )
+            }
         }
     })
 }
@@ -134,6 +152,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
     let (slo, opts, shape) = (&plan.slo, plan.opts, plan.shape);
     let (knobs, points) = plan.setup.points(&args.grid, None, plan.refused)?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
+    let calibration_text = calibration(&plan.setup.run, jobs.iter().filter_map(|(_, _, c)| c.as_ref().ok()))?;
     let w = plan.load()?;
     let pb = Progress::start(jobs.len(), "searching", w.requests.len());
     let results: Vec<(usize, cachesim::sweep::Point, Result<PlanResult, String>)> = jobs
@@ -194,7 +213,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
             "tolerance": args.tolerance,
             "arrivals": shape,
             "calibration": serde_json::Value::Null,
-            "calibration_text": calibration(&plan.setup.run)?,
+            "calibration_text": calibration_text,
             "goodput_definition": "max_rate: the highest request rate served within the SLO (DistServe, Zhong et al., OSDI 2024); goodput at it: requests meeting every per-request limit per second (vllm bench serve --goodput)",
             "trace": &w.info,
             "results": rows,
@@ -204,7 +223,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
         return Ok(());
     }
     let search = format!("rate bracketed from {} req/s then bisected to {} %", args.start_rate, args.tolerance * 100.0);
-    write!(stdout, "{}", plan.header(&w, &search)?)?;
+    write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
     let mut head: Vec<String> = knobs.clone();
     head.extend(["max req/s", "goodput req/s", "attainment", "output tok/s", "sims"].map(String::from));
     head.extend(slo.0.iter().map(|t| t.key()));
@@ -251,17 +270,84 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
                 r.max_rate.unwrap_or(0.0)
             )?
         }
-        Some((r, what)) => writeln!(
-            stdout,
-            "\nBest: {what} meets the SLO even at {} req/s (--max-rate): these requests are too few to load it; send more (--num-prompts).",
-            r.max_rate.unwrap_or(0.0)
-        )?,
-        None => writeln!(stdout, "\nNo configuration meets the SLO at any rate tried.")?,
+        Some((r, what)) => {
+            let i = order[0];
+            writeln!(
+                stdout,
+                "\nBest: {what} meets the SLO even at {} req/s (--max-rate): {}.",
+                r.max_rate.unwrap_or(0.0),
+                unbounded_why(&plan.setup.run, &results[i].1, &w)
+            )?
+        }
+        None => {
+            let lowest =
+                results.iter().filter_map(|(_, _, r)| r.as_ref().ok()).flat_map(|r| &r.trials).min_by(|a, b| {
+                    let over = |t: &cachesim::plan::Trial| {
+                        slo.0.iter().filter(|s| t.slo_values[&s.key()] > s.limit_ms).count()
+                    };
+                    a.rate.total_cmp(&b.rate).then(over(a).cmp(&over(b)))
+                });
+            writeln!(
+                stdout,
+                "\nNo configuration meets the SLO at any rate tried{}.",
+                lowest.map(|t| missed(slo, t)).unwrap_or_default()
+            )?
+        }
     }
     if let Some(p) = &plan.setup.run.plot {
         writeln!(stdout, "Plot:           {}", p.display())?;
     }
     Ok(())
+}
+
+/// Why a configuration meets the SLO at every rate up to `--max-rate`: the client's concurrency
+/// cap (the point's or the base's `--max-concurrency`: requests beyond it wait at the client,
+/// and the benchmark clients time a request from its send — vLLM 0.10 `vllm/benchmarks/serve.py`
+/// and SGLang 0.4 `python/sglang/bench_serving.py`, `benchmark`'s `limited_request_func` takes
+/// the semaphore before `request_func` starts its clock — so no rate overloads the engine), or
+/// too few requests to load it.
+fn unbounded_why(run: &cli::RunArgs, point: &cachesim::sweep::Point, w: &cachesim::workload::Workload) -> String {
+    let knob = |k: &str| point.iter().find(|(name, _)| name == k).map(|(_, v)| v.clone());
+    let cap = knob("max-concurrency").or_else(|| run.max_concurrency.map(|c| c.to_string()));
+    if let Some(c) = cap {
+        return format!(
+            "--max-concurrency {c} keeps at most {c} requests in flight whatever the rate, and the clients time each \
+             request from its send, so no rate overloads it; drop --max-concurrency to find the highest rate"
+        );
+    }
+    let held = w.requests.len();
+    match knob("num-prompts").and_then(|n| n.parse::<usize>().ok()).or(run.num_prompts) {
+        Some(n) if n < held => {
+            format!("--num-prompts {n} sends too few requests to load it; send more (the trace holds {held})")
+        }
+        _ => format!(
+            "the trace's {} are too few to load it; a longer trace would (cachesim gen writes one of any length)",
+            super::plural(held, "request")
+        ),
+    }
+}
+
+/// Why no rate met the SLO, from the lowest rate tried: the SLO targets its run missed, with
+/// their values (at a rate that low the requests barely overlap, so the SLO asks for less
+/// than one request alone takes).
+fn missed(slo: &Slo, t: &cachesim::plan::Trial) -> String {
+    let over: Vec<String> = slo
+        .0
+        .iter()
+        .filter(|s| t.slo_values[&s.key()] > s.limit_ms)
+        .map(|s| format!("{} {:.1} ms > {} ms", s.key(), t.slo_values[&s.key()], s.limit_ms))
+        .collect();
+    let failed =
+        if t.failed > 0 { format!(", {} failed", super::plural(t.failed as usize, "request")) } else { String::new() };
+    if over.is_empty() {
+        return format!(": even at {:.3} req/s, the lowest rate tried{failed}", t.rate);
+    }
+    format!(
+        ": even at {:.3} req/s, the lowest rate tried, where requests barely overlap, {}{failed}: requests take longer \
+         alone than the SLO allows on these configurations; loosen the SLO or try faster ones (more GPUs, --tp)",
+        t.rate,
+        over.join(", ")
+    )
 }
 
 /// A point as flags (`--max-num-seqs 64 --tp 2`), or "this configuration" for the base.

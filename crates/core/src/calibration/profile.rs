@@ -203,7 +203,8 @@ pub fn builtin_kernels() -> (&'static str, Profile) {
 
 /// Parses a profile; `path` names the file in errors.
 pub fn parse(path: &Path, text: &str) -> Result<Profile> {
-    toml::from_str(text).map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })
+    toml::from_str(text)
+        .map_err(|e| Error::Report { path: path.to_path_buf(), message: crate::messages::toml_error(text, &e) })
 }
 
 /// Whether the TOML file at `path` is a step-time profile (it has an `[efficiency]` table), as

@@ -4,6 +4,7 @@
 
 use super::Skipped;
 use crate::error::{Location, RecordError};
+use crate::messages::{plain, Syntax};
 use rayon::prelude::*;
 use serde::de::DeserializeOwned;
 
@@ -23,7 +24,7 @@ pub fn parse_one<T: DeserializeOwned>(bytes: &[u8], location: Location) -> Resul
         if e.is_eof() {
             "record is cut off (unexpected end of input)".to_string()
         } else {
-            strip_position(e.to_string())
+            plain(&strip_position(e.to_string()), Syntax::Json)
         }
     };
     // Fast path without path tracking; a bad record is parsed again to name the field.
@@ -62,6 +63,24 @@ pub fn jsonl_lines(bytes: &[u8]) -> Vec<(u64, &[u8])> {
         })
         .filter(|(_, l)| l.iter().any(|b| !b.is_ascii_whitespace()))
         .collect()
+}
+
+/// Refuses a JSON array given to a JSON Lines reader (`format`: its name), saying how to write
+/// it as JSON Lines; parsed as a line, its message would be about the array's first element.
+pub fn refuse_array(bytes: &[u8], format: &str) -> Result<(), RecordError> {
+    let start = bytes.iter().position(|b| !b.is_ascii_whitespace());
+    if start.is_none_or(|i| bytes[i] != b'[') {
+        return Ok(());
+    }
+    let line = bytes[..start.unwrap_or(0)].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+    Err(RecordError {
+        location: Location::Line(line),
+        field: String::new(),
+        message: format!(
+            "a JSON array, but a {format} trace is JSON Lines: one record (an object `{{…}}`) per line \
+             (jq -c '.[]' FILE writes the array so)"
+        ),
+    })
 }
 
 /// Parses JSON Lines (blank lines ignored) into typed records and converts them, in
@@ -131,7 +150,7 @@ pub fn read_array<T: DeserializeOwned, R>(
                 let message = if e.is_eof() {
                     "the JSON array is cut off inside this record (truncated file)".to_string()
                 } else {
-                    format!("malformed JSON: {}", strip_position(e.to_string()))
+                    format!("malformed JSON: {}", plain(&strip_position(e.to_string()), Syntax::Json))
                 };
                 // Nothing after a syntax error can be trusted: keep what was complete.
                 handle_bad(bad(start, index, &message), lenient, skipped)?;

@@ -9,10 +9,12 @@ pub mod json;
 pub mod mooncake;
 pub mod native;
 pub mod sharegpt;
+pub mod sniff;
 pub mod source;
 pub mod table;
 
-use crate::error::{Error, RecordError, Result};
+use crate::error::{Error, Location, RecordError, Result};
+use crate::messages::{self, Syntax};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -189,12 +191,15 @@ pub fn parse_content(path: &Path, content: &Content, opts: &ReadOptions) -> Resu
 pub fn parse(path: &Path, bytes: &[u8], opts: &ReadOptions) -> Result<TraceFile> {
     // A UTF-8 byte-order mark (common in CSV exported on Windows) is not content.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if let Some(what) = sniff::not_text(bytes) {
+        return Err(Error::NotText { path: path.to_path_buf(), what });
+    }
     let format = match opts.format {
         Some(f) => f,
         None => detect(bytes).map_err(|why| Error::UnknownFormat { path: path.to_path_buf(), why })?,
     };
     let mut skipped = Skipped::default();
-    let rec_err = |error| Error::Record { path: path.to_path_buf(), error };
+    let rec_err = |error| Error::Record { path: path.to_path_buf(), error: with_odd_byte(bytes, error) };
     let records = match format {
         Format::Sharegpt => Records::Sharegpt(sharegpt::parse(bytes, opts.lenient, &mut skipped).map_err(rec_err)?),
         Format::Mooncake => Records::Mooncake(mooncake::parse(bytes, opts.lenient, &mut skipped).map_err(rec_err)?),
@@ -203,6 +208,16 @@ pub fn parse(path: &Path, bytes: &[u8], opts: &ReadOptions) -> Result<TraceFile>
         Format::Native => Records::Native(native::parse(bytes, opts.lenient, &mut skipped).map_err(rec_err)?),
     };
     Ok(TraceFile { path: path.to_path_buf(), format, records, skipped })
+}
+
+/// `error` with the odd byte on its line named first (a NUL, a Ctrl-Z, a CR-only line end, a
+/// byte-order mark of a joined file: [`sniff::odd_byte`]), when its line holds one.
+fn with_odd_byte(bytes: &[u8], mut error: RecordError) -> RecordError {
+    let Location::Line(n) = error.location else { return error };
+    if let Some((at, what, fix)) = sniff::line(bytes, n).and_then(sniff::odd_byte) {
+        error.message = format!("{what} at column {}: {fix} ({})", at + 1, error.message);
+    }
+    error
 }
 
 /// Guesses the format from the content: JSON keys of the first record, or the CSV header.
@@ -234,7 +249,12 @@ pub fn detect(bytes: &[u8]) -> std::result::Result<Format, String> {
         serde_json::Deserializer::from_slice(first_object).into_iter::<BTreeMap<String, serde::de::IgnoredAny>>();
     let keys = match stream.next() {
         Some(Ok(m)) => m,
-        Some(Err(e)) => return Err(format!("the first record is not a JSON object ({e})")),
+        Some(Err(e)) => {
+            return Err(format!(
+                "the first record is not a JSON object ({})",
+                messages::plain(&e.to_string(), Syntax::Json)
+            ))
+        }
         None => return Err("no JSON record".into()),
     };
     if keys.contains_key("conversations") || keys.contains_key("conversation") {
@@ -361,6 +381,91 @@ mod tests {
         assert!(check_time_s("t", 1.8e9).is_ok());
         assert!(check_time_s("t", 1.8e12).unwrap_err().1.contains("absurd"));
         assert!(check_time_s("t", -1.0).is_err());
+    }
+
+    /// The message of parsing `doc` (forced to `format`, or detected).
+    fn message(doc: &[u8], format: Option<Format>) -> String {
+        let opts = ReadOptions { format, ..ReadOptions::default() };
+        parse(Path::new("t"), doc, &opts).err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    /// Malformed records of every reader are described in the file's words: no Rust type name.
+    #[test]
+    fn messages_name_no_rust_type() {
+        let cases: [(&[u8], Format); 12] = [
+            (b"5\n", Format::Native),
+            (b"{\"prompt\": \"a\", \"output_len\": \"x\"}\n", Format::Native),
+            (b"{\"prompt\": \"a\", \"output_len\": 2, \"session\": [1]}\n", Format::Native),
+            (b"{\"prompt\": \"a\", \"output_len\": -2}\n", Format::Native),
+            (
+                b"{\"timestamp\": 0, \"input_length\": \"x\", \"output_length\": 1, \"hash_ids\": [1]}\n",
+                Format::Mooncake,
+            ),
+            (b"{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 1, \"hash_ids\": \"x\"}\n", Format::Mooncake),
+            (b"\"text\"\n", Format::Mooncake),
+            (b"[{\"conversations\": 5}]", Format::Sharegpt),
+            (b"{\"conversations\": [{\"from\": 1, \"value\": \"x\"}]}\n", Format::Sharegpt),
+            (b"[7]", Format::Sharegpt),
+            (b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,-3,44\n", Format::Azure),
+            (
+                b"Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n1.5,x,y,2,3,Conversation log\n",
+                Format::Burstgpt,
+            ),
+        ];
+        for (doc, format) in cases {
+            let e = message(doc, Some(format));
+            assert!(e.starts_with("t: "), "{format}: {e}");
+            for rust in ["struct", "enum", "variant", "Raw", "u32", "u64", "i64", "f64", "sequence", "map,"] {
+                assert!(!e.contains(rust), "{format}: `{rust}` in {e}");
+            }
+        }
+        assert!(message(b"{\"prompt\": \"a\", \"session\": [1]}\n", None).contains("a string or a whole number"));
+        assert!(message(b"\"text\"\n", Some(Format::Native)).contains("expected an object"));
+    }
+
+    /// Line numbers and columns count from 1; a record of a JSON array is numbered from 1.
+    #[test]
+    fn positions_count_from_one() {
+        let e = message(b"{\"prompt\": 1}\n", Some(Format::Native));
+        assert!(e.starts_with("t: line 1: field `prompt`"), "{e}");
+        let e = message(b"[{\"conversations\": 5}]", None);
+        assert!(e.starts_with("t: byte offset 1 (record 1): field `conversations`"), "{e}");
+    }
+
+    /// Compressed files other than gzip and UTF-16 text are named, with the way to a trace,
+    /// whether or not --format is given.
+    #[test]
+    fn other_encodings_are_named() {
+        for format in [None, Some(Format::Native)] {
+            assert!(message(b"BZh91AY&SY", format).starts_with("t: a bzip2-compressed file: decompress it first"));
+            assert!(message(&[0x28, 0xB5, 0x2F, 0xFD, 1, 2], format).starts_with("t: a zstd-compressed file"));
+            assert!(message(b"\xFF\xFE{\x00\"\x00", format).starts_with("t: UTF-16 LE text: convert it to UTF-8"));
+        }
+    }
+
+    /// The byte that broke a line is named with its column: NUL, Ctrl-Z, CR-only line ends,
+    /// a byte-order mark of a joined file; a JSON array given to a JSON Lines reader is named.
+    #[test]
+    fn odd_bytes_are_named() {
+        let rec = b"{\"prompt\": \"a\", \"output_len\": 2}";
+        let with = |tail: &[u8]| [&rec[..], b"\n", tail].concat();
+        let e = message(&with(b"{\"prompt\": \"b\x00\", \"output_len\": 2}"), None);
+        assert!(e.starts_with("t: line 2: field `prompt`: a NUL byte (0x00) at column 14:"), "{e}");
+        let e = message(&with(b"\x1a"), None);
+        assert!(
+            e.starts_with("t: line 2: a Ctrl-Z byte (0x1A, an old DOS end-of-file mark) at column 1: remove it"),
+            "{e}"
+        );
+        let e = message(&[&rec[..], b"\r", &rec[..], b"\r"].concat(), None);
+        assert!(e.starts_with("t: line 1: a carriage return (CR, 0x0D) inside the line at column 33"), "{e}");
+        let e = message(&with(b"\xEF\xBB\xBF{}"), None);
+        assert!(e.starts_with("t: line 2: a UTF-8 byte-order mark (EF BB BF) at column 1"), "{e}");
+        let e = message(b"[{\"prompt\": \"a\", \"output_len\": 2}]", None);
+        assert!(e.starts_with("t: line 1: a JSON array, but a native trace is JSON Lines"), "{e}");
+        // CRLF line ends are line ends, not odd bytes.
+        assert!(
+            parse(Path::new("t"), &[&rec[..], b"\r\n", &rec[..], b"\r\n"].concat(), &ReadOptions::default()).is_ok()
+        );
     }
 
     #[test]

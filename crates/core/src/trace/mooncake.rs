@@ -3,7 +3,7 @@
 //! the remainder). The block count must match `ceil(input_length / block)`; this is checked when
 //! the workload is built, since it depends on `--trace-block-size`.
 
-use super::json::{handle_bad, jsonl_lines, parse_one};
+use super::json::{handle_bad, jsonl_lines, parse_one, refuse_array};
 use super::{check_time, check_tokens, Skipped};
 use crate::error::{Location, RecordError};
 use rayon::prelude::*;
@@ -55,6 +55,7 @@ const CHUNK_LINES: usize = 1024;
 /// Parses a Mooncake JSONL document (in parallel); the first bad line (by line number) is the
 /// error, or each is skipped and counted when lenient.
 pub fn parse(bytes: &[u8], lenient: bool, skipped: &mut Skipped) -> Result<MooncakeTrace, RecordError> {
+    refuse_array(bytes, "Mooncake")?;
     let lines = jsonl_lines(bytes);
     let parts: Vec<Part> = lines
         .par_chunks(CHUNK_LINES)

@@ -5,7 +5,7 @@
 //! one session are turns of one conversation: each turn's prompt is appended to the history of
 //! that session's earlier prompts and outputs. Unknown keys are errors (they are usually typos).
 
-use super::json::read_jsonl;
+use super::json::{read_jsonl, refuse_array};
 use super::{check_time, check_tokens, Skipped, RESERVED_TOKEN_BASE};
 use crate::error::{Location, RecordError};
 use serde::Deserialize;
@@ -24,7 +24,7 @@ struct Raw {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a session name: a string or a whole number ≥ 0")]
 enum SessionKey {
     Text(String),
     Number(u64),
@@ -133,6 +133,7 @@ pub fn generated(
 
 /// Parses a native JSONL document.
 pub fn parse(bytes: &[u8], lenient: bool, skipped: &mut Skipped) -> Result<Vec<NativeRecord>, RecordError> {
+    refuse_array(bytes, "native")?;
     read_jsonl(bytes, lenient, skipped, convert)
 }
 

@@ -4,6 +4,7 @@
 use super::json::{handle_bad, Checked};
 use super::Skipped;
 use crate::error::{Location, RecordError};
+use crate::messages::{plain, Syntax};
 use serde::de::DeserializeOwned;
 
 /// Reads every data row of a CSV document with a header line into `T` and converts it, in
@@ -43,7 +44,7 @@ pub fn read_csv<T: DeserializeOwned, R>(
                             csv::ErrorKind::Deserialize { err, .. } => {
                                 let field =
                                     err.field().and_then(|i| headers.get(i as usize)).cloned().unwrap_or_default();
-                                (field, err.kind().to_string())
+                                (field, plain(&err.kind().to_string(), Syntax::Csv))
                             }
                             _ => (String::new(), e.to_string()),
                         };

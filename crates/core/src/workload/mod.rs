@@ -275,11 +275,8 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
             let reasons: Vec<String> = skipped.reasons.iter().map(|(r, n)| format!("{n} × {r}")).collect();
             detail = format!(" ({} records skipped: {})", skipped.total(), reasons.join("; "));
         }
-        if matches!(trace.format, Format::Sharegpt) && opts.sharegpt_output_len.is_none() {
-            detail.push_str(
-                "; prompts without a recorded reply can be replayed with a fixed output length: \
-                 --turns first --sharegpt-output-len N",
-            );
+        if matches!(trace.format, Format::Sharegpt) {
+            detail.push_str(&sharegpt_way_out(opts));
         }
         return Err(Error::EmptyTrace { path: trace.path, detail });
     }
@@ -299,6 +296,30 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
         notes,
     };
     Ok(Workload { store: Arc::new(b.store), requests: b.requests, info, sample: b.sample })
+}
+
+/// The flags that would make requests of a ShareGPT trace that gave none, never one already
+/// given: under a client's filter (`--dataset-filter vllm|sglang`, whose length rules and
+/// two-message rule dropped the prompts) `--dataset-filter none`; else a fixed output length
+/// for prompts without a reply (`--turns first --sharegpt-output-len N`, less what is given).
+fn sharegpt_way_out(opts: &BuildOptions) -> String {
+    if opts.dataset_filter != DatasetFilter::None {
+        let fixed = if opts.sharegpt_output_len.is_none() {
+            " (with --sharegpt-output-len N, prompts without a recorded reply too)"
+        } else {
+            ""
+        };
+        return format!(
+            "; the {} client's sampling rules dropped them: --dataset-filter none keeps every prompt{fixed}",
+            opts.dataset_filter.name()
+        );
+    }
+    let flags = match (opts.turns, opts.sharegpt_output_len) {
+        (_, Some(_)) => return String::new(),
+        (Turns::First, None) => "--sharegpt-output-len N",
+        (Turns::All, None) => "--turns first --sharegpt-output-len N",
+    };
+    format!("; prompts without a recorded reply can be replayed with a fixed output length: {flags}")
 }
 
 /// The client sampling options fit together (ShareGPT only).

@@ -131,6 +131,23 @@ fn empty_traces_are_errors() {
     let e = load(doc, &chars4()).unwrap_err().to_string();
     assert!(e.contains("no usable request") && e.contains("1 records skipped: 1 × no user turn with a reply"), "{e}");
     assert!(e.contains("--turns first --sharegpt-output-len N"), "the way out is named: {e}");
+    // Given --turns first, the hint names only the flag still missing.
+    let first = BuildOptions { turns: Turns::First, ..chars4() };
+    let e = load(doc, &first).unwrap_err().to_string();
+    assert!(e.ends_with("with a fixed output length: --sharegpt-output-len N"), "{e}");
+    // Under a client's filter, which dropped the prompts, the flag that keeps them.
+    let filtered =
+        BuildOptions { dataset_filter: DatasetFilter::Sglang, sharegpt_output_len: Some(8), ..first.clone() };
+    let e = load(doc, &filtered).unwrap_err().to_string();
+    assert!(
+        e.contains("the sglang client's sampling rules dropped them: --dataset-filter none keeps every prompt"),
+        "{e}"
+    );
+    assert!(!e.contains("--sharegpt-output-len N"), "{e}");
+    let short = r#"{"conversations":[{"from":"human","value":"a"},{"from":"gpt","value":"b"}]}"#;
+    let vllm = BuildOptions { dataset_filter: DatasetFilter::Vllm, ..first };
+    let e = load(short, &vllm).unwrap_err().to_string();
+    assert!(e.contains("vllm filter: prompt under 4 tokens") && e.contains("--dataset-filter none"), "{e}");
 }
 
 #[test]

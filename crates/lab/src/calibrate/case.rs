@@ -6,6 +6,7 @@
 
 use super::report::{self, BenchReport};
 use cachesim_core::error::{Error, Result};
+use cachesim_core::messages::toml_error;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -219,8 +220,8 @@ pub fn load_dir(dir: &Path) -> Result<Vec<LoadedCase>> {
 /// Reads one case file and the report it names.
 pub fn load(file: &Path) -> Result<LoadedCase> {
     let text = std::fs::read_to_string(file).map_err(|error| Error::Io { path: file.to_path_buf(), error })?;
-    let case: Case =
-        toml::from_str(&text).map_err(|e| Error::Report { path: file.to_path_buf(), message: e.to_string() })?;
+    let case: Case = toml::from_str(&text)
+        .map_err(|e| Error::Report { path: file.to_path_buf(), message: toml_error(&text, &e) })?;
     let fail = |message: &str| Error::Report { path: file.to_path_buf(), message: message.into() };
     if !case.expressible && case.missing.is_none() {
         return Err(fail("expressible = false needs `missing`"));
@@ -401,5 +402,12 @@ mod tests {
         std::fs::write(&f, body.replace("num_prompts", "prompts")).unwrap();
         let e = load(&f).unwrap_err().to_string();
         assert!(e.contains("x.toml") && e.contains("unknown field `prompts`"), "{e}");
+        // A value of the wrong kind: its line and column from 1, in the file's words.
+        std::fs::write(&f, body.replace("num_prompts = 1", "num_prompts = \"one\"")).unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("x.toml: line 13, column 15: invalid type: string \"one\", expected a whole number"), "{e}");
+        std::fs::write(&f, body.replace("[deployment]", "deployment = 5\n[x]")).unwrap();
+        let e = load(&f).unwrap_err().to_string();
+        assert!(e.contains("expected a table") && !e.contains("struct"), "{e}");
     }
 }

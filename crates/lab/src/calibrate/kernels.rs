@@ -18,6 +18,7 @@ use cachesim_core::calibration::profile::Residual;
 use cachesim_core::catalog::Dtype;
 use cachesim_core::cost::{self, BatchShape, CostModel, Deployment, Efficiency, Roofline};
 use cachesim_core::error::{Error, Result};
+use cachesim_core::messages::{csv_error, toml_error};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -121,7 +122,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<LoadedSteps>> {
 pub fn load(file: &Path) -> Result<LoadedSteps> {
     let text = std::fs::read_to_string(file).map_err(|error| Error::Io { path: file.to_path_buf(), error })?;
     let fail = |message: String| Error::Report { path: file.to_path_buf(), message };
-    let case: StepCase = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    let case: StepCase = toml::from_str(&text).map_err(|e| fail(toml_error(&text, &e)))?;
     if case.kind != "steps" {
         return Err(fail(format!("kind `{}`: a step case has kind = \"steps\"", case.kind)));
     }
@@ -150,8 +151,9 @@ fn read_rows<T: serde::de::DeserializeOwned>(
 ) -> Result<Vec<StepRow>> {
     let mut rd = csv::Reader::from_reader(text.as_bytes());
     let mut rows = Vec::new();
+    let headers = rd.headers().ok().cloned();
     for (i, l) in rd.deserialize::<T>().enumerate() {
-        let l = l.map_err(|e| Error::Report { path: path.to_path_buf(), message: e.to_string() })?;
+        let l = l.map_err(|e| Error::Report { path: path.to_path_buf(), message: csv_error(&e, headers.as_ref()) })?;
         let fail = |m: String| Error::Report { path: path.to_path_buf(), message: format!("row {}: {m}", i + 2) };
         rows.extend(row(l, &fail)?);
     }

@@ -13,6 +13,7 @@
 use super::case::{Case, Deployment, LoadedCase, Published, WorkloadSpec};
 use super::report::{BenchReport, Layout};
 use cachesim_core::error::{Error, Result};
+use cachesim_core::messages::{csv_error, toml_error};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -223,7 +224,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<LoadedSilicon>> {
 pub fn load(file: &Path) -> Result<Vec<LoadedSilicon>> {
     let text = std::fs::read_to_string(file).map_err(|error| Error::Io { path: file.to_path_buf(), error })?;
     let fail = |message: String| Error::Report { path: file.to_path_buf(), message };
-    let f: SiliconFile = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    let f: SiliconFile = toml::from_str(&text).map_err(|e| fail(toml_error(&text, &e)))?;
     if f.kind != KIND {
         return Err(fail(format!("kind `{}`: a silicon case has kind = \"{KIND}\"", f.kind)));
     }
@@ -266,18 +267,6 @@ pub fn load(file: &Path) -> Result<Vec<LoadedSilicon>> {
     Ok(out)
 }
 
-/// A CSV error in words: the line and the field's column name where the reader knows them.
-fn row_error(e: &csv::Error, headers: &csv::StringRecord) -> String {
-    match e.kind() {
-        csv::ErrorKind::Deserialize { pos, err } => {
-            let line = pos.as_ref().map_or_else(|| "?".to_string(), |p| p.line().to_string());
-            let field = err.field().and_then(|i| headers.get(i as usize)).unwrap_or("?");
-            format!("line {line}, field `{field}`: {}", err.kind())
-        }
-        _ => e.to_string(),
-    }
-}
-
 /// A layout field: empty or 0 (as some rows write an unused one) is 1.
 fn one(x: Option<u32>) -> u32 {
     x.filter(|&x| x > 0).unwrap_or(1)
@@ -313,10 +302,10 @@ impl LoadedSilicon {
     pub fn expand_text(&self, text: &str, path: &Path, keep: &dyn Fn(&str) -> bool) -> Result<Expanded> {
         let mut rd = csv::Reader::from_reader(text.as_bytes());
         let fail = |message: String| Error::Report { path: path.to_path_buf(), message };
-        let headers = rd.headers().map_err(|e| fail(e.to_string()))?.clone();
+        let headers = rd.headers().map_err(|e| fail(csv_error(&e, None)))?.clone();
         let mut out = Expanded::default();
         for line in rd.deserialize::<Line>() {
-            let line = line.map_err(|e| fail(row_error(&e, &headers)))?;
+            let line = line.map_err(|e| fail(csv_error(&e, Some(&headers))))?;
             if line.system != self.case.system {
                 continue;
             }

@@ -51,7 +51,10 @@ fn same(a: &str, b: &str) -> bool {
 
 /// Reads `path` and matches its rows to `rows` (the sweep, every point present).
 pub fn compare(path: &Path, rows: &[Row]) -> Result<Comparison> {
-    let io = |e: csv::Error| Error::Io { path: path.to_path_buf(), error: std::io::Error::other(e) };
+    let io = |e: csv::Error| Error::Io {
+        path: path.to_path_buf(),
+        error: std::io::Error::other(cachesim_core::messages::csv_error(&e, None)),
+    };
     let mut r = csv::Reader::from_path(path).map_err(io)?;
     let header: Vec<String> = r.headers().map_err(io)?.iter().map(String::from).collect();
     let knobs: Vec<String> = rows.first().map(|r| r.knobs.iter().map(|(k, _)| k.clone()).collect()).unwrap_or_default();

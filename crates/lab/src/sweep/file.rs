@@ -78,8 +78,8 @@ impl SweepFile {
     /// Parses the text of a sweep file named `path` (for messages).
     pub fn parse(path: &Path, text: &str) -> Result<SweepFile> {
         let raw: Raw = toml::from_str(text).map_err(|e| {
-            let line = e.span().map_or(0, |s| line_of(text, s.start));
-            let msg = e.message().trim().to_string();
+            let line = e.span().map_or(1, |s| line_of(text, s.start));
+            let msg = cachesim_core::messages::plain(e.message(), cachesim_core::messages::Syntax::Toml);
             record(path, line, "", format!("{msg} (keys: rank-by, ascending, slo, [run], [grid], [zip])"))
         })?;
         let mut file = SweepFile {

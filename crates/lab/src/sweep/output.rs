@@ -85,13 +85,16 @@ pub fn rank(rows: &[Row], key: &str, ascending: bool) -> Vec<usize> {
     order
 }
 
-/// The ranked table: rank, grid point, knobs, output tok/s, median TTFT, req/s, failed requests;
-/// a failed point shows its reason.
-pub fn table(rows: &[Row], order: &[usize]) -> String {
+/// The ranked table: rank, grid point, knobs, output tok/s, median TTFT, req/s, failed requests,
+/// and the metric it is ranked by (`rank_by`) when that is none of these; a failed point shows
+/// its reason.
+pub fn table(rows: &[Row], order: &[usize], rank_by: &str) -> String {
     let knobs: Vec<&str> = rows.first().map(|r| r.knobs.iter().map(|(k, _)| k.as_str()).collect()).unwrap_or_default();
+    let extra = (!TABLE_METRICS.contains(&rank_by) && rank_by != "failed").then_some(rank_by);
     let mut head: Vec<String> = vec!["rank".into(), "point".into()];
     head.extend(knobs.iter().map(|k| k.to_string()));
     head.extend(["output tok/s", "median TTFT ms", "req/s", "failed"].map(String::from));
+    head.extend(extra.map(String::from));
     let mut lines: Vec<Vec<String>> = Vec::new();
     let mut reasons: Vec<Option<String>> = Vec::new();
     for (rank, &i) in order.iter().enumerate() {
@@ -106,10 +109,12 @@ pub fn table(rows: &[Row], order: &[usize]) -> String {
                     format!("{:.2}", s.request_throughput),
                     s.failed.to_string(),
                 ]);
+                cells.extend(extra.map(|k| metric(s, k).map_or_else(|| "-".to_string(), |v| format!("{v:.2}"))));
                 reasons.push(None);
             }
             Err(e) => {
                 cells.extend(["-", "-", "-", "-"].map(String::from));
+                cells.extend(extra.map(|_| "-".to_string()));
                 reasons.push(Some(e.clone()));
             }
         }
@@ -199,7 +204,12 @@ pub fn merge(paths: &[PathBuf]) -> Result<(Vec<String>, Vec<Vec<String>>)> {
     let mut records: Vec<(usize, Vec<String>)> = Vec::new();
     for path in paths {
         let mut r = csv::Reader::from_path(path).map_err(|e| io_error(path, e))?;
-        let h: Vec<String> = r.headers().map_err(|e| io_error(path, e))?.iter().map(String::from).collect();
+        let h: Vec<String> = r
+            .headers()
+            .map_err(|e| io_error(path, cachesim_core::messages::csv_error(&e, None)))?
+            .iter()
+            .map(String::from)
+            .collect();
         if h.first().map(String::as_str) != Some("point") || h.last().map(String::as_str) != Some("error") {
             return Err(io_error(path, "not a sweep CSV (the first column is `point`, the last `error`)"));
         }
@@ -211,7 +221,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<(Vec<String>, Vec<Vec<String>>)> {
             None => header = Some((h.clone(), path)),
         }
         for (line, rec) in r.records().enumerate() {
-            let rec = rec.map_err(|e| io_error(path, e))?;
+            let rec = rec.map_err(|e| io_error(path, cachesim_core::messages::csv_error(&e, None)))?;
             let point = rec[0]
                 .parse::<usize>()
                 .map_err(|_| io_error(path, format!("record {}: `{}` is not a point index", line + 1, &rec[0])))?;
