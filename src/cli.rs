@@ -131,7 +131,7 @@ pub struct TraceArgs {
     /// Most bytes a trace may hold once decompressed (a larger one is refused, naming the
     /// file): a number of bytes, or one with K, M, G or T (powers of 1024), e.g. 16G. Lines of
     /// JSONL and CSV are held to 64 MiB each whatever this is.
-    #[arg(long, value_name = "BYTES", default_value = "4G", value_parser = parse_bytes)]
+    #[arg(allow_negative_numbers = true, long, value_name = "BYTES", default_value = "4G", value_parser = parse_bytes)]
     pub max_trace_bytes: u64,
     /// Tokenizer for text: cl100k (default; offline BPE), o200k, chars4 (1 token per 4
     /// characters), or hf:PATH (a local tokenizer.json; needs the `hf` build feature).
@@ -1244,7 +1244,7 @@ pub struct GridArgs {
     pub file: Option<PathBuf>,
     /// Most points a grid may have (a larger one is refused before anything runs: each point is
     /// a whole simulation); raise it up to 1000000.
-    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000), help_heading = "Grid")]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000), help_heading = "Grid")]
     pub max_points: u64,
 }
 

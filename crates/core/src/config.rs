@@ -1041,7 +1041,7 @@ mod tests {
         );
     }
 
-    /// Found by tests/fuzz.rs: `max_num_seqs × max_model_len` overflowed. Such a length is now
+    /// Found by tests/suite/fuzz.rs: `max_num_seqs × max_model_len` overflowed. Such a length is now
     /// refused (above the model's own), without overflowing on the way.
     #[test]
     fn a_huge_max_model_len_does_not_overflow() {
@@ -1051,14 +1051,14 @@ mod tests {
         assert!(matches!(resolve(&file), Err(Error::StartupRefused { .. })));
     }
 
-    /// Found by tests/fuzz.rs: LightLLM's `2 × chunk + 256` overflowed.
+    /// Found by tests/suite/fuzz.rs: LightLLM's `2 × chunk + 256` overflowed.
     #[test]
     fn a_huge_lightllm_chunk_saturates() {
         let o = RunOptions { engine: EngineKind::Lightllm, chunked_prefill_size: Some(i64::MAX), ..Default::default() };
         assert_eq!(resolve(&o).unwrap().engine.max_num_batched_tokens, 16384);
     }
 
-    /// Found by tests/fuzz.rs: `(blocks − 1) × block_size` overflowed.
+    /// Found by tests/suite/fuzz.rs: `(blocks − 1) × block_size` overflowed.
     #[test]
     fn a_huge_block_override_is_refused() {
         let o = RunOptions { num_gpu_blocks_override: Some(u64::MAX), block_size: 256, ..Default::default() };

@@ -1,5 +1,5 @@
 //! SGLang scheduler tests: queue orders, and one hand-computed scenario per rule of
-//! ENGINE_SPEC §3 that the golden schedules (tests/golden_sglang.rs) do not exercise.
+//! ENGINE_SPEC §3 that the golden schedules (tests/suite/golden_sglang.rs) do not exercise.
 
 use super::*;
 use crate::cache::radix::TreeCache;

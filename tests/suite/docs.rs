@@ -3,7 +3,7 @@
 //! every relative link of README.md, ARCHITECTURE.md and docs/ reaches a file, the README stays
 //! under 20 KB, and every calibration profile file is either built in or named as left out.
 
-mod common;
+use crate::common;
 
 use common::files;
 use std::collections::BTreeSet;

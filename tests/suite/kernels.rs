@@ -3,7 +3,7 @@
 //! decode and prefill steps, a simulated Llama-3.1-70B TP step is never shorter than one rank's
 //! measured compute, and a fit on step rows recovers known factors.
 
-mod common;
+use crate::common;
 
 use cachesim::calibrate::{fit, kernels};
 use cachesim::calibration::profile;

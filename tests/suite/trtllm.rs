@@ -12,7 +12,7 @@ use std::path::Path;
 
 const COST: Affine = Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
 
-mod common;
+use crate::common;
 
 /// Requests with distinct tokens: (prompt length, output length).
 fn workload(reqs: &[(u32, u32)]) -> Workload {

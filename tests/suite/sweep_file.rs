@@ -4,7 +4,7 @@
 //! (`ttft_sweep.csv`) agrees with the measured one (Spearman's ρ per metric, computed here and by
 //! `sweep --compare`).
 
-mod common;
+use crate::common;
 
 use cachesim::sweep::output::spearman;
 use common::{calibration_dir, fails, ok};

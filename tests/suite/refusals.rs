@@ -3,7 +3,7 @@
 //! messages and a non-zero exit, "All requests failed", and the saturation diagnosis present on
 //! an overloaded run and absent below saturation. docs/reference/refusals.md lists the same cases.
 
-mod common;
+use crate::common;
 
 use common::{cachesim, ok};
 use serde_json::Value;

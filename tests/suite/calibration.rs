@@ -2,7 +2,7 @@
 //! bundled copies in `calibration/reports/`), cachesim's own reports read back to the numbers of
 //! its `--json`, and `cachesim validate` over the bundled cases.
 
-mod common;
+use crate::common;
 
 use cachesim::calibrate::report::{self, Layout};
 use common::{cachesim, calibration_dir, fails, ok};

@@ -3,7 +3,7 @@
 //! run with `--deployment`; the full report is printed beside the real one, and the KV
 //! sizing is checked by hand. Skipped (with a printed reason) without the shared data.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! grid axes, refusals (missing prices, a price without a target), the SLO-against-rate figure, the
 //! calibration line, and output that does not depend on the thread count.
 
-mod common;
+use crate::common;
 
 use common::{fails, ok};
 use serde_json::Value;

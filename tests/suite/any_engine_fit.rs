@@ -4,7 +4,7 @@
 //! the flag, fitted with it (the profile's engine `any`, which no run picks on its own), and
 //! still refused when the cases' GPUs differ.
 
-mod common;
+use crate::common;
 
 use common::{fails, ok, Load};
 use std::path::Path;

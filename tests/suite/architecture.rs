@@ -7,10 +7,10 @@
 //! `#[cfg(test)]` items. A reference from module `a::x` to `b::y` is an edge between the two
 //! siblings `a` and `b` under their common parent; a reference to an ancestor or a descendant
 //! is no edge. Fails on a cycle among siblings at any level, naming the references that close
-//! it. `cargo test --test architecture -- --nocapture` prints the crates and each crate's
+//! it. `cargo test --test suite architecture:: -- --nocapture` prints the crates and each crate's
 //! top-level module graph.
 
-mod common;
+use crate::common;
 
 use common::files;
 use std::collections::{BTreeMap, BTreeSet};

@@ -4,7 +4,7 @@
 //! seed, and the runs the seed cannot change, `--seeds 0`, too many seeds and seeds past the
 //! largest are refused.
 
-mod common;
+use crate::common;
 
 use common::{fails, ok};
 

@@ -4,7 +4,7 @@
 //! `--leave-group-out` refit the profiles without each case or group (by source, down the
 //! fallback chain to the engine family's cases of the same model class, then the priors).
 
-mod common;
+use crate::common;
 
 use common::{fails, ok, Load};
 use std::path::{Path, PathBuf};

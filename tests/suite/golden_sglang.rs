@@ -8,7 +8,7 @@
 //! Skipped (with a printed reason) when the golden folder is absent, unless
 //! CACHESIM_REQUIRE_DATA=1.
 
-mod common;
+use crate::common;
 
 use cachesim::config::{resolve, RunOptions};
 use cachesim::cost::Affine;

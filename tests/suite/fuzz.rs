@@ -8,7 +8,7 @@
 //! CI runs more). Every input that once panicked is kept in tests/fuzz_corpus/ and replayed by
 //! `corpus_never_panics`.
 
-mod common;
+use crate::common;
 
 use cachesim::config::{resolve, RunOptions};
 use cachesim::engine::EngineKind;
@@ -379,7 +379,7 @@ fn engine() -> impl Strategy<Value = EngineKind> {
 }
 
 fn small_workload() -> cachesim::workload::Workload {
-    let bytes = head(include_bytes!("../traces/sessions.jsonl"), 40_000);
+    let bytes = head(include_bytes!("../../traces/sessions.jsonl"), 40_000);
     let file = trace::parse(Path::new("sessions.jsonl"), &bytes, &ReadOptions::default()).unwrap();
     build(file, &BuildOptions::default()).unwrap()
 }

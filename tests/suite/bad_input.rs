@@ -1,9 +1,9 @@
 //! The bad-input table, docs/reference/bad-input.md: every input listed there is run through the binary
 //! here, and the table must equal what the binary does — exit code and the first line it prints
-//! on stderr. After a deliberate change, `CACHESIM_BLESS=1 cargo test --test bad_input`
+//! on stderr. After a deliberate change, `CACHESIM_BLESS=1 cargo test --test suite bad_input::`
 //! rewrites the table. Also checks that a failed run leaves an existing output file untouched.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -415,8 +415,8 @@ fn table() -> String {
     let dir = scratch("bad-input");
     let mut s = String::from(
         "# Bad input: what cachesim says\n\n\
-         Each row is run by `cargo test --test bad_input` (tests/bad_input.rs), which fails when this\n\
-         table and the binary disagree; `CACHESIM_BLESS=1 cargo test --test bad_input` rewrites it.\n\
+         Each row is run by `cargo test --test suite bad_input::` (tests/suite/bad_input.rs), which fails when this\n\
+         table and the binary disagree; `CACHESIM_BLESS=1 cargo test --test suite bad_input::` rewrites it.\n\
          Exit code 1 is an error of cachesim, 2 a command-line error (clap); the message is the first\n\
          line on stderr (…: the rest varies from run to run). Files named here are made by the test.\n\n\
          | input | command | exit | message |\n|---|---|---|---|\n",
@@ -450,7 +450,10 @@ fn bad_input_table_matches_the_binary() {
     }
     let want = std::fs::read_to_string(&doc).unwrap_or_default();
     for (g, w) in got.lines().zip(want.lines()) {
-        assert_eq!(g, w, "docs/reference/bad-input.md is out of date (CACHESIM_BLESS=1 cargo test --test bad_input)");
+        assert_eq!(
+            g, w,
+            "docs/reference/bad-input.md is out of date (CACHESIM_BLESS=1 cargo test --test suite bad_input::)"
+        );
     }
     assert_eq!(got.lines().count(), want.lines().count(), "docs/reference/bad-input.md has a different number of rows");
 }

@@ -3,7 +3,7 @@
 //! binary), ranking ties are stable, a refused point is a row with its reason, unknown flags are
 //! refused, and the CSV does not depend on the thread count.
 
-mod common;
+use crate::common;
 
 use cachesim::metrics::{RequestRecord, Summary, TokenLog};
 use cachesim::output::Outputs;

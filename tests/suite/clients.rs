@@ -6,7 +6,7 @@
 //! (prompt, output) lengths and the sums over the N sampled must all agree. Skipped (with a
 //! printed reason) when the data is absent, unless CACHESIM_REQUIRE_DATA=1.
 
-mod common;
+use crate::common;
 
 use cachesim::tokenize::TokenizerKind;
 use cachesim::trace::ReadOptions;

@@ -1,7 +1,7 @@
 //! Replays of the real traces in the shared data folder, checked against independent counts.
 //! Skipped (with a printed reason) when the data is absent, unless CACHESIM_REQUIRE_DATA=1.
 
-mod common;
+use crate::common;
 
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::replay::{replay, replay_all, ReplayOptions};

@@ -5,7 +5,7 @@
 //! instances behind a router; one prefill + one decode instance) run end to end (on a ShareGPT
 //! workload of the seed's size when the shared data is present).
 
-mod common;
+use crate::common;
 
 use cachesim::deployment::{command_line, parse};
 use clap::{Arg, ArgAction, Command};

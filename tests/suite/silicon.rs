@@ -4,7 +4,7 @@
 //! below; a few hand-checked rows give the run arguments and measurements their CSV fields
 //! say; and `validate --cases` runs such rows.
 
-mod common;
+use crate::common;
 
 use cachesim::calibrate::silicon::{self, Expanded, LoadedSilicon};
 use common::ok;

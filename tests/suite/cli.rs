@@ -1,7 +1,7 @@
 //! The binary end to end: the quick-start run, JSON keys, errors naming file/line/field,
 //! lenience, generators' determinism, and byte-identical output whatever the thread count.
 
-mod common;
+use crate::common;
 
 use common::{cachesim, fails, ok};
 

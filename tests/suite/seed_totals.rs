@@ -6,7 +6,7 @@
 //! when it is absent, unless CACHESIM_REQUIRE_DATA=1). The test prints each case's seed, so it
 //! is also the tool that finds one for a new case.
 
-mod common;
+use crate::common;
 
 use cachesim::calibrate::{case, totals};
 use cachesim::trace::ReadOptions;
