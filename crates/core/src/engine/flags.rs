@@ -1,10 +1,10 @@
-//! Which engine owns each engine-specific flag: one table ([`TABLE`]), each row naming the
-//! engines whose server defines the flag (with where upstream defines it) and, for the others,
-//! their own flag for the same knob. A flag given for an engine that does not have it is
-//! refused ([`refuse_foreign`]), as the real server refuses an argument it does not know,
-//! instead of being silently ignored; so is one an engine's server takes but whose effect
-//! cachesim does not model for that engine, saying so. `config::resolve` checks the flags its options set; the
-//! command line also checks the flags it was given at their defaults.
+//! Which engine owns each engine-specific flag: one table ([`TABLE`]), each row naming the engines
+//! whose server defines the flag (with where upstream defines it) and, for the others, their own
+//! flag for the same knob. A flag given for an engine that does not have it is refused
+//! ([`refuse_foreign`]), as the real server refuses an argument it does not know, instead of being
+//! silently ignored; so is one an engine's server takes but whose effect cachesim does not model
+//! for that engine, saying so. `config::resolve` checks the flags its options set; the command line
+//! also checks the flags it was given at their defaults.
 
 use super::EngineKind::{self, Lightllm, Sglang, Trtllm, Vllm, VllmV0};
 use crate::error::{Error, Result};
@@ -28,19 +28,19 @@ const BATCHED: &[EngineKind] = &[Vllm, VllmV0, Lightllm, Trtllm];
 const SGLANG: &[EngineKind] = &[Sglang];
 const POOLED: &[EngineKind] = &[Sglang, Lightllm];
 
-/// Every engine-specific flag, with where each engine's server defines it, as read upstream:
-/// vLLM `vllm/engine/arg_utils.py` `EngineArgs` (fields and `add_cli_args`; v1 from 0.11 on
-/// takes each default from `SchedulerConfig` in `vllm/config/scheduler.py`, `CacheConfig` in
+/// Every engine-specific flag, with where each engine's server defines it, as read upstream: vLLM
+/// `vllm/engine/arg_utils.py` `EngineArgs` (fields and `add_cli_args`; v1 from 0.11 on takes each
+/// default from `SchedulerConfig` in `vllm/config/scheduler.py`, `CacheConfig` in
 /// `vllm/config/cache.py`, `ModelConfig` in `vllm/config/model.py`; V0 as `EngineArgs` had it
 /// before 0.11); SGLang `python/sglang/srt/server_args.py` `ServerArgs` and
 /// `ServerArgs.add_cli_args` (0.4 and 0.5); LightLLM `lightllm/server/api_cli.py`
-/// `make_argument_parser` (main at fc72ffab, 2025-07-11), which spells its flags with
-/// underscores; TensorRT-LLM `tensorrt_llm/llmapi/llm_args.py` fields of `BaseLlmArgs` (shared
-/// by `TorchLlmArgs`) and `KvCacheConfig` (1.0; `trtllm-serve`, `tensorrt_llm/commands/serve.py`
+/// `make_argument_parser` (main at fc72ffab, 2025-07-11), which spells its flags with underscores;
+/// TensorRT-LLM `tensorrt_llm/llmapi/llm_args.py` fields of `BaseLlmArgs` (shared by
+/// `TorchLlmArgs`) and `KvCacheConfig` (1.0; `trtllm-serve`, `tensorrt_llm/commands/serve.py`
 /// `serve`, spells `--max_batch_size`, `--max_num_tokens`, `--kv_cache_free_gpu_memory_fraction`,
-/// the other fields going through `--extra_llm_api_options`). cachesim spells a knob the way the first engine
-/// it models spells it: `--max-num-seqs` stands for LightLLM's `--running_max_req_size` and
-/// TensorRT-LLM's `max_batch_size`.
+/// the other fields going through `--extra_llm_api_options`). cachesim spells a knob the way the
+/// first engine it models spells it: `--max-num-seqs` stands for LightLLM's
+/// `--running_max_req_size` and TensorRT-LLM's `max_batch_size`.
 pub const TABLE: &[EngineFlag] = &[
     // vLLM `EngineArgs.max_num_seqs` (`SchedulerConfig.max_num_seqs`); LightLLM
     // `--running_max_req_size`; TRT-LLM `BaseLlmArgs.max_batch_size`. SGLang has no
@@ -84,8 +84,9 @@ pub const TABLE: &[EngineFlag] = &[
             (Trtllm, "--max-num-batched-tokens"),
         ],
     },
-    // SGLang `ServerArgs.schedule_policy` (vLLM's `EngineArgs.scheduling_policy`, `--scheduling-policy`,
-    // orders by priority, not prefix; LightLLM's `--router_token_ratio` is no queue order).
+    // SGLang `ServerArgs.schedule_policy` (vLLM's `EngineArgs.scheduling_policy`,
+    // `--scheduling-policy`, orders by priority, not prefix; LightLLM's `--router_token_ratio` is
+    // no queue order).
     EngineFlag { server_only: &[], flag: "--schedule-policy", engines: SGLANG, instead: &[] },
     // SGLang `ServerArgs.schedule_conservativeness`.
     EngineFlag { server_only: &[], flag: "--schedule-conservativeness", engines: SGLANG, instead: &[] },
@@ -101,17 +102,18 @@ pub const TABLE: &[EngineFlag] = &[
         ],
     },
     // vLLM `EngineArgs.gpu_memory_utilization` (`CacheConfig.gpu_memory_utilization`); TRT-LLM
-    // `KvCacheConfig.free_gpu_memory_fraction`, whose cachesim alias is `--kv-cache-free-gpu-mem-fraction`.
+    // `KvCacheConfig.free_gpu_memory_fraction`, whose cachesim alias is
+    // `--kv-cache-free-gpu-mem-fraction`.
     EngineFlag {
         server_only: &[],
         flag: "--gpu-memory-utilization",
         engines: &[Vllm, VllmV0, Trtllm],
         instead: &[(Sglang, "--mem-fraction-static"), (Lightllm, "--mem-fraction-static")],
     },
-    // vLLM `EngineArgs.enable_chunked_prefill` (`--enable-chunked-prefill` / `--no-enable-chunked-prefill`);
-    // TRT-LLM `BaseLlmArgs.enable_chunked_prefill` (default False). SGLang turns chunking off with
-    // `--chunked-prefill-size -1`; LightLLM with `--disable_chunked_prefill`, which cachesim spells
-    // `--chunked-prefill-size` 0 or below.
+    // vLLM `EngineArgs.enable_chunked_prefill` (`--enable-chunked-prefill` /
+    // `--no-enable-chunked-prefill`); TRT-LLM `BaseLlmArgs.enable_chunked_prefill` (default False).
+    // SGLang turns chunking off with `--chunked-prefill-size -1`; LightLLM with
+    // `--disable_chunked_prefill`, which cachesim spells `--chunked-prefill-size` 0 or below.
     EngineFlag {
         server_only: &[],
         flag: "--enable-chunked-prefill",
@@ -132,10 +134,10 @@ pub const TABLE: &[EngineFlag] = &[
         instead: &[(Vllm, "--max-num-batched-tokens"), (VllmV0, "--enable-chunked-prefill")],
     },
     // vLLM `EngineArgs.long_prefill_token_threshold` (`SchedulerConfig`), read by the v1 scheduler
-    // (`vllm/v1/core/sched/scheduler.py` `Scheduler.schedule`). vLLM 0.9's V0 takes it too and reads
-    // it only in `PartialPrefillMetadata.can_schedule` (`vllm/core/scheduler.py`), which counts long
-    // prefills only with `--max-num-partial-prefills` above its default 1 (a flag cachesim does not
-    // take): there it changes nothing, as in cachesim's V0 rule.
+    // (`vllm/v1/core/sched/scheduler.py` `Scheduler.schedule`). vLLM 0.9's V0 takes it too and
+    // reads it only in `PartialPrefillMetadata.can_schedule` (`vllm/core/scheduler.py`), which
+    // counts long prefills only with `--max-num-partial-prefills` above its default 1 (a flag
+    // cachesim does not take): there it changes nothing, as in cachesim's V0 rule.
     EngineFlag { server_only: &[], flag: "--long-prefill-token-threshold", engines: VLLMS, instead: &[] },
     // vLLM `EngineArgs.num_scheduler_steps` (V0; gone from `EngineArgs` with V0 by 0.11).
     EngineFlag { server_only: &[], flag: "--num-scheduler-steps", engines: &[VllmV0], instead: &[] },
@@ -146,9 +148,9 @@ pub const TABLE: &[EngineFlag] = &[
     // `--disable-cuda-graph`, LightLLM's `--disable_cudagraph`; cachesim has neither.
     EngineFlag { server_only: &[Vllm], flag: "--enforce-eager", engines: &[VllmV0], instead: &[] },
     // cachesim's inputs to vLLM's memory profile (`vllm/v1/worker/gpu_worker.py`
-    // `Worker.determine_available_memory`), no upstream flags; and vLLM `EngineArgs.kv_cache_memory_bytes`
-    // (`CacheConfig.kv_cache_memory_bytes`, from 0.11; vLLM 0.9 has no such flag, so for vllm-v0 it is
-    // cachesim's budget override only).
+    // `Worker.determine_available_memory`), no upstream flags; and vLLM
+    // `EngineArgs.kv_cache_memory_bytes` (`CacheConfig.kv_cache_memory_bytes`, from 0.11; vLLM 0.9
+    // has no such flag, so for vllm-v0 it is cachesim's budget override only).
     EngineFlag {
         server_only: &[],
         flag: "--activation-peak-gib",
@@ -173,14 +175,15 @@ pub const TABLE: &[EngineFlag] = &[
         engines: VLLMS,
         instead: &[(Sglang, "--max-total-tokens"), (Lightllm, "--max-total-tokens")],
     },
-    // SGLang `ServerArgs.enable_dp_attention` and `dp_size` (`--dp-size`, alias `--dp`). vLLM's DP is
-    // `--data-parallel-size`, TRT-LLM's `BaseLlmArgs.enable_attention_dp`, LightLLM's `--dp`: cachesim
-    // models DP attention only for SGLang.
+    // SGLang `ServerArgs.enable_dp_attention` and `dp_size` (`--dp-size`). vLLM's DP is
+    // `--data-parallel-size`, TRT-LLM's `BaseLlmArgs.enable_attention_dp`, LightLLM's `--dp`:
+    // cachesim models DP attention only for SGLang.
     EngineFlag { server_only: &[], flag: "--enable-dp-attention", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--dp-size", engines: SGLANG, instead: &[] },
-    // SGLang `ServerArgs.moe_a2a_backend` (0.4.10 on), `enable_deepep_moe` (0.4; 0.5 keeps it, deprecated,
-    // as `--moe-a2a-backend deepep`), `deepep_mode` and `enable_two_batch_overlap`. vLLM's nearest
-    // (`--all2all-backend`, `--enable-dbo`) and LightLLM's microbatch overlap are not modelled.
+    // SGLang `ServerArgs.moe_a2a_backend`, `enable_deepep_moe` (0.4's spelling; 0.5 keeps it,
+    // deprecated, as `--moe-a2a-backend deepep`, in `ServerArgs.__post_init__`), `deepep_mode` and
+    // `enable_two_batch_overlap`. vLLM's nearest (`--all2all-backend`, `--enable-dbo`) and
+    // LightLLM's microbatch overlap are not modelled.
     EngineFlag { server_only: &[], flag: "--moe-a2a-backend", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--enable-deepep-moe", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--deepep-mode", engines: SGLANG, instead: &[] },
