@@ -184,7 +184,7 @@ impl EngineVersion {
                 "default for trtllm: TensorRT-LLM 1.0, PyTorch backend: GUARANTEED_NO_EVICT admission (prompt + \
                  max_new_tokens reserved, no preemption), no context chunking, whole prompts after the \
                  generation requests under max_batch_size / max_num_tokens, 32-token KV blocks, \
-                 kv_cache_free_gpu_mem_fraction 0.9 of the memory left after the profiling run"
+                 kv_cache_free_gpu_memory_fraction 0.9 of the memory left after the profiling run"
             }
         }
     }
