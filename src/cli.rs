@@ -226,7 +226,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", help_heading = "Engine")]
     pub model_file: Option<PathBuf>,
     /// GPU profile (built in: `cachesim list gpus`): its name in any case, its datasheet name
-    /// (e.g. H100-SXM5-80GB), or the one name it begins.
+    /// (e.g. H100-SXM5-80GB), a short name (h100: the SXM5 board), or the one name it begins.
     #[arg(long, default_value = "h100-sxm", help_heading = "Engine")]
     pub gpu: String,
     /// A TOML file with a [[gpu]] table, instead of --gpu.

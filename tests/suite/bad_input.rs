@@ -197,7 +197,7 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case { what: "no prompts at all", args: &["--trace", "t.jsonl", "--num-prompts", "0"], cut: None },
-    Case { what: "a GPU name that begins two", args: &["--gpu", "h100"], cut: None },
+    Case { what: "a GPU name that begins two", args: &["--gpu", "a100"], cut: None },
     Case { what: "gen random of no prompts", args: &["gen", "random", "--num-prompts", "0"], cut: None },
     Case {
         what: "more prompts than the trace holds (all sent once, said)",

@@ -18,6 +18,10 @@ pub struct Gpu {
     pub name: String,
     #[serde(default)]
     pub description: String,
+    /// Short names the entry also answers to on `--gpu` (never echoed): `h100` is the SXM5 board,
+    /// the H100 of NVIDIA's HGX and DGX systems.
+    #[serde(default, skip_serializing)]
+    pub aliases: Vec<String>,
     pub memory_gb: f64,
     pub mem_bw_gbps: f64,
     pub bf16_tflops: f64,
@@ -371,8 +375,9 @@ pub fn builtin_models() -> Vec<Model> {
 trait Checked: Clone {
     const TABLE: &'static str;
     fn name(&self) -> &str;
-    /// Another name the entry answers to (a model's Hugging Face id, a GPU's datasheet name).
-    fn alias(&self) -> &str;
+    /// Other names the entry answers to (a model's Hugging Face id, a GPU's datasheet name and
+    /// its short names).
+    fn aliases(&self) -> Vec<&str>;
     fn check_in(&self, e: &Entry) -> Result<()>;
 }
 
@@ -381,8 +386,8 @@ impl Checked for Gpu {
     fn name(&self) -> &str {
         &self.name
     }
-    fn alias(&self) -> &str {
-        &self.description
+    fn aliases(&self) -> Vec<&str> {
+        std::iter::once(self.description.as_str()).chain(self.aliases.iter().map(String::as_str)).collect()
     }
     fn check_in(&self, e: &Entry) -> Result<()> {
         self.check(e)
@@ -394,8 +399,8 @@ impl Checked for Model {
     fn name(&self) -> &str {
         &self.name
     }
-    fn alias(&self) -> &str {
-        &self.hf_id
+    fn aliases(&self) -> Vec<&str> {
+        vec![&self.hf_id]
     }
     fn check_in(&self, e: &Entry) -> Result<()> {
         self.check(e)
@@ -407,8 +412,8 @@ impl Checked for Network {
     fn name(&self) -> &str {
         &self.name
     }
-    fn alias(&self) -> &str {
-        ""
+    fn aliases(&self) -> Vec<&str> {
+        Vec::new()
     }
     fn check_in(&self, e: &Entry) -> Result<()> {
         self.check(e)
@@ -424,15 +429,18 @@ fn checked<T: Checked>(item: T, index: usize, path: &str, text: &str) -> Result<
 /// The built-in entry named `name` (any case), checked as a user's file is.
 fn pick<T: Checked>(items: Vec<T>, name: &str, flag: &str, (path, text): (&str, &str)) -> Result<T> {
     let names: Vec<String> = items.iter().map(|x| x.name().to_string()).collect();
-    // The name, in any case; else the alias (a Hugging Face id, a datasheet name); else the one
-    // entry the name begins (`h20` for `h20`, but `h100` is `h100-sxm` or `h100-pcie`).
+    // The name, in any case; else an alias (a Hugging Face id, a datasheet name, a short name:
+    // `h100`); else the one entry the name begins (`l40` for `l40s`, but `a100` is `a100-80gb`
+    // or `a100-40gb`).
     let prefixed: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].name().to_ascii_lowercase().starts_with(&name.to_ascii_lowercase()))
         .collect();
     let index = items
         .iter()
         .position(|x| x.name().eq_ignore_ascii_case(name))
-        .or_else(|| items.iter().position(|x| !x.alias().is_empty() && x.alias().eq_ignore_ascii_case(name)))
+        .or_else(|| {
+            items.iter().position(|x| x.aliases().iter().any(|a| !a.is_empty() && a.eq_ignore_ascii_case(name)))
+        })
         .or(match prefixed[..] {
             [one] if !name.is_empty() => Some(one),
             _ => None,
@@ -788,8 +796,8 @@ mod tests {
 mod lookup_tests {
     use super::*;
 
-    /// A name in any case, a Hugging Face id or datasheet name, or the one name it begins
-    /// resolves; a beginning of several names is refused with them.
+    /// A name in any case, a Hugging Face id, datasheet name or short name, or the one name it
+    /// begins resolves; a beginning of several names is refused with them.
     #[test]
     fn names_aliases_and_unique_prefixes_resolve() {
         assert_eq!(gpu("H200", None).unwrap().name, "h200");
@@ -797,8 +805,10 @@ mod lookup_tests {
         assert_eq!(gpu("l40", None).unwrap().name, "l40s");
         assert_eq!(model("meta-llama/Llama-3.1-8B-Instruct", None).unwrap().name, "llama-3.1-8b");
         assert_eq!(model("llama-3.1-8b", None).unwrap().name, "llama-3.1-8b", "exact beats prefix");
-        let e = gpu("h100", None).unwrap_err().to_string();
-        assert!(e.contains("`h100` is ambiguous: h100-sxm or h100-pcie"), "{e}");
+        assert_eq!(gpu("h100", None).unwrap().name, "h100-sxm", "a short name beats a prefix");
+        assert_eq!(gpu("H100", None).unwrap().name, "h100-sxm");
+        let e = gpu("a100", None).unwrap_err().to_string();
+        assert!(e.contains("`a100` is ambiguous: a100-80gb or a100-40gb"), "{e}");
         let e = gpu("", None).unwrap_err().to_string();
         assert!(e.contains("unknown name ``"), "{e}");
         let e = model("gpt-5", None).unwrap_err().to_string();
