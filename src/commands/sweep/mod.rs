@@ -336,7 +336,8 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
     check_sweep_files(args, &setup, sidecar.as_deref())?;
     let grid = setup.grid(&args.grid, &[])?;
     let (knobs, points) = setup.jobs(&grid, args.shard, args.grid.max_points)?;
-    let identity = setup.identity(&grid)?;
+    // A shard's sidecar names its sweep; an unsharded sweep has none to write.
+    let identity = args.shard.map(|shard| setup.identity(&grid).map(|id| (shard, id))).transpose()?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
     let w = load(&setup.run.trace, &setup.run.build_options())?;
     let pb = Progress::start(jobs.len(), "simulating", w.requests.len());
@@ -346,8 +347,8 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
     if let Some(p) = &args.csv {
         let (header, records) = output::csv_records(&knobs, &rows);
         output::stage_csv(&mut files, p, &header, &records)?;
-        if let Some(shard) = args.shard {
-            cachesim::sweep::identity::stage(&mut files, p, shard, &identity)?;
+        if let Some((shard, id)) = &identity {
+            cachesim::sweep::identity::stage(&mut files, p, *shard, id)?;
         }
     }
     if let Some(p) = &args.heatmap {
