@@ -1484,7 +1484,8 @@ pub struct ValidateArgs {
     /// exceeds this many percent.
     #[arg(allow_negative_numbers = true, long, value_name = "PCT")]
     pub max_held_out_error: Option<f64>,
-    /// Print JSON: rows, summary per metric, cases not expressible.
+    /// Print JSON: rows, summary per metric, the pooled figure --max-held-out-error gates, cases
+    /// not expressible.
     #[arg(long)]
     pub json: bool,
     /// Also write the table as CSV: one row per case and metric (case, metric, measured,

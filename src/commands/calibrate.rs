@@ -614,30 +614,26 @@ pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
         super::write_csv(&mut files, p, &validation::csv_rows(&v))?;
     }
     files.commit()?;
-    let weights = cachesim::calibration::factors::default_weights();
-    let metrics: Vec<&str> = weights.keys().map(String::as_str).collect();
     let mode = validation::mode_name(&v);
-    let pooled = validation::held_out_median(&v, &metrics);
+    let pooled = v.pooled.as_ref().map(|p| (p.median_abs_error_pct, p.metrics.join(", ")));
     let mut out = stdout;
     if args.json {
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
         write!(out, "{}", validation::text(&v))?;
-        if let Some(m) = pooled {
+        if let Some((m, metrics)) = &pooled {
             writeln!(
                 out,
-                "\n{mode} median |error| over {}, pooled: {m:.2} % (the figure --max-held-out-error gates)",
-                metrics.join(", ")
+                "\n{mode} median |error| over {metrics}, pooled: {m:.2} % (the figure --max-held-out-error gates)"
             )?;
         }
     }
     out.flush()?;
     if let Some(bound) = args.max_held_out_error {
         match pooled {
-            Some(m) if m > bound => anyhow::bail!(
-                "{mode} median |error| {m:.2} % (over {}, pooled) exceeds --max-held-out-error {bound} %",
-                metrics.join(", ")
+            Some((m, metrics)) if m > bound => anyhow::bail!(
+                "{mode} median |error| {m:.2} % (over {metrics}, pooled) exceeds --max-held-out-error {bound} %"
             ),
             Some(_) => {}
             None => anyhow::bail!("--max-held-out-error: no {mode} prediction was made"),

@@ -44,6 +44,16 @@ pub struct MetricSummary {
     pub cases: usize,
 }
 
+/// The pooled honest figure ([`Validation::pooled`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Pooled {
+    /// The metrics pooled: the keys of the fits' default weights.
+    pub metrics: Vec<String>,
+    pub median_abs_error_pct: f64,
+    /// The rows pooled (one per case and metric).
+    pub rows: usize,
+}
+
 /// A case that cannot be simulated yet.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Skipped {
@@ -175,6 +185,10 @@ pub struct Validation {
     /// ([`CaseInfo::published`]), not seed runs.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub held_out_published: BTreeMap<String, MetricSummary>,
+    /// The figure `--max-held-out-error` gates: the median |error %| of the honest rows over
+    /// the metrics the fits weigh, pooled (absent without such rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pooled: Option<Pooled>,
     /// Under `--leave-group-out`: per rung ([`CaseInfo::rung`]), per metric over the rows of
     /// `held_out` it predicted.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -259,6 +273,9 @@ pub fn summarise(v: &mut Validation) {
     };
     v.by_gpu = group(|c| c.gpu.as_str());
     v.by_engine = group(|c| c.engine.as_str());
+    let metrics: Vec<String> = cachesim_core::calibration::factors::default_weights().into_keys().collect();
+    let names: Vec<&str> = metrics.iter().map(String::as_str).collect();
+    v.pooled = pooled(v, &names).map(|(median_abs_error_pct, rows)| Pooled { metrics, median_abs_error_pct, rows });
 }
 
 /// The name of `v`'s honest summary: `held-out`, `leave-one-out`, `leave-group-out gpu`, ….
@@ -273,6 +290,11 @@ pub fn mode_name(v: &Validation) -> &str {
 /// Median |error %| over the honest rows (held out, or refitted without their case or group)
 /// of the given metrics, pooled (`None` without such rows).
 pub fn held_out_median(v: &Validation, metrics: &[&str]) -> Option<f64> {
+    pooled(v, metrics).map(|(m, _)| m)
+}
+
+/// [`held_out_median`] and the number of rows it pools.
+fn pooled(v: &Validation, metrics: &[&str]) -> Option<(f64, usize)> {
     let held = held_out_cases(v);
     let mut e: Vec<f64> = v
         .rows
@@ -285,7 +307,7 @@ pub fn held_out_median(v: &Validation, metrics: &[&str]) -> Option<f64> {
     }
     e.sort_by(f64::total_cmp);
     let n = e.len();
-    Some(if n % 2 == 1 { e[n / 2] } else { (e[n / 2 - 1] + e[n / 2]) / 2.0 })
+    Some((if n % 2 == 1 { e[n / 2] } else { (e[n / 2 - 1] + e[n / 2]) / 2.0 }, n))
 }
 
 /// The validation table as text.
