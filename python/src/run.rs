@@ -176,10 +176,18 @@ pub fn command(py: Python<'_>, name: &str, kwargs: Option<&Bound<'_, PyDict>>) -
     let mut argv: Vec<std::ffi::OsString> = vec!["cachesim".into(), name.into()];
     argv.extend(flags::flat(&words).into_iter().map(std::ffi::OsString::from));
     let mut buf = Vec::new();
-    py.detach(|| cachesim::commands::execute(argv, &mut buf)).map_err(|f| match f {
+    let answer = py.detach(|| cachesim::commands::execute(argv)).map_err(|f| match f {
         cachesim::commands::Failure::Run(e) => from_anyhow(e),
         f => Error::new_err(f.text()),
     })?;
+    // As the binary: the document, then the notes on stderr, then the failure.
+    let (notes, failed) = py.detach(|| answer.write(&mut buf)).map_err(from_anyhow)?;
+    for line in notes {
+        eprintln!("{line}");
+    }
+    if let Some(e) = failed {
+        return Err(from_anyhow(e));
+    }
     String::from_utf8(buf).map_err(|e| Error::new_err(e.to_string()))
 }
 

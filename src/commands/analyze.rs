@@ -1,13 +1,14 @@
 //! `cachesim analyze`: a data set's prefix repetition, sharing structure and hit-ratio bounds,
 //! with an optional plot.
 
+use super::Answer;
 use super::{bar, spinner};
 use crate::cli::AnalyzeArgs;
 use anyhow::Context;
 use cachesim::report::{analysis_text, trace_summary};
-use std::io::Write;
+use std::fmt::Write;
 
-pub fn analyze(args: &AnalyzeArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<Answer> {
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
         super::files::check(&super::files::trace_inputs(&args.trace), &[("--plot", p)])?;
@@ -36,10 +37,11 @@ pub fn analyze(args: &AnalyzeArgs, stdout: &mut dyn Write) -> anyhow::Result<()>
         cachesim::plot::analysis_plot(&tmp, &title, &a.repetition, a.bounds.as_ref())
             .with_context(|| format!("cannot draw {}", p.display()))?;
     }
-    let mut out = stdout;
+    files.commit()?;
+    let mut out = String::new();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &a)?;
-        writeln!(out)?;
+        out.push_str(&serde_json::to_string_pretty(&a)?);
+        out.push('\n');
     } else {
         match &a.trace {
             Some(t) => write!(out, "{}", trace_summary(t))?,
@@ -51,7 +53,5 @@ pub fn analyze(args: &AnalyzeArgs, stdout: &mut dyn Write) -> anyhow::Result<()>
             writeln!(out, "\nPlot:           {}", p.display())?;
         }
     }
-    out.flush()?;
-    files.commit()?;
-    Ok(())
+    Ok(Answer::text(out))
 }

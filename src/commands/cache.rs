@@ -1,14 +1,15 @@
 //! `cachesim cache`: every cache model replayed without timing, side by side, at one or many
 //! capacities.
 
+use super::Answer;
 use super::{load, plural};
 use crate::cli::CacheArgs;
 use cachesim::replay::{replay_all, ReplayOptions};
 use cachesim::report::{cache_table, trace_summary, CacheReport};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::io::Write;
+use std::fmt::Write;
 
-pub fn cache(args: &CacheArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub fn cache(args: &CacheArgs) -> anyhow::Result<Answer> {
     let w = load(&args.trace, &args.trace.build_options())?;
     let specs = args.specs();
     let pb = ProgressBar::new((w.requests.len() * specs.len()) as u64);
@@ -19,10 +20,10 @@ pub fn cache(args: &CacheArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
     let tick = || pb.inc(1);
     let results = replay_all(&w, &specs, ReplayOptions { inflight: args.inflight as usize }, &tick);
     pb.finish_and_clear();
-    let mut out = stdout;
+    let mut out = String::new();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &CacheReport { trace: &w.info, results: &results })?;
-        writeln!(out)?;
+        out.push_str(&serde_json::to_string_pretty(&CacheReport { trace: &w.info, results: &results })?);
+        out.push('\n');
     } else {
         write!(out, "{}", trace_summary(&w.info))?;
         writeln!(
@@ -32,5 +33,5 @@ pub fn cache(args: &CacheArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
         )?;
         write!(out, "{}", cache_table(&results))?;
     }
-    Ok(())
+    Ok(Answer::text(out))
 }

@@ -5,6 +5,7 @@
 //! `--leave-group-out`, with that profile refitted without the case or its group.
 
 use super::calibrate_shared::{kept_notes, parse_weights, write_factors};
+use super::Answer;
 use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
 use cachesim::calibrate::{case, fit, holdout, kernels, silicon, validation};
@@ -13,13 +14,13 @@ use cachesim::config::Calibration;
 use clap::Parser;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
+use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// `cachesim calibrate --report FILE [--json]`, `cachesim calibrate --report FILE -o P.toml
 /// RUN FLAGS…` or `cachesim calibrate --fit …`.
-pub fn calibrate(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Answer> {
     if args.accept_totals_mismatch && (args.fit || args.out.is_none()) {
         anyhow::bail!("--accept-totals-mismatch goes with --report FILE -o PROFILE (a fit to one report)");
     }
@@ -33,21 +34,19 @@ pub fn calibrate(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result
     }
     check_data_dir(&args.data)?;
     if args.fit {
-        return fit_profile(args, stdout);
+        return fit_profile(args);
     }
     let Some(path) = &args.report else { anyhow::bail!("give --report FILE or --fit") };
     let r = cachesim::calibrate::report::read_record(path, args.record)?;
     if let Some(out) = &args.out {
-        return super::calibrate_report::fit_report(args, &r, out, stdout);
+        return super::calibrate_report::fit_report(args, &r, out);
     }
-    let mut out = stdout;
-    if args.run.json {
-        serde_json::to_writer_pretty(&mut out, &r)?;
-        writeln!(out)?;
+    let text = if args.run.json {
+        format!("{}\n", serde_json::to_string_pretty(&r)?)
     } else {
-        write!(out, "{}", cachesim::calibrate::report::text(&r, args.verbose))?;
-    }
-    Ok(())
+        cachesim::calibrate::report::text(&r, args.verbose)
+    };
+    Ok(Answer::text(text))
 }
 
 /// Refuses a profile `--out` that is a folder or would replace what the fit reads: the cases'
@@ -184,7 +183,7 @@ fn validate_phase(
 }
 
 /// `cachesim calibrate --fit --cases PATTERN --out FILE`.
-fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
+fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<Answer> {
     let (Some(pattern), Some(out)) = (&args.cases, &args.out) else { anyhow::bail!("--fit needs --cases and --out") };
     let globs = case_globs(Some(pattern))?.unwrap_or_default();
     let cases: Vec<_> = case::load_dir(&args.cases_dir)?
@@ -228,8 +227,9 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
             Err(e) => rows.refused(c, &e),
         }
     }
+    let mut doc = String::new();
     for x in rows.skipped() {
-        writeln!(stdout, "Left out (not expressible): {}: {}", x.case, x.missing)?;
+        writeln!(doc, "Left out (not expressible): {}: {}", x.case, x.missing)?;
     }
     if targets.is_empty() && step_cases.is_empty() {
         anyhow::bail!("--cases {pattern}: no expressible case to fit");
@@ -343,9 +343,8 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
     let tmp = files.stage(out)?;
     std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", out.display()))?;
     files.commit()?;
-    let mut o = stdout;
     writeln!(
-        o,
+        doc,
         "Profile {} ({} / {} / {}) written to {}",
         p.name,
         p.gpu,
@@ -353,12 +352,12 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
         p.models.join(", "),
         out.display()
     )?;
-    write_factors(&mut o, &p)?;
+    write_factors(&mut doc, &p)?;
     // Kernel rows are priced by the model alone; serving cases are simulated at each evaluation.
     let each =
         if p.engine == holdout::KERNELS { "evaluations (kernel rows, no simulation)" } else { "simulations each" };
     writeln!(
-        o,
+        doc,
         "Fit over {} case(s), {} {each}: objective {:.4}, rms log error {:.3}, median |error| {:.1} %",
         p.fit.cases.len(),
         p.fit.evaluations,
@@ -368,25 +367,25 @@ fn fit_profile(args: &CalibrateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
     )?;
     for r in &p.fit.residuals {
         writeln!(
-            o,
+            doc,
             "  fit  {:<10} {:<22} {:>12.2} {:>12.2} {:>+8.1} %",
             r.case, r.metric, r.measured, r.predicted, r.error_pct
         )?;
     }
     match p.fit.loo_median_abs_error_pct {
         Some(m) => {
-            writeln!(o, "Leave-one-out median |error| {m:.1} %")?;
+            writeln!(doc, "Leave-one-out median |error| {m:.1} %")?;
             for r in &p.fit.leave_one_out {
                 writeln!(
-                    o,
+                    doc,
                     "  loo  {:<10} {:<22} {:>12.2} {:>12.2} {:>+8.1} %",
                     r.case, r.metric, r.measured, r.predicted, r.error_pct
                 )?;
             }
         }
-        None => writeln!(o, "Leave-one-out: not run (one case, or --no-loo)")?,
+        None => writeln!(doc, "Leave-one-out: not run (one case, or --no-loo)")?,
     }
-    Ok(())
+    Ok(Answer::text(doc))
 }
 
 /// The rows of the silicon-sample cases ([`silicon`]) that `--cases` selects — every row of a
@@ -477,7 +476,7 @@ fn case_profile(c: &case::LoadedCase, t: &fit::Target) -> anyhow::Result<Option<
 
 /// `cachesim validate [--cases GLOB,…] [--cases-dir DIR] [--data DIR] [--leave-one-out |
 /// --leave-group-out gpu|source] [--json] [--csv FILE] [--plot F.svg] [--max-held-out-error PCT]`.
-pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub fn validate(args: &ValidateArgs) -> anyhow::Result<Answer> {
     if let Some(g) = args.max_held_out_error.filter(|g| !(g.is_finite() && *g >= 0.0)) {
         anyhow::bail!(
             "--max-held-out-error: {g} must be a finite percentage, 0 or more (a gate of {g} can never fail)"
@@ -616,10 +615,10 @@ pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
     files.commit()?;
     let mode = validation::mode_name(&v);
     let pooled = v.pooled.as_ref().map(|p| (p.median_abs_error_pct, p.metrics.join(", ")));
-    let mut out = stdout;
+    let mut out = String::new();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &v)?;
-        writeln!(out)?;
+        out.push_str(&serde_json::to_string_pretty(&v)?);
+        out.push('\n');
     } else {
         write!(out, "{}", validation::text(&v))?;
         if let Some((m, metrics)) = &pooled {
@@ -629,17 +628,15 @@ pub fn validate(args: &ValidateArgs, stdout: &mut dyn Write) -> anyhow::Result<(
             )?;
         }
     }
-    out.flush()?;
-    if let Some(bound) = args.max_held_out_error {
-        match pooled {
-            Some((m, metrics)) if m > bound => anyhow::bail!(
-                "{mode} median |error| {m:.2} % (over {metrics}, pooled) exceeds --max-held-out-error {bound} %"
-            ),
-            Some(_) => {}
-            None => anyhow::bail!("--max-held-out-error: no {mode} prediction was made"),
-        }
-    }
-    Ok(())
+    // The gate's verdict comes after the table it judges.
+    let failed = args.max_held_out_error.and_then(|bound| match pooled {
+        Some((m, metrics)) if m > bound => Some(anyhow::anyhow!(
+            "{mode} median |error| {m:.2} % (over {metrics}, pooled) exceeds --max-held-out-error {bound} %"
+        )),
+        Some(_) => None,
+        None => Some(anyhow::anyhow!("--max-held-out-error: no {mode} prediction was made")),
+    });
+    Ok(Answer { failed, ..Answer::text(out) })
 }
 
 /// `--leave-one-out` / `--leave-group-out`: plans each chosen case's refit, runs each distinct

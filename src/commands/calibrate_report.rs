@@ -4,6 +4,7 @@
 //! the report's metrics, writes the profile with its fit record and prints the residuals.
 
 use super::calibrate_shared::{kept_notes, parse_weights, write_factors};
+use super::Answer;
 use crate::cli::CalibrateArgs;
 use anyhow::Context;
 use cachesim::calibrate::fit;
@@ -12,7 +13,7 @@ use cachesim::calibration::profile;
 use cachesim::config::Calibration;
 use cachesim::report::ReportStyle;
 use cachesim::workload::arrivals::Rate;
-use std::io::Write;
+use std::fmt::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -32,7 +33,7 @@ fn shell_word(w: &str) -> String {
 }
 
 /// Fits a profile to the report `r` (read from `args.report`) and writes it to `out`.
-pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::Result<Answer> {
     let path = &r.path;
     let mut run = args.run.clone();
     // The report's layout names the client that measured it; its header the load, unless given.
@@ -119,7 +120,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path, stdout: &mu
     let tmp = files.stage(out)?;
     std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", out.display()))?;
     files.commit()?;
-    let mut o = stdout;
+    let mut o = String::new();
     writeln!(
         o,
         "Profile {} ({} / {} / {}) fitted to {}, written to {}",
@@ -152,5 +153,5 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path, stdout: &mu
             a.metric, a.measured, b.predicted, b.error_pct, a.predicted, a.error_pct
         )?;
     }
-    Ok(())
+    Ok(Answer::text(o))
 }

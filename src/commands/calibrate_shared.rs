@@ -37,7 +37,7 @@ pub fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
 
 /// A fitted profile's factors, one a line, then the held ones with why, and a warning when fewer
 /// figures were fitted than factors.
-pub fn write_factors(o: &mut impl std::io::Write, p: &profile::Profile) -> std::io::Result<()> {
+pub fn write_factors(o: &mut impl std::fmt::Write, p: &profile::Profile) -> std::fmt::Result {
     for name in &p.fit.fitted {
         writeln!(o, "  {name:<20} {}", cachesim::calibration::factors::factor_text(&p.efficiency, name))?;
     }

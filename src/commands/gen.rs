@@ -1,16 +1,17 @@
 //! `cachesim gen`: synthetic workloads (`random`, `gsp`, `sessions`) as native JSONL.
 
 use super::plural;
+use super::{Answer, Document};
 use crate::cli::{GenCommand, GenCommon};
 use anyhow::Context;
 use cachesim::text::thousands;
 use cachesim::workload::gen::{self, GenRecord};
 use std::io::Write;
 
-pub fn generate(g: &GenCommand, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub fn generate(g: &GenCommand) -> anyhow::Result<Answer> {
     // `random` is drawn as it is written; `gsp` (shuffled) and `sessions` (ordered by arrival)
     // need every record before the first line.
-    let (kind, common, records): (&str, &GenCommon, Box<dyn Iterator<Item = GenRecord>>) = match g {
+    let (kind, common, records): (&'static str, &GenCommon, Box<dyn Iterator<Item = GenRecord> + Send>) = match g {
         GenCommand::Random(a) => (
             "random",
             &a.common,
@@ -61,25 +62,34 @@ pub fn generate(g: &GenCommand, stdout: &mut dyn Write) -> anyhow::Result<()> {
             ),
         ),
     };
-    let mut files = cachesim::output::Outputs::new();
-    let n = match &common.output {
-        Some(path) => {
-            super::files::check(&[], &[("--output", path)])?;
-            let tmp = files.stage(path)?;
-            let f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
-            let mut w = std::io::BufWriter::new(f);
-            let n = gen::write_jsonl(records, &mut w).with_context(|| format!("cannot write {}", path.display()))?;
-            w.flush().with_context(|| format!("cannot write {}", path.display()))?;
-            n
-        }
-        None => gen::write_jsonl(records, &mut *stdout)?,
+    let (json, seed) = (common.json, common.seed);
+    let Some(path) = &common.output else {
+        // The records go to stdout as they are drawn, the summary to stderr after them.
+        let write = move |out: &mut dyn Write| -> anyhow::Result<String> {
+            let n = gen::write_jsonl(records, out)?;
+            Ok(summary(kind, &n, json, seed, "stdout"))
+        };
+        return Ok(Answer { document: Document::Stream(Box::new(write)), notes: Vec::new(), failed: None });
     };
+    let mut files = cachesim::output::Outputs::new();
+    super::files::check(&[], &[("--output", path)])?;
+    let tmp = files.stage(path)?;
+    let f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    let n = gen::write_jsonl(records, &mut w).with_context(|| format!("cannot write {}", path.display()))?;
+    w.flush().with_context(|| format!("cannot write {}", path.display()))?;
+    drop(w);
     files.commit()?;
-    let dest = common.output.as_ref().map_or("stdout".to_string(), |p| p.display().to_string());
-    let summary = if common.json {
+    // The summary goes to stdout when the records do not.
+    Ok(Answer::text(format!("{}\n", summary(kind, &n, json, seed, &path.display().to_string()))))
+}
+
+/// The line saying what was written where: text, or JSON with `--json`.
+fn summary(kind: &str, n: &gen::Written, json: bool, seed: u64, dest: &str) -> String {
+    if json {
         serde_json::json!({
             "kind": kind, "requests": n.requests, "prompt_ids_written": n.prompt_ids,
-            "output_tokens": n.output_tokens, "seed": common.seed, "output": dest,
+            "output_tokens": n.output_tokens, "seed": seed, "output": dest,
         })
         .to_string()
     } else {
@@ -89,12 +99,5 @@ pub fn generate(g: &GenCommand, stdout: &mut dyn Write) -> anyhow::Result<()> {
             thousands(n.prompt_ids),
             thousands(n.output_tokens)
         )
-    };
-    // The summary goes to stdout unless the records themselves do.
-    if common.output.is_some() {
-        writeln!(stdout, "{summary}")?;
-    } else {
-        eprintln!("{summary}");
     }
-    Ok(())
 }

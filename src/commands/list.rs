@@ -3,14 +3,15 @@
 //! `--gpu`, `--model`, `--network` or `--engine-version` value can be looked up rather than
 //! guessed.
 
+use super::Answer;
 use crate::cli::{ListArgs, ListWhat};
 use cachesim::calibration::profile;
 use cachesim::catalog::{builtin_gpus, builtin_models, builtin_networks};
 use cachesim::engine::EngineVersion;
-use std::io::Write;
+use std::fmt::Write;
 
-/// Writes the list `args` asks for.
-pub fn list(args: &ListArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+/// The list `args` asks for.
+pub fn list(args: &ListArgs) -> anyhow::Result<Answer> {
     if args.json {
         let doc = match args.what {
             ListWhat::Gpus => serde_json::to_value(builtin_gpus())?,
@@ -24,8 +25,7 @@ pub fn list(args: &ListArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             ),
             ListWhat::Profiles => serde_json::to_value(profile::builtin().into_iter().map(|(_, p)| p).collect::<Vec<_>>())?,
         };
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-        return Ok(());
+        return Ok(Answer::text(format!("{}\n", serde_json::to_string_pretty(&doc)?)));
     }
     let (head, rows): (&[&str], Vec<Vec<String>>) = match args.what {
         ListWhat::Gpus => (
@@ -100,12 +100,11 @@ pub fn list(args: &ListArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                 .collect(),
         ),
     };
-    write_table(out, head, &rows)?;
-    Ok(())
+    Ok(Answer::text(table(head, &rows)))
 }
 
 /// An aligned table: each column as wide as its widest cell, left-aligned, two spaces apart.
-fn write_table(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -117,9 +116,10 @@ fn write_table(out: &mut dyn Write, head: &[&str], rows: &[Vec<String>]) -> std:
             cells.iter().zip(&widths).map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count()))).collect();
         padded.join("  ").trim_end().to_string()
     };
-    writeln!(out, "{}", line(head.to_vec()))?;
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", line(head.to_vec()));
     for r in rows {
-        writeln!(out, "{}", line(r.iter().map(String::as_str).collect()))?;
+        let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
     }
-    Ok(())
+    out
 }

@@ -1,8 +1,9 @@
-//! The commands, each a function that writes its output document (the report, the table, the
-//! JSON) to the writer it is given and returns; only `main` prints to the terminal, exits and
-//! shows errors. [`execute`] runs a whole command line the way the binary does — the deployment
-//! file expanded, list values as grid axes, clap's parse, the dispatch — so the Python binding
-//! gets the command line's answers from the same code. Progress bars and notes go to stderr.
+//! The commands, each a function that returns its [`Answer`] — the output document (the
+//! report, the table, the JSON), the lines for stderr after it, and a failure found after it was
+//! made — and prints nothing but progress bars and notes on stderr; only `main` writes the
+//! document, exits and shows errors. [`execute`] runs a whole command line the way the binary
+//! does — the deployment file expanded, list values as grid axes, clap's parse, the dispatch — so
+//! the Python binding gets the command line's answers from the same code.
 
 pub mod analyze;
 pub mod cache;
@@ -22,10 +23,56 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::ffi::OsString;
 use std::io::Write;
 
-/// Runs the command line `argv` (the program's name first) as the binary does, writing its
-/// output document to `stdout`. A `--help` or a parse error comes back as the clap error, for
-/// the caller to print (and exit with its code).
-pub fn execute(argv: Vec<OsString>, stdout: &mut dyn Write) -> Result<(), Failure> {
+/// What a command answers, for `main` (or the Python binding) to write out.
+pub struct Answer {
+    /// The output document, as the binary writes it to stdout.
+    pub document: Document,
+    /// Lines for stderr after the document (failed requests, cut outputs).
+    pub notes: Vec<String>,
+    /// A failure found once the document was made — every request failed, a gate did not hold:
+    /// the binary writes the document and the notes, then this error, and exits with status 1.
+    pub failed: Option<anyhow::Error>,
+}
+
+/// A command's output document.
+pub enum Document {
+    /// Nothing on stdout (`merge`).
+    Empty,
+    /// A finished document: a report, a table, JSON.
+    Text(String),
+    /// A document written as it is drawn, too long to hold (`gen` without `--output`): the
+    /// function writes it and returns the line for stderr after it.
+    Stream(Box<Writer>),
+}
+
+/// A [`Document::Stream`]'s writer: writes the document, returns the line for stderr after it.
+pub type Writer = dyn FnOnce(&mut dyn Write) -> anyhow::Result<String> + Send;
+
+impl Answer {
+    /// An answer of `text` alone.
+    pub fn text(text: String) -> Answer {
+        Answer { document: Document::Text(text), notes: Vec::new(), failed: None }
+    }
+
+    /// Writes the document to `out` and returns what is left for stderr: the notes, and the
+    /// failure.
+    pub fn write(self, out: &mut dyn Write) -> anyhow::Result<(Vec<String>, Option<anyhow::Error>)> {
+        let mut notes = Vec::new();
+        match self.document {
+            Document::Empty => {}
+            Document::Text(t) => out.write_all(t.as_bytes())?,
+            Document::Stream(f) => notes.push(f(out)?),
+        }
+        out.flush()?;
+        notes.extend(self.notes);
+        Ok((notes, self.failed))
+    }
+}
+
+/// Runs the command line `argv` (the program's name first) as the binary does and returns its
+/// answer. A `--help` or a parse error comes back as the clap error, for the caller to print (and
+/// exit with its code).
+pub fn execute(argv: Vec<OsString>) -> Result<Answer, Failure> {
     let cmd = <Cli as clap::CommandFactory>::command();
     let run_flags = <cli::CaseRun as clap::CommandFactory>::command();
     // A --deployment file's flags go before the user's, which override them (docs/guide/cluster.md, Deployment files).
@@ -42,21 +89,17 @@ pub fn execute(argv: Vec<OsString>, stdout: &mut dyn Write) -> Result<(), Failur
         cli::refuse_foreign_flags(m, args).map_err(|e| Failure::Run(e.into()))?;
     }
     match cli.command {
-        None => run::run(&cli.run, deployment, stdout),
-        Some(Command::Run(args)) => run::run(&args, deployment, stdout),
-        Some(Command::Cache(args)) => cache::cache(&args, stdout),
-        Some(Command::Analyze(args)) => analyze::analyze(&args, stdout),
-        Some(Command::Gen(g)) => gen::generate(&g, stdout),
-        Some(Command::Sweep(args)) => {
-            sweep::sweep(&args, matches.subcommand_matches("sweep").expect("sweep matches"), stdout)
-        }
+        None => run::run(&cli.run, deployment),
+        Some(Command::Run(args)) => run::run(&args, deployment),
+        Some(Command::Cache(args)) => cache::cache(&args),
+        Some(Command::Analyze(args)) => analyze::analyze(&args),
+        Some(Command::Gen(g)) => gen::generate(&g),
+        Some(Command::Sweep(args)) => sweep::sweep(&args, matches.subcommand_matches("sweep").expect("sweep matches")),
         Some(Command::Merge(args)) => sweep::merge(&args),
-        Some(Command::List(args)) => list::list(&args, stdout),
-        Some(Command::Calibrate(args)) => calibrate::calibrate(&args, stdout),
-        Some(Command::Validate(args)) => calibrate::validate(&args, stdout),
-        Some(Command::Plan(args)) => {
-            sweep::plan(&args, matches.subcommand_matches("plan").expect("plan matches"), stdout)
-        }
+        Some(Command::List(args)) => list::list(&args),
+        Some(Command::Calibrate(args)) => calibrate::calibrate(&args),
+        Some(Command::Validate(args)) => calibrate::validate(&args),
+        Some(Command::Plan(args)) => sweep::plan(&args, matches.subcommand_matches("plan").expect("plan matches")),
     }
     .map_err(Failure::Run)
 }
@@ -155,4 +198,31 @@ pub fn write_csv<T: serde::Serialize>(
     }
     w.flush().with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The document is written first; a stream's closing line comes before the other notes; the
+    /// failure is handed back, not raised.
+    #[test]
+    fn an_answer_writes_its_document_then_hands_back_notes_and_failure() {
+        let mut out = Vec::new();
+        let a = Answer {
+            document: Document::Stream(Box::new(|w: &mut dyn Write| {
+                w.write_all(b"{\"a\":1}\n")?;
+                Ok("1 record".to_string())
+            })),
+            notes: vec!["a note".to_string()],
+            failed: Some(anyhow::anyhow!("gate")),
+        };
+        let (notes, failed) = a.write(&mut out).unwrap();
+        assert_eq!(out, b"{\"a\":1}\n");
+        assert_eq!(notes, ["1 record", "a note"]);
+        assert_eq!(failed.map(|e| e.to_string()).as_deref(), Some("gate"));
+        let mut out = Vec::new();
+        let (notes, failed) = Answer::text("report\n".into()).write(&mut out).unwrap();
+        assert_eq!((out.as_slice(), notes.is_empty(), failed.is_none()), (&b"report\n"[..], true, true));
+    }
 }

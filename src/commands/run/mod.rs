@@ -4,11 +4,11 @@
 
 mod seeds;
 
-use super::{bar, load, write_csv};
+use super::{bar, load, write_csv, Answer, Document};
 use crate::cli::{RunArgs, RunCommand};
 use anyhow::Context;
 use cachesim::text::thousands;
-use std::io::Write;
+use std::fmt::Write;
 
 /// The words of a `cachesim run` command line (without the program and subcommand names) with
 /// its `--deployment` file expanded as the binary expands it, and what the run echoes about the
@@ -122,16 +122,13 @@ pub fn stage_files(
     Ok(files)
 }
 
-/// `cachesim run`: resolves, reads the trace, simulates, writes the output report to `stdout`
-/// and the output files; failures and cut outputs are said on stderr. `--seeds N` above 1 runs
-/// [`seeds::run`].
-pub fn run(
-    cmd: &RunCommand,
-    deployment: Option<&cachesim::config::DeploymentEcho>,
-    stdout: &mut dyn Write,
-) -> anyhow::Result<()> {
+/// `cachesim run`: resolves, reads the trace, simulates, writes the output files and answers
+/// the output report, with failures and cut outputs as notes for stderr; when every request
+/// failed, the files are not written and the answer carries the clients' error. `--seeds N`
+/// above 1 runs [`seeds::run`].
+pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEcho>) -> anyhow::Result<Answer> {
     if cmd.seeds > 1 {
-        return seeds::run(&cmd.run, cmd.seeds, deployment, stdout);
+        return seeds::run(&cmd.run, cmd.seeds, deployment);
     }
     let args = &cmd.run;
     let (_, cfg, notes) = prepare(args, deployment)?;
@@ -153,11 +150,11 @@ pub fn run(
     pb.finish_and_clear();
     let files = stage_files(args, &cfg, &w, &out)?;
     let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
-    let mut stdout = &mut *stdout;
+    let mut stdout = String::new();
     if args.json {
         let doc = cachesim::report::RunReport::new(&out, &w.info, &cfg);
-        serde_json::to_writer_pretty(&mut stdout, &doc)?;
-        writeln!(stdout)?;
+        stdout.push_str(&serde_json::to_string_pretty(&doc)?);
+        stdout.push('\n');
     } else {
         write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, out.sent))?;
         write!(stdout, "{}", cachesim::report::config_echo(&cfg, &out))?;
@@ -170,16 +167,12 @@ pub fn run(
             write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
         }
     }
-    stdout.flush()?;
-    for line in failure_lines(&out) {
-        eprintln!("{line}");
+    // The clients' warning when nothing succeeded (vLLM bench serve, sglang bench_serving).
+    let failed = (out.sent > 0 && out.summary.completed == 0).then(|| anyhow::anyhow!("{ALL_FAILED}"));
+    if failed.is_none() {
+        files.commit()?;
     }
-    if out.sent > 0 && out.summary.completed == 0 {
-        // The clients' warning when nothing succeeded (vLLM bench serve, sglang bench_serving).
-        anyhow::bail!("{ALL_FAILED}");
-    }
-    files.commit()?;
-    Ok(())
+    Ok(Answer { document: Document::Text(stdout), notes: failure_lines(&out), failed })
 }
 
 /// The clients' words when no request succeeded.

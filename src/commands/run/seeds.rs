@@ -8,11 +8,11 @@ use super::{
     check_outputs, failure_lines, keep, load_echo, prepare, sections, stage_files, unloaded_command, ALL_FAILED,
 };
 use crate::cli::RunArgs;
-use crate::commands::{bar, load};
+use crate::commands::{bar, load, Answer, Document};
 use anyhow::Context;
 use cachesim::seeds::report::{SeedRun, Seeds};
 use rayon::prelude::*;
-use std::io::Write;
+use std::fmt::Write;
 
 /// `args` with each output file renamed for `seed` ([`cachesim::seeds::seed_path`]).
 fn for_seed(args: &RunArgs, seed: u64) -> RunArgs {
@@ -23,13 +23,8 @@ fn for_seed(args: &RunArgs, seed: u64) -> RunArgs {
     a
 }
 
-/// Runs `args` under `n` seeds from `--seed` and writes their report to `stdout`.
-pub fn run(
-    args: &RunArgs,
-    n: u32,
-    deployment: Option<&cachesim::config::DeploymentEcho>,
-    stdout: &mut dyn Write,
-) -> anyhow::Result<()> {
+/// Runs `args` under `n` seeds from `--seed` and answers their report.
+pub fn run(args: &RunArgs, n: u32, deployment: Option<&cachesim::config::DeploymentEcho>) -> anyhow::Result<Answer> {
     let seeds = cachesim::seeds::list(args.seed, n)?;
     let (_, cfg, notes) = prepare(args, deployment)?;
     // Every seed's file names are checked against the inputs before anything runs.
@@ -77,10 +72,10 @@ pub fn run(
         runs.iter().filter(|r| r.sent > 0 && r.summary.completed == 0).map(|r| r.seed.to_string()).collect();
     let sent = runs.first().map_or(0, |r| r.sent);
     let seeds = Seeds::new(runs, varied);
-    let mut stdout = &mut *stdout;
+    let mut stdout = String::new();
     if args.json {
-        serde_json::to_writer_pretty(&mut stdout, &seeds.document(&w.info, &cfg))?;
-        writeln!(stdout)?;
+        stdout.push_str(&serde_json::to_string_pretty(&seeds.document(&w.info, &cfg))?);
+        stdout.push('\n');
     } else {
         write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, sent))?;
         write!(stdout, "{}", cachesim::report::config_lines(&cfg, &seeds.client_text()))?;
@@ -92,13 +87,9 @@ pub fn run(
         write!(stdout, "{}", cachesim::report::bench_layout(args.report_style, &load_echo(&cfg, &w), &seeds.cells()))?;
         write!(stdout, "{}", seeds.trailer())?;
     }
-    stdout.flush()?;
-    for line in stderr {
-        eprintln!("{line}");
+    let failed = (!failed.is_empty()).then(|| anyhow::anyhow!("seed {}: {ALL_FAILED}", failed.join(", ")));
+    if failed.is_none() {
+        files.commit()?;
     }
-    if !failed.is_empty() {
-        anyhow::bail!("seed {}: {ALL_FAILED}", failed.join(", "));
-    }
-    files.commit()?;
-    Ok(())
+    Ok(Answer { document: Document::Text(stdout), notes: stderr, failed })
 }

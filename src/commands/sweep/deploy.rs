@@ -11,10 +11,11 @@
 use super::plan::{at_values, calibration, describe, table, Plan};
 use super::{plural, Progress};
 use crate::cli;
+use crate::commands::Answer;
 use cachesim::plan::deploy::{cost, smallest, Cost, Prices};
 use cachesim::plan::Trial;
 use serde::Serialize;
-use std::io::Write;
+use std::fmt::Write;
 
 /// One configuration's answer.
 #[derive(Debug, Clone, Serialize)]
@@ -46,7 +47,7 @@ fn as_map<S: serde::Serializer>(p: &cachesim::sweep::Point, s: S) -> Result<S::O
     m.end()
 }
 
-pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Result<Answer> {
     use rayon::prelude::*;
     if !(rate.is_finite() && rate > 0.0) {
         anyhow::bail!("--target-rate must be a positive number of requests per second");
@@ -211,7 +212,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
         ),
         None => format!("each configuration as given at {rate} req/s: {}", plural(sims, "simulation")),
     };
-    let mut stdout = &mut *stdout;
+    let mut stdout = String::new();
     if plan.setup.run.json {
         let doc = serde_json::json!({
             "target_rate": rate,
@@ -225,9 +226,9 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
             "trace": &w.info,
             "results": found,
         });
-        serde_json::to_writer_pretty(&mut stdout, &doc)?;
-        writeln!(stdout)?;
-        return Ok(());
+        stdout.push_str(&serde_json::to_string_pretty(&doc)?);
+        stdout.push('\n');
+        return Ok(Answer::text(stdout));
     }
     write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
     let mut head: Vec<String> = knobs.clone();
@@ -291,5 +292,5 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64, stdout: &mut 
     if let Some(p) = &plan.setup.run.plot {
         writeln!(stdout, "Plot:           {}", p.display())?;
     }
-    Ok(())
+    Ok(Answer::text(stdout))
 }

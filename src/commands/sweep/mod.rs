@@ -7,13 +7,13 @@ mod deploy;
 mod plan;
 mod progress;
 
-use super::load;
+use super::{load, Answer, Document};
 use crate::cli::{self, GridArgs, RunArgs, TraceArgs};
 use cachesim::report::trace_summary;
 use cachesim::sweep::file::SweepFile;
 use clap::Parser;
 use progress::Progress;
-use std::io::Write;
+use std::fmt::Write;
 
 /// `run`'s flags alone, to re-parse a grid point's command line with clap itself.
 #[derive(Debug, Parser)]
@@ -310,7 +310,7 @@ impl Setup {
     }
 }
 
-pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<Answer> {
     use cachesim::sweep::output;
     let setup = Setup::new(&args.grid, m)?;
     let from_cli = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
@@ -358,7 +358,7 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
     let order = output::rank(&rows, &rank_by, ascending);
     let compared = args.compare.as_deref().map(|p| cachesim::sweep::compare::compare(p, &rows)).transpose()?;
     files.commit()?;
-    let mut stdout = &mut *stdout;
+    let mut stdout = String::new();
     if setup.run.json {
         let results: Vec<serde_json::Value> = order
             .iter()
@@ -392,8 +392,8 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
                 "spearman_rho": c.rho,
             })),
         });
-        serde_json::to_writer_pretty(&mut stdout, &doc)?;
-        writeln!(stdout)?;
+        stdout.push_str(&serde_json::to_string_pretty(&doc)?);
+        stdout.push('\n');
     } else {
         write!(stdout, "{}", trace_summary(&w.info))?;
         let dir = if ascending { "smallest first" } else { "largest first" };
@@ -407,7 +407,7 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches, stdout: &mut dyn Write
             writeln!(stdout, "\nCSV:            {}", p.display())?;
         }
     }
-    Ok(())
+    Ok(Answer::text(stdout))
 }
 
 /// Refuses, before a sweep runs, an output (`--csv`, its shard sidecar, `--heatmap`) that is a
@@ -433,20 +433,20 @@ fn check_sweep_files(args: &cli::SweepArgs, setup: &Setup, sidecar: Option<&std:
     Ok(())
 }
 
-pub fn merge(args: &cli::MergeArgs) -> anyhow::Result<()> {
+pub fn merge(args: &cli::MergeArgs) -> anyhow::Result<Answer> {
     let sidecars: Vec<std::path::PathBuf> =
         args.inputs.iter().map(|p| cachesim::sweep::identity::sidecar_path(p)).collect();
     let inputs: super::files::Named = args.inputs.iter().chain(&sidecars).map(|p| ("merge", p.as_path())).collect();
     super::files::check(&inputs, &[("--csv", &args.csv)])?;
     let (header, records) = cachesim::sweep::output::merge(&args.inputs)?;
     cachesim::sweep::output::write_csv(&args.csv, &header, &records)?;
-    eprintln!(
+    let note = format!(
         "merged {} from {} into {}",
         plural(records.len(), "point"),
         plural(args.inputs.len(), "file"),
         args.csv.display()
     );
-    Ok(())
+    Ok(Answer { document: Document::Empty, notes: vec![note], failed: None })
 }
 
 /// "1 point", "2 points".
@@ -513,10 +513,10 @@ pub fn lists_as_axes(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 
 /// `cachesim plan`: the cheapest deployment at a `--target-rate` ([`deploy::target`]), else the
 /// highest rate each configuration sustains under the SLO ([`plan::rates`]).
-pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub fn plan(args: &cli::PlanArgs, m: &clap::ArgMatches) -> anyhow::Result<Answer> {
     let plan = plan::Plan::new(args, m)?;
     match args.target_rate {
-        Some(rate) => deploy::target(args, &plan, rate, stdout),
-        None => plan::rates(args, &plan, stdout),
+        Some(rate) => deploy::target(args, &plan, rate),
+        None => plan::rates(args, &plan),
     }
 }

@@ -5,8 +5,9 @@
 
 use super::{Progress, Setup};
 use crate::cli;
+use crate::commands::Answer;
 use cachesim::plan::{PlanResult, SearchOptions, Shape, Slo};
-use std::io::Write;
+use std::fmt::Write;
 
 /// What `plan` and its deployment search share: the setup, SLO, search options and arrivals.
 pub(super) struct Plan {
@@ -144,7 +145,7 @@ pub(super) fn calibration<'a>(
 }
 
 /// `cachesim plan` without `--target-rate`: the highest rate each configuration sustains.
-pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyhow::Result<()> {
+pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
     use rayon::prelude::*;
     if !args.gpu_price.is_empty() {
         anyhow::bail!("--gpu-price prices deployments at a --target-rate; give one");
@@ -185,7 +186,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
             .collect();
         plan.plot(path, &curves, None)?;
     }
-    let mut stdout = &mut *stdout;
+    let mut stdout = String::new();
     if plan.setup.run.json {
         let rows: Vec<serde_json::Value> = results
             .iter()
@@ -218,9 +219,9 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
             "trace": &w.info,
             "results": rows,
         });
-        serde_json::to_writer_pretty(&mut stdout, &doc)?;
-        writeln!(stdout)?;
-        return Ok(());
+        stdout.push_str(&serde_json::to_string_pretty(&doc)?);
+        stdout.push('\n');
+        return Ok(Answer::text(stdout));
     }
     let search = format!("rate bracketed from {} req/s then bisected to {} %", args.start_rate, args.tolerance * 100.0);
     write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
@@ -297,7 +298,7 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan, stdout: &mut dyn Write) -> anyho
     if let Some(p) = &plan.setup.run.plot {
         writeln!(stdout, "Plot:           {}", p.display())?;
     }
-    Ok(())
+    Ok(Answer::text(stdout))
 }
 
 /// Why a configuration meets the SLO at every rate up to `--max-rate`: the client's concurrency
