@@ -106,8 +106,8 @@ impl Stats {
     }
     /// Statistics of the list made of `count` copies of each `(value, count)` (`runs` is
     /// sorted in place), without expanding it.
-    pub fn of_runs(runs: &mut [(f64, u32)]) -> Self {
-        let n: u64 = runs.iter().map(|&(_, c)| c as u64).sum();
+    pub fn of_runs(runs: &mut [(f64, u64)]) -> Self {
+        let n: u64 = runs.iter().map(|&(_, c)| c).sum();
         if n == 0 {
             return Self::default();
         }
@@ -122,8 +122,8 @@ impl Stats {
             if k < below {
                 (run, below) = (0, 0);
             }
-            while below + runs[run].1 as u64 <= k {
-                below += runs[run].1 as u64;
+            while below + runs[run].1 <= k {
+                below += runs[run].1;
                 run += 1;
             }
             runs[run].0
@@ -145,16 +145,26 @@ impl Stats {
     }
 }
 
-/// Collects token times while the simulation runs, without storing them per request.
-#[derive(Debug, Default)]
+/// Collects token times while the simulation runs, without storing them per request or per
+/// step: the inter-token gaps as a histogram of exact values, the output tokens as counts per
+/// 1-second bucket once the buckets' origin is known. Its memory follows the number of distinct
+/// gap values and of seconds simulated, not the number of engine steps (a 16-instance run takes
+/// millions of them).
+#[derive(Debug, Clone, Default)]
 pub struct TokenLog {
-    /// Every inter-token gap, pooled (seconds), as runs of equal values in arrival order: the
-    /// requests decoding in consecutive steps all see the same gap, so a step adds about one.
-    pub itl_s: Vec<(f64, u32)>,
-    /// Output tokens by arrival time, `(time, count)` in time order: one entry per engine step
-    /// that sampled (the 1-second bins are counted from these at the end, from the earliest
-    /// request start, which is known only then).
-    pub emitted: Vec<(f64, u32)>,
+    /// The gap being repeated (a step's decodes all see the same one) and how many times.
+    run: (f64, u64),
+    /// Gaps not yet merged into `itl`, as runs of equal values in arrival order.
+    pending: Vec<(f64, u64)>,
+    /// Every gap merged so far: distinct values (by bits) in ascending order, with their counts.
+    itl: Vec<(f64, u64)>,
+    /// Output tokens by arrival time, `(time, count)`, until the buckets' origin is known.
+    emitted: Vec<(f64, u32)>,
+    /// The buckets' origin (the earliest start of a completed request, [`TokenLog::set_origin`])
+    /// and, from it on, the tokens per bucket `int(t − origin)`: `(bucket, count)` in bucket
+    /// order, buckets below 0 left out.
+    bins: Option<(f64, Vec<(f64, u64)>)>,
+    total: u64,
 }
 
 impl TokenLog {
@@ -169,10 +179,54 @@ impl TokenLog {
     /// One inter-token gap.
     #[inline]
     pub fn gap(&mut self, gap: f64) {
-        match self.itl_s.last_mut() {
-            Some((v, n)) if v.to_bits() == gap.to_bits() && *n < u32::MAX => *n += 1,
-            _ => self.itl_s.push((gap, 1)),
+        if self.run.1 > 0 && self.run.0.to_bits() == gap.to_bits() {
+            self.run.1 += 1;
+            return;
         }
+        self.flush_run();
+        self.run = (gap, 1);
+    }
+
+    fn flush_run(&mut self) {
+        if self.run.1 == 0 {
+            return;
+        }
+        self.pending.push(std::mem::take(&mut self.run));
+        // Merging costs about the histogram's size: done when as many runs wait, so each run
+        // costs O(log) and memory stays within twice the distinct values (plus 4,096).
+        if self.pending.len() >= self.itl.len().max(4096) {
+            self.merge_pending();
+        }
+    }
+
+    fn merge_pending(&mut self) {
+        self.pending.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        let mut merged: Vec<(f64, u64)> = Vec::with_capacity(self.itl.len() + self.pending.len());
+        let (mut a, mut b) = (self.itl.iter().peekable(), self.pending.iter().peekable());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.0.total_cmp(&y.0).is_le() => a.next(),
+                (Some(_), Some(_)) | (None, Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, None) => break,
+            };
+            let &(v, c) = next.expect("peeked");
+            match merged.last_mut() {
+                Some(last) if last.0.to_bits() == v.to_bits() => last.1 += c,
+                _ => merged.push((v, c)),
+            }
+        }
+        self.pending.clear();
+        self.itl = merged;
+    }
+
+    /// Every inter-token gap logged: distinct values in ascending order with their counts.
+    pub fn gaps(&mut self) -> &mut [(f64, u64)] {
+        self.flush_run();
+        if !self.pending.is_empty() {
+            self.merge_pending();
+        }
+        &mut self.itl
     }
 
     /// `n` tokens arrived at `t` (times come in non-decreasing order).
@@ -180,16 +234,67 @@ impl TokenLog {
         if n == 0 {
             return;
         }
-        debug_assert!(self.emitted.last().is_none_or(|&(last, _)| last <= t), "token times in order");
-        match self.emitted.last_mut() {
-            Some((last, c)) if last.to_bits() == t.to_bits() && c.checked_add(n).is_some() => *c += n,
-            _ => self.emitted.push((t, n)),
+        self.total += n as u64;
+        match &mut self.bins {
+            Some((origin, bins)) => add_to_bin(bins, py_int(t - *origin), n as u64),
+            None => {
+                debug_assert!(self.emitted.last().is_none_or(|&(last, _)| last <= t), "token times in order");
+                match self.emitted.last_mut() {
+                    Some((last, c)) if last.to_bits() == t.to_bits() && c.checked_add(n).is_some() => *c += n,
+                    _ => self.emitted.push((t, n)),
+                }
+            }
         }
+    }
+
+    /// The buckets' origin is known from now on: `origin`, the earliest start of the completed
+    /// requests (no request sent earlier can still complete). Tokens logged so far are put in
+    /// their buckets, later ones as they come. A second call is ignored.
+    pub fn set_origin(&mut self, origin: f64) {
+        if self.bins.is_some() {
+            return;
+        }
+        let mut bins = Vec::new();
+        for &(t, n) in &self.emitted {
+            add_to_bin(&mut bins, py_int(t - origin), n as u64);
+        }
+        self.emitted = Vec::new();
+        self.bins = Some((origin, bins));
     }
 
     /// Output tokens logged.
     pub fn total(&self) -> u64 {
-        self.emitted.iter().map(|&(_, n)| n as u64).sum()
+        self.total
+    }
+
+    /// The most output tokens in one 1-second bucket, buckets counted from `origin` (the
+    /// earliest request start): a token at `t` falls in bucket `int(t − origin)`, kept when
+    /// `0 ≤ bucket < buckets` (vLLM `calculate_metrics`: `tokens_per_second`).
+    fn peak_tokens_per_second(&self, origin: f64, buckets: f64) -> u64 {
+        match &self.bins {
+            Some((o, bins)) => {
+                debug_assert_eq!(o.to_bits(), origin.to_bits(), "the origin set is the summary's");
+                bins.iter().filter(|&&(b, _)| b < buckets).map(|&(_, n)| n).max().unwrap_or(0)
+            }
+            None => peak_tokens_per_second(&self.emitted, origin, buckets),
+        }
+    }
+}
+
+/// Adds `n` tokens to bucket `b` of `bins` (kept in bucket order; tokens come in time order,
+/// so nearly always at the end); buckets below 0 (or not a number) are left out.
+fn add_to_bin(bins: &mut Vec<(f64, u64)>, b: f64, n: u64) {
+    if b.is_nan() || b < 0.0 {
+        return;
+    }
+    match bins.last_mut() {
+        Some(last) if last.0 == b => last.1 += n,
+        Some(last) if last.0 < b => bins.push((b, n)),
+        None => bins.push((b, n)),
+        Some(_) => match bins.binary_search_by(|x| x.0.total_cmp(&b)) {
+            Ok(i) => bins[i].1 += n,
+            Err(i) => bins.insert(i, (b, n)),
+        },
     }
 }
 
@@ -300,7 +405,7 @@ impl Summary {
         let (t, p, i, e) = (
             Stats::of(&mut ttft).ms(),
             Stats::of(&mut tpot).ms(),
-            Stats::of_runs(&mut log.itl_s).ms(),
+            Stats::of_runs(log.gaps()).ms(),
             Stats::of(&mut e2e).ms(),
         );
         // The per-second peaks count buckets from the earliest start of a completed request;
@@ -311,7 +416,7 @@ impl Summary {
             (0, 0)
         } else {
             let buckets = (last_end - origin).ceil() + 1.0;
-            (peak_tokens_per_second(&log.emitted, origin, buckets), peak_requests_per_second(records, origin))
+            (log.peak_tokens_per_second(origin, buckets), peak_requests_per_second(records, origin))
         };
         Self {
             completed: records.len() as u64,
@@ -375,8 +480,8 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn runs_match_the_expanded_list(runs in proptest::collection::vec((-5i32..5, 1u32..4), 0..30)) {
-            let mut runs: Vec<(f64, u32)> = runs.into_iter().map(|(v, c)| (v as f64 / 4.0, c)).collect();
+        fn runs_match_the_expanded_list(runs in proptest::collection::vec((-5i32..5, 1u64..4), 0..30)) {
+            let mut runs: Vec<(f64, u64)> = runs.into_iter().map(|(v, c)| (v as f64 / 4.0, c)).collect();
             let mut flat: Vec<f64> = runs.iter().flat_map(|&(v, c)| std::iter::repeat_n(v, c as usize)).collect();
             let (a, b) = (Stats::of_runs(&mut runs), Stats::of(&mut flat));
             for (x, y) in [(a.mean, b.mean), (a.median, b.median), (a.std, b.std), (a.p90, b.p90), (a.p95, b.p95), (a.p99, b.p99), (a.max, b.max)] {
@@ -472,6 +577,46 @@ mod tests {
         // A request spanning buckets 0..=2 and one inside bucket 3: peak 1.
         let recs = [rec(0, 0.0, 2.5), rec(1, 3.1, 3.2)];
         assert_eq!(peak_requests_per_second(&recs, 0.0), 1);
+    }
+
+    proptest::proptest! {
+        /// The log's buckets, set from an origin part-way through, count what the raw list of
+        /// token times counts; its gap histogram holds every gap (past several merges).
+        #[test]
+        fn the_log_counts_as_the_raw_lists(
+            steps in proptest::collection::vec((0u32..40, 0u32..5, 0u32..3), 1..300),
+            at in 0usize..300,
+            origin in 0u32..20,
+        ) {
+            let (mut raw, mut log) = (TokenLog::default(), TokenLog::default());
+            let (mut t, mut flat) = (0.0f64, Vec::new());
+            for (k, &(dt, n, g)) in steps.iter().enumerate() {
+                t += dt as f64 * 0.05;
+                if k == at {
+                    log.set_origin(origin as f64 * 0.1);
+                }
+                raw.count(t, n);
+                log.count(t, n);
+                for j in 0..(n * 700) {
+                    // Runs of one or two equal gaps: enough to merge the histogram many times.
+                    let gap = (g + (k as u32 % 7) + (j / 2 % 3)) as f64 * 0.001;
+                    log.gap(gap);
+                    flat.push(gap);
+                }
+            }
+            log.set_origin(origin as f64 * 0.1);
+            let o = origin as f64 * 0.1;
+            let buckets = (t - o).ceil() + 1.0;
+            proptest::prop_assert_eq!(log.peak_tokens_per_second(o, buckets), peak_tokens_per_second(&raw.emitted, o, buckets));
+            proptest::prop_assert_eq!(log.total(), raw.total());
+            let gaps = log.gaps();
+            proptest::prop_assert!(gaps.windows(2).all(|w| w[0].0 < w[1].0), "distinct, ascending");
+            proptest::prop_assert_eq!(gaps.iter().map(|&(_, c)| c).sum::<u64>(), flat.len() as u64);
+            let (a, b) = (Stats::of_runs(gaps), Stats::of(&mut flat));
+            for (x, y) in [(a.mean, b.mean), (a.median, b.median), (a.std, b.std), (a.p99, b.p99), (a.max, b.max)] {
+                proptest::prop_assert!((x - y).abs() < 1e-9, "{:?} vs {:?}", a, b);
+            }
+        }
     }
 
     /// Times near the limits of f64 cost no memory and do not panic.

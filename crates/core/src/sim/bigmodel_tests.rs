@@ -34,8 +34,9 @@ fn decode_steps_yield_several_tokens_in_one_chunk() {
     assert!((x.latency_s() - 0.068).abs() < 1e-12);
     // TPOT over the 9 tokens after the first; ITL is one gap per chunk (4 of 0.012 s).
     assert!((x.tpot_s().unwrap() - 0.048 / 9.0).abs() < 1e-12);
-    assert_eq!(r.log.itl_s.iter().map(|&(_, n)| n).sum::<u32>(), 4);
-    assert!(r.log.itl_s.iter().all(|&(g, _)| (g - 0.012).abs() < 1e-12));
+    let gaps = r.log.clone().gaps().to_vec();
+    assert_eq!(gaps.iter().map(|&(_, n)| n).sum::<u64>(), 4);
+    assert!(gaps.iter().all(|&(g, _)| (g - 0.012).abs() < 1e-12));
     let times: Vec<f64> = r.tokens.iter().map(|t| (t.time_s * 1000.0).round()).collect();
     assert_eq!(times, [20.0, 32.0, 32.0, 44.0, 44.0, 44.0, 56.0, 56.0, 68.0, 68.0]);
     assert_eq!(r.tokens.iter().map(|t| t.index).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());

@@ -25,6 +25,74 @@ pub(super) fn fail(failures: &mut Failures, reason: FailReason, message: &str) {
     failures.entry(reason).or_insert_with(|| (0, message.to_string())).0 += 1;
 }
 
+/// Finds, as early as it is certain, the origin of the clients' 1-second token buckets: the
+/// earliest send of a completed request ([`TokenLog::set_origin`]). Requests reach the server in
+/// the order they were sent, so once every request that arrived before one has failed and that
+/// one completes, no request sent earlier can still complete, and none sent later matters.
+struct Origin {
+    /// Arrived requests in arrival (= send) order, until the origin is known.
+    order: Vec<ReqId>,
+    /// `order[..pos]` have failed.
+    pos: usize,
+    /// Records already marked in `state`.
+    seen: usize,
+    /// Per request: 0 not finished, 1 completed, 2 failed.
+    state: Vec<u8>,
+    known: bool,
+}
+
+impl Origin {
+    fn new(n: usize) -> Self {
+        Origin { order: Vec::new(), pos: 0, seen: 0, state: vec![0; n], known: false }
+    }
+
+    fn arrived(&mut self, id: ReqId) {
+        if !self.known {
+            self.order.push(id);
+        }
+    }
+
+    /// After `finished` requests left (completed ones have their record in `records`, the others
+    /// failed): sets the log's origin when it is certain.
+    fn update(
+        &mut self,
+        records: &[crate::metrics::RequestRecord],
+        finished: &[ReqId],
+        send_s: &[f64],
+        log: &mut TokenLog,
+    ) {
+        if self.known || finished.is_empty() {
+            return;
+        }
+        for r in &records[self.seen..] {
+            self.state[r.id as usize] = 1;
+        }
+        self.seen = records.len();
+        for &id in finished {
+            if self.state[id as usize] == 0 {
+                self.state[id as usize] = 2;
+            }
+        }
+        while let Some(&id) = self.order.get(self.pos) {
+            debug_assert!(
+                self.pos == 0 || send_s[self.order[self.pos - 1] as usize] <= send_s[id as usize],
+                "arrivals in send order"
+            );
+            match self.state[id as usize] {
+                0 => return, // still in flight
+                1 => {
+                    log.set_origin(send_s[id as usize]);
+                    self.known = true;
+                    self.order = Vec::new();
+                    self.state = Vec::new();
+                    return;
+                }
+                _ => self.pos += 1,
+            }
+        }
+    }
+}
+
 /// Runs `sends` through the instances `specs`, each arrival routed by `router`, on one clock.
 /// Events at one time happen in this order: steps ending then (by instance index) apply their
 /// effects; KV transfers ending then land; completions free client slots and release next
@@ -92,6 +160,7 @@ pub fn drive(
     let mut handoff: Vec<ReqId> = Vec::new();
     let mut first_tokens: Vec<ReqId> = Vec::new();
     let mut log = TokenLog::default();
+    let mut origin = Origin::new(n);
     let mut records = Vec::with_capacity(sends.len());
     let mut tokens = Vec::new();
     let mut failures: Failures = BTreeMap::new();
@@ -102,6 +171,7 @@ pub fn drive(
         // Completions free their slot and release their session's next turn; then sends due
         // by now reach the frontend, which rejects some at once (they complete too).
         loop {
+            origin.update(&records, &finished, &client.send_s, &mut log);
             for id in finished.drain(..) {
                 client.completed(id, now);
                 let i = assigned[id as usize];
@@ -115,6 +185,7 @@ pub fn drive(
             client.arrivals(now, &mut arrived);
             let any_arrived = !arrived.is_empty();
             for id in arrived.drain(..) {
+                origin.arrived(id);
                 let q = &w.requests[id as usize];
                 let a = Arrival { id, seq: q.seq, prompt_len: q.prompt_len as usize, store: &w.store, now };
                 let d = router.route(&a, &View(&inst[..routed]));

@@ -34,8 +34,21 @@ fn rec(r: &SimResult, id: u32) -> crate::metrics::RequestRecord {
     *r.records.iter().find(|x| x.id == id).expect("request completed")
 }
 
-fn gaps(r: &SimResult) -> Vec<(f64, u32)> {
-    r.log.itl_s.clone()
+/// The inter-token gaps, distinct values in ascending order with their counts.
+fn gaps(r: &SimResult) -> Vec<(f64, u64)> {
+    r.log.clone().gaps().to_vec()
+}
+
+/// Output tokens per distinct arrival time, in time order (one entry per step that sampled).
+fn emitted(r: &SimResult) -> Vec<u32> {
+    let mut out: Vec<(f64, u32)> = Vec::new();
+    for t in &r.tokens {
+        match out.last_mut() {
+            Some((last, n)) if last.to_bits() == t.time_s.to_bits() => *n += 1,
+            _ => out.push((t.time_s, 1)),
+        }
+    }
+    out.into_iter().map(|(_, n)| n).collect()
 }
 
 #[test]
@@ -59,7 +72,7 @@ fn two_requests_three_steps_exact() {
     assert!(close(r.load.busy_s, 0.040 + 0.02296 + 0.01642), "{}", r.load.busy_s);
     // One gap per chunk, as the clients count them: B 0.01862; A 0.02296 and 0.01213.
     let g = gaps(&r);
-    let expect = [0.05862 - 0.040, 0.06296 - 0.040, 0.07509 - 0.06296];
+    let expect = [0.07509 - 0.06296, 0.05862 - 0.040, 0.06296 - 0.040];
     assert_eq!(g.len(), 3, "{g:?}");
     for ((v, n), e) in g.iter().zip(expect) {
         assert!(close(*v, e) && *n == 1, "{g:?}");
@@ -70,7 +83,8 @@ fn two_requests_three_steps_exact() {
     assert_eq!(ta.len(), 5);
     assert!(ta[1..4].iter().all(|&t| close(t, 0.06296)) && close(ta[4], 0.07509), "{ta:?}");
     assert!(close(tb[0], 0.040) && close(tb[1], 0.05862) && close(tb[2], 0.05862), "{tb:?}");
-    assert_eq!(r.log.emitted.iter().map(|&(_, n)| n).collect::<Vec<_>>(), vec![2, 2, 3, 1]);
+    assert_eq!(emitted(&r), vec![2, 2, 3, 1]);
+    assert_eq!(r.log.total(), 8);
     // Lookahead: a decode of a request with c computed tokens holds KV for c + 3 (blocks of 4):
     // A 13 → 16, B 23 → 24 slots, against 12 + 24 one step at a time.
     let s = &r.schedule[1];
@@ -152,10 +166,11 @@ fn async_output_three_steps_exact() {
     assert!(close(r.load.busy_s, 0.0861), "{}", r.load.busy_s);
     // One gap per chunk: A's and B's chunks of 3 (0.02296 each), A's last (0.00436).
     let g = gaps(&r);
-    let total: u32 = g.iter().map(|&(_, n)| n).sum();
+    let total: u64 = g.iter().map(|&(_, n)| n).sum();
     assert_eq!(total, 3, "{g:?}");
-    assert!(close(g[0].0, 0.02296) && g[0].1 == 2 && close(g[1].0, 0.00436), "{g:?}");
-    assert_eq!(r.log.emitted.iter().map(|&(_, n)| n).collect::<Vec<_>>(), vec![2, 6, 1]);
+    assert!(close(g[0].0, 0.00436) && close(g[1].0, 0.02296) && g[1].1 == 2, "{g:?}");
+    assert_eq!(emitted(&r), vec![2, 6, 1]);
+    assert_eq!(r.log.total(), 9);
     // B's seat and KV in batch 3: computed 23 + 3 lookahead → 28 slots (blocks of 4), with A's 16.
     let s = &r.schedule[2];
     assert_eq!(s.items, vec![(0, 1, 13), (1, 1, 23)]);
