@@ -341,6 +341,12 @@ fn stderr_counts_the_points_and_shows_progress_off_a_terminal() {
     assert_eq!(stderr, expected);
     assert!(!stdout.contains("simulating"), "{stdout}");
     assert_eq!(run("1").1, expected);
+    // A point sends its --num-prompts (the most of them when the grid varies it).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cachesim"))
+        .args(["sweep", "--grid", "num-prompts=10,40", "--grid", "max-num-seqs=8"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8(out.stderr).unwrap().starts_with("simulating: 2 points × 40 requests\n"));
     assert!(
         fails(&["sweep", "--grid", "max-num-seqs=1..11", "--max-points", "10"]).contains("more than --max-points (10)")
     );

@@ -91,7 +91,8 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
     let w = plan.load()?;
     let (slo, shape) = (&plan.slo, plan.shape);
     let flags = &plan.setup.flags;
-    let pb = Progress::start(configs.len(), "sizing", w.requests.len());
+    let requests = super::progress::requests_per_point(&w, configs.iter().filter_map(|(_, _, c)| c.as_ref().ok()));
+    let pb = Progress::start(configs.len(), "sizing", requests);
     let mut found: Vec<Deployment> = configs
         .into_par_iter()
         .map(|(point, knobs, cfg)| {

@@ -340,7 +340,8 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<Answ
     let identity = args.shard.map(|shard| setup.identity(&grid).map(|id| (shard, id))).transpose()?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
     let w = load(&setup.run.trace, &setup.run.build_options())?;
-    let pb = Progress::start(jobs.len(), "simulating", w.requests.len());
+    let requests = progress::requests_per_point(&w, jobs.iter().filter_map(|(_, _, c)| c.as_ref().ok()));
+    let pb = Progress::start(jobs.len(), "simulating", requests);
     let rows = cachesim::sweep::run_all(&w, jobs, &|| pb.inc());
     pb.finish();
     let mut files = cachesim::output::Outputs::new();

@@ -155,7 +155,8 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();
     let calibration_text = calibration(&plan.setup.run, jobs.iter().filter_map(|(_, _, c)| c.as_ref().ok()))?;
     let w = plan.load()?;
-    let pb = Progress::start(jobs.len(), "searching", w.requests.len());
+    let requests = super::progress::requests_per_point(&w, jobs.iter().filter_map(|(_, _, c)| c.as_ref().ok()));
+    let pb = Progress::start(jobs.len(), "searching", requests);
     let results: Vec<(usize, cachesim::sweep::Point, Result<PlanResult, String>)> = jobs
         .into_par_iter()
         .map(|(k, p, cfg)| {

@@ -31,6 +31,16 @@ struct Lines {
     start: Instant,
 }
 
+/// The requests one point sends: the trace's, or its `--num-prompts` of them (the most over the
+/// points).
+pub(crate) fn requests_per_point<'a>(
+    w: &cachesim::workload::Workload,
+    cfgs: impl Iterator<Item = &'a cachesim::config::RunConfig>,
+) -> usize {
+    let all = w.requests.len();
+    cfgs.map(|c| c.arrivals.num_prompts.map_or(all, |n| n.min(all))).max().unwrap_or(all)
+}
+
 impl Progress {
     /// Prints "`what`: N points × R requests" on stderr and starts the progress display.
     pub(crate) fn start(n: usize, what: &str, requests: usize) -> Progress {
