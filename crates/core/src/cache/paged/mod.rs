@@ -18,6 +18,7 @@
 
 use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, Usage};
 use crate::workload::{BlockIds, SeqId, TokenStore};
+use key_index::KeyIndex;
 use std::sync::Arc;
 
 const NIL: u32 = u32::MAX;
@@ -33,6 +34,9 @@ const NONE: u32 = 0;
 pub trait IndexWord: Copy + Eq + Send + 'static {
     /// `NONE`, stored.
     const NONE: Self;
+    /// Whether the key map is made in chunks as it is written ([`KeyIndex`]): for one instance
+    /// of many, which touches a scattered few of the run's keys.
+    const SPARSE: bool = false;
     /// Stores block `b` (a block id of the pool).
     fn pack(b: u32) -> Self;
     /// The block id stored.
@@ -47,6 +51,21 @@ impl IndexWord for u16 {
     }
     fn unpack(self) -> u32 {
         self as u32
+    }
+}
+
+/// A 16-bit index word with a key map made in chunks ([`IndexWord::SPARSE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sparse16(u16);
+
+impl IndexWord for Sparse16 {
+    const NONE: Self = Sparse16(NONE as u16);
+    const SPARSE: bool = true;
+    fn pack(b: u32) -> Self {
+        Sparse16(u16::pack(b))
+    }
+    fn unpack(self) -> u32 {
+        self.0 as u32
     }
 }
 
@@ -179,7 +198,7 @@ pub struct PagedCache<W: IndexWord = u32> {
     /// Content ids of the store's blocks: the keys.
     ids: BlockIds,
     /// Per key, the oldest block carrying it (`NONE` if none): vLLM's hash → block map.
-    index: Vec<W>,
+    index: KeyIndex<W>,
     reqs: ReqSlots<ReqState>,
     /// Requests not currently admitted (failed admission, preempted): the hits of their last
     /// lookup, re-validated cheaply on the next try (a block still carrying its key is still
@@ -220,6 +239,10 @@ pub fn boxed(
     eager: bool,
 ) -> Box<dyn PrefixCache> {
     match num_blocks(block, capacity_tokens) {
+        // One instance of many touches a scattered few keys: its map is made in chunks.
+        Some(n) if n <= 1 << 16 && !eager => {
+            Box::new(PagedCache::<Sparse16>::build(store, block, Some(n), seqs, eager))
+        }
         Some(n) if n <= 1 << 16 => Box::new(PagedCache::<u16>::build(store, block, Some(n), seqs, eager)),
         n => Box::new(PagedCache::<u32>::build(store, block, n, seqs, eager)),
     }
@@ -243,13 +266,7 @@ impl<W: IndexWord> PagedCache<W> {
         // Eagerly written rather than left to calloc's lazily zeroed pages: a page of those costs
         // two faults when first read then written (a shared zero page, then its copy), scattered
         // through the run.
-        let index = if eager {
-            let mut v = Vec::with_capacity(ids.len() as usize);
-            v.resize(ids.len() as usize, W::NONE);
-            v
-        } else {
-            vec![W::NONE; ids.len() as usize]
-        };
+        let index = KeyIndex::new(ids.len() as usize, eager);
         Self {
             store,
             block: block as usize,
@@ -314,7 +331,7 @@ impl<W: IndexWord> PagedCache<W> {
     fn extend_hits(&self, seq: SeqId, max_blocks: usize, hits: &mut Vec<u32>) -> usize {
         let mut free = 0;
         for key in self.ids.ids(seq, hits.len(), max_blocks) {
-            match self.index[key as usize].unpack() {
+            match self.index.get(key).unpack() {
                 NONE => break,
                 b => {
                     hits.push(b);
@@ -375,9 +392,9 @@ impl<W: IndexWord> PagedCache<W> {
             if next != NIL {
                 self.blk[next as usize].first = true;
             }
-            self.index[key as usize] = W::pack(if next == NIL { NONE } else { next });
+            self.index.set(key, W::pack(if next == NIL { NONE } else { next }));
         } else {
-            let mut p = self.index[key as usize].unpack();
+            let mut p = self.index.get(key).unpack();
             debug_assert_ne!(p, NONE, "a cached block's key is indexed");
             while self.blk[p as usize].dup_next != b {
                 p = self.blk[p as usize].dup_next;
@@ -396,9 +413,9 @@ impl<W: IndexWord> PagedCache<W> {
             }
         }
         self.blk[b as usize].key = key;
-        match self.index[key as usize].unpack() {
+        match self.index.get(key).unpack() {
             NONE => {
-                self.index[key as usize] = W::pack(b);
+                self.index.set(key, W::pack(b));
                 self.blk[b as usize].first = true;
             }
             mut p => {
@@ -651,8 +668,7 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         assert_eq!(in_use + self.list_len, minted as u64 - 1, "blocks not conserved");
         let cached_free = released.iter().filter(|&&b| self.is_cached(b)).count() as u64;
         assert_eq!(cached_free, self.cached_free, "cached free count");
-        let heads =
-            self.index.iter().map(|&b| b.unpack()).enumerate().filter(|&(_, b)| b != NONE).map(|(k, b)| (k as u32, b));
+        let heads = self.index.carried().into_iter().map(|(k, b)| (k, b.unpack()));
         let mut chained = 0;
         for (h, first) in heads {
             let mut b = first;
@@ -681,6 +697,7 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
 }
 
 mod free_queue;
+mod key_index;
 #[cfg(test)]
 mod reference;
 #[cfg(test)]

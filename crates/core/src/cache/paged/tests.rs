@@ -244,7 +244,7 @@ proptest! {
 
     /// The optimised pool (remembered lookups, the watched queue head, the duplicate chains)
     /// behaves exactly as the literal model of vLLM's: same answers, same block ids, same free
-    /// queue and counters after every operation, with either index word.
+    /// queue and counters after every operation, with either index word and either key map.
     #[test]
     fn matches_the_literal_model(
         seqs in seqs_strategy(),
@@ -256,9 +256,12 @@ proptest! {
         narrow_index in any::<bool>(),
         unhashed_first in any::<bool>(),
         full_reserve in any::<bool>(),
+        sparse in any::<bool>(),
     ) {
-        let case = Case { seqs, ops, block, num_blocks, first_gen, one_slot_ring, unhashed_first, full_reserve };
-        if narrow_index && num_blocks.is_some() {
+        let case = Case { seqs, ops, block, num_blocks, first_gen, one_slot_ring, unhashed_first, full_reserve, sparse };
+        if narrow_index && num_blocks.is_some() && sparse {
+            matches_literal::<Sparse16>(&case)?;
+        } else if narrow_index && num_blocks.is_some() {
             matches_literal::<u16>(&case)?;
         } else {
             matches_literal::<u32>(&case)?;
@@ -278,12 +281,15 @@ struct Case {
     unhashed_first: bool,
     /// Admissions reserve the whole known sequence (vLLM 0.33's `full_sequence_must_fit`).
     full_reserve: bool,
+    /// The key map made in chunks as it is written (one instance of many).
+    sparse: bool,
 }
 
 fn matches_literal<W: IndexWord>(case: &Case) -> Result<(), TestCaseError> {
-    let Case { ref seqs, ref ops, block, num_blocks, first_gen, one_slot_ring, unhashed_first, full_reserve } = *case;
+    let Case { ref seqs, ref ops, block, num_blocks, first_gen, one_slot_ring, unhashed_first, full_reserve, sparse } =
+        *case;
     let st = store(seqs);
-    let mut fast = PagedCache::<W>::build(st.clone(), block as u32, num_blocks, None, true);
+    let mut fast = PagedCache::<W>::build(st.clone(), block as u32, num_blocks, None, !sparse);
     fast.set_unhashed_first(unhashed_first);
     fast.next_gen = first_gen; // the second start wraps the watch generations
     if one_slot_ring {
