@@ -27,8 +27,9 @@ pub(super) fn fail(failures: &mut Failures, reason: FailReason, message: &str) {
 
 /// Finds, as early as it is certain, the origin of the clients' 1-second token buckets: the
 /// earliest send of a completed request ([`TokenLog::set_origin`]). Requests reach the server in
-/// the order they were sent, so once every request that arrived before one has failed and that
-/// one completes, no request sent earlier can still complete, and none sent later matters.
+/// the order they were sent (checked as they arrive; when not, the origin is left to the
+/// summary), so once every request that arrived before one has failed and that one completes,
+/// no request sent earlier can still complete, and none sent later matters.
 struct Origin {
     /// Arrived requests in arrival (= send) order, until the origin is known.
     order: Vec<ReqId>,
@@ -38,6 +39,7 @@ struct Origin {
     seen: usize,
     /// Per request: 0 not finished, 1 completed, 2 failed.
     state: Vec<u8>,
+    /// Nothing left to do: the origin is set, or left to the summary.
     known: bool,
 }
 
@@ -46,10 +48,19 @@ impl Origin {
         Origin { order: Vec::new(), pos: 0, seen: 0, state: vec![0; n], known: false }
     }
 
-    fn arrived(&mut self, id: ReqId) {
-        if !self.known {
-            self.order.push(id);
+    fn arrived(&mut self, id: ReqId, send_s: &[f64]) {
+        if self.known {
+            return;
         }
+        if self.order.last().is_some_and(|&last| send_s[id as usize] < send_s[last as usize]) {
+            // Arrivals out of send order (send times closer than the request overhead's
+            // rounding): the origin is left to the summary, from every token time kept.
+            self.known = true;
+            self.order = Vec::new();
+            self.state = Vec::new();
+            return;
+        }
+        self.order.push(id);
     }
 
     /// After `finished` requests left (completed ones have their record in `records`, the others
@@ -74,10 +85,6 @@ impl Origin {
             }
         }
         while let Some(&id) = self.order.get(self.pos) {
-            debug_assert!(
-                self.pos == 0 || send_s[self.order[self.pos - 1] as usize] <= send_s[id as usize],
-                "arrivals in send order"
-            );
             match self.state[id as usize] {
                 0 => return, // still in flight
                 1 => {
@@ -185,7 +192,7 @@ pub fn drive(
             client.arrivals(now, &mut arrived);
             let any_arrived = !arrived.is_empty();
             for id in arrived.drain(..) {
-                origin.arrived(id);
+                origin.arrived(id, &client.send_s);
                 let q = &w.requests[id as usize];
                 let a = Arrival { id, seq: q.seq, prompt_len: q.prompt_len as usize, store: &w.store, now };
                 let d = router.route(&a, &View(&inst[..routed]));
