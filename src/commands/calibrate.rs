@@ -92,8 +92,20 @@ fn data_dir(flag: &Option<PathBuf>) -> Option<PathBuf> {
     flag.clone().or_else(|| std::env::var_os("CACHESIM_DATA").map(PathBuf::from))
 }
 
-/// Workloads already read, by trace flags, so cases sharing a data set read it once.
-type Workloads = HashMap<String, Arc<cachesim::workload::Workload>>;
+/// Workloads already built, by trace flags, and trace files already read (with their tokenised
+/// messages), by path and read flags: cases sharing a data set read and tokenise it once, even
+/// when they build it under different options (the two clients' ShareGPT filters).
+#[derive(Default)]
+struct Workloads {
+    built: HashMap<String, Arc<cachesim::workload::Workload>>,
+    read: HashMap<String, (cachesim::trace::TraceFile, cachesim::workload::TokenMemo)>,
+}
+
+impl Workloads {
+    fn new() -> Self {
+        Self::default()
+    }
+}
 
 /// A case resolved as `cachesim run` would resolve its arguments, with its workload; `raw`
 /// prices steps with the raw roofline instead of the matching profile.
@@ -105,27 +117,30 @@ fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Wor
         format!("random {:?} {:?} {:?} {} {}", w.num_prompts, w.input_len, w.output_len, w.range_ratio, w.seed)
     });
     let workload = match random {
-        Some(key) => match cache.get(&key) {
+        Some(key) => match cache.built.get(&key) {
             Some(w) => w.clone(),
             None => {
                 let w = c.workload()?.ok_or_else(|| anyhow::anyhow!("case {}: no generated workload", c.case.case))?;
                 let w = Arc::new(w);
-                cache.insert(key, w.clone());
+                cache.built.insert(key, w.clone());
                 w
             }
         },
         None => {
             let build = run.build_options();
+            let read = run.trace.read_options();
             let key = format!("{:?} {:?}", run.trace.trace, build);
-            match cache.get(&key) {
+            match cache.built.get(&key) {
                 Some(w) => w.clone(),
                 None => {
-                    let w = Arc::new(cachesim::load_workload(
-                        run.trace.trace.as_deref(),
-                        &run.trace.read_options(),
-                        &build,
-                    )?);
-                    cache.insert(key, w.clone());
+                    let file = format!("{:?} {:?}", run.trace.trace, read);
+                    if !cache.read.contains_key(&file) {
+                        let t = cachesim::read_trace(run.trace.trace.as_deref(), &read)?;
+                        cache.read.insert(file.clone(), (t, Default::default()));
+                    }
+                    let (trace, memo) = cache.read.get_mut(&file).expect("just read");
+                    let w = Arc::new(cachesim::workload::build_from(trace, &build, memo)?);
+                    cache.built.insert(key, w.clone());
                     w
                 }
             }
@@ -227,6 +242,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<Answer> {
             Err(e) => rows.refused(c, &e),
         }
     }
+    drop(cache);
     let mut doc = String::new();
     for x in rows.skipped() {
         writeln!(doc, "Left out (not expressible): {}: {}", x.case, x.missing)?;
@@ -552,6 +568,8 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<Answer> {
             .with_context(|| format!("case {} ({})", c.case.case, c.file.display()))?;
         targets.push((c, t, chosen));
     }
+    // The trace files read, held for the cases that shared them: not needed to simulate.
+    drop(cache);
     v.not_expressible.extend(rows.skipped());
     let chosen: Vec<_> = targets.iter().filter(|(_, _, s)| *s).collect();
     let mut steps = Vec::new();

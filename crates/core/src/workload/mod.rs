@@ -213,14 +213,31 @@ impl Builder {
 
 /// Builds the workload of a trace file.
 pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
-    let mut skipped = trace.skipped;
+    build_from(&trace, opts, &mut TokenMemo::default())
+}
+
+/// ShareGPT messages already tokenised, by tokenizer and turns, so that one trace file built
+/// under several options (the two clients' length filters, fixed output lengths) is tokenised
+/// once: kept by the caller beside the file it was made from ([`build_from`]).
+#[derive(Default)]
+pub struct TokenMemo {
+    entries: Vec<((TokenizerKind, Turns), Arc<Tokenized>)>,
+}
+
+/// Per conversation, per message read, its tokens.
+type Tokenized = Vec<Vec<Vec<u32>>>;
+
+/// [`build`] from a borrowed trace file, reusing (and adding to) `memo`'s tokenised messages of
+/// that same file.
+pub fn build_from(trace: &TraceFile, opts: &BuildOptions, memo: &mut TokenMemo) -> Result<Workload> {
+    let mut skipped = trace.skipped.clone();
     let mut notes = Vec::new();
     let mut info_tok = None;
     let mut info_turns = None;
     let mut info_block = None;
     let path = trace.path.clone();
     let record_err = |error| Error::Record { path: path.clone(), error };
-    let (records, mut b) = match trace.records {
+    let (records, mut b) = match &trace.records {
         Records::Sharegpt(convs) => {
             check_sample_options(opts)?;
             let tok = Tokenizer::new(&opts.tokenizer)?;
@@ -237,23 +254,32 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
                     }
                 ));
             }
-            (convs.len(), build_sharegpt(&convs, &tok, opts, &mut skipped)?)
+            let key = (opts.tokenizer.clone(), opts.turns);
+            let tokenized = match memo.entries.iter().find(|(k, _)| *k == key) {
+                Some((_, t)) => t.clone(),
+                None => {
+                    let t = Arc::new(tokenize_sharegpt(convs, &tok, opts.turns)?);
+                    memo.entries.push((key, t.clone()));
+                    t
+                }
+            };
+            (convs.len(), build_sharegpt(convs, &tokenized, opts, &mut skipped)?)
         }
         Records::Mooncake(recs) => {
             info_block = Some(opts.trace_block_size);
             let n = recs.records.len();
-            (n, build_mooncake(&recs, opts, &mut skipped).map_err(record_err)?)
+            (n, build_mooncake(recs, opts, &mut skipped).map_err(record_err)?)
         }
         Records::Lengths(recs) => {
             notes.push("lengths only: prompts are unique tokens (no sharing)".into());
-            (recs.len(), build_lengths(&recs, &mut skipped)?)
+            (recs.len(), build_lengths(recs, &mut skipped)?)
         }
         Records::Native(recs) => {
             let has_text =
                 recs.iter().any(|r| matches!(r.prompt, Content::Text(_)) || matches!(r.output, Some(Content::Text(_))));
             let tok = if has_text { Some(Tokenizer::new(&opts.tokenizer)?) } else { None };
             info_tok = tok.as_ref().map(|t| t.kind().to_string());
-            (recs.len(), build_native(&recs, tok.as_ref(), opts, &mut skipped).map_err(record_err)?)
+            (recs.len(), build_native(recs, tok.as_ref(), opts, &mut skipped).map_err(record_err)?)
         }
     };
     if !opts.ignore_eos && !matches!(trace.format, Format::Native) {
@@ -278,10 +304,10 @@ pub fn build(trace: TraceFile, opts: &BuildOptions) -> Result<Workload> {
         if matches!(trace.format, Format::Sharegpt) {
             detail.push_str(&sharegpt_way_out(opts));
         }
-        return Err(Error::EmptyTrace { path: trace.path, detail });
+        return Err(Error::EmptyTrace { path: trace.path.clone(), detail });
     }
     let info = TraceInfo {
-        path: trace.path,
+        path: trace.path.clone(),
         format: trace.format,
         tokenizer: info_tok,
         turns: info_turns,
@@ -357,15 +383,10 @@ fn order_and_link(requests: &mut [Request]) {
     }
 }
 
-fn build_sharegpt(
-    convs: &[Conversation],
-    tok: &Tokenizer,
-    opts: &BuildOptions,
-    skipped: &mut Skipped,
-) -> Result<Builder> {
-    let turns = opts.turns;
-    // Tokenize every message in parallel, conversation by conversation.
-    let tokenized: Vec<Vec<Vec<u32>>> = convs
+/// Every message `turns` reads of every conversation, tokenised in parallel, conversation by
+/// conversation.
+fn tokenize_sharegpt(convs: &[Conversation], tok: &Tokenizer, turns: Turns) -> Result<Tokenized> {
+    convs
         .par_iter()
         .map(|c| {
             let msgs = match turns {
@@ -374,9 +395,18 @@ fn build_sharegpt(
             };
             msgs.iter().map(|m| tok.encode(&m.text)).collect::<Result<Vec<_>>>()
         })
-        .collect::<Result<_>>()?;
+        .collect()
+}
+
+fn build_sharegpt(
+    convs: &[Conversation],
+    tokenized: &[Vec<Vec<u32>>],
+    opts: &BuildOptions,
+    skipped: &mut Skipped,
+) -> Result<Builder> {
+    let turns = opts.turns;
     let mut b = Builder::new(RESERVED_TOKEN_BASE as u64);
-    for (c, toks) in convs.iter().zip(&tokenized) {
+    for (c, toks) in convs.iter().zip(tokenized) {
         match turns {
             Turns::First => {
                 let fixed = opts.sharegpt_output_len;
