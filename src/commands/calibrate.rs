@@ -13,6 +13,7 @@ use cachesim::calibration::profile;
 use cachesim::config::Calibration;
 use clap::Parser;
 use rayon::prelude::*;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -101,12 +102,6 @@ struct Workloads {
     read: HashMap<String, (cachesim::trace::TraceFile, cachesim::workload::TokenMemo)>,
 }
 
-impl Workloads {
-    fn new() -> Self {
-        Self::default()
-    }
-}
-
 /// A case resolved as `cachesim run` would resolve its arguments, with its workload; `raw`
 /// prices steps with the raw roofline instead of the matching profile.
 fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Workloads) -> anyhow::Result<fit::Target> {
@@ -133,12 +128,12 @@ fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Wor
             match cache.built.get(&key) {
                 Some(w) => w.clone(),
                 None => {
-                    let file = format!("{:?} {:?}", run.trace.trace, read);
-                    if !cache.read.contains_key(&file) {
-                        let t = cachesim::read_trace(run.trace.trace.as_deref(), &read)?;
-                        cache.read.insert(file.clone(), (t, Default::default()));
-                    }
-                    let (trace, memo) = cache.read.get_mut(&file).expect("just read");
+                    let (trace, memo) = match cache.read.entry(format!("{:?} {:?}", run.trace.trace, read)) {
+                        Entry::Occupied(e) => e.into_mut(),
+                        Entry::Vacant(e) => {
+                            e.insert((cachesim::read_trace(run.trace.trace.as_deref(), &read)?, Default::default()))
+                        }
+                    };
                     let w = Arc::new(cachesim::workload::build_from(trace, &build, memo)?);
                     cache.built.insert(key, w.clone());
                     w
@@ -229,7 +224,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<Answer> {
     if !phase.is_empty() {
         anyhow::bail!("--cases {pattern}: phase points (one step, no workload) are not fitted: {}", phase.join(", "));
     }
-    let mut cache = Workloads::new();
+    let mut cache = Workloads::default();
     let mut targets = cases
         .iter()
         .map(|c| prepare(c, data.as_deref(), true, &mut cache).with_context(|| format!("case {}", c.case.case)))
@@ -525,7 +520,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<Answer> {
     let mut v = validation::Validation::default();
     v.not_run.append(&mut rows.not_run);
     let silicon_cases = std::mem::take(&mut rows.cases);
-    let mut cache = Workloads::new();
+    let mut cache = Workloads::default();
     let mut targets = Vec::new();
     let mut not_run = BTreeMap::new();
     let mut phases = Vec::new();

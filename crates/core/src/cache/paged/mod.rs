@@ -263,9 +263,6 @@ impl<W: IndexWord> PagedCache<W> {
             None => BlockIds::new(&store, block as usize),
             Some(s) => BlockIds::of(&store, block as usize, &store.prefix_order_of(s.to_vec())),
         };
-        // Eagerly written rather than left to calloc's lazily zeroed pages: a page of those costs
-        // two faults when first read then written (a shared zero page, then its copy), scattered
-        // through the run.
         let index = KeyIndex::new(ids.len() as usize, eager);
         Self {
             store,
