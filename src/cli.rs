@@ -1498,6 +1498,14 @@ pub struct ValidateArgs {
     /// fitted on it; a ring: by the raw roofline) to this SVG or PNG file.
     #[arg(long, value_name = "F.svg")]
     pub plot: Option<PathBuf>,
+    /// Also write the residual table the error bars of `run`, `sweep` and `plan` come from
+    /// (needs --leave-group-out source): one row per honestly predicted serving case and
+    /// headline metric (output throughput, median TTFT, TPOT and E2E), with its deployment (GPU,
+    /// architecture, engine family and release, model class, load regime), source, measured and
+    /// predicted values. The built-in table is `calibration/residuals.csv`, written by
+    /// `validate --data D --leave-group-out source --cases '*' --residuals calibration/residuals.csv`.
+    #[arg(long, value_name = "FILE")]
+    pub residuals: Option<PathBuf>,
 }
 
 /// How `validate --leave-group-out` groups the cases.

@@ -14,7 +14,7 @@ pub use cachesim_core::{
     metrics, read_trace, replay, sim, text, tokenize, trace, vllm_memory, workload, Error, Result, SAMPLE_TRACE,
     SAMPLE_TRACE_NAME,
 };
-pub use cachesim_lab::{calibrate, output, plan, plot, report, saturation, seeds, sweep};
+pub use cachesim_lab::{calibrate, output, plan, plot, report, saturation, seeds, sweep, trust};
 
 // `cli` names this crate `cachesim`, as the binary and the Python binding that share it do.
 extern crate self as cachesim;

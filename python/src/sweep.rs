@@ -104,6 +104,9 @@ fn row_dict(py: Python<'_>, r: &Row) -> PyResult<Py<PyAny>> {
             d.set_item("error", e)?;
         }
     }
+    // What its error bars are drawn for: the ranked table's `near #1`, as the command line's.
+    let near = serde_json::to_value(&r.near).map_err(|e| Error::new_err(format!("a sweep row: {e}")))?;
+    d.set_item("near", py_value(py, &near)?)?;
     Ok(d.into_any().unbind())
 }
 
@@ -152,7 +155,13 @@ pub fn sweep_rank(
             Ok(serde_json::from_value(json_value(&metrics)?)
                 .map_err(|e| Error::new_err(format!("a sweep row: {e}")))?)
         };
-        parsed.push(Row { point, knobs, outcome });
+        let near = match r.get_item("near") {
+            Ok(v) => {
+                serde_json::from_value(json_value(&v)?).map_err(|e| Error::new_err(format!("a sweep row: {e}")))?
+            }
+            Err(_) => None,
+        };
+        parsed.push(Row { point, knobs, outcome, near });
     }
     let order = output::rank(&parsed, rank_by, ascending);
     let table = output::table(&parsed, &order, rank_by);

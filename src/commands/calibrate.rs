@@ -500,7 +500,14 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<Answer> {
     let data = data_dir(&args.data);
     let mut inputs = vec![("--cases-dir", args.cases_dir.as_path())];
     inputs.extend(data.as_deref().map(|p| ("--data", p)));
-    let outputs = super::files::given([("--csv", args.csv.as_deref()), ("--plot", args.plot.as_deref())]);
+    if args.residuals.is_some() && args.leave_group_out != Some(GroupBy::Source) {
+        anyhow::bail!("--residuals needs --leave-group-out source: the table holds predictions of sources no fit saw");
+    }
+    let outputs = super::files::given([
+        ("--csv", args.csv.as_deref()),
+        ("--plot", args.plot.as_deref()),
+        ("--residuals", args.residuals.as_deref()),
+    ]);
     super::files::check(&inputs, &outputs)?;
     let globs = case_globs(args.cases.as_deref())?;
     let selected = |c: &case::LoadedCase| globs.as_ref().is_none_or(|g| g.iter().any(|g| g.matches(&c.case.case)));
@@ -624,6 +631,16 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<Answer> {
     }
     if let Some(p) = &args.csv {
         super::write_csv(&mut files, p, &validation::csv_rows(&v))?;
+    }
+    if let Some(p) = &args.residuals {
+        let near: HashMap<&str, (String, cachesim::trust::Near)> = chosen
+            .iter()
+            .map(|(c, t, _)| {
+                let page = holdout::source_page(c.case.published.as_ref().map(|p| p.source_url.as_str()));
+                (c.case.case.as_str(), (page, cachesim::trust::Near::of(&t.cfg)))
+            })
+            .collect();
+        super::write_csv(&mut files, p, &validation::residuals(&v, &near))?;
     }
     files.commit()?;
     let mode = validation::mode_name(&v);

@@ -610,8 +610,22 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
     if common::data_dir().is_none() {
         return;
     }
-    let v = validate_json(&["--leave-group-out", "source"]);
+    let residuals = shared_output("residuals.csv");
+    let v = validate_json(&["--leave-group-out", "source", "--residuals", residuals.to_str().unwrap()]);
     assert_eq!(v["mode"], "leave-group-out source");
+    // The built-in residual table (the error bars' data) is current for these cases: its rows
+    // other than the silicon sample's (`--cases '*'` adds them) are the ones written here.
+    let written = std::fs::read_to_string(&residuals).unwrap();
+    let built_in = std::fs::read_to_string(crate_dir().join("calibration/residuals.csv")).unwrap();
+    let silicon = ",https://github.com/ai-dynamo/aiconfigurator,";
+    let kept: Vec<&str> = built_in.lines().filter(|l| !l.contains(silicon)).collect();
+    assert_eq!(
+        written.lines().collect::<Vec<_>>(),
+        kept,
+        "calibration/residuals.csv is stale: write it again with `cachesim validate --data D --leave-group-out source \
+         --cases '*' --residuals calibration/residuals.csv`"
+    );
+    assert!(kept.len() > 100 && built_in.lines().count() > kept.len() + 1000, "{} rows", kept.len());
     for (metric, rows, bound) in [
         ("output_throughput", 64, 6.5),
         ("median_tpot_ms", 8, 11.5),

@@ -15,6 +15,7 @@ mod clients;
 mod cluster;
 mod deployment;
 mod docs;
+mod error_bars;
 mod fuzz;
 mod golden_sglang;
 mod golden_vllm;

@@ -296,3 +296,27 @@ fn the_fewest_instances_by_bisection() {
     assert!(text.contains("8 simulations instead of 16"), "{text}");
     assert!(text.contains("Cheapest: 1 × h100-sxm TP1 (1 GPU) serves 40 req/s"), "{text}");
 }
+
+/// Each highest rate has its error bar: the rates the SLO allows if cachesim errs as at either
+/// end of its errors on the nearest measured runs, searched again with each limit × (1 + error):
+/// the cautious end is at most the hopeful one, the best configuration is near itself, and a
+/// configuration far below it is told apart.
+#[test]
+fn plan_rates_have_error_bars() {
+    let args = ["plan", "--slo", "ttft_p99=500,tpot_median=30", "--grid", "max-num-seqs=1,4,16", "--max-rate", "1000"];
+    let v: Value = serde_json::from_str(&ok(&[&args[..], &["--json"]].concat())).unwrap();
+    let results = v["results"].as_array().unwrap();
+    for r in results {
+        let bar = &r["rate_bar"];
+        let (low, high) = (bar["low"].as_f64().unwrap(), bar["high"].as_f64().unwrap());
+        assert!(low <= high * 1.01, "{r}");
+        let tpot = &bar["spreads"]["median_tpot_ms"];
+        assert_eq!(tpot["nearest"], "same GPU, engine family and model class", "{r}");
+        assert!(bar["spreads"]["p99_ttft_ms"]["rows"].as_u64().unwrap() >= 8, "{r}");
+    }
+    let near: Vec<Option<bool>> = results.iter().map(|r| r["within_error_of_best"].as_bool()).collect();
+    assert_eq!(near, [Some(false), Some(false), Some(true)], "1 and 4 sequences serve far less than 16: {v}");
+    let text = ok(&args);
+    assert!(text.contains(" if off  near best "), "{text}");
+    assert!(text.contains("req/s if cachesim is off as on its nearest measured runs"), "{text}");
+}

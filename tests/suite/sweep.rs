@@ -45,6 +45,7 @@ fn rows(grid: &Grid, failing: &[bool]) -> Vec<Row> {
             } else {
                 Ok(summary(1 + point as u32 % 5, point as u32))
             },
+            near: None,
         })
         .collect()
 }
@@ -106,7 +107,7 @@ fn ranking_ties_are_stable_and_failures_last() {
         .unwrap()
         .into_iter()
         .enumerate()
-        .map(|(point, knobs)| Row { point, knobs, outcome: Ok(summary(3, 1)) })
+        .map(|(point, knobs)| Row { point, knobs, outcome: Ok(summary(3, 1)), near: None })
         .collect();
     // Points 1 and 4 tie on throughput with the rest but have a lower median TTFT: they win the
     // tie-break; point 2 failed; the other equal points keep grid order.
@@ -162,7 +163,25 @@ fn the_rank_by_metric_is_a_column() {
     let head = out.lines().find(|l| l.starts_with("rank")).unwrap_or_default();
     assert!(head.ends_with("failed  p99_tpot_ms"), "{out}");
     let out = ok(&["sweep", "--num-prompts", "8", "--grid", "max-num-seqs=8,16", "--rank-by", "median_ttft_ms"]);
-    assert!(out.lines().any(|l| l.starts_with("rank") && l.ends_with("  failed")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("rank") && l.ends_with("  failed  near #1")), "{out}");
+}
+
+/// A metric with error bars gets the `near #1` column: a point far below rank 1 is told apart
+/// from it, one close to it is not; p99 TPOT has no residuals, so no column.
+#[test]
+fn points_within_the_error_of_the_best_are_marked() {
+    let args = ["sweep", "--num-prompts", "100", "--request-rate", "inf", "--grid", "max-num-seqs=8,64,256"];
+    let out = ok(&args);
+    let rows: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("rank")).skip(1).take(3).collect();
+    assert!(rows[0].ends_with(" yes") && rows[1].ends_with(" yes") && rows[2].ends_with(" no"), "{out}");
+    assert!(rows[2].contains("   8  "), "max-num-seqs 8 ranks last: {out}");
+    assert!(out.contains("near #1: 2 of 3 points cannot be told apart from rank 1 on output_throughput"), "{out}");
+    let out = ok(&[&args[..], &["--rank-by", "p99_tpot_ms"]].concat());
+    assert!(!out.contains("near #1"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&ok(&[&args[..], &["--json"]].concat())).unwrap();
+    let marks: Vec<Option<bool>> =
+        v["results"].as_array().unwrap().iter().map(|r| r["within_error_of_best"].as_bool()).collect();
+    assert_eq!(marks, [Some(true), Some(true), Some(false)], "{v}");
 }
 
 #[test]

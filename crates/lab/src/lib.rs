@@ -3,7 +3,8 @@
 //! fits and the validation table ([`calibrate`]); configuration sweeps ([`sweep`]); capacity
 //! plans ([`plan`]); output reports in the benchmark clients' layouts and JSON ([`report`]) with
 //! the overload diagnosis ([`saturation`]); one run under many seeds and the spread of its
-//! metrics ([`seeds`]); plots ([`plot`]); files written all or nothing ([`output`]).
+//! metrics ([`seeds`]); error bars from cachesim's errors on the nearest measured runs
+//! ([`trust`]); plots ([`plot`]); files written all or nothing ([`output`]).
 
 pub mod calibrate;
 pub mod output;
@@ -13,3 +14,4 @@ pub mod report;
 pub mod saturation;
 pub mod seeds;
 pub mod sweep;
+pub mod trust;

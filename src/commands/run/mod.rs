@@ -163,6 +163,7 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
         }
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load_echo(&cfg, &w), &out.summary))?;
         write!(stdout, "{}", sections(args, &cfg, &out))?;
+        write!(stdout, "{}", cachesim::trust::text(&cachesim::trust::bars(&cfg, &out.summary)))?;
         if let Some(s) = &saturation {
             write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
         }

@@ -361,6 +361,7 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<Answ
     files.commit()?;
     let mut stdout = String::new();
     if setup.run.json {
+        let near_best = output::within_error_of_best(&rows, &order, &rank_by);
         let results: Vec<serde_json::Value> = order
             .iter()
             .enumerate()
@@ -377,6 +378,9 @@ pub fn sweep(args: &cli::SweepArgs, m: &clap::ArgMatches) -> anyhow::Result<Answ
                     Err(e) => {
                         o.insert("error".into(), e.clone().into());
                     }
+                }
+                if let Some(b) = near_best[i] {
+                    o.insert("within_error_of_best".into(), b.into());
                 }
                 o.into()
             })

@@ -157,16 +157,31 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
     let w = plan.load()?;
     let requests = super::progress::requests_per_point(&w, jobs.iter().filter_map(|(_, _, c)| c.as_ref().ok()));
     let pb = Progress::start(jobs.len(), "searching", requests);
-    let results: Vec<(usize, cachesim::sweep::Point, Result<PlanResult, String>)> = jobs
+    let searched: Vec<_> = jobs
         .into_par_iter()
         .map(|(k, p, cfg)| {
-            let r =
-                cfg.and_then(|cfg| cachesim::plan::max_rate(&w, &cfg, slo, &opts, shape)).map_err(|e| e.to_string());
+            let r = cfg.and_then(|cfg| {
+                let r = cachesim::plan::max_rate(&w, &cfg, slo, &opts, shape)?;
+                let bar = cachesim::plan::rate_bar(&w, &cfg, slo, &opts, shape, r.max_rate)?;
+                Ok((r, bar))
+            });
             pb.inc();
-            (k, p, r)
+            (k, p, r.map_err(|e| e.to_string()))
         })
         .collect();
     pb.finish();
+    let mut bars: Vec<Option<cachesim::plan::RateBar>> = Vec::new();
+    let results: Vec<(usize, cachesim::sweep::Point, Result<PlanResult, String>)> = searched
+        .into_iter()
+        .map(|(k, p, r)| {
+            let (r, bar) = match r {
+                Ok((r, bar)) => (Ok(r), bar),
+                Err(e) => (Err(e), None),
+            };
+            bars.push(bar);
+            (k, p, r)
+        })
+        .collect();
     // Best first: unbounded, then the highest rate; ties in grid order.
     let mut order: Vec<usize> =
         (0..results.len()).filter(|&i| matches!(&results[i].2, Ok(r) if r.max_rate.is_some())).collect();
@@ -176,6 +191,9 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
         let (ka, kb) = (key(a), key(b));
         kb.0.cmp(&ka.0).then(kb.1.total_cmp(&ka.1)).then(a.cmp(&b))
     });
+    // Whether each point's rate bar overlaps the best point's.
+    let best_bar = order.first().and_then(|&i| bars[i].as_ref());
+    let near_best: Vec<Option<bool>> = bars.iter().map(|b| Some(b.as_ref()?.overlaps(best_bar?))).collect();
     if let Some(path) = &plan.setup.run.plot {
         let curves: Vec<cachesim::plan::plot::Curve> = order
             .iter()
@@ -191,7 +209,8 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
     if plan.setup.run.json {
         let rows: Vec<serde_json::Value> = results
             .iter()
-            .map(|(k, p, r)| {
+            .zip(bars.iter().zip(&near_best))
+            .map(|((k, p, r), (bar, near))| {
                 let mut o = serde_json::Map::new();
                 o.insert("point".into(), (*k).into());
                 for (knob, v) in p {
@@ -206,6 +225,12 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
                     Err(e) => {
                         o.insert("error".into(), e.clone().into());
                     }
+                }
+                if let Some(b) = bar {
+                    o.insert("rate_bar".into(), serde_json::to_value(b).expect("serialisable"));
+                }
+                if let Some(n) = near {
+                    o.insert("within_error_of_best".into(), (*n).into());
                 }
                 o.into()
             })
@@ -227,10 +252,12 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
     let search = format!("rate bracketed from {} req/s then bisected to {} %", args.start_rate, args.tolerance * 100.0);
     write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
     let mut head: Vec<String> = knobs.clone();
-    head.extend(["max req/s", "goodput req/s", "attainment", "output tok/s", "sims"].map(String::from));
+    head.extend(
+        ["max req/s", "if off", "near best", "goodput req/s", "attainment", "output tok/s", "sims"].map(String::from),
+    );
     head.extend(slo.0.iter().map(|t| t.key()));
     let mut lines: Vec<Vec<String>> = Vec::new();
-    for (_, p, r) in &results {
+    for ((_, p, r), (bar, near)) in results.iter().zip(bars.iter().zip(&near_best)) {
         let mut cells: Vec<String> = p.iter().map(|(_, v)| v.clone()).collect();
         match r {
             Ok(res) => {
@@ -240,6 +267,12 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
                     (None, _) => "none".into(),
                 };
                 cells.push(rate);
+                cells.push(bar.as_ref().map_or_else(|| "-".to_string(), rate_range));
+                cells.push(match near {
+                    Some(true) => "yes".to_string(),
+                    Some(false) => "no".to_string(),
+                    None => "-".to_string(),
+                });
                 match &res.at_max_rate {
                     Some(t) => {
                         cells.extend([
@@ -262,25 +295,41 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
         lines.push(cells);
     }
     write!(stdout, "{}", table(&head, &lines))?;
-    let best = order.first().and_then(|&i| results[i].2.as_ref().ok().map(|r| (r, describe(&results[i].1))));
+    if bars.iter().any(Option::is_some) {
+        writeln!(
+            stdout,
+            "\nif off: the highest rate if cachesim errs on every SLO metric as at the cautious and the hopeful end of the \
+             middle 80 % of its errors on the measured runs nearest to the configuration (each limit × (1 + error); the \
+             median's errors stand for its tails; calibration/residuals.csv). near best: that range overlaps the best \
+             configuration's, so the two cannot be told apart at that accuracy."
+        )?;
+    }
+    let best = order.first().and_then(|&i| results[i].2.as_ref().ok().map(|r| (r, describe(&results[i].1), i)));
     match best {
-        Some((r, what)) if !r.unbounded => {
+        Some((r, what, i)) if !r.unbounded => {
             let at = r.at_max_rate.as_ref().map(|t| at_values(slo, t)).unwrap_or_default();
+            let off = bars[i]
+                .as_ref()
+                .map(|b| format!("; {} req/s if cachesim is off as on its nearest measured runs", rate_range(b)));
+            let close = near_best.iter().filter(|n| **n == Some(true)).count().saturating_sub(1);
+            let close = if close > 0 {
+                format!(" {} cannot be told apart from it.", super::plural(close, "other configuration"))
+            } else {
+                String::new()
+            };
             writeln!(
                 stdout,
-                "\nBest: {what} sustains {:.2} req/s within the SLO ({at}), on one instance.",
-                r.max_rate.unwrap_or(0.0)
-            )?
-        }
-        Some((r, what)) => {
-            let i = order[0];
-            writeln!(
-                stdout,
-                "\nBest: {what} meets the SLO even at {} req/s (--max-rate): {}.",
+                "\nBest: {what} sustains {:.2} req/s within the SLO ({at}), on one instance{}.{close}",
                 r.max_rate.unwrap_or(0.0),
-                unbounded_why(&plan.setup.run, &results[i].1, &w)
+                off.unwrap_or_default()
             )?
         }
+        Some((r, what, i)) => writeln!(
+            stdout,
+            "\nBest: {what} meets the SLO even at {} req/s (--max-rate): {}.",
+            r.max_rate.unwrap_or(0.0),
+            unbounded_why(&plan.setup.run, &results[i].1, &w)
+        )?,
         None => {
             let lowest =
                 results.iter().filter_map(|(_, _, r)| r.as_ref().ok()).flat_map(|r| &r.trials).min_by(|a, b| {
@@ -350,6 +399,17 @@ fn missed(slo: &Slo, t: &cachesim::plan::Trial) -> String {
         t.rate,
         over.join(", ")
     )
+}
+
+/// A rate bar as `low – high` req/s (`0` when no rate would meet the SLO at that end, `>= r`
+/// when it held up to `--max-rate`).
+fn rate_range(b: &cachesim::plan::RateBar) -> String {
+    let end = |rate: Option<f64>, unbounded: bool| match (rate, unbounded) {
+        (Some(r), true) => format!(">= {r:.2}"),
+        (Some(r), false) => format!("{r:.2}"),
+        (None, _) => "0".to_string(),
+    };
+    format!("{} – {}", end(b.low, b.low_unbounded), end(b.high, b.high_unbounded))
 }
 
 /// A point as flags (`--max-num-seqs 64 --tp 2`), or "this configuration" for the base.

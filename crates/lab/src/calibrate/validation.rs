@@ -162,6 +162,33 @@ pub fn csv_rows(v: &Validation) -> Vec<CsvRow> {
         .collect()
 }
 
+/// The residual table of `v` ([`crate::trust`]): the rows of the headline metrics
+/// ([`crate::trust::METRICS`]) of every serving case predicted by nothing fitted on it — honestly
+/// ([`CaseInfo::honest`]) or by the priors, no profile matching it — with its source group and
+/// deployment from `near` (case → (source, deployment)); in table order.
+pub fn residuals(
+    v: &Validation,
+    near: &std::collections::HashMap<&str, (String, crate::trust::Near)>,
+) -> Vec<crate::trust::Residual> {
+    let info: std::collections::HashMap<&str, &CaseInfo> = v.cases.iter().map(|c| (c.case.as_str(), c)).collect();
+    v.rows
+        .iter()
+        .filter(|r| r.shape.is_none() && r.measured > 0.0 && crate::trust::METRICS.contains(&r.metric.as_str()))
+        .filter_map(|r| {
+            let c = info.get(r.case.as_str())?;
+            let (source, deployment) = near.get(r.case.as_str())?;
+            let priced_by = match (&c.rung, c.no_profile) {
+                (Some(rung), _) => rung.as_str(),
+                (None, true) => "no profile",
+                (None, false) => return None,
+            };
+            (c.honest() || c.no_profile).then(|| {
+                crate::trust::Residual::new(&r.case, source, deployment, &r.metric, r.measured, r.predicted, priced_by)
+            })
+        })
+        .collect()
+}
+
 /// The names of the honestly predicted cases of `v` ([`CaseInfo::honest`]).
 fn held_out_cases(v: &Validation) -> Vec<&str> {
     v.cases.iter().filter(|c| c.honest()).map(|c| c.case.as_str()).collect()

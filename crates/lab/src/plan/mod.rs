@@ -392,9 +392,122 @@ pub fn max_rate(w: &Workload, cfg: &RunConfig, slo: &Slo, o: &SearchOptions, sha
     })
 }
 
+/// The metric of the residual table whose errors stand for a target's quantity: its median
+/// (tails were measured too rarely to have their own); ITL's are TPOT's.
+pub fn residual_metric(q: Quantity) -> &'static str {
+    match q {
+        Quantity::Ttft => "median_ttft_ms",
+        Quantity::Tpot | Quantity::Itl => "median_tpot_ms",
+        Quantity::E2eLatency => "median_e2e_latency_ms",
+    }
+}
+
+/// The SLO a prediction must meet for the measured run to meet `slo` if cachesim errs by the
+/// given error per target (% , + = predicted too slow): each limit × (1 + error / 100), since the
+/// measurement behind a prediction p is p / (1 + error).
+pub fn slo_if_off(slo: &Slo, errors_pct: &[f64]) -> Slo {
+    Slo(slo
+        .0
+        .iter()
+        .zip(errors_pct)
+        .map(|(t, e)| Target { limit_ms: t.limit_ms * (1.0 + e / 100.0), ..t.clone() })
+        .collect())
+}
+
+/// The error bar of a highest rate: the highest rates the SLO allows if cachesim errs as at the
+/// low and the high end of its errors on the measured runs nearest to the deployment
+/// ([`crate::trust::spread`] of each target's [`residual_metric`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct RateBar {
+    /// If cachesim predicts every SLO metric too fast by its nearest runs' 10th-percentile
+    /// error (the cautious end); `None`: no rate would then meet the SLO.
+    pub low: Option<f64>,
+    /// The SLO still held at `--max-rate` at the cautious end.
+    pub low_unbounded: bool,
+    /// If it predicts them too slow by their 90th-percentile error.
+    pub high: Option<f64>,
+    /// The SLO still held at `--max-rate` at the high end.
+    pub high_unbounded: bool,
+    /// The spread used per target, by its key.
+    pub spreads: std::collections::BTreeMap<String, crate::trust::Spread>,
+    pub simulations: u32,
+}
+
+impl RateBar {
+    /// Whether two bars overlap: the configurations cannot be told apart at the accuracy
+    /// cachesim had on the runs nearest to them. A bar with no low end reaches down to 0.
+    pub fn overlaps(&self, other: &RateBar) -> bool {
+        let reach =
+            |b: &RateBar| (b.low.unwrap_or(0.0), if b.high_unbounded { f64::INFINITY } else { b.high.unwrap_or(0.0) });
+        let ((a0, a1), (b0, b1)) = (reach(self), reach(other));
+        a0 <= b1 && b0 <= a1
+    }
+}
+
+/// The [`RateBar`] of `cfg`'s highest rate under `slo` (the searches start from `found`, the
+/// rate the plain search found); `None` when a target's metric has no spread for this
+/// deployment in the built-in residual table.
+pub fn rate_bar(
+    w: &Workload,
+    cfg: &RunConfig,
+    slo: &Slo,
+    o: &SearchOptions,
+    shape: Shape,
+    found: Option<f64>,
+) -> Result<Option<RateBar>> {
+    let near = crate::trust::Near::of(cfg);
+    let mut spreads = std::collections::BTreeMap::new();
+    for t in &slo.0 {
+        let Some(s) = crate::trust::spread(crate::trust::table(), &near, residual_metric(t.quantity)) else {
+            return Ok(None);
+        };
+        spreads.insert(t.key(), s);
+    }
+    let errors =
+        |f: fn(&crate::trust::Spread) -> f64| -> Vec<f64> { slo.0.iter().map(|t| f(&spreads[&t.key()])).collect() };
+    let from = SearchOptions { start_rate: found.unwrap_or(o.start_rate), ..*o };
+    let low = max_rate(w, cfg, &slo_if_off(slo, &errors(|s| s.error_low_pct)), &from, shape)?;
+    let high = max_rate(w, cfg, &slo_if_off(slo, &errors(|s| s.error_high_pct)), &from, shape)?;
+    Ok(Some(RateBar {
+        low: low.max_rate,
+        low_unbounded: low.unbounded,
+        high: high.max_rate,
+        high_unbounded: high.unbounded,
+        spreads,
+        simulations: low.simulations + high.simulations,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A prediction that runs 20 % fast must meet a limit 20 % tighter; one 50 % slow may reach
+    /// 1.5 × the limit.
+    #[test]
+    fn limits_scale_with_the_error() {
+        let s: Slo = "ttft_p99=2000,tpot_median=50".parse().unwrap();
+        let off = slo_if_off(&s, &[-20.0, 50.0]);
+        assert_eq!(off.0.iter().map(|t| t.limit_ms).collect::<Vec<_>>(), [1600.0, 75.0]);
+        assert_eq!(off.0[0].key(), "p99_ttft_ms");
+        assert_eq!(residual_metric(Quantity::Itl), "median_tpot_ms");
+    }
+
+    #[test]
+    fn rate_bars_overlap_when_their_ranges_meet() {
+        let b = |low: Option<f64>, high: Option<f64>, unbounded: bool| RateBar {
+            low,
+            low_unbounded: false,
+            high,
+            high_unbounded: unbounded,
+            spreads: Default::default(),
+            simulations: 0,
+        };
+        assert!(b(Some(4.0), Some(8.0), false).overlaps(&b(Some(7.0), Some(9.0), false)));
+        assert!(!b(Some(4.0), Some(6.0), false).overlaps(&b(Some(7.0), Some(9.0), false)));
+        assert!(b(None, Some(6.0), false).overlaps(&b(None, Some(1.0), false)));
+        assert!(b(Some(50.0), Some(60.0), true).overlaps(&b(Some(100.0), Some(200.0), false)));
+    }
 
     #[test]
     fn slo_names() {

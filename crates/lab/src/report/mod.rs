@@ -214,6 +214,9 @@ pub struct RunReport<'a> {
     /// The router's figures (runs of more than one instance).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<crate::report::cluster::RouterReport>,
+    /// How far to trust the headline metrics: the spread of cachesim's errors on the measured
+    /// runs nearest to this deployment ([`crate::trust`]).
+    pub error_bars: Vec<crate::trust::Bar>,
 }
 
 impl<'a> RunReport<'a> {
@@ -237,6 +240,7 @@ impl<'a> RunReport<'a> {
             config,
             instances,
             router,
+            error_bars: crate::trust::bars(config, &out.summary),
         }
     }
 }

@@ -186,6 +186,7 @@ mod tests {
                 point,
                 knobs: vec![("max-num-seqs".into(), s.to_string())],
                 outcome: Ok(summary(out)),
+                near: None,
             })
             .collect();
         let dir = tempfile::tempdir().unwrap();

@@ -166,6 +166,9 @@ pub struct Row {
     pub point: usize,
     pub knobs: Point,
     pub outcome: std::result::Result<Summary, String>,
+    /// What makes its error bars ([`crate::trust`]); `None` for a point read back from a CSV or
+    /// one that was refused.
+    pub near: Option<crate::trust::Near>,
 }
 
 /// Simulates one configuration; refusals and runs where every request failed become `Err`.
@@ -188,7 +191,7 @@ pub fn run_all(w: &Workload, points: Vec<(usize, Point, Result<RunConfig>)>, tic
         .map(|(point, knobs, cfg)| {
             let outcome = run_point(w, &cfg);
             tick();
-            Row { point, knobs, outcome }
+            Row { point, knobs, outcome, near: cfg.as_ref().ok().map(crate::trust::Near::of) }
         })
         .collect()
 }

@@ -85,16 +85,37 @@ pub fn rank(rows: &[Row], key: &str, ascending: bool) -> Vec<usize> {
     order
 }
 
+/// Per row (in `rows`' order), whether its error bar on `rank_by` ([`crate::trust::bar`])
+/// overlaps the best point's (`order[0]`): the two cannot be told apart at the accuracy cachesim
+/// had on the measured runs nearest to them. `None` where either has no bar: a failed point, a
+/// point read back from a CSV, a metric the residual table does not hold.
+pub fn within_error_of_best(rows: &[Row], order: &[usize], rank_by: &str) -> Vec<Option<bool>> {
+    let bars: Vec<Option<crate::trust::Bar>> = rows
+        .iter()
+        .map(|r| {
+            let (Ok(s), Some(near)) = (&r.outcome, &r.near) else { return None };
+            crate::trust::bar(crate::trust::table(), near, rank_by, metric(s, rank_by)?)
+        })
+        .collect();
+    let best = order.first().and_then(|&i| bars[i].as_ref());
+    bars.iter().map(|b| Some(b.as_ref()?.overlaps(best?))).collect()
+}
+
 /// The ranked table: rank, grid point, knobs, output tok/s, median TTFT, req/s, failed requests,
-/// and the metric it is ranked by (`rank_by`) when that is none of these; a failed point shows
-/// its reason.
+/// the metric it is ranked by (`rank_by`) when that is none of these, and when the points have
+/// error bars on it, `near #1` ([`within_error_of_best`]); a failed point shows its reason.
 pub fn table(rows: &[Row], order: &[usize], rank_by: &str) -> String {
+    let near_best = within_error_of_best(rows, order, rank_by);
+    let bars = near_best.iter().any(Option::is_some);
     let knobs: Vec<&str> = rows.first().map(|r| r.knobs.iter().map(|(k, _)| k.as_str()).collect()).unwrap_or_default();
     let extra = (!TABLE_METRICS.contains(&rank_by) && rank_by != "failed").then_some(rank_by);
     let mut head: Vec<String> = vec!["rank".into(), "point".into()];
     head.extend(knobs.iter().map(|k| k.to_string()));
     head.extend(["output tok/s", "median TTFT ms", "req/s", "failed"].map(String::from));
     head.extend(extra.map(String::from));
+    if bars {
+        head.push("near #1".into());
+    }
     let mut lines: Vec<Vec<String>> = Vec::new();
     let mut reasons: Vec<Option<String>> = Vec::new();
     for (rank, &i) in order.iter().enumerate() {
@@ -118,6 +139,16 @@ pub fn table(rows: &[Row], order: &[usize], rank_by: &str) -> String {
                 reasons.push(Some(e.clone()));
             }
         }
+        if bars {
+            cells.push(
+                match near_best[i] {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                }
+                .to_string(),
+            );
+        }
         lines.push(cells);
     }
     let widths: Vec<usize> =
@@ -133,6 +164,15 @@ pub fn table(rows: &[Row], order: &[usize], rank_by: &str) -> String {
             out += &format!("  failed: {why}");
         }
         out += "\n";
+    }
+    if bars {
+        let n = near_best.iter().filter(|b| **b == Some(true)).count();
+        out += &format!(
+            "\nnear #1: {n} of {} points cannot be told apart from rank 1 on {rank_by}: their error bars (the middle 80 % of \
+             cachesim's errors on the nearest measured runs, calibration/residuals.csv) overlap rank 1's. Points on one \
+             deployment share much of their error, so this is the cautious reading.\n",
+            rows.len()
+        );
     }
     out
 }
