@@ -21,7 +21,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from process_timing import measure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE = ["--max-num-seqs", "256", "--max-num-batched-tokens", "8192"]
@@ -49,13 +50,7 @@ def once(cmd, pin):
     """(wall s, CPU s, peak RSS MB) of one whole process."""
     env = dict(os.environ, RAYON_NUM_THREADS="1")
     full = (["taskset", "-c", "0"] if pin else []) + cmd
-    t = time.perf_counter()
-    p = subprocess.Popen(full, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    if status != 0:
-        sys.exit(f"mocker_compare.py: {' '.join(cmd[:2])} failed (status {status})")
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+    return measure(full, env, f"mocker_compare.py: {' '.join(cmd[:2])}")
 
 
 def outcomes(cachesim_cmd, report):

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+from process_timing import measure
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "performance-figures.md")
 DATA_LINE = "<!-- computed: "
@@ -108,14 +110,9 @@ def timed(binary, data, case, repeat):
     _, _, args, single, _ = case
     walls, rss = [], 0
     for _ in range(repeat):
-        t = time.perf_counter()
-        p = subprocess.Popen(argv(binary, data, args, False), env=env_for(single), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(p.pid, 0)
-        walls.append(time.perf_counter() - t)
-        if status != 0:
-            sys.exit(f"performance.py: {case[0]} failed (status {status})")
-        rss = max(rss, usage.ru_maxrss / 1024)
+        wall, _, peak = measure(argv(binary, data, args, False), env_for(single), f"performance.py: {case[0]}")
+        walls.append(wall)
+        rss = max(rss, peak)
     return walls, rss
 
 

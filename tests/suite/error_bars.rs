@@ -56,3 +56,19 @@ fn residuals_need_leave_one_source_out() {
     let err = fails(&["validate", "--leave-group-out", "gpu", "--residuals", "r.csv"]);
     assert!(err.contains("--residuals needs --leave-group-out source"), "{err}");
 }
+
+/// Under `--seeds N` the bars are drawn around the medians over the seeds.
+#[test]
+fn seeds_bar_their_medians() {
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["run", "--num-prompts", "40", "--request-rate", "8", "--seeds", "3", "--json"]))
+            .unwrap();
+    let bars = v["error_bars"].as_array().unwrap();
+    assert_eq!(bars.len(), 3, "{bars:?}");
+    for b in bars {
+        let metric = b["metric"].as_str().unwrap();
+        assert_eq!(b["predicted"], v["metrics"][metric]["median"], "{metric}");
+    }
+    let text = ok(&["run", "--num-prompts", "40", "--request-rate", "8", "--seeds", "3"]);
+    assert!(text.contains("\nError bars: "), "{text}");
+}

@@ -275,9 +275,15 @@ pub fn spread(rows: &[Residual], near: &Near, metric: &str) -> Option<Spread> {
 
 /// The bars of a run's headline metrics ([`METRICS`]) under `cfg`, from the built-in table.
 pub fn bars(cfg: &RunConfig, summary: &Summary) -> Vec<Bar> {
-    let near = Near::of(cfg);
     let values = serde_json::to_value(summary).unwrap_or_default();
-    METRICS.iter().filter_map(|&m| bar(table(), &near, m, values.get(m)?.as_f64()?)).collect()
+    bars_of(cfg, |m| values.get(m)?.as_f64())
+}
+
+/// The bars of the headline metrics under `cfg` with the values `value` gives (e.g. the
+/// medians over seeds).
+pub fn bars_of(cfg: &RunConfig, value: impl Fn(&str) -> Option<f64>) -> Vec<Bar> {
+    let near = Near::of(cfg);
+    METRICS.iter().filter_map(|&m| bar(table(), &near, m, value(m)?)).collect()
 }
 
 /// A metric's words and unit in the bars' text.

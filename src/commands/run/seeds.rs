@@ -86,6 +86,7 @@ pub fn run(args: &RunArgs, n: u32, deployment: Option<&cachesim::config::Deploym
         write!(stdout, "{}", seeds.header())?;
         write!(stdout, "{}", cachesim::report::bench_layout(args.report_style, &load_echo(&cfg, &w), &seeds.cells()))?;
         write!(stdout, "{}", seeds.trailer())?;
+        write!(stdout, "{}", cachesim::trust::text(&seeds.error_bars(&cfg)))?;
     }
     let failed = (!failed.is_empty()).then(|| anyhow::anyhow!("seed {}: {ALL_FAILED}", failed.join(", ")));
     if failed.is_none() {

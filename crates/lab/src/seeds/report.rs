@@ -166,6 +166,8 @@ pub struct SeedsReport<'a> {
     pub trace: &'a TraceInfo,
     /// The configuration, at the first seed (the others differ in their seed alone).
     pub config: &'a RunConfig,
+    /// The error bars of the headline metrics' medians over the seeds ([`crate::trust`]).
+    pub error_bars: Vec<crate::trust::Bar>,
 }
 
 /// The runs of every seed, in seed order, and what the report says of them.
@@ -208,7 +210,17 @@ impl Seeds {
             per_seed: self.runs.iter().map(|r| &r.details).collect(),
             trace,
             config,
+            error_bars: self.error_bars(config),
         }
+    }
+
+    /// The error bars ([`crate::trust`]) of the headline metrics' medians over the seeds.
+    pub fn error_bars(&self, config: &RunConfig) -> Vec<crate::trust::Bar> {
+        let iv = &self.echo.interval;
+        crate::trust::bars_of(config, |m| {
+            let values: Option<Vec<f64>> = self.runs.iter().map(|r| r.metrics.get(m)?.as_f64()).collect();
+            Some(Spread::of(values.filter(|v| !v.is_empty())?, iv).median)
+        })
     }
 
     /// "seeds 0–4 (5 runs)", for the client's line of the configuration echo.
