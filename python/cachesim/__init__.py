@@ -339,7 +339,8 @@ def sweep(
 
     Returns a DataFrame (a list of dicts without pandas), best first: ``rank``, ``point`` (grid
     index), the knobs (named as in ``grid``), every metric key, ``error`` (a refused point's
-    reason). ``.attrs`` (DataFrame) holds ``table`` (the command line's ranked table),
+    reason), ``within_error_of_best`` (whether its error bar on ``rank_by`` overlaps the best
+    point's, as the table's ``near #1``; ``None`` without bars). ``.attrs`` (DataFrame) holds ``table`` (the command line's ranked table),
     ``rank_by`` and ``ascending``.
     """
     _native.check_metric(rank_by)
@@ -379,7 +380,7 @@ def sweep(
     else:
         raise ValueError(f"sweep(): backend must be 'local' or 'ray', not {backend!r}")
 
-    asc, order, table, metric_keys = _native.sweep_rank(rows, rank_by, ascending)
+    asc, order, table, metric_keys, near_best = _native.sweep_rank(rows, rank_by, ascending)
     records = []
     for rank, i in enumerate(order, 1):
         row = rows[i]
@@ -390,12 +391,15 @@ def sweep(
         for k in metric_keys:
             rec[k] = metrics.get(k, math.nan if row["metrics"] is None else None)
         rec["error"] = row["error"]
+        rec["within_error_of_best"] = near_best[i]
         records.append(rec)
     try:
         import pandas as pd
     except ImportError:
         return records
-    df = pd.DataFrame.from_records(records, columns=["rank", "point", *names, *metric_keys, "error"])
+    df = pd.DataFrame.from_records(
+        records, columns=["rank", "point", *names, *metric_keys, "error", "within_error_of_best"]
+    )
     df.attrs.update({"table": table, "rank_by": rank_by, "ascending": asc, "knobs": knobs})
     return df
 

@@ -133,15 +133,15 @@ pub fn sweep_run(
     Ok(PyList::new(py, items?)?.into_any().unbind())
 }
 
+/// What [`sweep_rank`] returns.
+type Ranked = (bool, Vec<usize>, String, Vec<String>, Vec<Option<bool>>);
+
 /// Ranks rows (dicts from [`sweep_run`], in grid order) as `cachesim sweep --rank-by` does.
-/// Returns (ascending, row indices best first, the command line's ranked table, metric keys).
+/// Returns (ascending, row indices best first, the command line's ranked table, metric keys,
+/// per row whether its error bar overlaps the best row's — `None` without bars).
 #[pyfunction]
 #[pyo3(signature = (rows, rank_by, ascending))]
-pub fn sweep_rank(
-    rows: &Bound<'_, PyList>,
-    rank_by: &str,
-    ascending: Option<bool>,
-) -> PyResult<(bool, Vec<usize>, String, Vec<String>)> {
+pub fn sweep_rank(rows: &Bound<'_, PyList>, rank_by: &str, ascending: Option<bool>) -> PyResult<Ranked> {
     output::check_metric(rank_by).map_err(|e| to_py(e, None))?;
     let ascending = ascending.unwrap_or_else(|| output::smaller_is_better(rank_by));
     let mut parsed = Vec::new();
@@ -165,7 +165,8 @@ pub fn sweep_rank(
     }
     let order = output::rank(&parsed, rank_by, ascending);
     let table = output::table(&parsed, &order, rank_by);
-    Ok((ascending, order, table, output::metric_keys()))
+    let near_best = output::within_error_of_best(&parsed, &order, rank_by);
+    Ok((ascending, order, table, output::metric_keys(), near_best))
 }
 
 /// Checks `rank_by` names a metric (before any point is run).

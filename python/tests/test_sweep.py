@@ -64,3 +64,14 @@ def test_ray_sweep_equals_local(trace):
     pd.testing.assert_frame_equal(remote, local, check_exact=True)
     pd.testing.assert_frame_equal(one_task, local, check_exact=True)
     assert remote.attrs == local.attrs
+
+
+def test_sweep_marks_points_within_error_of_the_best(cli):
+    """As the command line's `near #1`: on the bundled sample sent at once, 8 sequences serve far
+    less than 64 and 256, which the error bars cannot tell apart."""
+    df = cachesim.sweep({"max_num_seqs": [8, 64, 256]}, request_rate="inf", num_prompts=100)
+    marks = [r["within_error_of_best"] for r in rows_of(df)]
+    assert marks == [True, True, False], marks
+    if hasattr(df, "attrs"):
+        text = cli("sweep", "--request-rate", "inf", "--num-prompts", "100", "--grid", "max-num-seqs=8,64,256").stdout
+        assert "near #1" in df.attrs["table"] and df.attrs["table"] in text

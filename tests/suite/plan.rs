@@ -320,3 +320,28 @@ fn plan_rates_have_error_bars() {
     assert!(text.contains(" if off  near best "), "{text}");
     assert!(text.contains("req/s if cachesim is off as on its nearest measured runs"), "{text}");
 }
+
+/// A deployment's instance count has its error bar: the fewest instances under the SLO scaled
+/// by the nearest runs' errors. Here the TTFT errors span zero (cachesim both too fast and too
+/// slow on the nearest H100 runs), so the hopeful end is at most the count found and the cautious
+/// end at least it (an end that needs more than the most tried is `null`).
+#[test]
+fn deployments_have_instance_error_bars() {
+    let args = [&DEPLOY[..], &["--instances", "1..8", "--json"]].concat();
+    let v: Value = serde_json::from_str(&ok(&args)).unwrap();
+    let mut sized = 0;
+    for d in v["results"].as_array().unwrap() {
+        let Some(n) = d["instances"].as_u64() else { continue };
+        let bar = &d["instances_if_off"];
+        let hopeful = bar["hopeful"].as_u64().unwrap();
+        assert!(hopeful <= n, "{d}");
+        if let Some(cautious) = bar["cautious"].as_u64() {
+            assert!(cautious >= n, "{d}");
+        }
+        assert!(bar["spreads"]["p99_tpot_ms"]["rows"].as_u64().unwrap() >= 8, "{d}");
+        sized += 1;
+    }
+    assert!(sized >= 2, "{v}");
+    let text = ok(&[&DEPLOY[..], &["--instances", "1..8"]].concat());
+    assert!(text.contains(" instances   if off  GPUs "), "{text}");
+}

@@ -34,7 +34,22 @@ struct Deployment {
     tried: Vec<(u64, bool)>,
     /// The run at the target rate with `instances` (or with the most tried, when none meets).
     at_target: Option<Trial>,
+    /// The fewest instances if cachesim errs as at either end of its errors on the measured
+    /// runs nearest to the configuration; `None` without spreads for its SLO metrics.
+    instances_if_off: Option<InstancesIfOff>,
     error: Option<String>,
+}
+
+/// The error bar of a deployment's instance count: the fewest instances meeting the SLO scaled
+/// by the nearest runs' errors ([`cachesim::plan::SloIfOff`]); `None`: not even the most.
+#[derive(Debug, Clone, Serialize)]
+struct InstancesIfOff {
+    /// If cachesim predicts every SLO metric too slow by its 90th-percentile error.
+    hopeful: Option<u64>,
+    /// If it predicts them too fast by its 10th-percentile error.
+    cautious: Option<u64>,
+    simulations: usize,
+    spreads: std::collections::BTreeMap<String, cachesim::trust::Spread>,
 }
 
 /// Knob pairs as a JSON object.
@@ -107,6 +122,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                 cost: None,
                 tried: Vec::new(),
                 at_target: None,
+                instances_if_off: None,
                 error: None,
             };
             let cfg = match cfg {
@@ -125,7 +141,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
             // prefill and decode pools together, or 1).
             let own = [cfg.cluster.total_instances() as u64];
             let gpus_per_instance = cfg.deployment.parallel.world();
-            let eval = |n: u64| -> cachesim::Result<(bool, Trial)> {
+            let eval_at = |slo: &cachesim::plan::Slo, n: u64| -> cachesim::Result<(bool, Trial)> {
                 let cfg = match &counts {
                     Some(_) => {
                         let mut p = knobs.clone();
@@ -137,7 +153,8 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                 };
                 cachesim::plan::trial_shaped(&w, &cfg, slo, rate, shape)
             };
-            match smallest(counts.as_deref().unwrap_or(&own), eval) {
+            let list = counts.as_deref().unwrap_or(&own);
+            match smallest(list, |n| eval_at(slo, n)) {
                 Ok(s) => {
                     d.tried = s.tried;
                     if let Some((n, t)) = s.found {
@@ -148,6 +165,21 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                     }
                 }
                 Err(e) => d.error = Some(e.to_string()),
+            }
+            if let (None, Some(off)) = (&d.error, cachesim::plan::SloIfOff::of(&cfg, slo)) {
+                let ends = smallest(list, |n| eval_at(&off.hopeful, n))
+                    .and_then(|h| Ok((h, smallest(list, |n| eval_at(&off.cautious, n))?)));
+                match ends {
+                    Ok((h, c)) => {
+                        d.instances_if_off = Some(InstancesIfOff {
+                            hopeful: h.found.map(|(n, _)| n),
+                            cautious: c.found.map(|(n, _)| n),
+                            simulations: h.tried.len() + c.tried.len(),
+                            spreads: off.spreads,
+                        })
+                    }
+                    Err(e) => d.error = Some(e.to_string()),
+                }
             }
             d
         })
@@ -234,7 +266,9 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
     write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
     let mut head: Vec<String> = knobs.clone();
     let money: &[&str] = if priced { &["$/hour", "$/M out tok"] } else { &[] };
-    head.extend(["instances", "GPUs"].iter().chain(money).chain(&["output tok/s", "sims"]).map(|s| s.to_string()));
+    head.extend(
+        ["instances", "if off", "GPUs"].iter().chain(money).chain(&["output tok/s", "sims"]).map(|s| s.to_string()),
+    );
     head.extend(slo.0.iter().map(|t| t.key()));
     let lines: Vec<Vec<String>> = found
         .iter()
@@ -243,7 +277,13 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
             match (&d.error, &d.cost, &d.at_target) {
                 (Some(e), _, _) => cells.push(format!("failed: {e}")),
                 (None, Some(c), Some(t)) => {
-                    cells.extend([d.instances.unwrap_or(0).to_string(), c.gpus.to_string()]);
+                    let most = d.tried.first().map_or(1, |t| t.0);
+                    let end = |n: Option<u64>| n.map_or_else(|| format!("> {most}"), |n| n.to_string());
+                    let off = d
+                        .instances_if_off
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), |b| format!("{} – {}", end(b.hopeful), end(b.cautious)));
+                    cells.extend([d.instances.unwrap_or(0).to_string(), off, c.gpus.to_string()]);
                     if priced {
                         cells.extend([
                             format!("{:.2}", c.usd_per_hour),
@@ -262,6 +302,14 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         })
         .collect();
     write!(stdout, "{}", table(&head, &lines))?;
+    if found.iter().any(|d| d.instances_if_off.is_some()) {
+        writeln!(
+            stdout,
+            "\nif off: the fewest instances if cachesim errs on every SLO metric as at the hopeful and the cautious end \
+             of the middle 80 % of its errors on the measured runs nearest to the configuration (each limit × (1 + \
+             error); the median's errors stand for its tails; calibration/residuals.csv)."
+        )?;
+    }
     match found.first().filter(|d| d.cost.is_some()) {
         Some(d) if !priced => {
             let (c, t) = (d.cost.expect("sized"), d.at_target.as_ref().expect("simulated"));

@@ -414,6 +414,38 @@ pub fn slo_if_off(slo: &Slo, errors_pct: &[f64]) -> Slo {
         .collect())
 }
 
+/// The SLO a prediction must meet at either end of cachesim's errors on the runs nearest to a
+/// deployment ([`crate::trust::spread`] of each target's [`residual_metric`]).
+#[derive(Debug, Clone)]
+pub struct SloIfOff {
+    /// Each limit × (1 + the 10th-percentile error): if cachesim predicts too fast by that much.
+    pub cautious: Slo,
+    /// Each limit × (1 + the 90th-percentile error).
+    pub hopeful: Slo,
+    /// The spread used per target, by its key.
+    pub spreads: std::collections::BTreeMap<String, crate::trust::Spread>,
+}
+
+impl SloIfOff {
+    /// The SLOs of `slo` for the deployment of `cfg`; `None` when a target's metric has no
+    /// spread for it in the built-in residual table.
+    pub fn of(cfg: &RunConfig, slo: &Slo) -> Option<SloIfOff> {
+        let near = crate::trust::Near::of(cfg);
+        let mut spreads = std::collections::BTreeMap::new();
+        for t in &slo.0 {
+            let s = crate::trust::spread(crate::trust::table(), &near, residual_metric(t.quantity))?;
+            spreads.insert(t.key(), s);
+        }
+        let errors =
+            |f: fn(&crate::trust::Spread) -> f64| -> Vec<f64> { slo.0.iter().map(|t| f(&spreads[&t.key()])).collect() };
+        Some(SloIfOff {
+            cautious: slo_if_off(slo, &errors(|s| s.error_low_pct)),
+            hopeful: slo_if_off(slo, &errors(|s| s.error_high_pct)),
+            spreads,
+        })
+    }
+}
+
 /// The error bar of a highest rate: the highest rates the SLO allows if cachesim errs as at the
 /// low and the high end of its errors on the measured runs nearest to the deployment
 /// ([`crate::trust::spread`] of each target's [`residual_metric`]).
@@ -455,19 +487,11 @@ pub fn rate_bar(
     shape: Shape,
     found: Option<f64>,
 ) -> Result<Option<RateBar>> {
-    let near = crate::trust::Near::of(cfg);
-    let mut spreads = std::collections::BTreeMap::new();
-    for t in &slo.0 {
-        let Some(s) = crate::trust::spread(crate::trust::table(), &near, residual_metric(t.quantity)) else {
-            return Ok(None);
-        };
-        spreads.insert(t.key(), s);
-    }
-    let errors =
-        |f: fn(&crate::trust::Spread) -> f64| -> Vec<f64> { slo.0.iter().map(|t| f(&spreads[&t.key()])).collect() };
+    let Some(off) = SloIfOff::of(cfg, slo) else { return Ok(None) };
     let from = SearchOptions { start_rate: found.unwrap_or(o.start_rate), ..*o };
-    let low = max_rate(w, cfg, &slo_if_off(slo, &errors(|s| s.error_low_pct)), &from, shape)?;
-    let high = max_rate(w, cfg, &slo_if_off(slo, &errors(|s| s.error_high_pct)), &from, shape)?;
+    let low = max_rate(w, cfg, &off.cautious, &from, shape)?;
+    let high = max_rate(w, cfg, &off.hopeful, &from, shape)?;
+    let spreads = off.spreads;
     Ok(Some(RateBar {
         low: low.max_rate,
         low_unbounded: low.unbounded,
