@@ -92,7 +92,7 @@ pub struct NativeResult {
 impl NativeResult {
     /// The `cachesim run --json` document.
     fn report(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        py_json(py, &cachesim::report::RunReport::new(&self.out, &self.loaded.w.info, &self.cfg))
+        py_json(py, &cachesim::report::RunReport::new(&self.out, &self.loaded.w, &self.cfg))
     }
     /// One row per completed request (the columns of `--requests-csv`).
     fn requests(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {

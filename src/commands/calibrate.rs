@@ -637,7 +637,7 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<Answer> {
             .iter()
             .map(|(c, t, _)| {
                 let page = holdout::source_page(c.case.published.as_ref().map(|p| p.source_url.as_str()));
-                (c.case.case.as_str(), (page, cachesim::trust::Near::of(&t.cfg)))
+                (c.case.case.as_str(), (page, cachesim::trust::Near::of(&t.cfg, &t.workload)))
             })
             .collect();
         super::write_csv(&mut files, p, &validation::residuals(&v, &near))?;

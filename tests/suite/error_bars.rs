@@ -72,3 +72,16 @@ fn seeds_bar_their_medians() {
     let text = ok(&["run", "--num-prompts", "40", "--request-rate", "8", "--seeds", "3"]);
     assert!(text.contains("\nError bars: "), "{text}");
 }
+
+/// A trace without times and no request rate is sent all at once, as `--request-rate inf`:
+/// a burst, whose throughput gets a bar from the closed kinds of load.
+#[test]
+fn an_untimed_trace_is_a_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("r.jsonl");
+    let t = t.to_str().unwrap();
+    ok(&["gen", "random", "--num-prompts", "20", "--input-len", "200", "--output-len", "50", "-o", t]);
+    let plain = bars(&["run", "--trace", t]);
+    assert_eq!(plain[0]["metric"], "output_throughput", "{plain:?}");
+    assert_eq!(plain, bars(&["run", "--trace", t, "--request-rate", "inf"]));
+}

@@ -15,6 +15,7 @@
 
 use cachesim_core::config::RunConfig;
 use cachesim_core::metrics::{percentile, Summary};
+use cachesim_core::workload::Workload;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -101,30 +102,31 @@ impl Residual {
 }
 
 impl Near {
-    /// The deployment of `cfg`.
-    pub fn of(cfg: &RunConfig) -> Near {
+    /// The deployment of `cfg` serving `w`.
+    pub fn of(cfg: &RunConfig, w: &Workload) -> Near {
         Near {
             gpu: cfg.gpu.name.clone(),
             arch: cfg.gpu.arch.map(|a| format!("{a:?}").to_lowercase()).unwrap_or_default(),
             engine: cachesim_core::calibration::profile::family(cfg.engine.engine).to_string(),
             version: cfg.engine.version.name().to_string(),
             class: cachesim_core::calibration::prior::model_class(&cfg.model, cfg.deployment.spec.is_some()),
-            regime: regime(cfg).to_string(),
+            regime: regime(cfg, w.timed()).to_string(),
         }
     }
 }
 
 /// How the client loads the server: `one at a time` (at most one request in flight), `closed
-/// loop` (a concurrency cap), `burst` (everything at once), `rate` (an open-loop request rate)
-/// or `trace times`.
-pub fn regime(cfg: &RunConfig) -> &'static str {
+/// loop` (a concurrency cap), `burst` (everything at once: `--request-rate inf`, or no rate and
+/// a trace without times, `timed` false), `rate` (an open-loop request rate) or `trace times`.
+pub fn regime(cfg: &RunConfig, timed: bool) -> &'static str {
     use cachesim_core::workload::arrivals::Rate;
     match (cfg.max_concurrency, cfg.arrivals.rate) {
         (Some(1), _) => "one at a time",
         (Some(_), _) => "closed loop",
         (None, Some(Rate::Inf)) => "burst",
         (None, Some(Rate::PerSecond(_))) => "rate",
-        (None, None) => "trace times",
+        (None, None) if timed => "trace times",
+        (None, None) => "burst",
     }
 }
 
@@ -273,16 +275,17 @@ pub fn spread(rows: &[Residual], near: &Near, metric: &str) -> Option<Spread> {
     })
 }
 
-/// The bars of a run's headline metrics ([`METRICS`]) under `cfg`, from the built-in table.
-pub fn bars(cfg: &RunConfig, summary: &Summary) -> Vec<Bar> {
+/// The bars of a run's headline metrics ([`METRICS`]) under `cfg` serving `w`, from the
+/// built-in table.
+pub fn bars(cfg: &RunConfig, w: &Workload, summary: &Summary) -> Vec<Bar> {
     let values = serde_json::to_value(summary).unwrap_or_default();
-    bars_of(cfg, |m| values.get(m)?.as_f64())
+    bars_of(cfg, w, |m| values.get(m)?.as_f64())
 }
 
 /// The bars of the headline metrics under `cfg` with the values `value` gives (e.g. the
 /// medians over seeds).
-pub fn bars_of(cfg: &RunConfig, value: impl Fn(&str) -> Option<f64>) -> Vec<Bar> {
-    let near = Near::of(cfg);
+pub fn bars_of(cfg: &RunConfig, w: &Workload, value: impl Fn(&str) -> Option<f64>) -> Vec<Bar> {
+    let near = Near::of(cfg, w);
     METRICS.iter().filter_map(|&m| bar(table(), &near, m, value(m)?)).collect()
 }
 

@@ -152,7 +152,7 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
     let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
     let mut stdout = String::new();
     if args.json {
-        let doc = cachesim::report::RunReport::new(&out, &w.info, &cfg);
+        let doc = cachesim::report::RunReport::new(&out, &w, &cfg);
         stdout.push_str(&serde_json::to_string_pretty(&doc)?);
         stdout.push('\n');
     } else {
@@ -163,7 +163,7 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
         }
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load_echo(&cfg, &w), &out.summary))?;
         write!(stdout, "{}", sections(args, &cfg, &out))?;
-        write!(stdout, "{}", cachesim::trust::text(&cachesim::trust::bars(&cfg, &out.summary)))?;
+        write!(stdout, "{}", cachesim::trust::text(&cachesim::trust::bars(&cfg, &w, &out.summary)))?;
         if let Some(s) = &saturation {
             write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;
         }

@@ -53,7 +53,7 @@ pub fn run(args: &RunArgs, n: u32, deployment: Option<&cachesim::config::Deploym
             let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load)
                 .map(|s| cachesim::saturation::text(&s, &unloaded));
             let lines = failure_lines(&out).into_iter().map(|l| format!("seed {seed}: {l}")).collect();
-            let run = SeedRun::new(seed, &out, &w.info, &c, sections(args, &c, &out), saturation);
+            let run = SeedRun::new(seed, &out, &w, &c, sections(args, &c, &out), saturation);
             pb.inc(1);
             Ok((run, files, lines))
         })
@@ -74,7 +74,7 @@ pub fn run(args: &RunArgs, n: u32, deployment: Option<&cachesim::config::Deploym
     let seeds = Seeds::new(runs, varied);
     let mut stdout = String::new();
     if args.json {
-        stdout.push_str(&serde_json::to_string_pretty(&seeds.document(&w.info, &cfg))?);
+        stdout.push_str(&serde_json::to_string_pretty(&seeds.document(&w, &cfg))?);
         stdout.push('\n');
     } else {
         write!(stdout, "{}", cachesim::report::trace_summary_sent(&w.info, sent))?;
@@ -86,7 +86,7 @@ pub fn run(args: &RunArgs, n: u32, deployment: Option<&cachesim::config::Deploym
         write!(stdout, "{}", seeds.header())?;
         write!(stdout, "{}", cachesim::report::bench_layout(args.report_style, &load_echo(&cfg, &w), &seeds.cells()))?;
         write!(stdout, "{}", seeds.trailer())?;
-        write!(stdout, "{}", cachesim::trust::text(&seeds.error_bars(&cfg)))?;
+        write!(stdout, "{}", cachesim::trust::text(&seeds.error_bars(&cfg, &w)))?;
     }
     let failed = (!failed.is_empty()).then(|| anyhow::anyhow!("seed {}: {ALL_FAILED}", failed.join(", ")));
     if failed.is_none() {

@@ -166,7 +166,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                 }
                 Err(e) => d.error = Some(e.to_string()),
             }
-            if let (None, Some(off)) = (&d.error, cachesim::plan::SloIfOff::of(&cfg, slo)) {
+            if let (None, Some(off)) = (&d.error, cachesim::plan::SloIfOff::of(&cfg, &w, slo)) {
                 let ends = smallest(list, |n| eval_at(&off.hopeful, n))
                     .and_then(|h| Ok((h, smallest(list, |n| eval_at(&off.cautious, n))?)));
                 match ends {

@@ -84,7 +84,7 @@ pub fn schedule(w: &Workload, o: &ArrivalOptions) -> Result<Vec<(u32, f64)>> {
     if !(o.time_scale.is_finite() && o.time_scale > 0.0) {
         return Err(Error::invalid("--time-scale", format!("{} must be a positive number", o.time_scale)));
     }
-    let timed = w.requests.iter().all(|r| r.arrival_ms.is_some());
+    let timed = w.timed();
     let ordered = timed || w.requests.iter().any(|r| r.session.is_some());
     let ids: Vec<u32> = match &w.sample {
         Some(sample) => sample.order(o.seed, o.num_prompts),

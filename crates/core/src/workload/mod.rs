@@ -153,6 +153,14 @@ pub struct Workload {
     pub sample: Option<ClientSample>,
 }
 
+impl Workload {
+    /// Whether every request has its own send time (a timed trace): without a request rate, the
+    /// client then sends at those times, else everything at once.
+    pub fn timed(&self) -> bool {
+        self.requests.iter().all(|r| r.arrival_ms.is_some())
+    }
+}
+
 /// Hands out fresh synthetic token ids (runs never seen elsewhere).
 struct Synthetic {
     next: u64,

@@ -427,10 +427,10 @@ pub struct SloIfOff {
 }
 
 impl SloIfOff {
-    /// The SLOs of `slo` for the deployment of `cfg`; `None` when a target's metric has no
+    /// The SLOs of `slo` for the deployment of `cfg` serving `w`; `None` when a target's metric has no
     /// spread for it in the built-in residual table.
-    pub fn of(cfg: &RunConfig, slo: &Slo) -> Option<SloIfOff> {
-        let near = crate::trust::Near::of(cfg);
+    pub fn of(cfg: &RunConfig, w: &Workload, slo: &Slo) -> Option<SloIfOff> {
+        let near = crate::trust::Near::of(cfg, w);
         let mut spreads = std::collections::BTreeMap::new();
         for t in &slo.0 {
             let s = crate::trust::spread(crate::trust::table(), &near, residual_metric(t.quantity))?;
@@ -487,7 +487,7 @@ pub fn rate_bar(
     shape: Shape,
     found: Option<f64>,
 ) -> Result<Option<RateBar>> {
-    let Some(off) = SloIfOff::of(cfg, slo) else { return Ok(None) };
+    let Some(off) = SloIfOff::of(cfg, w, slo) else { return Ok(None) };
     let from = SearchOptions { start_rate: found.unwrap_or(o.start_rate), ..*o };
     let low = max_rate(w, cfg, &off.cautious, &from, shape)?;
     let high = max_rate(w, cfg, &off.hopeful, &from, shape)?;

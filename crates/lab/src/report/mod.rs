@@ -220,10 +220,10 @@ pub struct RunReport<'a> {
 }
 
 impl<'a> RunReport<'a> {
-    /// The report of one simulation `out` of the workload described by `trace` under `config`.
+    /// The report of one simulation `out` of the workload `w` under `config`.
     pub fn new(
         out: &'a cachesim_core::sim::Outcome,
-        trace: &'a TraceInfo,
+        w: &'a cachesim_core::workload::Workload,
         config: &'a cachesim_core::config::RunConfig,
     ) -> Self {
         let (instances, router) = cluster_report(out, config).unzip();
@@ -236,11 +236,11 @@ impl<'a> RunReport<'a> {
             saturation: crate::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load),
             cache: &out.sim.cache,
             steps: out.sim.steps,
-            trace,
+            trace: &w.info,
             config,
             instances,
             router,
-            error_bars: crate::trust::bars(config, &out.summary),
+            error_bars: crate::trust::bars(config, w, &out.summary),
         }
     }
 }

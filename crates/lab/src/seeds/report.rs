@@ -10,7 +10,7 @@ use crate::report::{Cells, RunReport};
 use cachesim_core::config::RunConfig;
 use cachesim_core::metrics::Summary;
 use cachesim_core::sim::Outcome;
-use cachesim_core::workload::TraceInfo;
+use cachesim_core::workload::{TraceInfo, Workload};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::fmt::Write;
@@ -41,17 +41,17 @@ pub struct SeedRun {
 }
 
 impl SeedRun {
-    /// Reduces `out`, the run of `trace` under `cfg` at seed `seed`; `sections` and
+    /// Reduces `out`, the run of `w` under `cfg` at seed `seed`; `sections` and
     /// `saturation` are the text the single run would print after its report.
     pub fn new(
         seed: u64,
         out: &Outcome,
-        trace: &TraceInfo,
+        w: &Workload,
         cfg: &RunConfig,
         sections: String,
         saturation: Option<String>,
     ) -> Self {
-        let doc = serde_json::to_value(RunReport::new(out, trace, cfg)).unwrap_or(Value::Null);
+        let doc = serde_json::to_value(RunReport::new(out, w, cfg)).unwrap_or(Value::Null);
         let mut metrics = Map::new();
         let mut details = Map::new();
         details.insert("seed".into(), Value::from(seed));
@@ -203,21 +203,21 @@ impl Seeds {
     }
 
     /// `--seeds N --json`.
-    pub fn document<'a>(&'a self, trace: &'a TraceInfo, config: &'a RunConfig) -> SeedsReport<'a> {
+    pub fn document<'a>(&'a self, w: &'a Workload, config: &'a RunConfig) -> SeedsReport<'a> {
         SeedsReport {
             seeds: &self.echo,
             metrics: spreads(&self.runs, &self.echo.interval),
             per_seed: self.runs.iter().map(|r| &r.details).collect(),
-            trace,
+            trace: &w.info,
             config,
-            error_bars: self.error_bars(config),
+            error_bars: self.error_bars(config, w),
         }
     }
 
     /// The error bars ([`crate::trust`]) of the headline metrics' medians over the seeds.
-    pub fn error_bars(&self, config: &RunConfig) -> Vec<crate::trust::Bar> {
+    pub fn error_bars(&self, config: &RunConfig, w: &Workload) -> Vec<crate::trust::Bar> {
         let iv = &self.echo.interval;
-        crate::trust::bars_of(config, |m| {
+        crate::trust::bars_of(config, w, |m| {
             let values: Option<Vec<f64>> = self.runs.iter().map(|r| r.metrics.get(m)?.as_f64()).collect();
             Some(Spread::of(values.filter(|v| !v.is_empty())?, iv).median)
         })

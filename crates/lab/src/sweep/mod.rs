@@ -191,7 +191,7 @@ pub fn run_all(w: &Workload, points: Vec<(usize, Point, Result<RunConfig>)>, tic
         .map(|(point, knobs, cfg)| {
             let outcome = run_point(w, &cfg);
             tick();
-            Row { point, knobs, outcome, near: cfg.as_ref().ok().map(crate::trust::Near::of) }
+            Row { point, knobs, outcome, near: cfg.as_ref().ok().map(|c| crate::trust::Near::of(c, w)) }
         })
         .collect()
 }
