@@ -44,7 +44,7 @@ pub struct Residual {
     pub engine: String,
     pub version: String,
     pub class: String,
-    pub regime: String,
+    pub regime: Regime,
     pub metric: String,
     pub measured: f64,
     pub predicted: f64,
@@ -67,8 +67,8 @@ pub struct Near {
     pub version: String,
     /// `dense` or `MoE`, with `, speculative` ([`cachesim_core::calibration::prior::model_class`]).
     pub class: String,
-    /// How the client loads the server ([`regime`]).
-    pub regime: String,
+    /// How the client loads the server.
+    pub regime: Regime,
 }
 
 impl Residual {
@@ -110,30 +110,51 @@ impl Near {
             engine: cachesim_core::calibration::profile::family(cfg.engine.engine).to_string(),
             version: cfg.engine.version.name().to_string(),
             class: cachesim_core::calibration::prior::model_class(&cfg.model, cfg.deployment.spec.is_some()),
-            regime: regime(cfg, w.timed()).to_string(),
+            regime: Regime::of(cfg, w.timed()),
         }
     }
 }
 
-/// How the client loads the server: `one at a time` (at most one request in flight), `closed
-/// loop` (a concurrency cap), `burst` (everything at once: `--request-rate inf`, or no rate and
-/// a trace without times, `timed` false), `rate` (an open-loop request rate) or `trace times`.
-pub fn regime(cfg: &RunConfig, timed: bool) -> &'static str {
-    use cachesim_core::workload::arrivals::Rate;
-    match (cfg.max_concurrency, cfg.arrivals.rate) {
-        (Some(1), _) => "one at a time",
-        (Some(_), _) => "closed loop",
-        (None, Some(Rate::Inf)) => "burst",
-        (None, Some(Rate::PerSecond(_))) => "rate",
-        (None, None) if timed => "trace times",
-        (None, None) => "burst",
-    }
+/// How the client loads the server (its name in the residual table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Regime {
+    /// At most one request in flight.
+    #[serde(rename = "one at a time")]
+    OneAtATime,
+    /// A concurrency cap.
+    #[serde(rename = "closed loop")]
+    ClosedLoop,
+    /// Everything at once: `--request-rate inf`, or no rate and a trace without times.
+    #[serde(rename = "burst")]
+    Burst,
+    /// An open-loop request rate.
+    #[serde(rename = "rate")]
+    Rate,
+    /// The trace's own send times.
+    #[serde(rename = "trace times")]
+    TraceTimes,
 }
 
-/// Whether a [`regime`] sends at times of its own (a rate, the trace's times) rather than as
-/// the server completes requests.
-fn open_loop(regime: &str) -> bool {
-    matches!(regime, "rate" | "trace times")
+impl Regime {
+    /// The regime of `cfg`'s client over a workload whose requests all have send times
+    /// (`timed`) or not.
+    pub fn of(cfg: &RunConfig, timed: bool) -> Regime {
+        use cachesim_core::workload::arrivals::Rate;
+        match (cfg.max_concurrency, cfg.arrivals.rate) {
+            (Some(1), _) => Regime::OneAtATime,
+            (Some(_), _) => Regime::ClosedLoop,
+            (None, Some(Rate::Inf)) => Regime::Burst,
+            (None, Some(Rate::PerSecond(_))) => Regime::Rate,
+            (None, None) if timed => Regime::TraceTimes,
+            (None, None) => Regime::Burst,
+        }
+    }
+
+    /// Whether it sends at times of its own (a rate, the trace's times) rather than as the
+    /// server completes requests.
+    pub fn open_loop(self) -> bool {
+        matches!(self, Regime::Rate | Regime::TraceTimes)
+    }
 }
 
 /// A tier of nearness: its words and which rows it keeps.
@@ -187,20 +208,13 @@ pub fn write(rows: &[Residual]) -> Result<String, csv::Error> {
 pub struct Bar {
     pub metric: String,
     pub predicted: f64,
-    /// The [`SPAN`] percentiles and the median of the nearest rows' errors, % (+ = cachesim
-    /// predicted above the measurement).
-    pub error_low_pct: f64,
-    pub error_median_pct: f64,
-    pub error_high_pct: f64,
-    /// Where the measured value lies if this prediction errs as those rows did:
+    /// Where the measured value lies if this prediction errs as the nearest rows did:
     /// `predicted / (1 + error_high)` … `predicted / (1 + error_low)`.
     pub measured_low: f64,
     pub measured_high: f64,
-    /// The rows and distinct sources behind the bar.
-    pub rows: usize,
-    pub sources: usize,
-    /// Which tier they come from ([`TIERS`]).
-    pub nearest: &'static str,
+    /// The nearest rows' errors (+ = cachesim predicted above the measurement).
+    #[serde(flatten)]
+    pub spread: Spread,
 }
 
 impl Bar {
@@ -230,18 +244,13 @@ pub fn bar(rows: &[Residual], near: &Near, metric: &str, predicted: f64) -> Opti
     if !(predicted.is_finite() && predicted > 0.0) {
         return None;
     }
-    let s = spread(rows, near, metric)?;
+    let spread = spread(rows, near, metric)?;
     Some(Bar {
         metric: metric.to_string(),
         predicted,
-        error_low_pct: s.error_low_pct,
-        error_median_pct: s.error_median_pct,
-        error_high_pct: s.error_high_pct,
-        measured_low: predicted / (1.0 + s.error_high_pct / 100.0),
-        measured_high: predicted / (1.0 + s.error_low_pct / 100.0),
-        rows: s.rows,
-        sources: s.sources,
-        nearest: s.nearest,
+        measured_low: predicted / (1.0 + spread.error_high_pct / 100.0),
+        measured_high: predicted / (1.0 + spread.error_low_pct / 100.0),
+        spread,
     })
 }
 
@@ -251,11 +260,11 @@ pub fn bar(rows: &[Residual], near: &Near, metric: &str, predicted: f64) -> Opti
 pub fn spread(rows: &[Residual], near: &Near, metric: &str) -> Option<Spread> {
     // An open loop's throughput follows its arrivals until the server saturates, a closed
     // loop's (or a burst's) follows the engine: their throughput errors do not mix.
-    let open = open_loop(&near.regime);
+    let open = near.regime.open_loop();
     let of_metric: Vec<&Residual> = rows
         .iter()
         .filter(|r| r.metric == metric && r.error_pct > -100.0)
-        .filter(|r| metric != "output_throughput" || open_loop(&r.regime) == open)
+        .filter(|r| metric != "output_throughput" || r.regime.open_loop() == open)
         .collect();
     let (tier, nearest) = TIERS.iter().find_map(|t| {
         let kept: Vec<&Residual> = of_metric.iter().copied().filter(|r| (t.keep)(r, near)).collect();
@@ -321,13 +330,13 @@ pub fn text(bars: &[Bar]) -> String {
             "  {name:<28} {} … {}  (errors {:+.1} … {:+.1} %, median {:+.1} %; {} rows from {} source{}: {})\n",
             number(b.measured_low),
             number(b.measured_high),
-            b.error_low_pct,
-            b.error_high_pct,
-            b.error_median_pct,
-            b.rows,
-            b.sources,
-            if b.sources == 1 { "" } else { "s" },
-            b.nearest
+            b.spread.error_low_pct,
+            b.spread.error_high_pct,
+            b.spread.error_median_pct,
+            b.spread.rows,
+            b.spread.sources,
+            if b.spread.sources == 1 { "" } else { "s" },
+            b.spread.nearest
         ));
     }
     s
@@ -353,7 +362,7 @@ mod tests {
             engine: engine.to_string(),
             version: format!("{engine}@1"),
             class: "dense".to_string(),
-            regime: "burst".to_string(),
+            regime: Regime::Burst,
         }
     }
 
@@ -370,8 +379,8 @@ mod tests {
         let rows: Vec<Residual> =
             (0..10).map(|i| row(n.clone(), "median_tpot_ms", i as f64 * 10.0, if i < 5 { "a" } else { "b" })).collect();
         let b = bar(&rows, &n, "median_tpot_ms", 20.0).unwrap();
-        assert_eq!((b.error_low_pct, b.error_median_pct, b.error_high_pct), (9.0, 45.0, 81.0));
-        assert_eq!((b.rows, b.sources, b.nearest), (10, 2, TIERS[0].name));
+        assert_eq!((b.spread.error_low_pct, b.spread.error_median_pct, b.spread.error_high_pct), (9.0, 45.0, 81.0));
+        assert_eq!((b.spread.rows, b.spread.sources, b.spread.nearest), (10, 2, TIERS[0].name));
         assert!((b.measured_low - 20.0 / 1.81).abs() < 1e-12 && (b.measured_high - 20.0 / 1.09).abs() < 1e-12);
         assert!(bar(&rows, &n, "median_ttft_ms", 20.0).is_none(), "no row measures TTFT");
         assert!(bar(&rows, &n, "median_tpot_ms", 0.0).is_none(), "nothing to bound");
@@ -388,11 +397,11 @@ mod tests {
             r.arch = "ampere".to_string();
         }
         let b = bar(&rows, &here, "median_ttft_ms", 10.0).unwrap();
-        assert_eq!((b.rows, b.nearest), (11, "same engine family and model class"));
-        assert!(b.error_high_pct < 3.0, "the other engine's rows stay out: {b:?}");
+        assert_eq!((b.spread.rows, b.spread.nearest), (11, "same engine family and model class"));
+        assert!(b.spread.error_high_pct < 3.0, "the other engine's rows stay out: {b:?}");
         let far = near("l4", "lightllm");
         let b = bar(&rows, &far, "median_ttft_ms", 10.0).unwrap();
-        assert_eq!((b.rows, b.nearest), (31, "same model class"));
+        assert_eq!((b.spread.rows, b.spread.nearest), (31, "same model class"));
     }
 
     /// A closed loop's throughput errors say nothing of an open loop's, and the reverse.
@@ -400,19 +409,19 @@ mod tests {
     fn throughput_errors_stay_within_their_kind_of_load() {
         let closed = near("h100-sxm", "vllm");
         let mut open = closed.clone();
-        open.regime = "rate".to_string();
+        open.regime = Regime::Rate;
         let mut rows: Vec<Residual> =
             (0..8).map(|i| row(closed.clone(), "output_throughput", 50.0 + i as f64, "a")).collect();
         rows.extend((0..8).map(|i| row(open.clone(), "output_throughput", i as f64 - 4.0, "b")));
         rows.extend((0..8).map(|i| row(closed.clone(), "median_tpot_ms", 20.0 + i as f64, "a")));
         let mut trace = open.clone();
-        trace.regime = "trace times".to_string();
+        trace.regime = Regime::TraceTimes;
         let b = bar(&rows, &trace, "output_throughput", 100.0).unwrap();
-        assert!(b.error_low_pct >= -4.0 && b.error_high_pct <= 4.0 && b.sources == 1, "{b:?}");
+        assert!(b.spread.error_low_pct >= -4.0 && b.spread.error_high_pct <= 4.0 && b.spread.sources == 1, "{b:?}");
         let b = bar(&rows, &closed, "output_throughput", 100.0).unwrap();
-        assert!(b.error_low_pct >= 50.0, "{b:?}");
+        assert!(b.spread.error_low_pct >= 50.0, "{b:?}");
         // Latency errors are shared across the kinds of load.
-        assert_eq!(bar(&rows, &trace, "median_tpot_ms", 10.0).unwrap().rows, 8);
+        assert_eq!(bar(&rows, &trace, "median_tpot_ms", 10.0).unwrap().spread.rows, 8);
     }
 
     #[test]
