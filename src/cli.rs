@@ -10,7 +10,7 @@ use cachesim::cluster::ClusterConfig;
 use cachesim::config::RunOptions;
 use cachesim::cost::ep::DeepEpMode;
 use cachesim::cost::spec::SpecAlgorithm;
-use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy};
+use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy, SchedulingPolicy};
 use cachesim::layout::{KvCacheDtype, LayoutOptions, MoeA2aBackend};
 use cachesim::report::ReportStyle;
 use cachesim::tokenize::TokenizerKind;
@@ -296,6 +296,12 @@ pub struct RunArgs {
     /// Cap on one request's prefill chunk per step, 0 = off (vLLM --long-prefill-token-threshold).
     #[arg(allow_negative_numbers = true, long, default_value_t = 0, help_heading = "Engine")]
     pub long_prefill_token_threshold: u32,
+    /// vLLM v1: order of the waiting queue and choice of preemption victim (vLLM
+    /// --scheduling-policy; --engine vllm only). `priority` serves each request's `priority`
+    /// (the trace's key, or --priority-mix) lower first, then by arrival, and preempts the
+    /// running request of the highest (priority, arrival).
+    #[arg(long, value_enum, default_value = "fcfs", help_heading = "Engine")]
+    pub scheduling_policy: SchedulingPolicy,
     /// vLLM V0 multi-step scheduling (vLLM --num-scheduler-steps; --engine vllm-v0 only, default
     /// 1): a decode batch is scheduled once and runs this many steps, its tokens streamed together.
     #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
@@ -383,6 +389,12 @@ pub struct RunArgs {
     /// SGLang's random schedule policy (--seeds N runs S to S+N−1).
     #[arg(allow_negative_numbers = true, long, default_value_t = 0, help_heading = "Load")]
     pub seed: u64,
+    /// Priority classes by share for a trace without `priority` keys, e.g. 0:0.2,1:0.8 (20 % of
+    /// the conversations at priority 0, 80 % at 1; lower is served first under
+    /// --scheduling-policy priority). Each conversation draws once, seeded by --seed; the report
+    /// then adds per-class figures.
+    #[arg(long, value_name = "P:SHARE,...", value_parser = cachesim::workload::priority::parse_shares, help_heading = "Load")]
+    pub priority_mix: Option<cachesim::workload::priority::Shares>,
     /// Identical serving instances (data parallel), each with its own scheduler, KV cache and
     /// --tp GPUs, behind --router.
     #[arg(
@@ -559,6 +571,7 @@ impl RunArgs {
                 None
             },
             long_prefill_token_threshold: self.long_prefill_token_threshold,
+            scheduling_policy: self.scheduling_policy,
             num_scheduler_steps: self.num_scheduler_steps,
             disable_async_output_proc: self.disable_async_output_proc,
             enforce_eager: self.enforce_eager,
@@ -641,7 +654,14 @@ impl RunArgs {
             ReportStyle::Sglang => DatasetFilter::Sglang,
             ReportStyle::Vllm => DatasetFilter::Vllm,
         });
-        BuildOptions { ignore_eos: self.report_style == ReportStyle::Sglang, ..opts }
+        BuildOptions {
+            ignore_eos: self.report_style == ReportStyle::Sglang,
+            priority_mix: self
+                .priority_mix
+                .clone()
+                .map(|s| cachesim::workload::priority::PriorityMix { shares: s.0, seed: self.seed }),
+            ..opts
+        }
     }
 }
 

@@ -241,6 +241,23 @@ const CASES: &[Case] = &[
     },
     Case { what: "SGLang's DP attention on vLLM", args: &["--enable-dp-attention", "--tp", "2"], cut: None },
     Case {
+        what: "vLLM's priority policy on SGLang",
+        args: &["--engine", "sglang", "--scheduling-policy", "priority"],
+        cut: None,
+    },
+    Case {
+        what: "vLLM's priority policy on vLLM V0",
+        args: &["--engine", "vllm-v0", "--scheduling-policy", "priority"],
+        cut: None,
+    },
+    Case { what: "priority shares that do not add up", args: &["--priority-mix", "0:0.5,1:0.4"], cut: None },
+    Case {
+        what: "a priority mix over a trace's own priorities",
+        args: &["--trace", "prio.jsonl", "--priority-mix", "0:0.5,1:0.5"],
+        cut: None,
+    },
+    Case { what: "a priority outside 32 bits", args: &["cache", "--trace", "prio-big.jsonl"], cut: None },
+    Case {
         what: "SGLang's prefill budget on LightLLM",
         args: &["--engine", "lightllm", "--max-prefill-tokens", "4096"],
         cut: None,
@@ -354,6 +371,11 @@ fn scratch(name: &str) -> PathBuf {
         b"{\"prompt\": \"a\", \"output_len\": 2, \"timestamp_ms\": 0}\n{\"prompt\": \"b\", \"output_len\": 2, \"timestamp_ms\": 1e13}\n",
     );
     std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/gsp.jsonl"), dir.join("t.jsonl")).unwrap();
+    w(
+        "prio.jsonl",
+        b"{\"prompt\": \"a\", \"output_len\": 2}\n{\"prompt\": \"b\", \"output_len\": 2, \"priority\": 1}\n",
+    );
+    w("prio-big.jsonl", b"{\"prompt\": \"a\", \"output_len\": 2, \"priority\": 3000000000}\n");
     let gpu = |bw: &str, mem: &str| {
         format!("[[gpu]]\nname = \"mine\"\nmemory_gb = {mem}\nmem_bw_gbps = {bw}\nbf16_tflops = 200\npcie_gbps = 64\n")
     };

@@ -14,7 +14,7 @@ use crate::common;
 
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cost::Affine;
-use cachesim::engine::{EngineConfig, EngineVersion};
+use cachesim::engine::{EngineConfig, EngineVersion, SchedulingPolicy};
 use cachesim::sim::{self, Keep, ScheduledStep, SimConfig};
 use cachesim::trace::ReadOptions;
 use cachesim::workload::BuildOptions;
@@ -177,7 +177,11 @@ fn replay(dir: &Path, path: &Path) -> String {
     let mode = c["free_order"].as_str().unwrap();
     assert_eq!(c["scheduler_reserve_full_isl"].as_bool().unwrap(), mode == "default", "mode and switches agree");
     assert_eq!(c["async_scheduling"].as_bool(), Some(false));
-    assert_eq!(c["policy"].as_str(), Some("fcfs"));
+    let policy = match c["policy"].as_str() {
+        Some("fcfs") => SchedulingPolicy::Fcfs,
+        Some("priority") => SchedulingPolicy::Priority,
+        other => panic!("{}: unknown policy {other:?}", path.display()),
+    };
     assert_eq!(c["long_prefill_token_threshold"].as_u64(), Some(0));
     assert_eq!(c["watermark"].as_f64(), Some(0.0));
     let block = num(c, "block_size");
@@ -190,6 +194,7 @@ fn replay(dir: &Path, path: &Path) -> String {
             max_num_seqs: num(c, "max_num_seqs") as u32,
             max_num_batched_tokens: num(c, "max_num_batched_tokens") as u32,
             enable_chunked_prefill: c["enable_chunked_prefill"].as_bool().unwrap(),
+            scheduling_policy: policy,
             ..EngineConfig::new(version)
         },
         cache: CacheSpec {
@@ -203,8 +208,17 @@ fn replay(dir: &Path, path: &Path) -> String {
         request_overhead_s: 0.0,
         limits: None,
     };
-    let cost = Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
-    let sends: Vec<(u32, f64)> = (0..w.requests.len() as u32).map(|i| (i, 0.0)).collect();
+    // A trace with times (the priority schedules): every step takes exactly 1 s, so a request
+    // sent at (k − 0.5) s is queued when step k is scheduled, as the driver adds it before step
+    // k. Without times every request arrives before step 0 and the step times do not matter.
+    let timed = w.requests.iter().any(|r| r.arrival_ms.is_some());
+    let cost = if timed {
+        Affine { base_s: 1.0, per_prefill_token_s: 0.0, per_decode_seq_s: 0.0, per_ctx_token_s: 0.0 }
+    } else {
+        Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 }
+    };
+    let sends: Vec<(u32, f64)> =
+        w.requests.iter().enumerate().map(|(i, r)| (i as u32, r.arrival_ms.unwrap_or(0.0) / 1e3)).collect();
     let r = sim::run(&w, &sends, &cfg, &cost, Keep { schedule: true, ..Keep::default() });
     assert_eq!(r.failed, 0);
     let ours = cachesim_side(&r.schedule, block);
@@ -319,4 +333,30 @@ fn the_readme_command_runs_every_schedule() {
         let v: Value = serde_json::from_str(&common::ok(&args)).unwrap();
         assert_eq!(v["completed"].as_u64(), Some(num(&config, "num_requests")), "{name}");
     }
+}
+
+/// vLLM 0.33's priority policy (`--scheduling-policy priority`): the schedules in
+/// `tests/golden/vllm-priority/` (written by vLLM's own `Scheduler` with `policy="priority"`,
+/// requests carrying priorities and arriving at later steps; that folder's README) are
+/// reproduced step for step, and so is the FCFS twin that carries priorities and ignores them.
+/// They are part of the repository, so this test never skips.
+#[test]
+fn every_priority_schedule_is_reproduced_step_for_step() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/vllm-priority");
+    let files = schedule_files(&dir);
+    assert!(files.len() >= 4, "expected the priority schedules and their FCFS twin, found {}", files.len());
+    let mut report = String::new();
+    let mut policies = BTreeSet::new();
+    for f in &files {
+        policies.insert(read_golden(f).config["policy"].as_str().unwrap().to_string());
+        let diff = replay(&dir, f);
+        eprintln!(
+            "{}: {}",
+            f.file_stem().unwrap().to_string_lossy(),
+            if diff.is_empty() { "identical" } else { "DIFFERS" }
+        );
+        report.push_str(&diff);
+    }
+    assert_eq!(policies, BTreeSet::from(["fcfs".to_string(), "priority".to_string()]));
+    assert!(report.is_empty(), "priority schedules not reproduced:\n{report}");
 }

@@ -27,6 +27,7 @@ fn summary(n: u32, seed: u32) -> Summary {
             cached_prompt_tokens: id,
             preemptions: 0,
             first_scheduled_s: id as f64 * 0.1,
+            priority: 0,
         })
         .collect();
     Summary::new(&records, 0, &mut TokenLog::default())

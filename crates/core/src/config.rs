@@ -10,7 +10,7 @@ use crate::cluster::ClusterConfig;
 use crate::cost::spec::SpecAlgorithm;
 use crate::cost::{Deployment, Efficiency, Roofline};
 use crate::engine::frontend::RequestLimits;
-use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy};
+use crate::engine::{EngineConfig, EngineKind, EngineVersion, SchedulePolicy, SchedulingPolicy};
 use crate::error::{Error, Result};
 use crate::layout::LayoutOptions;
 use crate::vllm_memory::{MemoryOverrides, VllmMemory};
@@ -51,6 +51,8 @@ pub struct RunOptions {
     /// vLLM chunked prefill; `None` = the engine's default (on for v1, off for V0).
     pub enable_chunked_prefill: Option<bool>,
     pub long_prefill_token_threshold: u32,
+    /// vLLM v1 `--scheduling-policy` (FCFS unless set; only `--engine vllm` takes it).
+    pub scheduling_policy: SchedulingPolicy,
     /// vLLM V0 `--num-scheduler-steps` (multi-step scheduling); `None` = 1, one step per
     /// scheduling. Only `--engine vllm-v0` takes it.
     pub num_scheduler_steps: Option<u32>,
@@ -185,6 +187,7 @@ impl Default for RunOptions {
             max_num_batched_tokens: None,
             enable_chunked_prefill: None,
             long_prefill_token_threshold: 0,
+            scheduling_policy: SchedulingPolicy::Fcfs,
             num_scheduler_steps: None,
             disable_async_output_proc: false,
             enforce_eager: false,
@@ -350,6 +353,24 @@ fn pool(o: &RunOptions, kv_tokens: u64) -> u64 {
     o.max_total_tokens.map_or(kv_tokens, |t| t.min(kv_tokens))
 }
 
+/// What a run does with its requests' priorities when they are not all 0 and no rule here
+/// reads them: vLLM 0.33 under `--scheduling-policy fcfs` accepts and ignores them (no check in
+/// `vllm/v1/engine/input_processor.py`; the FCFS queue never reads `Request.priority`); the
+/// other engines' rules here have no priority order.
+pub fn priorities_note(c: &RunConfig, w: &crate::workload::Workload) -> Option<String> {
+    let n = w.requests.iter().filter(|r| r.priority != 0).count();
+    if n == 0 || (c.engine.engine == EngineKind::Vllm && c.engine.scheduling_policy == SchedulingPolicy::Priority) {
+        return None;
+    }
+    let what = if c.engine.engine == EngineKind::Vllm {
+        "--scheduling-policy fcfs ignores them, as vLLM does (pass --scheduling-policy priority to serve them by priority)"
+            .to_string()
+    } else {
+        format!("cachesim's --engine {} rules have no priority order, so they are ignored", c.engine.engine.name())
+    };
+    Some(format!("{} requests carry a priority other than 0: {what}; the report still splits its figures by class", n))
+}
+
 /// The most tensor-parallel ranks an instance may have (`--tp`).
 pub const MAX_TP: u64 = 144;
 
@@ -372,6 +393,7 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.enable_chunked_prefill == Some(false), "--no-enable-chunked-prefill"),
         (o.chunked_prefill_size.is_some(), "--chunked-prefill-size"),
         (o.long_prefill_token_threshold != d.long_prefill_token_threshold, "--long-prefill-token-threshold"),
+        (o.scheduling_policy != d.scheduling_policy, "--scheduling-policy"),
         (o.num_scheduler_steps.is_some(), "--num-scheduler-steps"),
         (o.disable_async_output_proc, "--disable-async-output-proc"),
         (o.enforce_eager, "--enforce-eager"),
@@ -584,6 +606,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             max_num_batched_tokens,
             enable_chunked_prefill: o.enable_chunked_prefill.unwrap_or(o.engine == EngineKind::Vllm),
             long_prefill_token_threshold: o.long_prefill_token_threshold,
+            scheduling_policy: o.scheduling_policy,
             chunked_prefill_size,
             max_prefill_tokens: o.max_prefill_tokens,
             schedule_policy: o.schedule_policy,

@@ -24,6 +24,10 @@ pub struct RequestRecord {
     pub preemptions: u32,
     /// When the engine first scheduled it.
     pub first_scheduled_s: f64,
+    /// Its priority class ([`crate::workload::Request::priority`]); not a column of the
+    /// per-request CSV, which stays the clients' shape.
+    #[serde(skip)]
+    pub priority: i32,
 }
 
 impl RequestRecord {
@@ -132,7 +136,7 @@ impl Stats {
         Self { mean, median, std: var.sqrt(), p90, p95, p99, max }
     }
 
-    fn ms(self) -> Self {
+    pub fn ms(self) -> Self {
         Self {
             mean: self.mean * 1e3,
             median: self.median * 1e3,
@@ -498,6 +502,7 @@ mod tests {
             cached_prompt_tokens: 0,
             preemptions: 0,
             first_scheduled_s: send,
+            priority: 0,
         };
         let recs = [r(0, 0.0, 0.1, 0.5, 5), r(1, 0.0, 0.2, 0.2, 1)];
         let mut log = TokenLog::default();
@@ -528,6 +533,7 @@ mod tests {
             cached_prompt_tokens: 0,
             preemptions: 0,
             first_scheduled_s: send,
+            priority: 0,
         }
     }
 

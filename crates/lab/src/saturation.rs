@@ -184,6 +184,7 @@ mod tests {
             cached_prompt_tokens: 0,
             preemptions,
             first_scheduled_s: sched,
+            priority: 0,
         }
     }
 

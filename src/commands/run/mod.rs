@@ -139,6 +139,9 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
     if let Some(note) = num_prompts_note(&w, cfg.arrivals.num_prompts) {
         eprintln!("note: {note}");
     }
+    if let Some(note) = cachesim::config::priorities_note(&cfg, &w) {
+        eprintln!("note: {note}");
+    }
     let keep = keep(args, false);
     let pb = bar(0, "simulating {bar:40} {pos}/{len} requests · {msg} simulated (eta {eta})");
     let progress = |done: u64, total: u64, now: f64| {
@@ -163,6 +166,9 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
         }
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load_echo(&cfg, &w), &out.summary))?;
         write!(stdout, "{}", sections(args, &cfg, &out))?;
+        if let Some(rows) = cachesim::report::classes::rows(&out.sim.records) {
+            write!(stdout, "{}", cachesim::report::classes::text(&rows))?;
+        }
         write!(stdout, "{}", cachesim::trust::text(&cachesim::trust::bars(&cfg, &w, &out.summary)))?;
         if let Some(s) = &saturation {
             write!(stdout, "{}", cachesim::saturation::text(s, &unloaded_command(args, &w.info, &cfg)))?;

@@ -199,6 +199,7 @@ fn workload(seqs: &[Vec<u32>], reqs: &[(u32, u32, u32)]) -> Workload {
             session: None,
             prev_turn: None,
             ignore_eos: true,
+            priority: 0,
         })
         .collect();
     Workload { store: store(seqs), requests, info, sample: None }

@@ -88,6 +88,10 @@ pub const TABLE: &[EngineFlag] = &[
     // `--scheduling-policy`, orders by priority, not prefix; LightLLM's `--router_token_ratio` is
     // no queue order).
     EngineFlag { server_only: &[], flag: "--schedule-policy", engines: SGLANG, instead: &[] },
+    // vLLM `EngineArgs.scheduling_policy` (`SchedulerConfig.policy`, fcfs or priority); V0 had
+    // it too, with a preemption rule of its own that cachesim does not model. SGLang's
+    // `--enable-priority-scheduling` (0.5) is not modelled either.
+    EngineFlag { server_only: &[VllmV0], flag: "--scheduling-policy", engines: &[Vllm], instead: &[] },
     // SGLang `ServerArgs.schedule_conservativeness`.
     EngineFlag { server_only: &[], flag: "--schedule-conservativeness", engines: SGLANG, instead: &[] },
     // SGLang `ServerArgs.mem_fraction_static`; LightLLM `--mem_fraction` (default 0.9).

@@ -242,7 +242,7 @@ impl Lightllm {
 }
 
 impl Scheduler for Lightllm {
-    fn enqueue(&mut self, id: ReqId) {
+    fn enqueue(&mut self, id: ReqId, _priority: i32, _now: f64) {
         self.waiting.push_back(id);
     }
 

@@ -73,6 +73,20 @@ pub enum SchedulePolicy {
     Random,
 }
 
+/// vLLM `--scheduling-policy` (`SchedulerConfig.policy`, `vllm/config/scheduler.py`, 0.33).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulingPolicy {
+    /// Arrival order; a preempted request goes back to the head of the queue (vLLM's default).
+    #[default]
+    Fcfs,
+    /// Each request's `priority` first (lower is served first), then its arrival; a request that
+    /// cannot grow preempts the running request of the highest (priority, arrival), which may be
+    /// itself (`Scheduler.schedule`, `PriorityRequestQueue`, `Request.__lt__`, vLLM 0.33).
+    Priority,
+}
+
 /// Scheduler limits, named as the engines name them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct EngineConfig {
@@ -89,6 +103,8 @@ pub struct EngineConfig {
     pub enable_chunked_prefill: bool,
     /// vLLM `--long-prefill-token-threshold` (0 = off): cap on one request's chunk.
     pub long_prefill_token_threshold: u32,
+    /// vLLM v1 `--scheduling-policy` (the other engines run their own order).
+    pub scheduling_policy: SchedulingPolicy,
     /// SGLang `--chunked-prefill-size` (tokens per prefill batch chunk; 0 = chunking off).
     pub chunked_prefill_size: u32,
     /// SGLang `--max-prefill-tokens`: new tokens per prefill batch.
@@ -138,6 +154,7 @@ impl EngineConfig {
             // TensorRT-LLM's context chunking is off by default (and not modelled).
             enable_chunked_prefill: version.engine() != EngineKind::Trtllm,
             long_prefill_token_threshold: 0,
+            scheduling_policy: SchedulingPolicy::Fcfs,
             chunked_prefill_size: 0,
             max_prefill_tokens: 16384,
             schedule_policy: SchedulePolicy::Fcfs,
@@ -156,13 +173,17 @@ impl EngineConfig {
         let e = self;
         match e.engine {
             EngineKind::Vllm => format!(
-                "Engine:         {} (v1) · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {} · async scheduling {}",
+                "Engine:         {} (v1) · max_num_seqs {} · max_num_batched_tokens {} · chunked prefill {} · long_prefill_token_threshold {} · async scheduling {}{}",
                 e.version,
                 e.max_num_seqs,
                 e.max_num_batched_tokens,
                 on_off(e.enable_chunked_prefill),
                 e.long_prefill_token_threshold,
-                on_off(e.overlap)
+                on_off(e.overlap),
+                match e.scheduling_policy {
+                    SchedulingPolicy::Fcfs => "",
+                    SchedulingPolicy::Priority => " · scheduling policy priority",
+                }
             ),
             EngineKind::Sglang => format!(
                 "Engine:         {} · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {} · overlap schedule {}",
@@ -229,6 +250,9 @@ pub struct ReqRt {
     pub admitted: bool,
     /// Sent with `ignore_eos` ([`crate::workload::Request::ignore_eos`]; true unless set).
     pub ignore_eos: bool,
+    /// The request's `priority` ([`crate::workload::Request::priority`]; lower first, 0 unless
+    /// set), read by vLLM's priority policy.
+    pub priority: i32,
 }
 
 impl ReqRt {
@@ -249,12 +273,13 @@ impl ReqRt {
             last_token_s: f64::NAN,
             admitted: false,
             ignore_eos: true,
+            priority: 0,
         }
     }
 
-    /// The request as sent with (`true`) or without `ignore_eos`.
-    pub fn with_ignore_eos(self, ignore_eos: bool) -> Self {
-        Self { ignore_eos, ..self }
+    /// The request as sent with (`true`) or without `ignore_eos`, with `priority`.
+    pub fn sent_with(self, ignore_eos: bool, priority: i32) -> Self {
+        Self { ignore_eos, priority, ..self }
     }
 }
 
@@ -318,6 +343,19 @@ impl Batch {
         self.items.push((id, new));
         self.shape.add(r.num_computed as u64, new as u64);
     }
+
+    /// Takes request `id`'s tokens back out of the batch (vLLM's priority preemption of a
+    /// request scheduled earlier in the step); returns how many it had, `None` when it had none.
+    /// The shape is summed again from the items left (their computed tokens have not moved).
+    pub fn take_back(&mut self, id: ReqId, reqs: &[ReqRt]) -> Option<u32> {
+        let k = self.items.iter().position(|&(x, _)| x == id)?;
+        let (_, new) = self.items.remove(k);
+        self.shape = BatchShape::default();
+        for &(x, n) in &self.items {
+            self.shape.add(reqs[x as usize].num_computed as u64, n as u64);
+        }
+        Some(new)
+    }
 }
 
 /// What one scheduling step works on: the time, every request's progress, the cache, and the
@@ -329,18 +367,123 @@ pub struct Step<'a> {
     pub out: &'a mut Batch,
 }
 
-/// vLLM's queues (v1 and V0): `running` in admission order, `waiting` FCFS with preempted
-/// requests prepended.
+/// A waiting request's place in vLLM's priority queue: `Request.__lt__` (vLLM 0.33
+/// `vllm/v1/request.py`) orders by priority, then arrival time, then request id; cachesim's ids
+/// follow the order requests were sent in, so one burst keeps its send order. Arrival times are
+/// never negative, so their bits order as the numbers do.
+type PriorityKey = (i32, u64, ReqId);
+
+/// vLLM's queues (v1 and V0): `running` in admission order; `waiting` FCFS with preempted
+/// requests prepended, or, under v1's priority policy, a heap by [`PriorityKey`]
+/// (`PriorityRequestQueue`, `vllm/v1/core/sched/request_queue.py`, where `prepend_request` is an
+/// ordinary insertion).
 #[derive(Debug, Default)]
 pub struct VllmQueues {
     pub running: Vec<ReqId>,
+    /// The FCFS waiting queue (empty under the priority policy).
     pub waiting: std::collections::VecDeque<ReqId>,
     /// vLLM V0 async output processing: a preemption victim's pending output is processed
     /// first, and a victim found finished is freed instead of preempted.
     pub async_output_proc: bool,
+    /// The priority policy's waiting heap, and every enqueued request's key by id; `None` under
+    /// FCFS.
+    priority: Option<Priority>,
+}
+
+#[derive(Debug, Default)]
+struct Priority {
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<PriorityKey>>,
+    keys: Vec<(i32, u64)>,
+}
+
+impl Priority {
+    fn key(&self, id: ReqId) -> PriorityKey {
+        let (p, t) = self.keys[id as usize];
+        (p, t, id)
+    }
 }
 
 impl VllmQueues {
+    /// Queues under `policy`.
+    pub fn new(policy: SchedulingPolicy) -> Self {
+        let priority = (policy == SchedulingPolicy::Priority).then(Priority::default);
+        Self { priority, ..Self::default() }
+    }
+
+    /// An arrived request (priority `priority`, arriving at `now` seconds) joins the waiting
+    /// queue: at its tail, or at its place by priority.
+    pub fn arrive(&mut self, id: ReqId, priority: i32, now: f64) {
+        match &mut self.priority {
+            None => self.waiting.push_back(id),
+            Some(p) => {
+                let i = id as usize;
+                if p.keys.len() <= i {
+                    p.keys.resize(i + 1, (0, 0));
+                }
+                // Times before 0 (and −0.0, whose sign bit would order last) count as 0.
+                p.keys[i] = (priority, if now > 0.0 { now.to_bits() } else { 0 });
+                p.heap.push(std::cmp::Reverse(p.key(id)));
+            }
+        }
+    }
+
+    /// The waiting request scheduled next.
+    pub fn waiting_head(&self) -> Option<ReqId> {
+        match &self.priority {
+            None => self.waiting.front().copied(),
+            Some(p) => p.heap.peek().map(|std::cmp::Reverse((_, _, id))| *id),
+        }
+    }
+
+    /// Takes the waiting head out of the queue.
+    pub fn pop_waiting(&mut self) -> Option<ReqId> {
+        match &mut self.priority {
+            None => self.waiting.pop_front(),
+            Some(p) => p.heap.pop().map(|std::cmp::Reverse((_, _, id))| id),
+        }
+    }
+
+    /// Requests waiting.
+    pub fn waiting_len(&self) -> usize {
+        match &self.priority {
+            None => self.waiting.len(),
+            Some(p) => p.heap.len(),
+        }
+    }
+
+    /// A preempted request goes back to waiting: at the head (FCFS), at its place (priority).
+    fn requeue(&mut self, id: ReqId) {
+        match &mut self.priority {
+            None => self.waiting.push_front(id),
+            Some(p) => p.heap.push(std::cmp::Reverse(p.key(id))),
+        }
+    }
+
+    /// Under the priority policy, the index in `running` of the request vLLM preempts: the
+    /// greatest (priority, arrival) (`max(self.running, key=lambda r: (r.priority,
+    /// r.arrival_time))`); `None` under FCFS, whose victim is the last.
+    pub fn priority_victim(&self) -> Option<usize> {
+        let p = self.priority.as_ref()?;
+        let mut best: Option<(usize, PriorityKey)> = None;
+        for (i, &id) in self.running.iter().enumerate() {
+            let k = p.key(id);
+            if best.is_none_or(|(_, b)| k > b) {
+                best = Some((i, k));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    /// Preempts `running[index]` (recompute: its KV freed, its outputs kept) back to waiting.
+    pub fn preempt_at(&mut self, index: usize, s: &mut Step) -> ReqId {
+        let victim = self.running.remove(index);
+        s.cache.preempt(victim);
+        s.reqs[victim as usize].preempted();
+        self.requeue(victim);
+        s.out.preempted += 1;
+        victim
+    }
+
     /// Drops a finished request from `running`.
     pub fn finished(&mut self, id: ReqId) {
         if let Some(p) = self.running.iter().position(|&x| x == id) {
@@ -349,7 +492,7 @@ impl VllmQueues {
     }
     /// (waiting, running).
     pub fn queued(&self) -> (usize, usize) {
-        (self.waiting.len(), self.running.len())
+        (self.waiting_len(), self.running.len())
     }
 
     /// Schedules `n` more tokens of running request `id`, making room vLLM's way (v1 and V0):
@@ -384,7 +527,7 @@ impl VllmQueues {
             }
             s.cache.preempt(victim);
             s.reqs[victim as usize].preempted();
-            self.waiting.push_front(victim);
+            self.requeue(victim);
             s.out.preempted += 1;
             if victim == id {
                 return false;
@@ -408,15 +551,15 @@ pub struct Vllm<R> {
 }
 
 impl<R: VllmRule> Vllm<R> {
-    /// An idle scheduler.
-    pub fn new(rule: R) -> Self {
-        Self { q: VllmQueues::default(), rule }
+    /// An idle scheduler with `policy`'s queues.
+    pub fn new(rule: R, policy: SchedulingPolicy) -> Self {
+        Self { q: VllmQueues::new(policy), rule }
     }
 }
 
 impl<R: VllmRule> Scheduler for Vllm<R> {
-    fn enqueue(&mut self, id: ReqId) {
-        self.q.waiting.push_back(id);
+    fn enqueue(&mut self, id: ReqId, priority: i32, now: f64) {
+        self.q.arrive(id, priority, now);
     }
 
     fn schedule(&mut self, s: &mut Step) {
@@ -433,14 +576,14 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
     }
 
     fn reject_head(&mut self) -> Option<ReqId> {
-        self.q.waiting.pop_front()
+        self.q.pop_waiting()
     }
 }
 
 /// A scheduler: queues plus the engine's rule for forming a batch.
 pub trait Scheduler: Send {
-    /// An arrived request joins the waiting queue.
-    fn enqueue(&mut self, id: ReqId);
+    /// An arrived request (its `priority`, at `now` seconds) joins the waiting queue.
+    fn enqueue(&mut self, id: ReqId, priority: i32, now: f64);
     /// Forms the next batch at time `s.now` into `s.out` (cleared first).
     fn schedule(&mut self, s: &mut Step);
     /// A request finished (its KV is already released): forget it.
@@ -456,9 +599,9 @@ pub fn scheduler(cfg: &EngineConfig, store: std::sync::Arc<crate::workload::Toke
     match cfg.engine {
         // TensorRT-LLM's capacity and micro-batch schedulers form vLLM v1's batch without
         // chunking, with admission reserving to completion (`Rules::trtllm_reserve_to_completion`).
-        EngineKind::Vllm | EngineKind::Trtllm => Box::new(Vllm::new(vllm::VllmV1::new(*cfg))),
+        EngineKind::Vllm | EngineKind::Trtllm => Box::new(Vllm::new(vllm::VllmV1::new(*cfg), cfg.scheduling_policy)),
         EngineKind::VllmV0 => {
-            let mut s = Vllm::new(vllm_v0::VllmV0::new(*cfg));
+            let mut s = Vllm::new(vllm_v0::VllmV0::new(*cfg), SchedulingPolicy::Fcfs);
             s.q.async_output_proc = cfg.async_output_proc;
             Box::new(s)
         }

@@ -17,7 +17,7 @@
 //! not fit; `max_batch_size` requests at most (docs/engines/trtllm.md).
 
 use super::launch::{EngineFlags, Launch, Machine, Started};
-use super::{EngineConfig, EngineKind, EngineVersion, Step, VllmQueues, VllmRule};
+use super::{EngineConfig, EngineKind, EngineVersion, SchedulingPolicy, Step, VllmQueues, VllmRule};
 use crate::catalog::Gpu;
 use crate::error::{Error, Result};
 use crate::vllm_memory::{ProfileRun, VllmMemory};
@@ -182,6 +182,48 @@ impl VllmV1 {
         Self { cfg }
     }
 
+    /// Phase A under the priority policy (vLLM 0.33 `Scheduler.schedule`): a running request
+    /// that cannot grow preempts the running request of the greatest (priority, arrival),
+    /// wherever it stands in `running`. A victim scheduled earlier in this step gives its tokens
+    /// back to the budget; a request that preempted itself is passed over and the requests after
+    /// it, of higher priority, may still fit. Returns the budget left.
+    fn running_by_priority(q: &mut VllmQueues, s: &mut Step, threshold: u32, mut budget: u32) -> u32 {
+        let mut i = 0;
+        'running: while i < q.running.len() && budget > 0 {
+            let id = q.running[i];
+            let n = Self::chunk(&s.reqs[id as usize], threshold, budget);
+            if n == 0 {
+                i += 1;
+                continue;
+            }
+            let total = (s.reqs[id as usize].num_computed + n) as usize;
+            while !s.cache.grow(id, total) {
+                let v = q.priority_victim().expect("the request itself is running");
+                if v < i {
+                    i -= 1;
+                }
+                let victim = q.running[v];
+                if let Some(given_back) = s.out.take_back(victim, s.reqs) {
+                    budget += given_back;
+                }
+                q.preempt_at(v, s);
+                if victim == id {
+                    continue 'running;
+                }
+            }
+            s.out.push(id, &s.reqs[id as usize], n);
+            budget -= n;
+            i += 1;
+        }
+        budget
+    }
+
+    /// The tokens a running request `r` computes next: what it has not computed, capped by
+    /// `threshold` and the budget left.
+    fn chunk(r: &super::ReqRt, threshold: u32, budget: u32) -> u32 {
+        Self::cap(threshold, r.num_tokens - r.num_computed).min(budget)
+    }
+
     /// Caps a chunk of `n` tokens by `threshold` (0: no cap).
     fn cap(threshold: u32, n: u32) -> u32 {
         if threshold > 0 && n > threshold {
@@ -198,30 +240,33 @@ impl VllmRule for VllmV1 {
         let rules = self.cfg.rules;
         // vLLM 0.33 `Scheduler.schedule`: with one request present (running + waiting, counted
         // as the step begins) nobody can be starved, so no chunk is capped.
-        let alone = rules.vllm_long_prefill_uncapped_alone && q.running.len() + q.waiting.len() <= 1;
+        let alone = rules.vllm_long_prefill_uncapped_alone && q.running.len() + q.waiting_len() <= 1;
         let threshold = if alone { 0 } else { self.cfg.long_prefill_token_threshold };
         // Phase A: running requests, in list order.
-        let mut i = 0;
-        while i < q.running.len() && budget > 0 {
-            let id = q.running[i];
-            let r = &s.reqs[id as usize];
-            let n = Self::cap(threshold, r.num_tokens - r.num_computed).min(budget);
-            if n == 0 {
+        if self.cfg.scheduling_policy == SchedulingPolicy::Priority {
+            budget = Self::running_by_priority(q, s, threshold, budget);
+        } else {
+            let mut i = 0;
+            while i < q.running.len() && budget > 0 {
+                let id = q.running[i];
+                let n = Self::chunk(&s.reqs[id as usize], threshold, budget);
+                if n == 0 {
+                    i += 1;
+                    continue;
+                }
+                if !q.schedule_running(id, n, s) {
+                    break;
+                }
+                budget -= n;
                 i += 1;
-                continue;
             }
-            if !q.schedule_running(id, n, s) {
-                break;
-            }
-            budget -= n;
-            i += 1;
         }
         // Phase B: waiting requests, only if nothing was preempted.
         if s.out.preempted > 0 {
             return;
         }
         while budget > 0 && q.running.len() < self.cfg.max_num_seqs as usize {
-            let Some(&id) = q.waiting.front() else { break };
+            let Some(id) = q.waiting_head() else { break };
             let r = s.reqs[id as usize];
             let known = r.num_tokens as usize;
             if !self.cfg.enable_chunked_prefill {
@@ -251,10 +296,84 @@ impl VllmRule for VllmV1 {
             }
             let n = (a.allocated_tokens - a.hit_tokens) as u32;
             s.reqs[id as usize].admitted_with(a.hit_tokens, s.now);
-            q.waiting.pop_front();
+            q.pop_waiting();
             q.running.push(id);
             s.out.push(id, &s.reqs[id as usize], n);
             budget -= n;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{NoCache, PrefixCache};
+    use crate::engine::{Batch, ReqRt};
+
+    /// Queues under `policy` whose `running` holds `reqs` (id, priority) in that order, each
+    /// with 10 tokens computed and one sampled (a decode of one token next), in a pool of
+    /// `capacity` token slots.
+    fn decoding(policy: SchedulingPolicy, reqs: &[(u32, i32)], capacity: u64) -> (VllmQueues, Vec<ReqRt>, NoCache) {
+        let mut q = VllmQueues::new(policy);
+        let mut rt = Vec::new();
+        let mut cache = NoCache::new(Some(capacity));
+        for &(id, p) in reqs {
+            q.arrive(id, p, 0.0);
+            let mut r = ReqRt::new(id, 10, 5).sent_with(true, p);
+            cache.admit(id, id, 10, usize::MAX).unwrap();
+            r.admitted_with(0, 0.0);
+            r.num_computed = 10;
+            r.num_tokens = 11;
+            r.generated = 1;
+            rt.push(r);
+        }
+        while q.pop_waiting().is_some() {}
+        q.running = reqs.iter().map(|&(id, _)| id).collect();
+        (q, rt, cache)
+    }
+
+    fn step(policy: SchedulingPolicy, reqs: &[(u32, i32)], capacity: u64) -> (VllmQueues, Batch) {
+        let (mut q, mut rt, mut cache) = decoding(policy, reqs, capacity);
+        let cfg = EngineConfig { scheduling_policy: policy, ..EngineConfig::new(EngineVersion::Vllm033) };
+        let mut out = Batch::default();
+        out.clear();
+        VllmV1::new(cfg).schedule(&mut q, &mut Step { now: 1.0, reqs: &mut rt, cache: &mut cache, out: &mut out });
+        (q, out)
+    }
+
+    /// The lowest-priority request cannot grow and is its own victim: it is passed over and the
+    /// higher-priority request behind it runs (FCFS would preempt that one, the last).
+    #[test]
+    fn a_low_priority_request_preempts_itself_and_the_next_runs() {
+        let (q, out) = step(SchedulingPolicy::Priority, &[(0, 5), (1, 0)], 20);
+        assert_eq!((out.items.clone(), out.preempted), (vec![(1, 1)], 1));
+        assert_eq!((q.running.clone(), q.waiting_head()), (vec![1], Some(0)));
+        let (q, out) = step(SchedulingPolicy::Fcfs, &[(0, 5), (1, 0)], 20);
+        assert_eq!((out.items.clone(), out.preempted), (vec![(0, 1)], 1));
+        assert_eq!((q.running.clone(), q.waiting_head()), (vec![0], Some(1)));
+    }
+
+    /// The victim was scheduled earlier in the step: its token goes back to the budget and out of
+    /// the batch, its blocks free, and the request that needed them runs.
+    #[test]
+    fn a_victim_scheduled_earlier_in_the_step_is_taken_back() {
+        let (q, out) = step(SchedulingPolicy::Priority, &[(0, 5), (1, 0)], 21);
+        assert_eq!((out.items.clone(), out.preempted), (vec![(1, 1)], 1));
+        assert_eq!((out.shape.seqs, out.shape.decode_seqs, out.shape.decode_ctx_tokens), (1, 1, 10));
+        assert_eq!(q.running, vec![1]);
+        // Equal priorities: the later arrival (the greater id of one burst) is the victim.
+        let (q, out) = step(SchedulingPolicy::Priority, &[(1, 0), (0, 0)], 21);
+        assert_eq!((out.items.clone(), q.running.clone()), (vec![(0, 1)], vec![0]));
+    }
+
+    #[test]
+    fn the_priority_queue_orders_by_priority_then_arrival_then_id() {
+        let mut q = VllmQueues::new(SchedulingPolicy::Priority);
+        for (id, p, t) in [(0, 1, 0.0), (1, 0, 2.0), (2, 0, 1.0), (3, -3, 5.0), (5, 0, 1.0), (4, 0, 1.0)] {
+            q.arrive(id, p, t);
+        }
+        assert_eq!(q.waiting_len(), 6);
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop_waiting()).collect();
+        assert_eq!(order, vec![3, 2, 4, 5, 1, 0]);
     }
 }

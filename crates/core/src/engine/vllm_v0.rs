@@ -187,6 +187,7 @@ mod tests {
     use super::*;
     use crate::cache::{NoCache, PrefixCache};
     use crate::engine::EngineKind;
+    use crate::engine::SchedulingPolicy;
     use crate::engine::{Batch, ReqRt, Scheduler, Vllm};
 
     fn cfg(budget: u32) -> EngineConfig {
@@ -213,7 +214,7 @@ mod tests {
         }
         reqs[1].num_tokens = 5;
         reqs[1].generated = 1;
-        let mut s = Vllm::new(VllmV0::new(cfg(20)));
+        let mut s = Vllm::new(VllmV0::new(cfg(20)), SchedulingPolicy::Fcfs);
         s.q.running = vec![0, 1, 2];
         s.q.waiting.push_back(3);
         let mut out = Batch::default();
@@ -221,7 +222,7 @@ mod tests {
         // Budget 20, queue order: request 0 takes min(36, 20) = 20 and nothing is left.
         assert_eq!(out.items, vec![(0, 20)]);
         assert_eq!(s.q.running, vec![1, 2, 0], "unscheduled first, then the partial prefill");
-        let mut s2 = Vllm::new(VllmV0::new(cfg(64)));
+        let mut s2 = Vllm::new(VllmV0::new(cfg(64)), SchedulingPolicy::Fcfs);
         s2.q.running = vec![0, 1, 2];
         s2.q.waiting.push_back(3);
         reqs[0].num_computed = 4;

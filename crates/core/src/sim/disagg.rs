@@ -112,7 +112,7 @@ impl<'r> Disagg<'r> {
         self.times[i].arrived_s = c.now;
         match self.style {
             PdStyle::Vllm => {
-                inst_enqueue(c.inst, p, id, c.dirty);
+                inst_enqueue(c.inst, p, (id, &c.rt[id as usize]), c.now, c.dirty);
                 Vec::new()
             }
             PdStyle::Sglang => self.hand_to_decode(id, c),
@@ -176,7 +176,13 @@ impl<'r> Disagg<'r> {
             }
         }
         for id in start {
-            inst_enqueue(c.inst, self.times[id as usize].prefill_instance as usize, id, c.dirty);
+            inst_enqueue(
+                c.inst,
+                self.times[id as usize].prefill_instance as usize,
+                (id, &c.rt[id as usize]),
+                now,
+                c.dirty,
+            );
         }
         lost
     }
@@ -219,12 +225,13 @@ impl<'r> Disagg<'r> {
             self.held[i] = false;
             let r = &mut rt[i];
             let kept = *r;
-            *r = ReqRt::new(w.requests[i].seq, kept.prompt_len, self.output_len[i]).with_ignore_eos(kept.ignore_eos);
+            *r = ReqRt::new(w.requests[i].seq, kept.prompt_len, self.output_len[i])
+                .sent_with(kept.ignore_eos, kept.priority);
             r.admitted = true;
             r.cached_prompt_tokens = kept.cached_prompt_tokens;
             r.first_scheduled_s = kept.first_scheduled_s;
             r.preemptions = kept.preemptions;
-            inst_enqueue(inst, d, id, dirty);
+            inst_enqueue(inst, d, (id, r), now, dirty);
         }
     }
 
@@ -259,7 +266,7 @@ impl<'r> Disagg<'r> {
     }
 }
 
-fn inst_enqueue(inst: &mut [Instance], i: usize, id: ReqId, dirty: &mut Dirty) {
-    inst[i].enqueue(id);
+fn inst_enqueue(inst: &mut [Instance], i: usize, (id, r): (ReqId, &ReqRt), now: f64, dirty: &mut Dirty) {
+    inst[i].enqueue(id, r, now);
     dirty.mark(i);
 }

@@ -125,7 +125,7 @@ pub fn drive(
     let mut rt: Vec<ReqRt> = w
         .requests
         .iter()
-        .map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1)).with_ignore_eos(r.ignore_eos))
+        .map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1)).sent_with(r.ignore_eos, r.priority))
         .collect();
     let mut rejected: Vec<Option<(FailReason, String)>> = vec![None; n];
     let mut outputs_cut = (0u64, 0u64);
@@ -206,7 +206,7 @@ pub fn drive(
                 inst[d.instance].stats.requests += 1;
                 match (&rejected[id as usize], disagg.as_mut()) {
                     (None, None) => {
-                        inst[d.instance].enqueue(id);
+                        inst[d.instance].enqueue(id, &rt[id as usize], now);
                         dirty.mark(d.instance);
                     }
                     (None, Some(pd)) => {

@@ -1,7 +1,8 @@
 //! cachesim's own JSON Lines format, written by `cachesim gen` and easy to produce from any
 //! log: one request per line with `prompt` (text) or `prompt_ids` (token ids), `output_len`
 //! (or the reply as `output` / `output_ids`), optional `timestamp_ms`, `session` and
-//! `ignore_eos` (absent: as the client sends by default, `BuildOptions::ignore_eos`). Records of
+//! `ignore_eos` (absent: as the client sends by default, `BuildOptions::ignore_eos`) and
+//! `priority` (an integer, lower first, as the OpenAI-compatible servers take it). Records of
 //! one session are turns of one conversation: each turn's prompt is appended to the history of
 //! that session's earlier prompts and outputs. Unknown keys are errors (they are usually typos).
 
@@ -21,6 +22,7 @@ struct Raw {
     timestamp_ms: Option<f64>,
     session: Option<SessionKey>,
     ignore_eos: Option<bool>,
+    priority: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -51,6 +53,9 @@ pub struct NativeRecord {
     /// Whether the request is sent with `ignore_eos`; `None` (the key absent, as in every
     /// trace written before the key existed): as the client does by default.
     pub ignore_eos: Option<bool>,
+    /// The request's `priority` as the OpenAI-compatible servers take it (vLLM: lower is served
+    /// first under `--scheduling-policy priority`); `None`: 0.
+    pub priority: Option<i32>,
 }
 
 fn check_ids(field: &str, ids: &[u32]) -> Result<(), (String, String)> {
@@ -104,6 +109,14 @@ fn convert(line: u64, r: Raw) -> Result<NativeRecord, (String, String)> {
             SessionKey::Number(n) => n.to_string(),
         }),
         ignore_eos: r.ignore_eos,
+        priority: r
+            .priority
+            .map(|p| {
+                i32::try_from(p).map_err(|_| {
+                    ("priority".to_string(), format!("{p} is outside the 32-bit range cachesim keeps priorities in"))
+                })
+            })
+            .transpose()?,
     })
 }
 
@@ -127,6 +140,7 @@ pub fn generated(
         timestamp_ms: timestamp_ms.and_then(through_json),
         session: session.map(|s| SessionKey::Number(s as u64)),
         ignore_eos: None,
+        priority: None,
     };
     convert(line, raw).map_err(|(field, message)| RecordError { location: Location::Line(line), field, message })
 }

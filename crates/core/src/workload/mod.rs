@@ -9,6 +9,7 @@ pub mod block_ids;
 pub mod client;
 pub mod gen;
 pub mod prefix_trie;
+pub mod priority;
 pub mod pyrand;
 pub mod tokens;
 
@@ -77,6 +78,8 @@ pub struct BuildOptions {
     /// default — `sglang.bench_serving` sends `ignore_eos: true` unless `--disable-ignore-eos`,
     /// `vllm bench serve` sends it only with `--ignore-eos` (ENGINE_SPEC §7.4).
     pub ignore_eos: bool,
+    /// `--priority-mix`: classes drawn for a trace without priorities.
+    pub priority_mix: Option<priority::PriorityMix>,
 }
 
 impl Default for BuildOptions {
@@ -90,6 +93,7 @@ impl Default for BuildOptions {
             sharegpt_context_len: None,
             lenient: false,
             ignore_eos: true,
+            priority_mix: None,
         }
     }
 }
@@ -112,6 +116,10 @@ pub struct Request {
     /// when it is set (`PrefillAdder._get_running_request_total_token_offset`).
     #[serde(skip)]
     pub ignore_eos: bool,
+    /// Its `priority` (the trace's, else `--priority-mix`'s draw, else 0; lower first), read
+    /// by vLLM's `--scheduling-policy priority` and the per-class report.
+    #[serde(skip)]
+    pub priority: i32,
 }
 
 impl Request {
@@ -215,6 +223,7 @@ impl Builder {
             session,
             prev_turn: None,
             ignore_eos: true,
+            priority: 0,
         });
     }
 }
@@ -297,6 +306,21 @@ pub fn build_from(trace: &TraceFile, opts: &BuildOptions, memo: &mut TokenMemo) 
         }
     }
     order_and_link(&mut b.requests);
+    if let Some(mix) = &opts.priority_mix {
+        if let Records::Native(recs) = &trace.records {
+            if let Some(r) = recs.iter().find(|r| r.priority.is_some()) {
+                return Err(record_err(crate::error::RecordError {
+                    location: crate::error::Location::Line(r.line),
+                    field: "priority".into(),
+                    message: "the trace gives its requests priorities; --priority-mix would draw over them (drop one)"
+                        .into(),
+                }));
+            }
+        }
+        mix.assign(&mut b.requests);
+        let shares: Vec<String> = mix.shares.iter().map(|(p, s)| format!("{p} ({:.0} %)", s * 100.0)).collect();
+        notes.push(format!("priorities drawn by --priority-mix, one per conversation: {}", shares.join(", ")));
+    }
     if b.unanswered_turns > 0 {
         notes.push(format!(
             "{} conversations end with a user message that has no reply: not a request",
@@ -480,6 +504,7 @@ fn build_sharegpt(
                             session: Some(session),
                             prev_turn: None,
                             ignore_eos: true,
+                            priority: 0,
                         });
                     }
                     prev_user = m.role == Role::User;
@@ -676,6 +701,7 @@ fn build_native(
             b.request(0, prompt_len, output_len, r.timestamp_ms, session);
             if let Some(q) = b.requests.last_mut() {
                 q.ignore_eos = r.ignore_eos.unwrap_or(opts.ignore_eos);
+                q.priority = r.priority.unwrap_or(0);
             }
         }
         let seq = b.store.end_seq();

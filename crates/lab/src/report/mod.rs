@@ -1,6 +1,7 @@
 //! Human-readable and JSON reports: the trace summary, the `cachesim cache` table (one row
 //! per policy and capacity) and its JSON document, and the `cachesim analyze` report.
 
+pub mod classes;
 pub mod cluster;
 
 use cachesim_core::analyze::{Analysis, Unit};
@@ -217,6 +218,9 @@ pub struct RunReport<'a> {
     /// How far to trust the headline metrics: the spread of cachesim's errors on the measured
     /// runs nearest to this deployment ([`crate::trust`]).
     pub error_bars: Vec<crate::trust::Bar>,
+    /// Figures per priority class, when the completed requests carry more than one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_classes: Option<Vec<classes::ClassRow>>,
 }
 
 impl<'a> RunReport<'a> {
@@ -241,6 +245,7 @@ impl<'a> RunReport<'a> {
             instances,
             router,
             error_bars: crate::trust::bars(config, w, &out.summary),
+            priority_classes: classes::rows(&out.sim.records),
         }
     }
 }
@@ -535,6 +540,7 @@ mod tests {
             cached_prompt_tokens: 50,
             preemptions: 0,
             first_scheduled_s: 0.0,
+            priority: 0,
         };
         for k in 0..101 {
             log.token(0.25 + k as f64 * 0.01, (k > 0).then(|| 0.25 + (k - 1) as f64 * 0.01));

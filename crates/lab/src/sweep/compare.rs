@@ -172,6 +172,7 @@ mod tests {
             cached_prompt_tokens: 0,
             preemptions: 0,
             first_scheduled_s: 0.0,
+            priority: 0,
         };
         Summary::new(&[r], 0, &mut TokenLog::default())
     }

@@ -552,7 +552,7 @@ impl Budget {
 }
 
 impl Scheduler for Sglang {
-    fn enqueue(&mut self, id: ReqId) {
+    fn enqueue(&mut self, id: ReqId, _priority: i32, _now: f64) {
         self.waiting.push(id);
     }
 

@@ -201,9 +201,9 @@ impl<'a> Instance<'a> {
         }
     }
 
-    /// An arrived request joins the waiting queue.
-    pub fn enqueue(&mut self, id: ReqId) {
-        self.sched.enqueue(id);
+    /// Request `id` (its state `r`) arrived at `now`: it joins the waiting queue.
+    pub fn enqueue(&mut self, id: ReqId, r: &ReqRt, now: f64) {
+        self.sched.enqueue(id, r.priority, now);
     }
 
     /// Whether another batch can be formed now: none in flight, or fewer than the pipeline

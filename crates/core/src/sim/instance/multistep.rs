@@ -108,6 +108,7 @@ impl Instance<'_> {
             cached_prompt_tokens: r.cached_prompt_tokens,
             preemptions: r.preemptions,
             first_scheduled_s: r.first_scheduled_s,
+            priority: r.priority,
         });
         out.finished.push(id);
     }
