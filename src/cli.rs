@@ -463,6 +463,25 @@ pub struct RunArgs {
     /// kv-aware: weight of the blocks to prefill against the blocks held in Dynamo's cost.
     #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
     pub overlap_score_weight: f64,
+    /// Instance failures, comma-separated SECONDS:INSTANCE (120:0: instance 0 fails 120 s into
+    /// the run). A failure is a crash: the instance's cache is gone, its running and waiting
+    /// requests fail (or migrate, --migration-limit), the router leaves it out until it serves
+    /// again --recovery-s later.
+    #[arg(long, value_name = "SECONDS:INSTANCE,...", value_parser = parse_fail_at, help_heading = "Failures")]
+    pub fail_at: Option<cachesim::cluster::faults::FailList>,
+    /// Mean seconds between failures of each instance, counted from when it starts serving:
+    /// exponential draws seeded by --seed (beside or instead of --fail-at).
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Failures")]
+    pub mtbf_s: Option<f64>,
+    /// Seconds from a failure until the instance serves again: a restart (weights loaded again,
+    /// CUDA graphs captured, warm-up) [default: 60, assumed; take yours from start-up logs].
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Failures")]
+    pub recovery_s: Option<f64>,
+    /// How many times a request on a failed instance may continue on another one, sent again
+    /// with the tokens streamed so far (NVIDIA Dynamo's --migration-limit) [default: 0: it
+    /// fails, as the benchmark clients count an errored request and go on].
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Failures")]
+    pub migration_limit: Option<u32>,
     /// Prefill instances of a prefill/decode-disaggregated deployment (with --decode-instances;
     /// --router then picks among them).
     #[arg(
@@ -643,6 +662,12 @@ impl RunArgs {
                 }),
                 decode_router: self.decode_router,
             },
+            faults: cachesim::cluster::faults::FaultOptions {
+                fail_at: self.fail_at.clone().map(|l| l.0).unwrap_or_default(),
+                mtbf_s: self.mtbf_s,
+                recovery_s: self.recovery_s,
+                migration_limit: self.migration_limit,
+            },
         }
     }
 
@@ -686,6 +711,10 @@ fn parse_num_prompts(s: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(_) => Err(format!("`{s}` is not a count of requests (a whole number, at least 1)")),
     }
+}
+
+fn parse_fail_at(s: &str) -> Result<cachesim::cluster::faults::FailList, String> {
+    s.parse()
 }
 
 fn parse_rate(s: &str) -> Result<Rate, String> {

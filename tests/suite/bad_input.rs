@@ -257,6 +257,19 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case { what: "a priority outside 32 bits", args: &["cache", "--trace", "prio-big.jsonl"], cut: None },
+    Case { what: "a migration limit without failures", args: &["--migration-limit", "1"], cut: None },
+    Case {
+        what: "a failure of an instance that does not exist",
+        args: &["--instances", "2", "--fail-at", "10:2"],
+        cut: None,
+    },
+    Case { what: "a failure time that is not a number", args: &["--fail-at", "ten:0"], cut: None },
+    Case {
+        what: "instance failures of prefill/decode pools",
+        args: &["--fail-at", "10:0", "--prefill-instances", "1", "--decode-instances", "1"],
+        cut: None,
+    },
+    Case { what: "a mean time between failures of 0", args: &["--mtbf-s", "0"], cut: None },
     Case {
         what: "SGLang's prefill budget on LightLLM",
         args: &["--engine", "lightllm", "--max-prefill-tokens", "4096"],

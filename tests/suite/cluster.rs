@@ -68,7 +68,7 @@ fn run(
         None => {
             let specs = vec![spec(Role::Unified, EngineKind::Vllm, 64); instances];
             let mut r = build(kind, RouterParams::default(), instances);
-            drive(w, sends, &front, &specs, r.as_mut(), None, Keep::default(), &|_, _| ())
+            drive(w, sends, &front, &specs, r.as_mut(), None, None, Keep::default(), &|_, _| ())
         }
         Some((p, d, style, decode_blocks)) => {
             let engine = if style == PdStyle::Sglang { EngineKind::Sglang } else { EngineKind::Vllm };
@@ -87,7 +87,7 @@ fn run(
             let mut r = build(kind, RouterParams::default(), p as usize);
             let mut dr = build(RouterKind::LeastLoad, RouterParams::default(), d as usize);
             let pd = Pd { cfg, kv_bytes_per_token: KVB, decode_router: dr.as_mut() };
-            drive(w, sends, &front, &specs, r.as_mut(), Some(pd), Keep::default(), &|_, _| ())
+            drive(w, sends, &front, &specs, r.as_mut(), Some(pd), None, Keep::default(), &|_, _| ())
         }
     }
 }

@@ -81,7 +81,7 @@ fn every_cited_spec_section_exists() {
 }
 
 /// Upstream projects whose own `docs/…` files code cites by name.
-const UPSTREAM: &[&str] = &["DeepEP"];
+const UPSTREAM: &[&str] = &["DeepEP", "Dynamo"];
 
 #[test]
 fn every_cited_docs_path_exists() {

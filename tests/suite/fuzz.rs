@@ -3,8 +3,9 @@
 //! seeded with small inline records, the bundled samples in traces/ and — when the shared data
 //! folder is present — the first records of the real traces, run through format detection, the
 //! readers (strict and lenient), the workload builder and a short simulation; and random values
-//! of the run's numeric flags through config resolution, arrivals and a simulation. The oracle is
-//! "no panic": errors are fine. `CACHESIM_FUZZ_CASES` sets the cases per target (default 64;
+//! of the run's numeric flags (instance failures among them) through config resolution, arrivals
+//! and a simulation. The oracle is "no panic": errors are fine, and a run that simulates conserves
+//! its requests (completed + failed = sent). `CACHESIM_FUZZ_CASES` sets the cases per target (default 64;
 //! CI runs more). Every input that once panicked is kept in tests/fuzz_corpus/ and replayed by
 //! `corpus_never_panics`.
 
@@ -437,10 +438,32 @@ fn settings() -> impl Strategy<Value = RunOptions> {
         proptest::option::of(1u32..8),
     )
         .boxed();
-    (limits, memory, chunks, load).prop_map(
-        |(o, (tp, util, reserve, conservativeness, frac), (chunk, prefill, block_size, page_size, threshold), load)| {
+    // Instance failures on one to three instances: planned, random, both or none.
+    let faults = (
+        1u32..4,
+        proptest::collection::vec((f64_in(0.0, 30.0), 0u32..4), 0..3),
+        proptest::option::of(f64_in(0.5, 60.0)),
+        proptest::option::of(f64_in(0.0, 20.0)),
+        proptest::option::of(0u32..3),
+    )
+        .boxed();
+    (limits, memory, chunks, load, faults).prop_map(
+        |(
+            o,
+            (tp, util, reserve, conservativeness, frac),
+            (chunk, prefill, block_size, page_size, threshold),
+            load,
+            f,
+        )| {
             let (rate, burstiness, time_scale, num_prompts, max_concurrency) = load;
+            let (instances, fail_at, mtbf_s, recovery_s, migration_limit) = f;
+            let fail_at = fail_at
+                .into_iter()
+                .map(|(time_s, instance)| cachesim::cluster::faults::FailAt { time_s, instance })
+                .collect();
             RunOptions {
+                cluster: cachesim::cluster::ClusterConfig { instances, ..Default::default() },
+                faults: cachesim::cluster::faults::FaultOptions { fail_at, mtbf_s, recovery_s, migration_limit },
                 tp,
                 gpu_memory_utilization: Some(util),
                 memory: MemoryOverrides { activation_peak_gib: Some(reserve), ..Default::default() },

@@ -16,6 +16,7 @@ mod cluster;
 mod deployment;
 mod docs;
 mod error_bars;
+mod faults;
 mod fuzz;
 mod golden_sglang;
 mod golden_vllm;

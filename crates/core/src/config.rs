@@ -85,6 +85,8 @@ pub struct RunOptions {
     pub calibration: Calibration,
     /// Instances and the router in front of them.
     pub cluster: ClusterConfig,
+    /// Instance failures and what becomes of their requests (none by default).
+    pub faults: crate::cluster::faults::FaultOptions,
 }
 
 /// Where the step-time factors ([`Efficiency`]) come from.
@@ -205,6 +207,7 @@ impl Default for RunOptions {
             layout: LayoutOptions::default(),
             calibration: Calibration::Auto,
             cluster: ClusterConfig::default(),
+            faults: Default::default(),
         }
     }
 }
@@ -272,6 +275,9 @@ pub struct RunConfig {
     pub calibration: String,
     /// Instances and the router in front of them.
     pub cluster: ClusterConfig,
+    /// Instance failures ([`crate::cluster::faults`]); `None`: every instance serves throughout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<crate::cluster::faults::FaultPlan>,
     /// The `--deployment` file the run came from (set by the binary).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deployment_file: Option<DeploymentEcho>,
@@ -530,6 +536,10 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     }
     positive("--schedule-conservativeness", o.schedule_conservativeness)?;
     o.cluster.validate()?;
+    let faults = o.faults.plan(o.arrivals.seed)?;
+    if let Some(f) = &faults {
+        f.validate(o.cluster.instances, o.cluster.pd.is_some(), o.engine)?;
+    }
     let version = match o.engine_version {
         None => EngineVersion::newest(o.engine),
         Some(v) if v.engine() == o.engine => v,
@@ -652,6 +662,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             },
             ..o.cluster
         },
+        faults,
         deployment_file: None,
         startup_notes,
     };

@@ -204,7 +204,8 @@ fn load_echo(cfg: &cachesim::config::RunConfig, w: &cachesim::workload::Workload
 }
 
 /// The sections after the benchmark report: the instance and router table (more than one
-/// instance) and the TTFT breakdown (`--ttft-breakdown` of a disaggregated run).
+/// instance), the TTFT breakdown (`--ttft-breakdown` of a disaggregated run) and the instance
+/// failures (a run with a failure plan).
 fn sections(args: &RunArgs, cfg: &cachesim::config::RunConfig, out: &cachesim::sim::Outcome) -> String {
     let mut s = String::new();
     if let Some((rows, router)) = &cachesim::report::cluster_report(out, cfg) {
@@ -212,6 +213,9 @@ fn sections(args: &RunArgs, cfg: &cachesim::config::RunConfig, out: &cachesim::s
     }
     if args.ttft_breakdown && !out.sim.pd.is_empty() {
         s.push_str(&cachesim::report::cluster::ttft_breakdown(&out.sim.records, &out.sim.pd));
+    }
+    if let Some(f) = cachesim::report::faults_report(out, cfg) {
+        s.push_str(&cachesim::report::faults::text(&f));
     }
     s
 }

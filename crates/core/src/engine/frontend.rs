@@ -42,6 +42,10 @@ pub enum FailReason {
     NoRoomForOutput,
     /// Could not run even alone in an empty engine (dropped by the simulator).
     NeverFits,
+    /// Its instance failed while it was queued or running ([`crate::cluster::faults`]).
+    InstanceFailed,
+    /// It arrived while every instance was down.
+    NoInstance,
 }
 
 impl FailReason {
@@ -53,6 +57,8 @@ impl FailReason {
             FailReason::InputExceedsPool => "prompt longer than the KV pool allows",
             FailReason::NoRoomForOutput => "no room for output in the KV pool",
             FailReason::NeverFits => "never fits the KV cache",
+            FailReason::InstanceFailed => "its instance failed",
+            FailReason::NoInstance => "no instance serving",
         }
     }
 }

@@ -302,6 +302,14 @@ impl ReqRt {
         self.num_computed = 0;
         self.preemptions += 1;
     }
+
+    /// The request's instance failed and it continues on another (request migration): its KV
+    /// is gone there, and the next instance computes its prompt and the outputs streamed so far
+    /// before sampling the rest. Nothing else changes: its first token, its last token's time
+    /// and its first admission's hit are the client's.
+    pub fn migrated(&mut self) {
+        self.num_computed = 0;
+    }
 }
 
 /// What a scheduler put in a step.

@@ -6,10 +6,12 @@
 
 use super::client::Client;
 use super::disagg::{Ctx, Disagg, Pd};
+use super::faults::{Event, Faults};
 use super::instance::{Begun, Instance, InstanceSpec, Sink};
 use super::pool::{Dirty, View};
 use super::{Front, Keep, LoadStats, RouterStats, SimResult};
 use crate::cache::ReqId;
+use crate::cluster::faults::FaultPlan;
 use crate::cluster::router::{Arrival, Basis, Router};
 use crate::engine::frontend::{self, FailReason, Verdict};
 use crate::engine::ReqRt;
@@ -105,7 +107,9 @@ impl Origin {
 /// effects; KV transfers ending then land; completions free client slots and release next
 /// turns; due requests are sent; sent requests that reached the server are routed and queued
 /// (or rejected by the frontend); then every idle instance with something new forms its next
-/// step (by index). With `pd`, `router` picks among the prefill instances.
+/// step (by index). With `pd`, `router` picks among the prefill instances. With `faults`,
+/// instances fail and restart as planned, after the steps ending at that time
+/// ([`crate::cluster::faults`]).
 #[allow(clippy::too_many_arguments)]
 pub fn drive(
     w: &Workload,
@@ -114,6 +118,7 @@ pub fn drive(
     specs: &[InstanceSpec<'_>],
     router: &mut dyn Router,
     pd: Option<Pd<'_>>,
+    faults: Option<&FaultPlan>,
     keep: Keep,
     progress: &dyn Fn(u64, f64),
 ) -> SimResult {
@@ -159,8 +164,16 @@ pub fn drive(
     let mut client = Client::new(w, sends, front.max_concurrency, front.request_overhead_s);
     let mut assigned: Vec<u32> = vec![u32::MAX; n];
     let mut routing = RouterStats::default();
-    // Instances whose step ends at a time: min-heap of (end bits, index).
-    let mut busy: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    debug_assert!(faults.is_none() || disagg.is_none(), "failures are modelled without PD pools");
+    let mut faults = faults.map(|p| Faults::new(p, inst.len(), n));
+    // Under failures: requests that finished (so a failure cannot lose them), those a failure
+    // sends on to another instance, and the instances serving.
+    let mut done: Vec<bool> = if faults.is_some() { vec![false; n] } else { Vec::new() };
+    let (mut migrating, mut lost): (Vec<ReqId>, Vec<ReqId>) = (Vec::new(), Vec::new());
+    let mut serving = routed;
+    // Instances whose step ends at a time: min-heap of (end bits, index, the instance's life),
+    // 16 bytes an entry (at most `MAX_INSTANCES` instances).
+    let mut busy: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
     let mut dirty = Dirty::new(inst.len());
     let mut arrived: Vec<ReqId> = Vec::new();
     let mut finished: Vec<ReqId> = Vec::new();
@@ -180,6 +193,9 @@ pub fn drive(
         loop {
             origin.update(&records, &finished, &client.send_s, &mut log);
             for id in finished.drain(..) {
+                if let Some(d) = done.get_mut(id as usize) {
+                    *d = true;
+                }
                 client.completed(id, now);
                 let i = assigned[id as usize];
                 match disagg.as_mut() {
@@ -191,8 +207,19 @@ pub fn drive(
             client.send_due(now);
             client.arrivals(now, &mut arrived);
             let any_arrived = !arrived.is_empty();
-            for id in arrived.drain(..) {
-                origin.arrived(id, &client.send_s);
+            // Requests a failure sent on go first: they reached the router at the failure.
+            let moved = migrating.len();
+            for (k, id) in migrating.drain(..).chain(arrived.drain(..)).enumerate() {
+                if k >= moved {
+                    origin.arrived(id, &client.send_s);
+                }
+                if serving == 0 {
+                    // Every instance is down: the gateway has no worker to send it to.
+                    failed += 1;
+                    fail(&mut failures, FailReason::NoInstance, NO_INSTANCE);
+                    finished.push(id);
+                    continue;
+                }
                 let q = &w.requests[id as usize];
                 let a = Arrival { id, seq: q.seq, prompt_len: q.prompt_len as usize, store: &w.store, now };
                 let d = router.route(&a, &View(&inst[..routed]));
@@ -204,6 +231,7 @@ pub fn drive(
                 }
                 routing.predicted_hit_tokens += d.predicted_hit_tokens;
                 inst[d.instance].stats.requests += 1;
+                debug_assert!(!inst[d.instance].down, "routed to an instance that is down");
                 match (&rejected[id as usize], disagg.as_mut()) {
                     (None, None) => {
                         inst[d.instance].enqueue(id, &rt[id as usize], now);
@@ -251,7 +279,7 @@ pub fn drive(
             let may_reject = disagg.as_ref().is_none_or(|pd| pd.may_reject(i));
             match inst[i].begin_step(now, &mut rt, keep, may_reject) {
                 Begun::Busy(end) => {
-                    busy.push(Reverse((end.to_bits(), i)));
+                    busy.push(Reverse((end.to_bits(), i as u32, inst[i].generation)));
                     if inst[i].can_schedule() {
                         // Under PP another batch may join the pipeline at once.
                         dirty.mark(i);
@@ -289,21 +317,27 @@ pub fn drive(
             continue;
         }
         let next = [
-            busy.peek().map(|&Reverse((bits, _))| f64::from_bits(bits)),
+            busy.peek().map(|&Reverse((bits, _, _))| f64::from_bits(bits)),
             client.next_event(),
             disagg.as_ref().and_then(Disagg::next_event),
         ]
         .into_iter()
         .flatten()
         .min_by(f64::total_cmp);
+        // Failures and restarts matter while something else is still to happen.
         let Some(next) = next else { break };
+        let next = faults.as_ref().and_then(Faults::next_event).map_or(next, |f| f.min(next));
         now = now.max(next);
         let mut any_finished = false;
-        while let Some(&Reverse((bits, i))) = busy.peek() {
+        while let Some(&Reverse((bits, i, life))) = busy.peek() {
             if f64::from_bits(bits) > now {
                 break;
             }
             busy.pop();
+            let i = i as usize;
+            if life != inst[i].generation {
+                continue; // begun before the instance failed: it never ends
+            }
             let before = finished.len();
             let mut sink = Sink {
                 w,
@@ -348,6 +382,41 @@ pub fn drive(
         if let Some(pd) = disagg.as_mut() {
             pd.land(&mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty });
         }
+        if let Some(f) = faults.as_mut() {
+            while let Some(event) = f.pop_due(now) {
+                match event {
+                    Event::Restart(i) => {
+                        inst[i].down = false;
+                        serving += 1;
+                        router.instance_up(i, now);
+                        f.restarted(i, now);
+                    }
+                    Event::Fail(i) if !inst[i].down => {
+                        // Requests that finished at this time are not lost.
+                        for &id in &finished {
+                            done[id as usize] = true;
+                        }
+                        inst[i].crash(now, Instance::new(w, specs[i], used.as_deref(), specs.len() == 1));
+                        serving -= 1;
+                        let held =
+                            (0..n as ReqId).filter(|&id| assigned[id as usize] == i as u32 && !done[id as usize]);
+                        let moved = migrating.len();
+                        f.settle(i, now, &mut rt, held, serving > 0, &mut migrating, &mut lost);
+                        for &id in &migrating[moved..] {
+                            router.finished(id, i, now);
+                        }
+                        for id in lost.drain(..) {
+                            failed += 1;
+                            fail(&mut failures, FailReason::InstanceFailed, INSTANCE_FAILED);
+                            finished.push(id);
+                            any_finished = true;
+                        }
+                        router.instance_down(i, now);
+                    }
+                    Event::Fail(_) => {} // already down
+                }
+            }
+        }
         if any_finished {
             progress(records.len() as u64 + failed, now);
         }
@@ -368,16 +437,17 @@ pub fn drive(
         load.kv_full_s += x.load.kv_full_s;
         steps += st.steps;
         if i == 0 {
-            cache = x.cache.stats();
+            cache = x.cache_stats();
             timeline = x.timeline;
             schedule = x.schedule;
         } else {
-            cache.merge(&x.cache.stats());
+            cache.merge(&x.cache_stats());
             timeline.extend(x.timeline);
             schedule.extend(x.schedule);
         }
         instances.push(st);
     }
+    let (faults, migrations) = faults.map(|f| (f.records, f.migrations)).unwrap_or_default();
     SimResult {
         records,
         failed,
@@ -394,7 +464,11 @@ pub fn drive(
         router: routing,
         assigned,
         pd: disagg.map(Disagg::into_times).unwrap_or_default(),
+        faults,
+        migrations,
     }
 }
 
 const NEVER_FITS: &str = "the request does not fit the KV cache even alone";
+const INSTANCE_FAILED: &str = "the instance serving the request failed";
+const NO_INSTANCE: &str = "no instance was serving when the request arrived";

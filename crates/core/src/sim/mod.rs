@@ -14,6 +14,7 @@
 pub mod client;
 mod disagg;
 mod driver;
+mod faults;
 pub mod instance;
 mod pool;
 
@@ -26,6 +27,7 @@ use crate::metrics::{RequestRecord, TokenLog};
 use crate::workload::Workload;
 pub use disagg::Pd;
 pub use driver::drive;
+pub use faults::FaultRecord;
 pub use instance::{Begun, Instance, InstanceSpec, InstanceStats, Role, Sink};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -126,6 +128,11 @@ pub struct SimResult {
     pub assigned: Vec<u32>,
     /// Disaggregated runs: each request's way through the pools, by request id.
     pub pd: Vec<crate::cluster::pd::PdTimes>,
+    /// Instance failures, in time order, and what each did (empty without a failure plan).
+    pub faults: Vec<FaultRecord>,
+    /// How many times each request moved to another instance after a failure, by request id
+    /// (empty without a failure plan).
+    pub migrations: Vec<u32>,
 }
 
 /// How loaded the engine was (measured while simulating; see [`crate::saturation`]).
@@ -161,7 +168,7 @@ pub fn run_with_progress(
 ) -> SimResult {
     let spec = InstanceSpec { role: Role::Unified, engine: cfg.engine, cache: cfg.cache, cost };
     let mut router = crate::cluster::router::build(RouterKind::RoundRobin, Default::default(), 1);
-    drive(w, sends, &Front::of(cfg), &[spec], router.as_mut(), None, keep, progress)
+    drive(w, sends, &Front::of(cfg), &[spec], router.as_mut(), None, None, keep, progress)
 }
 
 /// The serving side's front: the client's limits and the engine frontend's checks.
@@ -237,7 +244,7 @@ pub fn simulate_with_progress(
         None => {
             let specs = vec![unified; cl.instances as usize];
             let mut router = crate::cluster::router::build(cl.router, cl.router_params, specs.len());
-            drive(w, &sends, &front, &specs, router.as_mut(), None, keep, &progress)
+            drive(w, &sends, &front, &specs, router.as_mut(), None, cfg.faults.as_ref(), keep, &progress)
         }
         Some(pd) => {
             let pool = |role, seqs: Option<u32>, tokens: Option<u32>| InstanceSpec {
@@ -257,7 +264,7 @@ pub fn simulate_with_progress(
             let mut decode_router =
                 crate::cluster::router::build(cl.decode_router, cl.router_params, pd.decode as usize);
             let pd = Pd { cfg: pd, kv_bytes_per_token: cfg.kv_bytes_per_token, decode_router: decode_router.as_mut() };
-            drive(w, &sends, &front, &specs, router.as_mut(), Some(pd), keep, &progress)
+            drive(w, &sends, &front, &specs, router.as_mut(), Some(pd), None, keep, &progress)
         }
     };
     let summary = crate::metrics::Summary::new(&sim.records, sim.failed, &mut sim.log);
@@ -268,6 +275,8 @@ pub fn simulate_with_progress(
 mod bigmodel_tests;
 #[cfg(test)]
 mod cluster_tests;
+#[cfg(test)]
+mod faults_tests;
 #[cfg(test)]
 mod multistep_tests;
 #[cfg(test)]

@@ -28,6 +28,9 @@ impl InstanceView for View<'_, '_> {
         let x = &self.0[i];
         x.cache.usage().used_tokens / x.block_tokens
     }
+    fn available(&self, i: usize) -> bool {
+        !self.0[i].down
+    }
 }
 
 /// Idle instances with something new to schedule, each once.

@@ -3,6 +3,7 @@
 
 pub mod classes;
 pub mod cluster;
+pub mod faults;
 
 use cachesim_core::analyze::{Analysis, Unit};
 use cachesim_core::metrics::Summary;
@@ -221,6 +222,9 @@ pub struct RunReport<'a> {
     /// Figures per priority class, when the completed requests carry more than one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority_classes: Option<Vec<classes::ClassRow>>,
+    /// What the instance failures did (runs with `--fail-at` or `--mtbf-s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_failures: Option<faults::FaultsReport>,
 }
 
 impl<'a> RunReport<'a> {
@@ -246,8 +250,20 @@ impl<'a> RunReport<'a> {
             router,
             error_bars: crate::trust::bars(config, w, &out.summary),
             priority_classes: classes::rows(&out.sim.records),
+            instance_failures: faults_report(out, config),
         }
     }
+}
+
+/// What the instance failures of a run with a failure plan did.
+pub fn faults_report(
+    out: &cachesim_core::sim::Outcome,
+    config: &cachesim_core::config::RunConfig,
+) -> Option<faults::FaultsReport> {
+    // The run ends at its last token, or its last failure when that came later.
+    let last_failure = out.sim.faults.iter().map(|f| f.time_s);
+    let end = out.sim.records.iter().map(|r| r.last_token_s).chain(last_failure).fold(0.0, f64::max);
+    config.faults.as_ref().map(|p| faults::report(p, &out.sim, end))
 }
 
 /// The per-instance rows and the router's figures of a run of more than one instance.
@@ -327,6 +343,21 @@ pub fn config_lines(c: &cachesim_core::config::RunConfig, seed: &str) -> String 
         "Client:         sends {arrivals} · {seed} · request overhead {} ms (send → scheduler)",
         c.request_overhead_ms
     );
+    if let Some(f) = &c.faults {
+        let mut when: Vec<String> =
+            f.fail_at.iter().map(|a| format!("instance {} at {} s", a.instance, a.time_s)).collect();
+        if let Some(m) = f.mtbf_s {
+            when.push(format!("each instance with MTBF {m} s (seeded)"));
+        }
+        let _ = writeln!(
+            s,
+            "Failures:       {} · recovery {} s · migration limit {}{}",
+            when.join(", "),
+            f.recovery_s,
+            f.migration_limit,
+            if f.migration_limit == 0 { " (lost requests fail)" } else { "" }
+        );
+    }
     s
 }
 

@@ -27,7 +27,7 @@
 //! the stale tail before each request.
 
 use super::text::{chunks, members, mix, Sets};
-use super::{Arrival, Basis, Decision, InstanceView, Router, RouterParams};
+use super::{load_range, Arrival, Basis, Decision, InstanceView, Router, RouterParams};
 use crate::cache::ReqId;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -214,18 +214,19 @@ impl Aibrix {
     }
 
     /// The pod with the fewest running requests, ties at random.
-    fn least_running(&mut self) -> usize {
-        let min = self.running.iter().copied().min().unwrap_or(0);
+    fn least_running(&mut self, view: &dyn InstanceView) -> usize {
+        let (min, _) = load_range(&self.running, view);
         self.order.clear();
-        self.order.extend((0..self.running.len()).filter(|&i| self.running[i] == min));
+        self.order.extend((0..self.running.len()).filter(|&i| view.available(i) && self.running[i] == min));
         self.order[self.rng.random_range(0..self.order.len())]
     }
 
     /// Step 3: the first matched pod by score then load within mean + f × σ.
-    fn pick_matched(&mut self, num_blocks: usize) -> Option<usize> {
-        let n = self.running.len() as f64;
-        let mean = self.running.iter().map(|&r| r as f64).sum::<f64>() / n;
-        let var = self.running.iter().map(|&r| (r as f64 - mean).powi(2)).sum::<f64>() / n;
+    fn pick_matched(&mut self, num_blocks: usize, view: &dyn InstanceView) -> Option<usize> {
+        let ready = || (0..self.running.len()).filter(|&i| view.available(i)).map(|i| self.running[i] as f64);
+        let n = ready().count() as f64;
+        let mean = ready().sum::<f64>() / n;
+        let var = ready().map(|r| (r - mean).powi(2)).sum::<f64>() / n;
         let limit = mean + self.sigma_factor * var.sqrt();
         let score = |m: u32| (m as usize * 100 / num_blocks.max(1)) as u32;
         self.order.clear();
@@ -238,13 +239,13 @@ impl Aibrix {
 }
 
 impl Router for Aibrix {
-    fn route(&mut self, a: &Arrival<'_>, _view: &dyn InstanceView) -> Decision {
+    fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
         self.index.expire(a.now);
-        let (min, max) =
-            (self.running.iter().copied().min().unwrap_or(0), self.running.iter().copied().max().unwrap_or(0));
+        // Over the ready pods: a failed one is out of the candidates until it is back.
+        let (min, max) = load_range(&self.running, view);
         let imbalanced = max - min > self.abs_count;
-        for (c, &r) in self.considered.iter_mut().zip(&self.running) {
-            *c = !imbalanced || r == min;
+        for (i, (c, &r)) in self.considered.iter_mut().zip(&self.running).enumerate() {
+            *c = view.available(i) && (!imbalanced || r == min);
         }
         // Chained hashes of the full blocks.
         self.hashes.clear();
@@ -270,10 +271,10 @@ impl Router for Aibrix {
             }
             any = true;
         }
-        let chosen = if any { self.pick_matched(self.hashes.len()) } else { None };
+        let chosen = if any { self.pick_matched(self.hashes.len(), view) } else { None };
         let (instance, basis) = match chosen {
             Some(p) => (p, Basis::Prefix),
-            None => (self.least_running(), Basis::Load),
+            None => (self.least_running(view), Basis::Load),
         };
         // The matched blocks' characters, in whole tokens.
         let predicted = self.matched[instance] as u64 * self.block_chars as u64 / self.chars_per_token as u64;

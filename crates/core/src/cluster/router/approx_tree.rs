@@ -114,10 +114,45 @@ impl ApproxTree {
         self.nodes.len() - self.free.len()
     }
 
-    /// The tenant with the fewest characters (ties: lowest index): the older router's
-    /// `get_smallest_tenant`.
-    pub fn smallest_tenant(&self) -> usize {
-        (0..self.chars.len()).min_by_key(|&i| self.chars[i]).unwrap_or(0)
+    /// The tenant with the fewest characters among those `live` keeps (ties: lowest index): the
+    /// older router's `get_smallest_tenant`.
+    pub fn smallest_tenant(&self, live: impl Fn(usize) -> bool) -> usize {
+        (0..self.chars.len()).filter(|&i| live(i)).min_by_key(|&i| self.chars[i]).unwrap_or(0)
+    }
+
+    /// Registers `tenant` as [`new`](Self::new) does (an empty insert at the root).
+    pub fn add_tenant(&mut self, tenant: usize) {
+        let e = self.next_epoch();
+        self.nodes[ROOT as usize].set(tenant as u32, e);
+    }
+
+    /// Takes `tenant` out of every node (`Tree::remove_tenant`): nodes left with neither
+    /// tenants nor children are deleted, deepest first; its character count is zero after.
+    pub fn remove_tenant(&mut self, tenant: usize) {
+        let t = tenant as u32;
+        // Nodes parents first; deleting them in reverse visits children before parents.
+        let mut order = vec![ROOT];
+        let mut i = 0;
+        while i < order.len() {
+            order.extend_from_slice(&self.nodes[order[i] as usize].kids);
+            i += 1;
+        }
+        for &node in order.iter().rev() {
+            let n = &mut self.nodes[node as usize];
+            n.tenants.retain(|e| e.0 != t);
+            if n.last_tenant == t {
+                n.last_tenant = NONE;
+            }
+            let parent = n.parent;
+            if parent != NONE && n.kids.is_empty() && n.tenants.is_empty() {
+                let first = n.first;
+                self.children.remove(&(parent, first));
+                self.nodes[parent as usize].kids.retain(|&k| k != node);
+                self.nodes[node as usize] = Node::default();
+                self.free.push(node);
+            }
+        }
+        self.chars[tenant] = 0;
     }
 
     /// Matches `seq[..len]` (`prefix_match_with_counts`).

@@ -22,7 +22,10 @@
 //! knows nothing about the others).
 
 use super::approx_tree::ApproxTree;
-use super::{least_loaded, Arrival, Basis, CacheAwareFallback, Decision, InstanceView, Router, RouterParams};
+use super::{
+    least_loaded_available, load_range, Arrival, Basis, CacheAwareFallback, Decision, InstanceView, Router,
+    RouterParams,
+};
 use crate::cache::ReqId;
 
 /// sglang's cache-aware router.
@@ -65,14 +68,14 @@ impl CacheAware {
 }
 
 impl Router for CacheAware {
-    fn route(&mut self, a: &Arrival<'_>, _view: &dyn InstanceView) -> Decision {
+    fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
         self.tick(a.now);
-        let min = self.load.iter().copied().min().unwrap_or(0);
-        let max = self.load.iter().copied().max().unwrap_or(0);
+        // Over the workers the gateway holds: a failed one left the list and the tree.
+        let (min, max) = load_range(&self.load, view);
         let imbalanced = max.saturating_sub(min) > self.p.balance_abs_threshold
             && (max as f32) > (min as f32) * self.p.balance_rel_threshold as f32;
         let (instance, basis, predicted) = if imbalanced {
-            (least_loaded(&self.load), Basis::Load, 0)
+            (least_loaded_available(&self.load, view), Basis::Load, 0)
         } else {
             let m = self.tree.prefix_match(a.store, a.seq, a.prompt_len);
             let c = self.p.chars_per_token.max(1) as f32;
@@ -84,8 +87,8 @@ impl Router for CacheAware {
                 Some(t) if rate > self.p.cache_threshold as f32 => (t, Basis::Prefix, m.tokens as u64),
                 _ => {
                     let i = match self.p.cache_aware_fallback {
-                        CacheAwareFallback::LeastLoad => least_loaded(&self.load),
-                        CacheAwareFallback::SmallestTree => self.tree.smallest_tenant(),
+                        CacheAwareFallback::LeastLoad => least_loaded_available(&self.load, view),
+                        CacheAwareFallback::SmallestTree => self.tree.smallest_tenant(|i| view.available(i)),
                     };
                     (i, Basis::Load, if m.tenant == Some(i) { m.tokens as u64 } else { 0 })
                 }
@@ -101,5 +104,13 @@ impl Router for CacheAware {
     }
     fn in_flight(&self) -> Option<Vec<u32>> {
         Some(self.load.clone())
+    }
+    /// `remove_worker`: the worker's entries leave the tree (`Tree::remove_tenant`).
+    fn instance_down(&mut self, instance: usize, _now: f64) {
+        self.tree.remove_tenant(instance);
+    }
+    /// `add_worker`: registered again as at start-up (an empty insert).
+    fn instance_up(&mut self, instance: usize, _now: f64) {
+        self.tree.add_tenant(instance);
     }
 }

@@ -93,6 +93,11 @@ impl Router for KvAware {
         self.ties.clear();
         let mut best = f64::INFINITY;
         for i in 0..n {
+            if !view.available(i) {
+                // Out of the scheduler's worker list until it registers again.
+                self.overlaps.push(u64::MAX);
+                continue;
+            }
             let overlap = view.cached_prefix(i, a.seq, a.prompt_len) as u64 / self.block;
             self.overlaps.push(overlap);
             let shared = self.in_flight[i].shared(a.store, a.seq, a.prompt_len) as u64;
@@ -123,6 +128,7 @@ impl Router for KvAware {
         self.active.insert(a.id, entry);
         // By prefix when the chosen instance holds more of the prompt than the instance holding
         // least: a prefix cached everywhere (a shared system prompt) decides nothing.
+        // (A worker that is down holds u64::MAX there, never the least.)
         let least = self.overlaps.iter().copied().min().unwrap_or(0);
         let basis = if self.overlaps[instance] > least { Basis::Prefix } else { Basis::Load };
         Decision { instance, basis, predicted_hit_tokens: hit }

@@ -197,6 +197,12 @@ pub trait InstanceView {
     fn cached_blocks(&self, _i: usize) -> u64 {
         0
     }
+    /// Whether instance `i` is serving: a failed instance is out of every policy's choice until
+    /// it has restarted, as the gateways drop a worker that fails its health check (the driver
+    /// never routes while no instance is serving).
+    fn available(&self, _i: usize) -> bool {
+        true
+    }
 }
 
 /// Why the router chose what it chose.
@@ -232,6 +238,11 @@ pub trait Router: Send {
     fn in_flight(&self) -> Option<Vec<u32>> {
         None
     }
+    /// Instance `instance` failed at `now` (its requests were reported `finished` first) and
+    /// leaves the router's worker list until [`instance_up`](Self::instance_up).
+    fn instance_down(&mut self, _instance: usize, _now: f64) {}
+    /// Instance `instance` serves again at `now`, with an empty cache.
+    fn instance_up(&mut self, _instance: usize, _now: f64) {}
 }
 
 /// Builds the policy `kind` for `n` instances.
@@ -256,9 +267,16 @@ struct RoundRobin {
 }
 
 impl Router for RoundRobin {
-    fn route(&mut self, _a: &Arrival<'_>, _view: &dyn InstanceView) -> Decision {
-        let instance = self.next;
-        self.next = (self.next + 1) % self.n;
+    fn route(&mut self, _a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
+        // The turn passes over a worker that is down (the gateway's list holds the live ones).
+        let mut instance = self.next;
+        for _ in 0..self.n {
+            if view.available(instance) {
+                break;
+            }
+            instance = (instance + 1) % self.n;
+        }
+        self.next = (instance + 1) % self.n;
         Decision { instance, basis: Basis::Load, predicted_hit_tokens: 0 }
     }
 }
@@ -269,8 +287,10 @@ struct RandomChoice {
 }
 
 impl Router for RandomChoice {
-    fn route(&mut self, _a: &Arrival<'_>, _view: &dyn InstanceView) -> Decision {
-        let instance = rand::Rng::random_range(&mut self.rng, 0..self.n);
+    fn route(&mut self, _a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
+        let up = (0..self.n).filter(|&i| view.available(i)).count().max(1);
+        let k = rand::Rng::random_range(&mut self.rng, 0..up);
+        let instance = if up == self.n { k } else { (0..self.n).filter(|&i| view.available(i)).nth(k).unwrap_or(0) };
         Decision { instance, basis: Basis::Load, predicted_hit_tokens: 0 }
     }
 }
@@ -282,8 +302,8 @@ struct LeastLoad {
 }
 
 impl Router for LeastLoad {
-    fn route(&mut self, _a: &Arrival<'_>, _view: &dyn InstanceView) -> Decision {
-        let instance = least_loaded(&self.load);
+    fn route(&mut self, _a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
+        let instance = least_loaded_available(&self.load, view);
         self.load[instance] += 1;
         Decision { instance, basis: Basis::Load, predicted_hit_tokens: 0 }
     }
@@ -304,6 +324,25 @@ pub fn least_loaded(load: &[u32]) -> usize {
         }
     }
     best
+}
+
+/// The index of the smallest load among the instances `view` has serving (ties: lowest index;
+/// every instance when none is).
+pub fn least_loaded_available(load: &[u32], view: &dyn InstanceView) -> usize {
+    let mut best: Option<usize> = None;
+    for (i, &l) in load.iter().enumerate() {
+        if view.available(i) && best.is_none_or(|b| l < load[b]) {
+            best = Some(i);
+        }
+    }
+    best.unwrap_or_else(|| least_loaded(load))
+}
+
+/// The smallest and largest load among the instances `view` has serving (0, 0 when none is).
+pub fn load_range(load: &[u32], view: &dyn InstanceView) -> (u32, u32) {
+    let mut up = load.iter().enumerate().filter(|&(i, _)| view.available(i)).map(|(_, &l)| l);
+    let first = up.next().unwrap_or(0);
+    up.fold((first, first), |(lo, hi), l| (lo.min(l), hi.max(l)))
 }
 
 /// Puts `node` in an arena of tree nodes, in a slot freed earlier when there is one; returns its

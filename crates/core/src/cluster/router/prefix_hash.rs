@@ -27,7 +27,7 @@
 //! stays on that endpoint forever.
 
 use super::text::{members, Sets};
-use super::{least_loaded, Arrival, Basis, Decision, InstanceView, Router, RouterParams};
+use super::{least_loaded_available, Arrival, Basis, Decision, InstanceView, Router, RouterParams};
 use crate::cache::ReqId;
 use crate::workload::{SeqId, Token, TokenStore};
 use rand::{Rng, SeedableRng};
@@ -102,16 +102,22 @@ impl PrefixHash {
         true
     }
 
-    /// `HashTrie.longest_prefix_match` with every endpoint available: (`match_length` in
-    /// characters as production-stack counts it, characters the matched chunks really hold);
-    /// the survivors are left in `self.selected`.
-    fn longest_prefix_match(&mut self, store: &TokenStore, seq: SeqId, len: usize) -> (u64, u64) {
+    /// `HashTrie.longest_prefix_match` over the available endpoints (those `view` has serving):
+    /// (`match_length` in characters as production-stack counts it, characters the matched
+    /// chunks really hold); the survivors are left in `self.selected`.
+    fn longest_prefix_match(
+        &mut self,
+        store: &TokenStore,
+        seq: SeqId,
+        len: usize,
+        view: &dyn InstanceView,
+    ) -> (u64, u64) {
         let (c, k) = (self.chars_per_token, self.chunk_chars);
         let chars = len as u64 * c;
         let full = chars / k;
         self.selected.clear();
         self.selected.resize(self.endpoints.words(), 0);
-        for i in 0..self.n {
+        for i in (0..self.n).filter(|&i| view.available(i)) {
             self.selected[i / 64] |= 1 << (i % 64);
         }
         let (mut chunk, mut node, mut pos, mut whole) = (0u64, ROOT, 0usize, true);
@@ -189,10 +195,10 @@ impl PrefixHash {
 }
 
 impl Router for PrefixHash {
-    fn route(&mut self, a: &Arrival<'_>, _view: &dyn InstanceView) -> Decision {
-        let (match_length, real) = self.longest_prefix_match(a.store, a.seq, a.prompt_len);
+    fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
+        let (match_length, real) = self.longest_prefix_match(a.store, a.seq, a.prompt_len, view);
         let (instance, basis) = if match_length < self.min_match {
-            (least_loaded(&self.load), Basis::Load)
+            (least_loaded_available(&self.load, view), Basis::Load)
         } else {
             self.survivors.clear();
             self.survivors.extend(members(&self.selected));
@@ -288,7 +294,7 @@ mod tests {
                 let len = store.seq_len(s);
                 let keys: Vec<u64> = chunks(&store, s, len, cpt, 128, false).map(|c| c.key).collect();
                 let (want_len, want_sel) = slow.longest_prefix_match(&keys, (1 << n) - 1);
-                let (got_len, _) = fast.longest_prefix_match(&store, s, len);
+                let (got_len, _) = fast.longest_prefix_match(&store, s, len, &NoView);
                 prop_assert_eq!(got_len, want_len);
                 prop_assert_eq!(fast.selected[0], want_sel);
                 let d = fast.route(&Arrival { id: s, seq: s, prompt_len: len, store: &store, now: 0.0 }, &NoView);

@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 struct FakeView {
     cached: Vec<Vec<usize>>,
     blocks: Vec<u64>,
+    down: Vec<bool>,
 }
 
 impl InstanceView for FakeView {
@@ -30,10 +31,13 @@ impl InstanceView for FakeView {
     fn cached_blocks(&self, i: usize) -> u64 {
         self.blocks.get(i).copied().unwrap_or(0)
     }
+    fn available(&self, i: usize) -> bool {
+        !self.down.get(i).copied().unwrap_or(false)
+    }
 }
 
 fn blank(n: usize) -> FakeView {
-    FakeView { cached: vec![Vec::new(); n], blocks: vec![0; n] }
+    FakeView { cached: vec![Vec::new(); n], blocks: vec![0; n], down: vec![false; n] }
 }
 
 fn arrival(store: &TokenStore, id: u32, seq: SeqId, now: f64) -> Arrival<'_> {
@@ -203,7 +207,8 @@ fn prefix_hash_falls_back_to_least_load_below_the_minimum_match_and_still_insert
 fn kv_aware_takes_the_lowest_cost_with_router_tracked_load() {
     // Prompt 0: 100 tokens, cached 32 / 0 / 64 on instances 0 / 1 / 2. Prompt 1: 48 tokens.
     let store = TokenStore::from_seqs(&[run(1, 100), run(500, 48)]);
-    let view = FakeView { cached: vec![vec![32, 0], vec![0, 0], vec![64, 0]], blocks: vec![10, 5, 0] };
+    let view =
+        FakeView { cached: vec![vec![32, 0], vec![0, 0], vec![64, 0]], blocks: vec![10, 5, 0], down: Vec::new() };
     let mut r = KvAware::new(RouterParams::default(), 3);
     // Costs: 68/16 + ⌈100/16⌉ = 11.25, 100/16 + 7 = 13.25, 36/16 + 7 = 9.25 → instance 2.
     assert_eq!((r.cost(0, 100, 2, 0), r.cost(1, 100, 0, 0), r.cost(2, 100, 4, 0)), (11.25, 13.25, 9.25));
@@ -271,6 +276,7 @@ proptest! {
         let view = FakeView {
             cached: (0..n).map(|i| ids.iter().map(|&s| (store.seq_len(s) / (i + 1)) & !15).collect()).collect(),
             blocks: (0..n as u64).collect(),
+            down: vec![false; n],
         };
         for kind in KINDS {
             let p = RouterParams {
@@ -319,4 +325,95 @@ proptest! {
         }
         prop_assert_eq!(r.tracked(), (vec![0; n], vec![0; n]));
     }
+
+    /// While an instance is down no policy sends it a request, whatever the policy's own state
+    /// says of it (its loads, its prefix index); back up, it may be chosen again, and the loads
+    /// still drain to zero.
+    #[test]
+    fn no_policy_routes_to_an_instance_that_is_down(
+        n in 2usize..6,
+        prompts in proptest::collection::vec((0usize..3, 1usize..300), 1..40),
+        victim in 0usize..6,
+        at in 0usize..30,
+        outage in 1usize..20,
+        seed in 0u64..1000,
+    ) {
+        let base = run(1, 200);
+        let seqs = [cat(&[base.clone(), run(5000, 200)]), cat(&[base.clone(), run(6000, 200)]), run(9000, 400)];
+        let mut store = TokenStore::new();
+        let mut ids = Vec::new();
+        for (s, len) in &prompts {
+            store.begin_seq();
+            store.push_tokens(&seqs[*s][..(*len).min(seqs[*s].len())]);
+            ids.push(store.end_seq());
+        }
+        let victim = victim % n;
+        for kind in KINDS {
+            let mut view = FakeView {
+                cached: (0..n).map(|i| ids.iter().map(|&s| (store.seq_len(s) / (i + 1)) & !15).collect()).collect(),
+                blocks: vec![0; n],
+                down: vec![false; n],
+            };
+            let p = RouterParams { seed, balance_abs_threshold: 3, aibrix_imbalance_abs_count: 2, ..RouterParams::default() };
+            let mut r = build(kind, p, n);
+            let mut open: Vec<(u32, usize)> = Vec::new();
+            for (k, &s) in ids.iter().enumerate() {
+                if k == at {
+                    // The victim fails: its requests leave the router's counts first.
+                    for &(id, i) in open.iter().filter(|&&(_, i)| i == victim) {
+                        r.finished(id, i, k as f64);
+                    }
+                    open.retain(|&(_, i)| i != victim);
+                    r.instance_down(victim, k as f64);
+                    view.down[victim] = true;
+                }
+                if k == at + outage && view.down[victim] {
+                    r.instance_up(victim, k as f64);
+                    view.down[victim] = false;
+                }
+                let d = r.route(&arrival(&store, k as u32, s, k as f64 * 0.1), &view);
+                prop_assert!(d.instance < n && !view.down[d.instance], "{kind:?}: {d:?} while {victim} is down");
+                open.push((k as u32, d.instance));
+            }
+            for (id, i) in open {
+                r.finished(id, i, 100.0);
+            }
+            if let Some(load) = r.in_flight() {
+                prop_assert!(load.iter().all(|&l| l == 0), "{kind:?}: {load:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn cache_aware_forgets_a_failed_worker_and_takes_it_back_empty() {
+    // Worker 0 holds the shared prompt; it fails, so the same prompt matches nothing and goes
+    // to worker 1; back up, worker 0 is in the tree again with no characters, and the prompt
+    // now matches worker 1.
+    let store = TokenStore::from_seqs(&[run(1, 40), run(1, 40), run(1, 40)]);
+    let mut r = build(RouterKind::CacheAware, RouterParams::default(), 2);
+    let mut view = blank(2);
+    assert_eq!(r.route(&arrival(&store, 0, 0, 0.0), &view).instance, 0);
+    r.finished(0, 0, 0.5);
+    r.instance_down(0, 1.0);
+    view.down[0] = true;
+    let d = r.route(&arrival(&store, 1, 1, 1.0), &view);
+    assert_eq!((d.instance, d.basis, d.predicted_hit_tokens), (1, Basis::Load, 0));
+    r.instance_up(0, 2.0);
+    view.down[0] = false;
+    let d = r.route(&arrival(&store, 2, 2, 2.0), &view);
+    assert_eq!((d.instance, d.basis), (1, Basis::Prefix));
+}
+
+#[test]
+fn round_robin_and_random_pass_over_an_instance_that_is_down() {
+    let store = TokenStore::from_seqs(&[run(1, 4)]);
+    let mut view = blank(3);
+    view.down[1] = true;
+    let mut rr = build(RouterKind::RoundRobin, RouterParams::default(), 3);
+    let got: Vec<usize> = (0..4).map(|k| rr.route(&arrival(&store, k, 0, 0.0), &view).instance).collect();
+    assert_eq!(got, [0, 2, 0, 2]);
+    let mut random = build(RouterKind::Random, RouterParams::default(), 3);
+    let picks: Vec<usize> = (0..200).map(|k| random.route(&arrival(&store, k, 0, 0.0), &view).instance).collect();
+    assert!(picks.contains(&0) && picks.contains(&2) && !picks.contains(&1));
 }

@@ -157,6 +157,12 @@ pub struct Instance<'a> {
     pending_at: Option<f64>,
     /// When the running batch's first forward pass starts (after its host part).
     forward_s: f64,
+    /// Failed and not serving yet ([`Instance::crash`]); routers leave it out.
+    pub down: bool,
+    /// Lives so far (0 until the first failure): a step begun in an earlier life never ends.
+    pub generation: u32,
+    /// The cache counters of its earlier lives.
+    retired_cache: Option<crate::cache::CacheStats>,
 }
 
 impl<'a> Instance<'a> {
@@ -198,7 +204,40 @@ impl<'a> Instance<'a> {
             pending: Vec::new(),
             pending_at: None,
             forward_s: 0.0,
+            down: false,
+            generation: 0,
+            retired_cache: None,
         }
+    }
+
+    /// The instance failed at `now`: its engine and cache start again as `fresh` (empty) and it
+    /// is down; the figures it gathered are kept, and the step it was running counts as busy
+    /// up to `now` only. Its requests' state is the driver's to settle.
+    pub fn crash(&mut self, now: f64, fresh: Instance<'a>) {
+        if let Some(end) = self.busy_until {
+            self.load.busy_s -= (end - now).max(0.0);
+        }
+        let old = std::mem::replace(self, fresh);
+        let mut cache = old.cache.stats();
+        if let Some(before) = &old.retired_cache {
+            cache.merge(before);
+        }
+        self.retired_cache = Some(cache);
+        self.stats = old.stats;
+        self.load = old.load;
+        self.timeline = old.timeline;
+        self.schedule = old.schedule;
+        self.generation = old.generation + 1;
+        self.down = true;
+    }
+
+    /// The cache counters over every life of the instance.
+    pub fn cache_stats(&self) -> crate::cache::CacheStats {
+        let mut s = self.cache.stats();
+        if let Some(before) = &self.retired_cache {
+            s.merge(before);
+        }
+        s
     }
 
     /// Request `id` (its state `r`) arrived at `now`: it joins the waiting queue.

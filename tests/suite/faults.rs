@@ -1,0 +1,99 @@
+//! Instance failures through the binary: the failure table in the text report and
+//! `instance_failures` in `--json`, every request sent completing or failing, migration keeping
+//! them all, the same seed giving the same bytes under `--mtbf-s`, and the refusals (a flag that
+//! means nothing without a failure, an instance that does not exist, PD pools, vLLM V0).
+
+use crate::common::{fails, ok, ok_at_threads};
+
+/// The bundled sample at ten times its load on four instances.
+const BASE: [&str; 6] = ["--time-scale", "0.1", "--instances", "4", "--router", "kv-aware"];
+
+fn json(extra: &[&str]) -> serde_json::Value {
+    let args: Vec<&str> = BASE.iter().copied().chain(extra.iter().copied()).chain(["--json"]).collect();
+    serde_json::from_str(&ok(&args)).expect("JSON")
+}
+
+#[test]
+fn a_failure_loses_or_migrates_requests_and_every_request_is_accounted_for() {
+    for (limit, migrated) in [("0", false), ("1", true)] {
+        let d = json(&["--fail-at", "10:2", "--migration-limit", limit]);
+        let f = &d["instance_failures"];
+        let events = f["events"].as_array().expect("events");
+        assert_eq!(events.len(), 1, "{f}");
+        assert_eq!((events[0]["instance"].as_u64(), events[0]["time_s"].as_f64()), (Some(2), Some(10.0)));
+        assert_eq!(events[0]["back_s"].as_f64(), Some(70.0), "the default recovery is 60 s");
+        let lost = f["lost"].as_u64().unwrap();
+        assert!(lost > 0, "instance 2 held requests at 10 s: {f}");
+        let sent = d["requests_sent"].as_u64().unwrap();
+        let (completed, failed) = (d["completed"].as_u64().unwrap(), d["failed_reasons"].as_object().unwrap());
+        let failed: u64 = failed.values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(completed + failed, sent);
+        if migrated {
+            assert_eq!((f["migrated"].as_u64(), f["failed"].as_u64()), (Some(lost), Some(0)));
+            assert_eq!(completed, sent);
+            assert_eq!(f["completed_after_migrating"].as_u64(), Some(lost));
+        } else {
+            assert_eq!((f["migrated"].as_u64(), f["failed"].as_u64()), (Some(0), Some(lost)));
+            assert_eq!(d["failed_reasons"]["instance_failed"].as_u64(), Some(lost));
+        }
+        assert_eq!(d["config"]["faults"]["migration_limit"].as_u64(), Some(limit.parse().unwrap()));
+    }
+    // A run without failures says nothing of them.
+    let d = json(&[]);
+    assert!(d.get("instance_failures").is_none() && d["config"].get("faults").is_none());
+}
+
+#[test]
+fn the_text_report_has_the_failure_table_and_the_echo_line() {
+    let args: Vec<&str> = BASE.iter().copied().chain(["--fail-at", "10:2,15:0", "--recovery-s", "3"]).collect();
+    let out = ok(&args);
+    assert!(
+        out.contains("Failures:       instance 2 at 10 s, instance 0 at 15 s · recovery 3 s · migration limit 0"),
+        "{out}"
+    );
+    let table = out.split("= Instance failures =").nth(1).expect("the failure table");
+    assert!(table.contains("2 failures (recovery 3 s, migration limit 0)"), "{table}");
+    let rows: Vec<&str> =
+        table.lines().filter(|l| l.trim_start().starts_with("10.00") || l.trim_start().starts_with("15.00")).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(rows[0].contains("13.00"), "back 3 s later: {}", rows[0]);
+}
+
+#[test]
+fn random_failures_repeat_with_the_seed_at_any_thread_count() {
+    let args = |seed: &'static str| -> Vec<&'static str> {
+        BASE.iter()
+            .copied()
+            .chain(["--mtbf-s", "20", "--recovery-s", "5", "--migration-limit", "2", "--seed", seed])
+            .collect()
+    };
+    let a = ok_at_threads(&args("1"), "1");
+    assert_eq!(a, ok_at_threads(&args("1"), "2"));
+    assert_ne!(a, ok_at_threads(&args("2"), "1"), "another seed, other failures");
+    let text = String::from_utf8(a).unwrap();
+    assert!(text.contains("MTBF 20 s (seeded)") && text.contains("= Instance failures ="), "{text}");
+}
+
+#[test]
+fn failure_flags_are_refused_where_they_mean_nothing_or_cannot_be() {
+    for (args, says) in [
+        (vec!["--migration-limit", "1"], "--migration-limit: means nothing without instance failures"),
+        (vec!["--recovery-s", "30"], "--recovery-s: means nothing without instance failures"),
+        (
+            vec!["--instances", "2", "--fail-at", "10:2"],
+            "instance 2 does not exist: the deployment has 2 instances (0 to 1)",
+        ),
+        (
+            vec!["--fail-at", "10:0", "--prefill-instances", "1", "--decode-instances", "1"],
+            "not yet for prefill/decode pools",
+        ),
+        (vec!["--fail-at", "10:0", "--engine", "vllm-v0"], "not modelled for vLLM V0"),
+        (vec!["--mtbf-s", "0"], "--mtbf-s: 0 must be a number of seconds above 0"),
+        (vec!["--fail-at", "10:0", "--recovery-s", "-1"], "--recovery-s: -1 must be between 0"),
+        (vec!["--fail-at", "ten:0"], "`ten` in `ten:0` is not a number of seconds"),
+        (vec!["--fail-at", "10"], "is not SECONDS:INSTANCE"),
+    ] {
+        let e = fails(&args);
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
+}
