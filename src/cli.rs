@@ -482,6 +482,15 @@ pub struct RunArgs {
     /// fails, as the benchmark clients count an errored request and go on].
     #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Failures")]
     pub migration_limit: Option<u32>,
+    /// A rolling restart (an upgrade, one instance at a time): at S seconds instance 0 leaves the
+    /// router's list, finishes what it holds, stops and serves again --recovery-s later; then
+    /// instance 1 drains, and so on.
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Failures")]
+    pub rolling_restart: Option<f64>,
+    /// Seconds a draining instance may take to finish its requests; what is left then is lost as
+    /// in a crash (fails, or migrates) [default: 30, Kubernetes' terminationGracePeriodSeconds].
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Failures")]
+    pub drain_timeout_s: Option<f64>,
     /// Prefill instances of a prefill/decode-disaggregated deployment (with --decode-instances;
     /// --router then picks among them).
     #[arg(
@@ -667,6 +676,8 @@ impl RunArgs {
                 mtbf_s: self.mtbf_s,
                 recovery_s: self.recovery_s,
                 migration_limit: self.migration_limit,
+                rolling_restart_s: self.rolling_restart,
+                drain_timeout_s: self.drain_timeout_s,
             },
         }
     }

@@ -19,6 +19,7 @@ RUNS = [
     {"gpu": "a100-80gb", "tp": 2, "arrival_process": "vllm", "burstiness": 0.5, "request_rate": 10.5},
     {"instances": 3, "router": "least-load", "request_rate": 12},
     {"instances": 3, "router": "cache-aware", "time_scale": 0.1, "fail_at": "5:1,8:2", "mtbf_s": 30, "migration_limit": 1},
+    {"instances": 2, "router": "least-load", "time_scale": 0.1, "rolling_restart": 3, "recovery_s": 2, "drain_timeout_s": 0.5},
 ]
 
 

@@ -270,6 +270,7 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case { what: "a mean time between failures of 0", args: &["--mtbf-s", "0"], cut: None },
+    Case { what: "a drain timeout without a rolling restart", args: &["--drain-timeout-s", "5"], cut: None },
     Case {
         what: "SGLang's prefill budget on LightLLM",
         args: &["--engine", "lightllm", "--max-prefill-tokens", "4096"],

@@ -1,7 +1,8 @@
 //! Instance failures through the binary: the failure table in the text report and
 //! `instance_failures` in `--json`, every request sent completing or failing, migration keeping
-//! them all, the same seed giving the same bytes under `--mtbf-s`, and the refusals (a flag that
-//! means nothing without a failure, an instance that does not exist, PD pools, vLLM V0).
+//! them all, a rolling restart taking every instance down in turn without losing a request, the
+//! same seed giving the same bytes under `--mtbf-s`, and the refusals (a flag that means nothing
+//! without a failure or a restart, an instance that does not exist, PD pools, vLLM V0).
 
 use crate::common::{fails, ok, ok_at_threads};
 
@@ -44,6 +45,35 @@ fn a_failure_loses_or_migrates_requests_and_every_request_is_accounted_for() {
 }
 
 #[test]
+fn a_rolling_restart_takes_each_instance_down_in_turn_and_loses_nothing() {
+    let d = json(&["--rolling-restart", "2", "--recovery-s", "3"]);
+    let f = &d["instance_failures"];
+    assert_eq!(
+        (f["restarts"].as_u64(), f["failures"].as_u64(), f["lost"].as_u64()),
+        (Some(4), Some(0), Some(0)),
+        "{f}"
+    );
+    let events = f["events"].as_array().unwrap();
+    let order: Vec<u64> = events.iter().map(|e| e["instance"].as_u64().unwrap()).collect();
+    assert_eq!(order, [0, 1, 2, 3]);
+    for pair in events.windows(2) {
+        // The next instance drains when the one before serves again, and stops once drained.
+        let (back, next) = (pair[0]["back_s"].as_f64().unwrap(), &pair[1]);
+        let started = next["time_s"].as_f64().unwrap() - next["drain_s"].as_f64().unwrap();
+        assert!((started - back).abs() < 1e-9, "{pair:?}");
+        assert!(next["drain_s"].as_f64().unwrap() <= 30.0);
+    }
+    assert!(events.iter().all(|e| e["kind"] == "restart"));
+    assert_eq!(d["completed"].as_u64(), d["requests_sent"].as_u64());
+    // A drain timeout shorter than the requests held: what is left migrates.
+    let d =
+        json(&["--rolling-restart", "2", "--recovery-s", "3", "--drain-timeout-s", "0.2", "--migration-limit", "1"]);
+    let f = &d["instance_failures"];
+    assert!(f["migrated"].as_u64().unwrap() > 0 && f["failed"].as_u64() == Some(0), "{f}");
+    assert_eq!(d["completed"].as_u64(), d["requests_sent"].as_u64());
+}
+
+#[test]
 fn the_text_report_has_the_failure_table_and_the_echo_line() {
     let args: Vec<&str> = BASE.iter().copied().chain(["--fail-at", "10:2,15:0", "--recovery-s", "3"]).collect();
     let out = ok(&args);
@@ -79,6 +109,8 @@ fn failure_flags_are_refused_where_they_mean_nothing_or_cannot_be() {
     for (args, says) in [
         (vec!["--migration-limit", "1"], "--migration-limit: means nothing without instance failures"),
         (vec!["--recovery-s", "30"], "--recovery-s: means nothing without instance failures"),
+        (vec!["--drain-timeout-s", "5"], "--drain-timeout-s: means nothing without a rolling restart"),
+        (vec!["--rolling-restart", "-1"], "--rolling-restart: -1 must be between 0"),
         (
             vec!["--instances", "2", "--fail-at", "10:2"],
             "instance 2 does not exist: the deployment has 2 instances (0 to 1)",

@@ -438,13 +438,16 @@ fn settings() -> impl Strategy<Value = RunOptions> {
         proptest::option::of(1u32..8),
     )
         .boxed();
-    // Instance failures on one to three instances: planned, random, both or none.
+    // Instance failures on one to three instances: planned, random, a rolling restart, some or
+    // none of them.
     let faults = (
         1u32..4,
         proptest::collection::vec((f64_in(0.0, 30.0), 0u32..4), 0..3),
         proptest::option::of(f64_in(0.5, 60.0)),
         proptest::option::of(f64_in(0.0, 20.0)),
         proptest::option::of(0u32..3),
+        proptest::option::of(f64_in(0.0, 30.0)),
+        proptest::option::of(f64_in(0.0, 10.0)),
     )
         .boxed();
     (limits, memory, chunks, load, faults).prop_map(
@@ -456,14 +459,21 @@ fn settings() -> impl Strategy<Value = RunOptions> {
             f,
         )| {
             let (rate, burstiness, time_scale, num_prompts, max_concurrency) = load;
-            let (instances, fail_at, mtbf_s, recovery_s, migration_limit) = f;
+            let (instances, fail_at, mtbf_s, recovery_s, migration_limit, rolling_restart_s, drain_timeout_s) = f;
             let fail_at = fail_at
                 .into_iter()
                 .map(|(time_s, instance)| cachesim::cluster::faults::FailAt { time_s, instance })
                 .collect();
             RunOptions {
                 cluster: cachesim::cluster::ClusterConfig { instances, ..Default::default() },
-                faults: cachesim::cluster::faults::FaultOptions { fail_at, mtbf_s, recovery_s, migration_limit },
+                faults: cachesim::cluster::faults::FaultOptions {
+                    fail_at,
+                    mtbf_s,
+                    recovery_s,
+                    migration_limit,
+                    rolling_restart_s,
+                    drain_timeout_s,
+                },
                 tp,
                 gpu_memory_utilization: Some(util),
                 memory: MemoryOverrides { activation_peak_gib: Some(reserve), ..Default::default() },

@@ -9,7 +9,11 @@
 //! again through the router with its prompt and the tokens it has streamed so far, and generates
 //! only what is left; a request may migrate that many times. While an instance is down the router
 //! leaves it out, as the gateways drop a worker that fails its health check; it comes back with
-//! an empty cache. The plan is data; the event loop ([`crate::sim`]) carries it out.
+//! an empty cache. A rolling restart (`--rolling-restart`, `--drain-timeout-s`) takes the
+//! instances down one at a time, gracefully: an instance leaves the router's list, finishes what
+//! it holds (up to the drain timeout, after which what is left is lost as in a crash), stops, and
+//! serves again after the recovery time; then the next one drains. The plan is data; the event
+//! loop ([`crate::sim`]) carries it out.
 
 use crate::error::{Error, Result};
 use serde::Serialize;
@@ -19,6 +23,10 @@ use std::str::FromStr;
 /// weights again, captures CUDA graphs and warms up (an assumed round figure; set
 /// `--recovery-s` from your own start-up logs).
 pub const DEFAULT_RECOVERY_S: f64 = 60.0;
+
+/// Default seconds a draining instance may take to finish its requests: Kubernetes' default
+/// `terminationGracePeriodSeconds`, after which the pod is killed.
+pub const DEFAULT_DRAIN_TIMEOUT_S: f64 = 30.0;
 
 /// The longest time a failure may be set at or take (about 31 years): beyond it a figure is a
 /// typing slip, not a plan.
@@ -76,6 +84,11 @@ pub struct FaultPlan {
     pub recovery_s: f64,
     /// How many times one request may continue on another instance (0: it fails).
     pub migration_limit: u32,
+    /// A rolling restart: when instance 0 starts draining (seconds); each next instance drains
+    /// when the one before serves again (`None`: none).
+    pub rolling_restart_s: Option<f64>,
+    /// The longest a draining instance finishes its requests before it stops anyway.
+    pub drain_timeout_s: f64,
     /// Seed of the failure draws (`--seed`).
     #[serde(skip)]
     pub seed: u64,
@@ -92,26 +105,48 @@ pub struct FaultOptions {
     pub recovery_s: Option<f64>,
     /// `--migration-limit` (default 0).
     pub migration_limit: Option<u32>,
+    /// `--rolling-restart`.
+    pub rolling_restart_s: Option<f64>,
+    /// `--drain-timeout-s` (default [`DEFAULT_DRAIN_TIMEOUT_S`]).
+    pub drain_timeout_s: Option<f64>,
 }
 
 impl FaultOptions {
-    /// The plan these flags give, draws seeded by `seed`; `None` when no failure is asked for,
-    /// in which case `--recovery-s` and `--migration-limit` must not be set (they would mean
-    /// nothing).
+    /// The plan these flags give, draws seeded by `seed`; `None` when no failure or restart is
+    /// asked for, in which case `--recovery-s` and `--migration-limit` must not be set (they
+    /// would mean nothing), nor `--drain-timeout-s` without `--rolling-restart`.
     pub fn plan(&self, seed: u64) -> Result<Option<FaultPlan>> {
-        if self.fail_at.is_empty() && self.mtbf_s.is_none() {
+        if self.drain_timeout_s.is_some() && self.rolling_restart_s.is_none() {
+            return Err(Error::invalid(
+                "--drain-timeout-s",
+                "means nothing without a rolling restart: add --rolling-restart SECONDS",
+            ));
+        }
+        if self.fail_at.is_empty() && self.mtbf_s.is_none() && self.rolling_restart_s.is_none() {
             for (flag, set) in
                 [("--recovery-s", self.recovery_s.is_some()), ("--migration-limit", self.migration_limit.is_some())]
             {
                 if set {
                     return Err(Error::invalid(
                         flag,
-                        "means nothing without instance failures: add --fail-at SECONDS:INSTANCE or --mtbf-s SECONDS",
+                        "means nothing without instance failures: add --fail-at SECONDS:INSTANCE, --mtbf-s SECONDS or \
+                         --rolling-restart SECONDS",
                     ));
                 }
             }
             return Ok(None);
         }
+        let seconds = |flag: &str, v: f64| {
+            if v.is_finite() && (0.0..=MAX_SECONDS).contains(&v) {
+                Ok(v)
+            } else {
+                Err(Error::invalid(flag, format!("{v} must be between 0 and {MAX_SECONDS:e} seconds")))
+            }
+        };
+        if let Some(t) = self.rolling_restart_s {
+            seconds("--rolling-restart", t)?;
+        }
+        let drain_timeout_s = seconds("--drain-timeout-s", self.drain_timeout_s.unwrap_or(DEFAULT_DRAIN_TIMEOUT_S))?;
         if let Some(m) = self.mtbf_s {
             if !(m.is_finite() && m > 0.0 && m <= MAX_SECONDS) {
                 return Err(Error::invalid(
@@ -120,13 +155,7 @@ impl FaultOptions {
                 ));
             }
         }
-        let recovery_s = self.recovery_s.unwrap_or(DEFAULT_RECOVERY_S);
-        if !(recovery_s.is_finite() && (0.0..=MAX_SECONDS).contains(&recovery_s)) {
-            return Err(Error::invalid(
-                "--recovery-s",
-                format!("{recovery_s} must be between 0 and {MAX_SECONDS:e} seconds"),
-            ));
-        }
+        let recovery_s = seconds("--recovery-s", self.recovery_s.unwrap_or(DEFAULT_RECOVERY_S))?;
         let mut fail_at = self.fail_at.clone();
         fail_at.sort_by(|a, b| a.time_s.total_cmp(&b.time_s).then(a.instance.cmp(&b.instance)));
         Ok(Some(FaultPlan {
@@ -134,6 +163,8 @@ impl FaultOptions {
             mtbf_s: self.mtbf_s,
             recovery_s,
             migration_limit: self.migration_limit.unwrap_or(0),
+            rolling_restart_s: self.rolling_restart_s,
+            drain_timeout_s,
             seed,
         }))
     }
@@ -144,7 +175,11 @@ impl FaultPlan {
     /// modelled for data-parallel instances only.
     pub fn validate(&self, instances: u32, pd: bool, engine: crate::engine::EngineKind) -> Result<()> {
         // The flag that asked for failures.
-        let flag = if self.fail_at.is_empty() { "--mtbf-s" } else { "--fail-at" };
+        let flag = match (self.fail_at.is_empty(), self.mtbf_s.is_some()) {
+            (false, _) => "--fail-at",
+            (true, true) => "--mtbf-s",
+            (true, false) => "--rolling-restart",
+        };
         if engine == crate::engine::EngineKind::VllmV0 {
             return Err(Error::invalid(
                 flag,
@@ -202,6 +237,7 @@ mod tests {
             mtbf_s,
             recovery_s,
             migration_limit,
+            ..FaultOptions::default()
         };
         let p = opts(&[at(9.0, 1), at(3.0, 2), at(3.0, 0)], None, None, Some(2)).plan(7).unwrap().unwrap();
         assert_eq!(p.fail_at, vec![at(3.0, 0), at(3.0, 2), at(9.0, 1)]);
@@ -221,5 +257,17 @@ mod tests {
         }
         assert!(opts(&[at(1.0, 0)], None, Some(-1.0), None).plan(0).is_err());
         assert!(opts(&[], Some(3600.0), Some(0.0), None).plan(0).unwrap().is_some());
+        // A rolling restart alone is a plan; its drain timeout needs it.
+        let rolling = FaultOptions { rolling_restart_s: Some(10.0), ..FaultOptions::default() };
+        let p = rolling.plan(0).unwrap().unwrap();
+        assert_eq!((p.rolling_restart_s, p.drain_timeout_s, p.recovery_s), (Some(10.0), 30.0, DEFAULT_RECOVERY_S));
+        assert!(p.validate(2, false, EngineKind::VllmV0).unwrap_err().to_string().contains("--rolling-restart"));
+        let e = FaultOptions { drain_timeout_s: Some(5.0), ..FaultOptions::default() }.plan(0).unwrap_err().to_string();
+        assert!(e.contains("--drain-timeout-s") && e.contains("--rolling-restart"), "{e}");
+        for bad in [-1.0, f64::NAN] {
+            assert!(FaultOptions { rolling_restart_s: Some(bad), ..FaultOptions::default() }.plan(0).is_err());
+            let o = FaultOptions { drain_timeout_s: Some(bad), ..rolling.clone() };
+            assert!(o.plan(0).is_err());
+        }
     }
 }

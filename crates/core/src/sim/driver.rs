@@ -6,7 +6,7 @@
 
 use super::client::Client;
 use super::disagg::{Ctx, Disagg, Pd};
-use super::faults::{Event, Faults};
+use super::faults::{Event, Faults, StopKind};
 use super::instance::{Begun, Instance, InstanceSpec, Sink};
 use super::pool::{Dirty, View};
 use super::{Front, Keep, LoadStats, RouterStats, SimResult};
@@ -383,37 +383,58 @@ pub fn drive(
             pd.land(&mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty });
         }
         if let Some(f) = faults.as_mut() {
+            // A draining instance with nothing left stops now.
+            if let Some(i) = f.draining().filter(|&i| inst[i].draining && inst[i].is_empty()) {
+                f.drained(i, now);
+            }
             while let Some(event) = f.pop_due(now) {
-                match event {
+                let (i, kind) = match event {
                     Event::Restart(i) => {
                         inst[i].down = false;
                         serving += 1;
                         router.instance_up(i, now);
                         f.restarted(i, now);
+                        continue;
                     }
-                    Event::Fail(i) if !inst[i].down => {
-                        // Requests that finished at this time are not lost.
-                        for &id in &finished {
-                            done[id as usize] = true;
+                    Event::Drain(i) => {
+                        f.drain_started(i, now); // down already: its restart counts as this one
+                        if !inst[i].down {
+                            inst[i].draining = true;
+                            serving -= 1;
+                            router.instance_down(i, now);
+                            if inst[i].is_empty() {
+                                f.drained(i, now);
+                            }
                         }
-                        inst[i].crash(now, Instance::new(w, specs[i], used.as_deref(), specs.len() == 1));
-                        serving -= 1;
-                        let held =
-                            (0..n as ReqId).filter(|&id| assigned[id as usize] == i as u32 && !done[id as usize]);
-                        let moved = migrating.len();
-                        f.settle(i, now, &mut rt, held, serving > 0, &mut migrating, &mut lost);
-                        for &id in &migrating[moved..] {
-                            router.finished(id, i, now);
-                        }
-                        for id in lost.drain(..) {
-                            failed += 1;
-                            fail(&mut failures, FailReason::InstanceFailed, INSTANCE_FAILED);
-                            finished.push(id);
-                            any_finished = true;
-                        }
-                        router.instance_down(i, now);
+                        continue;
                     }
-                    Event::Fail(_) => {} // already down
+                    Event::Fail(i) if !inst[i].down => (i, StopKind::Failure),
+                    Event::Stop(i) if inst[i].draining => (i, StopKind::Restart),
+                    Event::Fail(_) | Event::Stop(_) => continue, // down already, or drained already
+                };
+                // Requests that finished at this time are not lost.
+                for &id in &finished {
+                    done[id as usize] = true;
+                }
+                let routable = !inst[i].draining;
+                inst[i].crash(now, Instance::new(w, specs[i], used.as_deref(), specs.len() == 1));
+                if routable {
+                    serving -= 1;
+                }
+                let held = (0..n as ReqId).filter(|&id| assigned[id as usize] == i as u32 && !done[id as usize]);
+                let moved = migrating.len();
+                f.settle(i, now, kind, &mut rt, held, serving > 0, &mut migrating, &mut lost);
+                for &id in &migrating[moved..] {
+                    router.finished(id, i, now);
+                }
+                for id in lost.drain(..) {
+                    failed += 1;
+                    fail(&mut failures, FailReason::InstanceFailed, INSTANCE_FAILED);
+                    finished.push(id);
+                    any_finished = true;
+                }
+                if routable {
+                    router.instance_down(i, now);
                 }
             }
         }

@@ -1,7 +1,8 @@
 //! A run's failure schedule ([`crate::cluster::faults::FaultPlan`]) as events on the driver's
 //! clock: each instance's failures (planned, or drawn from the exponential distribution of mean
-//! `--mtbf-s` from when it starts serving) and restarts, in time order (at equal times restarts
-//! first, then by instance). What each failure did is recorded for the report.
+//! `--mtbf-s` from when it starts serving), a rolling restart's drains and stops, and the
+//! restarts, in time order (at equal times: restarts, drains, failures, stops; then by
+//! instance). What each stop did is recorded for the report.
 
 use crate::cache::ReqId;
 use crate::cluster::faults::FaultPlan;
@@ -12,14 +13,28 @@ use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// What one failure did.
+/// Why an instance stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopKind {
+    /// It crashed.
+    #[default]
+    Failure,
+    /// A rolling restart took it down after it drained.
+    Restart,
+}
+
+/// What one stop did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct FaultRecord {
-    /// When the instance failed and when it served again (seconds; the restart may fall after
+    pub kind: StopKind,
+    /// When the instance stopped and when it served again (seconds; the restart may fall after
     /// the run's last request).
     pub time_s: f64,
     pub back_s: f64,
     pub instance: u32,
+    /// A restart: how long it drained before it stopped (seconds; 0 for a failure).
+    pub drain_s: f64,
     /// Requests it held: started (some KV computed or a token streamed) and waiting.
     pub running: u32,
     pub waiting: u32,
@@ -30,9 +45,11 @@ pub struct FaultRecord {
     pub recomputed_tokens: u64,
 }
 
-/// Restart (0) before failure (1) at equal times.
+/// Event kinds, in their order at equal times.
 const RESTART: u8 = 0;
-const FAIL: u8 = 1;
+const DRAIN: u8 = 1;
+const FAIL: u8 = 2;
+const STOP: u8 = 3;
 
 /// The pending failure events.
 pub(super) struct Faults {
@@ -44,12 +61,21 @@ pub(super) struct Faults {
     pub records: Vec<FaultRecord>,
     /// Requests migrated so far, by request id.
     pub migrations: Vec<u32>,
+    /// The instances, and the one the rolling restart is at with when it began draining.
+    instances: usize,
+    rolling: Option<(usize, f64)>,
 }
 
 /// One event due.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Event {
+    /// The instance crashes.
     Fail(usize),
+    /// The rolling restart takes it out of the router's list; it finishes what it holds.
+    Drain(usize),
+    /// A draining instance stops (drained, or at its drain timeout).
+    Stop(usize),
+    /// It serves again.
     Restart(usize),
 }
 
@@ -63,9 +89,14 @@ impl Faults {
             exp: plan.mtbf_s.and_then(|m| Exp::new(1.0 / m).ok()),
             records: Vec::new(),
             migrations: vec![0; requests],
+            instances,
+            rolling: None,
         };
         for a in &plan.fail_at {
             f.push(a.time_s, FAIL, a.instance as usize);
+        }
+        if let Some(t) = plan.rolling_restart_s {
+            f.push(t, DRAIN, 0);
         }
         for i in 0..instances {
             f.draw(i, 0.0);
@@ -97,30 +128,59 @@ impl Faults {
             return None;
         }
         self.events.pop();
-        Some(if kind == FAIL { Event::Fail(i) } else { Event::Restart(i) })
+        Some(match kind {
+            RESTART => Event::Restart(i),
+            DRAIN => Event::Drain(i),
+            FAIL => Event::Fail(i),
+            _ => Event::Stop(i),
+        })
     }
 
-    /// Instance `i` failed at `now`: it serves again after the recovery time (returned).
+    /// The instance the rolling restart is draining, if any.
+    pub fn draining(&self) -> Option<usize> {
+        self.rolling.map(|(i, _)| i)
+    }
+
+    /// Instance `i` starts draining at `now`: it stops at the drain timeout at the latest.
+    pub fn drain_started(&mut self, i: usize, now: f64) {
+        self.rolling = Some((i, now));
+        self.push(now + self.plan.drain_timeout_s, STOP, i);
+    }
+
+    /// The draining instance `i` has nothing left at `now`: it stops now.
+    pub fn drained(&mut self, i: usize, now: f64) {
+        self.push(now, STOP, i);
+    }
+
+    /// Instance `i` stopped at `now`: it serves again after the recovery time (returned).
     fn failed(&mut self, i: usize, now: f64) -> f64 {
         let back = now + self.plan.recovery_s;
         self.push(back, RESTART, i);
         back
     }
 
-    /// Instance `i` serves again at `now`: its next failure is drawn.
+    /// Instance `i` serves again at `now`: its next failure is drawn, and a rolling restart at
+    /// it moves on to the next instance, which starts draining now.
     pub fn restarted(&mut self, i: usize, now: f64) {
         self.draw(i, now);
+        if self.rolling.is_some_and(|(r, _)| r == i) {
+            self.rolling = None;
+            if i + 1 < self.instances {
+                self.push(now, DRAIN, i + 1);
+            }
+        }
     }
 
-    /// Instance `i` failed at `now` holding the requests `held` (by id): each migrates (its
-    /// engine state reset, pushed to `migrate`) while it has output left, the plan allows one
-    /// more migration and `can_migrate` (another instance serves), else it is `lost`. Schedules
-    /// the restart and records what the failure did.
+    /// Instance `i` stopped at `now` (`kind`) holding the requests `held` (by id): each
+    /// migrates (its engine state reset, pushed to `migrate`) while it has output left, the plan
+    /// allows one more migration and `can_migrate` (another instance serves), else it is `lost`.
+    /// Schedules the restart and records what the stop did.
     #[allow(clippy::too_many_arguments)]
     pub fn settle(
         &mut self,
         i: usize,
         now: f64,
+        kind: StopKind,
         rt: &mut [ReqRt],
         held: impl Iterator<Item = ReqId>,
         can_migrate: bool,
@@ -128,7 +188,11 @@ impl Faults {
         lost: &mut Vec<ReqId>,
     ) {
         let back_s = self.failed(i, now);
-        let mut rec = FaultRecord { time_s: now, back_s, instance: i as u32, ..FaultRecord::default() };
+        let drain_s = match (kind, self.rolling) {
+            (StopKind::Restart, Some((r, from))) if r == i => now - from,
+            _ => 0.0,
+        };
+        let mut rec = FaultRecord { kind, time_s: now, back_s, instance: i as u32, drain_s, ..FaultRecord::default() };
         for id in held {
             let r = &mut rt[id as usize];
             if r.num_computed > 0 || r.generated > 0 {
@@ -164,6 +228,8 @@ mod tests {
             mtbf_s: None,
             recovery_s: 3.0,
             migration_limit: 0,
+            rolling_restart_s: None,
+            drain_timeout_s: 30.0,
             seed: 1,
         };
         let mut f = Faults::new(&plan, 2, 0);

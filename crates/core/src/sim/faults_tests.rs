@@ -1,8 +1,9 @@
 //! Hand-computed scenarios of instance failures ([`crate::cluster::faults`]): a request that
 //! migrates mid-stream and finishes on the other instance, the same failure without migration,
 //! a lone instance whose restart comes back with an empty cache while a request sent in the
-//! outage fails, and a property: every request sent completes or fails, under random failures,
-//! with the same figures for the same seed.
+//! outage fails, a rolling restart that drains each instance in turn (and one whose drain times
+//! out), and a property: every request sent completes or fails, under random failures and
+//! restarts, with the same figures for the same seed.
 
 use super::tests::{cfg, workload, COST};
 use super::*;
@@ -20,6 +21,8 @@ fn plan(fail_at: &[(f64, u32)], recovery_s: f64, migration_limit: u32) -> FaultP
         mtbf_s: None,
         recovery_s,
         migration_limit,
+        rolling_restart_s: None,
+        drain_timeout_s: 30.0,
         seed: 0,
     }
 }
@@ -104,6 +107,45 @@ fn a_planned_failure_of_an_instance_already_down_does_nothing() {
     assert_eq!(r.records.len(), 2);
 }
 
+#[test]
+fn a_rolling_restart_drains_each_instance_in_turn_and_loses_nothing() {
+    // Instance 0 drains from 0.025: out of the router's list, it finishes A (its last token at
+    // 0.068, as without the restart) and stops then; C (sent at 0.05) goes to instance 1. Back at
+    // 0.168, instance 1 drains in its turn: empty by then, it stops at once and is back at 0.268.
+    // D, sent at 0.5, finds both serving.
+    let w = workload(&[
+        ((0..10).collect(), 5),
+        ((100..120).collect(), 5),
+        ((200..210).collect(), 2),
+        ((300..310).collect(), 2),
+    ]);
+    let rolling = FaultPlan { rolling_restart_s: Some(0.025), ..plan(&[], 0.1, 0) };
+    let r = cluster(&w, &[(0, 0.0), (1, 0.0), (2, 0.05), (3, 0.5)], 2, RouterKind::RoundRobin, &rolling);
+    assert_eq!((r.records.len(), r.failed), (4, 0));
+    assert!(close(rec(&r, 0).latency_s(), 0.068));
+    assert_eq!(r.assigned, [0, 1, 1, 0]);
+    let kinds: Vec<(StopKind, u32)> = r.faults.iter().map(|f| (f.kind, f.instance)).collect();
+    assert_eq!(kinds, [(StopKind::Restart, 0), (StopKind::Restart, 1)]);
+    let (a, b) = (r.faults[0], r.faults[1]);
+    assert!(close(a.time_s, 0.068) && close(a.drain_s, 0.043) && close(a.back_s, 0.168), "{a:?}");
+    assert!(close(b.time_s, 0.168) && close(b.drain_s, 0.0) && close(b.back_s, 0.268), "{b:?}");
+    assert!(r.faults.iter().all(|f| f.running + f.waiting == 0));
+}
+
+#[test]
+fn a_drain_that_times_out_loses_what_is_left() {
+    // The drain timeout of 0.01 stops instance 0 at 0.035 with A decoding (2 tokens streamed):
+    // A migrates to instance 1 (or fails without migration).
+    for (limit, completed) in [(1, 2), (0, 1)] {
+        let short = FaultPlan { rolling_restart_s: Some(0.025), drain_timeout_s: 0.01, ..plan(&[], 0.1, limit) };
+        let r = cluster(&pair(), &[(0, 0.0), (1, 0.0)], 2, RouterKind::RoundRobin, &short);
+        let f = r.faults[0];
+        assert_eq!((f.kind, f.instance, f.running, f.migrated), (StopKind::Restart, 0, 1, limit), "{f:?}");
+        assert!(close(f.time_s, 0.035) && close(f.drain_s, 0.01), "{f:?}");
+        assert_eq!(r.records.len(), completed);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -118,6 +160,8 @@ proptest! {
         recovery in 0.0f64..0.2,
         limit in 0u32..3,
         seed in 0u64..1000,
+        rolling in proptest::bool::ANY,
+        drain in 0.0f64..0.3,
     ) {
         // Prompts of a shared prefix (group g) and their own tail; sends 10 ms apart.
         let specs: Vec<(Vec<u32>, u32)> = reqs
@@ -127,7 +171,13 @@ proptest! {
             .collect();
         let w = workload(&specs);
         let sends: Vec<(u32, f64)> = (0..specs.len() as u32).map(|i| (i, i as f64 * 0.01)).collect();
-        let faults = FaultPlan { fail_at: Vec::new(), mtbf_s: Some(mtbf), recovery_s: recovery, migration_limit: limit, seed };
+        let faults = FaultPlan {
+            mtbf_s: Some(mtbf),
+            seed,
+            rolling_restart_s: rolling.then_some(0.05),
+            drain_timeout_s: drain,
+            ..plan(&[], recovery, limit)
+        };
         let r = cluster(&w, &sends, n, RouterKind::ALL[kind], &faults);
         prop_assert_eq!(r.records.len() as u64 + r.failed, sends.len() as u64);
         prop_assert_eq!(r.failures.values().map(|f| f.0).sum::<u64>(), r.failed);

@@ -27,7 +27,7 @@ use crate::metrics::{RequestRecord, TokenLog};
 use crate::workload::Workload;
 pub use disagg::Pd;
 pub use driver::drive;
-pub use faults::FaultRecord;
+pub use faults::{FaultRecord, StopKind};
 pub use instance::{Begun, Instance, InstanceSpec, InstanceStats, Role, Sink};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -29,7 +29,7 @@ impl InstanceView for View<'_, '_> {
         x.cache.usage().used_tokens / x.block_tokens
     }
     fn available(&self, i: usize) -> bool {
-        !self.0[i].down
+        !self.0[i].down && !self.0[i].draining
     }
 }
 

@@ -1,12 +1,13 @@
 //! The instance failures' part of a run report ([`cachesim_core::cluster::faults`]): one row
-//! per failure (when, which instance, when it served again, the requests it held, how many
-//! continued elsewhere and how many failed, the tokens computed again) and the totals, with the
-//! completed requests that migrated beside the others (how much a failure delayed them), as
-//! text and as the JSON `instance_failures` entry.
+//! per stop, a crash or a rolling restart's (when, which instance, how long it drained, when it
+//! served again, the requests it still held, how many continued elsewhere and how many failed,
+//! the tokens computed again) and the totals, with the completed requests that migrated beside
+//! the others (how much a stop delayed them), as text and as the JSON `instance_failures`
+//! entry.
 
 use cachesim_core::cluster::faults::FaultPlan;
 use cachesim_core::metrics::{RequestRecord, Stats};
-use cachesim_core::sim::{FaultRecord, SimResult};
+use cachesim_core::sim::{FaultRecord, SimResult, StopKind};
 use cachesim_core::text::thousands;
 use serde::Serialize;
 use std::fmt::Write;
@@ -16,8 +17,11 @@ use std::fmt::Write;
 pub struct FaultsReport {
     pub recovery_s: f64,
     pub migration_limit: u32,
-    /// Each failure, in time order.
+    /// Each stop, in time order.
     pub events: Vec<FaultRecord>,
+    /// Crashes, and a rolling restart's stops.
+    pub failures: u64,
+    pub restarts: u64,
     /// Requests the failures took from their instance (a request lost twice counts twice).
     pub lost: u64,
     pub migrated: u64,
@@ -46,6 +50,8 @@ pub fn report(plan: &FaultPlan, sim: &SimResult, end_s: f64) -> FaultsReport {
         recovery_s: plan.recovery_s,
         migration_limit: plan.migration_limit,
         events: sim.faults.clone(),
+        failures: sim.faults.iter().filter(|e| e.kind == StopKind::Failure).count() as u64,
+        restarts: sim.faults.iter().filter(|e| e.kind == StopKind::Restart).count() as u64,
         lost: sum(|e| e.running + e.waiting),
         migrated: sum(|e| e.migrated),
         failed: sum(|e| e.failed),
@@ -61,17 +67,28 @@ pub fn report(plan: &FaultPlan, sim: &SimResult, end_s: f64) -> FaultsReport {
 pub fn text(r: &FaultsReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{:=^50}", " Instance failures ");
+    let restarts = r.restarts > 0;
+    let _ = write!(s, "{:>10} {:>8}", "stopped s", "instance");
+    if restarts {
+        let _ = write!(s, " {:>8} {:>9}", "kind", "drained s");
+    }
     let _ = writeln!(
         s,
-        "{:>10} {:>8} {:>10} {:>8} {:>8} {:>9} {:>7} {:>11}",
-        "failed s", "instance", "back s", "running", "waiting", "migrated", "failed", "recomputed"
+        " {:>10} {:>8} {:>8} {:>9} {:>7} {:>11}",
+        "back s", "running", "waiting", "migrated", "failed", "recomputed"
     );
     for e in &r.events {
+        let _ = write!(s, "{:>10.2} {:>8}", e.time_s, e.instance);
+        if restarts {
+            let kind = match e.kind {
+                StopKind::Failure => "failure",
+                StopKind::Restart => "restart",
+            };
+            let _ = write!(s, " {kind:>8} {:>9.2}", e.drain_s);
+        }
         let _ = writeln!(
             s,
-            "{:>10.2} {:>8} {:>10.2} {:>8} {:>8} {:>9} {:>7} {:>11}",
-            e.time_s,
-            e.instance,
+            " {:>10.2} {:>8} {:>8} {:>9} {:>7} {:>11}",
             e.back_s,
             thousands(e.running as u64),
             thousands(e.waiting as u64),
@@ -80,12 +97,16 @@ pub fn text(r: &FaultsReport) -> String {
             thousands(e.recomputed_tokens)
         );
     }
+    let count = |n: u64, what: &str| format!("{} {what}{}", thousands(n), if n == 1 { "" } else { "s" });
+    let stops = match (r.failures, r.restarts) {
+        (f, 0) => count(f, "failure"),
+        (0, k) => count(k, "restart"),
+        (f, k) => format!("{} and {}", count(f, "failure"), count(k, "restart")),
+    };
     let _ = writeln!(
         s,
-        "{} failure{} (recovery {} s, migration limit {}): {} requests lost, {} migrated, {} failed; {} failed with no \
+        "{stops} (recovery {} s, migration limit {}): {} requests lost, {} migrated, {} failed; {} failed with no \
          instance serving; {:.1} instance-seconds down",
-        thousands(r.events.len() as u64),
-        if r.events.len() == 1 { "" } else { "s" },
         r.recovery_s,
         r.migration_limit,
         thousands(r.lost),

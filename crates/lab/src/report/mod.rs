@@ -349,6 +349,9 @@ pub fn config_lines(c: &cachesim_core::config::RunConfig, seed: &str) -> String 
         if let Some(m) = f.mtbf_s {
             when.push(format!("each instance with MTBF {m} s (seeded)"));
         }
+        if let Some(t) = f.rolling_restart_s {
+            when.push(format!("a rolling restart from {t} s (drain timeout {} s)", f.drain_timeout_s));
+        }
         let _ = writeln!(
             s,
             "Failures:       {} · recovery {} s · migration limit {}{}",

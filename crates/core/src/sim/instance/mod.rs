@@ -159,6 +159,8 @@ pub struct Instance<'a> {
     forward_s: f64,
     /// Failed and not serving yet ([`Instance::crash`]); routers leave it out.
     pub down: bool,
+    /// Out of the router's list while it finishes what it holds (a rolling restart).
+    pub draining: bool,
     /// Lives so far (0 until the first failure): a step begun in an earlier life never ends.
     pub generation: u32,
     /// The cache counters of its earlier lives.
@@ -205,6 +207,7 @@ impl<'a> Instance<'a> {
             pending_at: None,
             forward_s: 0.0,
             down: false,
+            draining: false,
             generation: 0,
             retired_cache: None,
         }
@@ -229,6 +232,11 @@ impl<'a> Instance<'a> {
         self.schedule = old.schedule;
         self.generation = old.generation + 1;
         self.down = true;
+    }
+
+    /// Holds nothing: no batch in flight, no request waiting or running.
+    pub fn is_empty(&self) -> bool {
+        self.busy_until.is_none() && self.sched.queued() == (0, 0)
     }
 
     /// The cache counters over every life of the instance.
