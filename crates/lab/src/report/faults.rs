@@ -22,7 +22,7 @@ pub struct FaultsReport {
     /// Crashes, and a rolling restart's stops.
     pub failures: u64,
     pub restarts: u64,
-    /// Requests the failures took from their instance (a request lost twice counts twice).
+    /// Requests the stops took from their instance (a request lost twice counts twice).
     pub lost: u64,
     pub migrated: u64,
     /// Requests that failed because their instance did, and because none was serving.
@@ -33,7 +33,7 @@ pub struct FaultsReport {
     pub completed_after_migrating: u64,
     pub median_e2e_migrated_ms: Option<f64>,
     pub median_e2e_others_ms: Option<f64>,
-    /// Instance-seconds down within the run (from each failure to its restart or the run's end).
+    /// Instance-seconds down within the run (from each stop to its restart or the run's end).
     pub down_instance_s: f64,
 }
 
@@ -124,4 +124,59 @@ pub fn text(r: &FaultsReport) -> String {
     }
     let _ = writeln!(s, "{:=^50}", "");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(kind: StopKind, time_s: f64, back_s: f64, instance: u32, drain_s: f64) -> FaultRecord {
+        FaultRecord { kind, time_s, back_s, instance, drain_s, ..FaultRecord::default() }
+    }
+
+    #[test]
+    fn the_table_names_the_kind_of_stop_only_when_a_restart_is_in_it() {
+        let crash = FaultRecord {
+            running: 3,
+            waiting: 1,
+            migrated: 2,
+            failed: 2,
+            ..record(StopKind::Failure, 10.0, 70.0, 1, 0.0)
+        };
+        let r = FaultsReport {
+            recovery_s: 60.0,
+            migration_limit: 1,
+            events: vec![crash],
+            failures: 1,
+            restarts: 0,
+            lost: 4,
+            migrated: 2,
+            failed: 2,
+            failed_no_instance: 0,
+            completed_after_migrating: 2,
+            median_e2e_migrated_ms: Some(900.0),
+            median_e2e_others_ms: Some(800.0),
+            down_instance_s: 25.0,
+        };
+        let t = text(&r);
+        assert!(
+            !t.contains("kind") && t.contains("     10.00        1      70.00        3        1         2       2"),
+            "{t}"
+        );
+        assert!(
+            t.contains("1 failure (recovery 60 s, migration limit 1): 4 requests lost, 2 migrated, 2 failed"),
+            "{t}"
+        );
+        assert!(t.contains("median E2E 900.00 ms against 800.00 ms"), "{t}");
+        let both = FaultsReport {
+            events: vec![crash, record(StopKind::Restart, 20.0, 80.0, 0, 1.5)],
+            restarts: 1,
+            median_e2e_migrated_ms: None,
+            ..r
+        };
+        let t = text(&both);
+        assert!(t.contains("kind drained s") && t.contains(" restart      1.50"), "{t}");
+        assert!(t.contains("1 failure and 1 restart (recovery 60 s"), "{t}");
+        assert!(!t.contains("Completed after migrating"), "{t}");
+    }
 }

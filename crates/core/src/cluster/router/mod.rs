@@ -197,9 +197,9 @@ pub trait InstanceView {
     fn cached_blocks(&self, _i: usize) -> u64 {
         0
     }
-    /// Whether instance `i` is serving: a failed instance is out of every policy's choice until
-    /// it has restarted, as the gateways drop a worker that fails its health check (the driver
-    /// never routes while no instance is serving).
+    /// Whether instance `i` takes requests: one that failed (until it has restarted) or drains
+    /// before a restart is out of every policy's choice, as the gateways drop a worker that
+    /// fails its health check or unregisters (the driver never routes while none takes any).
     fn available(&self, _i: usize) -> bool {
         true
     }
@@ -238,8 +238,9 @@ pub trait Router: Send {
     fn in_flight(&self) -> Option<Vec<u32>> {
         None
     }
-    /// Instance `instance` failed at `now` (its requests were reported `finished` first) and
-    /// leaves the router's worker list until [`instance_up`](Self::instance_up).
+    /// Instance `instance` leaves the router's worker list at `now` (it failed, or drains before
+    /// a restart) until [`instance_up`](Self::instance_up); the requests it holds are reported
+    /// `finished` as they end, move or are lost.
     fn instance_down(&mut self, _instance: usize, _now: f64) {}
     /// Instance `instance` serves again at `now`, with an empty cache.
     fn instance_up(&mut self, _instance: usize, _now: f64) {}

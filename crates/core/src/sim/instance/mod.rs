@@ -157,7 +157,7 @@ pub struct Instance<'a> {
     pending_at: Option<f64>,
     /// When the running batch's first forward pass starts (after its host part).
     forward_s: f64,
-    /// Failed and not serving yet ([`Instance::crash`]); routers leave it out.
+    /// Stopped and not serving yet ([`Instance::crash`]); routers leave it out.
     pub down: bool,
     /// Out of the router's list while it finishes what it holds (a rolling restart).
     pub draining: bool,
@@ -213,9 +213,10 @@ impl<'a> Instance<'a> {
         }
     }
 
-    /// The instance failed at `now`: its engine and cache start again as `fresh` (empty) and it
-    /// is down; the figures it gathered are kept, and the step it was running counts as busy
-    /// up to `now` only. Its requests' state is the driver's to settle.
+    /// The instance stops at `now` (it crashed, or a rolling restart stops it): its engine and
+    /// cache start again as `fresh` (empty) and it is down; the figures it gathered are kept,
+    /// and the step it was running counts as busy up to `now` only. Its requests' state is the
+    /// driver's to settle.
     pub fn crash(&mut self, now: f64, fresh: Instance<'a>) {
         if let Some(end) = self.busy_until {
             self.load.busy_s -= (end - now).max(0.0);
