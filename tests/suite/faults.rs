@@ -1,7 +1,8 @@
 //! Instance failures through the binary: the failure table in the text report and
 //! `instance_failures` in `--json`, every request sent completing or failing, migration keeping
 //! them all, a rolling restart taking every instance down in turn without losing a request, the
-//! same seed giving the same bytes under `--mtbf-s`, and the refusals (a flag that means nothing
+//! same seed giving the same bytes under `--mtbf-s`, `plan` holding the failed share to an SLO
+//! limit (`failed_pct`), and the refusals (a flag that means nothing
 //! without a failure or a restart, an instance that does not exist, PD pools, vLLM V0).
 
 use crate::common::{fails, ok, ok_at_threads};
@@ -102,6 +103,38 @@ fn random_failures_repeat_with_the_seed_at_any_thread_count() {
     assert_ne!(a, ok_at_threads(&args("2"), "1"), "another seed, other failures");
     let text = String::from_utf8(a).unwrap();
     assert!(text.contains("MTBF 20 s (seeded)") && text.contains("= Instance failures ="), "{text}");
+}
+
+#[test]
+fn plan_holds_the_failed_share_to_its_limit() {
+    // The bundled sample at 2 req/s (80 s), each instance failing every 30 s on average and
+    // down 20 s: without migration every count loses more than 1 % of the requests (each
+    // instance fails as often, and holds fewer requests when it does); with it none do.
+    let plan = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["plan", "--slo", "ttft_p99=2000,failed_pct=1", "--target-rate", "2", "--instances", "1..8"];
+        args.extend(["--mtbf-s", "30", "--recovery-s", "20", "--json"]);
+        args.extend(extra);
+        serde_json::from_str(&ok(&args)).expect("JSON")
+    };
+    let d = plan(&[]);
+    let r = &d["results"][0];
+    assert!(r["instances"].is_null() && r["tried"] == serde_json::json!([[8, false]]), "{r}");
+    let d = plan(&["--migration-limit", "2"]);
+    let r = &d["results"][0];
+    assert!(r["instances"].as_u64().is_some(), "{r}");
+    assert!(r["at_target"]["slo_values"]["failed_pct"].as_f64().unwrap() <= 1.0, "{r}");
+    let text = ok(&[
+        "plan",
+        "--slo",
+        "ttft_p99=2000,failed_pct=1",
+        "--target-rate",
+        "2",
+        "--mtbf-s",
+        "30",
+        "--recovery-s",
+        "20",
+    ]);
+    assert!(text.contains("SLO:            p99_ttft_ms <= 2000 ms, failed_pct <= 1 %"), "{text}");
 }
 
 #[test]

@@ -74,9 +74,9 @@ impl Plan {
         Ok(w)
     }
 
-    /// The SLO as `key <= limit ms` items.
+    /// The SLO as `key <= limit ms` (or `%`) items.
     pub fn slo_text(&self) -> Vec<String> {
-        self.slo.0.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect()
+        self.slo.0.iter().map(|t| format!("{} <= {} {}", t.key(), t.limit_ms, t.unit())).collect()
     }
 
     /// The lines every plan answer opens with: trace, SLO, arrivals, calibration ([`calibration`]).
@@ -382,16 +382,24 @@ fn unbounded_why(run: &cli::RunArgs, point: &cachesim::sweep::Point, w: &cachesi
 /// their values (at a rate that low the requests barely overlap, so the SLO asks for less
 /// than one request alone takes).
 fn missed(slo: &Slo, t: &cachesim::plan::Trial) -> String {
-    let over: Vec<String> = slo
-        .0
+    let missed: Vec<&cachesim::plan::Target> = slo.0.iter().filter(|s| t.slo_values[&s.key()] > s.limit_ms).collect();
+    let over: Vec<String> = missed
         .iter()
-        .filter(|s| t.slo_values[&s.key()] > s.limit_ms)
-        .map(|s| format!("{} {:.1} ms > {} ms", s.key(), t.slo_values[&s.key()], s.limit_ms))
+        .map(|s| format!("{} {:.1} {u} > {} {u}", s.key(), t.slo_values[&s.key()], s.limit_ms, u = s.unit()))
         .collect();
     let failed =
         if t.failed > 0 { format!(", {} failed", super::plural(t.failed as usize, "request")) } else { String::new() };
     if over.is_empty() {
         return format!(": even at {:.3} req/s, the lowest rate tried{failed}", t.rate);
+    }
+    if missed.iter().all(|s| s.quantity == cachesim::plan::Quantity::Failed) {
+        return format!(
+            ": even at {:.3} req/s, the lowest rate tried, {}{failed}: a slower rate does not fail fewer requests \
+             (instance failures come with time, and a slower run lasts longer); allow a larger failed_pct, fail less \
+             often, or give lost requests another instance to migrate to (--instances, --migration-limit)",
+            t.rate,
+            over.join(", ")
+        );
     }
     format!(
         ": even at {:.3} req/s, the lowest rate tried, where requests barely overlap, {}{failed}: requests take longer \
@@ -423,7 +431,11 @@ pub(super) fn describe(p: &cachesim::sweep::Point) -> String {
 
 /// The SLO metrics of a trial in words: "p99_ttft_ms 1812.3 ms, p99_tpot_ms 41.0 ms".
 pub(super) fn at_values(slo: &Slo, t: &cachesim::plan::Trial) -> String {
-    slo.0.iter().map(|s| format!("{} {:.1} ms", s.key(), t.slo_values[&s.key()])).collect::<Vec<_>>().join(", ")
+    slo.0
+        .iter()
+        .map(|s| format!("{} {:.1} {}", s.key(), t.slo_values[&s.key()], s.unit()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Right-aligned columns; a row shorter than the header ends in a reason, written after its

@@ -25,7 +25,7 @@ use cachesim_core::workload::arrivals::Rate;
 use cachesim_core::workload::Workload;
 use serde::Serialize;
 
-/// The per-request latency an SLO limits.
+/// The per-request latency an SLO limits, or the share of requests that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Quantity {
@@ -33,6 +33,10 @@ pub enum Quantity {
     Tpot,
     Itl,
     E2eLatency,
+    /// Failed requests ÷ requests sent, in % (`failed_pct`): what instance failures, rejections
+    /// and requests that never fit cost, which the latency limits (over completed requests)
+    /// cannot see.
+    Failed,
 }
 
 /// Which statistic of it: mean, or a percentile (median = 50, max = 100).
@@ -42,7 +46,7 @@ pub enum Stat {
     Percentile(f64),
 }
 
-/// One limit: `stat(quantity) <= limit_ms`.
+/// One limit: `stat(quantity) <= limit_ms` (a percentage for [`Quantity::Failed`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Target {
     pub quantity: Quantity,
@@ -74,13 +78,14 @@ fn stat(s: &str) -> Option<Stat> {
 }
 
 impl Target {
-    /// The sglang-style key of this metric, e.g. `p99_ttft_ms`.
+    /// The sglang-style key of this metric, e.g. `p99_ttft_ms`; `failed_pct` for the failed share.
     pub fn key(&self) -> String {
         let q = match self.quantity {
             Quantity::Ttft => "ttft",
             Quantity::Tpot => "tpot",
             Quantity::Itl => "itl",
             Quantity::E2eLatency => "e2e_latency",
+            Quantity::Failed => return "failed_pct".to_string(),
         };
         match self.stat {
             Stat::Mean => format!("mean_{q}_ms"),
@@ -90,16 +95,35 @@ impl Target {
         }
     }
 
+    /// The unit of the limit and the value: `ms`, or `%` for the failed share.
+    pub fn unit(&self) -> &'static str {
+        match self.quantity {
+            Quantity::Failed => "%",
+            _ => "ms",
+        }
+    }
+
     fn parse(name: &str, limit: &str) -> Result<Target> {
         let bad = |why: String| Error::invalid("--slo", why);
         let n = name.trim();
+        if n == "failed_pct" {
+            let pct: f64 = limit.trim().parse().map_err(|_| bad(format!("`{limit}` is not a percentage")))?;
+            if !(0.0..=100.0).contains(&pct) {
+                return Err(bad(format!("`{limit}`: failed_pct is a percentage of the requests sent, 0 to 100")));
+            }
+            return Ok(Target { quantity: Quantity::Failed, stat: Stat::Mean, limit_ms: pct });
+        }
         let (q, s) = match n.strip_suffix("_ms").and_then(|k| k.split_once('_')) {
             Some((s, q)) => (q, s),
             None => n.rsplit_once('_').ok_or_else(|| bad(format!("`{n}` is not METRIC_STAT (e.g. ttft_p99)")))?,
         };
         let (quantity, stat) = match (quantity(q), stat(s)) {
             (Some(q), Some(s)) => (q, s),
-            _ => return Err(bad(format!("`{n}`: expected ttft, tpot, itl or e2e with mean, median, max or pNN"))),
+            _ => {
+                return Err(bad(format!(
+                    "`{n}`: expected ttft, tpot, itl or e2e with mean, median, max or pNN (or failed_pct)"
+                )))
+            }
         };
         let limit_ms: f64 = limit.trim().parse().map_err(|_| bad(format!("`{limit}` is not a number of ms")))?;
         if !(limit_ms.is_finite() && limit_ms > 0.0) {
@@ -114,9 +138,14 @@ impl Target {
         Ok(t)
     }
 
-    /// This statistic over the completed requests, in ms (0 without any value).
+    /// This statistic over the completed requests, in ms (0 without any value); the failed
+    /// share of the requests sent, in %.
     pub fn value_ms(&self, records: &[RequestRecord], summary: &Summary) -> f64 {
         let mut v: Vec<f64> = match self.quantity {
+            Quantity::Failed => {
+                let sent = summary.completed + summary.failed;
+                return if sent == 0 { 0.0 } else { 100.0 * summary.failed as f64 / sent as f64 };
+            }
             Quantity::Ttft => records.iter().map(RequestRecord::ttft_s).collect(),
             Quantity::Tpot => records.iter().filter_map(RequestRecord::tpot_s).collect(),
             Quantity::E2eLatency => records.iter().map(RequestRecord::latency_s).collect(),
@@ -176,7 +205,7 @@ impl Slo {
             Quantity::Ttft => r.ttft_s() * 1e3 <= t.limit_ms,
             Quantity::Tpot => r.tpot_s().unwrap_or(0.0) * 1e3 <= t.limit_ms,
             Quantity::E2eLatency => r.latency_s() * 1e3 <= t.limit_ms,
-            Quantity::Itl => true,
+            Quantity::Itl | Quantity::Failed => true,
         })
     }
 }
@@ -393,12 +422,14 @@ pub fn max_rate(w: &Workload, cfg: &RunConfig, slo: &Slo, o: &SearchOptions, sha
 }
 
 /// The metric of the residual table whose errors stand for a target's quantity: its median
-/// (tails were measured too rarely to have their own); ITL's are TPOT's.
-pub fn residual_metric(q: Quantity) -> &'static str {
+/// (tails were measured too rarely to have their own); ITL's are TPOT's. The failed share has
+/// none: it follows the plan's failures and limits, not the step time.
+pub fn residual_metric(q: Quantity) -> Option<&'static str> {
     match q {
-        Quantity::Ttft => "median_ttft_ms",
-        Quantity::Tpot | Quantity::Itl => "median_tpot_ms",
-        Quantity::E2eLatency => "median_e2e_latency_ms",
+        Quantity::Ttft => Some("median_ttft_ms"),
+        Quantity::Tpot | Quantity::Itl => Some("median_tpot_ms"),
+        Quantity::E2eLatency => Some("median_e2e_latency_ms"),
+        Quantity::Failed => None,
     }
 }
 
@@ -433,11 +464,13 @@ impl SloIfOff {
         let near = crate::trust::Near::of(cfg, w);
         let mut spreads = std::collections::BTreeMap::new();
         for t in &slo.0 {
-            let s = crate::trust::spread(crate::trust::table(), &near, residual_metric(t.quantity))?;
+            let Some(metric) = residual_metric(t.quantity) else { continue }; // its limit stays
+            let s = crate::trust::spread(crate::trust::table(), &near, metric)?;
             spreads.insert(t.key(), s);
         }
-        let errors =
-            |f: fn(&crate::trust::Spread) -> f64| -> Vec<f64> { slo.0.iter().map(|t| f(&spreads[&t.key()])).collect() };
+        let errors = |f: fn(&crate::trust::Spread) -> f64| -> Vec<f64> {
+            slo.0.iter().map(|t| spreads.get(&t.key()).map_or(0.0, f)).collect()
+        };
         Some(SloIfOff {
             cautious: slo_if_off(slo, &errors(|s| s.error_low_pct)),
             hopeful: slo_if_off(slo, &errors(|s| s.error_high_pct)),
@@ -514,7 +547,27 @@ mod tests {
         let off = slo_if_off(&s, &[-20.0, 50.0]);
         assert_eq!(off.0.iter().map(|t| t.limit_ms).collect::<Vec<_>>(), [1600.0, 75.0]);
         assert_eq!(off.0[0].key(), "p99_ttft_ms");
-        assert_eq!(residual_metric(Quantity::Itl), "median_tpot_ms");
+        assert_eq!(residual_metric(Quantity::Itl), Some("median_tpot_ms"));
+    }
+
+    #[test]
+    fn the_failed_share_is_a_percentage_of_the_requests_sent_and_no_error_bar_moves_it() {
+        let s: Slo = "ttft_p99=2000,failed_pct=0.5".parse().unwrap();
+        let f = &s.0[1];
+        assert_eq!((f.quantity, f.key(), f.unit(), f.limit_ms), (Quantity::Failed, "failed_pct".to_string(), "%", 0.5));
+        let none = Summary::new(&[], 0, &mut Default::default());
+        let summary = Summary { completed: 196, failed: 4, ..none.clone() };
+        assert_eq!(f.value_ms(&[], &summary), 2.0);
+        assert_eq!(f.value_ms(&[], &none), 0.0);
+        let (meets, values) = s.check(&[], &summary);
+        assert!(!meets && values[1] == ("failed_pct".to_string(), 2.0));
+        assert_eq!(residual_metric(Quantity::Failed), None);
+        assert_eq!(slo_if_off(&s, &[-20.0, 0.0]).0[1].limit_ms, 0.5);
+        assert!("failed_pct=0".parse::<Slo>().is_ok());
+        for bad in ["failed_pct=101", "failed_pct=-1", "failed_pct=x"] {
+            assert!(bad.parse::<Slo>().unwrap_err().to_string().contains("failed_pct") || bad.ends_with('x'), "{bad}");
+        }
+        assert!("failed_p99=1".parse::<Slo>().unwrap_err().to_string().contains("(or failed_pct)"));
     }
 
     #[test]

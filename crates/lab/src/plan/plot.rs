@@ -63,11 +63,13 @@ impl Figure for RateFigure<'_> {
             if let Some(r) = self.target_rate {
                 (x0, x1) = (x0.min(r), x1.max(r));
             }
-            let (y0, y1) = all.iter().fold((t.limit_ms, t.limit_ms), |(a, b), p| (a.min(p.1), b.max(p.1)));
+            // A limit of 0 (failed_pct=0) on the log axis sits at its floor, as the values do.
+            let limit = t.limit_ms.max(1e-3);
+            let (y0, y1) = all.iter().fold((limit, limit), |(a, b), p| (a.min(p.1), b.max(p.1)));
             let x0 = if x0.is_finite() && x0 > 0.0 { x0 * 0.8 } else { 1e-3 };
             let x1 = x1.max(x0 * 2.0);
             let mut chart = ChartBuilder::on(panel)
-                .caption(format!("{key} (limit {} ms)", t.limit_ms), ("sans-serif", 16))
+                .caption(format!("{key} (limit {} {})", t.limit_ms, t.unit()), ("sans-serif", 16))
                 .margin(12)
                 .x_label_area_size(40)
                 .y_label_area_size(65)
@@ -77,9 +79,8 @@ impl Figure for RateFigure<'_> {
                 .light_line_style(WHITE.mix(0.0))
                 .y_labels(8)
                 .x_desc("request rate (req/s, log)")
-                .y_desc(format!("{key} (ms, log)"))
+                .y_desc(format!("{key} ({}, log)", t.unit()))
                 .draw()?;
-            let limit = t.limit_ms;
             chart
                 .draw_series(DashedLineSeries::new([(x0, limit), (x1 * 1.25, limit)], 8, 5, RED.stroke_width(2)))?
                 .label("SLO limit")

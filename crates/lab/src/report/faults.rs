@@ -59,7 +59,7 @@ pub fn report(plan: &FaultPlan, sim: &SimResult, end_s: f64) -> FaultsReport {
         completed_after_migrating: migrated_records.len() as u64,
         median_e2e_migrated_ms: median(migrated_records),
         median_e2e_others_ms: median(others),
-        down_instance_s: sim.faults.iter().map(|e| (e.back_s.min(end_s) - e.time_s).max(0.0)).sum(),
+        down_instance_s: sim.faults.iter().fold(0.0, |s, e| s + (e.back_s.min(end_s) - e.time_s).max(0.0)),
     }
 }
 
