@@ -27,6 +27,11 @@ pub(super) fn fail(failures: &mut Failures, reason: FailReason, message: &str) {
     failures.entry(reason).or_insert_with(|| (0, message.to_string())).0 += 1;
 }
 
+/// Failed requests in all.
+fn total(failures: &Failures) -> u64 {
+    failures.values().map(|f| f.0).sum()
+}
+
 /// Finds, as early as it is certain, the origin of the clients' 1-second token buckets: the
 /// earliest send of a completed request ([`TokenLog::set_origin`]). Requests reach the server in
 /// the order they were sent (checked as they arrive; when not, the origin is left to the
@@ -185,7 +190,7 @@ pub fn drive(
     let mut tokens = Vec::new();
     let mut failures: Failures = BTreeMap::new();
     let mut load = LoadStats::default();
-    let (mut failed, mut now) = (0u64, 0.0f64);
+    let mut now = 0.0f64;
 
     loop {
         // Completions free their slot and release their session's next turn; then sends due
@@ -215,7 +220,6 @@ pub fn drive(
                 }
                 if serving == 0 {
                     // Every instance is down: the gateway has no worker to send it to.
-                    failed += 1;
                     fail(&mut failures, FailReason::NoInstance, NO_INSTANCE);
                     finished.push(id);
                     continue;
@@ -244,13 +248,11 @@ pub fn drive(
                             &mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty },
                         );
                         for id in lost {
-                            failed += 1;
                             fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
                             finished.push(id);
                         }
                     }
                     (Some((reason, message)), _) => {
-                        failed += 1;
                         fail(&mut failures, *reason, message);
                         finished.push(id);
                     }
@@ -294,7 +296,6 @@ pub fn drive(
                     if let Some(pd) = disagg.as_mut() {
                         pd.abandon(id, &mut inst, &mut dirty);
                     }
-                    failed += 1;
                     fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
                     finished.push(id);
                     dirty.mark(i);
@@ -306,7 +307,6 @@ pub fn drive(
             // owe them a failure, when they cannot fit it idle).
             if let Some(pd) = disagg.as_mut().filter(|_| inst[i].busy_until.is_none()) {
                 for id in pd.freed(i, &mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty }) {
-                    failed += 1;
                     fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
                     finished.push(id);
                     again = true;
@@ -372,7 +372,6 @@ pub fn drive(
                 // Memory freed on a decode instance may let its hand-off queue move.
                 lost.extend(pd.freed(i, &mut Ctx { w, now, inst: &mut inst, rt: &mut rt, dirty: &mut dirty }));
                 for id in lost {
-                    failed += 1;
                     fail(&mut failures, FailReason::NeverFits, NEVER_FITS);
                     finished.push(id);
                     any_finished = true;
@@ -428,7 +427,6 @@ pub fn drive(
                     router.finished(id, i, now);
                 }
                 for id in lost.drain(..) {
-                    failed += 1;
                     fail(&mut failures, FailReason::InstanceFailed, INSTANCE_FAILED);
                     finished.push(id);
                     any_finished = true;
@@ -439,7 +437,7 @@ pub fn drive(
             }
         }
         if any_finished {
-            progress(records.len() as u64 + failed, now);
+            progress(records.len() as u64 + total(&failures), now);
         }
     }
     debug_assert!(finished.is_empty() && client.is_done());
@@ -470,8 +468,8 @@ pub fn drive(
     }
     let (faults, migrations) = faults.map(|f| (f.records, f.migrations)).unwrap_or_default();
     SimResult {
+        failed: total(&failures),
         records,
-        failed,
         failures,
         outputs_cut,
         load,

@@ -153,7 +153,7 @@ impl Faults {
     }
 
     /// Instance `i` stopped at `now`: it serves again after the recovery time (returned).
-    fn failed(&mut self, i: usize, now: f64) -> f64 {
+    fn schedule_restart(&mut self, i: usize, now: f64) -> f64 {
         let back = now + self.plan.recovery_s;
         self.push(back, RESTART, i);
         back
@@ -187,7 +187,7 @@ impl Faults {
         migrate: &mut Vec<ReqId>,
         lost: &mut Vec<ReqId>,
     ) {
-        let back_s = self.failed(i, now);
+        let back_s = self.schedule_restart(i, now);
         let drain_s = match (kind, self.rolling) {
             (StopKind::Restart, Some((r, from))) if r == i => now - from,
             _ => 0.0,
@@ -236,9 +236,9 @@ mod tests {
         assert_eq!(f.next_event(), Some(5.0));
         assert_eq!(f.pop_due(4.9), None);
         assert_eq!(f.pop_due(5.0), Some(Event::Fail(0)));
-        assert_eq!(f.failed(0, 5.0), 8.0);
+        assert_eq!(f.schedule_restart(0, 5.0), 8.0);
         assert_eq!(f.pop_due(5.0), Some(Event::Fail(1)));
-        f.failed(1, 5.0);
+        f.schedule_restart(1, 5.0);
         assert_eq!(f.pop_due(8.0), Some(Event::Restart(0)));
         assert_eq!(f.pop_due(8.0), Some(Event::Restart(1)));
         assert_eq!(f.pop_due(100.0), None);
