@@ -396,7 +396,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "P:SHARE,...", value_parser = cachesim::workload::priority::parse_shares, help_heading = "Load")]
     pub priority_mix: Option<cachesim::workload::priority::Shares>,
     /// Identical serving instances (data parallel), each with its own scheduler, KV cache and
-    /// --tp GPUs, behind --router.
+    /// --tp GPUs, behind --router (with --autoscale: the instances serving at the start).
     #[arg(
         allow_negative_numbers = true,
         long,
@@ -487,10 +487,57 @@ pub struct RunArgs {
     /// instance 1 drains, and so on.
     #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Failures")]
     pub rolling_restart: Option<f64>,
-    /// Seconds a draining instance may take to finish its requests; what is left then is lost as
-    /// in a crash (fails, or migrates) [default: 30, Kubernetes' terminationGracePeriodSeconds].
+    /// Seconds a draining instance (a rolling restart's, or one scaled down) may take to finish
+    /// its requests; what is left then is lost as in a crash (fails, or migrates) [default: 30,
+    /// Kubernetes' terminationGracePeriodSeconds].
     #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Failures")]
     pub drain_timeout_s: Option<f64>,
+    /// Per-request limits in ms, as vllm bench serve takes them (ttft:500 tpot:50 e2el:2000): the
+    /// report adds the request goodput (good requests per second) and, when autoscaling, the
+    /// share of good requests over time.
+    #[arg(long, num_args = 1.., value_name = "KEY:MS", value_parser = parse_goodput_word, help_heading = "Load")]
+    pub goodput: Option<Vec<String>>,
+    /// Autoscale the instances over the trace's time line: hpa is Kubernetes'
+    /// HorizontalPodAutoscaler on a per-instance metric (--scale-metric, --scale-target), synced
+    /// every 15 s, scale-downs held for 5 minutes, scale-ups of at most 4 instances or 100 % per
+    /// 15 s; --instances is the count at the start.
+    #[arg(long, value_enum, value_name = "POLICY", help_heading = "Autoscaling")]
+    pub autoscale: Option<cachesim::cluster::autoscale::AutoscalePolicy>,
+    /// The fewest instances the autoscaler keeps (minReplicas) [default: 1].
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Autoscaling")]
+    pub min_instances: Option<u32>,
+    /// The most instances the autoscaler starts (maxReplicas).
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Autoscaling")]
+    pub max_instances: Option<u32>,
+    /// The per-instance metric averaged over the serving instances: waiting
+    /// (vllm:num_requests_waiting), running (vllm:num_requests_running), in-flight (both) or
+    /// kv-usage (vllm:kv_cache_usage_perc, a fraction).
+    #[arg(long, value_enum, value_name = "METRIC", help_heading = "Autoscaling")]
+    pub scale_metric: Option<cachesim::cluster::autoscale::ScaleMetric>,
+    /// The average the autoscaler aims at (the HPA's target averageValue): requests per
+    /// instance, or a KV share between 0 and 1.
+    #[arg(allow_negative_numbers = true, long, value_name = "X", help_heading = "Autoscaling")]
+    pub scale_target: Option<f64>,
+    /// Seconds between the autoscaler's syncs (--horizontal-pod-autoscaler-sync-period)
+    /// [default: 15].
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Autoscaling")]
+    pub hpa_sync_period_s: Option<f64>,
+    /// Ratios within this of 1 change nothing (--horizontal-pod-autoscaler-tolerance) [default:
+    /// 0.1].
+    #[arg(allow_negative_numbers = true, long, value_name = "X", help_heading = "Autoscaling")]
+    pub hpa_tolerance: Option<f64>,
+    /// A scale-down goes no lower than the highest count proposed in this many seconds
+    /// (behavior.scaleDown.stabilizationWindowSeconds) [default: 300].
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Autoscaling")]
+    pub scale_down_window_s: Option<f64>,
+    /// Seconds from a scale-up until the new instance serves [default: 60 s of engine start-up,
+    /// assumed, plus its GPU's share of the weights read at --weights-load-gbps].
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Autoscaling")]
+    pub cold_start_s: Option<f64>,
+    /// GB/s at which a starting instance reads one GPU's share of the weights [default: 2, one
+    /// local NVMe drive, assumed].
+    #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Autoscaling")]
+    pub weights_load_gbps: Option<f64>,
     /// Prefill instances of a prefill/decode-disaggregated deployment (with --decode-instances;
     /// --router then picks among them).
     #[arg(
@@ -562,6 +609,20 @@ pub struct RunArgs {
     /// Draw TTFT and TPOT CDFs, KV usage and queue lengths over time to this SVG or PNG file.
     #[arg(long, value_name = "FILE.svg|png", help_heading = "Output")]
     pub plot: Option<PathBuf>,
+    /// With --autoscale: write one row per autoscaler sync (time, instances serving, starting
+    /// and draining, the metric's average, the count proposed and the count set) to this CSV
+    /// file.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub fleet_csv: Option<PathBuf>,
+    /// With --autoscale and --goodput: also find the smallest fixed fleet (between
+    /// --min-instances and --max-instances, by bisection) whose goodput attainment is at least
+    /// the autoscaled fleet's, and compare their GPU-hours.
+    #[arg(long, help_heading = "Autoscaling")]
+    pub compare_fixed: bool,
+    /// With --autoscale: draw the instances, the metric against its target and each window's
+    /// TTFT over time to this SVG or PNG file.
+    #[arg(long, value_name = "FILE.svg|png", help_heading = "Output")]
+    pub fleet_plot: Option<PathBuf>,
     #[command(flatten)]
     pub layout: LayoutArgs,
 }
@@ -679,6 +740,19 @@ impl RunArgs {
                 rolling_restart_s: self.rolling_restart,
                 drain_timeout_s: self.drain_timeout_s,
             },
+            goodput: self.goodput.clone(),
+            autoscale: cachesim::cluster::autoscale::AutoscaleOptions {
+                policy: self.autoscale,
+                min_instances: self.min_instances,
+                max_instances: self.max_instances,
+                metric: self.scale_metric,
+                target: self.scale_target,
+                sync_period_s: self.hpa_sync_period_s,
+                tolerance: self.hpa_tolerance,
+                down_window_s: self.scale_down_window_s,
+                cold_start_s: self.cold_start_s,
+                weights_load_gbps: self.weights_load_gbps,
+            },
         }
     }
 
@@ -722,6 +796,11 @@ fn parse_num_prompts(s: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(_) => Err(format!("`{s}` is not a count of requests (a whole number, at least 1)")),
     }
+}
+
+/// One `--goodput` word, checked alone (the whole list is checked for repeats when resolved).
+fn parse_goodput_word(s: &str) -> Result<String, String> {
+    cachesim::metrics::Goodput::parse(&[s.to_string()]).map(|_| s.to_string())
 }
 
 fn parse_fail_at(s: &str) -> Result<cachesim::cluster::faults::FailList, String> {

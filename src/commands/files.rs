@@ -41,6 +41,8 @@ pub fn run_outputs(args: &RunArgs) -> Named<'_> {
         ("--timeline-csv", args.timeline_csv.as_deref()),
         ("--token-times-csv", args.token_times_csv.as_deref()),
         ("--plot", args.plot.as_deref()),
+        ("--fleet-csv", args.fleet_csv.as_deref()),
+        ("--fleet-plot", args.fleet_plot.as_deref()),
     ])
 }
 

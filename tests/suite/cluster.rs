@@ -10,7 +10,7 @@ use cachesim::cluster::pd::{KvLink, PdConfig, PdStyle};
 use cachesim::cluster::router::{build, RouterKind, RouterParams};
 use cachesim::cost::Affine;
 use cachesim::engine::{EngineConfig, EngineKind, EngineVersion};
-use cachesim::sim::{drive, Front, InstanceSpec, Keep, Pd, Role, SimResult};
+use cachesim::sim::{drive, Fleet, Front, InstanceSpec, Keep, Pd, Role, SimResult};
 use cachesim::trace::{self, ReadOptions};
 use cachesim::workload::{build as build_workload, BuildOptions, Workload};
 use proptest::prelude::*;
@@ -68,7 +68,7 @@ fn run(
         None => {
             let specs = vec![spec(Role::Unified, EngineKind::Vllm, 64); instances];
             let mut r = build(kind, RouterParams::default(), instances);
-            drive(w, sends, &front, &specs, r.as_mut(), None, None, Keep::default(), &|_, _| ())
+            drive(w, sends, &front, &specs, r.as_mut(), None, Fleet::default(), Keep::default(), &|_, _| ())
         }
         Some((p, d, style, decode_blocks)) => {
             let engine = if style == PdStyle::Sglang { EngineKind::Sglang } else { EngineKind::Vllm };
@@ -87,7 +87,7 @@ fn run(
             let mut r = build(kind, RouterParams::default(), p as usize);
             let mut dr = build(RouterKind::LeastLoad, RouterParams::default(), d as usize);
             let pd = Pd { cfg, kv_bytes_per_token: KVB, decode_router: dr.as_mut() };
-            drive(w, sends, &front, &specs, r.as_mut(), Some(pd), None, Keep::default(), &|_, _| ())
+            drive(w, sends, &front, &specs, r.as_mut(), Some(pd), Fleet::default(), Keep::default(), &|_, _| ())
         }
     }
 }

@@ -450,13 +450,30 @@ fn settings() -> impl Strategy<Value = RunOptions> {
         proptest::option::of(f64_in(0.0, 10.0)),
     )
         .boxed();
-    (limits, memory, chunks, load, faults).prop_map(
+    // An autoscaler (a third of the runs, replacing the failures): bounds, metric, target and
+    // times at their edges.
+    let scale = prop_oneof![
+        2 => Just(None),
+        1 => (
+            (0u32..3, 1u32..6),
+            0usize..4,
+            f64_in(1e-4, 50.0),
+            proptest::option::of(f64_in(1e-3, 20.0)),
+            proptest::option::of(f64_in(0.0, 30.0)),
+            proptest::option::of(f64_in(0.0, 30.0)),
+            proptest::option::of(f64_in(0.0, 1.0)),
+        )
+            .prop_map(Some),
+    ]
+    .boxed();
+    (limits, memory, chunks, load, faults, scale).prop_map(
         |(
             o,
             (tp, util, reserve, conservativeness, frac),
             (chunk, prefill, block_size, page_size, threshold),
             load,
             f,
+            scale,
         )| {
             let (rate, burstiness, time_scale, num_prompts, max_concurrency) = load;
             let (instances, fail_at, mtbf_s, recovery_s, migration_limit, rolling_restart_s, drain_timeout_s) = f;
@@ -464,16 +481,40 @@ fn settings() -> impl Strategy<Value = RunOptions> {
                 .into_iter()
                 .map(|(time_s, instance)| cachesim::cluster::faults::FailAt { time_s, instance })
                 .collect();
+            let mut faults = cachesim::cluster::faults::FaultOptions {
+                fail_at,
+                mtbf_s,
+                recovery_s,
+                migration_limit,
+                rolling_restart_s,
+                drain_timeout_s,
+            };
+            use cachesim::cluster::autoscale::{AutoscaleOptions, AutoscalePolicy, ScaleMetric};
+            let autoscale = match scale {
+                None => AutoscaleOptions::default(),
+                Some(((min, extra), metric, target, sync, window, cold, tolerance)) => {
+                    faults = cachesim::cluster::faults::FaultOptions { drain_timeout_s, ..Default::default() };
+                    AutoscaleOptions {
+                        policy: Some(AutoscalePolicy::Hpa),
+                        min_instances: Some(min),
+                        max_instances: Some(min + extra),
+                        metric: Some(
+                            [ScaleMetric::Waiting, ScaleMetric::Running, ScaleMetric::InFlight, ScaleMetric::KvUsage]
+                                [metric],
+                        ),
+                        target: Some(target),
+                        sync_period_s: sync,
+                        down_window_s: window,
+                        cold_start_s: cold,
+                        tolerance,
+                        weights_load_gbps: None,
+                    }
+                }
+            };
             RunOptions {
                 cluster: cachesim::cluster::ClusterConfig { instances, ..Default::default() },
-                faults: cachesim::cluster::faults::FaultOptions {
-                    fail_at,
-                    mtbf_s,
-                    recovery_s,
-                    migration_limit,
-                    rolling_restart_s,
-                    drain_timeout_s,
-                },
+                faults,
+                autoscale,
                 tp,
                 gpu_memory_utilization: Some(util),
                 memory: MemoryOverrides { activation_peak_gib: Some(reserve), ..Default::default() },
@@ -612,6 +653,49 @@ fn numeric_flags_through_the_binary_never_panic() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "cachesim {args:?} panicked:\n{err}");
         assert!(matches!(out.status.code(), Some(0..=2)), "cachesim {args:?}: {:?}\n{err}", out.status);
+    }
+}
+
+/// The autoscaler's numeric flags at their edges, one at a time over a working autoscaled run
+/// of the bundled sample at fifty times its load: a clear refusal or a run, never a panic.
+#[test]
+fn autoscale_flags_through_the_binary_never_panic() {
+    const FLAGS: [&str; 9] = [
+        "--min-instances",
+        "--max-instances",
+        "--instances",
+        "--scale-target",
+        "--hpa-sync-period-s",
+        "--hpa-tolerance",
+        "--scale-down-window-s",
+        "--cold-start-s",
+        "--drain-timeout-s",
+    ];
+    const VALUES: [&str; 10] = ["0", "1", "3", "-1", "1e-300", "1e300", "nan", "inf", "4294967296", "0.001"];
+    for (k, f) in FLAGS.iter().enumerate() {
+        for v in VALUES.iter().skip(k % 2).step_by(if cases() > 64 { 1 } else { 2 }) {
+            let mut args = vec![
+                "--time-scale",
+                "0.02",
+                "--autoscale",
+                "hpa",
+                "--max-instances",
+                "3",
+                "--scale-metric",
+                "in-flight",
+                "--scale-target",
+                "4",
+                "--hpa-sync-period-s",
+                "0.5",
+                "--cold-start-s",
+                "1",
+            ];
+            args.extend([*f, *v]);
+            let out = common::cachesim(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!err.contains("panicked"), "cachesim {args:?} panicked:\n{err}");
+            assert!(matches!(out.status.code(), Some(0..=2)), "cachesim {args:?}: {:?}\n{err}", out.status);
+        }
     }
 }
 

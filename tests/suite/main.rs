@@ -6,6 +6,7 @@ mod common;
 
 mod any_engine_fit;
 mod architecture;
+mod autoscale;
 mod bad_input;
 mod bigmodel;
 mod calibration;

@@ -87,6 +87,11 @@ pub struct RunOptions {
     pub cluster: ClusterConfig,
     /// Instance failures and what becomes of their requests (none by default).
     pub faults: crate::cluster::faults::FaultOptions,
+    /// Autoscaling (none by default).
+    pub autoscale: crate::cluster::autoscale::AutoscaleOptions,
+    /// The client's per-request limits (`--goodput` words, as `vllm bench serve` takes them:
+    /// `ttft:500`).
+    pub goodput: Option<Vec<String>>,
 }
 
 /// Where the step-time factors ([`Efficiency`]) come from.
@@ -208,6 +213,8 @@ impl Default for RunOptions {
             calibration: Calibration::Auto,
             cluster: ClusterConfig::default(),
             faults: Default::default(),
+            autoscale: Default::default(),
+            goodput: None,
         }
     }
 }
@@ -278,6 +285,12 @@ pub struct RunConfig {
     /// Instance failures ([`crate::cluster::faults`]); `None`: every instance serves throughout.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<crate::cluster::faults::FaultPlan>,
+    /// The autoscaler ([`crate::cluster::autoscale`]); `None`: the fleet keeps its size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<crate::cluster::autoscale::AutoscalePlan>,
+    /// The client's per-request limits for goodput (`--goodput`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<crate::metrics::Goodput>,
     /// The `--deployment` file the run came from (set by the binary).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deployment_file: Option<DeploymentEcho>,
@@ -536,7 +549,37 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     }
     positive("--schedule-conservativeness", o.schedule_conservativeness)?;
     o.cluster.validate()?;
-    let faults = o.faults.plan(o.arrivals.seed)?;
+    let goodput = o
+        .goodput
+        .as_ref()
+        .map(|w| crate::metrics::Goodput::parse(w))
+        .transpose()
+        .map_err(|e| Error::invalid("--goodput", e))?;
+    // A scale-down drains as a rolling restart does, under the same --drain-timeout-s.
+    let drain_timeout_s = o.faults.drain_timeout_s.unwrap_or(crate::cluster::faults::DEFAULT_DRAIN_TIMEOUT_S);
+    let autoscale =
+        o.autoscale.plan(o.cluster.instances, layout.parallel.weight_bytes_per_rank(&model), drain_timeout_s)?;
+    let faults = match &autoscale {
+        None => o.faults.plan(o.arrivals.seed)?,
+        Some(a) => {
+            a.validate(o.cluster.pd.is_some(), o.engine)?;
+            let drain = crate::cluster::faults::FaultOptions { drain_timeout_s: None, ..o.faults.clone() };
+            if drain != crate::cluster::faults::FaultOptions::default() {
+                return Err(Error::invalid(
+                    "--autoscale",
+                    "instance failures and rolling restarts in an autoscaled fleet are not modelled yet: drop the \
+                     failure flags or --autoscale",
+                ));
+            }
+            if drain_timeout_s.is_nan() || !(0.0..=1e9).contains(&drain_timeout_s) {
+                return Err(Error::invalid(
+                    "--drain-timeout-s",
+                    format!("{drain_timeout_s} must be between 0 and 1e9 seconds"),
+                ));
+            }
+            None
+        }
+    };
     if let Some(f) = &faults {
         f.validate(o.cluster.instances, o.cluster.pd.is_some(), o.engine)?;
     }
@@ -663,6 +706,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             ..o.cluster
         },
         faults,
+        autoscale,
+        goodput,
         deployment_file: None,
         startup_notes,
     };

@@ -10,6 +10,58 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Per-request limits in ms (`--goodput ttft:MS tpot:MS e2el:MS`, as `vllm bench serve` takes
+/// them): a request is good when each is met.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Goodput {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2el_ms: Option<f64>,
+}
+
+impl Goodput {
+    /// Parses `KEY:MS` words (keys ttft, tpot, e2el), refusing a key given twice or a limit
+    /// that is not a positive number, as `vllm bench serve` refuses them.
+    pub fn parse(words: &[String]) -> Result<Goodput, String> {
+        let mut g = Goodput::default();
+        for w in words {
+            let (k, v) = w.split_once(':').ok_or_else(|| format!("`{w}` is not KEY:MS (e.g. ttft:500)"))?;
+            let ms: f64 = v.parse().map_err(|_| format!("`{v}` in `{w}` is not a number of ms"))?;
+            if !(ms.is_finite() && ms >= 0.0) {
+                return Err(format!("`{w}`: the limit must be a number of ms, 0 or more"));
+            }
+            let slot = match k {
+                "ttft" => &mut g.ttft_ms,
+                "tpot" => &mut g.tpot_ms,
+                "e2el" => &mut g.e2el_ms,
+                _ => return Err(format!("`{k}` is not a goodput key: ttft, tpot or e2el")),
+            };
+            if slot.replace(ms).is_some() {
+                return Err(format!("`{k}` is given twice"));
+            }
+        }
+        Ok(g)
+    }
+
+    /// Whether `r` meets every limit (`calculate_metrics` in `vllm/benchmarks/serve.py`: the
+    /// TPOT of a one-token output counts as 0).
+    pub fn is_good(&self, r: &RequestRecord) -> bool {
+        let within = |limit: Option<f64>, s: f64| limit.is_none_or(|l| s * 1e3 <= l);
+        within(self.ttft_ms, r.ttft_s())
+            && within(self.tpot_ms, r.tpot_s().unwrap_or(0.0))
+            && within(self.e2el_ms, r.latency_s())
+    }
+
+    /// `ttft:500 tpot:50`, as given.
+    pub fn describe(&self) -> String {
+        [("ttft", self.ttft_ms), ("tpot", self.tpot_ms), ("e2el", self.e2el_ms)]
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| format!("{k}:{v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// One request as the client saw it (seconds from the benchmark start).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RequestRecord {
@@ -375,6 +427,10 @@ pub struct Summary {
     pub p99_e2e_latency_ms: f64,
     pub cached_prompt_tokens: u64,
     pub preemptions: u64,
+    /// Under `--goodput`: completed requests meeting every limit per second of the duration
+    /// (`request_goodput` of `vllm bench serve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_goodput: Option<f64>,
 }
 
 impl Summary {
@@ -440,13 +496,55 @@ impl Summary {
             p99_e2e_latency_ms: e.p99,
             cached_prompt_tokens: records.iter().map(|r| r.cached_prompt_tokens as u64).sum(),
             preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
+            request_goodput: None,
         }
+    }
+
+    /// Sets `request_goodput` under the limits `g`: the good requests of `records` per second
+    /// of the duration, as `vllm bench serve --goodput` computes it.
+    pub fn with_goodput(mut self, records: &[RequestRecord], g: Option<Goodput>) -> Self {
+        self.request_goodput = g.map(|g| {
+            let good = records.iter().filter(|r| g.is_good(r)).count() as f64;
+            if self.duration > 0.0 {
+                good / self.duration
+            } else {
+                0.0
+            }
+        });
+        self
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn goodput_words_parse_as_vllm_takes_them() {
+        let g = Goodput::parse(&["ttft:500".into(), "tpot:50".into()]).unwrap();
+        assert_eq!((g.ttft_ms, g.tpot_ms, g.e2el_ms), (Some(500.0), Some(50.0), None));
+        for (bad, says) in
+            [("ttft", "KEY:MS"), ("itl:5", "not a goodput key"), ("ttft:x", "not a number"), ("ttft:-1", "0 or more")]
+        {
+            assert!(Goodput::parse(&[bad.to_string()]).unwrap_err().contains(says), "{bad}");
+        }
+        assert!(Goodput::parse(&["ttft:1".into(), "ttft:2".into()]).unwrap_err().contains("twice"));
+        // A one-token output has a TPOT of 0 for the check.
+        let r = RequestRecord {
+            id: 0,
+            send_s: 0.0,
+            first_token_s: 0.4,
+            last_token_s: 0.4,
+            prompt_tokens: 1,
+            output_tokens: 1,
+            cached_prompt_tokens: 0,
+            preemptions: 0,
+            first_scheduled_s: 0.0,
+            priority: 0,
+        };
+        assert!(Goodput::parse(&["ttft:400".into(), "tpot:0".into()]).unwrap().is_good(&r));
+        assert!(!Goodput::parse(&["e2el:399".into()]).unwrap().is_good(&r));
+    }
 
     proptest::proptest! {
         #[test]

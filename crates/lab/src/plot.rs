@@ -367,3 +367,67 @@ where
     chart.configure_series_labels().position(SeriesLabelPosition::UpperRight).border_style(BLACK).draw()?;
     Ok(())
 }
+
+struct FleetFigure<'a> {
+    title: &'a str,
+    metric: &'a str,
+    target: f64,
+    report: &'a crate::report::autoscale::AutoscaleReport,
+}
+
+impl Figure for FleetFigure<'_> {
+    const SIZE: (u32, u32) = (1200, 1000);
+    fn title(&self) -> &str {
+        self.title
+    }
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        let panels = area.split_evenly((3, 1));
+        let syncs = &self.report.syncs;
+        let serving: Vec<(f64, f64)> = syncs.iter().map(|s| (s.time_s, s.serving as f64)).collect();
+        let provisioned: Vec<(f64, f64)> =
+            syncs.iter().map(|s| (s.time_s, (s.serving + s.starting + s.draining) as f64)).collect();
+        let desired: Vec<(f64, f64)> = syncs.iter().map(|s| (s.time_s, s.desired as f64)).collect();
+        series_panel(
+            &panels[0],
+            "Instances",
+            "instances",
+            &[("provisioned", provisioned, BLUE), ("serving", serving, GREEN), ("desired", desired, RED)],
+            None,
+        )?;
+        let average: Vec<(f64, f64)> = syncs.iter().filter_map(|s| s.average.map(|a| (s.time_s, a))).collect();
+        let target: Vec<(f64, f64)> = syncs.iter().map(|s| (s.time_s, self.target)).collect();
+        series_panel(
+            &panels[1],
+            &format!("{} per serving instance at each sync", self.metric),
+            self.metric,
+            &[("average", average, BLUE), ("target", target, RED)],
+            None,
+        )?;
+        let mid = |w: &crate::report::autoscale::Window| (w.from_s + w.to_s) / 2.0;
+        let windows = &self.report.windows;
+        let p50: Vec<(f64, f64)> = windows.iter().filter_map(|w| w.ttft_p50_ms.map(|v| (mid(w), v))).collect();
+        let p99: Vec<(f64, f64)> = windows.iter().filter_map(|w| w.ttft_p99_ms.map(|v| (mid(w), v))).collect();
+        series_panel(
+            &panels[2],
+            "TTFT of the requests sent in each window",
+            "TTFT (ms)",
+            &[("P50", p50, GREEN), ("P99", p99, RED)],
+            None,
+        )
+    }
+}
+
+/// Draws the autoscaled fleet over time (SVG or PNG by the extension of `path`): instances
+/// provisioned, serving and wanted at each sync; the metric against its target; the TTFT
+/// percentiles of each window's requests.
+pub fn fleet_plot(
+    path: &Path,
+    title: &str,
+    plan: &cachesim_core::cluster::autoscale::AutoscalePlan,
+    report: &crate::report::autoscale::AutoscaleReport,
+) -> Result<()> {
+    render(path, &FleetFigure { title, metric: plan.metric.name(), target: plan.target, report })
+}

@@ -42,6 +42,29 @@ pub fn prepare(
     if let Some(p) = &args.plot {
         cachesim::plot::check_plot_path(p)?;
     }
+    if let Some(p) = &args.fleet_plot {
+        cachesim::plot::check_plot_path(p)?;
+    }
+    if args.compare_fixed && (cfg.autoscale.is_none() || cfg.goodput.is_none()) {
+        return Err(cachesim::Error::invalid(
+            "--compare-fixed",
+            "needs --autoscale and --goodput: the fixed fleet must attain the autoscaled fleet's goodput",
+        )
+        .into());
+    }
+    for (flag, given) in [
+        ("--fleet-csv", args.fleet_csv.is_some()),
+        ("--fleet-plot", args.fleet_plot.is_some()),
+        ("--compare-fixed", args.compare_fixed),
+    ] {
+        if given && cfg.autoscale.is_none() {
+            return Err(cachesim::Error::invalid(
+                flag,
+                "means nothing without --autoscale: a fixed fleet has no syncs",
+            )
+            .into());
+        }
+    }
     check_outputs(args)?;
     let notes = cachesim::config::notes(&opts, &cfg);
     Ok((opts, cfg, notes))
@@ -113,6 +136,17 @@ pub fn stage_files(
     if let Some(p) = &args.token_times_csv {
         write_csv(&mut files, p, &out.sim.tokens)?;
     }
+    if let (Some(plan), Some(a)) = (&cfg.autoscale, cachesim::report::autoscale_report(out, cfg)) {
+        if let Some(p) = &args.fleet_csv {
+            write_csv(&mut files, p, &a.syncs)?;
+        }
+        if let Some(p) = &args.fleet_plot {
+            let title = format!("{} · autoscaled {} on {}", w.info.path.display(), cfg.model.name, cfg.gpu.name);
+            let tmp = files.stage(p)?;
+            cachesim::plot::fleet_plot(&tmp, &title, plan, &a)
+                .with_context(|| format!("cannot draw {}", p.display()))?;
+        }
+    }
     if let Some(p) = &args.plot {
         let title = format!("{} · {} on {}", w.info.path.display(), cfg.model.name, cfg.gpu.name);
         let tmp = files.stage(p)?;
@@ -128,6 +162,13 @@ pub fn stage_files(
 /// above 1 runs [`seeds::run`].
 pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEcho>) -> anyhow::Result<Answer> {
     if cmd.seeds > 1 {
+        if cmd.run.compare_fixed {
+            return Err(cachesim::Error::invalid(
+                "--compare-fixed",
+                "compares one autoscaled run with fixed fleets; with --seeds, compare each seed's run on its own",
+            )
+            .into());
+        }
         return seeds::run(&cmd.run, cmd.seeds, deployment);
     }
     let args = &cmd.run;
@@ -151,11 +192,18 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
     };
     let out = cachesim::sim::simulate_with_progress(&w, &cfg, keep, &progress)?;
     pb.finish_and_clear();
+    let fixed = match (args.compare_fixed, cachesim::report::autoscale_report(&out, &cfg)) {
+        (true, Some(a)) => cachesim::report::autoscale::best_fixed(&w, &cfg, a.attainment_pct.unwrap_or(0.0))?,
+        _ => None,
+    };
     let files = stage_files(args, &cfg, &w, &out)?;
     let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);
     let mut stdout = String::new();
     if args.json {
-        let doc = cachesim::report::RunReport::new(&out, &w, &cfg);
+        let mut doc = cachesim::report::RunReport::new(&out, &w, &cfg);
+        if let Some(a) = doc.autoscaling.as_mut() {
+            a.best_fixed = fixed;
+        }
         stdout.push_str(&serde_json::to_string_pretty(&doc)?);
         stdout.push('\n');
     } else {
@@ -165,7 +213,7 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
             write!(stdout, "{}", cachesim::report::cluster::echo(&cfg.cluster))?;
         }
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load_echo(&cfg, &w), &out.summary))?;
-        write!(stdout, "{}", sections(args, &cfg, &out))?;
+        write!(stdout, "{}", sections(args, &cfg, &out, fixed))?;
         if let Some(rows) = cachesim::report::classes::rows(&out.sim.records) {
             write!(stdout, "{}", cachesim::report::classes::text(&rows))?;
         }
@@ -200,13 +248,19 @@ fn load_echo(cfg: &cachesim::config::RunConfig, w: &cachesim::workload::Workload
         },
         trace_times: cfg.arrivals.rate.is_none() && w.requests.iter().all(|r| r.arrival_ms.is_some()),
         max_concurrency: cfg.max_concurrency,
+        goodput: cfg.goodput.is_some(),
     }
 }
 
 /// The sections after the benchmark report: the instance and router table (more than one
 /// instance), the TTFT breakdown (`--ttft-breakdown` of a disaggregated run) and the instance
 /// failures (a run with a failure plan).
-fn sections(args: &RunArgs, cfg: &cachesim::config::RunConfig, out: &cachesim::sim::Outcome) -> String {
+fn sections(
+    args: &RunArgs,
+    cfg: &cachesim::config::RunConfig,
+    out: &cachesim::sim::Outcome,
+    fixed: Option<cachesim::report::autoscale::FixedSearch>,
+) -> String {
     let mut s = String::new();
     if let Some((rows, router)) = &cachesim::report::cluster_report(out, cfg) {
         s.push_str(&cachesim::report::cluster::text(rows, router));
@@ -216,6 +270,10 @@ fn sections(args: &RunArgs, cfg: &cachesim::config::RunConfig, out: &cachesim::s
     }
     if let Some(f) = cachesim::report::faults_report(out, cfg) {
         s.push_str(&cachesim::report::faults::text(&f));
+    }
+    if let (Some(plan), Some(mut a)) = (&cfg.autoscale, cachesim::report::autoscale_report(out, cfg)) {
+        a.best_fixed = fixed;
+        s.push_str(&cachesim::report::autoscale::text(plan, &a));
     }
     s
 }

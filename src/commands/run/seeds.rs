@@ -17,7 +17,17 @@ use std::fmt::Write;
 /// `args` with each output file renamed for `seed` ([`cachesim::seeds::seed_path`]).
 fn for_seed(args: &RunArgs, seed: u64) -> RunArgs {
     let mut a = args.clone();
-    for p in [&mut a.requests_csv, &mut a.timeline_csv, &mut a.token_times_csv, &mut a.plot].into_iter().flatten() {
+    for p in [
+        &mut a.requests_csv,
+        &mut a.timeline_csv,
+        &mut a.token_times_csv,
+        &mut a.plot,
+        &mut a.fleet_csv,
+        &mut a.fleet_plot,
+    ]
+    .into_iter()
+    .flatten()
+    {
         *p = cachesim::seeds::seed_path(p, seed);
     }
     a
@@ -53,7 +63,7 @@ pub fn run(args: &RunArgs, n: u32, deployment: Option<&cachesim::config::Deploym
             let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load)
                 .map(|s| cachesim::saturation::text(&s, &unloaded));
             let lines = failure_lines(&out).into_iter().map(|l| format!("seed {seed}: {l}")).collect();
-            let run = SeedRun::new(seed, &out, &w, &c, sections(args, &c, &out), saturation);
+            let run = SeedRun::new(seed, &out, &w, &c, sections(args, &c, &out, None), saturation);
             pb.inc(1);
             Ok((run, files, lines))
         })

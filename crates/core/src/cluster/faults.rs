@@ -119,7 +119,7 @@ impl FaultOptions {
         if self.drain_timeout_s.is_some() && self.rolling_restart_s.is_none() {
             return Err(Error::invalid(
                 "--drain-timeout-s",
-                "means nothing without a rolling restart: add --rolling-restart SECONDS",
+                "means nothing without a rolling restart or autoscaling: add --rolling-restart SECONDS or --autoscale hpa",
             ));
         }
         if self.fail_at.is_empty() && self.mtbf_s.is_none() && self.rolling_restart_s.is_none() {

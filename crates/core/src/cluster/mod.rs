@@ -3,6 +3,7 @@
 //! router policies ([`router`]) and the driver that runs N instances on one shared clock.
 //! One instance's event loop stays in [`crate::sim`].
 
+pub mod autoscale;
 pub mod faults;
 pub mod pd;
 pub mod router;

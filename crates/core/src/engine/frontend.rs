@@ -46,6 +46,9 @@ pub enum FailReason {
     InstanceFailed,
     /// It arrived while every instance was down.
     NoInstance,
+    /// An autoscaler's scale-down stopped its instance at the drain timeout
+    /// ([`crate::cluster::autoscale`]).
+    ScaledDown,
 }
 
 impl FailReason {
@@ -59,6 +62,7 @@ impl FailReason {
             FailReason::NeverFits => "never fits the KV cache",
             FailReason::InstanceFailed => "its instance failed",
             FailReason::NoInstance => "no instance serving",
+            FailReason::ScaledDown => "its instance was scaled down",
         }
     }
 }

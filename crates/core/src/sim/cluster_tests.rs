@@ -10,7 +10,7 @@ use crate::cluster::router::{build, RouterParams};
 fn cluster(w: &Workload, sends: &[(u32, f64)], n: usize, kind: RouterKind, c: &SimConfig) -> SimResult {
     let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
     let mut router = build(kind, RouterParams::default(), n);
-    drive(w, sends, &Front::of(c), &vec![spec; n], router.as_mut(), None, None, Keep::default(), &|_, _| ())
+    drive(w, sends, &Front::of(c), &vec![spec; n], router.as_mut(), None, Fleet::default(), Keep::default(), &|_, _| ())
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -100,7 +100,7 @@ fn pd_run(w: &Workload, sends: &[(u32, f64)], style: crate::cluster::pd::PdStyle
     let mut router = build(RouterKind::RoundRobin, RouterParams::default(), 1);
     let mut decode_router = build(RouterKind::LeastLoad, RouterParams::default(), 1);
     let pd = Pd { cfg: pd, kv_bytes_per_token: 1000, decode_router: decode_router.as_mut() };
-    drive(w, sends, &Front::of(&c), &[p, d], router.as_mut(), Some(pd), None, Keep::default(), &|_, _| ())
+    drive(w, sends, &Front::of(&c), &[p, d], router.as_mut(), Some(pd), Fleet::default(), Keep::default(), &|_, _| ())
 }
 
 #[test]

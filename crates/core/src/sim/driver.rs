@@ -4,6 +4,8 @@
 //! event: busy instances wait in a heap of step-end times, and only instances something happened
 //! to (an arrival, a step end, freed memory) are asked to form a step.
 
+use super::autoscale::ScaleLog;
+use super::autoscale::{Act, Due, Scaler};
 use super::client::Client;
 use super::disagg::{Ctx, Disagg, Pd};
 use super::faults::{Event, Faults, StopKind};
@@ -11,6 +13,7 @@ use super::instance::{Begun, Instance, InstanceSpec, Sink};
 use super::pool::{Dirty, View};
 use super::{Front, Keep, LoadStats, RouterStats, SimResult};
 use crate::cache::ReqId;
+use crate::cluster::autoscale::{AutoscalePlan, ScaleMetric};
 use crate::cluster::faults::FaultPlan;
 use crate::cluster::router::{Arrival, Basis, Router};
 use crate::engine::frontend::{self, FailReason, Verdict};
@@ -107,14 +110,47 @@ impl Origin {
     }
 }
 
+/// What changes the fleet during a run: instance failures and rolling restarts, or an
+/// autoscaler (none by default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fleet<'p> {
+    pub faults: Option<&'p FaultPlan>,
+    pub autoscale: Option<&'p AutoscalePlan>,
+}
+
+/// The metric `m` of one instance now, as its engine's gauge reads.
+fn metric(x: &Instance, m: ScaleMetric) -> f64 {
+    let (waiting, running) = x.sched.queued();
+    match m {
+        ScaleMetric::Waiting => waiting as f64,
+        ScaleMetric::Running => running as f64,
+        ScaleMetric::InFlight => (waiting + running) as f64,
+        ScaleMetric::KvUsage => {
+            let u = x.cache.usage();
+            // An unbounded cache (tests of the schedulers alone) is never full.
+            u.capacity_tokens.map_or(0.0, |c| (u.used_tokens - u.evictable_tokens) as f64 / c.max(1) as f64)
+        }
+    }
+}
+
+/// The requests routed to instance `i` that have not finished, the ones finishing now
+/// (`finished`) marked done first, so a stop cannot lose them.
+fn held(assigned: &[u32], done: &mut [bool], finished: &[ReqId], i: usize) -> Vec<ReqId> {
+    for &id in finished {
+        done[id as usize] = true;
+    }
+    (0..assigned.len() as ReqId).filter(|&id| assigned[id as usize] == i as u32 && !done[id as usize]).collect()
+}
+
 /// Runs `sends` through the instances `specs`, each arrival routed by `router`, on one clock.
 /// Events at one time happen in this order: steps ending then (by instance index) apply their
 /// effects; KV transfers ending then land; completions free client slots and release next
 /// turns; due requests are sent; sent requests that reached the server are routed and queued
 /// (or rejected by the frontend); then every idle instance with something new forms its next
-/// step (by index). With `pd`, `router` picks among the prefill instances. With `faults`,
-/// instances fail and restart as planned, after the steps ending at that time
-/// ([`crate::cluster::faults`]).
+/// step (by index). With `pd`, `router` picks among the prefill instances. With
+/// `fleet.faults`, instances fail and restart as planned, after the steps ending at that time
+/// ([`crate::cluster::faults`]); with `fleet.autoscale`, an autoscaler starts and stops them
+/// after that ([`crate::cluster::autoscale`]).
 #[allow(clippy::too_many_arguments)]
 pub fn drive(
     w: &Workload,
@@ -123,7 +159,7 @@ pub fn drive(
     specs: &[InstanceSpec<'_>],
     router: &mut dyn Router,
     pd: Option<Pd<'_>>,
-    faults: Option<&FaultPlan>,
+    fleet: Fleet<'_>,
     keep: Keep,
     progress: &dyn Fn(u64, f64),
 ) -> SimResult {
@@ -163,19 +199,33 @@ pub fn drive(
     });
     let mut inst: Vec<Instance> =
         specs.iter().map(|&s| Instance::new(w, s, used.as_deref(), specs.len() == 1)).collect();
+    // Instance `i` as it starts again after a stop: empty.
+    let fresh = |i: usize| Instance::new(w, specs[i], used.as_deref(), specs.len() == 1);
     let routed = pd.as_ref().map_or(inst.len(), |p| p.cfg.prefill as usize);
     debug_assert!(routed <= inst.len());
     let mut disagg = pd.map(|p| Disagg::new(p, routed, inst.len(), n));
     let mut client = Client::new(w, sends, front.max_concurrency, front.request_overhead_s);
     let mut assigned: Vec<u32> = vec![u32::MAX; n];
     let mut routing = RouterStats::default();
-    debug_assert!(faults.is_none() || disagg.is_none(), "failures are modelled without PD pools");
-    let mut faults = faults.map(|p| Faults::new(p, inst.len(), n));
-    // Under failures: requests that finished (so a failure cannot lose them), those a failure
-    // sends on to another instance, and the instances serving.
-    let mut done: Vec<bool> = if faults.is_some() { vec![false; n] } else { Vec::new() };
+    debug_assert!(
+        (fleet.faults.is_none() && fleet.autoscale.is_none()) || disagg.is_none(),
+        "failures and autoscaling are modelled without PD pools"
+    );
+    let mut faults = fleet.faults.map(|p| Faults::new(p, inst.len(), n));
+    let mut scaler = fleet.autoscale.map(|p| Scaler::new(p, inst.len()));
+    // Under failures or autoscaling: requests that finished (so a stop cannot lose them), those
+    // a failure sends on to another instance, and the instances serving.
+    let mut done: Vec<bool> = if faults.is_some() || scaler.is_some() { vec![false; n] } else { Vec::new() };
     let (mut migrating, mut lost): (Vec<ReqId>, Vec<ReqId>) = (Vec::new(), Vec::new());
     let mut serving = routed;
+    if let Some(s) = &scaler {
+        // Instances beyond the initial fleet are off until a scale-up starts them.
+        for (i, x) in inst.iter_mut().enumerate().filter(|(i, _)| s.off_at_start(*i)) {
+            x.down = true;
+            serving -= 1;
+            router.instance_down(i, 0.0);
+        }
+    }
     // Instances whose step ends at a time: min-heap of (end bits, index, the instance's life),
     // 16 bytes an entry (at most `MAX_INSTANCES` instances).
     let mut busy: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
@@ -327,6 +377,7 @@ pub fn drive(
         // Failures and restarts matter while something else is still to happen.
         let Some(next) = next else { break };
         let next = faults.as_ref().and_then(Faults::next_event).map_or(next, |f| f.min(next));
+        let next = scaler.as_ref().map_or(next, |s| s.next_event().min(next));
         now = now.max(next);
         let mut any_finished = false;
         while let Some(&Reverse((bits, i, life))) = busy.peek() {
@@ -411,18 +462,14 @@ pub fn drive(
                     Event::Stop(i) if inst[i].draining => (i, StopKind::Restart),
                     Event::Fail(_) | Event::Stop(_) => continue, // down already, or drained already
                 };
-                // Requests that finished at this time are not lost.
-                for &id in &finished {
-                    done[id as usize] = true;
-                }
+                let held = held(&assigned, &mut done, &finished, i);
                 let routable = !inst[i].draining;
-                inst[i].crash(now, Instance::new(w, specs[i], used.as_deref(), specs.len() == 1));
+                inst[i].crash(now, fresh(i));
                 if routable {
                     serving -= 1;
                 }
-                let held = (0..n as ReqId).filter(|&id| assigned[id as usize] == i as u32 && !done[id as usize]);
                 let moved = migrating.len();
-                f.settle(i, now, kind, &mut rt, held, serving > 0, &mut migrating, &mut lost);
+                f.settle(i, now, kind, &mut rt, held.into_iter(), serving > 0, &mut migrating, &mut lost);
                 for &id in &migrating[moved..] {
                     router.finished(id, i, now);
                 }
@@ -433,6 +480,49 @@ pub fn drive(
                 }
                 if routable {
                     router.instance_down(i, now);
+                }
+            }
+        }
+        if let Some(s) = scaler.as_mut() {
+            // Draining instances with nothing left stop now.
+            for i in s.draining.clone() {
+                if inst[i].is_empty() {
+                    inst[i].crash(now, fresh(i));
+                    s.stopped(i, now, 0);
+                }
+            }
+            while let Some(due) = s.pop_due(now) {
+                match due {
+                    Due::Sync => {
+                        let m = s.plan.metric;
+                        for act in s.sync(now, |i| metric(&inst[i], m)) {
+                            let Act::Drain(i) = act;
+                            inst[i].draining = true;
+                            serving -= 1;
+                            router.instance_down(i, now);
+                            if inst[i].is_empty() {
+                                inst[i].crash(now, fresh(i));
+                                s.stopped(i, now, 0);
+                            }
+                        }
+                    }
+                    Due::Ready(i) => {
+                        inst[i].down = false;
+                        serving += 1;
+                        router.instance_up(i, now);
+                        s.ready(i, now);
+                    }
+                    Due::Timeout(i) => {
+                        // The drain timeout: what the instance still holds fails with it.
+                        let held = held(&assigned, &mut done, &finished, i);
+                        inst[i].crash(now, fresh(i));
+                        s.stopped(i, now, held.len() as u32);
+                        for id in held {
+                            fail(&mut failures, FailReason::ScaledDown, SCALED_DOWN);
+                            finished.push(id);
+                            any_finished = true;
+                        }
+                    }
                 }
             }
         }
@@ -467,6 +557,7 @@ pub fn drive(
         instances.push(st);
     }
     let (faults, migrations) = faults.map(|f| (f.records, f.migrations)).unwrap_or_default();
+    let scaling = scaler.map(|s| ScaleLog { syncs: s.syncs, changes: s.changes }).unwrap_or_default();
     SimResult {
         failed: total(&failures),
         records,
@@ -485,9 +576,11 @@ pub fn drive(
         pd: disagg.map(Disagg::into_times).unwrap_or_default(),
         faults,
         migrations,
+        scaling,
     }
 }
 
 const NEVER_FITS: &str = "the request does not fit the KV cache even alone";
 const INSTANCE_FAILED: &str = "the instance serving the request failed";
 const NO_INSTANCE: &str = "no instance was serving when the request arrived";
+const SCALED_DOWN: &str = "a scale-down stopped the instance serving the request at its drain timeout";

@@ -31,7 +31,17 @@ fn cluster(w: &Workload, sends: &[(u32, f64)], n: usize, kind: RouterKind, fault
     let c = cfg(8, 1000, None);
     let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
     let mut router = build(kind, RouterParams::default(), n);
-    drive(w, sends, &Front::of(&c), &vec![spec; n], router.as_mut(), None, Some(faults), Keep::default(), &|_, _| ())
+    drive(
+        w,
+        sends,
+        &Front::of(&c),
+        &vec![spec; n],
+        router.as_mut(),
+        None,
+        Fleet { faults: Some(faults), autoscale: None },
+        Keep::default(),
+        &|_, _| (),
+    )
 }
 
 fn rec(r: &SimResult, id: u32) -> &crate::metrics::RequestRecord {

@@ -11,6 +11,7 @@
 //! cannot run even in an empty engine (larger than the KV cache) fails. The load it put on the
 //! engine ([`LoadStats`]) feeds the saturation diagnosis.
 
+mod autoscale;
 pub mod client;
 mod disagg;
 mod driver;
@@ -25,8 +26,9 @@ use crate::engine::frontend::{FailReason, RequestLimits};
 use crate::engine::EngineConfig;
 use crate::metrics::{RequestRecord, TokenLog};
 use crate::workload::Workload;
+pub use autoscale::{Change, ScaleChange, ScaleLog, ScaleSync};
 pub use disagg::Pd;
-pub use driver::drive;
+pub use driver::{drive, Fleet};
 pub use faults::{FaultRecord, StopKind};
 pub use instance::{Begun, Instance, InstanceSpec, InstanceStats, Role, Sink};
 use serde::Serialize;
@@ -133,6 +135,8 @@ pub struct SimResult {
     /// How many times each request moved to another instance after a failure, by request id
     /// (empty without a failure plan).
     pub migrations: Vec<u32>,
+    /// What the autoscaler did (empty without one).
+    pub scaling: ScaleLog,
 }
 
 /// How loaded the engine was (measured while simulating; see [`crate::saturation`]).
@@ -168,7 +172,7 @@ pub fn run_with_progress(
 ) -> SimResult {
     let spec = InstanceSpec { role: Role::Unified, engine: cfg.engine, cache: cfg.cache, cost };
     let mut router = crate::cluster::router::build(RouterKind::RoundRobin, Default::default(), 1);
-    drive(w, sends, &Front::of(cfg), &[spec], router.as_mut(), None, None, keep, progress)
+    drive(w, sends, &Front::of(cfg), &[spec], router.as_mut(), None, Fleet::default(), keep, progress)
 }
 
 /// The serving side's front: the client's limits and the engine frontend's checks.
@@ -242,9 +246,13 @@ pub fn simulate_with_progress(
     let progress = |done, now| progress(done, total, now);
     let mut sim = match cl.pd {
         None => {
-            let specs = vec![unified; cl.instances as usize];
+            // An autoscaled fleet has room for its largest size; the instances beyond the
+            // initial ones start off.
+            let n = cfg.autoscale.as_ref().map_or(cl.instances, |a| a.max_instances);
+            let specs = vec![unified; n as usize];
             let mut router = crate::cluster::router::build(cl.router, cl.router_params, specs.len());
-            drive(w, &sends, &front, &specs, router.as_mut(), None, cfg.faults.as_ref(), keep, &progress)
+            let fleet = Fleet { faults: cfg.faults.as_ref(), autoscale: cfg.autoscale.as_ref() };
+            drive(w, &sends, &front, &specs, router.as_mut(), None, fleet, keep, &progress)
         }
         Some(pd) => {
             let pool = |role, seqs: Option<u32>, tokens: Option<u32>| InstanceSpec {
@@ -264,13 +272,16 @@ pub fn simulate_with_progress(
             let mut decode_router =
                 crate::cluster::router::build(cl.decode_router, cl.router_params, pd.decode as usize);
             let pd = Pd { cfg: pd, kv_bytes_per_token: cfg.kv_bytes_per_token, decode_router: decode_router.as_mut() };
-            drive(w, &sends, &front, &specs, router.as_mut(), Some(pd), None, keep, &progress)
+            drive(w, &sends, &front, &specs, router.as_mut(), Some(pd), Fleet::default(), keep, &progress)
         }
     };
-    let summary = crate::metrics::Summary::new(&sim.records, sim.failed, &mut sim.log);
+    let summary =
+        crate::metrics::Summary::new(&sim.records, sim.failed, &mut sim.log).with_goodput(&sim.records, cfg.goodput);
     Ok(Outcome { sim, summary, sent: sends.len() })
 }
 
+#[cfg(test)]
+mod autoscale_tests;
 #[cfg(test)]
 mod bigmodel_tests;
 #[cfg(test)]

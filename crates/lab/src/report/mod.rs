@@ -1,6 +1,7 @@
 //! Human-readable and JSON reports: the trace summary, the `cachesim cache` table (one row
 //! per policy and capacity) and its JSON document, and the `cachesim analyze` report.
 
+pub mod autoscale;
 pub mod classes;
 pub mod cluster;
 pub mod faults;
@@ -225,6 +226,9 @@ pub struct RunReport<'a> {
     /// What the instance failures did (runs with `--fail-at` or `--mtbf-s`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instance_failures: Option<faults::FaultsReport>,
+    /// What the autoscaler did and what the fleet cost (runs with `--autoscale`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<autoscale::AutoscaleReport>,
 }
 
 impl<'a> RunReport<'a> {
@@ -251,6 +255,7 @@ impl<'a> RunReport<'a> {
             error_bars: crate::trust::bars(config, w, &out.summary),
             priority_classes: classes::rows(&out.sim.records),
             instance_failures: faults_report(out, config),
+            autoscaling: autoscale_report(out, config),
         }
     }
 }
@@ -264,6 +269,26 @@ pub fn faults_report(
     let last_failure = out.sim.faults.iter().map(|f| f.time_s);
     let end = out.sim.records.iter().map(|r| r.last_token_s).chain(last_failure).fold(0.0, f64::max);
     config.faults.as_ref().map(|p| faults::report(p, &out.sim, end))
+}
+
+/// What the autoscaler of a run with `--autoscale` did.
+pub fn autoscale_report(
+    out: &cachesim_core::sim::Outcome,
+    config: &cachesim_core::config::RunConfig,
+) -> Option<autoscale::AutoscaleReport> {
+    let plan = config.autoscale.as_ref()?;
+    // The run ends at its last token, or its last change when that came later.
+    let last_change = out.sim.scaling.changes.iter().map(|c| c.time_s);
+    let end = out.sim.records.iter().map(|r| r.last_token_s).chain(last_change).fold(0.0, f64::max);
+    Some(autoscale::report(
+        plan,
+        &out.sim.scaling,
+        &out.sim.records,
+        out.sent as u64,
+        end,
+        config.deployment.parallel.world(),
+        config.goodput,
+    ))
 }
 
 /// The per-instance rows and the router's figures of a run of more than one instance.
@@ -404,6 +429,9 @@ pub struct LoadEcho {
     /// Sends followed the trace's time stamps.
     pub trace_times: bool,
     pub max_concurrency: Option<u32>,
+    /// `--goodput` was given: the report adds the request goodput after the request
+    /// throughput, as `vllm bench serve` prints it.
+    pub goodput: bool,
 }
 
 /// The values of a report's rows, read from one run's [`Summary`] or, for a `--seeds` run, from
@@ -508,6 +536,9 @@ pub fn bench_layout(style: ReportStyle, load: &LoadEcho, m: &dyn Cells) -> Strin
             rowc(&mut s, "Total generated tokens:", m, |m| m.total_output_tokens);
             rowc(&mut s, "Total generated tokens (retokenized):", m, |m| m.total_output_tokens);
             rowf(&mut s, "Request throughput (req/s):", m, |m| m.request_throughput);
+            if load.goodput {
+                rowf(&mut s, "Request goodput (req/s):", m, |m| m.request_goodput.unwrap_or(0.0));
+            }
             rowf(&mut s, "Input token throughput (tok/s):", m, |m| m.input_throughput);
             rowf(&mut s, "Output token throughput (tok/s):", m, |m| m.output_throughput);
             rowf(&mut s, "Peak output token throughput (tok/s):", m, |m| m.peak_output_throughput);
@@ -542,6 +573,9 @@ pub fn bench_layout(style: ReportStyle, load: &LoadEcho, m: &dyn Cells) -> Strin
             rowc(&mut s, "Total input tokens:", m, |m| m.total_input_tokens);
             rowc(&mut s, "Total generated tokens:", m, |m| m.total_output_tokens);
             rowf(&mut s, "Request throughput (req/s):", m, |m| m.request_throughput);
+            if load.goodput {
+                rowf(&mut s, "Request goodput (req/s):", m, |m| m.request_goodput.unwrap_or(0.0));
+            }
             rowf(&mut s, "Output token throughput (tok/s):", m, |m| m.output_throughput);
             rowf(&mut s, "Peak output token throughput (tok/s):", m, |m| m.peak_output_throughput);
             rowf(&mut s, "Peak concurrent requests:", m, |m| m.peak_concurrent_requests as f64);
@@ -585,8 +619,13 @@ mod tests {
     /// The exact sglang bench_serving layout (ENGINE_SPEC §7.3): 40-char labels, 10-char values.
     #[test]
     fn golden_sglang_layout() {
-        let load =
-            LoadEcho { backend: "vllm".into(), request_rate: Some(20.0), trace_times: false, max_concurrency: None };
+        let load = LoadEcho {
+            backend: "vllm".into(),
+            request_rate: Some(20.0),
+            trace_times: false,
+            max_concurrency: None,
+            goodput: false,
+        };
         let got = bench_report(ReportStyle::Sglang, &load, &summary());
         let want = [
             "",
@@ -636,8 +675,13 @@ mod tests {
     /// The exact `vllm bench serve` layout, with its conditional rows.
     #[test]
     fn golden_vllm_layout() {
-        let load =
-            LoadEcho { backend: "vllm".into(), request_rate: Some(20.0), trace_times: false, max_concurrency: Some(8) };
+        let load = LoadEcho {
+            backend: "vllm".into(),
+            request_rate: Some(20.0),
+            trace_times: false,
+            max_concurrency: Some(8),
+            goodput: false,
+        };
         let got = bench_report(ReportStyle::Vllm, &load, &summary());
         let want = [
             "============ Serving Benchmark Result ============",

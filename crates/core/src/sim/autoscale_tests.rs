@@ -1,0 +1,153 @@
+//! Hand-computed scenarios of the autoscaler ([`crate::cluster::autoscale`]) in the event loop:
+//! a scale-up that lands after the burst that called for it has passed, a scale-down that
+//! drains an instance to its end and one whose drain timeout loses the request left, and a
+//! property: every request sent completes or fails, the fleet stays within its bounds, and the
+//! same inputs give the same run.
+
+use super::tests::{cfg, workload, COST};
+use super::*;
+use crate::cluster::autoscale::{AutoscaleOptions, AutoscalePlan, AutoscalePolicy, ScaleMetric};
+use crate::cluster::router::{build, RouterParams};
+use proptest::prelude::*;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+/// An HPA on waiting requests with a sync every `sync` s, a cold start of `cold` s.
+fn plan(initial: u32, max: u32, target: f64, sync: f64, cold: f64, window: f64, drain: f64) -> AutoscalePlan {
+    AutoscaleOptions {
+        policy: Some(AutoscalePolicy::Hpa),
+        max_instances: Some(max),
+        metric: Some(ScaleMetric::Waiting),
+        target: Some(target),
+        sync_period_s: Some(sync),
+        cold_start_s: Some(cold),
+        down_window_s: Some(window),
+        ..AutoscaleOptions::default()
+    }
+    .plan(initial, 0.0, drain)
+    .unwrap()
+    .unwrap()
+}
+
+/// Runs `sends` on an autoscaled fleet of one-sequence vLLM instances (every other request
+/// waits).
+fn fleet(w: &Workload, sends: &[(u32, f64)], kind: RouterKind, p: &AutoscalePlan) -> SimResult {
+    let c = cfg(1, 1000, None);
+    let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
+    let n = p.max_instances as usize;
+    let mut router = build(kind, RouterParams::default(), n);
+    let fleet = Fleet { faults: None, autoscale: Some(p) };
+    drive(w, sends, &Front::of(&c), &vec![spec; n], router.as_mut(), None, fleet, Keep::default(), &|_, _| ())
+}
+
+fn rec(r: &SimResult, id: u32) -> &crate::metrics::RequestRecord {
+    r.records.iter().find(|x| x.id == id).expect("completed")
+}
+
+#[test]
+fn a_scale_up_lands_after_the_burst_has_passed() {
+    // Four requests of 10 tokens and 5 outputs at 0 on one instance running one sequence at a
+    // time: each takes 0.020 (prefill) + 4 × 0.012 = 0.068 s, so the last ends at 0.272. The sync
+    // at 0.1 sees 2 waiting (the second request runs) against a target of 1: 2 wanted, instance
+    // 1 starts and serves at 5.1 — long after the burst, which it does not shorten. A fifth
+    // request at 6.0 finds two instances (least-load: the lowest index, 0).
+    let w = workload(&[
+        ((0..10).collect(), 5),
+        ((100..110).collect(), 5),
+        ((200..210).collect(), 5),
+        ((300..310).collect(), 5),
+        ((400..410).collect(), 5),
+    ]);
+    let sends = [(0, 0.0), (1, 0.0), (2, 0.0), (3, 0.0), (4, 6.0)];
+    let p = plan(1, 2, 1.0, 0.1, 5.0, 300.0, 30.0);
+    let r = fleet(&w, &sends, RouterKind::LeastLoad, &p);
+    assert_eq!((r.records.len(), r.failed), (5, 0));
+    assert!(close(rec(&r, 3).latency_s(), 0.272), "{:?}", rec(&r, 3));
+    let first = r.scaling.syncs[0];
+    assert!(close(first.time_s, 0.1));
+    assert_eq!((first.serving, first.starting, first.average, first.proposed, first.desired), (1, 0, Some(2.0), 2, 2));
+    let changes: Vec<(Change, u32)> = r.scaling.changes.iter().map(|c| (c.change, c.instance)).collect();
+    assert_eq!(changes, [(Change::Start, 1), (Change::Ready, 1)]);
+    assert!(close(r.scaling.changes[1].time_s, 5.1));
+    assert_eq!(r.assigned, [0, 0, 0, 0, 0]);
+    // The syncs go on while something is still to happen and stop with the last request (the
+    // last at 6.0, before the arrival of that instant: a sync sees the fleet as the events
+    // before it left it).
+    let last = r.scaling.syncs.last().unwrap();
+    assert_eq!((last.time_s, last.serving, last.average), (6.0, 2, Some(0.0)));
+    assert_eq!(r.scaling.syncs.len(), 60);
+    // Without the autoscaler the burst ends at the same time.
+    let fixed = plan(1, 1, 1.0, 0.1, 5.0, 300.0, 30.0);
+    assert!(close(rec(&fleet(&w, &sends, RouterKind::LeastLoad, &fixed), 3).latency_s(), 0.272));
+}
+
+#[test]
+fn a_scale_down_drains_the_instance_to_its_end_or_loses_what_is_left_at_the_timeout() {
+    // A (10 tokens, 5 out) on instance 0 ends at 0.068, B (20 tokens, 10 out) on instance 1 at
+    // 0.030 + 9 × 0.012 = 0.138. With nothing waiting against a target of 100 and no window, the
+    // sync at 0.1 wants 1 instance: instance 1 (both ready at 0, the higher index goes) drains.
+    let w = workload(&[((0..10).collect(), 5), ((100..120).collect(), 10), ((200..210).collect(), 2)]);
+    let sends = [(0, 0.0), (1, 0.0), (2, 0.11)];
+    let r = fleet(&w, &sends, RouterKind::RoundRobin, &plan(2, 2, 100.0, 0.1, 1.0, 0.0, 1.0));
+    assert_eq!((r.records.len(), r.failed), (3, 0));
+    assert!(close(rec(&r, 1).latency_s(), 0.138));
+    // C, sent at 0.11 while instance 1 drains, goes to instance 0.
+    assert_eq!(r.assigned, [0, 1, 0]);
+    let changes: Vec<(Change, u32, u32)> = r.scaling.changes.iter().map(|c| (c.change, c.instance, c.lost)).collect();
+    assert_eq!(changes, [(Change::Drain, 1, 0), (Change::Stop, 1, 0)]);
+    assert!(close(r.scaling.changes[0].time_s, 0.1) && close(r.scaling.changes[1].time_s, 0.138));
+    // A drain timeout of 0.02 stops instance 1 at 0.12 with B decoding: B fails.
+    let r = fleet(&w, &sends, RouterKind::RoundRobin, &plan(2, 2, 100.0, 0.1, 1.0, 0.0, 0.02));
+    assert_eq!((r.records.len(), r.failed), (2, 1));
+    assert_eq!(r.failures[&FailReason::ScaledDown].0, 1);
+    let stop = r.scaling.changes[1];
+    assert_eq!((stop.change, stop.instance, stop.lost), (Change::Stop, 1, 1));
+    assert!(close(stop.time_s, 0.12));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Sent = completed + failed under any autoscaler settings and router; the serving and
+    /// starting instances stay within the bounds at every sync; the same inputs give the same
+    /// run.
+    #[test]
+    fn every_request_completes_or_fails_and_the_fleet_stays_within_its_bounds(
+        reqs in proptest::collection::vec((1u32..40, 1u32..40, 0.0f64..1.5), 1..40),
+        initial in 1u32..4,
+        extra in 0u32..4,
+        kind in 0usize..RouterKind::ALL.len(),
+        target in 0.5f64..4.0,
+        sync in 0.1f64..0.3,
+        cold in 0.0f64..0.2,
+        window in 0.0f64..0.3,
+        drain in 0.0f64..0.2,
+    ) {
+        let specs: Vec<(Vec<u32>, u32)> = reqs
+            .iter()
+            .enumerate()
+            .map(|(i, &(len, out, _))| ((0..len).map(|t| i as u32 * 100 + t).collect(), out))
+            .collect();
+        let w = workload(&specs);
+        let mut sends: Vec<(u32, f64)> = reqs.iter().enumerate().map(|(i, r)| (i as u32, r.2)).collect();
+        sends.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let p = plan(initial, initial + extra, target, sync, cold, window, drain);
+        let r = fleet(&w, &sends, RouterKind::ALL[kind], &p);
+        prop_assert_eq!(r.records.len() as u64 + r.failed, sends.len() as u64);
+        let lost: u64 = r.scaling.changes.iter().map(|c| c.lost as u64).sum();
+        prop_assert_eq!(r.failures.get(&FailReason::ScaledDown).map_or(0, |f| f.0), lost);
+        for s in &r.scaling.syncs {
+            prop_assert!(s.serving >= 1, "{:?}", s);
+            prop_assert!(s.serving + s.starting <= p.max_instances, "{:?}", s);
+            prop_assert!(s.desired >= p.min_instances && s.desired <= p.max_instances, "{:?}", s);
+        }
+        for x in &r.records {
+            prop_assert_eq!(x.output_tokens, specs[x.id as usize].1);
+        }
+        let again = fleet(&w, &sends, RouterKind::ALL[kind], &p);
+        prop_assert_eq!(format!("{:?}", again.records), format!("{:?}", r.records));
+        prop_assert_eq!(again.scaling, r.scaling);
+    }
+}
