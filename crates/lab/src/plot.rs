@@ -386,10 +386,9 @@ impl Figure for FleetFigure<'_> {
     {
         let panels = area.split_evenly((3, 1));
         let syncs = &self.report.syncs;
-        let serving: Vec<(f64, f64)> = syncs.iter().map(|s| (s.time_s, s.serving as f64)).collect();
-        let provisioned: Vec<(f64, f64)> =
-            syncs.iter().map(|s| (s.time_s, (s.serving + s.starting + s.draining) as f64)).collect();
-        let desired: Vec<(f64, f64)> = syncs.iter().map(|s| (s.time_s, s.desired as f64)).collect();
+        let serving = steps(syncs.iter().map(|s| (s.time_s, s.serving as f64)));
+        let provisioned = steps(syncs.iter().map(|s| (s.time_s, (s.serving + s.starting + s.draining) as f64)));
+        let desired = steps(syncs.iter().map(|s| (s.time_s, s.desired as f64)));
         series_panel(
             &panels[0],
             "Instances",
@@ -397,7 +396,9 @@ impl Figure for FleetFigure<'_> {
             &[("provisioned", provisioned, BLUE), ("serving", serving, GREEN), ("desired", desired, RED)],
             None,
         )?;
-        let average: Vec<(f64, f64)> = syncs.iter().filter_map(|s| s.average.map(|a| (s.time_s, a))).collect();
+        let every = syncs.len().div_ceil(2000).max(1);
+        let average: Vec<(f64, f64)> =
+            syncs.iter().step_by(every).filter_map(|s| s.average.map(|a| (s.time_s, a))).collect();
         let target: Vec<(f64, f64)> = syncs.iter().map(|s| (s.time_s, self.target)).collect();
         series_panel(
             &panels[1],
@@ -418,6 +419,22 @@ impl Figure for FleetFigure<'_> {
             None,
         )
     }
+}
+
+/// A count over time as a step line: a corner at each change, the first and last points kept.
+fn steps(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    let mut last = None;
+    for (t, v) in points {
+        match out.last() {
+            Some(&(_, prev)) if prev == v => {}
+            Some(&(_, prev)) => out.extend([(t, prev), (t, v)]),
+            None => out.push((t, v)),
+        }
+        last = Some((t, v));
+    }
+    out.extend(last.filter(|l| out.last() != Some(l)));
+    out
 }
 
 /// Draws the autoscaled fleet over time (SVG or PNG by the extension of `path`): instances

@@ -193,7 +193,9 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
     let out = cachesim::sim::simulate_with_progress(&w, &cfg, keep, &progress)?;
     pb.finish_and_clear();
     let fixed = match (args.compare_fixed, cachesim::report::autoscale_report(&out, &cfg)) {
-        (true, Some(a)) => cachesim::report::autoscale::best_fixed(&w, &cfg, a.attainment_pct.unwrap_or(0.0))?,
+        (true, Some(a)) => {
+            cachesim::report::autoscale::best_fixed(&w, &cfg, a.attainment_pct.unwrap_or(0.0), a.peak_instances)?
+        }
         _ => None,
     };
     let files = stage_files(args, &cfg, &w, &out)?;

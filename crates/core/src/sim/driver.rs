@@ -4,8 +4,7 @@
 //! event: busy instances wait in a heap of step-end times, and only instances something happened
 //! to (an arrival, a step end, freed memory) are asked to form a step.
 
-use super::autoscale::ScaleLog;
-use super::autoscale::{Act, Due, Scaler};
+use super::autoscale::{Act, Due, ScaleLog, Scaler};
 use super::client::Client;
 use super::disagg::{Ctx, Disagg, Pd};
 use super::faults::{Event, Faults, StopKind};
@@ -484,11 +483,14 @@ pub fn drive(
             }
         }
         if let Some(s) = scaler.as_mut() {
-            // Draining instances with nothing left stop now.
-            for i in s.draining.clone() {
+            // Draining instances with nothing left stop now (a stop leaves the list).
+            let mut k = 0;
+            while let Some(&i) = s.draining.get(k) {
                 if inst[i].is_empty() {
                     inst[i].crash(now, fresh(i));
                     s.stopped(i, now, 0);
+                } else {
+                    k += 1;
                 }
             }
             while let Some(due) = s.pop_due(now) {

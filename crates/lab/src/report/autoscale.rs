@@ -87,18 +87,21 @@ pub struct FixedSearch {
 
 /// The smallest fixed fleet between the autoscaler's bounds whose goodput attainment is at
 /// least `goal_pct`, for the trace `w` under `cfg` without its autoscaler: found by bisection
-/// (attainment taken to grow with the fleet); `None` without an autoscaler and `--goodput`.
+/// (attainment taken to grow with the fleet), from the autoscaled fleet's `peak` (tried first:
+/// the search stays below it when it attains the goal, above it when not); `None` without an
+/// autoscaler and `--goodput`.
 pub fn best_fixed(
     w: &cachesim_core::workload::Workload,
     cfg: &cachesim_core::config::RunConfig,
     goal_pct: f64,
+    peak: u32,
 ) -> cachesim_core::error::Result<Option<FixedSearch>> {
     let (Some(plan), Some(g)) = (&cfg.autoscale, cfg.goodput) else {
         return Ok(None);
     };
-    let mut simulations = 0;
-    let mut run = |n: u32| -> cachesim_core::error::Result<FixedFleet> {
-        simulations += 1;
+    let simulations = std::cell::Cell::new(0);
+    let run = |n: u32| -> cachesim_core::error::Result<FixedFleet> {
+        simulations.set(simulations.get() + 1);
         let mut c = cfg.clone();
         c.autoscale = None;
         c.cluster.instances = n;
@@ -111,11 +114,17 @@ pub fn best_fixed(
             gpu_hours: n as f64 * end / 3600.0 * c.deployment.parallel.world() as f64,
         })
     };
-    let (mut lo, mut hi) = (plan.min_instances, plan.max_instances);
-    let mut best = run(hi)?;
-    if best.attainment_pct < goal_pct {
-        return Ok(Some(FixedSearch { goal_pct, found: None, simulations: 1 }));
-    }
+    let peak = peak.clamp(plan.min_instances, plan.max_instances);
+    let at_peak = run(peak)?;
+    let (mut lo, mut hi, mut best) = if at_peak.attainment_pct >= goal_pct {
+        (plan.min_instances, peak, at_peak)
+    } else {
+        let top = if peak < plan.max_instances { run(plan.max_instances)? } else { at_peak };
+        if top.attainment_pct < goal_pct {
+            return Ok(Some(FixedSearch { goal_pct, found: None, simulations: simulations.get() }));
+        }
+        (peak + 1, plan.max_instances, top)
+    };
     // Invariant: `hi` attains the goal (`best` is its run); below `lo` none does.
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
@@ -126,7 +135,7 @@ pub fn best_fixed(
             lo = mid + 1;
         }
     }
-    Ok(Some(FixedSearch { goal_pct, found: Some(best), simulations }))
+    Ok(Some(FixedSearch { goal_pct, found: Some(best), simulations: simulations.get() }))
 }
 
 /// Windows of a run `end_s` long: the sync period, or the first round length that gives at
@@ -310,7 +319,7 @@ pub fn text(plan: &AutoscalePlan, r: &AutoscaleReport) -> String {
     }
     if let Some(f) = &r.best_fixed {
         let how = format!(
-            "{} simulations, bisection over {} to {} instances",
+            "{} simulations, bisection over {} to {} instances from the peak",
             f.simulations, plan.min_instances, plan.max_instances
         );
         let _ = match f.found {
