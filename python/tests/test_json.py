@@ -20,6 +20,8 @@ RUNS = [
     {"instances": 3, "router": "least-load", "request_rate": 12},
     {"instances": 3, "router": "cache-aware", "time_scale": 0.1, "fail_at": "5:1,8:2", "mtbf_s": 30, "migration_limit": 1},
     {"instances": 2, "router": "least-load", "time_scale": 0.1, "rolling_restart": 3, "recovery_s": 2, "drain_timeout_s": 0.5},
+    {"router": "kv-aware", "time_scale": 0.02, "autoscale": "hpa", "max_instances": 4, "scale_metric": "in-flight",
+     "scale_target": 8, "hpa_sync_period_s": 0.2, "cold_start_s": 0.5, "drain_timeout_s": 0.05, "goodput": ["ttft:100", "tpot:50"]},
 ]
 
 
@@ -29,6 +31,8 @@ def argv(kwargs):
         flag = "--" + k.replace("_", "-")
         if v is True:
             out.append(flag)
+        elif isinstance(v, list):
+            out.append(f"{flag}={','.join(v)}")
         elif v is not False:
             out.append(f"{flag}={v}")
     return out

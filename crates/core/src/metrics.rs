@@ -20,11 +20,12 @@ pub struct Goodput {
 }
 
 impl Goodput {
-    /// Parses `KEY:MS` words (keys ttft, tpot, e2el), refusing a key given twice or a limit
-    /// that is not a positive number, as `vllm bench serve` refuses them.
+    /// Parses `KEY:MS` words (keys ttft, tpot, e2el; a word may hold several, split at commas
+    /// or spaces, as a Python list reaches the flag), refusing a key given twice or a limit that
+    /// is not a number of ms, as `vllm bench serve` refuses them.
     pub fn parse(words: &[String]) -> Result<Goodput, String> {
         let mut g = Goodput::default();
-        for w in words {
+        for w in words.iter().flat_map(|w| w.split(|c: char| c == ',' || c.is_whitespace())).filter(|w| !w.is_empty()) {
             let (k, v) = w.split_once(':').ok_or_else(|| format!("`{w}` is not KEY:MS (e.g. ttft:500)"))?;
             let ms: f64 = v.parse().map_err(|_| format!("`{v}` in `{w}` is not a number of ms"))?;
             if !(ms.is_finite() && ms >= 0.0) {
@@ -529,6 +530,8 @@ mod tests {
             assert!(Goodput::parse(&[bad.to_string()]).unwrap_err().contains(says), "{bad}");
         }
         assert!(Goodput::parse(&["ttft:1".into(), "ttft:2".into()]).unwrap_err().contains("twice"));
+        assert_eq!(Goodput::parse(&["ttft:500,tpot:50".into()]), Ok(g));
+        assert_eq!(Goodput::parse(&["ttft:500 tpot:50".into()]), Ok(g));
         // A one-token output has a TPOT of 0 for the check.
         let r = RequestRecord {
             id: 0,
