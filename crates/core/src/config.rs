@@ -571,12 +571,6 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                      failure flags or --autoscale",
                 ));
             }
-            if drain_timeout_s.is_nan() || !(0.0..=1e9).contains(&drain_timeout_s) {
-                return Err(Error::invalid(
-                    "--drain-timeout-s",
-                    format!("{drain_timeout_s} must be between 0 and 1e9 seconds"),
-                ));
-            }
             None
         }
     };

@@ -241,6 +241,7 @@ impl AutoscaleOptions {
         if !(tolerance.is_finite() && (0.0..1.0).contains(&tolerance)) {
             return Err(Error::invalid("--hpa-tolerance", format!("{tolerance} must be between 0 and 1 (below 1)")));
         }
+        let drain_timeout_s = seconds("--drain-timeout-s", drain_timeout_s, false)?;
         let sync_period_s = seconds("--hpa-sync-period-s", self.sync_period_s.unwrap_or(DEFAULT_SYNC_PERIOD_S), true)?;
         if sync_period_s < MIN_SYNC_PERIOD_S {
             return Err(Error::invalid(
@@ -595,6 +596,10 @@ mod tests {
         ] {
             let e = o.plan(2, 16e9, 30.0).unwrap_err().to_string();
             assert!(e.contains(says), "{says}: {e}");
+        }
+        for bad in [-1.0, f64::NAN, 1e10] {
+            let e = opts().plan(2, 16e9, bad).unwrap_err().to_string();
+            assert!(e.contains("--drain-timeout-s"), "{e}");
         }
         let e = opts().plan(9, 16e9, 30.0).unwrap_err().to_string();
         assert!(e.contains("--instances") && e.contains("between"), "{e}");

@@ -190,8 +190,8 @@ pub fn report(
     let (prov, serve) = intervals(plan, log, plan.max_instances as usize, end_s);
     let count = |c: Change| log.changes.iter().filter(|x| x.change == c).count() as u64;
     let stopped_at_timeout = log.changes.iter().filter(|x| x.change == Change::Stop && x.lost > 0).count() as u64;
-    // The peak: provisioned count after each change, in time order (starts before stops at
-    // equal times, which the log keeps).
+    // The peak: the provisioned count after each change, in the log's order (at one instant a
+    // drained instance's stop comes before the sync's starts, so none is counted twice).
     let mut now = plan.initial as i64;
     let mut peak = now;
     for c in &log.changes {
