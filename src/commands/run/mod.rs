@@ -136,11 +136,11 @@ pub fn stage_files(
     if let Some(p) = &args.token_times_csv {
         write_csv(&mut files, p, &out.sim.tokens)?;
     }
-    if let (Some(plan), Some(a)) = (&cfg.autoscale, cachesim::report::autoscale_report(out, cfg)) {
-        if let Some(p) = &args.fleet_csv {
-            write_csv(&mut files, p, &a.syncs)?;
-        }
-        if let Some(p) = &args.fleet_plot {
+    if let Some(p) = &args.fleet_csv {
+        write_csv(&mut files, p, &out.sim.scaling.syncs)?;
+    }
+    if let (Some(p), Some(plan)) = (&args.fleet_plot, &cfg.autoscale) {
+        if let Some(a) = cachesim::report::autoscale_report(out, cfg) {
             let title = format!("{} · autoscaled {} on {}", w.info.path.display(), cfg.model.name, cfg.gpu.name);
             let tmp = files.stage(p)?;
             cachesim::plot::fleet_plot(&tmp, &title, plan, &a)
@@ -192,11 +192,11 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
     };
     let out = cachesim::sim::simulate_with_progress(&w, &cfg, keep, &progress)?;
     pb.finish_and_clear();
-    let fixed = match (args.compare_fixed, cachesim::report::autoscale_report(&out, &cfg)) {
-        (true, Some(a)) => {
+    let fixed = match args.compare_fixed.then(|| cachesim::report::autoscale_report(&out, &cfg)).flatten() {
+        Some(a) => {
             cachesim::report::autoscale::best_fixed(&w, &cfg, a.attainment_pct.unwrap_or(0.0), a.peak_instances)?
         }
-        _ => None,
+        None => None,
     };
     let files = stage_files(args, &cfg, &w, &out)?;
     let saturation = cachesim::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load);

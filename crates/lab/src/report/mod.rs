@@ -265,10 +265,14 @@ pub fn faults_report(
     out: &cachesim_core::sim::Outcome,
     config: &cachesim_core::config::RunConfig,
 ) -> Option<faults::FaultsReport> {
-    // The run ends at its last token, or its last failure when that came later.
-    let last_failure = out.sim.faults.iter().map(|f| f.time_s);
-    let end = out.sim.records.iter().map(|r| r.last_token_s).chain(last_failure).fold(0.0, f64::max);
+    let end = run_end(out, out.sim.faults.iter().map(|f| f.time_s));
     config.faults.as_ref().map(|p| faults::report(p, &out.sim, end))
+}
+
+/// When a run ended: at its last token, or at the last of `events` (a failure, a change of
+/// the fleet) when that came later.
+fn run_end(out: &cachesim_core::sim::Outcome, events: impl Iterator<Item = f64>) -> f64 {
+    out.sim.records.iter().map(|r| r.last_token_s).chain(events).fold(0.0, f64::max)
 }
 
 /// What the autoscaler of a run with `--autoscale` did.
@@ -277,9 +281,7 @@ pub fn autoscale_report(
     config: &cachesim_core::config::RunConfig,
 ) -> Option<autoscale::AutoscaleReport> {
     let plan = config.autoscale.as_ref()?;
-    // The run ends at its last token, or its last change when that came later.
-    let last_change = out.sim.scaling.changes.iter().map(|c| c.time_s);
-    let end = out.sim.records.iter().map(|r| r.last_token_s).chain(last_change).fold(0.0, f64::max);
+    let end = run_end(out, out.sim.scaling.changes.iter().map(|c| c.time_s));
     Some(autoscale::report(
         plan,
         &out.sim.scaling,
