@@ -3,7 +3,9 @@
 //! cache on the default model and GPU (throughput: simulated output tokens per wall second);
 //! and, when the real data is present, the Mooncake conversation trace replayed as in the
 //! docs/performance.md (all 12,031 requests and the first 1,000), loaded once as in a sweep of many runs,
-//! and what loading it costs; and the whole trace on 16 instances behind each router.
+//! and what loading it costs; and the whole trace on 16 instances behind each router. The
+//! Mooncake runs are timed both with coalesced decode stretches (the default) and with every
+//! engine step an event of its own (`_stepped`).
 
 use cachesim::cluster::router::RouterKind;
 use cachesim::cluster::ClusterConfig;
@@ -84,7 +86,12 @@ fn mooncake_runs(c: &mut Criterion) {
             ..RunOptions::default()
         })
         .unwrap();
-        g.bench_function(name, |b| b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed));
+        // Coalesced decode stretches (the default) and every step an event of its own.
+        for (path, keep) in [("", Keep::default()), ("_stepped", Keep { every_step: true, ..Keep::default() })] {
+            g.bench_function(format!("{name}{path}"), |b| {
+                b.iter(|| simulate(&w, &cfg, keep).unwrap().summary.completed)
+            });
+        }
     }
     g.finish();
     // The cluster speed targets: the whole trace on 16 such instances, behind each router.
@@ -101,7 +108,11 @@ fn mooncake_runs(c: &mut Criterion) {
         })
         .unwrap();
         let name = clap::ValueEnum::to_possible_value(&router).unwrap().get_name().to_string();
-        g.bench_function(name, |b| b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed));
+        for (path, keep) in [("", Keep::default()), ("_stepped", Keep { every_step: true, ..Keep::default() })] {
+            g.bench_function(format!("{name}{path}"), |b| {
+                b.iter(|| simulate(&w, &cfg, keep).unwrap().summary.completed)
+            });
+        }
     }
     g.finish();
 }

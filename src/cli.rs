@@ -203,6 +203,11 @@ pub struct RunCommand {
     /// seed (requests.csv → requests.seed7.csv). At most 1000.
     #[arg(allow_negative_numbers = true, long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_SEEDS as i64), help_heading = "Load")]
     pub seeds: u32,
+    /// Simulate every engine step as an event of its own. By default a vLLM v1 instance runs a
+    /// stretch of decode-only steps (nothing arrives, finishes, is admitted or preempted) as one
+    /// event, with the same output bytes; this flag is there to check that and to time both.
+    #[arg(long, help_heading = "Run")]
+    pub no_step_coalescing: bool,
 }
 
 /// The flags of one run, shared by `run`, `sweep`, `plan` and `calibrate`.

@@ -270,7 +270,7 @@ pub fn time_rust_runs(
     let args: flags::RunCli = flags::parse_py(cmd, &run_argv(&workload.inner, &words))?;
     let opts = args.run.options();
     let loaded = workload.inner.clone();
-    let keep = cachesim::sim::Keep { steps: keep_steps, tokens: false, schedule: false };
+    let keep = cachesim::sim::Keep { steps: keep_steps, ..cachesim::sim::Keep::default() };
     py.detach(|| -> cachesim::Result<f64> {
         let t = std::time::Instant::now();
         for _ in 0..n {

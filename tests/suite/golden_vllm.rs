@@ -225,6 +225,16 @@ fn replay(dir: &Path, path: &Path) -> String {
 
     let mut out = String::new();
     let name = path.file_name().unwrap().to_string_lossy();
+    // Coalesced decode steps change nothing: the same run stepped one step at a time.
+    let mut stepped = sim::run(&w, &sends, &cfg, &cost, Keep { schedule: true, every_step: true, ..Keep::default() });
+    assert_eq!(stepped.coalesced_steps, 0);
+    stepped.coalesced_steps = r.coalesced_steps;
+    let mut r = r;
+    r.log.settle();
+    stepped.log.settle();
+    if format!("{r:?}") != format!("{stepped:?}") {
+        writeln!(out, "{name} ({version}): the run differs with every step stepped (--no-step-coalescing)").unwrap();
+    }
     if g.steps.len() != ours.steps.len() {
         writeln!(out, "{name} ({version}): vLLM ran {} steps, cachesim {}", g.steps.len(), ours.steps.len()).unwrap();
     }

@@ -14,6 +14,7 @@ mod calibration_fit;
 mod cli;
 mod clients;
 mod cluster;
+mod coalescing;
 mod deployment;
 mod docs;
 mod error_bars;

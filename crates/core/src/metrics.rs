@@ -215,7 +215,7 @@ pub struct TokenLog {
     pending: Vec<(f64, u64)>,
     /// Every gap merged so far: distinct values (by bits) in ascending order, with their counts.
     itl: Vec<(f64, u64)>,
-    /// Output tokens by arrival time, `(time, count)`, until the buckets' origin is known.
+    /// Output tokens as logged, `(time, count)`, until the buckets' origin is known.
     emitted: Vec<(f64, u32)>,
     /// The buckets' origin (the earliest start of a completed request, [`TokenLog::set_origin`])
     /// and, from it on, the tokens per bucket `int(t − origin)`: `(bucket, count)` in bucket
@@ -236,12 +236,7 @@ impl TokenLog {
     /// One inter-token gap.
     #[inline]
     pub fn gap(&mut self, gap: f64) {
-        if self.run.1 > 0 && self.run.0.to_bits() == gap.to_bits() {
-            self.run.1 += 1;
-            return;
-        }
-        self.flush_run();
-        self.run = (gap, 1);
+        self.gaps_of(gap, 1);
     }
 
     fn flush_run(&mut self) {
@@ -286,7 +281,22 @@ impl TokenLog {
         &mut self.itl
     }
 
-    /// `n` tokens arrived at `t` (times come in non-decreasing order).
+    /// `n` equal inter-token gaps (a step's decodes all see the same one).
+    #[inline]
+    pub fn gaps_of(&mut self, gap: f64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if self.run.1 > 0 && self.run.0.to_bits() == gap.to_bits() {
+            self.run.1 += n;
+            return;
+        }
+        self.flush_run();
+        self.run = (gap, n);
+    }
+
+    /// `n` tokens arrived at `t`. Times come nearly in order: one instance's are, but a
+    /// coalesced stretch of decode steps logs its tokens ahead of other instances' steps.
     pub fn count(&mut self, t: f64, n: u32) {
         if n == 0 {
             return;
@@ -294,13 +304,10 @@ impl TokenLog {
         self.total += n as u64;
         match &mut self.bins {
             Some((origin, bins)) => add_to_bin(bins, py_int(t - *origin), n as u64),
-            None => {
-                debug_assert!(self.emitted.last().is_none_or(|&(last, _)| last <= t), "token times in order");
-                match self.emitted.last_mut() {
-                    Some((last, c)) if last.to_bits() == t.to_bits() && c.checked_add(n).is_some() => *c += n,
-                    _ => self.emitted.push((t, n)),
-                }
-            }
+            None => match self.emitted.last_mut() {
+                Some((last, c)) if last.to_bits() == t.to_bits() && c.checked_add(n).is_some() => *c += n,
+                _ => self.emitted.push((t, n)),
+            },
         }
     }
 
@@ -314,6 +321,21 @@ impl TokenLog {
         let bins = bin(&self.emitted, origin);
         self.emitted = Vec::new();
         self.bins = Some((origin, bins));
+    }
+
+    /// The log in a form that depends only on what was logged, not in what order: gaps
+    /// merged into the histogram, token counts by time ascending with equal times summed (what
+    /// the summary reads is the same either way; this is for comparing two logs whole).
+    pub fn settle(&mut self) {
+        self.gaps();
+        self.emitted.sort_by(|a, b| a.0.total_cmp(&b.0));
+        self.emitted.dedup_by(|later, kept| {
+            let same = later.0.to_bits() == kept.0.to_bits() && kept.1.checked_add(later.1).is_some();
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
     }
 
     /// Output tokens logged.
@@ -368,7 +390,9 @@ fn add_to_bin(bins: &mut Vec<(f64, u64)>, b: f64, n: u64) {
 
 /// Python's `int()` of a float: truncation toward zero (kept as a float, so any time is safe).
 fn py_int(x: f64) -> f64 {
-    x.trunc()
+    // −0.3 truncates to −0.0, Python's 0: the same bucket as 0.0 however the buckets are
+    // searched (adding 0.0 turns −0.0 into 0.0).
+    x.trunc() + 0.0
 }
 
 /// The most requests active in one 1-second bucket, buckets counted from `origin`: a request

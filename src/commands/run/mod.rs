@@ -108,6 +108,7 @@ pub fn keep(args: &RunArgs, steps: bool) -> cachesim::sim::Keep {
         steps: steps || args.timeline_csv.is_some() || args.plot.is_some(),
         tokens: args.token_times_csv.is_some(),
         schedule: false,
+        every_step: false,
     }
 }
 
@@ -169,7 +170,7 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
             )
             .into());
         }
-        return seeds::run(&cmd.run, cmd.seeds, deployment);
+        return seeds::run(cmd, deployment);
     }
     let args = &cmd.run;
     let (_, cfg, notes) = prepare(args, deployment)?;
@@ -183,7 +184,7 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
     if let Some(note) = cachesim::config::priorities_note(&cfg, &w) {
         eprintln!("note: {note}");
     }
-    let keep = keep(args, false);
+    let keep = cachesim::sim::Keep { every_step: cmd.no_step_coalescing, ..keep(args, false) };
     let pb = bar(0, "simulating {bar:40} {pos}/{len} requests · {msg} simulated (eta {eta})");
     let progress = |done: u64, total: u64, now: f64| {
         pb.set_length(total);

@@ -7,7 +7,7 @@
 use super::{
     check_outputs, failure_lines, keep, load_echo, prepare, sections, stage_files, unloaded_command, ALL_FAILED,
 };
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, RunCommand};
 use crate::commands::{bar, load, Answer, Document};
 use anyhow::Context;
 use cachesim::seeds::report::{SeedRun, Seeds};
@@ -33,8 +33,9 @@ fn for_seed(args: &RunArgs, seed: u64) -> RunArgs {
     a
 }
 
-/// Runs `args` under `n` seeds from `--seed` and answers their report.
-pub fn run(args: &RunArgs, n: u32, deployment: Option<&cachesim::config::DeploymentEcho>) -> anyhow::Result<Answer> {
+/// Runs `cmd`'s run under its `--seeds` from `--seed` and answers their report.
+pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEcho>) -> anyhow::Result<Answer> {
+    let (args, n) = (&cmd.run, cmd.seeds);
     let seeds = cachesim::seeds::list(args.seed, n)?;
     let (_, cfg, notes) = prepare(args, deployment)?;
     // Every seed's file names are checked against the inputs before anything runs.
@@ -49,7 +50,7 @@ pub fn run(args: &RunArgs, n: u32, deployment: Option<&cachesim::config::Deploym
     if varied.is_empty() {
         return Err(cachesim::seeds::refuse_unseeded(n, &cfg, &w).into());
     }
-    let keep = keep(args, false);
+    let keep = cachesim::sim::Keep { every_step: cmd.no_step_coalescing, ..keep(args, false) };
     let unloaded = unloaded_command(args, &w.info, &cfg);
     let pb = bar(seeds.len() as u64, "simulating seeds {bar:40} {pos}/{len} (eta {eta})");
     type SeedResult = anyhow::Result<(SeedRun, cachesim::output::Outputs, Vec<String>)>;

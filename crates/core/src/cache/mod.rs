@@ -203,6 +203,24 @@ pub trait PrefixCache: Send {
     /// entries in the engine's order. `false` (and no change) when memory is short.
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool;
 
+    /// The most tokens `grow` can give running request `req` with nothing allocated,
+    /// registered or evicted — only its token count moving — or `None` where the cache does
+    /// not say (then a run steps every engine step: [`grow_quietly`](Self::grow_quietly)).
+    fn quiet_until(&self, _req: ReqId) -> Option<usize> {
+        None
+    }
+
+    /// One decode step's growth of the running requests that allocate or register a block in
+    /// it — `(request, total tokens)` in batch order — done only when it cannot fail and, with
+    /// a waiting request `refused` at the queue's head (refused in the step before), cannot
+    /// change what that request would find: nothing it hits is evicted and the first block it
+    /// misses is not registered. Returns whether it was done (`false`: nothing changed). A run
+    /// coalescing decode steps calls this in place of the steps' `grow` calls
+    /// (`sim::instance::coalesce`); the default never grows.
+    fn grow_quietly(&mut self, _reqs: &[(ReqId, usize)], _refused: Option<ReqId>) -> bool {
+        false
+    }
+
     /// The engine has computed the request's first `computed_tokens` tokens (end of a step).
     fn computed(&mut self, req: ReqId, computed_tokens: usize);
 

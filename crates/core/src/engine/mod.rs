@@ -550,6 +550,10 @@ impl VllmQueues {
 pub trait VllmRule: Send {
     /// Forms the next batch into `s.out` (already cleared).
     fn schedule(&mut self, q: &mut VllmQueues, s: &mut Step);
+    /// [`Scheduler::admission`] under this rule; the default does not say.
+    fn admission(&self, _q: &VllmQueues, _decodes: u32) -> Admission {
+        Admission::Open
+    }
 }
 
 /// A vLLM scheduler: the shared queues and one version's rule.
@@ -586,6 +590,24 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
     fn reject_head(&mut self) -> Option<ReqId> {
         self.q.pop_waiting()
     }
+
+    fn admission(&self, decodes: u32) -> Admission {
+        self.rule.admission(&self.q, decodes)
+    }
+}
+
+/// Whether the next steps could admit a waiting request, asked after a step of only decodes
+/// ([`Scheduler::admission`]), for as long as nothing arrives, finishes or is preempted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// No: nothing waits, the running requests are at the sequence limit, or the decodes take
+    /// the whole token budget.
+    Closed,
+    /// Only if what the cache holds for this request, refused at the queue's head in the step
+    /// just formed, changes (the cache watches it: [`crate::cache::PrefixCache::grow_quietly`]).
+    Refused(ReqId),
+    /// Not known: every step is formed by the scheduler.
+    Open,
 }
 
 /// A scheduler: queues plus the engine's rule for forming a batch.
@@ -600,6 +622,12 @@ pub trait Scheduler: Send {
     fn queued(&self) -> (usize, usize);
     /// Drops the waiting head (it can never run, e.g. larger than the KV cache); returns it.
     fn reject_head(&mut self) -> Option<ReqId>;
+    /// Whether a waiting request could be admitted in the steps after one that scheduled
+    /// `decodes` decodes and nothing else (every running request), while nothing arrives,
+    /// finishes or is preempted. The default does not say.
+    fn admission(&self, _decodes: u32) -> Admission {
+        Admission::Open
+    }
 }
 
 /// Builds the scheduler of an engine over a workload's tokens.

@@ -17,7 +17,7 @@
 //! not fit; `max_batch_size` requests at most (docs/engines/trtllm.md).
 
 use super::launch::{EngineFlags, Launch, Machine, Started};
-use super::{EngineConfig, EngineKind, EngineVersion, SchedulingPolicy, Step, VllmQueues, VllmRule};
+use super::{Admission, EngineConfig, EngineKind, EngineVersion, SchedulingPolicy, Step, VllmQueues, VllmRule};
 use crate::catalog::Gpu;
 use crate::error::{Error, Result};
 use crate::vllm_memory::{ProfileRun, VllmMemory};
@@ -235,6 +235,22 @@ impl VllmV1 {
 }
 
 impl VllmRule for VllmV1 {
+    /// After a step of decodes alone, phase B ran with the budget they left: it admits nothing
+    /// while nobody waits, `max_num_seqs` are running or no budget is left; otherwise it stopped
+    /// at the waiting head, refused by the cache (with chunked prefill; without it the head's
+    /// whole prompt is checked against the budget first, and this does not say).
+    fn admission(&self, q: &VllmQueues, decodes: u32) -> Admission {
+        let budget = self.cfg.max_num_batched_tokens.saturating_sub(decodes);
+        match q.waiting_head() {
+            None => Admission::Closed,
+            Some(_) if budget == 0 || q.running.len() >= self.cfg.max_num_seqs as usize => Admission::Closed,
+            Some(head) if self.cfg.enable_chunked_prefill && !self.cfg.rules.trtllm_reserve_to_completion => {
+                Admission::Refused(head)
+            }
+            Some(_) => Admission::Open,
+        }
+    }
+
     fn schedule(&mut self, q: &mut VllmQueues, s: &mut Step) {
         let mut budget = self.cfg.max_num_batched_tokens;
         let rules = self.cfg.rules;

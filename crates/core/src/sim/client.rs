@@ -126,6 +126,13 @@ impl Client {
             .map(f64::from_bits)
     }
 
+    /// Whether a completion can make the client send (a `--max-concurrency` slot, a
+    /// conversation's next turn): then a finish anywhere can bring an arrival sooner than
+    /// [`Client::next_event`] says.
+    pub fn sends_on_completion(&self) -> bool {
+        self.max_concurrency.is_some() || self.next_turn.iter().any(Option::is_some)
+    }
+
     /// Nothing left to send or deliver, and no request waiting for a slot.
     pub fn is_done(&self) -> bool {
         self.due.is_empty() && self.transit.is_empty() && self.queue.is_empty()

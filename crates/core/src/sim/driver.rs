@@ -204,6 +204,11 @@ pub fn drive(
     debug_assert!(routed <= inst.len());
     let mut disagg = pd.map(|p| Disagg::new(p, routed, inst.len(), n));
     let mut client = Client::new(w, sends, front.max_concurrency, front.request_overhead_s);
+    // Stretches of decode steps run as one event ([`Instance::coalesce`]) unless a finish on
+    // another instance could bring an arrival sooner than the client's next event, or the
+    // token records must come in time order across instances.
+    let coalescing =
+        !keep.every_step && disagg.is_none() && (specs.len() == 1 || !(keep.tokens || client.sends_on_completion()));
     let mut assigned: Vec<u32> = vec![u32::MAX; n];
     let mut routing = RouterStats::default();
     debug_assert!(
@@ -330,6 +335,18 @@ pub fn drive(
             let may_reject = disagg.as_ref().is_none_or(|pd| pd.may_reject(i));
             match inst[i].begin_step(now, &mut rt, keep, may_reject) {
                 Begun::Busy(end) => {
+                    let end = if coalescing {
+                        // No step of the stretch may start at or after anything that can
+                        // reach or read this instance.
+                        let horizon = [client.next_event(), faults.as_ref().and_then(Faults::next_event)]
+                            .into_iter()
+                            .flatten()
+                            .chain(scaler.as_ref().map(Scaler::next_event))
+                            .fold(f64::INFINITY, f64::min);
+                        inst[i].coalesce(end, &mut rt, keep, horizon, &mut log, &mut tokens)
+                    } else {
+                        end
+                    };
                     busy.push(Reverse((end.to_bits(), i as u32, inst[i].generation)));
                     if inst[i].can_schedule() {
                         // Under PP another batch may join the pipeline at once.
@@ -540,8 +557,9 @@ pub fn drive(
     let mut cache = crate::cache::CacheStats::default();
     let mut timeline = Vec::new();
     let mut schedule = Vec::new();
-    let mut steps = 0;
+    let (mut steps, mut coalesced_steps) = (0, 0);
     for (i, x) in inst.into_iter().enumerate() {
+        coalesced_steps += x.coalesced_steps;
         let mut st = x.stats;
         st.busy_s = x.load.busy_s;
         load.busy_s += x.load.busy_s;
@@ -569,6 +587,7 @@ pub fn drive(
         log,
         cache,
         steps,
+        coalesced_steps,
         timeline,
         tokens,
         schedule,

@@ -98,6 +98,10 @@ pub struct Keep {
     pub tokens: bool,
     /// Every step's composition ([`ScheduledStep`]; costs a pass over all requests per step).
     pub schedule: bool,
+    /// Runs every engine step as an event of its own: no stretch of decode steps is coalesced
+    /// ([`Instance::coalesce`]). Everything a run yields is the same either way; this is for
+    /// checking that, and for timing both.
+    pub every_step: bool,
 }
 
 /// The outcome of a run.
@@ -115,6 +119,10 @@ pub struct SimResult {
     pub log: TokenLog,
     pub cache: CacheStats,
     pub steps: u64,
+    /// Of those, the steps run inside a coalesced stretch ([`Instance::coalesce`]): how much
+    /// the stretches saved, for tests and benches; no report shows it (a run stepped one step
+    /// at a time has none and prints the same bytes).
+    pub coalesced_steps: u64,
     /// Per-step records, when asked for.
     pub timeline: Vec<StepRecord>,
     /// Per-token records, when asked for.
@@ -286,6 +294,8 @@ mod autoscale_tests;
 mod bigmodel_tests;
 #[cfg(test)]
 mod cluster_tests;
+#[cfg(test)]
+mod coalesce_tests;
 #[cfg(test)]
 mod faults_tests;
 #[cfg(test)]

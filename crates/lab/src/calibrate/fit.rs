@@ -77,7 +77,7 @@ impl Target {
 pub fn simulate(t: &Target, eff: Efficiency) -> Result<Summary> {
     let mut cfg = t.cfg.clone();
     cfg.efficiency = eff;
-    let keep = cachesim_core::sim::Keep { steps: false, tokens: false, schedule: false };
+    let keep = cachesim_core::sim::Keep::default();
     Ok(cachesim_core::sim::simulate(&t.workload, &cfg, keep)?.summary)
 }
 

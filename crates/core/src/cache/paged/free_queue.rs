@@ -38,6 +38,14 @@ impl<W: IndexWord> PagedCache<W> {
         (0..tickets).map(move |k| self.ring[(self.head.wrapping_add(k) & mask) as usize]).filter(|&b| b != GONE)
     }
 
+    /// Whether popping `n` blocks now would evict one that `hit` marks (a peek: the front
+    /// stack and the never-used blocks carry no hash, so only the ring's are looked at).
+    pub(super) fn pop_would_evict(&self, n: usize, hit: impl Fn(u32) -> bool) -> bool {
+        let never_used = self.num_blocks.map_or(n, |m| (m - self.fresh_next) as usize);
+        let from_ring = n.saturating_sub(self.front.len() + never_used);
+        from_ring > 0 && self.released().take(from_ring).any(hit)
+    }
+
     /// Takes `b` out of the middle of the free queue.
     pub(super) fn unlink(&mut self, b: u32) {
         debug_assert_ne!(self.blk[b as usize].key, NO_KEY, "a block without a hash left the queue's middle");

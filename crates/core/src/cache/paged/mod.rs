@@ -593,6 +593,46 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         self.grow_blocks(req, total_tokens)
     }
 
+    fn quiet_until(&self, req: ReqId) -> Option<usize> {
+        // `grow`'s fast path: room in the last block and no block filled.
+        let st = self.reqs.get(req)?;
+        Some((st.blocks.len() * self.block).min((st.cached_blocks + 1) * self.block - 1))
+    }
+
+    fn grow_quietly(&mut self, reqs: &[(ReqId, usize)], refused: Option<ReqId>) -> bool {
+        let mut need = 0;
+        for &(req, total) in reqs {
+            let Some(st) = self.reqs.get(req) else { return false };
+            need += total.div_ceil(self.block).saturating_sub(st.blocks.len());
+        }
+        let free = self.free_len();
+        if need as u64 > free {
+            return false; // the step would preempt
+        }
+        // With no block free after the growth, the refused request is refused again before any
+        // lookup (`admit_reserving`'s first check); otherwise its watched lookup answers the
+        // retry, and must stay as it is.
+        if let Some(head) = refused.filter(|_| free - need as u64 > 0) {
+            let Some(w) = self.watch.as_ref().filter(|w| w.req == head && !w.dirty) else { return false };
+            if w.evictable > 0 && self.pop_would_evict(need, |b| self.is_watched(b)) {
+                return false;
+            }
+            if let Some(miss) = w.first_miss {
+                for &(req, total) in reqs {
+                    let st = self.reqs.get(req).expect("checked above");
+                    if (st.cached_blocks..total / self.block).any(|p| self.ids.id(st.seq, p) == miss) {
+                        return false;
+                    }
+                }
+            }
+        }
+        for &(req, total) in reqs {
+            let grown = self.grow(req, total);
+            debug_assert!(grown, "a checked growth failed");
+        }
+        true
+    }
+
     fn computed(&mut self, _req: ReqId, _computed_tokens: usize) {
         // vLLM registers block hashes at allocation time; nothing happens after the step.
     }

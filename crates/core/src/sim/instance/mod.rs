@@ -15,6 +15,7 @@
 //! ([`async_out`]).
 
 mod async_out;
+mod coalesce;
 mod multistep;
 
 use super::{Keep, LoadStats, ScheduledStep, StepRecord, TokenRecord, KV_FULL_SHARE};
@@ -165,6 +166,10 @@ pub struct Instance<'a> {
     pub generation: u32,
     /// The cache counters of its earlier lives.
     retired_cache: Option<crate::cache::CacheStats>,
+    /// Buffers reused by [`Instance::coalesce`].
+    stretch: coalesce::Stretch,
+    /// Steps formed inside coalesced stretches.
+    pub coalesced_steps: u64,
 }
 
 impl<'a> Instance<'a> {
@@ -210,6 +215,8 @@ impl<'a> Instance<'a> {
             draining: false,
             generation: 0,
             retired_cache: None,
+            stretch: coalesce::Stretch::default(),
+            coalesced_steps: 0,
         }
     }
 
@@ -281,18 +288,10 @@ impl<'a> Instance<'a> {
         }
         self.sched.schedule(&mut Step { now, reqs: rt, cache: self.cache.as_mut(), out: &mut self.batch });
         self.composition = keep.schedule.then(|| {
-            let (waiting, running) = self.sched.queued();
             let before = &self.preemptions_before;
-            ScheduledStep {
-                items: self.batch.items.iter().map(|&(id, k)| (id, k, rt[id as usize].num_computed)).collect(),
-                preempted: (0..rt.len() as ReqId)
-                    .filter(|&i| rt[i as usize].preemptions > before[i as usize])
-                    .collect(),
-                usage_after_schedule: self.cache.usage(),
-                waiting: waiting as u32,
-                running: running as u32,
-                ..Default::default()
-            }
+            let preempted =
+                (0..rt.len() as ReqId).filter(|&i| rt[i as usize].preemptions > before[i as usize]).collect();
+            self.composed(self.batch.items.iter().map(|&(id, k)| (id, k, rt[id as usize].num_computed)), preempted)
         });
         self.stats.preemptions += self.batch.preempted as u64;
         if self.async_out && !self.batch.processed.is_empty() {
@@ -319,7 +318,7 @@ impl<'a> Instance<'a> {
         let overlap = self.engine.overlap;
         let cost = self.cost;
         let price = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b, overlap) };
-        let mut dt = price(&self.batch.shape) + price(&self.batch.second_pass);
+        let mut dt = self.price(&self.batch.shape, &self.batch.second_pass);
         let end = if self.batch.steps() > 1 {
             debug_assert!(self.max_in_flight == 1, "multi-step runs one batch at a time");
             dt = self.price_multi_step(now);
@@ -342,6 +341,48 @@ impl<'a> Instance<'a> {
         if self.async_out && !self.pending.is_empty() {
             self.pending_at = Some(self.forward_s);
         }
+        self.account(now, dt, keep);
+        if self.max_in_flight > 1 {
+            // vLLM advances computed tokens when it schedules: a request in flight has no new
+            // token for the next batch.
+            self.progress.after.clear();
+            self.progress.preemptions.clear();
+            for &(id, k) in &self.batch.items {
+                let r = &mut rt[id as usize];
+                r.num_computed += k;
+                self.progress.after.push(r.num_computed);
+                self.progress.preemptions.push(r.preemptions);
+            }
+        }
+        if !queued {
+            self.busy_until = Some(end);
+        }
+        Begun::Busy(end)
+    }
+
+    /// The record of a step just formed: its `items` (request, new tokens, computed before)
+    /// and the requests `preempted` forming it, with the cache and queues as they are now.
+    fn composed(&self, items: impl Iterator<Item = (ReqId, u32, u32)>, preempted: Vec<ReqId>) -> ScheduledStep {
+        let (waiting, running) = self.sched.queued();
+        ScheduledStep {
+            items: items.collect(),
+            preempted,
+            usage_after_schedule: self.cache.usage(),
+            waiting: waiting as u32,
+            running: running as u32,
+            ..Default::default()
+        }
+    }
+
+    /// A step's price: its batch and second pass, each priced when it has sequences.
+    fn price(&self, shape: &BatchShape, second_pass: &BatchShape) -> f64 {
+        let price = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { self.cost.step_time(b, self.engine.overlap) };
+        price(shape) + price(second_pass)
+    }
+
+    /// Books the batch just formed at `now`, busy for `dt`: its steps, the KV held (and its
+    /// peak), busy and KV-full time, and its timeline record when kept.
+    fn account(&mut self, now: f64, dt: f64, keep: Keep) {
         self.stats.steps += self.batch.steps() as u64;
         let held = {
             let u = self.cache.usage();
@@ -366,22 +407,6 @@ impl<'a> Instance<'a> {
                 running: running as u32,
             });
         }
-        if self.max_in_flight > 1 {
-            // vLLM advances computed tokens when it schedules: a request in flight has no new
-            // token for the next batch.
-            self.progress.after.clear();
-            self.progress.preemptions.clear();
-            for &(id, k) in &self.batch.items {
-                let r = &mut rt[id as usize];
-                r.num_computed += k;
-                self.progress.after.push(r.num_computed);
-                self.progress.preemptions.push(r.preemptions);
-            }
-        }
-        if !queued {
-            self.busy_until = Some(end);
-        }
-        Begun::Busy(end)
     }
 
     /// A batch formed while others are in flight: scheduled now over the requests not in

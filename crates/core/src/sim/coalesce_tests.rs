@@ -1,0 +1,127 @@
+//! Coalesced decode steps change nothing ([`Instance::coalesce`]): hand-computed stretches
+//! (one request decoding alone; a waiting head refused until a finish frees its blocks; an
+//! arrival cutting a stretch), and a property over random workloads, pools, policies, routers
+//! and fleets comparing every field of the run with and without coalescing.
+
+use super::tests::{cfg, workload};
+use super::*;
+use crate::cluster::router::{build, RouterParams};
+use crate::cost::Affine;
+use crate::engine::SchedulingPolicy;
+use proptest::prelude::*;
+
+/// Step times that grow with the context, so every step of a stretch has its own price.
+const COST: Affine =
+    Affine { base_s: 0.01, per_prefill_token_s: 0.001, per_decode_seq_s: 0.002, per_ctx_token_s: 1e-5 };
+
+/// `w` on `n` instances behind `kind`, with and without coalescing: the coalesced run, after
+/// checking that the stepped one is the same in every field.
+fn both(w: &Workload, sends: &[(u32, f64)], c: &SimConfig, n: usize, kind: RouterKind, keep: Keep) -> SimResult {
+    let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
+    let run = |every_step| {
+        let mut router = build(kind, RouterParams::default(), n);
+        let keep = Keep { every_step, ..keep };
+        drive(w, sends, &Front::of(c), &vec![spec; n], router.as_mut(), None, Fleet::default(), keep, &|_, _| ())
+    };
+    let (mut coalesced, mut stepped) = (run(false), run(true));
+    assert_eq!(stepped.coalesced_steps, 0);
+    stepped.coalesced_steps = coalesced.coalesced_steps;
+    coalesced.log.settle();
+    stepped.log.settle();
+    let (a, b) = (format!("{coalesced:?}"), format!("{stepped:?}"));
+    if let Some(k) = a.bytes().zip(b.bytes()).position(|(x, y)| x != y).or((a.len() != b.len()).then_some(0)) {
+        let at = |s: &str| s[k.saturating_sub(400)..(k + 200).min(s.len())].to_string();
+        panic!("coalescing changed the run at byte {k}:\ncoalesced …{}…\nstepped   …{}…", at(&a), at(&b));
+    }
+    coalesced
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-12
+}
+
+const ALL: Keep = Keep { steps: true, tokens: true, schedule: true, every_step: false };
+
+#[test]
+fn a_request_decoding_alone_runs_its_decodes_as_one_stretch() {
+    // Prompt 10 (blocks of 4), 6 outputs: a prefill step, then 5 decodes at contexts 10..14.
+    let w = workload(&[((0..10).collect(), 6)]);
+    let r = both(&w, &[(0, 0.0)], &cfg(8, 1000, None), 1, RouterKind::RoundRobin, ALL);
+    // The first decode is formed by the scheduler; the next three inside the stretch; the
+    // last (it finishes the request) is the stretch's step left in flight, formed inside it.
+    assert_eq!((r.steps, r.coalesced_steps), (6, 4));
+    let x = r.records[0];
+    let prefill = 0.01 + 10.0 * 0.001;
+    let decodes: f64 = (10..15).map(|ctx| 0.01 + 0.002 + ctx as f64 * 1e-5).sum();
+    assert!(close(x.ttft_s(), prefill), "{x:?}");
+    assert!(close(x.latency_s(), prefill + decodes), "{x:?}");
+    assert_eq!(r.tokens.len(), 6);
+    assert_eq!(r.timeline.len(), 6);
+    assert_eq!(r.schedule.iter().map(|s| s.items[0].2).collect::<Vec<_>>(), [0, 10, 11, 12, 13, 14]);
+}
+
+#[test]
+fn a_refused_head_waits_through_the_stretch_and_enters_at_the_finish() {
+    // 8 blocks of 4 (7 usable, 28 tokens): A (12 prompt, 8 out) takes 3 blocks and grows to
+    // 5; B (16 prompt) needs 4 more and is refused while A decodes, until A finishes.
+    let w = workload(&[((0..12).collect(), 8), ((100..116).collect(), 2)]);
+    let r = both(&w, &[(0, 0.0), (1, 0.001)], &cfg(8, 1000, Some(8)), 1, RouterKind::RoundRobin, ALL);
+    assert!(r.coalesced_steps > 0, "the stretch ran with the head refused");
+    let (a, b) = (r.records.iter().find(|x| x.id == 0).unwrap(), r.records.iter().find(|x| x.id == 1).unwrap());
+    assert!(b.first_scheduled_s >= a.last_token_s, "B entered when A finished: {a:?} {b:?}");
+}
+
+#[test]
+fn an_arrival_cuts_the_stretch_where_the_scheduler_would_see_it() {
+    // B arrives while A decodes, with room to enter: the step after its arrival admits it.
+    let w = workload(&[((0..10).collect(), 40), ((100..104).collect(), 3)]);
+    let r = both(&w, &[(0, 0.0), (1, 0.1)], &cfg(8, 1000, None), 1, RouterKind::RoundRobin, ALL);
+    assert!(r.coalesced_steps > 0);
+    let b = r.records.iter().find(|x| x.id == 1).unwrap();
+    let start = r.timeline.iter().map(|s| s.start_s).find(|&t| t >= 0.1).unwrap();
+    assert!(close(b.first_scheduled_s, start), "{b:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Any workload (shared prefixes, so heads are refused with hits and preempted requests
+    /// come back), pool, step budget, policy, router and fleet size: the same run with and
+    /// without coalescing, every record, step, token and cache counter alike.
+    #[test]
+    fn coalescing_changes_nothing(
+        reqs in proptest::collection::vec((0u32..4, 1u32..40, 1u32..60, 0.0f64..2.0, -1i32..2), 1..24),
+        blocks in prop_oneof![Just(None), (6u64..40).prop_map(Some)],
+        seqs in 1u32..6,
+        tokens in 8u32..64,
+        priority in any::<bool>(),
+        n in 1usize..4,
+        kind in 0usize..RouterKind::ALL.len(),
+        concurrency in prop_oneof![Just(None), (1u32..4).prop_map(Some)],
+    ) {
+        let specs: Vec<(Vec<u32>, u32)> = reqs
+            .iter()
+            .enumerate()
+            .map(|(i, &(prefix, len, out, _, _))| {
+                let shared = (0..8 * prefix).map(|t| 10_000 + t);
+                (shared.chain((0..len).map(|t| i as u32 * 100 + t)).collect(), out)
+            })
+            .collect();
+        let mut doc = String::new();
+        for ((ids, out), r) in specs.iter().zip(&reqs) {
+            doc.push_str(&serde_json::json!({"prompt_ids": ids, "output_len": out, "priority": r.4}).to_string());
+            doc.push('\n');
+        }
+        let file = crate::trace::parse(std::path::Path::new("t.jsonl"), doc.as_bytes(), &Default::default()).unwrap();
+        let w = crate::workload::build(file, &Default::default()).unwrap();
+        let mut sends: Vec<(u32, f64)> = reqs.iter().enumerate().map(|(i, r)| (i as u32, r.3)).collect();
+        sends.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let mut c = cfg(seqs, tokens.max(seqs), blocks);
+        c.max_concurrency = concurrency;
+        if priority {
+            c.engine.scheduling_policy = SchedulingPolicy::Priority;
+        }
+        let r = both(&w, &sends, &c, n, RouterKind::ALL[kind], Keep { steps: true, schedule: true, ..Keep::default() });
+        prop_assert!(r.coalesced_steps <= r.steps);
+    }
+}

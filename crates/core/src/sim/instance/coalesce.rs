@@ -1,0 +1,232 @@
+//! Coalesced decode steps. Between two events that change a batch — an arrival, an admission,
+//! a finish, a preemption, a first token, a router reading the instance — a vLLM v1 instance
+//! runs the same decodes step after step, each request's context one token longer each time.
+//! [`Instance::coalesce`] runs such a stretch as one event: it ends the step in flight and
+//! forms the next ones in place, without the driver, the scheduler or the batch, and leaves
+//! the stretch's last step in flight, so the driver sees one step end where it would have seen
+//! many. Every figure is computed as the stepped run computes it, in the same order where order
+//! matters: each step is priced from its own shape (the decodes' context grows by the batch
+//! size a step: the same integers), its end time is the previous end plus its price (the same
+//! additions), every gap is the same subtraction, and the cache's allocations and
+//! registrations happen at the steps and in the order they would
+//! ([`PrefixCache::grow_quietly`](crate::cache::PrefixCache::grow_quietly)). The stepped path
+//! is kept ([`Keep::every_step`], `--no-step-coalescing`) and the test suite runs the golden
+//! schedules and the examples both ways and compares every byte.
+//!
+//! A stretch stops before a step that could differ: one whose formation would preempt
+//! (allocation beyond the free blocks), could admit the refused waiting head (an eviction of a
+//! block it hits or the registration of the first block it misses; nothing admissible stays
+//! inadmissible otherwise, since the stretch only takes blocks), or starts at or after the
+//! driver's horizon (the next arrival, failure or autoscaler sync, when another instance may
+//! route to or read this one); and before a step end that would finish a request. Which runs
+//! coalesce: vLLM v1 instances (not under PP, speculative decoding or disaggregation) whose
+//! cache says how it grows (the paged cache with prefix caching on); every other engine, cache
+//! and layout steps as before.
+
+use super::{Instance, Role};
+use crate::cache::ReqId;
+use crate::cost::BatchShape;
+use crate::engine::{Admission, EngineKind, ReqRt};
+use crate::metrics::TokenLog;
+use crate::sim::{Keep, TokenRecord};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Buffers of a stretch, kept with the instance so a stretch allocates nothing once warm.
+#[derive(Default)]
+pub(super) struct Stretch {
+    /// Per request of the batch, in batch order: tokens computed before the stretch's first
+    /// step ended, and outputs sampled by then.
+    computed: Vec<u32>,
+    generated: Vec<u32>,
+    /// (step, batch index) of each request's next growth that allocates or registers a block.
+    due: BinaryHeap<Reverse<(u32, u32)>>,
+    /// The growths of one step, and whose they are.
+    grows: Vec<(ReqId, usize)>,
+    growing: Vec<u32>,
+}
+
+impl Instance<'_> {
+    /// Whether this instance's steps can be coalesced at all: vLLM v1, one batch at a time,
+    /// whole requests, no speculative tokens, a cache that computes nothing after a step.
+    fn coalesces(&self) -> bool {
+        self.engine.engine == EngineKind::Vllm
+            && self.max_in_flight == 1
+            && !self.async_out
+            && self.spec_extra <= 0.0
+            && self.role == Role::Unified
+            && !self.tracks_computed
+    }
+
+    /// The step just formed runs decodes alone and none of its requests finishes at its end:
+    /// returns the smallest count of outputs any of them has left (at least 2), and whom the
+    /// waiting head is that the steps after it refuse (`Some(None)`: they admit nobody).
+    fn decode_stretch(&self, rt: &[ReqRt]) -> Option<(u32, Option<ReqId>)> {
+        let b = &self.batch;
+        if b.items.is_empty()
+            || b.steps() > 1
+            || b.preempted > 0
+            || b.second_pass.seqs > 0
+            || b.shape.prefill_tokens > 0
+            || b.shape.decode_seqs as usize != b.items.len()
+            || self.sched.queued().1 != b.items.len()
+        {
+            return None;
+        }
+        let mut left = u32::MAX;
+        for &(id, k) in &b.items {
+            let r = &rt[id as usize];
+            // A decode after the first token: a one-token prompt chunk samples a first token.
+            if k != 1
+                || r.generated == 0
+                || r.first_token_s.is_nan()
+                || r.num_computed + 1 != r.num_tokens
+                || r.generated >= r.output_len
+            {
+                return None;
+            }
+            left = left.min(r.output_len - r.generated);
+        }
+        if left < 2 {
+            return None;
+        }
+        match self.sched.admission(b.items.len() as u32) {
+            Admission::Closed => Some((left, None)),
+            Admission::Refused(head) => Some((left, Some(head))),
+            Admission::Open => None,
+        }
+    }
+
+    /// Runs the decode steps that follow the step just begun (ending at `end`) as one event, as
+    /// far as they can be known now (see the module): each ends with its tokens logged and the
+    /// next formed in place; the last stays in flight. `horizon`: no step may start at or after
+    /// it (the next event that may read or change this instance). Returns when the step now in
+    /// flight ends (`end` when nothing was coalesced).
+    pub fn coalesce(
+        &mut self,
+        end: f64,
+        rt: &mut [ReqRt],
+        keep: Keep,
+        horizon: f64,
+        log: &mut TokenLog,
+        tokens: &mut Vec<TokenRecord>,
+    ) -> f64 {
+        // Under PP the step begun may be queued behind the one in flight: never coalesced.
+        if keep.every_step || end >= horizon || !self.coalesces() {
+            return end;
+        }
+        debug_assert_eq!(self.busy_until, Some(end), "the step begun is the one in flight");
+        let Some((left, refused)) = self.decode_stretch(rt) else { return end };
+        let mut s = std::mem::take(&mut self.stretch);
+        s.computed.clear();
+        s.generated.clear();
+        s.due.clear();
+        for (j, &(id, _)) in self.batch.items.iter().enumerate() {
+            let r = &rt[id as usize];
+            let Some(quiet) = self.cache.quiet_until(id) else {
+                self.stretch = s;
+                return end;
+            };
+            debug_assert!(quiet > r.num_computed as usize, "the step formed has grown the request");
+            s.computed.push(r.num_computed);
+            s.generated.push(r.generated);
+            // Step m grows the request to computed + m + 1 tokens.
+            s.due.push(Reverse(((quiet - r.num_computed as usize) as u32, j as u32)));
+        }
+        let n = self.batch.items.len();
+        let mut shape = self.batch.shape;
+        let (mut m, mut end, mut prev) = (0u32, end, f64::NAN);
+        // Step m + 1 is formed at step m's end when that end finishes nobody and comes before
+        // the horizon.
+        while m + 2 <= left && end < horizon {
+            let next = m + 1;
+            s.grows.clear();
+            s.growing.clear();
+            while let Some(&Reverse((at, j))) = s.due.peek() {
+                if at != next {
+                    debug_assert!(at > next, "a growth passed over");
+                    break;
+                }
+                s.due.pop();
+                let id = self.batch.items[j as usize].0;
+                s.grows.push((id, (s.computed[j as usize] + next + 1) as usize));
+                s.growing.push(j);
+            }
+            if !s.grows.is_empty() && !self.cache.grow_quietly(&s.grows, refused) {
+                break; // step `next` is the scheduler's to form
+            }
+            for &j in &s.growing {
+                let id = self.batch.items[j as usize].0;
+                let quiet = self.cache.quiet_until(id).expect("a running request");
+                let at = (quiet - s.computed[j as usize] as usize) as u32;
+                debug_assert!(at > next, "a growth leaves room for the next token");
+                s.due.push(Reverse((at, j)));
+            }
+            self.end_quietly(m, end, prev, &s, rt, keep, log, tokens);
+            shape.decode_ctx_tokens += n as u64;
+            self.batch.shape = shape;
+            if keep.schedule {
+                let items = self.batch.items.iter().zip(&s.computed).map(|(&(id, k), &c)| (id, k, c + next));
+                self.composition = Some(self.composed(items, Vec::new()));
+            }
+            let dt = self.price(&shape, &BatchShape::default());
+            self.account(end, dt, keep);
+            self.coalesced_steps += 1;
+            (prev, end, m) = (end, end + dt, next);
+        }
+        if m > 0 {
+            // The requests as the `m` step ends left them; their blocks sized for the step in
+            // flight (`grow` only counts tokens here: the growths that allocate are done).
+            for (j, &(id, _)) in self.batch.items.iter().enumerate() {
+                let r = &mut rt[id as usize];
+                r.num_computed = s.computed[j] + m;
+                r.num_tokens = r.num_computed + 1;
+                r.generated = s.generated[j] + m;
+                r.last_token_s = prev;
+                let grown = self.cache.grow(id, r.num_tokens as usize);
+                debug_assert!(grown, "a growth within the last block failed");
+            }
+            self.busy_until = Some(end);
+        }
+        self.stretch = s;
+        end
+    }
+
+    /// Step `m` of a stretch ends at `end` (the step before it at `prev`) with one token for
+    /// every request and no finish: its gaps and tokens logged, its record kept.
+    #[allow(clippy::too_many_arguments)]
+    fn end_quietly(
+        &mut self,
+        m: u32,
+        end: f64,
+        prev: f64,
+        s: &Stretch,
+        rt: &[ReqRt],
+        keep: Keep,
+        log: &mut TokenLog,
+        tokens: &mut Vec<TokenRecord>,
+    ) {
+        let n = self.batch.items.len();
+        if m == 0 {
+            // The first step's requests each saw their last token at their own time.
+            for &(id, _) in &self.batch.items {
+                let last = rt[id as usize].last_token_s;
+                if !last.is_nan() {
+                    log.gap(end - last);
+                }
+            }
+        } else {
+            log.gaps_of(end - prev, n as u64);
+        }
+        if keep.tokens {
+            for (&(id, _), &g) in self.batch.items.iter().zip(&s.generated) {
+                tokens.push(TokenRecord { id, index: g + m, time_s: end });
+            }
+        }
+        log.count(end, n as u32);
+        if let Some(mut c) = self.composition.take() {
+            c.sampled.extend(self.batch.items.iter().map(|&(id, _)| id));
+            self.schedule.push(c);
+        }
+    }
+}
