@@ -377,14 +377,22 @@ fn add_to_bin(bins: &mut Vec<(f64, u64)>, b: f64, n: u64) {
     if b.is_nan() || b < 0.0 {
         return;
     }
-    match bins.last_mut() {
-        Some(last) if last.0 == b => last.1 += n,
-        Some(last) if last.0 < b => bins.push((b, n)),
-        None => bins.push((b, n)),
-        Some(_) => match bins.binary_search_by(|x| x.0.total_cmp(&b)) {
-            Ok(i) => bins[i].1 += n,
-            Err(i) => bins.insert(i, (b, n)),
-        },
+    // Tokens come nearly in time order (a coalesced stretch logs a little ahead of the other
+    // instances): look back a few buckets before searching.
+    let len = bins.len();
+    for i in (len.saturating_sub(4)..len).rev() {
+        if bins[i].0 == b {
+            bins[i].1 += n;
+            return;
+        }
+        if bins[i].0 < b {
+            bins.insert(i + 1, (b, n));
+            return;
+        }
+    }
+    match bins.binary_search_by(|x| x.0.total_cmp(&b)) {
+        Ok(i) => bins[i].1 += n,
+        Err(i) => bins.insert(i, (b, n)),
     }
 }
 

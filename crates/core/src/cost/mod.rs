@@ -610,13 +610,18 @@ impl Roofline {
     /// Device seconds the batch spends in each pipeline stage (layers split evenly; each
     /// stage but the last also sends its activations on). One stage without PP.
     pub fn stage_times(&self, b: &BatchShape) -> Vec<f64> {
+        self.stages(b).collect()
+    }
+
+    /// [`Roofline::stage_times`] one by one (a step's price sums them without a vector).
+    fn stages(&self, b: &BatchShape) -> impl Iterator<Item = f64> {
         let pp = self.deployment.parallel.pp.max(1);
-        if b.seqs == 0 {
-            return vec![0.0; pp as usize];
-        }
-        let stage = self.device_s(b) / pp as f64;
-        let send = if pp > 1 { self.stage_send_s(b) } else { 0.0 };
-        (0..pp).map(|s| if s + 1 < pp { stage + send } else { stage }).collect()
+        let (stage, send) = if b.seqs == 0 {
+            (0.0, 0.0)
+        } else {
+            (self.device_s(b) / pp as f64, if pp > 1 { self.stage_send_s(b) } else { 0.0 })
+        };
+        (0..pp).map(move |s| if s + 1 < pp { stage + send } else { stage })
     }
 }
 
@@ -635,7 +640,7 @@ impl CostModel for Roofline {
         // With DP attention every group's scheduler prepares its own sequences in parallel.
         let dp = self.deployment.parallel.dp_attention.max(1) as f64;
         StepTime {
-            device_s: self.stage_times(b).iter().sum(),
+            device_s: self.stages(b).sum(),
             host_s: e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64 / dp,
         }
     }
