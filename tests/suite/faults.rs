@@ -143,7 +143,7 @@ fn failure_flags_are_refused_where_they_mean_nothing_or_cannot_be() {
         (vec!["--migration-limit", "1"], "--migration-limit: means nothing without instance failures"),
         (vec!["--recovery-s", "30"], "--recovery-s: means nothing without instance failures"),
         (vec!["--drain-timeout-s", "5"], "--drain-timeout-s: means nothing without a rolling restart"),
-        (vec!["--rolling-restart", "-1"], "--rolling-restart: -1 must be between 0"),
+        (vec!["--rolling-restart", "-1"], "--rolling-restart: -1 must be a number of seconds 0 or more"),
         (
             vec!["--instances", "2", "--fail-at", "10:2"],
             "instance 2 does not exist: the deployment has 2 instances (0 to 1)",
@@ -154,7 +154,7 @@ fn failure_flags_are_refused_where_they_mean_nothing_or_cannot_be() {
         ),
         (vec!["--fail-at", "10:0", "--engine", "vllm-v0"], "not modelled for vLLM V0"),
         (vec!["--mtbf-s", "0"], "--mtbf-s: 0 must be a number of seconds above 0"),
-        (vec!["--fail-at", "10:0", "--recovery-s", "-1"], "--recovery-s: -1 must be between 0"),
+        (vec!["--fail-at", "10:0", "--recovery-s", "-1"], "--recovery-s: -1 must be a number of seconds 0 or more"),
         (vec!["--fail-at", "ten:0"], "`ten` in `ten:0` is not a number of seconds"),
         (vec!["--fail-at", "10"], "is not SECONDS:INSTANCE"),
     ] {

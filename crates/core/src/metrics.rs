@@ -47,10 +47,7 @@ impl Goodput {
     /// Whether `r` meets every limit (`calculate_metrics` in `vllm/benchmarks/serve.py`: the
     /// TPOT of a one-token output counts as 0).
     pub fn is_good(&self, r: &RequestRecord) -> bool {
-        let within = |limit: Option<f64>, s: f64| limit.is_none_or(|l| s * 1e3 <= l);
-        within(self.ttft_ms, r.ttft_s())
-            && within(self.tpot_ms, r.tpot_s().unwrap_or(0.0))
-            && within(self.e2el_ms, r.latency_s())
+        r.within_ms(self.ttft_ms, self.tpot_ms, self.e2el_ms)
     }
 
     /// `ttft:500 tpot:50`, as given.
@@ -84,6 +81,14 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// Whether its TTFT, TPOT (0 for a single output token) and E2E latency are each within
+    /// their limit in ms (`None`: no limit): `vllm bench serve`'s per-request goodput check
+    /// ([`Goodput`]), which `plan`'s per-request SLOs use too.
+    pub fn within_ms(&self, ttft: Option<f64>, tpot: Option<f64>, e2el: Option<f64>) -> bool {
+        let within = |limit: Option<f64>, s: f64| limit.is_none_or(|l| s * 1e3 <= l);
+        within(ttft, self.ttft_s()) && within(tpot, self.tpot_s().unwrap_or(0.0)) && within(e2el, self.latency_s())
+    }
+
     /// Time to first token.
     pub fn ttft_s(&self) -> f64 {
         self.first_token_s - self.send_s

@@ -31,6 +31,7 @@
 //! instances not ready yet first (the newest first), then the one ready most recently. The plan
 //! is data; the event loop ([`crate::sim`]) carries it out.
 
+use super::seconds;
 use crate::error::{Error, Result};
 use serde::Serialize;
 
@@ -107,8 +108,6 @@ pub const DEFAULT_ENGINE_START_S: f64 = 60.0;
 pub const DEFAULT_WEIGHTS_LOAD_GBPS: f64 = 2.0;
 /// The shortest sync period: one record is kept per sync (a day at this period is 864,000).
 const MIN_SYNC_PERIOD_S: f64 = 0.1;
-/// The longest time a setting may take (about 31 years).
-const MAX_SECONDS: f64 = 1e9;
 
 /// The autoscaling flags as given (`RunOptions::autoscale`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -183,14 +182,6 @@ impl AutoscaleOptions {
                 ));
             }
             return Ok(None);
-        };
-        let seconds = |flag: &str, v: f64, above_zero: bool| {
-            if v.is_finite() && v <= MAX_SECONDS && (v > 0.0 || (!above_zero && v == 0.0)) {
-                Ok(v)
-            } else {
-                let low = if above_zero { "above 0" } else { "0 or more" };
-                Err(Error::invalid(flag, format!("{v} must be a number of seconds {low}, at most {MAX_SECONDS:e}")))
-            }
         };
         let max_instances = self.max_instances.ok_or_else(|| {
             Error::invalid("--max-instances", "is required with --autoscale: the most instances the fleet may grow to")

@@ -15,6 +15,7 @@
 //! serves again after the recovery time; then the next one drains. The plan is data; the event
 //! loop ([`crate::sim`]) carries it out.
 
+use super::{seconds, MAX_SECONDS};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::str::FromStr;
@@ -27,10 +28,6 @@ pub const DEFAULT_RECOVERY_S: f64 = 60.0;
 /// Default seconds a draining instance may take to finish its requests: Kubernetes' default
 /// `terminationGracePeriodSeconds`, after which the pod is killed.
 pub const DEFAULT_DRAIN_TIMEOUT_S: f64 = 30.0;
-
-/// The longest time a failure may be set at or take (about 31 years): beyond it a figure is a
-/// typing slip, not a plan.
-const MAX_SECONDS: f64 = 1e9;
 
 /// One planned failure (`--fail-at SECONDS:INSTANCE`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -136,26 +133,15 @@ impl FaultOptions {
             }
             return Ok(None);
         }
-        let seconds = |flag: &str, v: f64| {
-            if v.is_finite() && (0.0..=MAX_SECONDS).contains(&v) {
-                Ok(v)
-            } else {
-                Err(Error::invalid(flag, format!("{v} must be between 0 and {MAX_SECONDS:e} seconds")))
-            }
-        };
         if let Some(t) = self.rolling_restart_s {
-            seconds("--rolling-restart", t)?;
+            seconds("--rolling-restart", t, false)?;
         }
-        let drain_timeout_s = seconds("--drain-timeout-s", self.drain_timeout_s.unwrap_or(DEFAULT_DRAIN_TIMEOUT_S))?;
+        let drain_timeout_s =
+            seconds("--drain-timeout-s", self.drain_timeout_s.unwrap_or(DEFAULT_DRAIN_TIMEOUT_S), false)?;
         if let Some(m) = self.mtbf_s {
-            if !(m.is_finite() && m > 0.0 && m <= MAX_SECONDS) {
-                return Err(Error::invalid(
-                    "--mtbf-s",
-                    format!("{m} must be a number of seconds above 0, at most {MAX_SECONDS:e}"),
-                ));
-            }
+            seconds("--mtbf-s", m, true)?;
         }
-        let recovery_s = seconds("--recovery-s", self.recovery_s.unwrap_or(DEFAULT_RECOVERY_S))?;
+        let recovery_s = seconds("--recovery-s", self.recovery_s.unwrap_or(DEFAULT_RECOVERY_S), false)?;
         let mut fail_at = self.fail_at.clone();
         fail_at.sort_by(|a, b| a.time_s.total_cmp(&b.time_s).then(a.instance.cmp(&b.instance)));
         Ok(Some(FaultPlan {

@@ -113,3 +113,17 @@ impl ClusterConfig {
         self.pd.map_or(self.instances, |p| p.prefill + p.decode)
     }
 }
+
+/// The longest time a fleet setting may be or take (about 31 years): beyond it a figure is a
+/// typing slip, not a plan.
+pub(crate) const MAX_SECONDS: f64 = 1e9;
+
+/// A fleet flag's seconds, refused unless finite, at most [`MAX_SECONDS`], and above 0
+/// (`above_zero`) or 0 or more.
+pub(crate) fn seconds(flag: &str, v: f64, above_zero: bool) -> Result<f64> {
+    if v.is_finite() && v <= MAX_SECONDS && (v > 0.0 || (!above_zero && v == 0.0)) {
+        return Ok(v);
+    }
+    let low = if above_zero { "above 0" } else { "0 or more" };
+    Err(Error::invalid(flag, format!("{v} must be a number of seconds {low}, at most {MAX_SECONDS:e}")))
+}

@@ -201,11 +201,14 @@ impl Slo {
 
     /// Whether `r` meets every per-request limit (TTFT, TPOT, E2E; ITL is not per request).
     pub fn request_is_good(&self, r: &RequestRecord) -> bool {
-        self.0.iter().all(|t| match t.quantity {
-            Quantity::Ttft => r.ttft_s() * 1e3 <= t.limit_ms,
-            Quantity::Tpot => r.tpot_s().unwrap_or(0.0) * 1e3 <= t.limit_ms,
-            Quantity::E2eLatency => r.latency_s() * 1e3 <= t.limit_ms,
-            Quantity::Itl | Quantity::Failed => true,
+        self.0.iter().all(|t| {
+            let l = Some(t.limit_ms);
+            match t.quantity {
+                Quantity::Ttft => r.within_ms(l, None, None),
+                Quantity::Tpot => r.within_ms(None, l, None),
+                Quantity::E2eLatency => r.within_ms(None, None, l),
+                Quantity::Itl | Quantity::Failed => true,
+            }
         })
     }
 }
