@@ -207,6 +207,9 @@ def run(
     records. Output-file flags (``requests_csv``, ``plot``, …) write their files as the command
     line does. The simulation runs without the GIL.
 
+    ``no_step_coalescing=True`` simulates every engine step as an event of its own (the same
+    result; for checks and timings).
+
     ``seeds=N`` (N > 1) runs ``cachesim run --seeds N --json`` through the command line's own code
     and returns its document, a dict: every metric as ``{median, min, max, interval, per_seed}``
     over the seeds ``seed``, …, ``seed + N - 1``, and ``seeds["varied"]``, what the seed drew
@@ -222,6 +225,11 @@ def run(
         flags["trace"] = trace
     if engine is not None:
         flags["engine"] = engine
+    every_step = flags.pop("no_step_coalescing", False)
+    if not isinstance(every_step, bool):
+        raise Error(f"no_step_coalescing={every_step!r}: a switch takes True or False")
+    if every_step:
+        flags["no_step_coalescing"] = True  # for the command line's run under seeds=N
     seeds = flags.pop("seeds", None)
     if seeds is not None and seeds != 1:
         if workload is not None:
@@ -230,7 +238,8 @@ def run(
             )
         flags["seeds"] = seeds
         return _document("run", flags)
-    native = _native.run(None if workload is None else workload._native, flags, keep_steps)
+    flags.pop("no_step_coalescing", None)
+    native = _native.run(None if workload is None else workload._native, flags, keep_steps, every_step)
     result = Result(native)
     if _native.all_failed(native):
         err = Error("All requests failed. This is likely due to a misconfiguration on the benchmark arguments.")

@@ -120,12 +120,13 @@ impl NativeResult {
 
 /// `cachesim.run`: see the Python docstring.
 #[pyfunction]
-#[pyo3(signature = (workload, kwargs, keep_steps))]
+#[pyo3(signature = (workload, kwargs, keep_steps, every_step))]
 pub fn run(
     py: Python<'_>,
     workload: Option<PyRef<'_, NativeWorkload>>,
     kwargs: Option<&Bound<'_, PyDict>>,
     keep_steps: bool,
+    every_step: bool,
 ) -> PyResult<NativeResult> {
     let cmd = flags::run_command();
     let words = flags::words(cmd, kwargs, "run")?;
@@ -150,7 +151,7 @@ pub fn run(
     let (_, cfg, notes) = cachesim::commands::run::prepare(args, deployment.as_ref()).map_err(from_anyhow)?;
     let loaded = workload_for(py, workload.as_deref(), &words, "run")?;
     check_build(&loaded, &args.build_options()).map_err(Error::new_err)?;
-    let keep = cachesim::commands::run::keep(args, keep_steps);
+    let keep = cachesim::sim::Keep { every_step, ..cachesim::commands::run::keep(args, keep_steps) };
     let l2 = loaded.clone();
     let out = py
         .detach(|| -> anyhow::Result<Outcome> {

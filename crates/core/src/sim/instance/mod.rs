@@ -238,6 +238,7 @@ impl<'a> Instance<'a> {
         self.load = old.load;
         self.timeline = old.timeline;
         self.schedule = old.schedule;
+        self.coalesced_steps = old.coalesced_steps;
         self.generation = old.generation + 1;
         self.down = true;
     }
