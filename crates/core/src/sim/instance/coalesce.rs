@@ -25,7 +25,6 @@
 
 use super::{Instance, Role};
 use crate::cache::ReqId;
-use crate::cost::BatchShape;
 use crate::engine::{Admission, EngineKind, ReqRt};
 use crate::metrics::TokenLog;
 use crate::sim::{Keep, TokenRecord};
@@ -169,7 +168,8 @@ impl Instance<'_> {
                 let items = self.batch.items.iter().zip(&s.computed).map(|(&(id, k), &c)| (id, k, c + next));
                 self.composition = Some(self.composed(items, Vec::new()));
             }
-            let dt = self.price(&shape, &BatchShape::default());
+            // As `begin_step` prices it: the batch, then its (empty) second pass.
+            let dt = self.price(&shape) + self.price(&self.batch.second_pass);
             self.account(end, dt, keep);
             self.coalesced_steps += 1;
             (prev, end, m) = (end, end + dt, next);

@@ -318,15 +318,14 @@ impl<'a> Instance<'a> {
         }
         let overlap = self.engine.overlap;
         let cost = self.cost;
-        let price = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_time(b, overlap) };
-        let mut dt = self.price(&self.batch.shape, &self.batch.second_pass);
+        let mut dt = self.price(&self.batch.shape) + self.price(&self.batch.second_pass);
         let end = if self.batch.steps() > 1 {
             debug_assert!(self.max_in_flight == 1, "multi-step runs one batch at a time");
             dt = self.price_multi_step(now);
             now + dt
         } else if self.max_in_flight > 1 {
             let mut stages = cost.pipeline_stages(&self.batch.shape, overlap);
-            stages[0] += price(&self.batch.second_pass);
+            stages[0] += self.price(&self.batch.second_pass);
             let last = self.stage_free.last().copied().unwrap_or(0.0);
             let end = self.through_stages(now, &stages);
             // Busy time: what this batch adds beyond the pipeline's previous end.
@@ -375,10 +374,13 @@ impl<'a> Instance<'a> {
         }
     }
 
-    /// A step's price: its batch and second pass, each priced when it has sequences.
-    fn price(&self, shape: &BatchShape, second_pass: &BatchShape) -> f64 {
-        let price = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { self.cost.step_time(b, self.engine.overlap) };
-        price(shape) + price(second_pass)
+    /// A batch's price: the cost model's step time, 0 with no sequence.
+    fn price(&self, b: &BatchShape) -> f64 {
+        if b.seqs == 0 {
+            0.0
+        } else {
+            self.cost.step_time(b, self.engine.overlap)
+        }
     }
 
     /// Books the batch just formed at `now`, busy for `dt`: its steps, the KV held (and its
