@@ -307,6 +307,22 @@ pub struct RunArgs {
     /// running request of the highest (priority, arrival).
     #[arg(long, value_enum, default_value = "fcfs", help_heading = "Engine")]
     pub scheduling_policy: SchedulingPolicy,
+    /// vLLM v1 CPU KV offloading: GiB of host memory for a second KV tier, over all the
+    /// instance's GPUs (vLLM --kv-offloading-size, vllm@0.33; off by default). Full prompt
+    /// blocks are copied to host memory as they are computed; a waiting request whose prefix
+    /// the GPU cache lost but the host tier holds loads it instead of computing it, waiting for
+    /// the copy (docs/engines/kv-offloading.md).
+    #[arg(allow_negative_numbers = true, long, value_name = "GIB", help_heading = "Engine")]
+    pub kv_offloading_size: Option<f64>,
+    /// vLLM --kv-offloading-backend: `native` (vLLM's own CPU offloading, the default); `lmcache`
+    /// is not modelled yet.
+    #[arg(long, value_enum, help_heading = "Engine")]
+    pub kv_offloading_backend: Option<cachesim::engine::vllm_offload::OffloadBackend>,
+    /// With --kv-offloading-size: GB/s each way between one GPU and host memory, which prices
+    /// the tier's copies (default: the GPU's PCIe rate per direction × 0.87, the share a
+    /// pinned copy achieves).
+    #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Engine")]
+    pub host_link_gbps: Option<f64>,
     /// vLLM V0 multi-step scheduling (vLLM --num-scheduler-steps; --engine vllm-v0 only, default
     /// 1): a decode batch is scheduled once and runs this many steps, its tokens streamed together.
     #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
@@ -746,6 +762,11 @@ impl RunArgs {
                 drain_timeout_s: self.drain_timeout_s,
             },
             goodput: self.goodput.clone(),
+            offload: cachesim::engine::vllm_offload::OffloadOptions {
+                size_gib: self.kv_offloading_size,
+                backend: self.kv_offloading_backend,
+                host_link_gbps: self.host_link_gbps,
+            },
             autoscale: cachesim::cluster::autoscale::AutoscaleOptions {
                 policy: self.autoscale,
                 min_instances: self.min_instances,

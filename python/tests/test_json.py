@@ -18,6 +18,7 @@ RUNS = [
     {"engine": "lightllm", "max_concurrency": 4},
     {"gpu": "a100-80gb", "tp": 2, "arrival_process": "vllm", "burstiness": 0.5, "request_rate": 10.5},
     {"instances": 3, "router": "least-load", "request_rate": 12},
+    {"num_gpu_blocks_override": 300, "kv_offloading_size": 16, "host_link_gbps": 25},
     {"instances": 3, "router": "cache-aware", "time_scale": 0.1, "fail_at": "5:1,8:2", "mtbf_s": 30, "migration_limit": 1},
     {"instances": 2, "router": "least-load", "time_scale": 0.1, "rolling_restart": 3, "recovery_s": 2, "drain_timeout_s": 0.5},
     {"router": "kv-aware", "time_scale": 0.02, "autoscale": "hpa", "max_instances": 4, "scale_metric": "in-flight",

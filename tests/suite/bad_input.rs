@@ -250,6 +250,27 @@ const CASES: &[Case] = &[
         args: &["--engine", "vllm-v0", "--scheduling-policy", "priority"],
         cut: None,
     },
+    Case { what: "CPU KV offloading of 0 GiB", args: &["--kv-offloading-size", "0"], cut: None },
+    Case { what: "CPU KV offloading of a negative size", args: &["--kv-offloading-size", "-4"], cut: None },
+    Case { what: "CPU KV offloading larger than any server", args: &["--kv-offloading-size", "1e9"], cut: None },
+    Case {
+        what: "CPU KV offloading on SGLang",
+        args: &["--engine", "sglang", "--kv-offloading-size", "16"],
+        cut: None,
+    },
+    Case {
+        what: "CPU KV offloading on vLLM 0.18",
+        args: &["--engine-version", "vllm@0.18", "--kv-offloading-size", "16"],
+        cut: None,
+    },
+    Case {
+        what: "the LMCache offloading backend",
+        args: &["--kv-offloading-size", "16", "--kv-offloading-backend", "lmcache"],
+        cut: None,
+    },
+    Case { what: "an offloading backend without a size", args: &["--kv-offloading-backend", "native"], cut: None },
+    Case { what: "a host link without offloading", args: &["--host-link-gbps", "50"], cut: None },
+    Case { what: "a host link of 0 GB/s", args: &["--kv-offloading-size", "16", "--host-link-gbps", "0"], cut: None },
     Case { what: "priority shares that do not add up", args: &["--priority-mix", "0:0.5,1:0.4"], cut: None },
     Case {
         what: "a priority mix over a trace's own priorities",

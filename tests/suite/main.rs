@@ -23,6 +23,7 @@ mod fuzz;
 mod golden_sglang;
 mod golden_vllm;
 mod kernels;
+mod offload;
 mod plan;
 mod real_data;
 mod refusals;

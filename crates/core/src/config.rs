@@ -92,6 +92,8 @@ pub struct RunOptions {
     /// The client's per-request limits (`--goodput` words, as `vllm bench serve` takes them:
     /// `ttft:500`).
     pub goodput: Option<Vec<String>>,
+    /// vLLM's CPU KV offloading (off by default).
+    pub offload: crate::engine::vllm_offload::OffloadOptions,
 }
 
 /// Where the step-time factors ([`Efficiency`]) come from.
@@ -215,6 +217,7 @@ impl Default for RunOptions {
             faults: Default::default(),
             autoscale: Default::default(),
             goodput: None,
+            offload: Default::default(),
         }
     }
 }
@@ -425,6 +428,9 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (l.moe_a2a_backend != d.layout.moe_a2a_backend, "--moe-a2a-backend"),
         (l.deepep_mode != d.layout.deepep_mode, "--deepep-mode"),
         (l.two_batch_overlap, "--enable-two-batch-overlap"),
+        (o.offload.size_gib.is_some(), "--kv-offloading-size"),
+        (o.offload.backend.is_some(), "--kv-offloading-backend"),
+        (o.offload.host_link_gbps.is_some(), "--host-link-gbps"),
     ]
     .into_iter()
     .filter_map(|(set, flag)| set.then_some(flag))
@@ -634,6 +640,20 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             "no memory left for the KV cache: the model does not fit",
         ));
     }
+    let offload = crate::engine::vllm_offload::resolve(
+        &o.offload,
+        &crate::engine::vllm_offload::TierMachine {
+            engine: o.engine,
+            version,
+            paged: policy == Policy::Paged,
+            block_size: o.block_size,
+            kv_bytes_per_token_per_rank,
+            ranks: if model.is_mla() { layout.parallel.pp } else { layout.parallel.world() },
+            pp: layout.parallel.pp,
+            disaggregated: o.cluster.pd.is_some(),
+            pcie_gbps: gpu.pcie_gbps,
+        },
+    )?;
     let mut startup_notes = Vec::new();
     if let (EngineKind::Sglang, Some(t)) = (o.engine, o.max_total_tokens) {
         if t > launched.profiled_kv_tokens {
@@ -663,6 +683,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             overlap,
             num_scheduler_steps,
             async_output_proc,
+            offload,
         },
         cache: CacheSpec {
             policy,

@@ -192,6 +192,43 @@ pub trait PrefixCache: Send {
         reserve_tokens: usize,
     ) -> Option<Admitted>;
 
+    /// Admits `req` as an outside tier's load into it (vLLM's KV connector:
+    /// `allocate_slots(..., num_external_computed_tokens, delay_cache_blocks=True)`): pins the
+    /// cached prefix [`peek`](Self::peek) finds now and allocates slots for `external` tokens
+    /// past it, to be filled by the load and registered only when it lands
+    /// ([`loaded`](Self::loaded)); refuses (`None`, nothing changed) as
+    /// [`admit_reserving`](Self::admit_reserving) does. Caches that take no outside tier refuse.
+    fn admit_external(
+        &mut self,
+        _req: ReqId,
+        _seq: SeqId,
+        _known: usize,
+        _external: usize,
+        _reserve_tokens: usize,
+    ) -> Option<Admitted> {
+        None
+    }
+
+    /// The outside tier's tokens of `req` landed: what it holds within its first
+    /// `computed_tokens` tokens becomes shareable (vLLM `KVCacheManager.cache_blocks`).
+    fn loaded(&mut self, _req: ReqId, _computed_tokens: usize) {}
+
+    /// Hands `visit` the content keys of full blocks `from..to` of `seq` in order, until it
+    /// returns `false` — keys equal for two blocks exactly when their sequences agree up to the
+    /// blocks' ends, the identity vLLM's chained block hashes stand for — where the cache keys
+    /// blocks so (paged; `true`); `false` for a cache that does not.
+    fn visit_block_keys(&self, _seq: SeqId, _from: usize, _to: usize, _visit: &mut dyn FnMut(u32) -> bool) -> bool {
+        false
+    }
+
+    /// [`grow`](Self::grow) that also refuses (`false`, nothing changed) unless slots for the
+    /// request's first `reserve_tokens` tokens could all be had now (vLLM 0.33's whole-sequence
+    /// admission of a waiting request that already holds slots). Caches without that rule grow
+    /// what is scheduled.
+    fn grow_reserving(&mut self, req: ReqId, total_tokens: usize, _reserve_tokens: usize) -> bool {
+        self.grow(req, total_tokens)
+    }
+
     /// Adopts the rules of the engine release that drives this cache: vLLM's free order (paged);
     /// under SGLang's scheduler, that release's eviction and prompt split, and publication of an
     /// unfinished prefill chunk only when the scheduler calls [`checkpoint`](Self::checkpoint)

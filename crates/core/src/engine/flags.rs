@@ -192,6 +192,13 @@ pub const TABLE: &[EngineFlag] = &[
     EngineFlag { server_only: &[], flag: "--enable-deepep-moe", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--deepep-mode", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--enable-two-batch-overlap", engines: SGLANG, instead: &[] },
+    // vLLM `EngineArgs.kv_offloading_size` and `kv_offloading_backend` (`CacheConfig`, 0.12 on;
+    // v1 only). SGLang's host tier is `--enable-hierarchical-cache`, TensorRT-LLM's
+    // `KvCacheConfig.host_cache_size`: neither is modelled yet. `--host-link-gbps` is cachesim's
+    // price of the tier's copies.
+    EngineFlag { server_only: &[], flag: "--kv-offloading-size", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--kv-offloading-backend", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--host-link-gbps", engines: &[Vllm], instead: &[] },
 ];
 
 /// The row of `flag`, if it is engine-specific.

@@ -14,6 +14,7 @@ pub mod sglang;
 pub mod trtllm;
 pub mod version;
 pub mod vllm;
+pub mod vllm_offload;
 pub mod vllm_pool;
 pub mod vllm_v0;
 
@@ -128,6 +129,9 @@ pub struct EngineConfig {
     /// decoding): a batch's outputs are processed during the next batch, so a request whose
     /// last token came rides one more batch (docs/engines/multistep.md).
     pub async_output_proc: bool,
+    /// vLLM v1's CPU KV offloading (`--kv-offloading-size`); `None`: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<vllm_offload::OffloadConfig>,
 }
 
 fn on_off(on: bool) -> &'static str {
@@ -164,6 +168,7 @@ impl EngineConfig {
             overlap: false,
             num_scheduler_steps: 1,
             async_output_proc: false,
+            offload: None,
         }
     }
 
@@ -181,9 +186,9 @@ impl EngineConfig {
                 e.long_prefill_token_threshold,
                 on_off(e.overlap),
                 match e.scheduling_policy {
-                    SchedulingPolicy::Fcfs => "",
-                    SchedulingPolicy::Priority => " · scheduling policy priority",
-                }
+                    SchedulingPolicy::Fcfs => String::new(),
+                    SchedulingPolicy::Priority => " · scheduling policy priority".to_string(),
+                } + &e.offload.map(|o| format!(" · {}", o.describe())).unwrap_or_default()
             ),
             EngineKind::Sglang => format!(
                 "Engine:         {} · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {} · overlap schedule {}",
@@ -467,6 +472,14 @@ impl VllmQueues {
         }
     }
 
+    /// Requests passed by while forming a step (`skipped_waiting_requests`) go back to waiting:
+    /// before the others, in their order (FCFS), or at their places (priority).
+    pub fn prepend(&mut self, ids: &[ReqId]) {
+        for &id in ids.iter().rev() {
+            self.requeue(id);
+        }
+    }
+
     /// Under the priority policy, the index in `running` of the request vLLM preempts: the
     /// greatest (priority, arrival) (`max(self.running, key=lambda r: (r.priority,
     /// r.arrival_time))`); `None` under FCFS, whose victim is the last.
@@ -554,6 +567,18 @@ pub trait VllmRule: Send {
     fn admission(&self, _q: &VllmQueues, _decodes: u32) -> Admission {
         Admission::Open
     }
+    /// [`Scheduler::finished`]'s news for the rule (its KV connector).
+    fn finished(&mut self, _id: ReqId) {}
+    /// [`Scheduler::priced`] under this rule.
+    fn priced(&mut self, _now: f64, _end: Option<f64>) {}
+    /// [`Scheduler::next_copy_end`] under this rule.
+    fn next_copy_end(&self) -> Option<f64> {
+        None
+    }
+    /// [`Scheduler::offload_stats`] under this rule.
+    fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
+        None
+    }
 }
 
 /// A vLLM scheduler: the shared queues and one version's rule.
@@ -581,6 +606,7 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
 
     fn finished(&mut self, id: ReqId) {
         self.q.finished(id);
+        self.rule.finished(id);
     }
 
     fn queued(&self) -> (usize, usize) {
@@ -593,6 +619,18 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
 
     fn admission(&self, decodes: u32) -> Admission {
         self.rule.admission(&self.q, decodes)
+    }
+
+    fn priced(&mut self, now: f64, end: Option<f64>) {
+        self.rule.priced(now, end);
+    }
+
+    fn next_copy_end(&self) -> Option<f64> {
+        self.rule.next_copy_end()
+    }
+
+    fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
+        self.rule.offload_stats()
     }
 }
 
@@ -627,6 +665,18 @@ pub trait Scheduler: Send {
     /// finishes or is preempted. The default does not say.
     fn admission(&self, _decodes: u32) -> Admission {
         Admission::Open
+    }
+    /// The step just formed at `now` runs until `end` (`None`: it has no forward): a KV tier's
+    /// copies submitted with it start then.
+    fn priced(&mut self, _now: f64, _end: Option<f64>) {}
+    /// When the next KV-tier copy in flight ends, if any: an engine with nothing to run keeps
+    /// stepping until then, so the instance forms a step again at that time.
+    fn next_copy_end(&self) -> Option<f64> {
+        None
+    }
+    /// The KV offloading tier's figures, for an engine that has one.
+    fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
+        None
     }
 }
 

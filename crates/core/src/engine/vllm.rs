@@ -17,7 +17,9 @@
 //! not fit; `max_batch_size` requests at most (docs/engines/trtllm.md).
 
 use super::launch::{EngineFlags, Launch, Machine, Started};
+use super::vllm_offload::{Connector, Lookup, OffloadStats, Waiting};
 use super::{Admission, EngineConfig, EngineKind, EngineVersion, SchedulingPolicy, Step, VllmQueues, VllmRule};
+use crate::cache::ReqId;
 use crate::catalog::Gpu;
 use crate::error::{Error, Result};
 use crate::vllm_memory::{ProfileRun, VllmMemory};
@@ -171,15 +173,105 @@ fn format_gib(bytes: f64) -> String {
     format!("{:.2}", bytes / (1u64 << 30) as f64)
 }
 
-/// The v1 rule.
+/// The v1 rule, with its KV connector when CPU offloading is on.
 pub struct VllmV1 {
     cfg: EngineConfig,
+    offload: Option<Connector>,
+    /// Waiting requests passed by in the step being formed (`skipped_waiting_requests`).
+    skipped: Vec<ReqId>,
 }
 
 impl VllmV1 {
     /// The rule under `cfg`'s limits.
     pub fn new(cfg: EngineConfig) -> Self {
-        Self { cfg }
+        Self { cfg, offload: cfg.offload.map(Connector::new), skipped: Vec::new() }
+    }
+
+    /// The reservation a waiting request with `known` tokens must fit (`r`, the request): all
+    /// its known tokens under whole-sequence admission, its prompt and every output under
+    /// TensorRT-LLM's, none otherwise.
+    fn reserve(&self, r: &super::ReqRt) -> usize {
+        if self.cfg.rules.trtllm_reserve_to_completion {
+            (r.prompt_len + r.output_len) as usize
+        } else if self.cfg.rules.vllm_reserve_full_isl {
+            r.num_tokens as usize
+        } else {
+            0
+        }
+    }
+
+    /// Phase B's turn for waiting request `id` under CPU offloading: `Some(true)` when it was
+    /// handled (scheduled from its landed load, passed by, or admitted to load), `Some(false)`
+    /// when it should be scheduled as usual, `None` when admission stops.
+    fn offload_turn(
+        &mut self,
+        q: &mut VllmQueues,
+        s: &mut Step,
+        id: ReqId,
+        threshold: u32,
+        budget: &mut u32,
+    ) -> Option<bool> {
+        let Some(c) = self.offload.as_mut() else { return Some(false) };
+        let r = s.reqs[id as usize];
+        match c.waiting(id) {
+            Waiting::Loading => {
+                q.pop_waiting();
+                self.skipped.push(id);
+                return Some(true);
+            }
+            Waiting::Landed => {
+                let (computed, cached) = c.land(id, &r, s.cache);
+                let r = &mut s.reqs[id as usize];
+                r.num_computed = computed;
+                if !r.admitted {
+                    r.admitted = true;
+                    r.cached_prompt_tokens = cached;
+                }
+            }
+            Waiting::Fresh if r.num_computed == 0 => {
+                let known = r.num_tokens as usize;
+                let gpu_hit = s.cache.peek(r.seq, known);
+                match c.lookup(id, &r, gpu_hit, s.cache) {
+                    Lookup::Load(0) => return Some(false),
+                    Lookup::Defer => {
+                        q.pop_waiting();
+                        self.skipped.push(id);
+                        return Some(true);
+                    }
+                    Lookup::Load(ext) => {
+                        let reserve = self.reserve(&r);
+                        let a = s.cache.admit_external(id, r.seq, known, ext, reserve)?;
+                        debug_assert_eq!(a.hit_tokens, gpu_hit, "the cache's hit moved under the lookup");
+                        let c = self.offload.as_mut().expect("checked");
+                        c.start_load(id, &r, gpu_hit, ext, s.cache);
+                        q.pop_waiting();
+                        self.skipped.push(id);
+                        return Some(true);
+                    }
+                }
+            }
+            // Landed in an earlier step and not scheduled then: it holds its blocks.
+            Waiting::Fresh => {}
+        }
+        // Scheduled from what it holds (`num_computed_tokens > 0`: no lookup).
+        let r = s.reqs[id as usize];
+        let left = r.num_tokens - r.num_computed;
+        if !self.cfg.enable_chunked_prefill && Self::cap(threshold, left) > *budget {
+            return None;
+        }
+        let n = Self::cap(threshold, left).min(*budget);
+        if !s.cache.grow_reserving(id, (r.num_computed + n) as usize, self.reserve(&r)) {
+            return None;
+        }
+        let r = &mut s.reqs[id as usize];
+        if r.first_scheduled_s.is_nan() {
+            r.first_scheduled_s = s.now;
+        }
+        q.pop_waiting();
+        q.running.push(id);
+        s.out.push(id, &s.reqs[id as usize], n);
+        *budget -= n;
+        Some(true)
     }
 
     /// Phase A under the priority policy (vLLM 0.33 `Scheduler.schedule`): a running request
@@ -252,6 +344,42 @@ impl VllmRule for VllmV1 {
     }
 
     fn schedule(&mut self, q: &mut VllmQueues, s: &mut Step) {
+        if let Some(c) = self.offload.as_mut() {
+            c.begin(s.now);
+        }
+        self.form(q, s);
+        if let Some(c) = self.offload.as_mut() {
+            q.prepend(&self.skipped);
+            self.skipped.clear();
+            // `build_connector_meta`: this step's stores.
+            c.plan_stores(&s.out.items, s.reqs, s.cache);
+        }
+    }
+
+    fn finished(&mut self, id: ReqId) {
+        if let Some(c) = self.offload.as_mut() {
+            c.finished(id);
+        }
+    }
+
+    fn priced(&mut self, now: f64, end: Option<f64>) {
+        if let Some(c) = self.offload.as_mut() {
+            c.priced(now, end);
+        }
+    }
+
+    fn next_copy_end(&self) -> Option<f64> {
+        self.offload.as_ref().and_then(Connector::next_copy_end)
+    }
+
+    fn offload_stats(&self) -> Option<OffloadStats> {
+        self.offload.as_ref().map(Connector::stats)
+    }
+}
+
+impl VllmV1 {
+    /// Forms the step (phases A and B) into `s.out`.
+    fn form(&mut self, q: &mut VllmQueues, s: &mut Step) {
         let mut budget = self.cfg.max_num_batched_tokens;
         let rules = self.cfg.rules;
         // vLLM 0.33 `Scheduler.schedule`: with one request present (running + waiting, counted
@@ -283,6 +411,11 @@ impl VllmRule for VllmV1 {
         }
         while budget > 0 && q.running.len() < self.cfg.max_num_seqs as usize {
             let Some(id) = q.waiting_head() else { break };
+            match self.offload_turn(q, s, id, threshold, &mut budget) {
+                None => break,
+                Some(true) => continue,
+                Some(false) => {}
+            }
             let r = s.reqs[id as usize];
             let known = r.num_tokens as usize;
             if !self.cfg.enable_chunked_prefill {
@@ -296,13 +429,7 @@ impl VllmRule for VllmV1 {
             // outputs included); refused, the request stays at the queue head, blocking it.
             // TensorRT-LLM's GUARANTEED_NO_EVICT reserves the prompt and every output to come.
             let to_completion = (r.prompt_len + r.output_len) as usize;
-            let reserve = if rules.trtllm_reserve_to_completion {
-                to_completion
-            } else if rules.vllm_reserve_full_isl {
-                known
-            } else {
-                0
-            };
+            let reserve = self.reserve(&r);
             let Some(a) = s.cache.admit_reserving(id, r.seq, known, max_new as usize, reserve) else { break };
             if rules.trtllm_reserve_to_completion {
                 // The reservation is taken now, so what running requests will still need is never

@@ -207,8 +207,10 @@ pub fn drive(
     // Stretches of decode steps run as one event ([`Instance::coalesce`]) unless a finish on
     // another instance could bring an arrival sooner than the client's next event, or the
     // token records must come in time order across instances.
-    let coalescing =
-        !keep.every_step && disagg.is_none() && (specs.len() == 1 || !(keep.tokens || client.sends_on_completion()));
+    let coalescing = !keep.every_step
+        && disagg.is_none()
+        && specs.iter().all(|s| s.engine.offload.is_none())
+        && (specs.len() == 1 || !(keep.tokens || client.sends_on_completion()));
     let mut assigned: Vec<u32> = vec![u32::MAX; n];
     let mut routing = RouterStats::default();
     debug_assert!(
@@ -233,6 +235,9 @@ pub fn drive(
     // Instances whose step ends at a time: min-heap of (end bits, index, the instance's life),
     // 16 bytes an entry (at most `MAX_INSTANCES` instances).
     let mut busy: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
+    // Idle instances waiting for a KV tier's copy, as the busy heap (an engine with nothing to
+    // run steps empty until the copy ends, then forms a step).
+    let mut wakes: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
     let mut dirty = Dirty::new(inst.len());
     let mut arrived: Vec<ReqId> = Vec::new();
     let mut finished: Vec<ReqId> = Vec::new();
@@ -367,7 +372,11 @@ pub fn drive(
                     dirty.mark(i);
                     again = true;
                 }
-                Begun::Idle => {}
+                Begun::Idle => {
+                    if let Some(t) = inst[i].sched.next_copy_end() {
+                        wakes.push(Reverse((t.max(now).to_bits(), i as u32, inst[i].generation)));
+                    }
+                }
             }
             // A decode instance with nothing to run may still owe hand-offs an allocation (or
             // owe them a failure, when they cannot fit it idle).
@@ -384,6 +393,7 @@ pub fn drive(
         }
         let next = [
             busy.peek().map(|&Reverse((bits, _, _))| f64::from_bits(bits)),
+            wakes.peek().map(|&Reverse((bits, _, _))| f64::from_bits(bits)),
             client.next_event(),
             disagg.as_ref().and_then(Disagg::next_event),
         ]
@@ -443,6 +453,16 @@ pub fn drive(
                     finished.push(id);
                     any_finished = true;
                 }
+            }
+        }
+        while let Some(&Reverse((bits, i, life))) = wakes.peek() {
+            if f64::from_bits(bits) > now {
+                break;
+            }
+            wakes.pop();
+            // A busy instance polls when its step ends.
+            if life == inst[i as usize].generation && inst[i as usize].busy_until.is_none() {
+                dirty.mark(i as usize);
             }
         }
         if let Some(pd) = disagg.as_mut() {
@@ -558,8 +578,12 @@ pub fn drive(
     let mut timeline = Vec::new();
     let mut schedule = Vec::new();
     let (mut steps, mut coalesced_steps) = (0, 0);
+    let mut offload: Option<crate::engine::vllm_offload::OffloadStats> = None;
     for (i, x) in inst.into_iter().enumerate() {
         coalesced_steps += x.coalesced_steps;
+        if let Some(o) = x.offload_stats() {
+            offload.get_or_insert_with(Default::default).merge(&o);
+        }
         let mut st = x.stats;
         st.busy_s = x.load.busy_s;
         load.busy_s += x.load.busy_s;
@@ -588,6 +612,7 @@ pub fn drive(
         cache,
         steps,
         coalesced_steps,
+        offload,
         timeline,
         tokens,
         schedule,

@@ -123,6 +123,8 @@ pub struct SimResult {
     /// the stretches saved, for tests and benches; no report shows it (a run stepped one step
     /// at a time has none and prints the same bytes).
     pub coalesced_steps: u64,
+    /// The KV offloading tiers' figures, all instances together (`None` without one).
+    pub offload: Option<crate::engine::vllm_offload::OffloadStats>,
     /// Per-step records, when asked for.
     pub timeline: Vec<StepRecord>,
     /// Per-token records, when asked for.
@@ -300,5 +302,7 @@ mod coalesce_tests;
 mod faults_tests;
 #[cfg(test)]
 mod multistep_tests;
+#[cfg(test)]
+mod offload_tests;
 #[cfg(test)]
 mod tests;

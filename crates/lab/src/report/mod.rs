@@ -208,6 +208,9 @@ pub struct RunReport<'a> {
     /// The overload diagnosis, `null` for a run below saturation.
     pub saturation: Option<crate::saturation::Saturation>,
     pub cache: &'a cachesim_core::cache::CacheStats,
+    /// vLLM's CPU KV offloading tier (runs with `--kv-offloading-size`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_tier: Option<&'a cachesim_core::engine::vllm_offload::OffloadStats>,
     pub steps: u64,
     pub trace: &'a TraceInfo,
     pub config: &'a cachesim_core::config::RunConfig,
@@ -247,6 +250,7 @@ impl<'a> RunReport<'a> {
             hit_ratio: hit_ratio(&out.summary),
             saturation: crate::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load),
             cache: &out.sim.cache,
+            host_tier: out.sim.offload.as_ref(),
             steps: out.sim.steps,
             trace: &w.info,
             config,
@@ -407,6 +411,22 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
         thousands(m.preemptions),
         thousands(o.sim.steps)
     );
+    if let Some(h) = &o.sim.offload {
+        let _ = writeln!(
+            s,
+            "Host KV tier:   {} prompt tokens loaded ({:.2}% of prompt tokens) in {} loads · {} chunks stored, {} stores refused, {} chunks evicted · peak {} chunks · {} lookups deferred · copies {:.2} s to GPU, {:.2} s to host",
+            thousands(h.host_hit_tokens),
+            h.host_hit_tokens as f64 * 100.0 / prompt as f64,
+            thousands(h.loads),
+            thousands(h.tier.stored_chunks),
+            thousands(h.tier.refused_stores),
+            thousands(h.tier.evicted_chunks),
+            thousands(h.tier.peak_chunks),
+            thousands(h.deferred_lookups),
+            h.load_s,
+            h.store_s
+        );
+    }
     s
 }
 

@@ -465,6 +465,95 @@ impl<W: IndexWord> PagedCache<W> {
         true
     }
 
+    /// [`PrefixCache::admit_reserving`], or with `external` tokens past the hit allocated but
+    /// not registered ([`PrefixCache::admit_external`]).
+    fn admit_with(
+        &mut self,
+        req: ReqId,
+        seq: SeqId,
+        known: usize,
+        max_new_tokens: usize,
+        reserve_tokens: usize,
+        external: Option<usize>,
+    ) -> Option<Admitted> {
+        debug_assert!(!self.reqs.is_live(req), "request admitted twice");
+        // Scheduling any token needs a new block (the last known token is never a hit); so
+        // does loading one.
+        if self.free_len() == 0 && (max_new_tokens > 0 || external.is_some()) {
+            return None;
+        }
+        let mut hits = match self.parked.remove(req) {
+            Some(p) if p.seq == seq => p.hits,
+            _ => Vec::new(),
+        };
+        let mut st = ReqState { seq, blocks: Vec::new(), cached_blocks: 0, tokens: 0 };
+        let max_blocks = known.saturating_sub(1) / self.block;
+        let mut evictable;
+        // The generation the hits are stamped with, if they are (only once an admission fails).
+        let watched;
+        self.watch_gen = NO_GEN;
+        match self.watch.take() {
+            Some(w) if w.req == req && w.seq == seq && w.max_blocks == max_blocks => {
+                // Retry of the watched request: its hits are current up to the last event.
+                watched = Some(w.gen);
+                hits = w.hits;
+                evictable = w.evictable;
+                if w.dirty {
+                    let before = hits.len();
+                    evictable += self.extend_hits(seq, max_blocks, &mut hits);
+                    for &b in &hits[before..] {
+                        self.stamp(b, w.gen);
+                    }
+                }
+            }
+            other => {
+                if let Some(old) = other {
+                    self.unwatch(old);
+                }
+                watched = None;
+                evictable = self.walk(seq, known, &mut hits);
+            }
+        }
+        let hit = hits.len() * self.block;
+        let total = match external {
+            // The caller's lookup ran on this same state: the hit is the one it extended.
+            Some(ext) => hit + ext,
+            None => hit + (known - hit).min(max_new_tokens),
+        };
+        let need = total.div_ceil(self.block) - hits.len();
+        // vLLM's `get_num_blocks_to_allocate`: blocks for the reservation (at least what is
+        // allocated now) less the hits, plus the hits that are in the free queue.
+        let reserve = reserve_tokens.max(total).div_ceil(self.block) - hits.len();
+        if (reserve + evictable) as u64 > self.free_len() {
+            let first_miss = (hits.len() < max_blocks).then(|| self.ids.id(seq, hits.len()));
+            let gen = match watched {
+                Some(gen) => gen,
+                None => {
+                    let gen = self.fresh_gen();
+                    for &b in &hits {
+                        self.stamp(b, gen);
+                    }
+                    gen
+                }
+            };
+            self.watch = Some(Watch { req, seq, max_blocks, hits, evictable, first_miss, dirty: false, gen });
+            self.watch_gen = gen;
+            self.parked.put(req, Parked { seq, hits: Vec::new() });
+            return None;
+        }
+        self.touch_all(&hits);
+        st.blocks = hits;
+        st.cached_blocks = st.blocks.len();
+        self.pop_many(need, &mut st.blocks);
+        st.tokens = total;
+        // Externally loaded blocks are registered only when the load lands ([`Self::loaded`]).
+        let registered = if external.is_some() { hit } else { total };
+        st.cached_blocks = self.cache_full_blocks(seq, &st.blocks, st.cached_blocks, registered);
+        self.reqs.put(req, st);
+        self.note_peak();
+        Some(Admitted { hit_tokens: hit, allocated_tokens: total })
+    }
+
     /// Releases the request's blocks, last first; returns its state. Under `unhashed_first`
     /// the blocks past its registered ones (they carry no hash: registration covers a leading
     /// run of the table) go to the queue's front, the others to its tail.
@@ -511,75 +600,43 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         max_new_tokens: usize,
         reserve_tokens: usize,
     ) -> Option<Admitted> {
-        debug_assert!(!self.reqs.is_live(req), "request admitted twice");
-        // Scheduling any token needs a new block (the last known token is never a hit).
-        if self.free_len() == 0 && max_new_tokens > 0 {
-            return None;
-        }
-        let mut hits = match self.parked.remove(req) {
-            Some(p) if p.seq == seq => p.hits,
-            _ => Vec::new(),
-        };
-        let mut st = ReqState { seq, blocks: Vec::new(), cached_blocks: 0, tokens: 0 };
-        let max_blocks = known.saturating_sub(1) / self.block;
-        let mut evictable;
-        // The generation the hits are stamped with, if they are (only once an admission fails).
-        let watched;
-        self.watch_gen = NO_GEN;
-        match self.watch.take() {
-            Some(w) if w.req == req && w.seq == seq && w.max_blocks == max_blocks => {
-                // Retry of the watched request: its hits are current up to the last event.
-                watched = Some(w.gen);
-                hits = w.hits;
-                evictable = w.evictable;
-                if w.dirty {
-                    let before = hits.len();
-                    evictable += self.extend_hits(seq, max_blocks, &mut hits);
-                    for &b in &hits[before..] {
-                        self.stamp(b, w.gen);
-                    }
-                }
-            }
-            other => {
-                if let Some(old) = other {
-                    self.unwatch(old);
-                }
-                watched = None;
-                evictable = self.walk(seq, known, &mut hits);
+        self.admit_with(req, seq, known, max_new_tokens, reserve_tokens, None)
+    }
+
+    fn admit_external(
+        &mut self,
+        req: ReqId,
+        seq: SeqId,
+        known: usize,
+        external: usize,
+        reserve_tokens: usize,
+    ) -> Option<Admitted> {
+        self.admit_with(req, seq, known, 0, reserve_tokens, Some(external))
+    }
+
+    fn loaded(&mut self, req: ReqId, computed_tokens: usize) {
+        let st = self.reqs.get_mut(req).expect("request admitted");
+        let (seq, cached, blocks) = (st.seq, st.cached_blocks, std::mem::take(&mut st.blocks));
+        let cached = self.cache_full_blocks(seq, &blocks, cached, computed_tokens);
+        let st = self.reqs.get_mut(req).expect("request admitted");
+        (st.blocks, st.cached_blocks) = (blocks, cached);
+    }
+
+    fn visit_block_keys(&self, seq: SeqId, from: usize, to: usize, visit: &mut dyn FnMut(u32) -> bool) -> bool {
+        for key in self.ids.ids(seq, from, to) {
+            if !visit(key) {
+                break;
             }
         }
-        let hit = hits.len() * self.block;
-        let total = hit + (known - hit).min(max_new_tokens);
-        let need = total.div_ceil(self.block) - hits.len();
-        // vLLM's `get_num_blocks_to_allocate`: blocks for the reservation (at least what is
-        // allocated now) less the hits, plus the hits that are in the free queue.
-        let reserve = reserve_tokens.max(total).div_ceil(self.block) - hits.len();
-        if (reserve + evictable) as u64 > self.free_len() {
-            let first_miss = (hits.len() < max_blocks).then(|| self.ids.id(seq, hits.len()));
-            let gen = match watched {
-                Some(gen) => gen,
-                None => {
-                    let gen = self.fresh_gen();
-                    for &b in &hits {
-                        self.stamp(b, gen);
-                    }
-                    gen
-                }
-            };
-            self.watch = Some(Watch { req, seq, max_blocks, hits, evictable, first_miss, dirty: false, gen });
-            self.watch_gen = gen;
-            self.parked.put(req, Parked { seq, hits: Vec::new() });
-            return None;
+        true
+    }
+
+    fn grow_reserving(&mut self, req: ReqId, total_tokens: usize, reserve_tokens: usize) -> bool {
+        let held = self.reqs.get(req).expect("request admitted").blocks.len();
+        if reserve_tokens.div_ceil(self.block).saturating_sub(held) as u64 > self.free_len() {
+            return false;
         }
-        self.touch_all(&hits);
-        st.blocks = hits;
-        st.cached_blocks = st.blocks.len();
-        self.pop_many(need, &mut st.blocks);
-        st.tokens = total;
-        st.cached_blocks = self.cache_full_blocks(seq, &st.blocks, st.cached_blocks, total);
-        self.reqs.put(req, st);
-        self.note_peak();
-        Some(Admitted { hit_tokens: hit, allocated_tokens: total })
+        self.grow(req, total_tokens)
     }
 
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {

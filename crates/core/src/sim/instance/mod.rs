@@ -21,6 +21,7 @@ mod multistep;
 use super::{Keep, LoadStats, ScheduledStep, StepRecord, TokenRecord, KV_FULL_SHARE};
 use crate::cache::{CacheSpec, PrefixCache, ReqId};
 use crate::cost::{BatchShape, CostModel};
+use crate::engine::vllm_offload::OffloadStats;
 use crate::engine::{scheduler, Batch, EngineConfig, EngineKind, ReqRt, Scheduler, Step};
 use crate::metrics::{RequestRecord, TokenLog};
 use crate::workload::{SeqId, Workload};
@@ -164,8 +165,9 @@ pub struct Instance<'a> {
     pub draining: bool,
     /// Lives so far (0 until the first failure): a step begun in an earlier life never ends.
     pub generation: u32,
-    /// The cache counters of its earlier lives.
+    /// The cache counters of its earlier lives, and its KV offloading tier's.
     retired_cache: Option<crate::cache::CacheStats>,
+    retired_offload: Option<OffloadStats>,
     /// Buffers reused by [`Instance::coalesce`].
     stretch: coalesce::Stretch,
     /// Steps formed inside coalesced stretches.
@@ -215,6 +217,7 @@ impl<'a> Instance<'a> {
             draining: false,
             generation: 0,
             retired_cache: None,
+            retired_offload: None,
             stretch: coalesce::Stretch::default(),
             coalesced_steps: 0,
         }
@@ -234,6 +237,7 @@ impl<'a> Instance<'a> {
             cache.merge(before);
         }
         self.retired_cache = Some(cache);
+        self.retired_offload = old.offload_stats();
         self.stats = old.stats;
         self.load = old.load;
         self.timeline = old.timeline;
@@ -255,6 +259,15 @@ impl<'a> Instance<'a> {
             s.merge(before);
         }
         s
+    }
+
+    /// The KV offloading tier's figures over every life of the instance, if it has one.
+    pub fn offload_stats(&self) -> Option<OffloadStats> {
+        let mut s = self.sched.offload_stats()?;
+        if let Some(before) = &self.retired_offload {
+            s.merge(before);
+        }
+        Some(s)
     }
 
     /// Request `id` (its state `r`) arrived at `now`: it joins the waiting queue.
@@ -300,6 +313,7 @@ impl<'a> Instance<'a> {
         }
         if self.batch.items.is_empty() {
             self.composition = None;
+            self.sched.priced(now, None);
             if self.batch.preempted > 0 {
                 return Begun::Retry;
             }
@@ -311,8 +325,15 @@ impl<'a> Instance<'a> {
                 return Begun::Busy(now);
             }
             let (waiting, running) = self.sched.queued();
-            if running == 0 && waiting > 0 && may_reject {
-                return Begun::RejectedHead(self.sched.reject_head().expect("a waiting request"));
+            // A KV tier's copy still in flight may yet let the head in.
+            if running == 0 && waiting > 0 && may_reject && self.sched.next_copy_end().is_none() {
+                let id = self.sched.reject_head().expect("a waiting request");
+                if self.engine.offload.is_some() && rt[id as usize].num_computed > 0 {
+                    // Its load landed, but what it holds cannot grow to its whole sequence.
+                    self.cache.finish(id);
+                    rt[id as usize].num_computed = 0;
+                }
+                return Begun::RejectedHead(id);
             }
             return Begun::Idle;
         }
@@ -354,6 +375,7 @@ impl<'a> Instance<'a> {
                 self.progress.preemptions.push(r.preemptions);
             }
         }
+        self.sched.priced(now, Some(end));
         if !queued {
             self.busy_until = Some(end);
         }

@@ -1,0 +1,66 @@
+//! The tier's sizing and refusals (`resolve`), as vLLM 0.33's `CPUOffloadingSpec` sizes it.
+
+use super::*;
+use crate::engine::{EngineKind, EngineVersion};
+
+/// Llama-3.1-8B on an H100 (131,072 KV bytes a token, PCIe 128 GB/s both ways), TP 1.
+fn machine() -> TierMachine {
+    TierMachine {
+        engine: EngineKind::Vllm,
+        version: EngineVersion::Vllm033,
+        paged: true,
+        block_size: 16,
+        kv_bytes_per_token_per_rank: 131_072,
+        ranks: 1,
+        pp: 1,
+        disaggregated: false,
+        pcie_gbps: 128.0,
+    }
+}
+
+fn sized(gib: f64) -> OffloadOptions {
+    OffloadOptions { size_gib: Some(gib), ..Default::default() }
+}
+
+#[test]
+fn chunks_are_the_size_over_a_block_on_every_rank() {
+    let c = resolve(&sized(16.0), &machine()).unwrap().unwrap();
+    // 16 GiB / (16 tokens × 128 KiB) = 8,192 chunks of 2 MiB; 64 GB/s × 0.87 each way.
+    assert_eq!((c.chunks, c.chunk_tokens, c.chunk_bytes_per_rank), (8192, 16, 2 << 20));
+    assert!((c.link_bytes_per_s - 55.68e9).abs() < 1.0);
+    assert!((c.copy_s(1) - (2 << 20) as f64 / 55.68e9).abs() < 1e-15);
+    // TP 4: each rank holds a quarter of a token's KV, the size is over all four.
+    let tp4 = TierMachine { kv_bytes_per_token_per_rank: 32_768, ranks: 4, ..machine() };
+    assert_eq!(resolve(&sized(16.0), &tp4).unwrap().unwrap().chunks, 8192);
+    // A chunk's bytes are rounded up to a 4 KiB page: 16 × 100 bytes take 4,096.
+    let odd = TierMachine { kv_bytes_per_token_per_rank: 100, ..machine() };
+    assert_eq!(resolve(&sized(1.0), &odd).unwrap().unwrap().chunks, (1 << 30) / 4096);
+    let own = OffloadOptions { host_link_gbps: Some(25.0), ..sized(1.0) };
+    assert_eq!(resolve(&own, &machine()).unwrap().unwrap().link_bytes_per_s, 25e9);
+    assert_eq!(resolve(&OffloadOptions::default(), &machine()).unwrap(), None);
+}
+
+#[test]
+fn what_vllm_or_cachesim_refuses_is_refused() {
+    let err = |o: OffloadOptions, m: TierMachine| resolve(&o, &m).unwrap_err().to_string();
+    assert!(err(sized(0.0), machine()).contains("cpu_bytes_to_use must be specified"));
+    assert!(err(sized(-1.0), machine()).contains("not a size"));
+    assert!(err(sized(f64::NAN), machine()).contains("not a size"));
+    assert!(err(sized(1e9), machine()).contains("more host memory than any server"));
+    assert!(err(sized(0.001), machine()).contains("hold no chunk"));
+    let lmcache = OffloadOptions { backend: Some(OffloadBackend::Lmcache), ..sized(8.0) };
+    assert!(err(lmcache, machine()).contains("LMCache connector is not modelled"));
+    let alone = OffloadOptions { backend: Some(OffloadBackend::Native), ..Default::default() };
+    assert!(err(alone, machine()).contains("turns nothing on"));
+    let link = OffloadOptions { host_link_gbps: Some(10.0), ..Default::default() };
+    assert!(err(link, machine()).contains("give --kv-offloading-size"));
+    let bad_link = OffloadOptions { host_link_gbps: Some(0.0), ..sized(1.0) };
+    assert!(err(bad_link, machine()).contains("--host-link-gbps") || err(bad_link, machine()).contains("above 0"));
+    let old = TierMachine { version: EngineVersion::Vllm018, ..machine() };
+    assert!(err(sized(8.0), old).contains("not modelled for vllm@0.18"));
+    assert!(err(sized(8.0), TierMachine { paged: false, ..machine() }).contains("prefix caching"));
+    assert!(err(sized(8.0), TierMachine { pp: 2, ..machine() }).contains("pipeline parallelism"));
+    assert!(err(sized(8.0), TierMachine { disaggregated: true, ..machine() }).contains("prefill/decode"));
+    let sglang = TierMachine { engine: EngineKind::Sglang, version: EngineVersion::Sglang05, ..machine() };
+    assert!(err(sized(8.0), sglang).contains("not a flag of --engine sglang"));
+}
