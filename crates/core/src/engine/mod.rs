@@ -334,6 +334,9 @@ pub struct Batch {
     /// before preempting them while forming this batch (those found finished were freed, not
     /// preempted: they left `running` and the cache).
     pub processed: Vec<ReqId>,
+    /// The batch's forward starts no earlier than this (vLLM's KV connector flushing the stores
+    /// of a request preempted in it); 0 otherwise.
+    pub wait_until: f64,
 }
 
 impl Batch {
@@ -345,6 +348,7 @@ impl Batch {
         self.preempted = 0;
         self.steps = 1;
         self.processed.clear();
+        self.wait_until = 0.0;
     }
     /// Forward steps the batch runs (at least 1).
     pub fn steps(&self) -> u32 {
@@ -401,6 +405,10 @@ pub struct VllmQueues {
     /// The priority policy's waiting heap, and every enqueued request's key by id; `None` under
     /// FCFS.
     priority: Option<Priority>,
+    /// Waiting requests that hold KV blocks — loading from a KV tier, or loaded and not yet
+    /// scheduled — drained before `waiting` (vLLM 0.33 `Scheduler.kv_holding_waiting`); empty
+    /// without a KV connector.
+    pub holding: std::collections::VecDeque<ReqId>,
 }
 
 #[derive(Debug, Default)]
@@ -456,12 +464,13 @@ impl VllmQueues {
         }
     }
 
-    /// Requests waiting.
+    /// Requests waiting (those holding KV blocks included).
     pub fn waiting_len(&self) -> usize {
-        match &self.priority {
-            None => self.waiting.len(),
-            Some(p) => p.heap.len(),
-        }
+        self.holding.len()
+            + match &self.priority {
+                None => self.waiting.len(),
+                Some(p) => p.heap.len(),
+            }
     }
 
     /// A preempted request goes back to waiting: at the head (FCFS), at its place (priority).
@@ -614,7 +623,7 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
     }
 
     fn reject_head(&mut self) -> Option<ReqId> {
-        self.q.pop_waiting()
+        self.q.holding.pop_front().or_else(|| self.q.pop_waiting())
     }
 
     fn admission(&self, decodes: u32) -> Admission {

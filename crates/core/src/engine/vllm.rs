@@ -177,14 +177,16 @@ fn format_gib(bytes: f64) -> String {
 pub struct VllmV1 {
     cfg: EngineConfig,
     offload: Option<Connector>,
-    /// Waiting requests passed by in the step being formed (`skipped_waiting_requests`).
+    /// Waiting requests passed by in the step being formed, from the waiting queue and from
+    /// those holding KV blocks (`step_skipped_waiting`, `step_skipped_kv_holding`).
     skipped: Vec<ReqId>,
+    skipped_holding: Vec<ReqId>,
 }
 
 impl VllmV1 {
     /// The rule under `cfg`'s limits.
     pub fn new(cfg: EngineConfig) -> Self {
-        Self { cfg, offload: cfg.offload.map(Connector::new), skipped: Vec::new() }
+        Self { cfg, offload: cfg.offload.map(Connector::new), skipped: Vec::new(), skipped_holding: Vec::new() }
     }
 
     /// The reservation a waiting request with `known` tokens must fit (`r`, the request): all
@@ -200,26 +202,21 @@ impl VllmV1 {
         }
     }
 
-    /// Phase B's turn for waiting request `id` under CPU offloading: `Some(true)` when it was
-    /// handled (scheduled from its landed load, passed by, or admitted to load), `Some(false)`
-    /// when it should be scheduled as usual, `None` when admission stops.
-    fn offload_turn(
-        &mut self,
-        q: &mut VllmQueues,
-        s: &mut Step,
-        id: ReqId,
-        threshold: u32,
-        budget: &mut u32,
-    ) -> Option<bool> {
+    /// Phase B's turn for the next waiting request under CPU offloading (vLLM 0.33
+    /// `Scheduler.schedule`): the requests holding KV blocks first (`kv_holding_waiting`: loading,
+    /// or loaded and not yet scheduled), then the waiting queue. `Some(true)` when it was handled
+    /// (scheduled from its loaded tokens, passed by, or admitted to load), `Some(false)` when the
+    /// waiting head should be scheduled as usual, `None` when admission stops.
+    fn offload_turn(&mut self, q: &mut VllmQueues, s: &mut Step, threshold: u32, budget: &mut u32) -> Option<bool> {
         let Some(c) = self.offload.as_mut() else { return Some(false) };
-        let r = s.reqs[id as usize];
-        match c.waiting(id) {
-            Waiting::Loading => {
-                q.pop_waiting();
-                self.skipped.push(id);
+        if let Some(&id) = q.holding.front() {
+            if c.waiting(id) == Waiting::Loading {
+                q.holding.pop_front();
+                self.skipped_holding.push(id);
                 return Some(true);
             }
-            Waiting::Landed => {
+            if c.waiting(id) == Waiting::Landed {
+                let r = s.reqs[id as usize];
                 let (computed, cached) = c.land(id, &r, s.cache);
                 let r = &mut s.reqs[id as usize];
                 r.num_computed = computed;
@@ -228,50 +225,48 @@ impl VllmV1 {
                     r.cached_prompt_tokens = cached;
                 }
             }
-            Waiting::Fresh if r.num_computed == 0 => {
-                let known = r.num_tokens as usize;
-                let gpu_hit = s.cache.peek(r.seq, known);
-                match c.lookup(id, &r, gpu_hit, s.cache) {
-                    Lookup::Load(0) => return Some(false),
-                    Lookup::Defer => {
-                        q.pop_waiting();
-                        self.skipped.push(id);
-                        return Some(true);
-                    }
-                    Lookup::Load(ext) => {
-                        let reserve = self.reserve(&r);
-                        let a = s.cache.admit_external(id, r.seq, known, ext, reserve)?;
-                        debug_assert_eq!(a.hit_tokens, gpu_hit, "the cache's hit moved under the lookup");
-                        let c = self.offload.as_mut().expect("checked");
-                        c.start_load(id, &r, gpu_hit, ext, s.cache);
-                        q.pop_waiting();
-                        self.skipped.push(id);
-                        return Some(true);
-                    }
-                }
+            // Scheduled from what it holds (`num_computed_tokens > 0`: no lookup).
+            let r = s.reqs[id as usize];
+            let left = r.num_tokens - r.num_computed;
+            if !self.cfg.enable_chunked_prefill && Self::cap(threshold, left) > *budget {
+                return None;
             }
-            // Landed in an earlier step and not scheduled then: it holds its blocks.
-            Waiting::Fresh => {}
+            let n = Self::cap(threshold, left).min(*budget);
+            if !s.cache.grow_reserving(id, (r.num_computed + n) as usize, self.reserve(&r)) {
+                return None;
+            }
+            let r = &mut s.reqs[id as usize];
+            if r.first_scheduled_s.is_nan() {
+                r.first_scheduled_s = s.now;
+            }
+            q.holding.pop_front();
+            q.running.push(id);
+            s.out.push(id, &s.reqs[id as usize], n);
+            *budget -= n;
+            return Some(true);
         }
-        // Scheduled from what it holds (`num_computed_tokens > 0`: no lookup).
+        let id = q.waiting_head()?;
         let r = s.reqs[id as usize];
-        let left = r.num_tokens - r.num_computed;
-        if !self.cfg.enable_chunked_prefill && Self::cap(threshold, left) > *budget {
-            return None;
+        let known = r.num_tokens as usize;
+        let gpu_hit = s.cache.peek(r.seq, known);
+        match c.lookup(id, &r, gpu_hit, s.cache) {
+            Lookup::Load(0) => Some(false),
+            Lookup::Defer => {
+                q.pop_waiting();
+                self.skipped.push(id);
+                Some(true)
+            }
+            Lookup::Load(ext) => {
+                let a = s.cache.admit_external(id, r.seq, known, ext, self.reserve(&r))?;
+                debug_assert_eq!(a.hit_tokens, gpu_hit, "the cache's hit moved under the lookup");
+                let c = self.offload.as_mut().expect("checked");
+                c.start_load(id, &r, gpu_hit, ext, s.cache);
+                q.pop_waiting();
+                // It holds blocks now: it waits among those that do.
+                self.skipped_holding.push(id);
+                Some(true)
+            }
         }
-        let n = Self::cap(threshold, left).min(*budget);
-        if !s.cache.grow_reserving(id, (r.num_computed + n) as usize, self.reserve(&r)) {
-            return None;
-        }
-        let r = &mut s.reqs[id as usize];
-        if r.first_scheduled_s.is_nan() {
-            r.first_scheduled_s = s.now;
-        }
-        q.pop_waiting();
-        q.running.push(id);
-        s.out.push(id, &s.reqs[id as usize], n);
-        *budget -= n;
-        Some(true)
     }
 
     /// Phase A under the priority policy (vLLM 0.33 `Scheduler.schedule`): a running request
@@ -349,10 +344,16 @@ impl VllmRule for VllmV1 {
         }
         self.form(q, s);
         if let Some(c) = self.offload.as_mut() {
+            for &id in self.skipped_holding.iter().rev() {
+                q.holding.push_front(id);
+            }
             q.prepend(&self.skipped);
             self.skipped.clear();
-            // `build_connector_meta`: this step's stores.
-            c.plan_stores(&s.out.items, s.reqs, s.cache);
+            self.skipped_holding.clear();
+            // `build_connector_meta`: this step's stores, and the flushes its preemptions need.
+            if let Some(t) = c.plan_stores(&s.out.items, s.reqs, s.cache) {
+                s.out.wait_until = t;
+            }
         }
     }
 
@@ -410,12 +411,12 @@ impl VllmV1 {
             return;
         }
         while budget > 0 && q.running.len() < self.cfg.max_num_seqs as usize {
-            let Some(id) = q.waiting_head() else { break };
-            match self.offload_turn(q, s, id, threshold, &mut budget) {
+            match self.offload_turn(q, s, threshold, &mut budget) {
                 None => break,
                 Some(true) => continue,
                 Some(false) => {}
             }
+            let Some(id) = q.waiting_head() else { break };
             let r = s.reqs[id as usize];
             let known = r.num_tokens as usize;
             if !self.cfg.enable_chunked_prefill {

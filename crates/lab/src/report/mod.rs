@@ -414,7 +414,7 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
     if let Some(h) = &o.sim.offload {
         let _ = writeln!(
             s,
-            "Host KV tier:   {} prompt tokens loaded ({:.2}% of prompt tokens) in {} loads · {} chunks stored, {} stores refused, {} chunks evicted · peak {} chunks · {} lookups deferred · copies {:.2} s to GPU, {:.2} s to host",
+            "Host KV tier:   {} prompt tokens loaded ({:.2}% of prompt tokens) in {} loads · {} chunks stored, {} stores refused, {} chunks evicted · peak {} chunks · {} lookups deferred · {} flushes · copies {:.2} s to GPU, {:.2} s to host",
             thousands(h.host_hit_tokens),
             h.host_hit_tokens as f64 * 100.0 / prompt as f64,
             thousands(h.loads),
@@ -423,6 +423,7 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
             thousands(h.tier.evicted_chunks),
             thousands(h.tier.peak_chunks),
             thousands(h.deferred_lookups),
+            thousands(h.flushes),
             h.load_s,
             h.store_s
         );

@@ -10,23 +10,27 @@
 //!   chunk is none. A chunk still being stored among them (`HIT_PENDING`), or one being loaded
 //!   by another request, defers the request to the next step, the queue passing it by;
 //! - **load**: the request is allocated blocks for `g` + the hit, unregistered, takes no token
-//!   budget and no running slot, and waits (`WAITING_FOR_REMOTE_KVS`) while the chunks are
+//!   budget and no running slot, and waits (`WAITING_FOR_REMOTE_KVS`) among the requests holding
+//!   KV blocks (`kv_holding_waiting`, served before the waiting queue) while the chunks are
 //!   copied to the GPU; the copy is submitted after the step's forward is launched and waits for
-//!   it (0.29 on), so it is first seen at the poll ending the next step — at once when the engine
-//!   has nothing to run, as it then steps empty, polling; seen, the request's blocks are
-//!   registered and it is scheduled from `g` + hit computed (one token less when that is every
-//!   known token) as a waiting request;
+//!   it (0.29 on), so it is seen at the first poll after it ends — the poll ending a step, or at
+//!   once when the engine has nothing to run, as it then steps empty, polling; seen, the
+//!   request's blocks are registered and it is scheduled from `g` + hit computed (one token less
+//!   when that is every known token);
 //! - **stores**: each scheduled request's full prompt chunks after the step (prompt only:
 //!   `offload_prompt_only`, 0.23 on), from where it last stored (0 after a lookup without load),
-//!   less the chunks the tier holds, are stored whole or not at all; the copy starts when the
-//!   step ends and is readable once seen at a poll, as a load; a finished request's remaining
-//!   prompt chunks are offered at the next step, then its chunks re-ranked ([`tier`]);
+//!   less the chunks the tier holds, are stored whole or not at all; the worker submits them when
+//!   the next step starts, so they are readable once seen at a poll after that step; a request
+//!   preempted while its stores run makes its step wait for them (a flush); a finished request's
+//!   remaining prompt chunks are offered at the next step, then the chunks it accessed are
+//!   re-ranked ([`tier`]);
 //! - **copies**: one first-in-first-out queue per direction; a chunk is the GPU block of every
 //!   rank, each rank over its own host link, `chunk bytes / link bandwidth` per chunk.
 //!
-//! Not modelled: the blocking flushes of a store still running when its request is preempted or
-//! its freed blocks are reallocated (stores are of prompt chunks and end milliseconds after
-//! their prefill step, so only a request preempted or finished within that window would wait),
+//! Checked step for step against vLLM 0.33's own scheduler and connector
+//! (`tests/golden/vllm_offload`). Not modelled: the flush of a store whose freed blocks are
+//! reallocated before it ends (stores are of prompt chunks and end milliseconds after their
+//! prefill step, so only a request finishing within that window would wait),
 //! the extra step async scheduling adds between a poll and the scheduler seeing it, synchronous
 //! loads (`sync_load_budget_bytes`, off by default), chunks larger than a GPU block
 //! (`block_size` in the connector's extra config) and the ARC policy.
@@ -123,6 +127,8 @@ pub struct TierMachine {
     pub ranks: u64,
     pub pp: u64,
     pub disaggregated: bool,
+    /// `--scheduling-policy priority`.
+    pub priority: bool,
     /// The GPU's PCIe rate, bidirectional GB/s as datasheets state it.
     pub pcie_gbps: f64,
 }
@@ -187,6 +193,12 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
     if m.pp > 1 {
         return Err(Error::invalid(flag, "not modelled with pipeline parallelism (--pp)"));
     }
+    if m.priority {
+        return Err(Error::invalid(
+            flag,
+            "not modelled with --scheduling-policy priority (the requests holding KV blocks wait in a queue of their own)",
+        ));
+    }
     if m.disaggregated {
         return Err(Error::invalid(
             flag,
@@ -232,6 +244,8 @@ pub struct OffloadStats {
     pub loaded_chunks: u64,
     /// Lookups that deferred a request (a chunk still being stored, or being loaded by another).
     pub deferred_lookups: u64,
+    /// Stores a preemption made a step wait for.
+    pub flushes: u64,
     /// Seconds the host link spent copying, each way.
     pub load_s: f64,
     pub store_s: f64,
@@ -246,6 +260,7 @@ impl OffloadStats {
         self.loads += o.loads;
         self.loaded_chunks += o.loaded_chunks;
         self.deferred_lookups += o.deferred_lookups;
+        self.flushes += o.flushes;
         self.load_s += o.load_s;
         self.store_s += o.store_s;
         self.tier.stored_chunks += o.tier.stored_chunks;
@@ -267,6 +282,8 @@ struct Job {
     /// forward.
     formed_at: u64,
     own_forward: bool,
+    /// A store: its request's preemptions when it was submitted (a preemption since flushes it).
+    preemptions: u32,
 }
 
 /// Where a request's load stands.
@@ -280,8 +297,9 @@ enum Load {
     Landed,
 }
 
-/// A request's connector state (`RequestOffloadState`).
-#[derive(Debug, Clone, Copy, Default)]
+/// A request's connector state (`RequestOffloadState`, and the CPU manager's
+/// `_RequestCacheAccess`).
+#[derive(Debug, Clone, Default)]
 struct ReqState {
     /// Chunks below this are not offered for storing again.
     next_stored: u32,
@@ -291,7 +309,13 @@ struct ReqState {
     /// The GPU hit and the host hit of its load.
     gpu_hit: u32,
     host_hit: u32,
+    /// The chunks it accessed (stored, offered while held and ready, or loaded), by position
+    /// (`UNSEEN` where not): re-ranked when it finishes.
+    seen: Vec<u32>,
 }
+
+/// No chunk accessed at this position.
+const UNSEEN: u32 = u32::MAX;
 
 /// What a lookup decided for a waiting request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,9 +388,11 @@ impl Connector {
         &mut self.reqs[i]
     }
 
-    /// Whether a copy that ended at `done`, submitted by a step formed after `formed_at` others
+    /// Whether a store that ended at `done`, submitted by a step formed after `formed_at` others
     /// (with a forward: `own_forward`), is seen at a poll by `now`: the poll ending the step
-    /// after its own, or any time while the engine steps empty.
+    /// after its own (the worker submits a step's stores when the next step starts), or any time
+    /// while the engine steps empty. A load is seen at the first poll after it ends, the one
+    /// ending its own step included.
     fn seen(&self, j: &Job, now: f64) -> bool {
         j.done <= now && (self.last_empty || self.formed > j.formed_at + j.own_forward as u64)
     }
@@ -378,7 +404,7 @@ impl Connector {
             let j = self.stores.pop_front().expect("checked");
             self.tier.stored(&j.keys);
         }
-        while self.loads.front().is_some_and(|j| self.seen(j, now)) {
+        while self.loads.front().is_some_and(|j| j.done <= now) {
             let j = self.loads.pop_front().expect("checked");
             // Its chunks stay pinned until the scheduler reaches the request ([`Self::land`]).
             self.req(j.req).load = Load::Landed;
@@ -453,18 +479,15 @@ impl Connector {
         let mut keys = Vec::with_capacity(to - from);
         Self::chunk_keys(cache, r, from, to, &mut keys);
         self.tier.pin(&keys);
+        self.access(id, keys.iter().copied().zip(from as u32..));
+        let st = self.req(id);
+        st.next_stored = to as u32;
+        st.load = Load::InFlight;
+        (st.gpu_hit, st.host_hit) = (gpu_hit as u32, host_hit as u32);
         let formed_at = self.formed;
-        let rank = if self.req(id).rank == 0 { self.tier.fresh_rank() } else { self.req(id).rank };
-        *self.req(id) = ReqState {
-            next_stored: to as u32,
-            rank,
-            load: Load::InFlight,
-            gpu_hit: gpu_hit as u32,
-            host_hit: host_hit as u32,
-        };
         self.stats.loads += 1;
         self.stats.loaded_chunks += keys.len() as u64;
-        self.loads.push_back(Job { req: id, keys, done: f64::NAN, formed_at, own_forward: false });
+        self.loads.push_back(Job { req: id, keys, done: f64::NAN, formed_at, own_forward: false, preemptions: 0 });
         self.unstarted += 1;
     }
 
@@ -474,7 +497,7 @@ impl Connector {
     /// holds computed and the prompt tokens counted cached (GPU and host hits).
     pub fn land(&mut self, id: ReqId, r: &ReqRt, cache: &mut dyn PrefixCache) -> (u32, u32) {
         let chunk = self.cfg.chunk_tokens as usize;
-        let st = *self.req(id);
+        let st = self.req(id).clone();
         debug_assert_eq!(st.load, Load::Landed);
         let hit = (st.gpu_hit + st.host_hit) as usize;
         let mut keys = std::mem::take(&mut self.keys);
@@ -491,7 +514,18 @@ impl Connector {
     /// `build_connector_meta` at the end of forming a step: each scheduled request's new full
     /// prompt chunks are offered for storing, then each request finished since the last step
     /// offers its remaining prompt chunks and is re-ranked.
-    pub fn plan_stores(&mut self, items: &[(ReqId, u32)], reqs: &[ReqRt], cache: &dyn PrefixCache) {
+    /// Returns until when the step's forward waits: the end of the stores still running of
+    /// the requests preempted in it (`jobs_to_flush`: the worker submits and waits for them
+    /// before the forward), `None` when none.
+    pub fn plan_stores(&mut self, items: &[(ReqId, u32)], reqs: &[ReqRt], cache: &dyn PrefixCache) -> Option<f64> {
+        let mut flush: Option<f64> = None;
+        for j in self.stores.iter_mut().filter(|j| !j.done.is_nan()) {
+            if reqs[j.req as usize].preemptions > j.preemptions {
+                j.preemptions = reqs[j.req as usize].preemptions;
+                flush = Some(flush.map_or(j.done, |f| f.max(j.done)));
+                self.stats.flushes += 1;
+            }
+        }
         for &(id, n) in items {
             let r = &reqs[id as usize];
             self.offer(id, r, (r.num_computed + n).min(r.prompt_len), cache);
@@ -499,12 +533,34 @@ impl Connector {
         for id in std::mem::take(&mut self.finished) {
             let r = &reqs[id as usize];
             self.offer(id, r, r.num_computed.min(r.prompt_len), cache);
-            let mut keys = std::mem::take(&mut self.keys);
-            Self::chunk_keys(cache, r, 0, (r.prompt_len / self.cfg.chunk_tokens) as usize, &mut keys);
-            self.tier.finished(&keys);
-            self.keys = keys;
-            *self.req(id) = ReqState::default();
+            // The chunks it accessed, head to tail (`on_request_finished`).
+            let mut st = std::mem::take(self.req(id));
+            st.seen.retain(|&k| k != UNSEEN);
+            self.tier.finished(&st.seen);
         }
+        flush
+    }
+
+    /// Request `id` accessed the chunks `keys` (key, position): those it had not accessed
+    /// before are noted, and the tier raises their ranks to the request's
+    /// (`_record_request_cache_access`, `on_request_access`).
+    fn access(&mut self, id: ReqId, keys: impl Iterator<Item = (u32, u32)>) {
+        let mut st = std::mem::take(self.req(id));
+        for (key, pos) in keys {
+            let p = pos as usize;
+            if st.seen.len() <= p {
+                st.seen.resize(p + 1, UNSEEN);
+            }
+            if st.seen[p] != UNSEEN {
+                continue;
+            }
+            st.seen[p] = key;
+            if st.rank == 0 {
+                st.rank = self.tier.fresh_rank();
+            }
+            self.tier.raise(key, st.rank, pos);
+        }
+        *self.req(id) = st;
     }
 
     /// Offers request `id`'s full chunks below `upto` tokens from where it last stored
@@ -519,6 +575,16 @@ impl Connector {
         Self::chunk_keys(cache, r, from as usize, to as usize, &mut offered);
         let new: Vec<(u32, u32)> =
             offered.iter().zip(from..).filter(|(&k, _)| !self.tier.contains(k)).map(|(&k, pos)| (k, pos)).collect();
+        // The offer's chunks to store and those held and ready are accesses; those still being
+        // stored are not.
+        let tier = &self.tier;
+        let accessed: Vec<(u32, u32)> = offered
+            .iter()
+            .zip(from..)
+            .filter(|(&k, _)| matches!(tier.state(k), None | Some(tier::State::Ready)))
+            .map(|(&k, pos)| (k, pos))
+            .collect();
+        self.access(id, accessed.into_iter());
         let stored = new.is_empty() || {
             let rank = match self.req(id).rank {
                 0 => self.tier.fresh_rank(),
@@ -534,7 +600,15 @@ impl Connector {
         self.req(id).next_stored = to;
         if !new.is_empty() {
             let keys = new.into_iter().map(|(k, _)| k).collect();
-            self.stores.push_back(Job { req: id, keys, done: f64::NAN, formed_at: self.formed, own_forward: false });
+            let job = Job {
+                req: id,
+                keys,
+                done: f64::NAN,
+                formed_at: self.formed,
+                own_forward: false,
+                preemptions: r.preemptions,
+            };
+            self.stores.push_back(job);
             self.unstarted += 1;
         }
     }

@@ -357,6 +357,8 @@ impl<'a> Instance<'a> {
                 let device = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_parts(b).device_s };
                 self.forward_s = now + (dt - device(&self.batch.shape) - device(&self.batch.second_pass)).max(0.0);
             }
+            // A KV tier's flush holds the forward back (the engine is blocked meanwhile).
+            dt += (self.batch.wait_until - now).max(0.0);
             now + dt
         };
         if self.async_out && !self.pending.is_empty() {

@@ -1,0 +1,422 @@
+//! The host (CPU) tier of vLLM's native KV offloading: a fixed number of chunk slots keyed by
+//! the chunk's prefix identity, each chunk being stored (written from the GPU, not readable
+//! yet), ready (readable and evictable) or loading (pinned by the loads reading it). vLLM 0.33
+//! `v1/kv_offload/cpu/manager.py` (`CPUOffloadingManager`) and its default eviction policy
+//! `cpu/policies/lru.py` (the request-ranked LRU of vLLM 0.31 on): every chunk has a rank
+//! `(request rank, −position)`; a request takes a provisional rank from a global counter at its
+//! first store, so its chunks go tail first; when the request finishes, each of its chunks takes
+//! a fresh rank, tail to head, so its head is the most recently used chunk of all. Eviction
+//! takes the smallest rank among the ready chunks, never one offered in the same store, and only
+//! the shortfall; a store that cannot be placed whole is refused whole (`prepare_store` returns
+//! `None`). Lookups change no rank.
+//!
+//! The order is kept without a search tree per chunk: ranks given at a finish only grow, so
+//! those chunks queue in one list in rank order; a request's provisional chunks are stored in
+//! increasing position, so each request's are a stack (its tail on top), the requests ordered
+//! by their rank. List entries are checked when met (a chunk re-ranked, evicted or not ready
+//! since is passed over); a ready chunk whose entry was passed over while it was not ready, or
+//! stored out of position order, waits in a small exact set. `reference` is the plain model
+//! (one ordered set of every ready chunk) the tests hold this one to.
+
+#[cfg(test)]
+pub mod reference;
+
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// A chunk's rank: (request rank, `u32::MAX` − position), smallest evicted first; a rank given
+/// at a finish has position part 0.
+type Rank = (u64, u32);
+
+/// A held chunk's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Being written from the GPU (reference count −1 upstream): not readable, not evictable.
+    Storing,
+    /// Readable and evictable.
+    Ready,
+    /// Pinned by this many loads (reference count > 0 upstream).
+    Loading(u32),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    state: State,
+    rank: Rank,
+    /// Its rank's entry still stands in a list (the finish queue or its request's stack); else,
+    /// when ready, it is in the exact set.
+    listed: bool,
+}
+
+/// What a lookup found past the GPU's hit: consecutive present chunks, or a chunk still being
+/// stored among them (vLLM 0.25+ `HIT_PENDING`: the request waits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// This many leading chunks are readable (ready or being loaded by another request).
+    Hits(usize),
+    /// A chunk among the leading present ones is still being stored.
+    Pending,
+}
+
+/// The host tier's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TierStats {
+    /// Chunks written to the tier (stores placed).
+    pub stored_chunks: u64,
+    /// Stores refused whole for lack of room.
+    pub refused_stores: u64,
+    /// Chunks evicted to make room.
+    pub evicted_chunks: u64,
+    /// Most chunks held at once.
+    pub peak_chunks: u64,
+}
+
+/// The host tier's chunks.
+#[derive(Debug)]
+pub struct HostTier {
+    capacity: usize,
+    entries: FxHashMap<u32, Entry>,
+    /// Ready chunks.
+    ready: usize,
+    /// Chunks ranked at a finish, in rank order (entries checked when met).
+    finished: VecDeque<(Rank, u32)>,
+    /// Chunks of each provisional request rank, in position order: the top is evicted first.
+    provisional: BTreeMap<u64, Vec<(Rank, u32)>>,
+    /// Ready chunks whose list entry was passed over, by rank (exact).
+    unlisted: BTreeSet<(Rank, u32)>,
+    next_rank: u64,
+    /// A buffer for a store's protected chunks.
+    protected: Vec<u32>,
+    pub stats: TierStats,
+}
+
+/// The rank of position `pos` of a request ranked `major`.
+fn rank(major: u64, pos: u32) -> Rank {
+    (major, u32::MAX - pos)
+}
+
+/// Whether `r` was given at a finish.
+fn at_finish(r: Rank) -> bool {
+    r.1 == 0
+}
+
+/// Whether the list entry `(r, key)` stands for a ready chunk outside `protected` (sorted):
+/// the victim its list offers. Otherwise the entry is to be passed over, and a chunk it still
+/// stands for leaves its list (to the exact set `unlisted` if it is ready: protected now).
+fn usable(
+    entries: &mut FxHashMap<u32, Entry>,
+    unlisted: &mut BTreeSet<(Rank, u32)>,
+    protected: &[u32],
+    r: Rank,
+    key: u32,
+) -> bool {
+    let Some(e) = entries.get_mut(&key).filter(|e| e.rank == r && e.listed) else { return false };
+    if e.state == State::Ready && protected.binary_search(&key).is_err() {
+        return true;
+    }
+    e.listed = false;
+    if e.state == State::Ready {
+        unlisted.insert((r, key));
+    }
+    false
+}
+
+/// Where the next victim comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    Finished,
+    Provisional(u64),
+    Unlisted,
+}
+
+impl HostTier {
+    /// A tier of `capacity` chunks.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            entries: FxHashMap::default(),
+            ready: 0,
+            finished: VecDeque::new(),
+            provisional: BTreeMap::new(),
+            unlisted: BTreeSet::new(),
+            next_rank: 0,
+            protected: Vec::new(),
+            stats: TierStats::default(),
+        }
+    }
+
+    /// A fresh request rank (a request's first store, or one chunk's rank at a finish).
+    pub fn fresh_rank(&mut self) -> u64 {
+        self.next_rank += 1;
+        self.next_rank
+    }
+
+    /// Chunks held (in any state).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the tier holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether `key` is held, in any state.
+    pub fn contains(&self, key: u32) -> bool {
+        self.entries.contains_key(&key)
+    }
+
+    /// `key`'s state, if held.
+    pub fn state(&self, key: u32) -> Option<State> {
+        self.entries.get(&key).map(|e| e.state)
+    }
+
+    /// The leading chunks of `keys` that are held, or `Pending` when one of them is still being
+    /// stored (`CPUOffloadingManager.lookup`).
+    pub fn lookup(&self, keys: impl Iterator<Item = u32>) -> Found {
+        let mut hits = 0;
+        for key in keys {
+            match self.state(key) {
+                None => break,
+                Some(State::Storing) => return Found::Pending,
+                Some(_) => hits += 1,
+            }
+        }
+        Found::Hits(hits)
+    }
+
+    /// `key` (entry `e`) became ready.
+    fn now_ready(&mut self, key: u32, e: Entry) {
+        self.ready += 1;
+        if !e.listed {
+            self.unlisted.insert((e.rank, key));
+        }
+    }
+
+    /// `key` (entry `e`, ready) is no longer.
+    fn not_ready(&mut self, key: u32, e: Entry) {
+        self.ready -= 1;
+        if !e.listed {
+            self.unlisted.remove(&(e.rank, key));
+        }
+    }
+
+    /// Pins `keys` (all held and readable) for a load (`prepare_load`).
+    pub fn pin(&mut self, keys: &[u32]) {
+        for &key in keys {
+            let e = *self.entries.get(&key).expect("a loaded chunk is held");
+            let state = match e.state {
+                State::Ready => {
+                    self.not_ready(key, e);
+                    State::Loading(1)
+                }
+                State::Loading(n) => State::Loading(n + 1),
+                State::Storing => unreachable!("a chunk being stored is not loaded"),
+            };
+            self.entries.get_mut(&key).expect("held").state = state;
+        }
+    }
+
+    /// Unpins `keys` after their load (`complete_load`).
+    pub fn unpin(&mut self, keys: &[u32]) {
+        for &key in keys {
+            let e = self.entries.get_mut(&key).expect("a pinned chunk is held");
+            match e.state {
+                State::Loading(1) => {
+                    e.state = State::Ready;
+                    let e = *e;
+                    self.now_ready(key, e);
+                }
+                State::Loading(n) => e.state = State::Loading(n - 1),
+                s => unreachable!("unpinning a chunk in state {s:?}"),
+            }
+        }
+    }
+
+    /// The smallest-ranked ready chunk not in `protected` (sorted), from where it stands;
+    /// passes over the list entries that no longer stand or whose chunk is not ready now
+    /// (moving a ready protected one to the exact set).
+    fn victim(&mut self, protected: &[u32]) -> Option<(Rank, u32, Source)> {
+        let (entries, unlisted) = (&mut self.entries, &mut self.unlisted);
+        // The finish queue's first standing, ready, unprotected entry.
+        while let Some(&(r, key)) = self.finished.front() {
+            if usable(entries, unlisted, protected, r, key) {
+                break;
+            }
+            self.finished.pop_front();
+        }
+        // The provisional stacks' first standing, ready, unprotected top.
+        let mut prov = None;
+        while let Some(mut stack) = self.provisional.first_entry() {
+            let major = *stack.key();
+            while let Some(&(r, key)) = stack.get().last() {
+                if usable(entries, unlisted, protected, r, key) {
+                    break;
+                }
+                stack.get_mut().pop();
+            }
+            match stack.get().last() {
+                Some(&(r, key)) => {
+                    prov = Some((r, key, Source::Provisional(major)));
+                    break;
+                }
+                None => {
+                    stack.remove();
+                }
+            }
+        }
+        let fin = self.finished.front().map(|&(r, key)| (r, key, Source::Finished));
+        let is_protected = |k: &u32| protected.binary_search(k).is_ok();
+        let side = self.unlisted.iter().find(|(_, k)| !is_protected(k)).map(|&(r, key)| (r, key, Source::Unlisted));
+        [fin, prov, side].into_iter().flatten().min_by_key(|&(r, key, _)| (r, key))
+    }
+
+    /// Evicts the chunk `victim` found.
+    fn evict(&mut self, (r, key, from): (Rank, u32, Source)) {
+        match from {
+            Source::Finished => {
+                self.finished.pop_front();
+            }
+            Source::Provisional(major) => {
+                let stack = self.provisional.get_mut(&major).expect("the victim's stack");
+                stack.pop();
+                if stack.is_empty() {
+                    self.provisional.remove(&major);
+                }
+            }
+            Source::Unlisted => {
+                self.unlisted.remove(&(r, key));
+            }
+        }
+        self.entries.remove(&key);
+        self.ready -= 1;
+        self.stats.evicted_chunks += 1;
+    }
+
+    /// Places the chunks `new` (none held; each a key and its position in a request ranked
+    /// `major`) as being stored, evicting the shortfall by rank, never a chunk of `offered` (the
+    /// whole store offer, held chunks included). `false`, changing nothing, when they do not all
+    /// fit (`prepare_store`).
+    pub fn store(&mut self, new: &[(u32, u32)], major: u64, offered: &[u32]) -> bool {
+        if new.is_empty() {
+            return true;
+        }
+        let free = self.capacity - self.entries.len();
+        // The offer's chunks already held and ready: never evicted by it.
+        let mut protected = std::mem::take(&mut self.protected);
+        protected.clear();
+        protected.extend(offered.iter().copied().filter(|&k| self.state(k) == Some(State::Ready)));
+        if new.len() > free + self.ready - protected.len() {
+            self.stats.refused_stores += 1;
+            self.protected = protected;
+            return false;
+        }
+        protected.sort_unstable();
+        for _ in free..new.len() {
+            let v = self.victim(&protected).expect("room was counted");
+            self.evict(v);
+        }
+        self.protected = protected;
+        for &(key, pos) in new {
+            let r = rank(major, pos);
+            let stack = self.provisional.entry(major).or_default();
+            // A stack holds positions in increasing order; an earlier position (a preempted
+            // request storing again what was evicted) waits in the exact set once ready.
+            let listed = stack.last().is_none_or(|&(top, _)| top > r);
+            if listed {
+                stack.push((r, key));
+            }
+            let previous = self.entries.insert(key, Entry { state: State::Storing, rank: r, listed });
+            debug_assert!(previous.is_none(), "a held chunk stored again");
+        }
+        self.stats.stored_chunks += new.len() as u64;
+        self.stats.peak_chunks = self.stats.peak_chunks.max(self.entries.len() as u64);
+        true
+    }
+
+    /// A request ranked `major` accessed `key`, its chunk at `pos` (a store offer or a load,
+    /// `LRUCachePolicy.on_request_access`): a held chunk takes the rank `(major, −pos)` when that
+    /// is above its own.
+    pub fn raise(&mut self, key: u32, major: u64, pos: u32) {
+        let r = rank(major, pos);
+        let Some(&e) = self.entries.get(&key) else { return };
+        if e.rank >= r {
+            return;
+        }
+        if e.state == State::Ready && !e.listed {
+            self.unlisted.remove(&(e.rank, key));
+        }
+        let stack = self.provisional.entry(major).or_default();
+        let listed = stack.last().is_none_or(|&(top, _)| top > r);
+        if listed {
+            stack.push((r, key));
+        }
+        if e.state == State::Ready && !listed {
+            self.unlisted.insert((r, key));
+        }
+        let e = self.entries.get_mut(&key).expect("held");
+        (e.rank, e.listed) = (r, listed);
+    }
+
+    /// `keys`' stores ended: they are readable (`complete_store`).
+    pub fn stored(&mut self, keys: &[u32]) {
+        for &key in keys {
+            if let Some(e) = self.entries.get_mut(&key) {
+                debug_assert_eq!(e.state, State::Storing, "a chunk stored twice");
+                e.state = State::Ready;
+                let e = *e;
+                self.now_ready(key, e);
+            }
+        }
+    }
+
+    /// A request finished: each of its chunks `keys` (head first) that is held takes a fresh
+    /// rank, tail to head (`on_request_finished`).
+    pub fn finished(&mut self, keys: &[u32]) {
+        for &key in keys.iter().rev() {
+            let Some(&e) = self.entries.get(&key) else { continue };
+            if e.state == State::Ready && !e.listed {
+                self.unlisted.remove(&(e.rank, key));
+            }
+            let r = (self.fresh_rank(), 0);
+            debug_assert!(at_finish(r));
+            self.finished.push_back((r, key));
+            let e = self.entries.get_mut(&key).expect("checked");
+            (e.rank, e.listed) = (r, true);
+        }
+        // Entries passed over pile up in the finish queue: drop them when they outnumber the
+        // chunks held.
+        if self.finished.len() > 2 * self.entries.len() + 1024 {
+            let entries = &self.entries;
+            self.finished.retain(|&(r, key)| entries.get(&key).is_some_and(|e| e.rank == r && e.listed));
+        }
+    }
+
+    /// Checks the tier's bookkeeping; panics when broken (tests).
+    pub fn check_invariants(&self) {
+        assert!(self.entries.len() <= self.capacity, "host tier over capacity");
+        let ready = self.entries.values().filter(|e| e.state == State::Ready).count();
+        assert_eq!(ready, self.ready, "ready chunks counted");
+        let unlisted: BTreeSet<(Rank, u32)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.state == State::Ready && !e.listed)
+            .map(|(&k, e)| (e.rank, k))
+            .collect();
+        assert_eq!(unlisted, self.unlisted, "the exact set != the ready chunks passed over");
+        for (&k, e) in self.entries.iter().filter(|(_, e)| e.listed) {
+            let found = if at_finish(e.rank) {
+                self.finished.contains(&(e.rank, k))
+            } else {
+                self.provisional.get(&e.rank.0).is_some_and(|s| s.contains(&(e.rank, k)))
+            };
+            assert!(found, "a listed chunk {k} missing from its list");
+        }
+        for s in self.provisional.values() {
+            assert!(s.windows(2).all(|w| w[0].0 > w[1].0), "a stack out of position order");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
