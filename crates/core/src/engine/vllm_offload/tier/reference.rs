@@ -51,14 +51,10 @@ impl Reference {
         self.next_rank
     }
 
-
-
-
     /// `key`'s state, if held.
     pub fn state(&self, key: u32) -> Option<State> {
         self.entries.get(&key).map(|e| e.state)
     }
-
 
     /// Pins `keys` (all held and readable) for a load (`prepare_load`).
     pub fn pin(&mut self, keys: &[u32]) {
@@ -175,5 +171,4 @@ impl Reference {
     pub fn entries(&self) -> impl Iterator<Item = (u32, State, Rank)> + '_ {
         self.entries.iter().map(|(&k, e)| (k, e.state, e.rank))
     }
-
 }
