@@ -189,9 +189,9 @@ impl VllmV1 {
         Self { cfg, offload: cfg.offload.map(Connector::new), skipped: Vec::new(), skipped_holding: Vec::new() }
     }
 
-    /// The reservation a waiting request with `known` tokens must fit (`r`, the request): all
-    /// its known tokens under whole-sequence admission, its prompt and every output under
-    /// TensorRT-LLM's, none otherwise.
+    /// The tokens waiting request `r` must find room for to be admitted: all its known tokens
+    /// under whole-sequence admission, its prompt and every output under TensorRT-LLM's, none
+    /// otherwise.
     fn reserve(&self, r: &super::ReqRt) -> usize {
         if self.cfg.rules.trtllm_reserve_to_completion {
             (r.prompt_len + r.output_len) as usize
