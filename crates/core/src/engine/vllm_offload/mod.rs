@@ -442,23 +442,11 @@ impl Connector {
             return Lookup::Load(0);
         }
         // The leading held chunks, stopping at the first the tier lacks.
-        let (mut found, mut loading) = (Found::Hits(0), false);
-        cache.visit_block_keys(r.seq, first, last, &mut |k| match (self.tier.state(k), &mut found) {
-            (None, _) => false,
-            (Some(tier::State::Storing), f) => {
-                *f = Found::Pending;
-                false
-            }
-            (Some(s), Found::Hits(h)) => {
-                *h += 1;
-                loading |= matches!(s, tier::State::Loading(_));
-                true
-            }
-            (Some(_), Found::Pending) => unreachable!("the visit stops at a pending chunk"),
+        let found = self.tier.lookup(|visit| {
+            cache.visit_block_keys(r.seq, first, last, visit);
         });
         let out = match found {
-            Found::Pending => Lookup::Defer,
-            Found::Hits(_) if loading => Lookup::Defer,
+            Found::Pending | Found::Loading => Lookup::Defer,
             Found::Hits(h) => Lookup::Load(((first + h) * chunk).saturating_sub(gpu_hit)),
         };
         match out {

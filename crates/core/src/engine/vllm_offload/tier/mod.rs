@@ -48,14 +48,17 @@ struct Entry {
     listed: bool,
 }
 
-/// What a lookup found past the GPU's hit: consecutive present chunks, or a chunk still being
-/// stored among them (vLLM 0.25+ `HIT_PENDING`: the request waits).
+/// What a lookup found past the GPU's hit: consecutive present chunks, or a chunk among them
+/// still being stored (vLLM 0.25+ `HIT_PENDING`) or being loaded by another request
+/// (`_blocks_being_loaded`, 0.15+): in both the request waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Found {
-    /// This many leading chunks are readable (ready or being loaded by another request).
+    /// This many leading chunks are ready.
     Hits(usize),
     /// A chunk among the leading present ones is still being stored.
     Pending,
+    /// A chunk among the leading ready ones is being loaded.
+    Loading,
 }
 
 /// The host tier's counters.
@@ -171,18 +174,27 @@ impl HostTier {
         self.entries.get(&key).map(|e| e.state)
     }
 
-    /// The leading chunks of `keys` that are held, or `Pending` when one of them is still being
-    /// stored (`CPUOffloadingManager.lookup`).
-    pub fn lookup(&self, keys: impl Iterator<Item = u32>) -> Found {
-        let mut hits = 0;
-        for key in keys {
-            match self.state(key) {
-                None => break,
-                Some(State::Storing) => return Found::Pending,
-                Some(_) => hits += 1,
+    /// What the leading chunks that `visit` hands over (it stops when told `false`) hold
+    /// (`CPUOffloadingManager.lookup` per chunk, and the connector's being-loaded check).
+    pub fn lookup(&self, visit: impl FnOnce(&mut dyn FnMut(u32) -> bool)) -> Found {
+        let (mut hits, mut pending, mut loading) = (0, false, false);
+        visit(&mut |key| match self.state(key) {
+            None => false,
+            Some(State::Storing) => {
+                pending = true;
+                false
             }
+            Some(s) => {
+                hits += 1;
+                loading |= matches!(s, State::Loading(_));
+                true
+            }
+        });
+        match (pending, loading) {
+            (true, _) => Found::Pending,
+            (false, true) => Found::Loading,
+            (false, false) => Found::Hits(hits),
         }
-        Found::Hits(hits)
     }
 
     /// `key` (entry `e`) became ready.
