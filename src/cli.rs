@@ -323,6 +323,18 @@ pub struct RunArgs {
     /// pinned copy achieves).
     #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Engine")]
     pub host_link_gbps: Option<f64>,
+    /// vLLM v1: run every layer of a model with sliding-window layers (gpt-oss, Gemma 3) as full
+    /// attention in one KV cache group (vLLM --disable-hybrid-kv-cache-manager): every token's KV
+    /// kept in every layer, fewer and larger blocks. By default vLLM's hybrid manager keeps only
+    /// the window of the sliding layers (docs/engines/hybrid-attention.md).
+    #[arg(long, help_heading = "Engine")]
+    pub disable_hybrid_kv_cache_manager: bool,
+    /// vLLM v1, models with sliding-window layers: tokens between the sliding-window blocks kept
+    /// for later prefix hits (vLLM --prefix-cache-retention-interval, vllm@0.33; a multiple of
+    /// --block-size). 0, the default, keeps only the blocks a resent prompt or a shared prefix
+    /// reaches; `None` keeps every one.
+    #[arg(long, value_name = "TOKENS|None", allow_negative_numbers = true, help_heading = "Engine")]
+    pub prefix_cache_retention_interval: Option<cachesim::engine::vllm_hybrid::Retention>,
     /// vLLM V0 multi-step scheduling (vLLM --num-scheduler-steps; --engine vllm-v0 only, default
     /// 1): a decode batch is scheduled once and runs this many steps, its tokens streamed together.
     #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
@@ -767,6 +779,10 @@ impl RunArgs {
                 backend: self.kv_offloading_backend,
                 host_link_gbps: self.host_link_gbps,
             },
+            hybrid: cachesim::engine::vllm_hybrid::HybridOptions {
+                disable: self.disable_hybrid_kv_cache_manager,
+                retention: self.prefix_cache_retention_interval,
+            },
             autoscale: cachesim::cluster::autoscale::AutoscaleOptions {
                 policy: self.autoscale,
                 min_instances: self.min_instances,
@@ -930,7 +946,7 @@ impl CacheArgs {
         let mut out = Vec::new();
         for &cap in &self.capacity_tokens {
             for &policy in &self.policy.0 {
-                let spec = CacheSpec { policy, block_size: None, page_size: None, capacity_tokens: cap };
+                let spec = CacheSpec { policy, block_size: None, page_size: None, capacity_tokens: cap, hybrid: None };
                 match policy {
                     Policy::Paged => out.extend(self.block.iter().map(|&b| CacheSpec { block_size: Some(b), ..spec })),
                     Policy::Radix => {

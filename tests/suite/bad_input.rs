@@ -271,6 +271,37 @@ const CASES: &[Case] = &[
     Case { what: "an offloading backend without a size", args: &["--kv-offloading-backend", "native"], cut: None },
     Case { what: "a host link without offloading", args: &["--host-link-gbps", "50"], cut: None },
     Case { what: "a host link of 0 GB/s", args: &["--kv-offloading-size", "16", "--host-link-gbps", "0"], cut: None },
+    Case {
+        what: "a retention interval that is not a multiple of the block size",
+        args: &["--model", "gpt-oss-20b", "--prefix-cache-retention-interval", "24"],
+        cut: None,
+    },
+    Case {
+        what: "a retention interval on a model without sliding-window layers",
+        args: &["--prefix-cache-retention-interval", "64"],
+        cut: None,
+    },
+    Case {
+        what: "a retention interval that is not a number",
+        args: &["--prefix-cache-retention-interval", "ten"],
+        cut: None,
+    },
+    Case {
+        what: "a sliding-window model on vLLM 0.18",
+        args: &["--model", "gpt-oss-20b", "--engine-version", "vllm@0.18"],
+        cut: None,
+    },
+    Case {
+        what: "the hybrid KV cache manager on SGLang",
+        args: &["--engine", "sglang", "--disable-hybrid-kv-cache-manager"],
+        cut: None,
+    },
+    Case {
+        what: "a model file with sliding layers and no window",
+        args: &["--model-file", "no-window.toml"],
+        cut: None,
+    },
+    Case { what: "a model file with a window no layer uses", args: &["--model-file", "stray-window.toml"], cut: None },
     Case { what: "priority shares that do not add up", args: &["--priority-mix", "0:0.5,1:0.4"], cut: None },
     Case {
         what: "a priority mix over a trace's own priorities",
@@ -465,6 +496,8 @@ fn scratch(name: &str) -> PathBuf {
         common::catalog_table("model", "mine", &common::MODEL_KEYS, |_, k| (k == key).then(|| v.to_string()))
     };
     w("head-dim-0.toml", model("head_dim", "0").as_bytes());
+    w("no-window.toml", format!("{}attention_pattern = [\"sliding\", \"full\"]\n", model("", "")).as_bytes());
+    w("stray-window.toml", format!("{}sliding_window = 128\n", model("", "")).as_bytes());
     w("layers-0.toml", model("layers", "0").as_bytes());
     w("kv-heads.toml", model("kv_heads", "64").as_bytes());
     w("params-neg.toml", model("params_b", "-8").as_bytes());

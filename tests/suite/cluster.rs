@@ -46,6 +46,7 @@ fn spec(role: Role, engine: EngineKind, blocks: u64) -> InstanceSpec<'static> {
             block_size: (policy == Policy::Paged).then_some(4),
             page_size: (policy == Policy::Radix).then_some(1),
             capacity_tokens: Some(blocks * 4),
+            hybrid: None,
         },
         cost: &COST,
     }

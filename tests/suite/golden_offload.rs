@@ -13,6 +13,7 @@
 //! the two `pressure*_lag1` schedules, where it matters, are kept for reference, not compared.
 //! The folder is part of the repository: the test never skips.
 
+use crate::common::{json_num, request_ids, sorted};
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cost::Affine;
 use cachesim::engine::vllm_offload::OffloadConfig;
@@ -27,16 +28,6 @@ use std::path::{Path, PathBuf};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/vllm_offload")
-}
-
-fn num(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("no number {key} in {v}"))
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    let mut out: Vec<u32> = v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().parse().unwrap()).collect();
-    out.sort_unstable();
-    out
 }
 
 /// One step that scheduled tokens: (request, new tokens, computed before) in order, and the
@@ -69,7 +60,7 @@ fn read(path: &Path) -> Golden {
             "config" => g.config = o,
             "step" => {
                 for job in o["store_jobs"].as_array().unwrap() {
-                    g.stored_chunks += num(job, "chunks");
+                    g.stored_chunks += json_num(job, "chunks");
                 }
                 for offer in o["store_offers"].as_array().unwrap() {
                     g.evicted_chunks += offer["evicted"].as_array().map_or(0, |e| e.len() as u64);
@@ -84,10 +75,15 @@ fn read(path: &Path) -> Golden {
                     .iter()
                     .map(|s| {
                         let id: u32 = s["id"].as_str().unwrap().parse().unwrap();
-                        (id, num(s, "tokens") as u32, num(s, "computed_before") as u32)
+                        (id, json_num(s, "tokens") as u32, json_num(s, "computed_before") as u32)
                     })
                     .collect();
-                g.steps.push((scheduled, ids(&o["preempted"]), ids(&o["sampled"]), ids(&o["finished"])));
+                g.steps.push((
+                    scheduled,
+                    request_ids(&o["preempted"]),
+                    request_ids(&o["sampled"]),
+                    request_ids(&o["finished"]),
+                ));
             }
             "request" => {
                 let id: u32 = o["id"].as_str().unwrap().parse().unwrap();
@@ -114,22 +110,26 @@ fn replay(path: &Path) -> String {
     assert_eq!(c["policy"].as_str(), Some("fcfs"));
     assert_eq!(c["blocks_per_chunk"].as_u64(), Some(1));
     assert_eq!(c["offload_prompt_only"].as_bool(), Some(true));
-    let lag = num(c, "load_lag_steps");
-    assert_eq!(lag, num(c, "store_lag_steps"));
-    let block = num(c, "block_size");
+    let lag = json_num(c, "load_lag_steps");
+    assert_eq!(lag, json_num(c, "store_lag_steps"));
+    let block = json_num(c, "block_size");
     let trace = dir().join(c["trace"].as_str().unwrap());
     let w = cachesim::load_workload(Some(&trace), &ReadOptions::default(), &BuildOptions::default()).unwrap();
     let cfg = SimConfig {
         engine: EngineConfig {
-            max_num_seqs: num(c, "max_num_seqs") as u32,
-            max_num_batched_tokens: num(c, "max_num_batched_tokens") as u32,
+            max_num_seqs: json_num(c, "max_num_seqs") as u32,
+            max_num_batched_tokens: json_num(c, "max_num_batched_tokens") as u32,
             offload: Some(OffloadConfig {
                 size_gib: c["kv_offloading_size_gib"].as_f64().unwrap(),
-                chunks: num(c, "cpu_num_chunks"),
+                chunks: json_num(c, "cpu_num_chunks"),
                 chunk_tokens: block as u32,
-                chunk_bytes_per_rank: num(c, "gpu_bytes_per_block"),
+                chunk_bytes_per_rank: json_num(c, "gpu_bytes_per_block"),
                 // Lag 0: a copy takes no time. Lag 1: a little (1 µs), less than any step.
-                link_bytes_per_s: if lag == 0 { f64::INFINITY } else { num(c, "gpu_bytes_per_block") as f64 * 1e6 },
+                link_bytes_per_s: if lag == 0 {
+                    f64::INFINITY
+                } else {
+                    json_num(c, "gpu_bytes_per_block") as f64 * 1e6
+                },
             }),
             ..EngineConfig::new(EngineVersion::Vllm033)
         },
@@ -137,7 +137,8 @@ fn replay(path: &Path) -> String {
             policy: Policy::Paged,
             block_size: Some(block as u32),
             page_size: None,
-            capacity_tokens: Some((num(c, "num_gpu_blocks") - 1) * block),
+            capacity_tokens: Some((json_num(c, "num_gpu_blocks") - 1) * block),
+            hybrid: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,
@@ -155,11 +156,6 @@ fn replay(path: &Path) -> String {
         .collect();
     let r = sim::run(&w, &sends, &cfg, &cost, Keep { schedule: true, ..Keep::default() });
     assert_eq!(r.failed, 0);
-    let sorted = |v: &[u32]| {
-        let mut v = v.to_vec();
-        v.sort_unstable();
-        v
-    };
     let ours: Vec<Step> = r
         .schedule
         .iter()
@@ -190,12 +186,7 @@ fn replay(path: &Path) -> String {
 
 #[test]
 fn every_offloading_schedule_is_reproduced_step_for_step() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir().join("schedules"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
+    let mut files = crate::common::files(&dir().join("schedules"), &[".jsonl"]);
     assert_eq!(files.len(), 10, "five cases at two copy lags");
     // Every store one step late, whatever its size: not a bandwidth (see above).
     files.retain(|f| {

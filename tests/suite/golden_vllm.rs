@@ -10,7 +10,7 @@
 //! Skipped (with a printed reason) when the golden folder is absent, unless
 //! CACHESIM_REQUIRE_DATA=1.
 
-use crate::common;
+use crate::common::{self, json_num, request_ids, sorted};
 
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cost::Affine;
@@ -54,16 +54,6 @@ struct Golden {
     kinds: BTreeMap<(usize, u32), String>,
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    let mut out: Vec<u32> = v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().parse().unwrap()).collect();
-    out.sort_unstable();
-    out
-}
-
-fn num(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("no number {key} in {v}"))
-}
-
 fn read_golden(path: &Path) -> Golden {
     let text = std::fs::read_to_string(path).unwrap();
     let (mut config, mut steps, mut reqs, mut kinds) = (Value::Null, Vec::new(), BTreeMap::new(), BTreeMap::new());
@@ -72,11 +62,11 @@ fn read_golden(path: &Path) -> Golden {
         match o["type"].as_str().unwrap() {
             "config" => config = o,
             "step" => {
-                assert_eq!(num(&o, "step") as usize, steps.len(), "{}: steps numbered in order", path.display());
+                assert_eq!(json_num(&o, "step") as usize, steps.len(), "{}: steps numbered in order", path.display());
                 let mut scheduled = Vec::new();
                 for s in o["scheduled"].as_array().unwrap() {
                     let id: u32 = s["id"].as_str().unwrap().parse().unwrap();
-                    scheduled.push((id, num(s, "tokens") as u32, num(s, "computed_before") as u32));
+                    scheduled.push((id, json_num(s, "tokens") as u32, json_num(s, "computed_before") as u32));
                     let kind = s["kind"].as_str().unwrap();
                     if kind != "running" {
                         kinds.insert((steps.len(), id), kind.to_string());
@@ -84,12 +74,12 @@ fn read_golden(path: &Path) -> Golden {
                 }
                 steps.push(Step {
                     scheduled,
-                    preempted: ids(&o["preempted"]),
-                    sampled: ids(&o["sampled"]),
-                    finished: ids(&o["finished"]),
-                    used_blocks: num(&o, "used_blocks_after_schedule"),
-                    waiting: num(&o, "waiting_after_schedule") as u32,
-                    running: num(&o, "running_after_schedule") as u32,
+                    preempted: request_ids(&o["preempted"]),
+                    sampled: request_ids(&o["sampled"]),
+                    finished: request_ids(&o["finished"]),
+                    used_blocks: json_num(&o, "used_blocks_after_schedule"),
+                    waiting: json_num(&o, "waiting_after_schedule") as u32,
+                    running: json_num(&o, "running_after_schedule") as u32,
                 });
             }
             "request" => {
@@ -102,7 +92,7 @@ fn read_golden(path: &Path) -> Golden {
                         first_token_step: o["first_token_step"].as_u64(),
                         finish_step: o["finish_step"].as_u64(),
                         hit_tokens_each_admission: hits.iter().map(|h| h.as_u64().unwrap() as u32).collect(),
-                        preemptions: num(&o, "preemptions") as u32,
+                        preemptions: json_num(&o, "preemptions") as u32,
                     },
                 );
             }
@@ -141,11 +131,6 @@ fn cachesim_side(schedule: &[ScheduledStep], block: u64) -> Golden {
             reqs.entry(id).or_default().finish_step = Some(k as u64);
             running.remove(&id);
         }
-        let sorted = |v: &[u32]| {
-            let mut v = v.to_vec();
-            v.sort_unstable();
-            v
-        };
         let u = s.usage_after_schedule;
         let (preempted, sampled, finished) = (sorted(&s.preempted), sorted(&s.sampled), sorted(&s.finished));
         steps.push(Step {
@@ -184,15 +169,15 @@ fn replay(dir: &Path, path: &Path) -> String {
     };
     assert_eq!(c["long_prefill_token_threshold"].as_u64(), Some(0));
     assert_eq!(c["watermark"].as_f64(), Some(0.0));
-    let block = num(c, "block_size");
+    let block = json_num(c, "block_size");
     let version = bundle(mode);
     let trace = dir.join(c["trace"].as_str().unwrap());
     let w = cachesim::load_workload(Some(&trace), &ReadOptions::default(), &BuildOptions::default()).unwrap();
-    assert_eq!(w.requests.len() as u64, num(c, "num_requests"));
+    assert_eq!(w.requests.len() as u64, json_num(c, "num_requests"));
     let cfg = SimConfig {
         engine: EngineConfig {
-            max_num_seqs: num(c, "max_num_seqs") as u32,
-            max_num_batched_tokens: num(c, "max_num_batched_tokens") as u32,
+            max_num_seqs: json_num(c, "max_num_seqs") as u32,
+            max_num_batched_tokens: json_num(c, "max_num_batched_tokens") as u32,
             enable_chunked_prefill: c["enable_chunked_prefill"].as_bool().unwrap(),
             scheduling_policy: policy,
             ..EngineConfig::new(version)
@@ -202,7 +187,8 @@ fn replay(dir: &Path, path: &Path) -> String {
             block_size: Some(block as u32),
             page_size: None,
             // `num_gpu_blocks` counts the null block, as `--num-gpu-blocks-override` does.
-            capacity_tokens: Some((num(c, "num_gpu_blocks") - 1) * block),
+            capacity_tokens: Some((json_num(c, "num_gpu_blocks") - 1) * block),
+            hybrid: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,
@@ -314,7 +300,7 @@ fn the_readme_command_runs_every_schedule() {
         let config = read_golden(&path).config;
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         let trace = dir.join(config["trace"].as_str().unwrap());
-        let n = |k: &str| num(&config, k).to_string();
+        let n = |k: &str| json_num(&config, k).to_string();
         let mut args = vec![
             "run".to_string(),
             "--trace".into(),
@@ -341,7 +327,7 @@ fn the_readme_command_runs_every_schedule() {
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let v: Value = serde_json::from_str(&common::ok(&args)).unwrap();
-        assert_eq!(v["completed"].as_u64(), Some(num(&config, "num_requests")), "{name}");
+        assert_eq!(v["completed"].as_u64(), Some(json_num(&config, "num_requests")), "{name}");
     }
 }
 

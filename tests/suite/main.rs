@@ -20,6 +20,7 @@ mod docs;
 mod error_bars;
 mod faults;
 mod fuzz;
+mod golden_hybrid;
 mod golden_offload;
 mod golden_sglang;
 mod golden_vllm;

@@ -251,7 +251,13 @@ fn rate_search_finds_the_analytic_boundary() {
     let version = EngineVersion::newest(EngineKind::Vllm);
     let cfg = SimConfig {
         engine: EngineConfig::new(version),
-        cache: CacheSpec { policy: Policy::Paged, block_size: Some(16), page_size: None, capacity_tokens: None },
+        cache: CacheSpec {
+            policy: Policy::Paged,
+            block_size: Some(16),
+            page_size: None,
+            capacity_tokens: None,
+            hybrid: None,
+        },
         max_concurrency: None,
         request_overhead_s: 0.0,
         limits: None,

@@ -24,7 +24,13 @@ fn cfg(version: EngineVersion, policy: Policy, capacity_tokens: u64, budget: u32
             long_prefill_token_threshold: threshold,
             ..EngineConfig::new(version)
         },
-        cache: CacheSpec { policy, block_size: Some(16), page_size: None, capacity_tokens: Some(capacity_tokens) },
+        cache: CacheSpec {
+            policy,
+            block_size: Some(16),
+            page_size: None,
+            capacity_tokens: Some(capacity_tokens),
+            hybrid: None,
+        },
         max_concurrency: None,
         request_overhead_s: 0.0,
         limits: None,

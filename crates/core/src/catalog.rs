@@ -191,6 +191,40 @@ pub struct Model {
     #[serde(default)]
     pub vision_params_b: Option<f64>,
     pub max_context: u64,
+    /// The attention kind of each layer, as a pattern repeated over the layers from layer 0
+    /// (`config.json`'s `layer_types`; Gemma 3's `sliding_window_pattern` 6 is five `sliding`
+    /// then one `full`). Empty: every layer full attention.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attention_pattern: Vec<AttentionKind>,
+    /// The window of the `sliding` layers, tokens (`config.json` `sliding_window`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u64>,
+    /// The chunk of the `chunked` layers, tokens (`config.json` `attention_chunk_size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_chunk: Option<u64>,
+}
+
+/// What one layer's attention reads, and so which of its KV a prefix cache must keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionKind {
+    /// Every earlier token.
+    Full,
+    /// The last `sliding_window` tokens (the token itself included).
+    Sliding,
+    /// The tokens of its own `attention_chunk`-aligned chunk (Llama 4's local layers).
+    Chunked,
+}
+
+impl AttentionKind {
+    /// The name in `models.toml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionKind::Full => "full",
+            AttentionKind::Sliding => "sliding",
+            AttentionKind::Chunked => "chunked",
+        }
+    }
 }
 
 impl Model {
@@ -209,6 +243,25 @@ impl Model {
             Some(r) => r + self.qk_rope_head_dim.unwrap_or(0),
             None => 2 * self.kv_heads * self.head_dim,
         }
+    }
+    /// The attention kind of layer `i` (`attention_pattern` repeated; full without one).
+    pub fn layer_kind(&self, i: u64) -> AttentionKind {
+        match self.attention_pattern.len() as u64 {
+            0 => AttentionKind::Full,
+            n => self.attention_pattern[(i % n) as usize],
+        }
+    }
+    /// Layers of each kind, full first: (full, sliding, chunked).
+    pub fn layers_by_kind(&self) -> [u64; 3] {
+        let mut n = [0; 3];
+        for i in 0..self.layers {
+            n[self.layer_kind(i) as usize] += 1;
+        }
+        n
+    }
+    /// Whether some layers attend to less than every earlier token.
+    pub fn is_hybrid(&self) -> bool {
+        self.attention_pattern.iter().any(|&k| k != AttentionKind::Full)
     }
     /// KV-cache bytes per token (all ranks together) at `dtype_bytes` per element.
     pub fn kv_bytes_per_token(&self, dtype_bytes: u64) -> u64 {
@@ -657,6 +710,7 @@ impl Model {
         e.count_opt("cross_attn_layers", self.cross_attn_layers, 0, self.layers - 1, "fewer than `layers`")?;
         e.real_opt("vision_params_b", self.vision_params_b, true, self.params_b, "billions, at most params_b")?;
         e.count("max_context", self.max_context, 1, 1 << 40, "tokens")?;
+        self.check_attention(e)?;
         let shaped = (self.params_b * 1e9 - self.dense_matmul_params()) / 1e9;
         if self.dense_matmul_params() <= 0.0 {
             return Err(e.fail(
@@ -667,6 +721,44 @@ impl Model {
                     self.params_b
                 ),
             ));
+        }
+        Ok(())
+    }
+}
+
+impl Model {
+    /// The attention pattern names only kinds whose extent is stated, each extent a physical
+    /// number of tokens, and no extent without layers that use it.
+    fn check_attention(&self, e: &Entry) -> Result<()> {
+        e.count_opt("sliding_window", self.sliding_window, 1, self.max_context, "tokens, at most max_context")?;
+        e.count_opt("attention_chunk", self.attention_chunk, 1, self.max_context, "tokens, at most max_context")?;
+        if self.attention_pattern.len() as u64 > self.layers {
+            return Err(e.fail(
+                "attention_pattern",
+                format!(
+                    "{} kinds for {} layers: the pattern is longer than the model",
+                    self.attention_pattern.len(),
+                    self.layers
+                ),
+            ));
+        }
+        for (kind, extent, key) in [
+            (AttentionKind::Sliding, self.sliding_window, "sliding_window"),
+            (AttentionKind::Chunked, self.attention_chunk, "attention_chunk"),
+        ] {
+            let used = self.attention_pattern.contains(&kind);
+            if used && extent.is_none() {
+                return Err(e.fail(
+                    "attention_pattern",
+                    format!("`{}` layers need `{key}` (how many tokens they attend to)", kind.name()),
+                ));
+            }
+            if !used && extent.is_some() {
+                return Err(e.fail(key, format!("no `{}` layer in attention_pattern uses it", kind.name())));
+            }
+        }
+        if self.is_hybrid() && self.is_mla() {
+            return Err(e.fail("attention_pattern", "windowed layers with an MLA latent are not modelled".to_string()));
         }
         Ok(())
     }

@@ -94,6 +94,8 @@ pub struct RunOptions {
     pub goodput: Option<Vec<String>>,
     /// vLLM's CPU KV offloading (off by default).
     pub offload: crate::engine::vllm_offload::OffloadOptions,
+    /// vLLM's hybrid KV cache manager (on for models with sliding-window layers).
+    pub hybrid: crate::engine::vllm_hybrid::HybridOptions,
 }
 
 /// Where the step-time factors ([`Efficiency`]) come from.
@@ -218,6 +220,7 @@ impl Default for RunOptions {
             autoscale: Default::default(),
             goodput: None,
             offload: Default::default(),
+            hybrid: Default::default(),
         }
     }
 }
@@ -431,6 +434,8 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.offload.size_gib.is_some(), "--kv-offloading-size"),
         (o.offload.backend.is_some(), "--kv-offloading-backend"),
         (o.offload.host_link_gbps.is_some(), "--host-link-gbps"),
+        (o.hybrid.disable, "--disable-hybrid-kv-cache-manager"),
+        (o.hybrid.retention.is_some(), "--prefix-cache-retention-interval"),
     ]
     .into_iter()
     .filter_map(|(set, flag)| set.then_some(flag))
@@ -541,7 +546,6 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     check_kv_heads(&model, attn_tp)?;
     check_nodes(&gpu, &layout)?;
     let kv_dtype_bytes = layout.kv_dtype.bytes();
-    let kv_bytes_per_token_per_rank = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
     let max_model_len = o.max_model_len.unwrap_or(crate::engine::default_max_model_len(o.engine, &model));
     if max_model_len == 0 {
         return Err(Error::invalid("--max-model-len", "0 must be at least 1"));
@@ -603,6 +607,28 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     check_overrides(&o.memory)?;
     let policy = o.policy.unwrap_or(crate::engine::default_policy(o.engine));
     let flags = engine_flags(o);
+    let hybrid = crate::engine::vllm_hybrid::resolve(
+        &o.hybrid,
+        &crate::engine::vllm_hybrid::HybridMachine {
+            engine: o.engine,
+            version,
+            model: &model,
+            paged: policy == Policy::Paged,
+            block_size: o.block_size,
+            pp: layout.parallel.pp,
+            disaggregated: o.cluster.pd.is_some(),
+            offloading: o.offload.size_gib.is_some(),
+        },
+    )?;
+    // KV bytes of one token slot of the pool on one rank: every layer's, or under vLLM's hybrid
+    // manager the largest group's layers' (a block holds one group's tokens).
+    let kv_bytes_per_token_per_rank = {
+        let all = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
+        match &hybrid {
+            Some(g) => all / model.layers * g.layers_per_group,
+            None => all,
+        }
+    };
     let machine = crate::engine::launch::Machine {
         gpu: &gpu,
         model: &model,
@@ -656,6 +682,25 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         },
     )?;
     let mut startup_notes = Vec::new();
+    if model.is_hybrid() {
+        if hybrid.is_none() {
+            startup_notes.push(format!(
+                "{}'s sliding-window or chunked layers are cached as full attention: every token's KV kept in every \
+                 layer ({}; docs/engines/hybrid-attention.md)",
+                model.name,
+                match o.engine {
+                    EngineKind::Vllm if o.hybrid.disable => "--disable-hybrid-kv-cache-manager",
+                    EngineKind::Vllm => "vLLM runs chunked-local layers without its hybrid manager by default",
+                    _ => "this engine's sliding-window memory pool is not modelled",
+                }
+            ));
+        }
+        startup_notes.push(format!(
+            "the step time prices every layer of {} as full attention: at contexts past the window its sliding \
+             layers' attention is overcounted",
+            model.name
+        ));
+    }
     if let (EngineKind::Sglang, Some(t)) = (o.engine, o.max_total_tokens) {
         if t > launched.profiled_kv_tokens {
             startup_notes.push(format!(
@@ -691,6 +736,17 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             block_size: (policy == Policy::Paged).then_some(o.block_size),
             page_size: (policy == Policy::Radix).then_some(o.page_size),
             capacity_tokens: Some(capacity),
+            hybrid: hybrid.map(|g| {
+                let in_flight = max_num_batched_tokens as u64 * if overlap { 2 } else { 1 };
+                crate::engine::vllm_hybrid::layout(
+                    &g,
+                    &model,
+                    o.hybrid.retention,
+                    o.block_size,
+                    in_flight,
+                    max_model_len,
+                )
+            }),
         },
         kv_bytes_per_token: model.kv_bytes_per_token(kv_dtype_bytes),
         kv_bytes_per_token_per_rank,

@@ -87,15 +87,18 @@ pub struct VllmMemory {
 impl VllmMemory {
     /// The budget of one GPU of a TP group on one node (bf16 KV).
     pub fn new(gpu: &Gpu, model: &Model, tp: u64, utilization: f64, run: ProfileRun, o: MemoryOverrides) -> Self {
-        Self::laid_out(gpu, model, Parallel::tp(tp), 2, utilization, run, o)
+        let layout = Parallel::tp(tp);
+        Self::laid_out(gpu, model, layout, layout.kv_bytes_per_token_per_rank(model, 2), utilization, run, o)
     }
 
-    /// The budget of one GPU of any layout, KV at `kv_dtype_bytes` per element.
+    /// The budget of one GPU of any layout, one token slot of its KV pool taking
+    /// `kv_bytes_per_token_per_rank` (every layer's KV, or under vLLM's hybrid manager one
+    /// group's layers').
     pub fn laid_out(
         gpu: &Gpu,
         model: &Model,
         layout: Parallel,
-        kv_dtype_bytes: u64,
+        kv_bytes_per_token_per_rank: u64,
         utilization: f64,
         run: ProfileRun,
         o: MemoryOverrides,
@@ -130,7 +133,7 @@ impl VllmMemory {
             non_torch_bytes: non_torch,
             kv_cache_bytes: kv,
             overridden: o,
-            kv_bytes_per_token_per_rank: layout.kv_bytes_per_token_per_rank(model, kv_dtype_bytes),
+            kv_bytes_per_token_per_rank,
         }
     }
 

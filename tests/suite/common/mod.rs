@@ -230,3 +230,22 @@ pub fn catalog_table(
     }
     t
 }
+
+/// A number field of a golden schedule's JSON line (panics naming it when absent).
+pub fn json_num(v: &serde_json::Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no number {key} in {v}"))
+}
+
+/// The request ids of a vLLM golden schedule's list (ids written as strings), sorted.
+pub fn request_ids(v: &serde_json::Value) -> Vec<u32> {
+    let mut out: Vec<u32> = v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().parse().unwrap()).collect();
+    out.sort_unstable();
+    out
+}
+
+/// `v` sorted (the golden schedules list preempted, sampled and finished requests by id).
+pub fn sorted(v: &[u32]) -> Vec<u32> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v
+}

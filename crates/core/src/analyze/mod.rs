@@ -177,8 +177,13 @@ pub const BOUND_REPLAYS: u64 = 1 + BOUND_BLOCKS.len() as u64 + 2 * CAPACITY_FRAC
 
 /// Replays the bounds (one request at a time, so every finished request is reusable).
 pub fn bounds(w: &Workload, kv_bytes_per_token: u64, tick: &(dyn Fn() + Sync)) -> Bounds {
-    let spec =
-        |policy, block_size, capacity_tokens| CacheSpec { policy, block_size, page_size: Some(1), capacity_tokens };
+    let spec = |policy, block_size, capacity_tokens| CacheSpec {
+        policy,
+        block_size,
+        page_size: Some(1),
+        capacity_tokens,
+        hybrid: None,
+    };
     let mut specs = vec![spec(Policy::Radix, None, None)];
     specs.extend(BOUND_BLOCKS.iter().map(|&b| spec(Policy::Paged, Some(b), None)));
     let opts = ReplayOptions::default();

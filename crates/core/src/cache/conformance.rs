@@ -10,7 +10,13 @@ use proptest::prelude::*;
 
 /// Every cache configuration under test.
 fn all_specs(capacity: Option<u64>) -> Vec<CacheSpec> {
-    let s = |policy, block_size, page_size| CacheSpec { policy, block_size, page_size, capacity_tokens: capacity };
+    let s = |policy, block_size, page_size| CacheSpec {
+        policy,
+        block_size,
+        page_size,
+        capacity_tokens: capacity,
+        hybrid: None,
+    };
     vec![
         s(Policy::Paged, Some(1), None),
         s(Policy::Paged, Some(4), None),
@@ -355,7 +361,7 @@ proptest! {
             .collect();
         let w = workload(&seqs, &reqs);
         let run = |policy| {
-            let spec = CacheSpec { policy, block_size: Some(1), page_size: Some(1), capacity_tokens: None };
+            let spec = CacheSpec { policy, block_size: Some(1), page_size: Some(1), capacity_tokens: None, hybrid: None };
             replay(&w, spec, ReplayOptions::default(), &|| ())
         };
         let (p, r, t) = (run(Policy::Paged), run(Policy::Radix), run(Policy::Token));

@@ -7,6 +7,7 @@
 //! - [`radix::TreeCache::lightllm`]: LightLLM TokenAttention + its radix prompt cache (§4);
 //! - [`NoCache`]: no reuse, the baseline.
 
+pub mod hybrid;
 pub mod paged;
 pub mod radix;
 pub mod token_pool;
@@ -57,8 +58,12 @@ pub struct CacheSpec {
     pub block_size: Option<u32>,
     /// Tokens per page (radix only).
     pub page_size: Option<u32>,
-    /// KV capacity in tokens; `None` = unlimited.
+    /// KV capacity in tokens; `None` = unlimited. A hybrid pool's blocks × block size.
     pub capacity_tokens: Option<u64>,
+    /// Paged only: vLLM's hybrid KV cache manager's groups, for a model with sliding-window
+    /// layers ([`hybrid::HybridCache`]); `None`: one group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hybrid: Option<hybrid::HybridLayout>,
 }
 
 impl CacheSpec {
@@ -78,6 +83,13 @@ impl CacheSpec {
     /// pages instead of written up front (`dense` = false).
     pub fn build_sized(&self, store: Arc<TokenStore>, seqs: Option<&[SeqId]>, dense: bool) -> Box<dyn PrefixCache> {
         match self.policy {
+            Policy::Paged if self.hybrid.is_some() => Box::new(hybrid::HybridCache::new(
+                store,
+                self.block_size.unwrap_or(16),
+                self.capacity_tokens
+                    .map(|c| (c / self.block_size.unwrap_or(16) as u64 + 1).min(u32::MAX as u64) as u32),
+                self.hybrid.expect("checked"),
+            )),
             Policy::Paged => paged::boxed(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs, dense),
             Policy::Radix => {
                 Box::new(radix::TreeCache::sglang(store, self.page_size.unwrap_or(1), self.capacity_tokens))
@@ -410,7 +422,13 @@ impl NoCache {
 
 impl PrefixCache for NoCache {
     fn spec(&self) -> CacheSpec {
-        CacheSpec { policy: Policy::None, block_size: None, page_size: None, capacity_tokens: self.pool.capacity }
+        CacheSpec {
+            policy: Policy::None,
+            block_size: None,
+            page_size: None,
+            capacity_tokens: self.pool.capacity,
+            hybrid: None,
+        }
     }
     fn peek(&self, _seq: SeqId, _known: usize) -> usize {
         0

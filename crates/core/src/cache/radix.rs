@@ -214,6 +214,8 @@ impl PrefixCache for TreeCache {
             block_size: None,
             page_size: (self.rules.policy == Policy::Radix).then_some(self.rules.page_size as u32),
             capacity_tokens: self.pool.capacity,
+
+            hybrid: None,
         }
     }
 

@@ -199,6 +199,11 @@ pub const TABLE: &[EngineFlag] = &[
     EngineFlag { server_only: &[], flag: "--kv-offloading-size", engines: &[Vllm], instead: &[] },
     EngineFlag { server_only: &[], flag: "--kv-offloading-backend", engines: &[Vllm], instead: &[] },
     EngineFlag { server_only: &[], flag: "--host-link-gbps", engines: &[Vllm], instead: &[] },
+    // vLLM `SchedulerConfig.disable_hybrid_kv_cache_manager` and
+    // `CacheConfig.prefix_cache_retention_interval` (0.33): the hybrid KV cache manager's. SGLang's
+    // sliding-window pool (`--swa-full-tokens-ratio`) is not modelled.
+    EngineFlag { server_only: &[], flag: "--disable-hybrid-kv-cache-manager", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--prefix-cache-retention-interval", engines: &[Vllm], instead: &[] },
 ];
 
 /// The row of `flag`, if it is engine-specific.

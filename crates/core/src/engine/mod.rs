@@ -14,6 +14,7 @@ pub mod sglang;
 pub mod trtllm;
 pub mod version;
 pub mod vllm;
+pub mod vllm_hybrid;
 pub mod vllm_offload;
 pub mod vllm_pool;
 pub mod vllm_v0;

@@ -41,7 +41,7 @@ pub fn launch(engine: EngineKind, version: EngineVersion, flags: &EngineFlags, m
         m.gpu,
         m.model,
         m.layout.parallel,
-        m.layout.kv_dtype.bytes(),
+        m.kv_bytes_per_token_per_rank,
         m.gpu_memory_utilization,
         run,
         flags.memory,

@@ -86,7 +86,7 @@ fn too_few_blocks(flags: &EngineFlags, m: &Machine, blocks: u64, run: Option<Pro
     if let Some(run) = run {
         let o = flags.memory;
         let blocks_without = |cleared: MemoryOverrides| {
-            VllmMemory::laid_out(m.gpu, m.model, m.layout.parallel, m.layout.kv_dtype.bytes(), util, run, cleared)
+            VllmMemory::laid_out(m.gpu, m.model, m.layout.parallel, m.kv_bytes_per_token_per_rank, util, run, cleared)
                 .num_gpu_blocks(flags.block_size)
         };
         let gib = |v: Option<f64>| v.map(|g| format!("{g} GiB"));

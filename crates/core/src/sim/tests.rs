@@ -37,6 +37,7 @@ pub(super) fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
             block_size: Some(4),
             page_size: None,
             capacity_tokens: blocks.map(|b| (b - 1) * 4),
+            hybrid: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,
@@ -285,7 +286,13 @@ fn sglang_cfg(running: u32, chunk: u32, capacity: Option<u64>) -> SimConfig {
     c.engine.engine = EngineKind::Sglang;
     c.engine.max_prefill_tokens = 16384;
     c.engine.chunked_prefill_size = chunk;
-    c.cache = CacheSpec { policy: Policy::Radix, block_size: None, page_size: Some(1), capacity_tokens: capacity };
+    c.cache = CacheSpec {
+        policy: Policy::Radix,
+        block_size: None,
+        page_size: Some(1),
+        capacity_tokens: capacity,
+        hybrid: None,
+    };
     c
 }
 
@@ -353,7 +360,8 @@ fn lightllm_cfg(capacity: Option<u64>) -> SimConfig {
     let mut c = cfg(1000, 8448, None);
     c.engine.engine = EngineKind::Lightllm;
     c.engine.chunked_prefill_size = 4096;
-    c.cache = CacheSpec { policy: Policy::Token, block_size: None, page_size: None, capacity_tokens: capacity };
+    c.cache =
+        CacheSpec { policy: Policy::Token, block_size: None, page_size: None, capacity_tokens: capacity, hybrid: None };
     c
 }
 

@@ -321,7 +321,12 @@ pub fn config_lines(c: &cachesim_core::config::RunConfig, seed: &str) -> String 
     let mut s = c.deployment_file.as_ref().map(|d| d.text()).unwrap_or_default();
     let _ = writeln!(s, "{}", c.engine.settings_line());
     let layout = cachesim_core::layout::describe(&c.deployment);
-    let per_rank = if c.kv_bytes_per_token_per_rank != c.kv_bytes_per_token {
+    let per_rank = if c.cache.hybrid.is_some() {
+        format!(
+            " ({} per token slot of a GPU's pool: one KV cache group's layers)",
+            thousands(c.kv_bytes_per_token_per_rank)
+        )
+    } else if c.kv_bytes_per_token_per_rank != c.kv_bytes_per_token {
         format!(" ({} per GPU)", thousands(c.kv_bytes_per_token_per_rank))
     } else {
         String::new()
@@ -348,7 +353,11 @@ pub fn config_lines(c: &cachesim_core::config::RunConfig, seed: &str) -> String 
         (None, Some(m)) => format!("gpu_memory_utilization {}", m.gpu_memory_utilization),
         (None, None) => format!("gpu_memory_utilization {}", c.gpu_memory_utilization),
     };
-    let page = c.cache.page_size.map(|p| format!(" (page {p})")).unwrap_or_default();
+    let page = match (c.cache.page_size, &c.cache.hybrid) {
+        (Some(p), _) => format!(" (page {p})"),
+        (None, Some(h)) => format!(" ({})", h.describe()),
+        (None, None) => String::new(),
+    };
     let _ = writeln!(
         s,
         "KV cache:       {}{page} · {} tokens{} · {memory}",

@@ -578,6 +578,8 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
             block_size: Some(self.block as u32),
             page_size: None,
             capacity_tokens: self.num_blocks.map(|n| (n as u64 - 1) * self.block as u64),
+
+            hybrid: None,
         }
     }
 

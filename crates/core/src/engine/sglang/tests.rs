@@ -90,7 +90,13 @@ fn run(w: &Workload, sends: &[(u32, f64)], v: EngineVersion, pool: u64, chunk: u
     engine.max_prefill_tokens = max_prefill;
     let c = SimConfig {
         engine,
-        cache: CacheSpec { policy: Policy::Radix, block_size: None, page_size: Some(1), capacity_tokens: Some(pool) },
+        cache: CacheSpec {
+            policy: Policy::Radix,
+            block_size: None,
+            page_size: Some(1),
+            capacity_tokens: Some(pool),
+            hybrid: None,
+        },
         max_concurrency: None,
         request_overhead_s: 0.0,
         limits: None,

@@ -1,0 +1,623 @@
+//! vLLM 0.33's hybrid KV cache manager for models that mix full-attention and sliding-window
+//! layers (gpt-oss, Gemma 3): one block pool and one free queue shared by several KV cache
+//! groups, each with its own block table per request; a prefix hit that every group can serve;
+//! sliding-window blocks released as the window passes them; and, under the default
+//! `prefix_cache_retention_interval` 0, only a few sliding-window blocks ever cached. Each rule
+//! names its upstream function (files under `vllm/v1/core/`, vLLM 0.33.0); the whole is
+//! described in `docs/engines/hybrid-attention.md`.
+//!
+//! - **Pool** (`block_pool.py`): block 0 is the null block; the free queue starts `1, 2, …`;
+//!   allocation pops its head, evicting a cached block's key; a hit takes its block out of the
+//!   queue (`touch`); `free_blocks` prepends the released blocks without a hash as one run and
+//!   appends the hashed ones. The cache key is (block content, group): groups cache the same
+//!   tokens separately, and a lookup answers with the earliest-inserted block of a key.
+//! - **Lookup** (`kv_cache_coordinator.py` `HybridKVCacheCoordinator.find_longest_cache_hit`,
+//!   one pass for full + sliding): the full-attention hit `L_F` (leading blocks cached in every
+//!   full group, at most `(num_tokens − 1) / bs`), then the sliding-window hit within it
+//!   (`SlidingWindowManager.find_longest_cache_hit`: the highest `need = ⌈(W − 1) / bs⌉` cached
+//!   blocks in a row, else the run from block 0); the hit is the latter. When it is shorter than
+//!   `L_F`, `L_F` is the request's shared-prefix junction (`request.shared_prefix_boundary`).
+//! - **Allocation** (`kv_cache_manager.py` `allocate_slots`): the admission gate (whole sequence,
+//!   a sliding group capped at `max_admission_blocks_per_request`), then
+//!   `remove_skipped_blocks` (blocks wholly before `computed − W + 1` released, right to left,
+//!   even when the step then fails), the count (`get_num_blocks_to_allocate`: new blocks plus
+//!   hits in the free queue), the hits touched, new blocks popped group by group, and full blocks
+//!   cached — every full-attention block; a sliding-window block only when
+//!   `reachable_block_mask` keeps it (the `need` blocks below the replay boundary `⌊(P − 1) / bs⌋`
+//!   and below the junction; periodic tails under a positive interval; all when dense).
+//! - **Free** (`SingleTypeKVCacheManager.free`): group by group in group order, each table with
+//!   its leading nulls dropped, last block first, one `free_blocks` call per group.
+//!
+//! Plain vectors and one hash map; every operation is O(blocks it touches). Checked against
+//! golden schedules written by vLLM 0.33.0's own scheduler (`tests/golden/vllm_hybrid`).
+
+mod free_list;
+#[cfg(test)]
+mod tests;
+
+use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, Usage};
+use crate::workload::{BlockIds, SeqId, TokenStore};
+use free_list::FreeList;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The null block: a table slot the window has passed.
+const NULL: u32 = 0;
+/// The key of a block that carries no hash.
+const NO_KEY: u32 = u32::MAX;
+
+/// How vLLM groups a hybrid model's layers (`kv_cache_planning.py`
+/// `_get_kv_cache_groups_uniform_page_size`) and the rules its sliding groups follow: what a
+/// paged cache needs to be vLLM's hybrid manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HybridLayout {
+    /// KV cache groups of full-attention layers.
+    pub full_groups: u8,
+    /// KV cache groups of sliding-window layers.
+    pub sliding_groups: u8,
+    /// Whether the sliding groups come first in group order (their kind appears first among
+    /// the layers: gpt-oss, Gemma 3). Group order decides which group allocates and frees first.
+    pub sliding_first: bool,
+    /// The sliding window, tokens.
+    pub window: u32,
+    /// `--prefix-cache-retention-interval`: `Some(0)` (vLLM 0.33's default) keeps only the
+    /// sliding blocks a replay or a shared prefix reaches, `Some(n)` also one tail every `n`
+    /// tokens, `None` every full sliding block.
+    pub retention: Option<u32>,
+    /// The admission gate's cap on one sliding group's blocks
+    /// (`SlidingWindowSpec.max_admission_blocks_per_request`).
+    pub admission_cap_blocks: u32,
+}
+
+impl HybridLayout {
+    /// One line for the config echo: the groups, in group order, and the retention.
+    pub fn describe(&self) -> String {
+        let plural = |n: u8| if n == 1 { "" } else { "s" };
+        let sliding = format!(
+            "{} sliding-window group{} of {} tokens",
+            self.sliding_groups,
+            plural(self.sliding_groups),
+            self.window
+        );
+        let full = format!("{} full-attention group{}", self.full_groups, plural(self.full_groups));
+        let (a, b) = if self.sliding_first { (sliding, full) } else { (full, sliding) };
+        let retention = match self.retention {
+            None => "every sliding block kept".to_string(),
+            Some(0) => "sliding blocks kept at replay and shared-prefix points".to_string(),
+            Some(n) => format!("sliding blocks kept every {n} tokens"),
+        };
+        format!("hybrid: {a} + {b} sharing the blocks; {retention}")
+    }
+
+    /// Groups in group order: `true` for a sliding one.
+    fn kinds(&self) -> Vec<bool> {
+        let (s, f) = (vec![true; self.sliding_groups as usize], vec![false; self.full_groups as usize]);
+        if self.sliding_first {
+            [s, f].concat()
+        } else {
+            [f, s].concat()
+        }
+    }
+}
+
+/// One block: its key when cached, its group, its references.
+#[derive(Debug, Clone, Copy)]
+struct Blk {
+    key: u32,
+    group: u8,
+    ref_cnt: u32,
+}
+
+/// A request's block tables and what the sliding groups need to know about it.
+#[derive(Debug, Clone)]
+struct ReqState {
+    seq: SeqId,
+    /// Per group, one slot per block of tokens (`NULL` once the window has passed it).
+    tables: Vec<Vec<u32>>,
+    /// Per group, the leading slots already offered for caching (`num_cached_block`).
+    cached: Vec<usize>,
+    /// Tokens the tables were sized for.
+    tokens: usize,
+    /// Tokens computed so far (`num_computed_tokens`, told at each step's end).
+    computed: usize,
+    /// The shared-prefix junction found at admission (0: none).
+    junction: usize,
+}
+
+/// vLLM 0.33's hybrid KV cache manager over full-attention and sliding-window groups.
+pub struct HybridCache {
+    ids: BlockIds,
+    block: usize,
+    layout: HybridLayout,
+    /// Per group in group order: whether it is a sliding-window group.
+    sliding: Vec<bool>,
+    /// Blocks a sliding hit needs in a row: `⌈(W − 1) / bs⌉`.
+    need: usize,
+    /// Blocks including the null block; `None`: unlimited.
+    num_blocks: Option<u32>,
+    blk: Vec<Blk>,
+    free: FreeList,
+    /// Per (group, key): the blocks carrying it, earliest inserted first.
+    index: FxHashMap<u64, Vec<u32>>,
+    reqs: ReqSlots<ReqState>,
+    /// Each request's prompt length, from its first admission attempt (a resumed request's
+    /// known tokens include its outputs; the replay boundary is the prompt's).
+    prompts: ReqSlots<usize>,
+    /// Blocks held by requests.
+    in_use: u64,
+    /// Cached blocks in the free queue.
+    cached_free: u64,
+    stats: CacheStats,
+}
+
+fn index_key(group: usize, key: u32) -> u64 {
+    (group as u64) << 32 | key as u64
+}
+
+impl HybridCache {
+    /// A pool of `num_gpu_blocks` blocks (the null block included; `None`: unlimited) of `block`
+    /// tokens shared by the groups of `layout`.
+    pub fn new(store: Arc<TokenStore>, block: u32, num_gpu_blocks: Option<u32>, layout: HybridLayout) -> Self {
+        assert!(block > 0 && layout.window > 1, "a positive block size and a window of two tokens at least");
+        assert!(layout.full_groups > 0 && layout.sliding_groups > 0, "a hybrid layout has both kinds");
+        let mut free = FreeList::new();
+        for b in 1..num_gpu_blocks.unwrap_or(1) {
+            free.push_back(b);
+        }
+        let fresh = Blk { key: NO_KEY, group: 0, ref_cnt: 0 };
+        Self {
+            ids: BlockIds::new(&store, block as usize),
+            block: block as usize,
+            sliding: layout.kinds(),
+            need: (layout.window as usize - 1).div_ceil(block as usize),
+            layout,
+            num_blocks: num_gpu_blocks,
+            blk: vec![fresh; num_gpu_blocks.unwrap_or(1) as usize],
+            free,
+            index: FxHashMap::default(),
+            reqs: ReqSlots::default(),
+            prompts: ReqSlots::default(),
+            in_use: 0,
+            cached_free: 0,
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// The block table of group `g` of a live request (for tests).
+    pub fn block_table(&self, req: ReqId, g: usize) -> Option<&[u32]> {
+        self.reqs.get(req).map(|r| &r.tables[g][..])
+    }
+
+    /// The free queue, head first (for tests).
+    pub fn free_queue(&self) -> Vec<u32> {
+        self.free.to_vec()
+    }
+
+    /// Whether block `b` carries a key.
+    pub fn is_cached(&self, b: u32) -> bool {
+        self.blk.get(b as usize).is_some_and(|r| r.key != NO_KEY)
+    }
+
+    fn free_len(&self) -> u64 {
+        match self.num_blocks {
+            Some(_) => self.free.len() as u64,
+            None => u64::MAX,
+        }
+    }
+
+    /// Tokens a sliding group no longer needs once `computed` are computed
+    /// (`SlidingWindowManager.get_num_skipped_tokens`).
+    fn skipped(&self, g: usize, computed: usize) -> usize {
+        if self.sliding[g] {
+            (computed + 1).saturating_sub(self.layout.window as usize)
+        } else {
+            0
+        }
+    }
+
+    /// The earliest-inserted block carrying (group, key) (`get_one_block`).
+    fn cached_block(&self, g: usize, key: u32) -> Option<u32> {
+        self.index.get(&index_key(g, key)).map(|v| v[0])
+    }
+
+    /// Blocks carrying key `key` in every group of one kind (`get_cached_block`), or `None`.
+    fn hit_in_kind(&self, sliding: bool, key: u32, out: &mut Vec<u32>) -> bool {
+        out.clear();
+        for g in (0..self.sliding.len()).filter(|&g| self.sliding[g] == sliding) {
+            match self.cached_block(g, key) {
+                Some(b) => out.push(b),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// The longest hit for `seq[..known]`: (hit tokens, per-group hit slots, junction).
+    fn lookup(&self, seq: SeqId, known: usize) -> (usize, Vec<Vec<u32>>, usize) {
+        let groups = self.sliding.len();
+        let mut hits = vec![Vec::new(); groups];
+        let max_blocks = known.saturating_sub(1) / self.block;
+        // Full attention: leading blocks cached in every full group.
+        let mut found = Vec::new();
+        let mut full = 0;
+        for key in self.ids.ids(seq, 0, max_blocks) {
+            if !self.hit_in_kind(false, key, &mut found) {
+                break;
+            }
+            let mut it = found.iter();
+            for (g, h) in hits.iter_mut().enumerate() {
+                if !self.sliding[g] {
+                    h.push(*it.next().expect("a block per full group"));
+                }
+            }
+            full += 1;
+        }
+        // Sliding window within it: the highest `need` cached blocks in a row, else the run
+        // from block 0.
+        let keys: Vec<u32> = self.ids.ids(seq, 0, full).collect();
+        let mut run = 0;
+        let mut got: Vec<Vec<u32>> = Vec::new();
+        let mut sliding_hit = None;
+        for i in (0..full).rev() {
+            if self.hit_in_kind(true, keys[i], &mut found) {
+                run += 1;
+                got.push(found.clone());
+                if run == self.need {
+                    sliding_hit = Some((i, i + self.need));
+                    break;
+                }
+            } else {
+                run = 0;
+                got.clear();
+            }
+        }
+        let (first, end) = sliding_hit.unwrap_or((0, run));
+        if sliding_hit.is_none() {
+            // The run that reaches block 0 (possibly empty): the last `run` found, in reverse.
+            got.truncate(run);
+        }
+        // `got` holds blocks end-1 down to first.
+        let mut s = 0;
+        for (g, h) in hits.iter_mut().enumerate() {
+            if self.sliding[g] {
+                h.resize(first, NULL);
+                h.extend(got.iter().rev().map(|v| v[s]));
+                s += 1;
+            } else {
+                h.truncate(end);
+            }
+        }
+        let hit = end * self.block;
+        let junction = if hit < full * self.block { full * self.block } else { 0 };
+        (hit, hits, junction)
+    }
+
+    /// `get_num_blocks_to_allocate` of group `g` for a request holding `have` slots, with hits
+    /// `hits` (new requests) and `computed` tokens; `cap`: the admission gate's sliding cap.
+    fn to_allocate(&self, g: usize, tokens: usize, have: usize, hits: &[u32], computed: usize, cap: bool) -> usize {
+        let mut req = tokens.div_ceil(self.block);
+        if cap && self.sliding[g] {
+            req = req.min(self.layout.admission_cap_blocks as usize);
+        }
+        if hits.is_empty() && have > 0 {
+            return req.saturating_sub(have);
+        }
+        let sk = self.skipped(g, computed) / self.block;
+        let new = req.saturating_sub(sk.max(hits.len() + have));
+        let evictable = hits[sk.saturating_sub(have).min(hits.len())..]
+            .iter()
+            .filter(|&&b| b != NULL && self.blk[b as usize].ref_cnt == 0)
+            .count();
+        new + evictable
+    }
+
+    /// Pops a block off the free queue's head, evicting its key (`get_new_blocks`).
+    fn pop(&mut self, g: usize) -> u32 {
+        let b = match self.num_blocks {
+            Some(_) => {
+                debug_assert!(!self.free.is_empty(), "allocation from an empty queue");
+                self.free.pop_front().expect("the count was checked")
+            }
+            None => {
+                self.blk.push(Blk { key: NO_KEY, group: 0, ref_cnt: 0 });
+                self.blk.len() as u32 - 1
+            }
+        };
+        let r = self.blk[b as usize];
+        if r.key != NO_KEY {
+            self.uncache(b);
+            self.cached_free -= 1;
+            self.stats.evicted_tokens += self.block as u64;
+        }
+        self.blk[b as usize] = Blk { key: NO_KEY, group: g as u8, ref_cnt: 1 };
+        self.in_use += 1;
+        b
+    }
+
+    fn uncache(&mut self, b: u32) {
+        let r = self.blk[b as usize];
+        let k = index_key(r.group as usize, r.key);
+        let v = self.index.get_mut(&k).expect("a cached block is indexed");
+        v.retain(|&x| x != b);
+        if v.is_empty() {
+            self.index.remove(&k);
+        }
+        self.blk[b as usize].key = NO_KEY;
+    }
+
+    /// Takes hit blocks (`touch`): out of the free queue when unreferenced, one more reference.
+    fn touch(&mut self, blocks: &[u32]) {
+        for &b in blocks.iter().filter(|&&b| b != NULL) {
+            let r = &mut self.blk[b as usize];
+            if r.ref_cnt == 0 {
+                if self.num_blocks.is_some() {
+                    self.free.remove(b);
+                }
+                self.in_use += 1;
+                self.cached_free -= (r.key != NO_KEY) as u64;
+            }
+            self.blk[b as usize].ref_cnt += 1;
+        }
+    }
+
+    /// `free_blocks`: one reference less each; those left unreferenced join the free queue, the
+    /// ones without a key at its head as one run in the given order, the others at its tail.
+    fn release(&mut self, blocks: &[u32]) {
+        let mut first = Vec::new();
+        for &b in blocks.iter().filter(|&&b| b != NULL) {
+            let r = &mut self.blk[b as usize];
+            r.ref_cnt -= 1;
+            if r.ref_cnt > 0 {
+                continue;
+            }
+            self.in_use -= 1;
+            if r.key == NO_KEY {
+                first.push(b);
+            } else {
+                self.cached_free += 1;
+                if self.num_blocks.is_some() {
+                    self.free.push_back(b);
+                }
+            }
+        }
+        if self.num_blocks.is_some() {
+            self.free.prepend(&first);
+        }
+    }
+
+    /// `remove_skipped_blocks` for every group: the sliding slots wholly before the window of
+    /// `computed` tokens, right to left up to the first null, released in one call per group.
+    fn remove_skipped(&mut self, st: &mut ReqState, computed: usize) {
+        for g in 0..st.tables.len() {
+            let k = (self.skipped(g, computed) / self.block).min(st.tables[g].len());
+            let mut out = Vec::new();
+            for i in (0..k).rev() {
+                let b = st.tables[g][i];
+                if b == NULL {
+                    break;
+                }
+                out.push(b);
+                st.tables[g][i] = NULL;
+            }
+            if !out.is_empty() {
+                self.release(&out);
+            }
+        }
+    }
+
+    /// Whether group `g` caches block `i` of a request with a `prompt`-token prompt and
+    /// junction `junction` (`reachable_block_mask`): every block of a full group; of a sliding
+    /// one, the `need` blocks below each reachable boundary, periodic tails under a positive
+    /// interval, or all when dense.
+    fn keeps(&self, g: usize, i: usize, prompt: usize, junction: usize) -> bool {
+        if !self.sliding[g] {
+            return true;
+        }
+        let per = match self.layout.retention {
+            None => return true,
+            Some(0) => None,
+            Some(n) => Some(n as usize / self.block),
+        };
+        if let Some(per) = per {
+            if self.need >= per || i % per >= per - self.need {
+                return true;
+            }
+        }
+        let tail = |b: usize| {
+            let e = b / self.block;
+            i < e && i + self.need >= e
+        };
+        tail(prompt.saturating_sub(1)) || (junction > 0 && tail(junction))
+    }
+
+    /// `cache_blocks` of every group up to `tokens`: slots from each group's first unoffered
+    /// one to the last full block, registered unless null or not kept.
+    fn cache_blocks(&mut self, req: ReqId, st: &mut ReqState, tokens: usize) {
+        let full = tokens / self.block;
+        let prompt = *self.prompts.get(req).expect("a prompt length is known");
+        for g in 0..st.tables.len() {
+            if st.cached[g] >= full {
+                continue;
+            }
+            for (i, key) in (st.cached[g]..full).zip(self.ids.ids(st.seq, st.cached[g], full)) {
+                let b = st.tables[g][i];
+                if b == NULL || !self.keeps(g, i, prompt, st.junction) {
+                    continue;
+                }
+                debug_assert_eq!(self.blk[b as usize].key, NO_KEY, "a block cached twice");
+                self.blk[b as usize].key = key;
+                self.index.entry(index_key(g, key)).or_default().push(b);
+            }
+            st.cached[g] = full;
+        }
+    }
+
+    /// Appends new blocks to every table up to `tokens`, group by group (`allocate_new_blocks`).
+    fn allocate(&mut self, st: &mut ReqState, tokens: usize) {
+        let want = tokens.div_ceil(self.block);
+        for g in 0..st.tables.len() {
+            while st.tables[g].len() < want {
+                let b = self.pop(g);
+                st.tables[g].push(b);
+            }
+        }
+        st.tokens = st.tokens.max(tokens);
+        let used = (self.in_use + self.cached_free) * self.block as u64;
+        self.stats.peak_used_tokens = self.stats.peak_used_tokens.max(used);
+    }
+
+    /// Releases a request's tables group by group (`coordinator.free`).
+    fn free_request(&mut self, req: ReqId) {
+        let Some(st) = self.reqs.remove(req) else { return };
+        let full_blocks = st.tables[self.sliding.iter().position(|&s| !s).expect("a full group")].len();
+        self.stats.partial_block_waste_tokens += (full_blocks * self.block).saturating_sub(st.tokens) as u64;
+        for t in &st.tables {
+            let blocks: Vec<u32> = t.iter().rev().copied().filter(|&b| b != NULL).collect();
+            self.release(&blocks);
+        }
+    }
+}
+
+impl PrefixCache for HybridCache {
+    fn spec(&self) -> CacheSpec {
+        CacheSpec {
+            policy: Policy::Paged,
+            block_size: Some(self.block as u32),
+            page_size: None,
+            capacity_tokens: self.num_blocks.map(|n| (n as u64 - 1) * self.block as u64),
+            hybrid: Some(self.layout),
+        }
+    }
+
+    fn peek(&self, seq: SeqId, known: usize) -> usize {
+        self.lookup(seq, known).0
+    }
+
+    fn admit_reserving(
+        &mut self,
+        req: ReqId,
+        seq: SeqId,
+        known: usize,
+        max_new_tokens: usize,
+        reserve_tokens: usize,
+    ) -> Option<Admitted> {
+        debug_assert!(!self.reqs.is_live(req), "request admitted twice");
+        if self.prompts.get(req).is_none() {
+            self.prompts.put(req, known);
+        }
+        let (hit, hits, junction) = self.lookup(seq, known);
+        let total = hit + (known - hit).min(max_new_tokens);
+        let groups = self.sliding.len();
+        let free = self.free_len();
+        // The admission gate: blocks for the whole sequence, a sliding group capped.
+        if reserve_tokens > 0 {
+            let gate: usize = (0..groups).map(|g| self.to_allocate(g, reserve_tokens, 0, &hits[g], hit, true)).sum();
+            if gate as u64 > free {
+                return None;
+            }
+        }
+        let need: usize = (0..groups).map(|g| self.to_allocate(g, total, 0, &hits[g], hit, false)).sum();
+        if need as u64 > free {
+            return None;
+        }
+        let mut st = ReqState {
+            seq,
+            tables: Vec::with_capacity(groups),
+            cached: Vec::with_capacity(groups),
+            tokens: 0,
+            computed: hit,
+            junction,
+        };
+        // Hits: every group touches first, then any allocates.
+        for (g, mut h) in hits.into_iter().enumerate() {
+            let k = self.skipped(g, hit) / self.block;
+            for slot in h.iter_mut().take(k) {
+                *slot = NULL;
+            }
+            self.touch(&h);
+            st.cached.push(h.len());
+            st.tables.push(h);
+        }
+        self.allocate(&mut st, total);
+        self.cache_blocks(req, &mut st, total);
+        self.reqs.put(req, st);
+        Some(Admitted { hit_tokens: hit, allocated_tokens: total })
+    }
+
+    fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
+        let mut st = self.reqs.take(req);
+        // Released even when the step then fails ("we can do this even if we cannot schedule").
+        let computed = st.computed;
+        self.remove_skipped(&mut st, computed);
+        let need: usize =
+            (0..st.tables.len()).map(|g| total_tokens.div_ceil(self.block).saturating_sub(st.tables[g].len())).sum();
+        if need as u64 > self.free_len() {
+            self.reqs.put(req, st);
+            return false;
+        }
+        self.allocate(&mut st, total_tokens);
+        self.cache_blocks(req, &mut st, total_tokens);
+        self.reqs.put(req, st);
+        true
+    }
+
+    fn computed(&mut self, req: ReqId, computed_tokens: usize) {
+        if let Some(st) = self.reqs.get_mut(req) {
+            st.computed = computed_tokens;
+        }
+    }
+
+    fn finish(&mut self, req: ReqId) {
+        self.free_request(req);
+        self.prompts.remove(req);
+    }
+
+    fn preempt(&mut self, req: ReqId) {
+        self.free_request(req);
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            used_tokens: (self.in_use + self.cached_free) * self.block as u64,
+            evictable_tokens: self.cached_free * self.block as u64,
+            capacity_tokens: self.spec().capacity_tokens,
+        }
+    }
+
+    fn stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    fn check_invariants(&self) {
+        let mut refs = vec![0u32; self.blk.len()];
+        for st in self.reqs.live() {
+            for (g, t) in st.tables.iter().enumerate() {
+                assert_eq!(t.len(), st.tokens.div_ceil(self.block), "table size of group {g}");
+                let lead = t.iter().take_while(|&&b| b == NULL).count();
+                assert!(t[lead..].iter().all(|&b| b != NULL), "a null slot after a real one");
+                for &b in &t[lead..] {
+                    refs[b as usize] += 1;
+                    assert_eq!(self.blk[b as usize].group as usize, g, "block {b} in a table of another group");
+                }
+            }
+        }
+        for (b, r) in self.blk.iter().enumerate().skip(1) {
+            assert_eq!(refs[b], r.ref_cnt, "references of block {b}");
+            if self.num_blocks.is_some() {
+                assert_eq!(self.free.contains(b as u32), r.ref_cnt == 0, "block {b} queued iff unreferenced");
+            }
+        }
+        let in_use = self.blk.iter().skip(1).filter(|r| r.ref_cnt > 0).count() as u64;
+        assert_eq!(in_use, self.in_use, "blocks in use");
+        let cached_free = self.blk.iter().skip(1).filter(|r| r.ref_cnt == 0 && r.key != NO_KEY).count() as u64;
+        assert_eq!(cached_free, self.cached_free, "cached free blocks");
+        let indexed: usize = self.index.values().map(Vec::len).sum();
+        assert_eq!(indexed, self.blk.iter().filter(|r| r.key != NO_KEY).count(), "cached blocks not indexed");
+        for (&k, v) in &self.index {
+            for &b in v {
+                assert_eq!(index_key(self.blk[b as usize].group as usize, self.blk[b as usize].key), k, "index entry");
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! vLLM's hybrid KV cache manager at start-up, for models whose layers mix full and
+//! sliding-window attention (gpt-oss, Gemma 3): how vLLM 0.33 groups the layers
+//! (`vllm/v1/core/kv_cache_planning.py` `_get_kv_cache_groups_uniform_page_size`), what one
+//! block then costs (`G` layers' pages, `G` the largest group), the sliding groups' admission cap
+//! (`SlidingWindowSpec.max_admission_blocks_per_request`), `--prefix-cache-retention-interval`
+//! (`CacheConfig`, checked as `kv_cache_coordinator.py`
+//! `_validate_prefix_cache_retention_interval` does) and `--disable-hybrid-kv-cache-manager`
+//! (every layer one full-attention group, `unify_hybrid_kv_cache_specs`). What runs is
+//! [`crate::cache::hybrid::HybridCache`]; `docs/engines/hybrid-attention.md` says it all.
+
+use super::{EngineKind, EngineVersion};
+use crate::cache::hybrid::HybridLayout;
+use crate::catalog::{AttentionKind, Model};
+use crate::error::{Error, Result};
+
+/// `--prefix-cache-retention-interval` as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    /// Tokens between kept sliding-window tails (0: only the tails a replay or a shared prefix
+    /// reaches, vLLM 0.33's default).
+    Interval(i64),
+    /// `None`: every full sliding-window block cached.
+    Dense,
+}
+
+impl std::str::FromStr for Retention {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            // vLLM's `optional_type`: "" and "None" mean None.
+            "None" | "none" | "" => Ok(Retention::Dense),
+            n => n.parse().map(Retention::Interval).map_err(|_| format!("{n} is neither a number of tokens nor None")),
+        }
+    }
+}
+
+/// The hybrid manager's flags as given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HybridOptions {
+    /// `--disable-hybrid-kv-cache-manager`.
+    pub disable: bool,
+    /// `--prefix-cache-retention-interval`; `None`: not given (0).
+    pub retention: Option<Retention>,
+}
+
+/// How vLLM groups a model's layers when it keeps the hybrid manager on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grouping {
+    /// `G`: the layers of the largest group; a block costs `G` layers' pages in every group.
+    pub layers_per_group: u64,
+    pub full_groups: u64,
+    pub sliding_groups: u64,
+    /// The sliding layers' kind appears first among the layers: their groups come first.
+    pub sliding_first: bool,
+}
+
+/// vLLM's grouping of `model`'s layers on a rank holding all of them, or `None` when every
+/// layer is full attention or the model has chunked-local layers (Llama 4: vLLM turns the hybrid
+/// manager off unless `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1`, `VllmConfig.__post_init__`).
+/// Layers are bucketed by kind in first-appearance order; `group_size` is the smallest bucket,
+/// or the largest when that is below 1.5× the smallest; each bucket splits into
+/// `⌈n / group_size⌉` groups.
+pub fn grouping(model: &Model) -> Option<Grouping> {
+    let [full, sliding, chunked] = model.layers_by_kind();
+    if sliding == 0 || full == 0 || chunked > 0 {
+        return None;
+    }
+    let (min, max) = (full.min(sliding), full.max(sliding));
+    let group_size = if (max as f64) < min as f64 * 1.5 { max } else { min };
+    Some(Grouping {
+        layers_per_group: group_size,
+        full_groups: full.div_ceil(group_size),
+        sliding_groups: sliding.div_ceil(group_size),
+        sliding_first: model.layer_kind(0) == AttentionKind::Sliding,
+    })
+}
+
+/// What the resolution reads from the deployment being resolved.
+#[derive(Debug, Clone, Copy)]
+pub struct HybridMachine<'a> {
+    pub engine: EngineKind,
+    pub version: EngineVersion,
+    pub model: &'a Model,
+    /// The paged cache runs (vLLM's prefix caching model).
+    pub paged: bool,
+    pub block_size: u32,
+    pub pp: u64,
+    pub disaggregated: bool,
+    pub offloading: bool,
+}
+
+/// The hybrid manager vLLM runs for `m` under `o`: its grouping, or `None` for one group (every
+/// layer full attention, or the manager disabled). Refuses what vLLM refuses and what cachesim
+/// does not model, saying which.
+pub fn resolve(o: &HybridOptions, m: &HybridMachine) -> Result<Option<Grouping>> {
+    let vllm_v1 = m.engine == EngineKind::Vllm;
+    let groups = if o.disable || !vllm_v1 { None } else { grouping(m.model) };
+    match o.retention {
+        Some(Retention::Interval(n)) if n != 0 && groups.is_none() => {
+            return Err(Error::invalid(
+                "--prefix-cache-retention-interval",
+                format!(
+                    "{n}: this model has no sliding-window KV cache group{}, so retention has no effect (vLLM \
+                     refuses it: set it to 0)",
+                    if o.disable { " with --disable-hybrid-kv-cache-manager" } else { "" }
+                ),
+            ))
+        }
+        Some(Retention::Interval(n)) if n < 0 || n % m.block_size as i64 != 0 => {
+            return Err(Error::invalid(
+                "--prefix-cache-retention-interval",
+                format!("{n} must be non-negative and a multiple of scheduler_block_size ({})", m.block_size),
+            ))
+        }
+        _ => {}
+    }
+    let Some(g) = groups else { return Ok(None) };
+    let why = if m.version != EngineVersion::Vllm033 {
+        Some(format!(
+            "{}'s hybrid KV cache manager (it caches every sliding-window block) is not modelled, only vllm@0.33's",
+            m.version
+        ))
+    } else if !m.paged {
+        Some("the hybrid KV cache manager runs only with the paged cache (--policy paged)".to_string())
+    } else if m.pp > 1 {
+        Some("pipeline stages with the hybrid KV cache manager are not modelled".to_string())
+    } else if m.disaggregated {
+        Some("prefill/decode disaggregation with the hybrid KV cache manager is not modelled".to_string())
+    } else if m.offloading {
+        Some("CPU KV offloading of a hybrid model's groups is not modelled".to_string())
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Err(Error::invalid(
+            "--model",
+            format!(
+                "{} mixes sliding-window and full-attention layers: {why}; --disable-hybrid-kv-cache-manager runs \
+                 every layer as full attention, as vLLM does then",
+                m.model.name
+            ),
+        ));
+    }
+    if g.full_groups + g.sliding_groups > u8::MAX as u64 {
+        return Err(Error::invalid(
+            "--model",
+            format!("{} KV cache groups: too many", g.full_groups + g.sliding_groups),
+        ));
+    }
+    Ok(Some(g))
+}
+
+/// The cache's view of grouping `g`: with `max_in_flight_tokens` (the step budget, twice it
+/// under asynchronous scheduling) and `max_model_len` setting the admission cap
+/// `⌈min(W − 1 + max_in_flight_tokens, max_model_len) / bs⌉ + 1`.
+pub fn layout(
+    g: &Grouping,
+    model: &Model,
+    retention: Option<Retention>,
+    block_size: u32,
+    max_in_flight_tokens: u64,
+    max_model_len: u64,
+) -> HybridLayout {
+    let window = model.sliding_window.expect("a sliding layer has a window");
+    let cap = (window - 1 + max_in_flight_tokens).min(max_model_len).div_ceil(block_size as u64) + 1;
+    HybridLayout {
+        full_groups: g.full_groups as u8,
+        sliding_groups: g.sliding_groups as u8,
+        sliding_first: g.sliding_first,
+        window: window.min(u32::MAX as u64) as u32,
+        retention: match retention {
+            None => Some(0),
+            Some(Retention::Dense) => None,
+            Some(Retention::Interval(n)) => Some(n as u32),
+        },
+        admission_cap_blocks: cap.min(u32::MAX as u64) as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_as_vllm_033_groups_them() {
+        // Checked against vLLM 0.33.0's own grouping code: gpt-oss-20b 12 + 12 layers in two
+        // groups of 12 (sliding first); Gemma 3 27B 52 sliding + 10 full in 6 + 1 groups of 10.
+        let oss = crate::catalog::model("gpt-oss-20b", None).unwrap();
+        let g = grouping(&oss).unwrap();
+        assert_eq!(g, Grouping { layers_per_group: 12, full_groups: 1, sliding_groups: 1, sliding_first: true });
+        let gemma = crate::catalog::model("gemma-3-27b", None).unwrap();
+        let g = grouping(&gemma).unwrap();
+        assert_eq!(g, Grouping { layers_per_group: 10, full_groups: 1, sliding_groups: 6, sliding_first: true });
+        assert!(grouping(&crate::catalog::model("llama-3.1-8b", None).unwrap()).is_none());
+        // 10 GiB of KV at block 16: vLLM's 27,306 blocks (gpt-oss-20b: 12 layers × 32 KiB pages)
+        // and 8,192 (Gemma 3: 10 × 128 KiB).
+        let per_layer = |m: &Model| 16 * 2 * m.kv_heads * m.head_dim * 2;
+        assert_eq!((10u64 << 30) / (12 * per_layer(&oss)), 27_306);
+        assert_eq!((10u64 << 30) / (10 * per_layer(&gemma)), 8_192);
+    }
+
+    #[test]
+    fn retention_is_checked_as_vllm_checks_it() {
+        let oss = crate::catalog::model("gpt-oss-20b", None).unwrap();
+        let llama = crate::catalog::model("llama-3.1-8b", None).unwrap();
+        let m = |model| HybridMachine {
+            engine: EngineKind::Vllm,
+            version: EngineVersion::Vllm033,
+            model,
+            paged: true,
+            block_size: 16,
+            pp: 1,
+            disaggregated: false,
+            offloading: false,
+        };
+        let with = |r| HybridOptions { disable: false, retention: Some(r) };
+        assert!(resolve(&with(Retention::Interval(64)), &m(&oss)).unwrap().is_some());
+        assert!(resolve(&with(Retention::Interval(24)), &m(&oss)).is_err());
+        assert!(resolve(&with(Retention::Interval(-16)), &m(&oss)).is_err());
+        assert!(resolve(&with(Retention::Interval(0)), &m(&llama)).unwrap().is_none());
+        assert!(resolve(&with(Retention::Interval(64)), &m(&llama)).is_err());
+        let off = HybridOptions { disable: true, retention: None };
+        assert!(resolve(&off, &m(&oss)).unwrap().is_none());
+        let older = HybridMachine { version: EngineVersion::newest(EngineKind::Vllm), ..m(&oss) };
+        assert!(resolve(&HybridOptions::default(), &older).is_ok());
+        assert_eq!("None".parse::<Retention>(), Ok(Retention::Dense));
+        assert_eq!("128".parse::<Retention>(), Ok(Retention::Interval(128)));
+    }
+}

@@ -1,0 +1,40 @@
+#!/bin/bash
+# Regenerates every golden under schedules/ (and the traces). Usage: ./run_all.sh
+# PY defaults to the vLLM 0.33.0 venv; the driver sets PYTHONHASHSEED=0 itself if unset.
+set -e
+cd "$(dirname "$0")"
+PY=${PY:-venv/bin/python}
+python3 make_traces.py
+mkdir -p schedules
+
+run() {  # run <case> <trace> [driver args...]
+  local name=$1 trace=$2
+  shift 2
+  $PY run_vllm_hybrid.py --trace traces/$trace.jsonl --arrival-steps traces/$trace.arrivals.json \
+    --out schedules/$name.jsonl "$@"
+}
+
+# (a) shared prefixes, W=32, 1 SW + 1 full group (sliding layer first, as gpt-oss/Gemma), big pool
+run shared_prefix           shared_prefix --sliding-window 32 --num-gpu-blocks 5000
+run shared_prefix_fullfirst shared_prefix --sliding-window 32 --num-gpu-blocks 5000 --layer-order full-first
+run shared_prefix_r64       shared_prefix --sliding-window 32 --num-gpu-blocks 5000 --prefix-cache-retention-interval 64
+run shared_prefix_dense     shared_prefix --sliding-window 32 --num-gpu-blocks 5000 --prefix-cache-retention-interval none
+# (b) identical prompt resent after the first finished
+run resend                  resend        --sliding-window 32 --num-gpu-blocks 5000
+# (c) siblings of a common prefix
+run siblings                siblings      --sliding-window 32 --num-gpu-blocks 5000
+run siblings_dense          siblings      --sliding-window 32 --num-gpu-blocks 5000 --prefix-cache-retention-interval none
+# (d) chunked prefill with a 64-token budget: the window slides during the prefill
+run chunked                 chunked       --sliding-window 32 --num-gpu-blocks 5000 --max-num-seqs 16 --max-num-batched-tokens 64
+# (e) pressure: small pool, eviction and preemption; (f) the same with dense retention.
+# max_model_len 512 so that vLLM's startup check (one max_model_len request must fit) accepts the
+# 56/96-block pools; with 65536 the step records are identical (checked for pressure).
+run pressure                pressure      --sliding-window 32 --num-gpu-blocks 56 --max-num-seqs 8 --max-num-batched-tokens 256 --max-model-len 512
+run pressure_dense          pressure      --sliding-window 32 --num-gpu-blocks 56 --max-num-seqs 8 --max-num-batched-tokens 256 --max-model-len 512 --prefix-cache-retention-interval none
+run pressure_fullfirst      pressure      --sliding-window 32 --num-gpu-blocks 56 --max-num-seqs 8 --max-num-batched-tokens 256 --max-model-len 512 --layer-order full-first
+# (g) wide window W=128 (gpt-oss), prompts up to 600 tokens; also with a 128-token budget
+run wide_window             wide_window   --sliding-window 128 --num-gpu-blocks 5000
+run wide_window_chunked     wide_window   --sliding-window 128 --num-gpu-blocks 5000 --max-num-seqs 16 --max-num-batched-tokens 128
+# (h) Gemma-like: 3 sliding-window layers, each its own group, + 1 full group
+run gemma_shared_prefix     shared_prefix --sliding-window 32 --num-gpu-blocks 6000 --sw-groups 3
+run gemma_pressure          pressure      --sliding-window 32 --num-gpu-blocks 96 --max-num-seqs 8 --max-num-batched-tokens 256 --max-model-len 512 --sw-groups 3
