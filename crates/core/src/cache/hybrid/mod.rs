@@ -107,7 +107,12 @@ struct Blk {
     key: u32,
     group: u8,
     ref_cnt: u32,
+    /// The next block carrying the same (group, key), in insertion order (`NIL`: none).
+    dup_next: u32,
 }
+
+/// No next carrier.
+const NIL: u32 = u32::MAX;
 
 /// A request's block tables and what the sliding groups need to know about it.
 #[derive(Debug, Clone)]
@@ -138,8 +143,9 @@ pub struct HybridCache {
     num_blocks: Option<u32>,
     blk: Vec<Blk>,
     free: FreeList,
-    /// Per (group, key): the blocks carrying it, earliest inserted first.
-    index: FxHashMap<u64, Vec<u32>>,
+    /// Per (group, key): the earliest-inserted block carrying it; later carriers follow it
+    /// through `Blk::dup_next`.
+    index: FxHashMap<u64, u32>,
     reqs: ReqSlots<ReqState>,
     /// Each request's prompt length, from its first admission attempt (a resumed request's
     /// known tokens include its outputs; the replay boundary is the prompt's).
@@ -165,7 +171,7 @@ impl HybridCache {
         for b in 1..num_gpu_blocks.unwrap_or(1) {
             free.push_back(b);
         }
-        let fresh = Blk { key: NO_KEY, group: 0, ref_cnt: 0 };
+        let fresh = Blk { key: NO_KEY, group: 0, ref_cnt: 0, dup_next: NIL };
         Self {
             ids: BlockIds::new(&store, block as usize),
             block: block as usize,
@@ -218,7 +224,7 @@ impl HybridCache {
 
     /// The earliest-inserted block carrying (group, key) (`get_one_block`).
     fn cached_block(&self, g: usize, key: u32) -> Option<u32> {
-        self.index.get(&index_key(g, key)).map(|v| v[0])
+        self.index.get(&index_key(g, key)).copied()
     }
 
     /// Blocks carrying key `key` in every group of one kind (`get_cached_block`), or `None`.
@@ -320,7 +326,7 @@ impl HybridCache {
                 self.free.pop_front().expect("the count was checked")
             }
             None => {
-                self.blk.push(Blk { key: NO_KEY, group: 0, ref_cnt: 0 });
+                self.blk.push(Blk { key: NO_KEY, group: 0, ref_cnt: 0, dup_next: NIL });
                 self.blk.len() as u32 - 1
             }
         };
@@ -330,7 +336,7 @@ impl HybridCache {
             self.cached_free -= 1;
             self.stats.evicted_tokens += self.block as u64;
         }
-        self.blk[b as usize] = Blk { key: NO_KEY, group: g as u8, ref_cnt: 1 };
+        self.blk[b as usize] = Blk { key: NO_KEY, group: g as u8, ref_cnt: 1, dup_next: NIL };
         self.in_use += 1;
         b
     }
@@ -338,12 +344,21 @@ impl HybridCache {
     fn uncache(&mut self, b: u32) {
         let r = self.blk[b as usize];
         let k = index_key(r.group as usize, r.key);
-        let v = self.index.get_mut(&k).expect("a cached block is indexed");
-        v.retain(|&x| x != b);
-        if v.is_empty() {
-            self.index.remove(&k);
+        let first = *self.index.get(&k).expect("a cached block is indexed");
+        if first == b {
+            match r.dup_next {
+                NIL => self.index.remove(&k),
+                next => self.index.insert(k, next),
+            };
+        } else {
+            let mut p = first;
+            while self.blk[p as usize].dup_next != b {
+                p = self.blk[p as usize].dup_next;
+            }
+            self.blk[p as usize].dup_next = r.dup_next;
         }
         self.blk[b as usize].key = NO_KEY;
+        self.blk[b as usize].dup_next = NIL;
     }
 
     /// Takes hit blocks (`touch`): out of the free queue when unreferenced, one more reference.
@@ -447,7 +462,18 @@ impl HybridCache {
                 }
                 debug_assert_eq!(self.blk[b as usize].key, NO_KEY, "a block cached twice");
                 self.blk[b as usize].key = key;
-                self.index.entry(index_key(g, key)).or_default().push(b);
+                match self.index.get(&index_key(g, key)) {
+                    None => {
+                        self.index.insert(index_key(g, key), b);
+                    }
+                    Some(&first) => {
+                        let mut p = first;
+                        while self.blk[p as usize].dup_next != NIL {
+                            p = self.blk[p as usize].dup_next;
+                        }
+                        self.blk[p as usize].dup_next = b;
+                    }
+                }
             }
             st.cached[g] = full;
         }
@@ -465,6 +491,18 @@ impl HybridCache {
         st.tokens = st.tokens.max(tokens);
         let used = (self.in_use + self.cached_free) * self.block as u64;
         self.stats.peak_used_tokens = self.stats.peak_used_tokens.max(used);
+    }
+
+    /// Whether growing `req` to `total` tokens would release, allocate and cache nothing (the
+    /// common decode step: room in every last block, no block filled, the window past no block).
+    fn quiet(&self, req: ReqId, total: usize) -> bool {
+        let st = self.reqs.get(req).expect("request admitted");
+        let (want, full) = (total.div_ceil(self.block), total / self.block);
+        (0..st.tables.len()).all(|g| {
+            let t = &st.tables[g];
+            let k = (self.skipped(g, st.computed) / self.block).min(t.len());
+            want <= t.len() && full <= st.cached[g] && (k == 0 || t[k - 1] == NULL)
+        })
     }
 
     /// Releases a request's tables group by group (`coordinator.free`).
@@ -546,6 +584,11 @@ impl PrefixCache for HybridCache {
     }
 
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
+        if self.quiet(req, total_tokens) {
+            let st = self.reqs.get_mut(req).expect("request admitted");
+            st.tokens = st.tokens.max(total_tokens);
+            return true;
+        }
         let mut st = self.reqs.take(req);
         // Released even when the step then fails ("we can do this even if we cannot schedule").
         let computed = st.computed;
@@ -612,12 +655,15 @@ impl PrefixCache for HybridCache {
         assert_eq!(in_use, self.in_use, "blocks in use");
         let cached_free = self.blk.iter().skip(1).filter(|r| r.ref_cnt == 0 && r.key != NO_KEY).count() as u64;
         assert_eq!(cached_free, self.cached_free, "cached free blocks");
-        let indexed: usize = self.index.values().map(Vec::len).sum();
-        assert_eq!(indexed, self.blk.iter().filter(|r| r.key != NO_KEY).count(), "cached blocks not indexed");
-        for (&k, v) in &self.index {
-            for &b in v {
+        let mut indexed = 0;
+        for (&k, &first) in &self.index {
+            let mut b = first;
+            while b != NIL {
                 assert_eq!(index_key(self.blk[b as usize].group as usize, self.blk[b as usize].key), k, "index entry");
+                indexed += 1;
+                b = self.blk[b as usize].dup_next;
             }
         }
+        assert_eq!(indexed, self.blk.iter().filter(|r| r.key != NO_KEY).count(), "cached blocks not indexed");
     }
 }

@@ -146,3 +146,115 @@ fn the_admission_gate_caps_the_window_group_and_can_refuse_forever() {
     short.check_invariants();
     assert_eq!(short.free_queue(), range(1, 18));
 }
+
+use proptest::prelude::*;
+
+/// Sequences of `(prefix family, own tokens, outputs)`: families share their first 40 tokens.
+fn seqs(shapes: &[(u32, u32, u32)]) -> (Vec<Vec<u32>>, Vec<usize>) {
+    let mut out = Vec::new();
+    let mut prompts = Vec::new();
+    for (i, &(family, own, outputs)) in shapes.iter().enumerate() {
+        let base = 10_000 * (family + 1);
+        let mut s: Vec<u32> = (base..base + 40).collect();
+        s.extend((0..own).map(|k| 1_000_000 + 1_000 * i as u32 + k));
+        prompts.push(s.len());
+        s.extend((0..outputs).map(|k| 5_000_000 + 1_000 * i as u32 + k));
+        out.push(s);
+    }
+    (out, prompts)
+}
+
+/// Drives `c` as vLLM's scheduler would, one request at a time in `order` (admitted whole,
+/// decoded to its end, finished or, when `preempt` says so, preempted after its prompt and
+/// admitted again); returns each admission's hit. Refused admissions are skipped.
+fn drive(c: &mut HybridCache, seqs: &[Vec<u32>], prompts: &[usize], order: &[usize], preempt: &[bool]) -> Vec<usize> {
+    let mut hits = Vec::new();
+    for (&r, &again) in order.iter().zip(preempt) {
+        let (req, len, prompt) = (r as u32, seqs[r].len(), prompts[r]);
+        let Some(a) = c.admit_reserving(req, req, prompt, usize::MAX, prompt) else { continue };
+        hits.push(a.hit_tokens);
+        c.computed(req, prompt);
+        c.check_invariants();
+        if again {
+            c.preempt(req);
+            c.check_invariants();
+            match c.admit_reserving(req, req, prompt + 1, usize::MAX, prompt + 1) {
+                Some(a) => {
+                    hits.push(a.hit_tokens);
+                    c.computed(req, prompt + 1);
+                }
+                None => {
+                    c.finish(req);
+                    continue;
+                }
+            }
+        }
+        let mut t = c.reqs.get(req).map_or(len, |s| s.computed);
+        while t < len {
+            if !c.grow(req, t + 1) {
+                break;
+            }
+            t += 1;
+            c.computed(req, t);
+        }
+        c.finish(req);
+        c.check_invariants();
+    }
+    hits
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Any mix of admissions, decodes, preemptions and finishes in a small pool keeps the pool
+    /// whole: references match the tables, the free queue holds exactly the unreferenced
+    /// blocks, every cached block is indexed under its group and key.
+    #[test]
+    fn the_pool_stays_consistent(
+        shapes in prop::collection::vec((0u32..3, 0u32..90, 1u32..40), 1..12),
+        order in prop::collection::vec(0usize..12, 1..24),
+        preempt in prop::collection::vec(any::<bool>(), 24),
+        blocks in 12u32..60,
+        retention in prop_oneof![Just(Some(0)), Just(Some(32)), Just(None)],
+        sliding_first in any::<bool>(),
+    ) {
+        let (s, p) = seqs(&shapes);
+        let order: Vec<usize> = order.into_iter().map(|i| i % s.len()).collect();
+        let layout = HybridLayout { retention, sliding_first, ..layout(CAP) };
+        let mut c = HybridCache::new(Arc::new(TokenStore::from_seqs(&s)), 16, Some(blocks), layout);
+        drive(&mut c, &s, &p, &order, &preempt);
+        prop_assert_eq!(c.free_queue().len() as u32, blocks - 1, "every block back in the queue");
+    }
+
+    /// With a window longer than any sequence, every sliding block kept and room for all, the
+    /// hybrid manager hits exactly what the one-group paged cache hits: the window never passes
+    /// a block, so both groups cache the same blocks as the paged cache does.
+    #[test]
+    fn a_window_longer_than_everything_hits_as_the_paged_cache(
+        shapes in prop::collection::vec((0u32..3, 0u32..90, 1u32..40), 1..12),
+        order in prop::collection::vec(0usize..12, 1..24),
+        preempt in prop::collection::vec(any::<bool>(), 24),
+    ) {
+        let (s, p) = seqs(&shapes);
+        let order: Vec<usize> = order.into_iter().map(|i| i % s.len()).collect();
+        let store = Arc::new(TokenStore::from_seqs(&s));
+        let layout = HybridLayout { window: 1 << 20, retention: None, ..layout(CAP) };
+        let mut hybrid = HybridCache::new(store.clone(), 16, None, layout);
+        let got = drive(&mut hybrid, &s, &p, &order, &preempt);
+        let mut paged = crate::cache::paged::PagedCache::new(store, 16, None);
+        let mut want = Vec::new();
+        for (&r, &again) in order.iter().zip(&preempt) {
+            let (req, prompt) = (r as u32, p[r]);
+            want.push(paged.admit_reserving(req, req, prompt, usize::MAX, prompt).unwrap().hit_tokens);
+            if again {
+                paged.preempt(req);
+                want.push(paged.admit_reserving(req, req, prompt + 1, usize::MAX, prompt + 1).unwrap().hit_tokens);
+            }
+            for t in prompt + usize::from(again)..s[r].len() {
+                prop_assert!(paged.grow(req, t + 1));
+            }
+            paged.finish(req);
+        }
+        prop_assert_eq!(got, want);
+    }
+}
