@@ -1,8 +1,8 @@
 //! Coalesced decode steps print the same bytes: the README's and the guides' run commands (the
 //! bundled sample, every output file, clusters under each router, failures, autoscaling, PD, a
-//! pipeline-parallel deployment, the Mooncake and ShareGPT traces) run with and without
-//! `--no-step-coalescing`, and their stdout and every file they write are compared byte for
-//! byte. The golden schedules are compared both ways in `golden_vllm.rs`, random workloads in
+//! pipeline-parallel deployment, sliding-window and chunked attention, the Mooncake and ShareGPT
+//! traces) run with and without `--no-step-coalescing`, and their stdout and every file they
+//! write are compared byte for byte. The golden schedules are compared both ways in `golden_vllm.rs`, random workloads in
 //! the core's `sim::coalesce_tests`.
 
 use crate::common;
@@ -93,6 +93,8 @@ fn the_bundled_sample_and_every_output_file_are_the_same_coalesced_or_not() {
         ("pd", vec!["run", "--prefill-instances", "1", "--decode-instances", "2", "--json"]),
         ("pp", vec!["run", "--model", "llama-3.1-70b", "--gpu", "a100-80gb", "--tp", "4", "--pp", "2", "--json"]),
         ("seeds", vec!["run", "--request-rate", "8", "--seeds", "3"]),
+        // Sliding-window layers priced over the window: the decodes' reads stop growing at it.
+        ("sliding", vec!["run", "--model", "gpt-oss-20b", "--disable-hybrid-kv-cache-manager", "--json"]),
     ] {
         same_both_ways(name, &args);
     }
@@ -139,6 +141,27 @@ fn the_real_traces_are_the_same_coalesced_or_not() {
                     "aibrix",
                     "--timeline-csv",
                     "{dir}/tl.csv",
+                ][..],
+                &engine,
+            ]
+            .concat(),
+        ),
+        (
+            // Chunked layers (Llama 4): Mooncake's long prompts cross 8,192-token chunk starts.
+            "mooncake-chunked",
+            [
+                &[
+                    "--trace",
+                    m,
+                    "--num-prompts",
+                    "300",
+                    "--model",
+                    "llama-4-scout",
+                    "--tp",
+                    "4",
+                    "--max-model-len",
+                    "131072",
+                    "--json",
                 ][..],
                 &engine,
             ]

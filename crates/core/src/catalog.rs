@@ -757,6 +757,15 @@ impl Model {
                 return Err(e.fail(key, format!("no `{}` layer in attention_pattern uses it", kind.name())));
             }
         }
+        if self.attention_pattern.contains(&AttentionKind::Sliding)
+            && self.attention_pattern.contains(&AttentionKind::Chunked)
+        {
+            return Err(e.fail(
+                "attention_pattern",
+                "sliding-window and chunked layers in one model are not modelled (no released model mixes them)"
+                    .to_string(),
+            ));
+        }
         if self.is_hybrid() && self.is_mla() {
             return Err(e.fail("attention_pattern", "windowed layers with an MLA latent are not modelled".to_string()));
         }

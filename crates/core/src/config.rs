@@ -682,23 +682,21 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         },
     )?;
     let mut startup_notes = Vec::new();
-    if model.is_hybrid() {
-        if hybrid.is_none() {
-            startup_notes.push(format!(
-                "{}'s sliding-window or chunked layers are cached as full attention: every token's KV kept in every \
-                 layer ({}; docs/engines/hybrid-attention.md)",
-                model.name,
-                match o.engine {
-                    EngineKind::Vllm if o.hybrid.disable => "--disable-hybrid-kv-cache-manager",
-                    EngineKind::Vllm => "vLLM runs chunked-local layers without its hybrid manager by default",
-                    _ => "this engine's sliding-window memory pool is not modelled",
-                }
-            ));
-        }
+    if model.is_hybrid() && hybrid.is_none() {
         startup_notes.push(format!(
-            "the step time prices every layer of {} as full attention: at contexts past the window its sliding \
-             layers' attention is overcounted",
-            model.name
+            "{}'s {} layers are cached as full attention: every token's KV kept in every layer ({}; \
+             docs/engines/hybrid-attention.md)",
+            model.name,
+            if model.attention_pattern.contains(&crate::catalog::AttentionKind::Chunked) {
+                "chunked"
+            } else {
+                "sliding-window"
+            },
+            match o.engine {
+                EngineKind::Vllm if o.hybrid.disable => "--disable-hybrid-kv-cache-manager",
+                EngineKind::Vllm => "vLLM runs chunked-local layers without its hybrid manager by default",
+                _ => "this engine's sliding-window memory pool is not modelled",
+            }
         ));
     }
     if let (EngineKind::Sglang, Some(t)) = (o.engine, o.max_total_tokens) {

@@ -11,6 +11,7 @@
 //! and model are unknown (`calibrate --fit --unknown-hardware`).
 
 pub mod ep;
+pub mod local;
 pub mod moe;
 pub mod parallel;
 #[cfg(test)]
@@ -20,6 +21,7 @@ mod sanity;
 pub mod spec;
 
 use crate::catalog::{Dtype, Gpu, Model, Network};
+pub use local::LocalWindow;
 use parallel::{Links, Parallel};
 use serde::{Deserialize, Serialize};
 use spec::SpecDecode;
@@ -39,9 +41,32 @@ pub struct BatchShape {
     pub decode_seqs: u32,
     /// Σ context tokens of those sequences (KV read by decode attention).
     pub decode_ctx_tokens: u64,
+    /// The model's windowed layers (sliding or chunked), whose attention the three `local_`
+    /// sums count; `None` for a model whose every layer attends to every earlier token.
+    #[serde(skip)]
+    pub local: Option<LocalWindow>,
+    /// `prefill_attn_pairs` as a windowed layer counts them ([`LocalWindow::pairs`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub local_prefill_attn_pairs: f64,
+    /// `prefill_ctx_tokens` as a windowed layer reads them ([`LocalWindow::before`]).
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub local_prefill_ctx_tokens: u64,
+    /// `decode_ctx_tokens` as a windowed layer reads them.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub local_decode_ctx_tokens: u64,
 }
 
 impl BatchShape {
+    /// An empty batch of a model whose windowed layers attend to `local` ([`CostModel::local_window`]).
+    pub fn within(local: Option<LocalWindow>) -> Self {
+        Self { local, ..Self::default() }
+    }
+
+    /// Empties the batch, keeping its window.
+    pub fn clear(&mut self) {
+        *self = Self::within(self.local);
+    }
+
     /// Adds a sequence computing `new` tokens after `context` already computed ones.
     #[inline]
     pub fn add(&mut self, context: u64, new: u64) {
@@ -53,6 +78,41 @@ impl BatchShape {
             self.prefill_tokens += new;
             self.prefill_ctx_tokens += context;
             self.prefill_attn_pairs += new as f64 * (context as f64 + (new as f64 + 1.0) / 2.0);
+        }
+        if let Some(w) = self.local {
+            if new == 1 {
+                self.local_decode_ctx_tokens += w.before(context);
+            } else {
+                self.local_prefill_ctx_tokens += w.before(context);
+                self.local_prefill_attn_pairs += w.pairs(context, new) as f64;
+            }
+        }
+    }
+
+    /// Every decoding sequence one token further (the next step of a decode-only batch, or of a
+    /// multi-step batch): `contexts` are the decodes' contexts in the step now formed, needed
+    /// only with windowed layers, whose reads stop growing at the window.
+    #[inline]
+    pub fn advance_decodes(&mut self, contexts: impl Iterator<Item = u64>) {
+        self.decode_ctx_tokens += self.decode_seqs as u64;
+        if let Some(w) = self.local {
+            self.local_decode_ctx_tokens = contexts.map(|c| w.before(c)).sum();
+        }
+    }
+
+    /// What the step's attention reads over all layers: each windowed sum weighted by the
+    /// windowed layers' `share` of them, the plain sum by the rest.
+    fn attended(&self, share: f64) -> Attended {
+        let (pairs, pctx, dctx) =
+            (self.prefill_attn_pairs, self.prefill_ctx_tokens as f64, self.decode_ctx_tokens as f64);
+        if self.local.is_none() {
+            return Attended { prefill_pairs: pairs, prefill_ctx: pctx, decode_ctx: dctx };
+        }
+        let mix = |full: f64, local: f64| (1.0 - share) * full + share * local;
+        Attended {
+            prefill_pairs: mix(pairs, self.local_prefill_attn_pairs),
+            prefill_ctx: mix(pctx, self.local_prefill_ctx_tokens as f64),
+            decode_ctx: mix(dctx, self.local_decode_ctx_tokens as f64),
         }
     }
     /// Tokens computed in the step.
@@ -96,6 +156,12 @@ pub trait CostModel: Send + Sync {
     /// drafts and the target's own token); 1 without speculation.
     fn tokens_per_step(&self) -> f64 {
         1.0
+    }
+
+    /// The window of the model's windowed layers, which the batches it prices must count
+    /// ([`BatchShape::within`]); `None` (the default): attention over every earlier token.
+    fn local_window(&self) -> Option<LocalWindow> {
+        None
     }
 
     /// Batches the engine keeps in flight at once (vLLM v1 under PP: one per stage).
@@ -151,13 +217,19 @@ pub struct StepLaw {
 impl StepLaw {
     /// Device seconds of a step of shape `b` (0 for an empty step).
     pub fn device_s(&self, b: &BatchShape) -> f64 {
+        self.device_reading(b, (b.prefill_ctx_tokens + b.decode_ctx_tokens) as f64)
+    }
+
+    /// [`StepLaw::device_s`] with the context tokens attention reads given (`ctx_tokens`: a
+    /// windowed model's layer-weighted count).
+    fn device_reading(&self, b: &BatchShape, ctx_tokens: f64) -> f64 {
         if b.seqs == 0 {
             return 0.0;
         }
         self.step_s
             + self.per_prefill_token_s * b.prefill_tokens as f64
             + self.per_decode_seq_s * b.decode_seqs as f64
-            + self.per_ctx_token_s * (b.prefill_ctx_tokens + b.decode_ctx_tokens) as f64
+            + self.per_ctx_token_s * ctx_tokens
     }
 
     /// The law in words, e.g. `109.1 ms per step + 146.40 µs per prefill token + …`.
@@ -251,6 +323,18 @@ pub fn gemm_s(gpu: &Gpu, eff: &Efficiency, [m, k, n]: [u64; 3], dtype: Dtype) ->
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
+}
+
+fn is_zero_u64(x: &u64) -> bool {
+    *x == 0
+}
+
+/// What a step's attention reads over all layers ([`BatchShape::attended`]).
+#[derive(Debug, Clone, Copy)]
+struct Attended {
+    prefill_pairs: f64,
+    prefill_ctx: f64,
+    decode_ctx: f64,
 }
 
 impl Default for Efficiency {
@@ -354,6 +438,9 @@ pub struct Roofline {
     /// ([`ep::deepgemm_sm_share`]; 1 otherwise).
     deepgemm_share: f64,
     head_params: f64,
+    /// The windowed layers' window and their share of the layers ([`LocalWindow::of`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    local: Option<(LocalWindow, f64)>,
     /// DeepEP's all-to-all under EP with DP attention ([`ep`]); `None`: the plain all-to-all.
     #[serde(skip)]
     deepep: Option<ep::EpShape>,
@@ -442,19 +529,33 @@ impl Roofline {
             kernels: model.forward_kernels(),
             deepgemm_share: if deepep.is_some() && d.a2a.two_batch_overlap { ep::deepgemm_sm_share(gpu) } else { 1.0 },
             head_params: (model.vocab * model.hidden) as f64 / tp,
+            local: LocalWindow::of(model),
             deepep,
             deployment: d,
         }
     }
 
+    /// What `b`'s attention reads over all layers, its windowed layers' reads counted as they
+    /// read.
+    fn attended(&self, b: &BatchShape) -> Attended {
+        debug_assert!(
+            b.seqs == 0 || b.local == self.local.map(|l| l.0),
+            "a batch counted with window {:?} priced for {:?}",
+            b.local,
+            self.local
+        );
+        b.attended(self.local.map_or(0.0, |l| l.1))
+    }
+
     fn load(&self, b: &BatchShape, decode_positions: f64) -> Load {
+        let a = self.attended(b);
         Load {
             seqs: b.seqs as f64,
             tokens: b.prefill_tokens as f64 + b.decode_seqs as f64 * decode_positions,
-            prefill_pairs: b.prefill_attn_pairs,
-            prefill_ctx: b.prefill_ctx_tokens as f64,
+            prefill_pairs: a.prefill_pairs,
+            prefill_ctx: a.prefill_ctx,
             decode_positions,
-            decode_ctx: b.decode_ctx_tokens as f64,
+            decode_ctx: a.decode_ctx,
         }
     }
 
@@ -571,7 +672,8 @@ impl Roofline {
             seqs: b.decode_seqs,
             decode_seqs: b.decode_seqs,
             decode_ctx_tokens: b.decode_ctx_tokens,
-            ..Default::default()
+            local_decode_ctx_tokens: b.local_decode_ctx_tokens,
+            ..BatchShape::within(b.local)
         };
         let one_layer = self.forward_s(&self.load(&d, 1.0)) / self.layers.max(1.0);
         let head = bound_s(
@@ -588,7 +690,8 @@ impl Roofline {
     /// speculative decoding, whose verify and draft passes it does not know).
     fn device_s(&self, b: &BatchShape) -> f64 {
         if let Some(law) = &self.eff.law {
-            return law.device_s(b);
+            let a = self.attended(b);
+            return law.device_reading(b, a.prefill_ctx + a.decode_ctx);
         }
         match &self.deployment.spec {
             None => self.forward_s(&self.load(b, 1.0)),
@@ -651,6 +754,10 @@ impl CostModel for Roofline {
 
     fn in_flight_batches(&self) -> usize {
         self.deployment.parallel.pp.max(1) as usize
+    }
+
+    fn local_window(&self) -> Option<LocalWindow> {
+        self.local.map(|l| l.0)
     }
 
     fn pipeline_stages(&self, b: &BatchShape, overlap: bool) -> Vec<f64> {
@@ -914,5 +1021,62 @@ mod tests {
         assert!((t.host_s - 0.003).abs() < 1e-12, "{t:?}");
         assert_eq!(r.step_parts(&BatchShape::default()), StepTime::default());
         assert!(law.describe().starts_with("100.0 ms per step + 100.00 µs per prefill token"), "{}", law.describe());
+    }
+
+    /// gpt-oss-20b's sliding layers (half of them, window 128) read at most 127 earlier tokens
+    /// and pair a prompt token with at most 128 keys; the roofline prices the layer-weighted
+    /// mean, which a model of full layers prices for the same totals.
+    #[test]
+    fn windowed_layers_are_priced_over_their_window() {
+        let h100 = gpu("h100-sxm", None).unwrap();
+        let gpt = model("gpt-oss-20b", None).unwrap();
+        let full = Model { attention_pattern: Vec::new(), sliding_window: None, ..gpt.clone() };
+        let (r, rf) = (
+            Roofline::new(&h100, &gpt, 1, Efficiency::default()),
+            Roofline::new(&h100, &full, 1, Efficiency::default()),
+        );
+        assert_eq!((r.local_window(), rf.local_window()), (Some(LocalWindow::Sliding(128)), None));
+        // Two decodes at 10,000: 0.5 × 20,000 + 0.5 × 2 × 127 = 10,127 context tokens read, as
+        // two full-attention decodes at 10,000 and 127.
+        let mut d = BatchShape::within(r.local_window());
+        d.add(10_000, 1);
+        d.add(10_000, 1);
+        assert_eq!((d.decode_ctx_tokens, d.local_decode_ctx_tokens), (20_000, 254));
+        assert_eq!(r.attended(&d).decode_ctx, 10_127.0);
+        let mut df = BatchShape::default();
+        df.add(10_000, 1);
+        df.add(127, 1);
+        assert!((r.step_parts(&d).device_s - rf.step_parts(&df).device_s).abs() < 1e-15);
+        // A 1,000-token prompt: 500,500 pairs in a full layer, 128 × 129 / 2 + 872 × 128 =
+        // 119,872 in a sliding one.
+        let mut p = BatchShape::within(r.local_window());
+        p.add(0, 1000);
+        assert_eq!(p.local_prefill_attn_pairs, 119_872.0);
+        assert_eq!(r.attended(&p).prefill_pairs, 310_186.0);
+        // Past the window a longer context costs the sliding layers nothing more.
+        let at = |c: u64| {
+            let mut b = BatchShape::within(r.local_window());
+            b.add(c, 1);
+            r.attended(&b).decode_ctx
+        };
+        assert_eq!(at(20_000) - at(10_000), 5_000.0);
+        // Emptied, a batch keeps its window.
+        d.clear();
+        assert_eq!(d, BatchShape::within(r.local_window()));
+    }
+
+    /// Llama 4 Scout's chunked layers (three in four, chunks of 8,192) read back to the start of
+    /// their chunk only: a decode just past a chunk boundary reads almost nothing there.
+    #[test]
+    fn chunked_layers_read_back_to_their_chunk_start() {
+        let scout = model("llama-4-scout", None).unwrap();
+        let r = Roofline::new(&gpu("h100-sxm", None).unwrap(), &scout, 4, Efficiency::default());
+        let mut b = BatchShape::within(r.local_window());
+        b.add(8_193, 1);
+        assert_eq!(b.local_decode_ctx_tokens, 1);
+        assert_eq!(r.attended(&b).decode_ctx, 0.25 * 8_193.0 + 0.75);
+        let mut a = BatchShape::within(r.local_window());
+        a.add(8_191, 1);
+        assert!(r.step_parts(&b).device_s < r.step_parts(&a).device_s, "a chunk start is cheaper");
     }
 }

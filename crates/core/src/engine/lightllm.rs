@@ -24,7 +24,6 @@ use super::launch::{EngineFlags, Launch, Machine};
 use super::{EngineConfig, ReqRt, Scheduler, Step};
 use crate::cache::{PrefixCache, ReqId};
 use crate::catalog::Gpu;
-use crate::cost::BatchShape;
 use crate::error::{Error, Result};
 use std::collections::{HashSet, VecDeque};
 
@@ -274,7 +273,7 @@ impl Scheduler for Lightllm {
             return;
         }
         let decode_shape = out.shape;
-        out.shape = BatchShape::default();
+        out.shape.clear();
         for id in pending {
             let r = reqs[id as usize];
             let n = self.decode_need(&r);
@@ -308,6 +307,7 @@ impl Scheduler for Lightllm {
 mod tests {
     use super::*;
     use crate::cache::NoCache;
+    use crate::cost::BatchShape;
     use crate::engine::{Batch, EngineKind};
 
     fn cfg(max_reqs: u32, batch_max_tokens: u32, chunk: u32) -> EngineConfig {

@@ -20,7 +20,7 @@ pub mod vllm_pool;
 pub mod vllm_v0;
 
 use crate::cache::{PrefixCache, ReqId};
-use crate::cost::BatchShape;
+use crate::cost::{BatchShape, LocalWindow};
 use crate::workload::SeqId;
 use serde::Serialize;
 pub use version::{EngineVersion, Rules};
@@ -341,11 +341,17 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// An empty batch of a model whose windowed layers attend to `local`
+    /// ([`CostModel::local_window`](crate::cost::CostModel::local_window)).
+    pub fn within(local: Option<LocalWindow>) -> Self {
+        Self { shape: BatchShape::within(local), second_pass: BatchShape::within(local), ..Self::default() }
+    }
+
     /// Empties the batch for reuse.
     pub fn clear(&mut self) {
         self.items.clear();
-        self.shape = BatchShape::default();
-        self.second_pass = BatchShape::default();
+        self.shape.clear();
+        self.second_pass.clear();
         self.preempted = 0;
         self.steps = 1;
         self.processed.clear();
@@ -368,7 +374,7 @@ impl Batch {
     pub fn take_back(&mut self, id: ReqId, reqs: &[ReqRt]) -> Option<u32> {
         let k = self.items.iter().position(|&(x, _)| x == id)?;
         let (_, new) = self.items.remove(k);
-        self.shape = BatchShape::default();
+        self.shape.clear();
         for &(x, n) in &self.items {
             self.shape.add(reqs[x as usize].num_computed as u64, n as u64);
         }

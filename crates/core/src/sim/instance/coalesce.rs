@@ -132,8 +132,12 @@ impl Instance<'_> {
             // Step m grows the request to computed + m + 1 tokens.
             s.due.push(Reverse(((quiet - r.num_computed as usize) as u32, j as u32)));
         }
-        let n = self.batch.items.len();
         let mut shape = self.batch.shape;
+        debug_assert_eq!(
+            shape.local.map(|w| s.computed.iter().map(|&c| w.before(c as u64)).sum::<u64>()),
+            shape.local.map(|_| shape.local_decode_ctx_tokens),
+            "the first step's decodes read from the contexts the stretch starts at"
+        );
         let (mut m, mut end, mut prev) = (0u32, end, f64::NAN);
         // Step m + 1 is formed at step m's end when that end finishes nobody and comes before
         // the horizon.
@@ -162,7 +166,7 @@ impl Instance<'_> {
                 s.due.push(Reverse((at, j)));
             }
             self.end_quietly(m, end, prev, &s, rt, keep, log, tokens);
-            shape.decode_ctx_tokens += n as u64;
+            shape.advance_decodes(s.computed.iter().map(|&c| (c + next) as u64));
             self.batch.shape = shape;
             if keep.schedule {
                 let items = self.batch.items.iter().zip(&s.computed).map(|(&(id, k), &c)| (id, k, c + next));

@@ -190,7 +190,7 @@ impl<'a> Instance<'a> {
             tracks_computed: cache.tracks_computed(),
             cache,
             sched: scheduler(&spec.engine, w.store.clone()),
-            batch: Batch::default(),
+            batch: Batch::within(spec.cost.local_window()),
             busy_until: None,
             composition: None,
             preemptions_before: Vec::new(),
@@ -342,7 +342,7 @@ impl<'a> Instance<'a> {
         let mut dt = self.price(&self.batch.shape) + self.price(&self.batch.second_pass);
         let end = if self.batch.steps() > 1 {
             debug_assert!(self.max_in_flight == 1, "multi-step runs one batch at a time");
-            dt = self.price_multi_step(now);
+            dt = self.price_multi_step(now, rt);
             now + dt
         } else if self.max_in_flight > 1 {
             let mut stages = cost.pipeline_stages(&self.batch.shape, overlap);

@@ -18,15 +18,19 @@ use crate::metrics::RequestRecord;
 impl Instance<'_> {
     /// Prices the running multi-step batch (`self.batch.steps() > 1`) starting at `now`: records
     /// when each of its steps ends in `self.step_ends` and returns the batch's seconds.
-    pub(super) fn price_multi_step(&mut self, now: f64) -> f64 {
+    pub(super) fn price_multi_step(&mut self, now: f64, rt: &[ReqRt]) -> f64 {
         let steps = self.batch.steps();
         debug_assert!(steps > 1 && self.batch.second_pass.seqs == 0);
         let mut shape = self.batch.shape;
+        // The decodes' contexts at the first step.
+        let context = |i: usize| rt[self.batch.items[i].0 as usize].num_computed as u64;
+        let items = self.batch.items.len();
+        debug_assert_eq!((0..items).map(context).sum::<u64>(), shape.decode_ctx_tokens, "the first step's contexts");
         let host = self.cost.step_parts(&shape).host_s;
         let mut device = Vec::with_capacity(steps as usize);
-        for _ in 0..steps {
+        for step in 0..steps as u64 {
             device.push(self.cost.step_parts(&shape).device_s);
-            shape.decode_ctx_tokens += shape.decode_seqs as u64;
+            shape.advance_decodes((0..items).map(|i| context(i) + step + 1));
         }
         let sum: f64 = device.iter().sum();
         let total = StepTime { device_s: sum, host_s: host }.total(self.engine.overlap);
