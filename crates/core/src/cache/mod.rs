@@ -241,6 +241,15 @@ pub trait PrefixCache: Send {
         self.grow(req, total_tokens)
     }
 
+    /// [`grow`](Self::grow) to `total_tokens` known tokens with `lookahead` empty slots beyond
+    /// them (vLLM V0 multi-step's lookahead slots: `SelfAttnBlockSpaceManager.append_slots`
+    /// appends the sequence's unseen token ids and then `ensure_num_empty_slots`): the slots
+    /// are allocated, but only blocks full of known tokens are cached. `false` (and no change)
+    /// when memory is short. Caches that cache nothing ahead grow to the sum.
+    fn grow_ahead(&mut self, req: ReqId, total_tokens: usize, lookahead: usize) -> bool {
+        self.grow(req, total_tokens + lookahead)
+    }
+
     /// Adopts the rules of the engine release that drives this cache: vLLM's free order (paged);
     /// under SGLang's scheduler, that release's eviction and prompt split, and publication of an
     /// unfinished prefill chunk only when the scheduler calls [`checkpoint`](Self::checkpoint)

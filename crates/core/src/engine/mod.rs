@@ -545,8 +545,8 @@ impl VllmQueues {
     /// multi-step reserves `--num-scheduler-steps` − 1 slots for the steps after the first).
     #[inline]
     pub fn schedule_running_ahead(&mut self, id: ReqId, n: u32, lookahead: u32, s: &mut Step) -> bool {
-        let total = (s.reqs[id as usize].num_computed + n + lookahead) as usize;
-        while !s.cache.grow(id, total) {
+        let known = (s.reqs[id as usize].num_computed + n) as usize;
+        while !s.cache.grow_ahead(id, known, lookahead as usize) {
             let victim = self.running.pop().expect("the request itself is running");
             if self.async_output_proc {
                 // vLLM V0 `Scheduler._schedule_running` (0.9): `output_proc_callback(request_id=

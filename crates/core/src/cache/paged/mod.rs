@@ -652,6 +652,26 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         self.grow_blocks(req, total_tokens)
     }
 
+    fn grow_ahead(&mut self, req: ReqId, total_tokens: usize, lookahead: usize) -> bool {
+        let want = total_tokens + lookahead;
+        let held = self.reqs.get(req).expect("request admitted").blocks.len();
+        if want.div_ceil(self.block).saturating_sub(held) as u64 > self.free_len() {
+            return false;
+        }
+        let grown = self.grow(req, total_tokens);
+        debug_assert!(grown, "fewer blocks than were checked free");
+        let st = self.reqs.get_mut(req).expect("request admitted");
+        let extra = want.div_ceil(self.block).saturating_sub(st.blocks.len());
+        st.tokens = st.tokens.max(want);
+        if extra > 0 {
+            let mut blocks = std::mem::take(&mut st.blocks);
+            self.pop_many(extra, &mut blocks);
+            self.reqs.get_mut(req).expect("request admitted").blocks = blocks;
+            self.note_peak();
+        }
+        grown
+    }
+
     fn quiet_until(&self, req: ReqId) -> Option<usize> {
         // `grow`'s fast path: room in the last block and no block filled.
         let st = self.reqs.get(req)?;

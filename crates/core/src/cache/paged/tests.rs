@@ -359,3 +359,21 @@ fn matches_literal<W: IndexWord>(case: &Case) -> Result<(), TestCaseError> {
     }
     Ok(())
 }
+
+/// vLLM V0 multi-step's lookahead slots are allocated, not cached: a 6-token sequence decoding
+/// with 7 slots ahead holds ⌈13 / 4⌉ = 4 blocks, and only its one block of known tokens is hit
+/// by a later request of the same 16 tokens; past the sequence's end no block is cached at all.
+#[test]
+fn lookahead_slots_are_allocated_not_cached() {
+    let st = store(&[range(0, 6), range(0, 16)]);
+    let mut c = PagedCache::with_blocks(st, 4, Some(9)); // 8 usable blocks
+    c.admit(0, 0, 5, usize::MAX).unwrap();
+    assert!(c.grow_ahead(0, 6, 7));
+    assert_eq!(c.block_table(0).map(<[u32]>::len), Some(4));
+    assert_eq!(c.free_len(), 4);
+    assert_eq!(c.peek(1, 16), 4);
+    // More than the free blocks ahead: refused, nothing changed.
+    assert!(!c.grow_ahead(0, 6, 30));
+    assert_eq!((c.block_table(0).map(<[u32]>::len), c.free_len()), (Some(4), 4));
+    c.check_invariants();
+}
