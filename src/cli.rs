@@ -12,6 +12,7 @@ use cachesim::cost::ep::DeepEpMode;
 use cachesim::cost::spec::SpecAlgorithm;
 use cachesim::engine::{EngineKind, EngineVersion, SchedulePolicy, SchedulingPolicy};
 use cachesim::layout::{KvCacheDtype, LayoutOptions, MoeA2aBackend};
+use cachesim::replay::ReplaySpec;
 use cachesim::report::ReportStyle;
 use cachesim::tokenize::TokenizerKind;
 use cachesim::trace::{Format, ReadOptions};
@@ -877,6 +878,14 @@ pub struct CacheArgs {
     /// Requests holding KV at once (pinned, not evictable). 1 replays one request at a time.
     #[arg(allow_negative_numbers = true, long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub inflight: u32,
+    /// A host (CPU) tier below the paged cache, in tokens, comma-separated (0, or numbers with
+    /// k, M, G): vLLM's CPU KV offloading (--kv-offloading-size, vllm@0.33) replayed without
+    /// timing — each request loads the chunks the host holds past its GPU hit, stores its full
+    /// prompt chunks, and is re-ranked in the host's LRU when it finishes. Several values give
+    /// a hit-ratio-vs-host-memory table (`host hit` is the share loaded from the host). Needs
+    /// --policy paged.
+    #[arg(allow_negative_numbers = true, long, value_delimiter = ',', value_parser = parse_host_tokens)]
+    pub host_capacity_tokens: Vec<u64>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -942,21 +951,38 @@ pub type Capacity = Option<u64>;
 
 impl CacheArgs {
     /// Every (policy, granularity, capacity) to replay, in report order.
-    pub fn specs(&self) -> Vec<CacheSpec> {
+    pub fn specs(&self) -> Result<Vec<ReplaySpec>, cachesim::Error> {
+        if !self.host_capacity_tokens.is_empty() {
+            if let Some(p) = self.policy.0.iter().find(|&&p| p != Policy::Paged) {
+                return Err(cachesim::Error::invalid(
+                    "--host-capacity-tokens",
+                    format!(
+                        "the host tier is vLLM's CPU offloading, which sits under the paged cache only: --policy {} has \
+                         none (SGLang's HiCache is not modelled yet); pass --policy paged",
+                        p.name()
+                    ),
+                ));
+            }
+        }
+        let hosts: Vec<Option<u64>> = match self.host_capacity_tokens.as_slice() {
+            [] => vec![None],
+            h => h.iter().map(|&t| Some(t)).collect(),
+        };
         let mut out = Vec::new();
         for &cap in &self.capacity_tokens {
             for &policy in &self.policy.0 {
                 let spec = CacheSpec { policy, block_size: None, page_size: None, capacity_tokens: cap, hybrid: None };
-                match policy {
-                    Policy::Paged => out.extend(self.block.iter().map(|&b| CacheSpec { block_size: Some(b), ..spec })),
-                    Policy::Radix => {
-                        out.extend(self.page_size.iter().map(|&p| CacheSpec { page_size: Some(p), ..spec }))
-                    }
-                    Policy::Token | Policy::None => out.push(spec),
+                let caches: Vec<CacheSpec> = match policy {
+                    Policy::Paged => self.block.iter().map(|&b| CacheSpec { block_size: Some(b), ..spec }).collect(),
+                    Policy::Radix => self.page_size.iter().map(|&p| CacheSpec { page_size: Some(p), ..spec }).collect(),
+                    Policy::Token | Policy::None => vec![spec],
+                };
+                for cache in caches {
+                    out.extend(hosts.iter().map(|&host_tokens| ReplaySpec { cache, host_tokens }));
                 }
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -1002,6 +1028,14 @@ fn parse_policies(s: &str) -> Result<Policies, String> {
 }
 
 /// Parses `unlimited`, `inf`, `12345`, `512k`, `1.5M`, `2G`.
+/// A host tier's tokens: 0, or a count as [`parse_capacity`] reads one (never `unlimited`).
+fn parse_host_tokens(s: &str) -> Result<u64, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    parse_capacity(s)?.ok_or_else(|| format!("`{s}`: a host tier holds a number of tokens (e.g. 0, 4M, 50M)"))
+}
+
 pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
     let t = s.trim();
     if matches!(t, "unlimited" | "inf" | "none") {
@@ -1383,11 +1417,17 @@ mod tests {
             "1k,unlimited",
         ]);
         let Some(Command::Cache(args)) = cli.command else { panic!("cache") };
-        let specs = args.specs();
+        let specs = args.specs().unwrap();
         assert_eq!(specs.len(), 6);
-        assert_eq!(specs[1].block_size, Some(32));
-        assert_eq!(specs[2].policy, Policy::None);
-        assert_eq!(specs[3].capacity_tokens, None);
+        assert_eq!(specs[1].cache.block_size, Some(32));
+        assert_eq!(specs[2].cache.policy, Policy::None);
+        assert_eq!(specs[3].cache.capacity_tokens, None);
+        assert!(specs.iter().all(|s| s.host_tokens.is_none()));
+        // Host tiers multiply the paged replays.
+        let cli = Cli::parse_from(["cachesim", "cache", "--policy", "paged", "--host-capacity-tokens", "0,2M"]);
+        let Some(Command::Cache(args)) = cli.command else { panic!("cache") };
+        let hosts: Vec<_> = args.specs().unwrap().iter().map(|s| s.host_tokens).collect();
+        assert_eq!(hosts, [Some(0), Some(2_000_000)]);
     }
 
     #[test]

@@ -249,7 +249,7 @@ fn replay(
     if let Some(l) = loaded {
         check_build(l, &args.cache.trace.build_options()).map_err(Error::new_err)?;
     }
-    let specs = args.cache.specs();
+    let specs = args.cache.specs().map_err(|e| to_py(e, None))?;
     let opts = cachesim::replay::ReplayOptions { inflight: args.cache.inflight as usize };
     let results = py.detach(|| cachesim::replay::replay_all(w, &specs, opts, &|| ()));
     py_json(py, &cachesim::report::CacheReport { trace: &w.info, results: &results })

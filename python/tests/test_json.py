@@ -94,6 +94,12 @@ def test_cache_is_the_cli_json(cli_json, tmp_path):
     assert got == expected
     w = cachesim.Workload.from_file()
     assert cachesim.cache(workload=w, policy="paged,radix", block="16,32", capacity_tokens="unlimited,5k") == expected
+    # A host tier below the paged cache, as the command line replays it.
+    tiered = cli_json("cache", "--json", "--policy", "paged", "--capacity-tokens", "5k", "--host-capacity-tokens", "0,20k")
+    got = cachesim.cache(policy="paged", capacity_tokens="5k", host_capacity_tokens=[0, 20000])
+    assert got == tiered
+    assert [r["host_capacity_tokens"] for r in got["results"]] == [0, 20000]
+    assert got["results"][1]["host_hit_tokens"] > 0
 
 
 def test_analyze_is_the_cli_json(cli_json):

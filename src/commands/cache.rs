@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 pub fn cache(args: &CacheArgs) -> anyhow::Result<Answer> {
     let w = load(&args.trace, &args.trace.build_options())?;
-    let specs = args.specs();
+    let specs = args.specs()?;
     let pb = ProgressBar::new((w.requests.len() * specs.len()) as u64);
     pb.set_style(
         ProgressStyle::with_template("replaying {bar:40} {pos}/{len} requests ({per_sec}, eta {eta})")

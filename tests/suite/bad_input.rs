@@ -292,6 +292,16 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
+        what: "a host tier under SGLang's radix cache in `cache`",
+        args: &["cache", "--policy", "paged,radix", "--host-capacity-tokens", "1M"],
+        cut: None,
+    },
+    Case {
+        what: "an unlimited host tier in `cache`",
+        args: &["cache", "--policy", "paged", "--host-capacity-tokens", "unlimited"],
+        cut: None,
+    },
+    Case {
         what: "the hybrid KV cache manager on SGLang",
         args: &["--engine", "sglang", "--disable-hybrid-kv-cache-manager"],
         cut: None,

@@ -5,12 +5,34 @@
 //! its session's previous turn to finish. When memory is short the oldest in-flight request
 //! finishes first; when a finishing request cannot grow, the youngest other one is preempted
 //! (the engines' victim) and admitted again later. Many (policy, capacity) runs go in parallel.
+//!
+//! Under the paged cache a host tier may sit below the GPU ([`ReplaySpec::host_tokens`]): vLLM's
+//! CPU offloading connector ([`Connector`]) as a run drives it, with copies that take no time — a
+//! request looks past its GPU hit for chunks the host holds and loads them, its full prompt
+//! chunks are stored after it is computed, and it is re-ranked in the host's LRU when it
+//! finishes — so the replay says how much host memory buys how much hit ratio.
 
-use crate::cache::{CacheSpec, PrefixCache, ReqId};
+use crate::cache::{CacheSpec, Policy, PrefixCache, ReqId};
+use crate::engine::vllm_offload::{Connector, Lookup, OffloadConfig};
+use crate::engine::ReqRt;
 use crate::workload::Workload;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::VecDeque;
+
+/// One replay: a cache and, under the paged cache, a host tier below it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReplaySpec {
+    pub cache: CacheSpec,
+    /// Host tier capacity in tokens (vLLM's CPU offloading, chunks of one block); `None`: none.
+    pub host_tokens: Option<u64>,
+}
+
+impl From<CacheSpec> for ReplaySpec {
+    fn from(cache: CacheSpec) -> Self {
+        Self { cache, host_tokens: None }
+    }
+}
 
 /// Options of a replay.
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +73,18 @@ pub struct ReplayResult {
     pub preemptions: u64,
     /// Requests whose prompt (or prompt + output) never fit the capacity.
     pub unfit_requests: u64,
+    /// The host tier's capacity in tokens (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_capacity_tokens: Option<u64>,
+    /// Of `hit_tokens`, those loaded from the host tier at first admissions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_hit_tokens: Option<u64>,
+    /// host_hit_tokens / prompt_tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_hit_ratio: Option<f64>,
+    /// Tokens of the chunks the host tier evicted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_evicted_tokens: Option<u64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -60,13 +94,33 @@ enum Status {
     Done,
 }
 
+/// The host tier of a replay: the connector, the requests as it reads them, and a clock that
+/// advances one second a call so every copy has ended by the next.
+struct Host {
+    conn: Connector,
+    rt: Vec<ReqRt>,
+    now: f64,
+}
+
+impl Host {
+    /// The connector's step boundary: what was submitted starts (and, taking no time, ends);
+    /// the next step sees it.
+    fn tick(&mut self) {
+        self.conn.priced(self.now, None);
+        self.now += 1.0;
+        self.conn.begin(self.now);
+    }
+}
+
 struct Run<'a> {
     w: &'a Workload,
     cache: Box<dyn PrefixCache>,
+    host: Option<Host>,
     status: Vec<Status>,
     inflight: VecDeque<ReqId>,
     readmit: VecDeque<ReqId>,
     hit_tokens: u64,
+    host_hit_tokens: u64,
     prompt_tokens: u64,
     ratio_sum: f64,
     requests: u64,
@@ -76,21 +130,65 @@ struct Run<'a> {
 
 impl Run<'_> {
     /// Admits `i`, finishing the oldest in-flight requests while memory is short.
-    /// Returns the hit, or `None` when the prompt does not fit even in an empty window.
-    fn admit(&mut self, i: ReqId) -> Option<usize> {
+    /// Returns the hit (GPU, host), or `None` when the prompt does not fit even in an empty
+    /// window.
+    fn admit(&mut self, i: ReqId) -> Option<(usize, usize)> {
         let r = self.w.requests[i as usize];
+        let prompt = r.prompt_len as usize;
         loop {
-            if let Some(a) = self.cache.admit(i, r.seq, r.prompt_len as usize, usize::MAX) {
-                self.cache.computed(i, r.prompt_len as usize);
+            if let Some(hits) = self.try_admit(i) {
+                self.cache.computed(i, prompt);
+                if let Some(h) = self.host.as_mut() {
+                    // Its full prompt chunks are offered for storing once computed.
+                    let from = h.rt[i as usize].num_computed;
+                    h.conn.plan_stores(&[(i, r.prompt_len - from)], &h.rt, self.cache.as_ref());
+                    h.rt[i as usize].num_computed = r.prompt_len;
+                    h.tick();
+                }
                 self.status[i as usize] = Status::Running;
                 self.inflight.push_back(i);
-                return Some(a.hit_tokens);
+                return Some(hits);
             }
             match self.inflight.front() {
                 Some(&oldest) => self.finish(oldest),
                 None => return None,
             }
         }
+    }
+
+    /// One admission attempt of `i` with its whole prompt: (GPU hit, host hit), or `None` (and
+    /// nothing held) when memory is short. With a host tier the request first looks past its GPU
+    /// hit for chunks the host holds, loads them, and is then grown to its prompt.
+    fn try_admit(&mut self, i: ReqId) -> Option<(usize, usize)> {
+        let r = self.w.requests[i as usize];
+        let prompt = r.prompt_len as usize;
+        let Some(h) = self.host.as_mut() else {
+            return self.cache.admit(i, r.seq, prompt, usize::MAX).map(|a| (a.hit_tokens, 0));
+        };
+        let req = h.rt[i as usize];
+        let gpu = self.cache.peek(r.seq, prompt);
+        let ext = match h.conn.lookup(i, &req, gpu, self.cache.as_ref()) {
+            Lookup::Load(n) => n,
+            Lookup::Defer => unreachable!("every copy ends before the next lookup"),
+        };
+        if ext == 0 {
+            let a = self.cache.admit(i, r.seq, prompt, usize::MAX)?;
+            h.rt[i as usize].num_computed = 0;
+            return Some((a.hit_tokens, 0));
+        }
+        let a = self.cache.admit_external(i, r.seq, prompt, ext, 0)?;
+        debug_assert_eq!(a.hit_tokens, gpu, "the cache's hit moved under the lookup");
+        h.conn.start_load(i, &req, gpu, ext, self.cache.as_ref());
+        h.tick();
+        let (computed, _) = h.conn.land(i, &req, self.cache.as_mut());
+        h.rt[i as usize].num_computed = computed;
+        if !self.cache.grow(i, prompt) {
+            // Its prompt does not fit beside what it loaded: it gives its blocks back.
+            self.cache.preempt(i);
+            h.rt[i as usize].preempted();
+            return None;
+        }
+        Some((gpu, ext))
     }
 
     /// Generates `i`'s output and finishes it; preempts younger requests if it cannot grow.
@@ -102,6 +200,9 @@ impl Run<'_> {
             let Some(pos) = self.inflight.iter().rposition(|&j| j != i) else { break };
             let victim = self.inflight.remove(pos).expect("position found");
             self.cache.preempt(victim);
+            if let Some(h) = self.host.as_mut() {
+                h.rt[victim as usize].preempted();
+            }
             self.status[victim as usize] = Status::Waiting;
             self.readmit.push_front(victim);
             self.preemptions += 1;
@@ -113,6 +214,12 @@ impl Run<'_> {
             self.unfit += 1;
         }
         self.cache.finish(i);
+        if let Some(h) = self.host.as_mut() {
+            // Its remaining prompt chunks are offered and its accesses re-ranked.
+            h.conn.finished(i);
+            h.conn.plan_stores(&[], &h.rt, self.cache.as_ref());
+            h.tick();
+        }
         self.status[i as usize] = Status::Done;
         self.inflight.retain(|&j| j != i);
     }
@@ -143,8 +250,10 @@ impl Run<'_> {
         self.prompt_tokens += prompt;
         self.requests += 1;
         match self.admit(i) {
-            Some(hit) => {
-                self.hit_tokens += hit as u64;
+            Some((gpu, host)) => {
+                let hit = (gpu + host) as u64;
+                self.hit_tokens += hit;
+                self.host_hit_tokens += host as u64;
                 self.ratio_sum += hit as f64 / prompt.max(1) as f64;
             }
             None => {
@@ -155,16 +264,41 @@ impl Run<'_> {
     }
 }
 
-/// Replays the whole workload through one cache; `tick` is called once per request.
-pub fn replay(w: &Workload, spec: CacheSpec, opts: ReplayOptions, tick: &(dyn Fn() + Sync)) -> ReplayResult {
+/// The host tier of `spec`: vLLM's connector over chunks of one block, copies taking no time.
+fn host_tier(w: &Workload, spec: &ReplaySpec) -> Option<Host> {
+    let tokens = spec.host_tokens?;
+    assert_eq!(spec.cache.policy, Policy::Paged, "a host tier sits under the paged cache");
+    let block = spec.cache.block_size.unwrap_or(16).max(1);
+    let cfg = OffloadConfig {
+        size_gib: 0.0,
+        chunks: tokens / block as u64,
+        chunk_tokens: block,
+        chunk_bytes_per_rank: 1,
+        link_bytes_per_s: f64::INFINITY,
+    };
+    let rt = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
+    Some(Host { conn: Connector::new(cfg), rt, now: 0.0 })
+}
+
+/// Replays the whole workload through one cache (and host tier); `tick` is called once per
+/// request.
+pub fn replay(
+    w: &Workload,
+    spec: impl Into<ReplaySpec>,
+    opts: ReplayOptions,
+    tick: &(dyn Fn() + Sync),
+) -> ReplayResult {
+    let spec = spec.into();
     let n = w.requests.len();
     let mut run = Run {
         w,
-        cache: spec.build(w.store.clone()),
+        cache: spec.cache.build(w.store.clone()),
+        host: host_tier(w, &spec),
         status: vec![Status::Waiting; n],
         inflight: VecDeque::new(),
         readmit: VecDeque::new(),
         hit_tokens: 0,
+        host_hit_tokens: 0,
         prompt_tokens: 0,
         ratio_sum: 0.0,
         requests: 0,
@@ -186,8 +320,13 @@ pub fn replay(w: &Workload, spec: CacheSpec, opts: ReplayOptions, tick: &(dyn Fn
     debug_assert!(run.readmit.is_empty());
     if cfg!(debug_assertions) {
         run.cache.check_invariants();
+        if let Some(h) = &run.host {
+            h.conn.check_invariants();
+        }
     }
     let stats = run.cache.stats();
+    let host = run.host.as_ref().map(|h| h.conn.stats());
+    let block = spec.cache.block_size.unwrap_or(1) as u64;
     let spec = run.cache.spec();
     ReplayResult {
         policy: spec.policy.name(),
@@ -205,15 +344,50 @@ pub fn replay(w: &Workload, spec: CacheSpec, opts: ReplayOptions, tick: &(dyn Fn
         partial_block_waste_tokens: spec.block_size.map(|_| stats.partial_block_waste_tokens),
         preemptions: run.preemptions,
         unfit_requests: run.unfit,
+        host_capacity_tokens: host.map(|_| run.host.as_ref().map_or(0, |h| h.conn.chunks()) * block),
+        host_hit_tokens: host.map(|_| run.host_hit_tokens),
+        host_hit_ratio: host.map(|_| run.host_hit_tokens as f64 / run.prompt_tokens.max(1) as f64),
+        host_evicted_tokens: host.map(|s| s.tier.evicted_chunks * block),
     }
 }
 
 /// Replays every spec in parallel; results come back in the order of `specs`.
-pub fn replay_all(
+pub fn replay_all<S: Into<ReplaySpec> + Copy + Sync>(
     w: &Workload,
-    specs: &[CacheSpec],
+    specs: &[S],
     opts: ReplayOptions,
     tick: &(dyn Fn() + Sync),
 ) -> Vec<ReplayResult> {
     specs.par_iter().map(|&s| replay(w, s, opts, tick)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A, then B, then A again, one at a time, through a GPU of two 4-token blocks: B evicts
+    /// A's blocks from the GPU. A host of four chunks still holds them (A's resend loads its 8
+    /// tokens: 8 of 24 prompt tokens hit, all from the host); a host of two evicted them for B's
+    /// (its LRU: A finished first), and B's for A's again; no host, or one of no chunk, hits
+    /// nothing.
+    #[test]
+    fn a_host_tier_keeps_what_the_gpu_evicted() {
+        let a: Vec<u32> = (0..8).collect();
+        let w = crate::sim::tests::workload(&[(a.clone(), 1), ((100..108).collect(), 1), (a, 1)]);
+        let gpu = CacheSpec {
+            policy: Policy::Paged,
+            block_size: Some(4),
+            page_size: None,
+            capacity_tokens: Some(8),
+            hybrid: None,
+        };
+        let run = |host_tokens| replay(&w, ReplaySpec { cache: gpu, host_tokens }, ReplayOptions::default(), &|| ());
+        let hits = |r: ReplayResult| (r.hit_tokens, r.host_hit_tokens, r.host_evicted_tokens);
+        assert_eq!(hits(run(None)), (0, None, None));
+        assert_eq!(hits(run(Some(0))), (0, Some(0), Some(0)));
+        assert_eq!(hits(run(Some(8))), (0, Some(0), Some(16)));
+        let r = run(Some(16));
+        assert_eq!(hits(r), (8, Some(8), Some(0)));
+        assert_eq!((r.prompt_tokens, r.host_capacity_tokens, r.host_hit_ratio), (24, Some(16), Some(1.0 / 3.0)));
+    }
 }

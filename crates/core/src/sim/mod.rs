@@ -305,4 +305,4 @@ mod multistep_tests;
 #[cfg(test)]
 mod offload_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -15,7 +15,7 @@ pub(super) const COST: Affine =
     Affine { base_s: 0.01, per_prefill_token_s: 0.001, per_decode_seq_s: 0.002, per_ctx_token_s: 0.0 };
 
 /// Requests of `prompt_ids` lengths with distinct tokens (or `shared` prefixes), output lens.
-pub(super) fn workload(reqs: &[(Vec<u32>, u32)]) -> Workload {
+pub(crate) fn workload(reqs: &[(Vec<u32>, u32)]) -> Workload {
     let mut doc = String::new();
     for (ids, out) in reqs {
         doc.push_str(&serde_json::json!({"prompt_ids": ids, "output_len": out}).to_string());

@@ -70,42 +70,49 @@ pub fn trace_summary_sent(t: &TraceInfo, sent: usize) -> String {
 
 /// The cache comparison table.
 pub fn cache_table(results: &[ReplayResult]) -> String {
-    let header = [
-        "policy",
-        "block",
-        "page",
-        "capacity",
-        "requests",
-        "prompt tok",
-        "hit tok",
-        "hit ratio",
-        "req hit",
-        "evicted tok",
-        "peak used",
-        "block waste",
-        "preempt",
-        "unfit",
-    ];
+    // The host tier's columns appear only when a replay has one.
+    let tiered = results.iter().any(|r| r.host_capacity_tokens.is_some());
+    let mut header = vec!["policy", "block", "page", "capacity"];
+    if tiered {
+        header.push("host");
+    }
+    header.extend(["requests", "prompt tok", "hit tok", "hit ratio"]);
+    if tiered {
+        header.extend(["host hit", "host evicted"]);
+    }
+    header.extend(["req hit", "evicted tok", "peak used", "block waste", "preempt", "unfit"]);
     let dash = || "-".to_string();
     let rows: Vec<Vec<String>> = results
         .iter()
         .map(|r| {
-            vec![
+            let mut row = vec![
                 r.policy.to_string(),
                 r.block_size.map_or_else(dash, |b| b.to_string()),
                 r.page_size.map_or_else(dash, |p| p.to_string()),
                 capacity(r.capacity_tokens),
+            ];
+            if tiered {
+                row.push(r.host_capacity_tokens.map_or_else(dash, thousands));
+            }
+            row.extend([
                 thousands(r.requests),
                 thousands(r.prompt_tokens),
                 thousands(r.hit_tokens),
                 format!("{:.2}%", r.hit_ratio * 100.0),
+            ]);
+            if tiered {
+                row.push(r.host_hit_ratio.map_or_else(dash, |h| format!("{:.2}%", h * 100.0)));
+                row.push(r.host_evicted_tokens.map_or_else(dash, thousands));
+            }
+            row.extend([
                 format!("{:.2}%", r.mean_request_hit_ratio * 100.0),
                 thousands(r.evicted_tokens),
                 thousands(r.peak_used_tokens),
                 r.partial_block_waste_tokens.map_or_else(dash, thousands),
                 thousands(r.preemptions),
                 thousands(r.unfit_requests),
-            ]
+            ]);
+            row
         })
         .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();

@@ -644,6 +644,11 @@ impl Connector {
         [self.loads.front(), self.stores.front()].into_iter().flatten().map(|j| j.done).reduce(f64::min)
     }
 
+    /// Chunks the tier holds at most.
+    pub fn chunks(&self) -> u64 {
+        self.cfg.chunks
+    }
+
     /// The figures so far.
     pub fn stats(&self) -> OffloadStats {
         OffloadStats { tier: self.tier.stats, ..self.stats }
