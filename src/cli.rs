@@ -1028,6 +1028,14 @@ fn parse_policies(s: &str) -> Result<Policies, String> {
 }
 
 /// Parses `unlimited`, `inf`, `12345`, `512k`, `1.5M`, `2G`.
+/// `--dram-price`: a finite number of USD per GiB-hour, at least 0.
+fn parse_dram_price(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a price in USD per GiB-hour (a finite number >= 0, e.g. 0.005)")),
+    }
+}
+
 /// A host tier's tokens: 0, or a count as [`parse_capacity`] reads one (never `unlimited`).
 fn parse_host_tokens(s: &str) -> Result<u64, String> {
     if s.trim() == "0" {
@@ -1446,7 +1454,8 @@ mod tests {
 pub struct GridArgs {
     /// A run flag and its values: FLAG=v1,v2,… where a value may be an integer range a..b or
     /// a..b:step (b included), e.g. max-num-seqs=16,24,32 or max-num-batched-tokens=2048..8192:1024.
-    /// Flags without a value take true/false. Repeated: the cartesian product, the first --grid
+    /// Flags without a value take true/false; `unset` leaves out a flag that has no default
+    /// (kv-offloading-size=unset,16,64: no host tier, then two sizes). Repeated: the cartesian product, the first --grid
     /// varying slowest.
     #[arg(long, value_name = "FLAG=VALUES", help_heading = "Grid")]
     pub grid: Vec<String>,
@@ -1560,6 +1569,12 @@ pub struct PlanArgs {
     /// built in. Repeatable.
     #[arg(long, value_name = "GPU=USD_PER_HOUR,…", value_parser = parse_prices, help_heading = "Deployment")]
     pub gpu_price: Vec<cachesim::plan::deploy::Prices>,
+    /// Host memory in USD per GiB-hour, for the host KV tier of each instance
+    /// (--kv-offloading-size, also as a grid axis: kv-offloading-size=unset,64,256): the plan's
+    /// cost adds instances × size × price. Needed by a priced plan with a host tier (0 prices
+    /// memory you already have).
+    #[arg(allow_negative_numbers = true, long, value_name = "USD_PER_GIB_HOUR", value_parser = parse_dram_price, help_heading = "Deployment")]
+    pub dram_price: Option<f64>,
     /// Curves in the --plot figure: the best N configurations (cheapest N deployments).
     #[arg(allow_negative_numbers = true, long, default_value_t = 4, value_name = "N", help_heading = "Plan")]
     pub top: usize,

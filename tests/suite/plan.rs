@@ -156,6 +156,76 @@ fn deployment_refusals() {
     assert!(fails(&price_no_target).contains("--gpu-price prices deployments at a --target-rate"));
     assert!(fails(&["plan", "--slo", "ttft_p99=60", "--target-rate", "10", "--gpu-price", "h100-sxm"])
         .contains("GPU=USD_PER_HOUR"));
+    let dram_no_target = ["plan", "--num-prompts", "4", "--slo", "ttft_p99=60", "--dram-price", "0.01"];
+    assert!(fails(&dram_no_target).contains("--dram-price prices deployments at a --target-rate"));
+    let free_memory = [
+        "plan",
+        "--num-prompts",
+        "4",
+        "--slo",
+        "ttft_p99=60",
+        "--target-rate",
+        "10",
+        "--gpu-price",
+        "h100-sxm=1",
+        "--kv-offloading-size",
+        "16",
+    ];
+    assert!(fails(&free_memory).contains("--kv-offloading-size in a priced plan needs --dram-price"));
+    assert!(fails(&["plan", "--slo", "ttft_p99=60", "--target-rate", "10", "--dram-price", "-1"]).contains("GiB-hour"));
+}
+
+/// Host KV tiers as a grid axis (`unset` leaves the flag out) priced by --dram-price: each
+/// deployment's host memory is its instances × the tier, its cost GPUs × price + that × the
+/// DRAM price, and a tier's point runs exactly as `cachesim run` with it.
+#[test]
+fn host_tiers_are_priced_axes() {
+    let args = [
+        "plan",
+        "--num-prompts",
+        "80",
+        "--num-gpu-blocks-override",
+        "300",
+        "--slo",
+        "ttft_p99=400",
+        "--target-rate",
+        "4",
+        "--instances",
+        "1..3",
+        "--grid",
+        "kv-offloading-size=unset,8,64",
+        "--gpu-price",
+        "h100-sxm=3.5",
+        "--dram-price",
+        "0.005",
+        "--json",
+    ];
+    let doc: Value = serde_json::from_str(&ok(&args)).unwrap();
+    assert_eq!(doc["dram_price_usd_per_gib_hour"], 0.005);
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    for r in results {
+        let size = r["knobs"]["kv-offloading-size"].as_str().unwrap();
+        let (c, n) = (&r["cost"], r["instances"].as_u64().expect("the SLO is met"));
+        let gib = if size == "unset" { 0.0 } else { size.parse::<f64>().unwrap() * n as f64 };
+        assert_eq!(c["host_gib"].as_f64().unwrap_or(0.0), gib, "{size}");
+        assert_eq!(c["usd_per_hour"].as_f64().unwrap(), n as f64 * 3.5 + gib * 0.005, "{size}");
+        let mut run = vec!["run", "--num-prompts", "80", "--num-gpu-blocks-override", "300", "--request-rate", "4"];
+        let n_text = n.to_string();
+        if n > 1 {
+            run.extend(["--instances", &n_text]);
+        }
+        if size != "unset" {
+            run.extend(["--kv-offloading-size", size]);
+        }
+        run.push("--json");
+        let run: Value = serde_json::from_str(&ok(&run)).unwrap();
+        assert_eq!(r["at_target"]["slo_values"]["p99_ttft_ms"], run["p99_ttft_ms"], "{size}");
+        assert_eq!(run["host_tier"].is_null(), size == "unset");
+    }
+    // `unset` is for flags without a default.
+    let err = fails(&["sweep", "--num-prompts", "4", "--grid", "block-size=unset,16"]);
+    assert!(err.contains("has a default; name it instead"), "{err}");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use super::plan::{at_values, calibration, describe, table, Plan};
 use super::{plural, Progress};
 use crate::cli;
 use crate::commands::Answer;
-use cachesim::plan::deploy::{cost, smallest, Cost, Prices};
+use cachesim::plan::deploy::{cost, smallest, Cost, HostMemory, Prices};
 use cachesim::plan::Trial;
 use serde::Serialize;
 use std::fmt::Write;
@@ -99,6 +99,12 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         let cfg = cachesim::config::resolve(&a.options());
         if let (Ok(c), true) = (&cfg, priced) {
             prices.of(&c.gpu.name)?;
+            if c.engine.offload.is_some() && args.dram_price.is_none() {
+                anyhow::bail!(
+                    "--kv-offloading-size in a priced plan needs --dram-price USD_PER_GIB_HOUR: host memory is not free \
+                     (--dram-price 0 prices memory you already have)"
+                );
+            }
         }
         configs.push((k, p, cfg));
     }
@@ -141,6 +147,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
             // prefill and decode pools together, or 1).
             let own = [cfg.cluster.total_instances() as u64];
             let gpus_per_instance = cfg.deployment.parallel.world();
+            let host_gib_per_instance = cfg.engine.offload.map_or(0.0, |o| o.size_gib);
             let eval_at = |slo: &cachesim::plan::Slo, n: u64| -> cachesim::Result<(bool, Trial)> {
                 let cfg = match &counts {
                     Some(_) => {
@@ -159,7 +166,11 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                     d.tried = s.tried;
                     if let Some((n, t)) = s.found {
                         let price = prices.of(&d.gpu).unwrap_or(0.0);
-                        d.cost = Some(cost(n * gpus_per_instance, price, t.output_throughput));
+                        let host = HostMemory {
+                            gib: n as f64 * host_gib_per_instance,
+                            usd_per_gib_hour: args.dram_price.unwrap_or(0.0),
+                        };
+                        d.cost = Some(cost(n * gpus_per_instance, price, host, t.output_throughput));
                         d.instances = Some(n);
                         d.at_target = Some(t);
                     }
@@ -247,7 +258,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
     };
     let mut stdout = String::new();
     if plan.setup.run.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "target_rate": rate,
             "slo": plan.slo_text(),
             "arrivals": shape,
@@ -259,6 +270,9 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
             "trace": &w.info,
             "results": found,
         });
+        if let Some(p) = args.dram_price {
+            doc["dram_price_usd_per_gib_hour"] = p.into();
+        }
         stdout.push_str(&serde_json::to_string_pretty(&doc)?);
         stdout.push('\n');
         return Ok(Answer::text(stdout));
@@ -266,8 +280,16 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
     write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
     let mut head: Vec<String> = knobs.clone();
     let money: &[&str] = if priced { &["$/hour", "$/M out tok"] } else { &[] };
+    // The host tiers' memory, where a deployment has one.
+    let tiered = found.iter().any(|d| d.cost.is_some_and(|c| c.host_gib > 0.0));
+    let host: &[&str] = if tiered { &["host GiB"] } else { &[] };
     head.extend(
-        ["instances", "if off", "GPUs"].iter().chain(money).chain(&["output tok/s", "sims"]).map(|s| s.to_string()),
+        ["instances", "if off", "GPUs"]
+            .iter()
+            .chain(host)
+            .chain(money)
+            .chain(&["output tok/s", "sims"])
+            .map(|s| s.to_string()),
     );
     head.extend(slo.0.iter().map(|t| t.key()));
     let lines: Vec<Vec<String>> = found
@@ -284,6 +306,9 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                         .as_ref()
                         .map_or_else(|| "-".to_string(), |b| format!("{} – {}", end(b.hopeful), end(b.cautious)));
                     cells.extend([d.instances.unwrap_or(0).to_string(), off, c.gpus.to_string()]);
+                    if tiered {
+                        cells.push(format!("{}", c.host_gib));
+                    }
                     if priced {
                         cells.extend([
                             format!("{:.2}", c.usd_per_hour),

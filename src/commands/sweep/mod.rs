@@ -195,6 +195,14 @@ impl RunFlags {
 fn words(arg: &clap::Arg, knob: &str, value: &str) -> Result<Vec<String>, String> {
     let knob = arg.get_long().unwrap_or(knob);
     if arg.get_action().takes_values() {
+        // `unset`: the point runs without the flag (e.g. kv-offloading-size=unset,16,64: no host
+        // tier, then two sizes), where the flag has no default to name.
+        if value == UNSET {
+            if arg.get_default_values().is_empty() {
+                return Ok(Vec::new());
+            }
+            return Err(format!("`{UNSET}`: --{knob} has a default; name it instead"));
+        }
         return Ok(vec![format!("--{knob}={value}")]);
     }
     match value {
@@ -203,6 +211,9 @@ fn words(arg: &clap::Arg, knob: &str, value: &str) -> Result<Vec<String>, String
         _ => Err(format!("`{value}` is not true or false (the flag takes no value)")),
     }
 }
+
+/// A grid value that leaves its flag out of the point.
+const UNSET: &str = "unset";
 
 /// The first line of a clap error, without its `error: ` prefix.
 fn first_line(e: &clap::Error) -> String {

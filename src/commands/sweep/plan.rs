@@ -150,6 +150,9 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
     if !args.gpu_price.is_empty() {
         anyhow::bail!("--gpu-price prices deployments at a --target-rate; give one");
     }
+    if args.dram_price.is_some() {
+        anyhow::bail!("--dram-price prices deployments at a --target-rate; give one");
+    }
     let (slo, opts, shape) = (&plan.slo, plan.opts, plan.shape);
     let (knobs, points) = plan.setup.points(&args.grid, None, plan.refused)?;
     let jobs: Vec<_> = points.into_iter().map(|(k, p, a)| (k, p, cachesim::config::resolve(&a.options()))).collect();

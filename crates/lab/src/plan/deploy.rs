@@ -1,6 +1,7 @@
 //! Deployments at a target rate (`cachesim plan --target-rate R`): GPU prices the user gives
-//! (`--gpu-price h100-sxm=3.50,…`, USD per GPU-hour; none are built in), the cost of a
-//! deployment (instances × GPUs per instance × price) per hour and per million output tokens,
+//! (`--gpu-price h100-sxm=3.50,…`, USD per GPU-hour; none are built in; `--dram-price` per GiB-hour
+//! of host KV tier), the cost of a deployment (instances × GPUs per instance × price, plus
+//! instances × host tier × DRAM price) per hour and per million output tokens,
 //! and the smallest instance count meeting the SLO, found by bisection over the candidate
 //! counts: more instances of the same configuration never serve a given rate worse, so the
 //! counts that meet the SLO form a suffix of the sorted list, and about log2(n) + 1 simulations
@@ -68,16 +69,33 @@ impl Prices {
 pub struct Cost {
     /// GPUs in all: instances × GPUs per instance.
     pub gpus: u64,
+    /// Host memory of the KV tiers in all (instances × `--kv-offloading-size`), GiB; absent
+    /// without one.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub host_gib: f64,
+    /// GPUs and host memory together.
     pub usd_per_hour: f64,
     /// USD per million output tokens at the throughput served; `None` without output.
     pub usd_per_million_output_tokens: Option<f64>,
 }
 
-/// The cost of `gpus` GPUs at `usd_per_gpu_hour` each, serving `output_tok_s` output tokens/s.
-pub fn cost(gpus: u64, usd_per_gpu_hour: f64, output_tok_s: f64) -> Cost {
-    let usd_per_hour = gpus as f64 * usd_per_gpu_hour;
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// The host memory of a deployment's KV tiers and its price (`--dram-price`, USD per GiB-hour).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostMemory {
+    pub gib: f64,
+    pub usd_per_gib_hour: f64,
+}
+
+/// The cost of `gpus` GPUs at `usd_per_gpu_hour` each and of `host` memory, serving
+/// `output_tok_s` output tokens/s.
+pub fn cost(gpus: u64, usd_per_gpu_hour: f64, host: HostMemory, output_tok_s: f64) -> Cost {
+    let usd_per_hour = gpus as f64 * usd_per_gpu_hour + host.gib * host.usd_per_gib_hour;
     let per_m = (output_tok_s > 0.0).then(|| usd_per_hour / (output_tok_s * 3600.0) * 1e6);
-    Cost { gpus, usd_per_hour, usd_per_million_output_tokens: per_m }
+    Cost { gpus, host_gib: host.gib, usd_per_hour, usd_per_million_output_tokens: per_m }
 }
 
 /// The bisection's answer: the smallest count meeting the SLO with its evaluation, and every
@@ -134,10 +152,13 @@ mod tests {
             assert!(bad.parse::<Prices>().is_err(), "{bad}");
         }
         // 4 instances × TP2 = 8 GPUs at 3.50 $/h = 28 $/h; 2000 tok/s = 7.2 M tok/h → 3.888… $/M.
-        let c = cost(8, 3.5, 2000.0);
+        let c = cost(8, 3.5, HostMemory::default(), 2000.0);
         assert_eq!((c.gpus, c.usd_per_hour), (8, 28.0));
         assert!((c.usd_per_million_output_tokens.unwrap() - 28.0 / 7.2).abs() < 1e-12);
-        assert_eq!(cost(1, 1.0, 0.0).usd_per_million_output_tokens, None);
+        assert_eq!(cost(1, 1.0, HostMemory::default(), 0.0).usd_per_million_output_tokens, None);
+        // With 4 × 256 GiB of host KV tier at 0.005 $/GiB-hour: 28 + 5.12 = 33.12 $/h.
+        let c = cost(8, 3.5, HostMemory { gib: 1024.0, usd_per_gib_hour: 0.005 }, 2000.0);
+        assert_eq!((c.host_gib, c.usd_per_hour), (1024.0, 33.12));
     }
 
     #[test]
