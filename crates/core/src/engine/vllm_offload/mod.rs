@@ -524,7 +524,7 @@ impl Connector {
             // The chunks it accessed, head to tail (`on_request_finished`).
             let mut st = std::mem::take(self.req(id));
             st.seen.retain(|&k| k != UNSEEN);
-            self.tier.finished(&st.seen);
+            self.tier.finished(&st.seen, st.rank);
         }
         flush
     }
@@ -561,17 +561,26 @@ impl Connector {
         }
         let mut offered = std::mem::take(&mut self.keys);
         Self::chunk_keys(cache, r, from as usize, to as usize, &mut offered);
-        let new: Vec<(u32, u32)> =
-            offered.iter().zip(from..).filter(|(&k, _)| !self.tier.contains(k)).map(|(&k, pos)| (k, pos)).collect();
-        // The offer's chunks to store and those held and ready are accesses; those still being
-        // stored are not.
-        let tier = &self.tier;
-        let accessed: Vec<(u32, u32)> = offered
-            .iter()
-            .zip(from..)
-            .filter(|(&k, _)| matches!(tier.state(k), None | Some(tier::State::Ready)))
-            .map(|(&k, pos)| (k, pos))
-            .collect();
+        // One look at each offered chunk: those the tier lacks are to store; those and the ones
+        // held and ready are accesses (those still being stored are not); the ready ones are
+        // what the store must not evict.
+        let (mut new, mut accessed) = (Vec::new(), Vec::new());
+        let protected = self.tier.protected_buffer();
+        let mut ready = std::mem::take(protected);
+        for (&k, pos) in offered.iter().zip(from..) {
+            match self.tier.state(k) {
+                None => {
+                    new.push((k, pos));
+                    accessed.push((k, pos));
+                }
+                Some(tier::State::Ready) => {
+                    ready.push(k);
+                    accessed.push((k, pos));
+                }
+                Some(_) => {}
+            }
+        }
+        *self.tier.protected_buffer() = ready;
         self.access(id, accessed.into_iter());
         let stored = new.is_empty() || {
             let rank = match self.req(id).rank {
@@ -579,7 +588,7 @@ impl Connector {
                 r => r,
             };
             self.req(id).rank = rank;
-            self.tier.store(&new, rank, &offered)
+            self.tier.store_protecting(&new, rank)
         };
         self.keys = offered;
         if !stored {

@@ -310,14 +310,22 @@ impl HostTier {
     /// whole store offer, held chunks included). `false`, changing nothing, when they do not all
     /// fit (`prepare_store`).
     pub fn store(&mut self, new: &[(u32, u32)], major: u64, offered: &[u32]) -> bool {
+        let mut protected = std::mem::take(&mut self.protected);
+        protected.clear();
+        protected.extend(offered.iter().copied().filter(|&k| self.state(k) == Some(State::Ready)));
+        self.protected = protected;
+        self.store_protecting(new, major)
+    }
+
+    /// [`HostTier::store`] with the offer's chunks held and ready already in
+    /// [`HostTier::protected_buffer`] (in any order), as the offer's caller found them.
+    pub fn store_protecting(&mut self, new: &[(u32, u32)], major: u64) -> bool {
         if new.is_empty() {
             return true;
         }
         let free = self.capacity - self.entries.len();
         // The offer's chunks already held and ready: never evicted by it.
         let mut protected = std::mem::take(&mut self.protected);
-        protected.clear();
-        protected.extend(offered.iter().copied().filter(|&k| self.state(k) == Some(State::Ready)));
         if new.len() > free + self.ready - protected.len() {
             self.stats.refused_stores += 1;
             self.protected = protected;
@@ -346,27 +354,34 @@ impl HostTier {
         true
     }
 
+    /// The buffer of the chunks a store must not evict ([`HostTier::store_protecting`]),
+    /// emptied.
+    pub fn protected_buffer(&mut self) -> &mut Vec<u32> {
+        self.protected.clear();
+        &mut self.protected
+    }
+
     /// A request ranked `major` accessed `key`, its chunk at `pos` (a store offer or a load,
     /// `LRUCachePolicy.on_request_access`): a held chunk takes the rank `(major, −pos)` when that
     /// is above its own.
     pub fn raise(&mut self, key: u32, major: u64, pos: u32) {
         let r = rank(major, pos);
-        let Some(&e) = self.entries.get(&key) else { return };
+        let Some(e) = self.entries.get_mut(&key) else { return };
         if e.rank >= r {
             return;
-        }
-        if e.state == State::Ready && !e.listed {
-            self.unlisted.remove(&(e.rank, key));
         }
         let stack = self.provisional.entry(major).or_default();
         let listed = stack.last().is_none_or(|&(top, _)| top > r);
         if listed {
             stack.push((r, key));
         }
-        if e.state == State::Ready && !listed {
+        let (old, ready) = (e.rank, e.state == State::Ready);
+        if ready && !e.listed {
+            self.unlisted.remove(&(old, key));
+        }
+        if ready && !listed {
             self.unlisted.insert((r, key));
         }
-        let e = self.entries.get_mut(&key).expect("held");
         (e.rank, e.listed) = (r, listed);
     }
 
@@ -382,19 +397,28 @@ impl HostTier {
         }
     }
 
-    /// A request finished: each of its chunks `keys` (head first) that is held takes a fresh
-    /// rank, tail to head (`on_request_finished`).
-    pub fn finished(&mut self, keys: &[u32]) {
+    /// A request ranked `major` (0: none) finished: each of its chunks `keys` (head first) that
+    /// is held takes a fresh rank, tail to head (`on_request_finished`). `keys` holds every chunk
+    /// the request stored or raised, so none of its provisional stack's entries stands any more:
+    /// the stack goes whole, unread.
+    pub fn finished(&mut self, keys: &[u32], major: u64) {
+        let (entries, unlisted, queue) = (&mut self.entries, &mut self.unlisted, &mut self.finished);
         for &key in keys.iter().rev() {
-            let Some(&e) = self.entries.get(&key) else { continue };
+            let Some(e) = entries.get_mut(&key) else { continue };
             if e.state == State::Ready && !e.listed {
-                self.unlisted.remove(&(e.rank, key));
+                unlisted.remove(&(e.rank, key));
             }
-            let r = (self.fresh_rank(), 0);
+            self.next_rank += 1;
+            let r = (self.next_rank, 0);
             debug_assert!(at_finish(r));
-            self.finished.push_back((r, key));
-            let e = self.entries.get_mut(&key).expect("checked");
+            queue.push_back((r, key));
             (e.rank, e.listed) = (r, true);
+        }
+        if let Some(stack) = self.provisional.remove(&major) {
+            debug_assert!(
+                stack.iter().all(|&(r, k)| self.entries.get(&k).is_none_or(|e| e.rank != r || !e.listed)),
+                "a finished request's provisional entry still stands"
+            );
         }
         // Entries passed over pile up in the finish queue: drop them when they outnumber the
         // chunks held.

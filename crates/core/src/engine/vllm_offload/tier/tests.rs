@@ -48,7 +48,7 @@ fn a_finished_request_outlives_an_older_running_one() {
     let b = t.fresh_rank();
     ready(&mut t, &[20, 21], b);
     // A finishes: its chunks become the most recent; B's (running, older rank) go first.
-    t.finished(&[10, 11]);
+    t.finished(&[10, 11], a);
     let c = t.fresh_rank();
     assert!(t.store(&at(&[30]), c, &[30]));
     assert_eq!(look(&t, &[20, 21]), Found::Hits(1));
@@ -178,7 +178,7 @@ proptest! {
                 }
                 Op::Finish { req } => {
                     let keys: Vec<u32> = (0..17).map(|p| key(req, p)).collect();
-                    t.finished(&keys);
+                    t.finished(&keys, majors[req as usize]);
                     r.finished(&keys);
                     majors[req as usize] = 0;
                 }
