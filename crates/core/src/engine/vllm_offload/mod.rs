@@ -356,7 +356,9 @@ pub struct Connector {
     unstarted: usize,
     /// Requests finished since the last step was formed.
     finished: Vec<ReqId>,
+    /// Buffers: an offer's chunk keys, and those of them held and ready.
     keys: Vec<u32>,
+    ready: Vec<u32>,
     pub stats: OffloadStats,
 }
 
@@ -376,6 +378,7 @@ impl Connector {
             unstarted: 0,
             finished: Vec::new(),
             keys: Vec::new(),
+            ready: Vec::new(),
             stats: OffloadStats::default(),
         }
     }
@@ -565,8 +568,8 @@ impl Connector {
         // held and ready are accesses (those still being stored are not); the ready ones are
         // what the store must not evict.
         let (mut new, mut accessed) = (Vec::new(), Vec::new());
-        let protected = self.tier.protected_buffer();
-        let mut ready = std::mem::take(protected);
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
         for (&k, pos) in offered.iter().zip(from..) {
             match self.tier.state(k) {
                 None => {
@@ -580,7 +583,6 @@ impl Connector {
                 Some(_) => {}
             }
         }
-        *self.tier.protected_buffer() = ready;
         self.access(id, accessed.into_iter());
         let stored = new.is_empty() || {
             let rank = match self.req(id).rank {
@@ -588,8 +590,9 @@ impl Connector {
                 r => r,
             };
             self.req(id).rank = rank;
-            self.tier.store_protecting(&new, rank)
+            self.tier.store_protecting(&new, rank, &mut ready)
         };
+        self.ready = ready;
         self.keys = offered;
         if !stored {
             return; // offered again when the request is next scheduled

@@ -88,7 +88,7 @@ pub struct HostTier {
     /// Ready chunks whose list entry was passed over, by rank (exact).
     unlisted: BTreeSet<(Rank, u32)>,
     next_rank: u64,
-    /// A buffer for a store's protected chunks.
+    /// A buffer for a store's protected chunks ([`HostTier::store`]).
     protected: Vec<u32>,
     pub stats: TierStats,
 }
@@ -313,30 +313,28 @@ impl HostTier {
         let mut protected = std::mem::take(&mut self.protected);
         protected.clear();
         protected.extend(offered.iter().copied().filter(|&k| self.state(k) == Some(State::Ready)));
+        let stored = self.store_protecting(new, major, &mut protected);
         self.protected = protected;
-        self.store_protecting(new, major)
+        stored
     }
 
-    /// [`HostTier::store`] with the offer's chunks held and ready already in
-    /// [`HostTier::protected_buffer`] (in any order), as the offer's caller found them.
-    pub fn store_protecting(&mut self, new: &[(u32, u32)], major: u64) -> bool {
+    /// [`HostTier::store`] given the offer's chunks held and ready, `protected` (in any order;
+    /// sorted here), as the offer's caller found them.
+    pub fn store_protecting(&mut self, new: &[(u32, u32)], major: u64, protected: &mut [u32]) -> bool {
         if new.is_empty() {
             return true;
         }
         let free = self.capacity - self.entries.len();
         // The offer's chunks already held and ready: never evicted by it.
-        let mut protected = std::mem::take(&mut self.protected);
         if new.len() > free + self.ready - protected.len() {
             self.stats.refused_stores += 1;
-            self.protected = protected;
             return false;
         }
         protected.sort_unstable();
         for _ in free..new.len() {
-            let v = self.victim(&protected).expect("room was counted");
+            let v = self.victim(protected).expect("room was counted");
             self.evict(v);
         }
-        self.protected = protected;
         for &(key, pos) in new {
             let r = rank(major, pos);
             let stack = self.provisional.entry(major).or_default();
@@ -352,13 +350,6 @@ impl HostTier {
         self.stats.stored_chunks += new.len() as u64;
         self.stats.peak_chunks = self.stats.peak_chunks.max(self.entries.len() as u64);
         true
-    }
-
-    /// The buffer of the chunks a store must not evict ([`HostTier::store_protecting`]),
-    /// emptied.
-    pub fn protected_buffer(&mut self) -> &mut Vec<u32> {
-        self.protected.clear();
-        &mut self.protected
     }
 
     /// A request ranked `major` accessed `key`, its chunk at `pos` (a store offer or a load,
