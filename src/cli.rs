@@ -1027,7 +1027,6 @@ fn parse_policies(s: &str) -> Result<Policies, String> {
     Ok(Policies(out))
 }
 
-/// Parses `unlimited`, `inf`, `12345`, `512k`, `1.5M`, `2G`.
 /// `--dram-price`: a finite number of USD per GiB-hour, at least 0.
 fn parse_dram_price(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -1044,6 +1043,7 @@ fn parse_host_tokens(s: &str) -> Result<u64, String> {
     parse_capacity(s)?.ok_or_else(|| format!("`{s}`: a host tier holds a number of tokens (e.g. 0, 4M, 50M)"))
 }
 
+/// Parses `unlimited`, `inf`, `12345`, `512k`, `1.5M`, `2G`.
 pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
     let t = s.trim();
     if matches!(t, "unlimited" | "inf" | "none") {
