@@ -155,6 +155,9 @@ pub struct HybridCache {
     /// Cached blocks in the free queue.
     cached_free: u64,
     stats: CacheStats,
+    /// Buffers reused by `release` and `remove_skipped` (no allocation a step once warm).
+    unkeyed: Vec<u32>,
+    out_of_window: Vec<u32>,
 }
 
 fn index_key(group: usize, key: u32) -> u64 {
@@ -187,6 +190,8 @@ impl HybridCache {
             in_use: 0,
             cached_free: 0,
             stats: CacheStats::default(),
+            unkeyed: Vec::new(),
+            out_of_window: Vec::new(),
         }
     }
 
@@ -379,7 +384,8 @@ impl HybridCache {
     /// `free_blocks`: one reference less each; those left unreferenced join the free queue, the
     /// ones without a key at its head as one run in the given order, the others at its tail.
     fn release(&mut self, blocks: &[u32]) {
-        let mut first = Vec::new();
+        let mut first = std::mem::take(&mut self.unkeyed);
+        first.clear();
         for &b in blocks.iter().filter(|&&b| b != NULL) {
             let r = &mut self.blk[b as usize];
             r.ref_cnt -= 1;
@@ -399,6 +405,7 @@ impl HybridCache {
         if self.num_blocks.is_some() {
             self.free.prepend(&first);
         }
+        self.unkeyed = first;
     }
 
     /// `remove_skipped_blocks` for every group: the sliding slots wholly before the window of
@@ -406,7 +413,8 @@ impl HybridCache {
     fn remove_skipped(&mut self, st: &mut ReqState, computed: usize) {
         for g in 0..st.tables.len() {
             let k = (self.skipped(g, computed) / self.block).min(st.tables[g].len());
-            let mut out = Vec::new();
+            let mut out = std::mem::take(&mut self.out_of_window);
+            out.clear();
             for i in (0..k).rev() {
                 let b = st.tables[g][i];
                 if b == NULL {
@@ -418,6 +426,7 @@ impl HybridCache {
             if !out.is_empty() {
                 self.release(&out);
             }
+            self.out_of_window = out;
         }
     }
 
