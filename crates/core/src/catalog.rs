@@ -259,6 +259,10 @@ impl Model {
         }
         n
     }
+    /// Whether some layer attends as `kind` does.
+    pub fn uses(&self, kind: AttentionKind) -> bool {
+        self.attention_pattern.contains(&kind)
+    }
     /// Whether some layers attend to less than every earlier token.
     pub fn is_hybrid(&self) -> bool {
         self.attention_pattern.iter().any(|&k| k != AttentionKind::Full)
@@ -746,7 +750,7 @@ impl Model {
             (AttentionKind::Sliding, self.sliding_window, "sliding_window"),
             (AttentionKind::Chunked, self.attention_chunk, "attention_chunk"),
         ] {
-            let used = self.attention_pattern.contains(&kind);
+            let used = self.uses(kind);
             if used && extent.is_none() {
                 return Err(e.fail(
                     "attention_pattern",
@@ -757,9 +761,7 @@ impl Model {
                 return Err(e.fail(key, format!("no `{}` layer in attention_pattern uses it", kind.name())));
             }
         }
-        if self.attention_pattern.contains(&AttentionKind::Sliding)
-            && self.attention_pattern.contains(&AttentionKind::Chunked)
-        {
+        if self.uses(AttentionKind::Sliding) && self.uses(AttentionKind::Chunked) {
             return Err(e.fail(
                 "attention_pattern",
                 "sliding-window and chunked layers in one model are not modelled (no released model mixes them)"

@@ -687,11 +687,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             "{}'s {} layers are cached as full attention: every token's KV kept in every layer ({}; \
              docs/engines/hybrid-attention.md)",
             model.name,
-            if model.attention_pattern.contains(&crate::catalog::AttentionKind::Chunked) {
-                "chunked"
-            } else {
-                "sliding-window"
-            },
+            if model.uses(crate::catalog::AttentionKind::Chunked) { "chunked" } else { "sliding-window" },
             match o.engine {
                 EngineKind::Vllm if o.hybrid.disable => "--disable-hybrid-kv-cache-manager",
                 EngineKind::Vllm => "vLLM runs chunked-local layers without its hybrid manager by default",

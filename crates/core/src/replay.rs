@@ -328,8 +328,8 @@ pub fn replay(
         }
     }
     let stats = run.cache.stats();
-    let host = run.host.as_ref().map(|h| h.conn.stats());
-    let block = spec.cache.block_size.unwrap_or(1) as u64;
+    // The tier's shape and figures (chunks and their tokens as the connector holds them).
+    let host = run.host.as_ref().map(|h| (h.conn.config(), h.conn.stats()));
     let spec = run.cache.spec();
     ReplayResult {
         policy: spec.policy.name(),
@@ -347,10 +347,10 @@ pub fn replay(
         partial_block_waste_tokens: spec.block_size.map(|_| stats.partial_block_waste_tokens),
         preemptions: run.preemptions,
         unfit_requests: run.unfit,
-        host_capacity_tokens: host.map(|_| run.host.as_ref().map_or(0, |h| h.conn.chunks()) * block),
+        host_capacity_tokens: host.map(|(c, _)| c.chunks * c.chunk_tokens as u64),
         host_hit_tokens: host.map(|_| run.host_hit_tokens),
         host_hit_ratio: host.map(|_| run.host_hit_tokens as f64 / run.prompt_tokens.max(1) as f64),
-        host_evicted_tokens: host.map(|s| s.tier.evicted_chunks * block),
+        host_evicted_tokens: host.map(|(c, s)| s.tier.evicted_chunks * c.chunk_tokens as u64),
     }
 }
 

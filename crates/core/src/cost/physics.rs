@@ -93,7 +93,7 @@ proptest! {
         prop_assert!(t(batch(decode, context, prefill.max(1) + more_tokens, cached)) >= base, "more prompt tokens: {what}");
         // A chunked layer's token at the start of a chunk reads nothing before it: a longer
         // context can cost less there (Llama 4), as it does on the GPU.
-        if !model.attention_pattern.contains(&crate::catalog::AttentionKind::Chunked) {
+        if !model.uses(crate::catalog::AttentionKind::Chunked) {
             prop_assert!(t(batch(decode, context + more_ctx, prefill, cached)) >= base, "longer contexts: {what}");
             prop_assert!(t(batch(decode, context, prefill, cached + more_ctx)) >= base, "a longer cached prefix: {what}");
         }

@@ -656,9 +656,9 @@ impl Connector {
         [self.loads.front(), self.stores.front()].into_iter().flatten().map(|j| j.done).reduce(f64::min)
     }
 
-    /// Chunks the tier holds at most.
-    pub fn chunks(&self) -> u64 {
-        self.cfg.chunks
+    /// The tier it runs.
+    pub fn config(&self) -> OffloadConfig {
+        self.cfg
     }
 
     /// The figures so far.
