@@ -336,6 +336,32 @@ pub struct RunArgs {
     /// reaches; `None` keeps every one.
     #[arg(long, value_name = "TOKENS|None", allow_negative_numbers = true, help_heading = "Engine")]
     pub prefix_cache_retention_interval: Option<cachesim::engine::vllm_hybrid::Retention>,
+    /// SGLang (0.5.3 on; sglang@0.5): serve waiting requests by their `priority` (the trace's
+    /// key, or --priority-mix), higher values first, then by queue entry; a waiting request
+    /// whose priority beats running ones by more than --priority-scheduling-preemption-threshold
+    /// preempts them when the running batch is full (SGLang --enable-priority-scheduling; with
+    /// --schedule-policy fcfs or lof; docs/engines/sglang.md).
+    #[arg(long, help_heading = "Engine")]
+    pub enable_priority_scheduling: bool,
+    /// SGLang, with --enable-priority-scheduling: lower priority values are served first.
+    #[arg(long, help_heading = "Engine")]
+    pub schedule_low_priority_values_first: bool,
+    /// SGLang, with --enable-priority-scheduling: the priority difference a waiting request must
+    /// exceed to preempt a running one (default 10).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Engine")]
+    pub priority_scheduling_preemption_threshold: Option<i64>,
+    /// SGLang, with --enable-priority-scheduling: order the queue by priority, never preempt.
+    #[arg(long, help_heading = "Engine")]
+    pub disable_priority_preemption: bool,
+    /// SGLang, with --enable-priority-scheduling: the priority of a request sent without one
+    /// (default: the least important possible).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Engine")]
+    pub default_priority_value: Option<i64>,
+    /// SGLang: which running requests a decode short of KV memory retracts first: `length`
+    /// (fewest outputs, the default) or `priority` (the least important first; needs
+    /// --enable-priority-scheduling).
+    #[arg(long, value_enum, help_heading = "Engine")]
+    pub retraction_policy: Option<cachesim::engine::sglang::priority::RetractionPolicy>,
     /// vLLM V0 multi-step scheduling (vLLM --num-scheduler-steps; --engine vllm-v0 only, default
     /// 1): a decode batch is scheduled once and runs this many steps, its tokens streamed together.
     #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
@@ -783,6 +809,14 @@ impl RunArgs {
             hybrid: cachesim::engine::vllm_hybrid::HybridOptions {
                 disable: self.disable_hybrid_kv_cache_manager,
                 retention: self.prefix_cache_retention_interval,
+            },
+            sglang_priority: cachesim::engine::sglang::priority::PriorityOptions {
+                enable: self.enable_priority_scheduling,
+                low_values_first: self.schedule_low_priority_values_first,
+                preemption_threshold: self.priority_scheduling_preemption_threshold,
+                disable_preemption: self.disable_priority_preemption,
+                default_value: self.default_priority_value,
+                retraction: self.retraction_policy,
             },
             autoscale: cachesim::cluster::autoscale::AutoscaleOptions {
                 policy: self.autoscale,

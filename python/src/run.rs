@@ -40,9 +40,15 @@ pub fn workload_for(
                 .find(|(id, _)| id == "trace")
                 .and_then(|(_, w)| w.first())
                 .map(|w| w.trim_start_matches("--trace=").into());
+            // `--priority-mix` draws the requests' classes while the workload is built, with the
+            // run's `--seed`: both go to the workload then.
+            let mix = words.iter().any(|(id, _)| id == "priority_mix");
             let mine: Vec<Word> = words
                 .iter()
-                .filter(|(id, _)| id != "trace" && (is_trace(id) || id == "report_style"))
+                .filter(|(id, _)| {
+                    id != "trace"
+                        && (is_trace(id) || id == "report_style" || id == "priority_mix" || (mix && id == "seed"))
+                })
                 .cloned()
                 .collect();
             Ok(Arc::new(Loaded::load(py, trace, mine)?))
@@ -50,12 +56,12 @@ pub fn workload_for(
     }
 }
 
-/// The flag words of a run over `loaded`: its trace words, then `words` (a `--report-style` in
-/// `words` replaces the workload's; a `trace` among `words` is the workload's already).
+/// The flag words of a run over `loaded`: its trace words, then `words` (a word in `words`
+/// replaces the workload's of the same flag, e.g. `--report-style`; a `trace` among `words` is
+/// the workload's already).
 pub fn run_words(loaded: &Loaded, words: &[Word]) -> Vec<Word> {
-    let style_given = words.iter().any(|(id, _)| id == "report_style");
     let mut out: Vec<Word> =
-        loaded.words.iter().filter(|(id, _)| !(style_given && id == "report_style")).cloned().collect();
+        loaded.words.iter().filter(|(id, _)| !words.iter().any(|(given, _)| given == id)).cloned().collect();
     out.extend(words.iter().filter(|(id, _)| id != "trace").cloned());
     out
 }

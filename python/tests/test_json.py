@@ -13,6 +13,8 @@ RUNS = [
     {},
     {"max_num_seqs": 8, "max_num_batched_tokens": 1024},
     {"engine": "sglang", "schedule_policy": "lpm", "request_rate": 4},
+    {"engine": "sglang", "enable_priority_scheduling": True, "priority_mix": "0:0.3,20:0.7", "request_rate": 20,
+     "max_running_requests": 16, "priority_scheduling_preemption_threshold": 5},
     {"engine": "vllm-v0", "enable_chunked_prefill": True, "report_style": "vllm"},
     {"engine_version": "vllm@0.18", "num_prompts": 40, "seed": 3, "request_rate": "inf"},
     {"engine": "lightllm", "max_concurrency": 4},

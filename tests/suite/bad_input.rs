@@ -250,6 +250,38 @@ const CASES: &[Case] = &[
         args: &["--engine", "vllm-v0", "--scheduling-policy", "priority"],
         cut: None,
     },
+    Case { what: "SGLang's priority scheduling on vLLM", args: &["--enable-priority-scheduling"], cut: None },
+    Case {
+        what: "SGLang's priority scheduling with LPM",
+        args: &["--engine", "sglang", "--enable-priority-scheduling", "--schedule-policy", "lpm"],
+        cut: None,
+    },
+    Case {
+        what: "SGLang's priority scheduling before 0.5.3",
+        args: &["--engine", "sglang", "--engine-version", "sglang@0.5.1", "--enable-priority-scheduling"],
+        cut: None,
+    },
+    Case {
+        what: "a preemption threshold without priority scheduling",
+        args: &["--engine", "sglang", "--priority-scheduling-preemption-threshold", "5"],
+        cut: None,
+    },
+    Case {
+        what: "retraction by priority without priority scheduling",
+        args: &["--engine", "sglang", "--retraction-policy", "priority"],
+        cut: None,
+    },
+    Case {
+        what: "a preemption threshold that is not an integer",
+        args: &[
+            "--engine",
+            "sglang",
+            "--enable-priority-scheduling",
+            "--priority-scheduling-preemption-threshold",
+            "1.5",
+        ],
+        cut: None,
+    },
     Case { what: "CPU KV offloading of 0 GiB", args: &["--kv-offloading-size", "0"], cut: None },
     Case { what: "CPU KV offloading of a negative size", args: &["--kv-offloading-size", "-4"], cut: None },
     Case { what: "CPU KV offloading larger than any server", args: &["--kv-offloading-size", "1e9"], cut: None },

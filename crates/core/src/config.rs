@@ -96,6 +96,8 @@ pub struct RunOptions {
     pub offload: crate::engine::vllm_offload::OffloadOptions,
     /// vLLM's hybrid KV cache manager (on for models with sliding-window layers).
     pub hybrid: crate::engine::vllm_hybrid::HybridOptions,
+    /// SGLang's priority scheduling (off by default).
+    pub sglang_priority: crate::engine::sglang::priority::PriorityOptions,
 }
 
 /// Where the step-time factors ([`Efficiency`]) come from.
@@ -221,6 +223,7 @@ impl Default for RunOptions {
             goodput: None,
             offload: Default::default(),
             hybrid: Default::default(),
+            sglang_priority: Default::default(),
         }
     }
 }
@@ -380,16 +383,35 @@ fn pool(o: &RunOptions, kv_tokens: u64) -> u64 {
 
 /// What a run does with its requests' priorities when they are not all 0 and no rule here
 /// reads them: vLLM 0.33 under `--scheduling-policy fcfs` accepts and ignores them (no check in
-/// `vllm/v1/engine/input_processor.py`; the FCFS queue never reads `Request.priority`); the
-/// other engines' rules here have no priority order.
+/// `vllm/v1/engine/input_processor.py`; the FCFS queue never reads `Request.priority`), as
+/// SGLang does without `--enable-priority-scheduling`; the other engines' rules here have no
+/// priority order. Under SGLang's priority scheduling, says which requests sent without a
+/// priority get the least preferred value (`Scheduler._set_or_validate_priority`).
 pub fn priorities_note(c: &RunConfig, w: &crate::workload::Workload) -> Option<String> {
-    let n = w.requests.iter().filter(|r| r.priority != 0).count();
-    if n == 0 || (c.engine.engine == EngineKind::Vllm && c.engine.scheduling_policy == SchedulingPolicy::Priority) {
+    if let Some(p) = c.engine.sglang_priority.filter(|p| p.default_value.is_none()) {
+        let without = w.requests.iter().filter(|r| r.priority.is_none()).count();
+        if without > 0 && without < w.requests.len() {
+            return Some(format!(
+                "{without} requests carry no priority: SGLang schedules them as the least important ({}), \
+                 as it does without --default-priority-value; the report counts them in class 0",
+                if p.low_values_first { "sys.maxsize" } else { "-sys.maxsize - 1" }
+            ));
+        }
+    }
+    let n = w.requests.iter().filter(|r| r.class() != 0).count();
+    let served = match c.engine.engine {
+        EngineKind::Vllm => c.engine.scheduling_policy == SchedulingPolicy::Priority,
+        EngineKind::Sglang => c.engine.sglang_priority.is_some(),
+        _ => false,
+    };
+    if n == 0 || served {
         return None;
     }
     let what = if c.engine.engine == EngineKind::Vllm {
         "--scheduling-policy fcfs ignores them, as vLLM does (pass --scheduling-policy priority to serve them by priority)"
             .to_string()
+    } else if c.engine.engine == EngineKind::Sglang {
+        "SGLang keeps and ignores them without --enable-priority-scheduling".to_string()
     } else {
         format!("cachesim's --engine {} rules have no priority order, so they are ignored", c.engine.engine.name())
     };
@@ -436,6 +458,12 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.offload.host_link_gbps.is_some(), "--host-link-gbps"),
         (o.hybrid.disable, "--disable-hybrid-kv-cache-manager"),
         (o.hybrid.retention.is_some(), "--prefix-cache-retention-interval"),
+        (o.sglang_priority.enable, "--enable-priority-scheduling"),
+        (o.sglang_priority.low_values_first, "--schedule-low-priority-values-first"),
+        (o.sglang_priority.preemption_threshold.is_some(), "--priority-scheduling-preemption-threshold"),
+        (o.sglang_priority.disable_preemption, "--disable-priority-preemption"),
+        (o.sglang_priority.default_value.is_some(), "--default-priority-value"),
+        (o.sglang_priority.retraction.is_some(), "--retraction-policy"),
     ]
     .into_iter()
     .filter_map(|(set, flag)| set.then_some(flag))
@@ -666,6 +694,10 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             "no memory left for the KV cache: the model does not fit",
         ));
     }
+    let sglang_priority = match o.engine {
+        EngineKind::Sglang => crate::engine::sglang::priority::resolve(&o.sglang_priority, version, o.schedule_policy)?,
+        _ => None,
+    };
     let offload = crate::engine::vllm_offload::resolve(
         &o.offload,
         &crate::engine::vllm_offload::TierMachine {
@@ -724,6 +756,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             num_scheduler_steps,
             async_output_proc,
             offload,
+            sglang_priority,
         },
         cache: CacheSpec {
             policy,

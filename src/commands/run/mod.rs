@@ -218,7 +218,7 @@ pub fn run(cmd: &RunCommand, deployment: Option<&cachesim::config::DeploymentEch
         write!(stdout, "{}", cachesim::report::bench_report(args.report_style, &load_echo(&cfg, &w), &out.summary))?;
         write!(stdout, "{}", sections(args, &cfg, &out, fixed))?;
         if let Some(rows) = cachesim::report::classes::rows(&out.sim.records) {
-            write!(stdout, "{}", cachesim::report::classes::text(&rows))?;
+            write!(stdout, "{}", cachesim::report::classes::text(&rows, &cfg.engine))?;
         }
         write!(stdout, "{}", cachesim::trust::text(&cachesim::trust::bars(&cfg, &w, &out.summary)))?;
         if let Some(s) = &saturation {

@@ -205,7 +205,7 @@ fn workload(seqs: &[Vec<u32>], reqs: &[(u32, u32, u32)]) -> Workload {
             session: None,
             prev_turn: None,
             ignore_eos: true,
-            priority: 0,
+            priority: None,
         })
         .collect();
     Workload { store: store(seqs), requests, info, sample: None }

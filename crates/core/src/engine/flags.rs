@@ -89,9 +89,25 @@ pub const TABLE: &[EngineFlag] = &[
     // no queue order).
     EngineFlag { server_only: &[], flag: "--schedule-policy", engines: SGLANG, instead: &[] },
     // vLLM `EngineArgs.scheduling_policy` (`SchedulerConfig.policy`, fcfs or priority); V0 had
-    // it too, with a preemption rule of its own that cachesim does not model. SGLang's
-    // `--enable-priority-scheduling` (0.5) is not modelled either.
-    EngineFlag { server_only: &[VllmV0], flag: "--scheduling-policy", engines: &[Vllm], instead: &[] },
+    // it too, with a preemption rule of its own that cachesim does not model.
+    EngineFlag {
+        server_only: &[VllmV0],
+        flag: "--scheduling-policy",
+        engines: &[Vllm],
+        instead: &[(Sglang, "--enable-priority-scheduling")],
+    },
+    // SGLang's priority scheduling (`arg_groups/fields/schedule.py`, 0.5.23; engine/sglang/priority.rs).
+    EngineFlag {
+        server_only: &[],
+        flag: "--enable-priority-scheduling",
+        engines: SGLANG,
+        instead: &[(Vllm, "--scheduling-policy priority")],
+    },
+    EngineFlag { server_only: &[], flag: "--schedule-low-priority-values-first", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--priority-scheduling-preemption-threshold", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--disable-priority-preemption", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--default-priority-value", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--retraction-policy", engines: SGLANG, instead: &[] },
     // SGLang `ServerArgs.schedule_conservativeness`.
     EngineFlag { server_only: &[], flag: "--schedule-conservativeness", engines: SGLANG, instead: &[] },
     // SGLang `ServerArgs.mem_fraction_static`; LightLLM `--mem_fraction` (default 0.9).

@@ -241,7 +241,7 @@ impl Lightllm {
 }
 
 impl Scheduler for Lightllm {
-    fn enqueue(&mut self, id: ReqId, _priority: i32, _now: f64) {
+    fn enqueue(&mut self, id: ReqId, _priority: Option<i32>, _now: f64) {
         self.waiting.push_back(id);
     }
 

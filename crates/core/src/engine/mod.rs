@@ -133,6 +133,9 @@ pub struct EngineConfig {
     /// vLLM v1's CPU KV offloading (`--kv-offloading-size`); `None`: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offload: Option<vllm_offload::OffloadConfig>,
+    /// SGLang's priority scheduling (`--enable-priority-scheduling`); `None`: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sglang_priority: Option<sglang::priority::SglangPriority>,
 }
 
 fn on_off(on: bool) -> &'static str {
@@ -170,6 +173,7 @@ impl EngineConfig {
             num_scheduler_steps: 1,
             async_output_proc: false,
             offload: None,
+            sglang_priority: None,
         }
     }
 
@@ -200,7 +204,7 @@ impl EngineConfig {
                 serde_json::to_value(e.schedule_policy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
                 e.schedule_conservativeness,
                 on_off(e.overlap)
-            ),
+            ) + &e.sglang_priority.map(|p| p.describe()).unwrap_or_default(),
             EngineKind::VllmV0 => format!(
                 "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark{} · async output processing {}",
                 e.version,
@@ -256,9 +260,9 @@ pub struct ReqRt {
     pub admitted: bool,
     /// Sent with `ignore_eos` ([`crate::workload::Request::ignore_eos`]; true unless set).
     pub ignore_eos: bool,
-    /// The request's `priority` ([`crate::workload::Request::priority`]; lower first, 0 unless
-    /// set), read by vLLM's priority policy.
-    pub priority: i32,
+    /// The request's `priority` as sent ([`crate::workload::Request::priority`]; `None`: without
+    /// one), read by vLLM's and SGLang's priority policies.
+    pub priority: Option<i32>,
 }
 
 impl ReqRt {
@@ -279,12 +283,12 @@ impl ReqRt {
             last_token_s: f64::NAN,
             admitted: false,
             ignore_eos: true,
-            priority: 0,
+            priority: None,
         }
     }
 
     /// The request as sent with (`true`) or without `ignore_eos`, with `priority`.
-    pub fn sent_with(self, ignore_eos: bool, priority: i32) -> Self {
+    pub fn sent_with(self, ignore_eos: bool, priority: Option<i32>) -> Self {
         Self { ignore_eos, priority, ..self }
     }
 }
@@ -611,8 +615,9 @@ impl<R: VllmRule> Vllm<R> {
 }
 
 impl<R: VllmRule> Scheduler for Vllm<R> {
-    fn enqueue(&mut self, id: ReqId, priority: i32, now: f64) {
-        self.q.arrive(id, priority, now);
+    fn enqueue(&mut self, id: ReqId, priority: Option<i32>, now: f64) {
+        // vLLM's `priority` defaults to 0 (`EngineCoreRequest`, `vllm/v1/engine/__init__.py`).
+        self.q.arrive(id, priority.unwrap_or(0), now);
     }
 
     fn schedule(&mut self, s: &mut Step) {
@@ -667,7 +672,7 @@ pub enum Admission {
 /// A scheduler: queues plus the engine's rule for forming a batch.
 pub trait Scheduler: Send {
     /// An arrived request (its `priority`, at `now` seconds) joins the waiting queue.
-    fn enqueue(&mut self, id: ReqId, priority: i32, now: f64);
+    fn enqueue(&mut self, id: ReqId, priority: Option<i32>, now: f64);
     /// Forms the next batch at time `s.now` into `s.out` (cleared first).
     fn schedule(&mut self, s: &mut Step);
     /// A request finished (its KV is already released): forget it.

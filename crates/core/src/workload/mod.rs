@@ -116,13 +116,20 @@ pub struct Request {
     /// when it is set (`PrefillAdder._get_running_request_total_token_offset`).
     #[serde(skip)]
     pub ignore_eos: bool,
-    /// Its `priority` (the trace's, else `--priority-mix`'s draw, else 0; lower first), read
-    /// by vLLM's `--scheduling-policy priority` and the per-class report.
+    /// Its `priority` (the trace's, else `--priority-mix`'s draw; `None`: sent without one),
+    /// read by vLLM's `--scheduling-policy priority` (`None` is 0 there), SGLang's
+    /// `--enable-priority-scheduling` (`None` is the least preferred value there) and the
+    /// per-class report ([`Request::class`]).
     #[serde(skip)]
-    pub priority: i32,
+    pub priority: Option<i32>,
 }
 
 impl Request {
+    /// Its class in the per-class report: its priority, 0 when sent without one.
+    pub fn class(&self) -> i32 {
+        self.priority.unwrap_or(0)
+    }
+
     /// Tokens whose KV exists once the request finishes: prompt + output − 1 (the last sampled
     /// token is never fed back).
     pub fn final_kv_tokens(&self) -> usize {
@@ -223,7 +230,7 @@ impl Builder {
             session,
             prev_turn: None,
             ignore_eos: true,
-            priority: 0,
+            priority: None,
         });
     }
 }
@@ -504,7 +511,7 @@ fn build_sharegpt(
                             session: Some(session),
                             prev_turn: None,
                             ignore_eos: true,
-                            priority: 0,
+                            priority: None,
                         });
                     }
                     prev_user = m.role == Role::User;
@@ -701,7 +708,7 @@ fn build_native(
             b.request(0, prompt_len, output_len, r.timestamp_ms, session);
             if let Some(q) = b.requests.last_mut() {
                 q.ignore_eos = r.ignore_eos.unwrap_or(opts.ignore_eos);
-                q.priority = r.priority.unwrap_or(0);
+                q.priority = r.priority;
             }
         }
         let seq = b.store.end_seq();

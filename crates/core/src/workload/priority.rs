@@ -61,7 +61,7 @@ impl PriorityMix {
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x7072_696f_7269_7479);
         let mut by_session: Vec<Option<i32>> = Vec::new();
         for r in requests {
-            r.priority = match r.session {
+            r.priority = Some(match r.session {
                 Some(s) => {
                     let s = s as usize;
                     if by_session.len() <= s {
@@ -70,7 +70,7 @@ impl PriorityMix {
                     *by_session[s].get_or_insert_with(|| self.class(rng.random::<f64>()))
                 }
                 None => self.class(rng.random::<f64>()),
-            };
+            });
         }
     }
 }
@@ -98,7 +98,7 @@ mod tests {
             session,
             prev_turn: None,
             ignore_eos: true,
-            priority: 0,
+            priority: None,
         }
     }
 
@@ -107,16 +107,16 @@ mod tests {
         let mix = PriorityMix { shares: vec![(-1, 0.2), (4, 0.8)], seed: 7 };
         let mut rs: Vec<Request> = (0..10_000).map(|_| req(None)).collect();
         mix.assign(&mut rs);
-        let high = rs.iter().filter(|r| r.priority == -1).count();
+        let high = rs.iter().filter(|r| r.priority == Some(-1)).count();
         assert!((1_800..2_200).contains(&high), "{high} of 10,000 drew the 20 % class");
-        assert!(rs.iter().all(|r| r.priority == -1 || r.priority == 4));
+        assert!(rs.iter().all(|r| r.priority == Some(-1) || r.priority == Some(4)));
         let mut again: Vec<Request> = (0..10_000).map(|_| req(None)).collect();
         mix.assign(&mut again);
         assert_eq!(rs, again, "the same seed draws the same classes");
         let mut turns: Vec<Request> = (0..400).map(|i| req(Some(i % 40))).collect();
         mix.assign(&mut turns);
         for s in 0..40 {
-            let classes: std::collections::BTreeSet<i32> =
+            let classes: std::collections::BTreeSet<Option<i32>> =
                 turns.iter().filter(|r| r.session == Some(s)).map(|r| r.priority).collect();
             assert_eq!(classes.len(), 1, "session {s} has one class");
         }

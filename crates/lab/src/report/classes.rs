@@ -55,10 +55,17 @@ pub fn rows(records: &[RequestRecord]) -> Option<Vec<ClassRow>> {
     Some(rows)
 }
 
-/// The text block.
-pub fn text(rows: &[ClassRow]) -> String {
-    let mut s = String::from(
-        "Per priority class (lower is served first under --scheduling-policy priority):\n  priority  completed  mean TTFT  median TTFT  P99 TTFT  median TPOT  P99 TPOT  median E2E   P99 E2E  (ms)\n",
+/// The text block, its heading saying which classes `engine` serves first.
+pub fn text(rows: &[ClassRow], engine: &cachesim_core::engine::EngineConfig) -> String {
+    let order = match engine.sglang_priority {
+        Some(p) if p.low_values_first => {
+            "lower is served first under --enable-priority-scheduling --schedule-low-priority-values-first"
+        }
+        Some(_) => "higher is served first under --enable-priority-scheduling",
+        None => "lower is served first under --scheduling-policy priority",
+    };
+    let mut s = format!(
+        "Per priority class ({order}):\n  priority  completed  mean TTFT  median TTFT  P99 TTFT  median TPOT  P99 TPOT  median E2E   P99 E2E  (ms)\n",
     );
     for r in rows {
         writeln!(
@@ -111,6 +118,11 @@ mod tests {
         // One output token: no TPOT, counted as numpy counts an empty list ([0]).
         assert_eq!(rows[0].median_tpot_ms, 0.0);
         assert!((rows[0].p99_e2e_latency_ms - 250.0).abs() < 1e-9);
-        assert!(text(&rows).lines().nth(2).unwrap().trim_start().starts_with("-2"));
+        assert!(text(&rows, &cachesim_core::engine::EngineConfig::new(cachesim_core::engine::EngineVersion::Vllm033))
+            .lines()
+            .nth(2)
+            .unwrap()
+            .trim_start()
+            .starts_with("-2"));
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod launch;
 pub mod memory;
+pub mod priority;
 
 use super::{EngineConfig, ReqRt, SchedulePolicy, Scheduler, Step};
 use crate::cache::{PrefixCache, ReqId};
@@ -57,6 +58,8 @@ pub struct Sglang {
     /// Priority computations that could refresh the waiting prefixes so far
     /// (`SchedulePolicy._waiting_prefix_refresh_calls`).
     refresh_calls: u64,
+    /// `--enable-priority-scheduling`: each held request's priority and queue-entry order.
+    prio: Option<priority::Priorities>,
 }
 
 impl Sglang {
@@ -78,6 +81,21 @@ impl Sglang {
             decay: (init - min_ratio) / DECAY_STEPS,
             rng: StdRng::seed_from_u64(cfg.seed),
             refresh_calls: 0,
+            prio: cfg.sglang_priority.map(priority::Priorities::new),
+        }
+    }
+
+    /// Priority preemption is on (`enable_priority_preemption`).
+    fn preempts(&self) -> bool {
+        self.prio.as_ref().is_some_and(|p| p.cfg.preemption_threshold.is_some())
+    }
+
+    /// `_add_request_to_queue` for a retracted or preempted request: to the queue's end, with a
+    /// fresh entry time under priority scheduling.
+    fn requeue(&mut self, id: ReqId) {
+        self.waiting.push(id);
+        if let Some(p) = self.prio.as_mut() {
+            p.requeue(id);
         }
     }
 
@@ -119,7 +137,11 @@ impl Sglang {
         };
         let view: &dyn PrefixCache = &*cache;
         match self.cfg.schedule_policy {
-            SchedulePolicy::Fcfs => {}
+            SchedulePolicy::Fcfs => {
+                if let Some(p) = &self.prio {
+                    p.sort_fcfs(&mut self.waiting);
+                }
+            }
             SchedulePolicy::Lpm => {
                 if self.waiting.len() <= LPM_FALLBACK_WAITING {
                     // In-batch prefix deprioritisation: a request with little cached that shares
@@ -157,7 +179,10 @@ impl Sglang {
                 }
             }
             SchedulePolicy::DfsWeight => self.waiting = self.dfs_weight_order(reqs, view),
-            SchedulePolicy::Lof => self.waiting.sort_by_key(|&id| std::cmp::Reverse(reqs[id as usize].output_len)),
+            SchedulePolicy::Lof => match &self.prio {
+                Some(p) => p.sort_lof(&mut self.waiting, |id| reqs[id as usize].output_len),
+                None => self.waiting.sort_by_key(|&id| std::cmp::Reverse(reqs[id as usize].output_len)),
+            },
             SchedulePolicy::Random => self.waiting.shuffle(&mut self.rng),
         }
         if !cache_aware {
@@ -252,14 +277,16 @@ impl Sglang {
     fn prefill(&mut self, s: &mut Step) -> bool {
         let (now, reqs, cache, out) = (s.now, &mut *s.reqs, &mut *s.cache, &mut *s.out);
         let rules = self.cfg.rules;
-        if self.running.is_empty() {
+        let preempts = self.preempts();
+        if self.running.is_empty() || preempts {
+            // Under priority preemption every pass tries again (`_get_new_batch_prefill_raw`).
             self.batch_is_full = false;
         }
         if (self.batch_is_full || self.waiting.is_empty()) && self.chunked.is_none() {
             return false;
         }
         let max_running = self.cfg.max_num_seqs as usize;
-        if self.chunked.is_none() && self.running.len() >= max_running {
+        if self.chunked.is_none() && self.running.len() >= max_running && !preempts {
             self.batch_is_full = true;
             return false;
         }
@@ -295,19 +322,26 @@ impl Sglang {
         }
         // 2. Waiting requests in policy order (`add_one_req`).
         let mut taken = 0usize;
+        let mut preempted: Vec<ReqId> = Vec::new();
         while taken < self.waiting.len() {
             if b.state(cache) == Verdict::Other {
                 break;
             }
             if plan.len() >= max_running.saturating_sub(self.running.len()) {
                 self.batch_is_full = true;
-                break;
             }
             let id = self.waiting[taken];
+            // Once the slots are full, each further candidate must preempt to be tried.
+            if self.batch_is_full && !(preempts && self.preempt_to_schedule(id, &mut b, reqs, cache, &mut preempted)) {
+                break;
+            }
             let r = reqs[id as usize];
             let known = r.num_tokens as usize;
             // `init_next_round_input` matches the request against the tree.
             let (hit, pinned) = cache.touch(r.seq, known);
+            if let Some(p) = self.prio.as_mut() {
+                p.matched(id, known as u32, hit as u32);
+            }
             let extend = (known - hit) as u64;
             let input = extend.div_ceil(b.page) * b.page;
             let check_new =
@@ -375,6 +409,12 @@ impl Sglang {
             }
         }
         self.waiting.drain(..taken);
+        // Preempted requests join the queue's end after the admitted ones left it, even when
+        // none was admitted (0.5.22).
+        out.preempted += preempted.len() as u32;
+        for id in preempted {
+            self.requeue(id);
+        }
         // `alloc_for_extend`: one allocation for the batch (evicting once; with pages above one
         // token, for a page more per request: `alloc_paged_token_slots_extend`), then each's.
         let over = if b.page > 1 { plan.len() as u64 * b.page } else { 0 };
@@ -395,6 +435,47 @@ impl Sglang {
         !out.items.is_empty()
     }
 
+    /// `PrefillAdder.preempt_to_schedule` for the waiting `id`: releases the running requests
+    /// [`priority::Priorities::victims`] picks, as a retraction does (`release_req`: their KV
+    /// not in the tree freed, their prefix unpinned, the tree evicted to 20 tokens per request
+    /// left), takes their reservations off the budget and adds them to `preempted` (re-queued
+    /// after the pass); new_token_ratio stays. False when none is picked.
+    fn preempt_to_schedule(
+        &mut self,
+        id: ReqId,
+        b: &mut Budget,
+        reqs: &mut [ReqRt],
+        cache: &mut dyn PrefixCache,
+        preempted: &mut Vec<ReqId>,
+    ) -> bool {
+        let Some(p) = self.prio.as_ref() else { return false };
+        let e = p.entry(id);
+        // The candidate's figures as its last match left them (this runs before it is matched).
+        let need = (f64::from(e.fill) - f64::from(e.prefix))
+            + f64::from(reqs[id as usize].output_len.min(CLIP_MAX_NEW as u32))
+            - b.remaining_total(cache);
+        let victims = p.victims(id, &self.running, need, |v| self.running_reserve(&reqs[v as usize]));
+        if victims.is_empty() {
+            return false;
+        }
+        let n = self.running.len();
+        let mut released = 0;
+        for i in 0..n {
+            let v = self.running[i];
+            if !victims.contains(&v) {
+                continue;
+            }
+            b.total_offset -= self.running_reserve(&reqs[v as usize]);
+            released += 1;
+            cache.preempt(v);
+            reqs[v as usize].preempted();
+            cache.ensure_free((n - released) as u64 * RETRACT_DECODE_STEPS as u64);
+            preempted.push(v);
+        }
+        self.running.retain(|v| !victims.contains(v));
+        true
+    }
+
     /// Tokens the next decode step of `ids` allocates (a page for each request at a page end).
     fn decode_need(&self, reqs: &[ReqRt], ids: &[ReqId]) -> u64 {
         let page = self.page();
@@ -413,10 +494,13 @@ impl Sglang {
         }
         let rules = self.cfg.rules;
         let mut keep = self.running.clone();
-        // Stable sort, most preferred to keep first; victims are popped from the end.
+        // Stable sort, most preferred to keep first; victims are popped from the end. Under
+        // `--retraction-policy priority` the most important are kept first.
+        let prio = self.prio.as_ref();
         keep.sort_by_key(|&id| {
             let r = &reqs[id as usize];
-            std::cmp::Reverse((r.generated, std::cmp::Reverse(r.prompt_len)))
+            let rank = prio.map_or(0, |p| p.retraction_rank(id));
+            std::cmp::Reverse((rank, r.generated, std::cmp::Reverse(r.prompt_len)))
         });
         let mut retracted = 0;
         loop {
@@ -439,7 +523,7 @@ impl Sglang {
             let victim = keep.pop().expect("more than one request");
             cache.preempt(victim);
             reqs[victim as usize].preempted();
-            self.waiting.push(victim);
+            self.requeue(victim);
             retracted += 1;
             // `release_req`: use the newly evictable memory at once.
             cache.ensure_free(keep.len() as u64 * RETRACT_DECODE_STEPS as u64);
@@ -483,7 +567,7 @@ impl Sglang {
                 self.running.remove(i);
                 cache.preempt(id);
                 reqs[id as usize].preempted();
-                self.waiting.push(id);
+                self.requeue(id);
                 out.preempted += 1;
             }
         }
@@ -552,8 +636,11 @@ impl Budget {
 }
 
 impl Scheduler for Sglang {
-    fn enqueue(&mut self, id: ReqId, _priority: i32, _now: f64) {
+    fn enqueue(&mut self, id: ReqId, priority: Option<i32>, _now: f64) {
         self.waiting.push(id);
+        if let Some(p) = self.prio.as_mut() {
+            p.arrive(id, priority);
+        }
     }
 
     fn schedule(&mut self, s: &mut Step) {
@@ -584,6 +671,9 @@ impl Scheduler for Sglang {
         self.running.retain(|&x| x != id);
         self.prefilled.retain(|&x| x != id);
         self.batch_is_full = false;
+        if let Some(p) = self.prio.as_mut() {
+            p.forget(id);
+        }
     }
 
     fn queued(&self) -> (usize, usize) {
@@ -592,7 +682,11 @@ impl Scheduler for Sglang {
 
     fn reject_head(&mut self) -> Option<ReqId> {
         self.batch_is_full = false;
-        (!self.waiting.is_empty()).then(|| self.waiting.remove(0))
+        let id = (!self.waiting.is_empty()).then(|| self.waiting.remove(0))?;
+        if let Some(p) = self.prio.as_mut() {
+            p.forget(id);
+        }
+        Some(id)
     }
 }
 

@@ -66,13 +66,8 @@ fn lpm_deprioritises_in_queue_duplicates() {
 
 /// A workload of (prompt token ids, output length) requests.
 fn workload(reqs: &[(Vec<u32>, u32)]) -> Workload {
-    let mut doc = String::new();
-    for (ids, out) in reqs {
-        doc.push_str(&serde_json::json!({"prompt_ids": ids, "output_len": out}).to_string());
-        doc.push('\n');
-    }
-    let file = trace::parse(std::path::Path::new("t.jsonl"), doc.as_bytes(), &ReadOptions::default()).unwrap();
-    build(file, &BuildOptions::default()).unwrap()
+    let with: Vec<_> = reqs.iter().map(|(ids, out)| (ids.clone(), *out, None)).collect();
+    workload_with_priorities(&with)
 }
 
 /// Distinct tokens `[base, base + n)`.
@@ -88,6 +83,12 @@ fn run(w: &Workload, sends: &[(u32, f64)], v: EngineVersion, pool: u64, chunk: u
     engine.rules = v.rules();
     engine.chunked_prefill_size = chunk;
     engine.max_prefill_tokens = max_prefill;
+    simulate(w, sends, engine, pool)
+}
+
+/// Runs `sends` under `engine` with a radix pool of `pool` tokens (page 1), every step 10 ms,
+/// keeping the schedule.
+fn simulate(w: &Workload, sends: &[(u32, f64)], engine: EngineConfig, pool: u64) -> SimResult {
     let c = SimConfig {
         engine,
         cache: CacheSpec {
@@ -290,4 +291,203 @@ fn new_token_ratio_resets_when_idle() {
     let burst2: Vec<_> = r.schedule.iter().skip_while(|s| s.items.iter().all(|&(id, ..)| id == 0)).collect();
     assert_eq!(burst2[0].items.len(), 9, "first pass: nine admitted");
     assert!(burst2[1].items.iter().all(|&(_, n, _)| n == 1), "second pass admits none: a decode step");
+}
+
+/// A workload of (prompt token ids, output length, priority) requests.
+fn workload_with_priorities(reqs: &[(Vec<u32>, u32, Option<i32>)]) -> Workload {
+    let mut doc = String::new();
+    for (ids, out, p) in reqs {
+        let mut rec = serde_json::json!({"prompt_ids": ids, "output_len": out});
+        if let Some(p) = p {
+            rec["priority"] = (*p).into();
+        }
+        doc.push_str(&rec.to_string());
+        doc.push('\n');
+    }
+    let file = trace::parse(std::path::Path::new("t.jsonl"), doc.as_bytes(), &ReadOptions::default()).unwrap();
+    build(file, &BuildOptions::default()).unwrap()
+}
+
+/// Priority scheduling as SGLang's defaults set it: higher first, preemption above 10.
+fn prio() -> priority::SglangPriority {
+    priority::SglangPriority {
+        low_values_first: false,
+        preemption_threshold: Some(priority::DEFAULT_PREEMPTION_THRESHOLD),
+        default_value: None,
+        retract_by_priority: false,
+    }
+}
+
+/// Runs `sends` on SGLang 0.5.23 with at most `max_running` running requests, a large pool, and
+/// every step 10 ms.
+fn run_prio(w: &Workload, sends: &[(u32, f64)], max_running: u32, p: Option<priority::SglangPriority>) -> SimResult {
+    let mut engine = cfg(SchedulePolicy::Fcfs);
+    engine.max_num_seqs = max_running;
+    engine.sglang_priority = p;
+    simulate(w, sends, engine, 100_000)
+}
+
+fn record(r: &SimResult, id: u32) -> &crate::metrics::RequestRecord {
+    r.records.iter().find(|x| x.id == id).expect("a completed request")
+}
+
+/// `PrefillAdder.preempt_to_schedule` (0.5.23). Two running slots hold A and B (priority 0, 10
+/// outputs each, prefilled together at 0 s); C (priority 20) arrives at 0.025 s. At the 0.03 s
+/// pass the slots are full: C beats both by 20 > 10; the victim is the least important, the
+/// later queued among equals: B. One victim covers C's demand, so A keeps running; C is
+/// prefilled at once (first token at 0.04 s) and B re-queued: at the next pass B (priority 0)
+/// beats no one, and waits for a slot (A's last token at 0.11 s, one step late for C's prefill;
+/// B is prefilled again in the pass at 0.11 s, its prompt a cache hit). With priority 10
+/// (not above the threshold) or preemption off, C waits for A's finish instead.
+#[test]
+fn a_more_important_arrival_preempts_the_latest_queued_of_the_least_important() {
+    let w = workload_with_priorities(&[
+        (toks(0, 10), 10, Some(0)),
+        (toks(100, 10), 10, Some(0)),
+        (toks(200, 10), 10, Some(20)),
+    ]);
+    let sends = [(0, 0.0), (1, 0.0), (2, 0.025)];
+    let r = run_prio(&w, &sends, 2, Some(prio()));
+    // The engine is busy from 0 s on, so step k starts at k × 10 ms.
+    assert_eq!(r.schedule[3].items, vec![(2, 10, 0)], "C prefilled in the 0.03 s pass");
+    assert_eq!(r.schedule[3].preempted, vec![1]);
+    assert!((record(&r, 2).first_token_s - 0.04).abs() < 1e-9);
+    assert_eq!((record(&r, 0).preemptions, record(&r, 1).preemptions, record(&r, 2).preemptions), (0, 1, 0));
+    // A: prefill at 0, nine decodes to 0.10 s, with C's prefill in between: its last token at 0.11 s.
+    assert!((record(&r, 0).last_token_s - 0.11).abs() < 1e-9, "{}", record(&r, 0).last_token_s);
+    let b_again = r.schedule.iter().skip(1).position(|s| s.items.iter().any(|&(id, n, _)| id == 1 && n > 1));
+    assert_eq!(b_again, Some(10), "B re-prefilled in step 11, when A leaves");
+    assert_eq!(r.schedule[11].items, vec![(1, 3, 10)], "its 10-token prompt a hit, its 3 outputs computed again");
+    for p in [Some(priority::SglangPriority { preemption_threshold: None, ..prio() }), None] {
+        let r = run_prio(&w, &sends, 2, p);
+        assert_eq!(r.records.iter().map(|x| x.preemptions).sum::<u32>(), 0);
+        // A and B end at 0.10 s; C is prefilled then.
+        assert!((record(&r, 2).first_token_s - 0.11).abs() < 1e-9, "C waits for a slot");
+    }
+    let w10 = workload_with_priorities(&[
+        (toks(0, 10), 10, Some(0)),
+        (toks(100, 10), 10, Some(0)),
+        (toks(200, 10), 10, Some(10)),
+    ]);
+    let r = run_prio(&w10, &sends, 2, Some(prio()));
+    assert_eq!(r.records.iter().map(|x| x.preemptions).sum::<u32>(), 0, "a difference of 10 is not above 10");
+}
+
+/// `_sort_by_priority_and_fcfs`: one slot; A runs; B (priority 0) and C (priority 5) wait (5 is
+/// not enough to preempt). At A's finish C goes first by default, B with low values first (and
+/// B, its elder, without priority scheduling).
+#[test]
+fn the_waiting_queue_is_served_by_priority_then_by_entry() {
+    let w = workload_with_priorities(&[
+        (toks(0, 10), 5, Some(0)),
+        (toks(100, 10), 5, Some(0)),
+        (toks(200, 10), 5, Some(5)),
+    ]);
+    let sends = [(0, 0.0), (1, 0.001), (2, 0.002)];
+    let order = |p| {
+        let r = run_prio(&w, &sends, 1, p);
+        assert_eq!(r.records.iter().map(|x| x.preemptions).sum::<u32>(), 0);
+        let mut ids: Vec<u32> = vec![1, 2];
+        ids.sort_by(|a, b| record(&r, *a).first_token_s.total_cmp(&record(&r, *b).first_token_s));
+        ids
+    };
+    assert_eq!(order(Some(prio())), vec![2, 1]);
+    assert_eq!(order(Some(priority::SglangPriority { low_values_first: true, ..prio() })), vec![1, 2]);
+    assert_eq!(order(None), vec![1, 2]);
+}
+
+/// `_set_or_validate_priority`: a request sent without a priority is the least important there
+/// is, so a priority-0 arrival preempts it (0 − (−2⁶³) > 10) — unless `--default-priority-value`
+/// gives it 0.
+#[test]
+fn a_request_without_priority_is_preempted_by_any() {
+    let w = workload_with_priorities(&[(toks(0, 10), 10, None), (toks(200, 10), 10, Some(0))]);
+    let sends = [(0, 0.0), (1, 0.025)];
+    let r = run_prio(&w, &sends, 1, Some(prio()));
+    assert_eq!((record(&r, 0).preemptions, record(&r, 1).preemptions), (1, 0));
+    let r = run_prio(&w, &sends, 1, Some(priority::SglangPriority { default_value: Some(0), ..prio() }));
+    assert_eq!(record(&r, 0).preemptions, 0);
+}
+
+/// `--retraction-policy priority` (`_get_decode_retraction_order`): the least important running
+/// request is retracted first whatever its outputs. In the full pool of
+/// `a_retraction_evicts_towards_twenty_tokens_per_remaining_request`, B (1 output) is the length
+/// rule's victim; with B at priority 9 and A at 1, A goes instead.
+#[test]
+fn retraction_by_priority_takes_the_least_important() {
+    let (_, mut cache, mut reqs) = full_pool(0, EngineVersion::Sglang05.rules().sglang_cache());
+    let mut engine = cfg(SchedulePolicy::Fcfs);
+    engine.sglang_priority = Some(priority::SglangPriority { retract_by_priority: true, ..prio() });
+    let mut s = Sglang::new(engine, Arc::new(TokenStore::from_seqs(&[toks(0, 20), toks(100, 20)])));
+    s.enqueue(0, Some(9), 0.0);
+    s.enqueue(1, Some(1), 0.0);
+    s.waiting.clear();
+    s.running = vec![1, 0];
+    assert_eq!(s.make_decode_room(&mut reqs, &mut cache), 1);
+    assert_eq!((s.running.clone(), s.waiting.clone()), (vec![0], vec![1]));
+}
+
+/// Runs random requests — (prompt tokens, outputs, priority, send time) — under `engine` with a
+/// pool of `pool` tokens and 10 ms steps.
+fn run_random(reqs: &[(u32, u32, Option<i32>, f64)], engine: EngineConfig, pool: u64) -> SimResult {
+    let specs: Vec<(Vec<u32>, u32, Option<i32>)> = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, &(len, out, p, _))| {
+            // Every third request shares an 8-token prefix, so re-prefills and retractions meet hits.
+            let shared = (0..if i % 3 == 0 { 8 } else { 0 }).map(|t| 50_000 + t);
+            (shared.chain((0..len).map(|t| i as u32 * 1000 + t)).collect(), out, p)
+        })
+        .collect();
+    let w = workload_with_priorities(&specs);
+    let mut sends: Vec<(u32, f64)> = reqs.iter().enumerate().map(|(i, r)| (i as u32, r.3)).collect();
+    sends.sort_by(|a, b| a.1.total_cmp(&b.1));
+    simulate(&w, &sends, engine, pool)
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Any requests, priorities (some without), pool, slot count, threshold and order: every
+    /// request completes with all its outputs, preemptions included, and the run repeats
+    /// exactly. With preemption off and one priority for all, the schedule is FCFS's (or
+    /// LOF's) step for step: the sort by (priority, entry) is then the queue's own order.
+    #[test]
+    fn priority_scheduling_loses_nothing_and_reduces_to_the_plain_order(
+        reqs in proptest::collection::vec(
+            (1u32..40, 1u32..30, prop_oneof![Just(None), (-3i32..30).prop_map(Some)], 0.0f64..0.3), 1..20),
+        pool in 120u64..600,
+        slots in 1u32..5,
+        threshold in -2i64..15,
+        low_first in any::<bool>(),
+        by_priority in any::<bool>(),
+        lof in any::<bool>(),
+    ) {
+        let policy = if lof { SchedulePolicy::Lof } else { SchedulePolicy::Fcfs };
+        let mut engine = EngineConfig { max_num_seqs: slots, chunked_prefill_size: 64, ..cfg(policy) };
+        engine.sglang_priority = Some(priority::SglangPriority {
+            low_values_first: low_first,
+            preemption_threshold: Some(threshold),
+            default_value: None,
+            retract_by_priority: by_priority,
+        });
+        let r = run_random(&reqs, engine, pool);
+        prop_assert_eq!(r.records.len() as u64 + r.failed, reqs.len() as u64);
+        for rec in &r.records {
+            prop_assert_eq!(rec.output_tokens, reqs[rec.id as usize].1);
+        }
+        let again = run_random(&reqs, engine, pool);
+        prop_assert_eq!(format!("{:?}", r.records), format!("{:?}", again.records));
+        prop_assert_eq!(&r.schedule, &again.schedule);
+
+        let same: Vec<_> = reqs.iter().map(|&(l, o, _, t)| (l, o, Some(7), t)).collect();
+        let mut quiet = engine;
+        quiet.sglang_priority = Some(priority::SglangPriority { preemption_threshold: None, retract_by_priority: false, ..engine.sglang_priority.unwrap() });
+        let plain = EngineConfig { sglang_priority: None, ..engine };
+        let (a, b) = (run_random(&same, quiet, pool), run_random(&same, plain, pool));
+        prop_assert_eq!(&a.schedule, &b.schedule);
+        prop_assert_eq!(format!("{:?}", a.records), format!("{:?}", b.records));
+    }
 }

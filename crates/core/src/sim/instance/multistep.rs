@@ -112,7 +112,7 @@ impl Instance<'_> {
             cached_prompt_tokens: r.cached_prompt_tokens,
             preemptions: r.preemptions,
             first_scheduled_s: r.first_scheduled_s,
-            priority: r.priority,
+            priority: r.priority.unwrap_or(0),
         });
         out.finished.push(id);
     }
