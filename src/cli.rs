@@ -1574,7 +1574,9 @@ pub struct PlanArgs {
     /// Limits in ms, comma-separated: METRIC_STAT=MS with METRIC ttft, tpot, e2e or itl and STAT
     /// mean, median, max or pNN (e.g. ttft_p99=2000,tpot_p99=50), or the sglang JSON keys
     /// (p99_ttft_ms=2000); and failed_pct=P, at most P % of the requests sent failed (instance
-    /// failures, rejections: the latency limits see completed requests only).
+    /// failures, rejections: the latency limits see completed requests only). METRIC_STAT@P
+    /// limits the requests of priority P alone (a tenant's or class's SLO, e.g.
+    /// ttft_p99@0=500,ttft_p99@1=5000 with --priority-mix 0:0.2,1:0.8).
     /// Required here or as `slo` in the --file.
     #[arg(long, value_parser = parse_slo, help_heading = "Plan")]
     pub slo: Option<cachesim::plan::Slo>,

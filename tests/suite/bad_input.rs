@@ -472,6 +472,17 @@ const CASES: &[Case] = &[
         args: &["plan", "--slo", "ttft_p99=100", "--tolerance", "-1"],
         cut: None,
     },
+    Case { what: "a class SLO on the failed share", args: &["plan", "--slo", "failed_pct@0=1"], cut: None },
+    Case {
+        what: "a class SLO whose class is not an integer",
+        args: &["plan", "--slo", "ttft_p99@high=100"],
+        cut: None,
+    },
+    Case {
+        what: "a class SLO for a class no request has",
+        args: &["plan", "--slo", "ttft_p99@3=100", "--priority-mix", "0:0.5,1:0.5"],
+        cut: None,
+    },
     Case {
         what: "a sweep CSV row with a cell missing",
         args: &["merge", "shard.csv", "--csv", "merged.csv"],

@@ -415,3 +415,34 @@ fn deployments_have_instance_error_bars() {
     let text = ok(&[&DEPLOY[..], &["--instances", "1..8"]].concat());
     assert!(text.contains(" instances   if off  GPUs "), "{text}");
 }
+
+/// A class's SLO (`ttft_p99@0`) is searched over that class's requests: vLLM's priority policy,
+/// which serves class 0 first, sustains a higher rate for it than FCFS does; the table and JSON
+/// name the class; a class no request has is refused.
+#[test]
+fn a_class_slo_counts_its_class() {
+    let args = [
+        "plan",
+        "--slo",
+        "ttft_p99@0=200",
+        "--priority-mix",
+        "0:0.2,1:0.8",
+        "--grid",
+        "scheduling-policy=fcfs,priority",
+        "--max-num-seqs",
+        "8",
+        "--json",
+    ];
+    let v: Value = serde_json::from_str(&ok(&args)).unwrap();
+    let rate = |policy: &str| {
+        let r = v["results"].as_array().unwrap().iter().find(|r| r["scheduling-policy"] == policy).unwrap();
+        assert!(r["at_max_rate"]["slo_values"]["p99_ttft_ms@0"].as_f64().unwrap() <= 200.0, "{r}");
+        r["max_rate"].as_f64().unwrap()
+    };
+    assert!(rate("priority") > rate("fcfs"), "{v}");
+    let e = fails(&["plan", "--slo", "ttft_p99@5=200", "--priority-mix", "0:0.2,1:0.8"]);
+    assert!(
+        e.contains("no request of traces/sessions.jsonl (built-in sample) has priority 5 (its classes: 0, 1"),
+        "{e}"
+    );
+}

@@ -71,6 +71,7 @@ impl Plan {
                 w.info.path.display()
             );
         }
+        self.slo.check_classes(&w)?;
         Ok(w)
     }
 

@@ -5,7 +5,9 @@
 //! An SLO is a list of limits in ms on client metrics, named as the sglang JSON keys
 //! (`p99_ttft_ms`) or as `ttft_p99` (any percentile of TTFT, TPOT and E2E latency; ITL at the
 //! percentiles the clients report). A rate meets it when every limit holds over the completed
-//! requests and at least one request completed.
+//! requests and at least one request completed. A limit on one priority class (`ttft_p99@0`:
+//! the requests of priority 0, from the trace or `--priority-mix`) holds over that class's
+//! completed requests: a tenant's SLO.
 //!
 //! Goodput follows DistServe (Zhong et al., "DistServe: Disaggregating Prefill and Decoding for
 //! Goodput-optimized Large Language Model Serving", OSDI 2024, arXiv:2401.09670): the highest
@@ -52,6 +54,10 @@ pub struct Target {
     pub quantity: Quantity,
     pub stat: Stat,
     pub limit_ms: f64,
+    /// Only the requests of this priority class (their report class,
+    /// [`cachesim_core::workload::Request::class`]); `None`: every request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<i32>,
 }
 
 /// A service-level objective: every target must hold.
@@ -78,8 +84,17 @@ fn stat(s: &str) -> Option<Stat> {
 }
 
 impl Target {
-    /// The sglang-style key of this metric, e.g. `p99_ttft_ms`; `failed_pct` for the failed share.
+    /// The sglang-style key of this metric, e.g. `p99_ttft_ms`, with `@CLASS` for one class's
+    /// (`p99_ttft_ms@0`); `failed_pct` for the failed share.
     pub fn key(&self) -> String {
+        match self.class {
+            Some(c) => format!("{}@{c}", self.metric_key()),
+            None => self.metric_key(),
+        }
+    }
+
+    /// [`Target::key`] without the class.
+    fn metric_key(&self) -> String {
         let q = match self.quantity {
             Quantity::Ttft => "ttft",
             Quantity::Tpot => "tpot",
@@ -105,13 +120,33 @@ impl Target {
 
     fn parse(name: &str, limit: &str) -> Result<Target> {
         let bad = |why: String| Error::invalid("--slo", why);
-        let n = name.trim();
+        let (n, class) = match name.trim().split_once('@') {
+            Some((n, c)) => {
+                let c: i32 = c.trim().parse().map_err(|_| {
+                    bad(format!("`{name}`: the class after @ is a request priority, an integer (e.g. ttft_p99@0)"))
+                })?;
+                (n.trim(), Some(c))
+            }
+            None => (name.trim(), None),
+        };
+        let t = Self::parse_metric(n, limit)?;
+        if class.is_some() && matches!(t.quantity, Quantity::Failed | Quantity::Itl) {
+            return Err(bad(format!(
+                "`{name}`: {} is counted over every request, not per class (limit TTFT, TPOT or E2E per class)",
+                if t.quantity == Quantity::Failed { "the failed share" } else { "ITL" }
+            )));
+        }
+        Ok(Target { class, ..t })
+    }
+
+    fn parse_metric(n: &str, limit: &str) -> Result<Target> {
+        let bad = |why: String| Error::invalid("--slo", why);
         if n == "failed_pct" {
             let pct: f64 = limit.trim().parse().map_err(|_| bad(format!("`{limit}` is not a percentage")))?;
             if !(0.0..=100.0).contains(&pct) {
                 return Err(bad(format!("`{limit}`: failed_pct is a percentage of the requests sent, 0 to 100")));
             }
-            return Ok(Target { quantity: Quantity::Failed, stat: Stat::Mean, limit_ms: pct });
+            return Ok(Target { quantity: Quantity::Failed, stat: Stat::Mean, limit_ms: pct, class: None });
         }
         let (q, s) = match n.strip_suffix("_ms").and_then(|k| k.split_once('_')) {
             Some((s, q)) => (q, s),
@@ -129,7 +164,7 @@ impl Target {
         if !(limit_ms.is_finite() && limit_ms > 0.0) {
             return Err(bad(format!("`{limit}` must be a positive number of ms")));
         }
-        let t = Target { quantity, stat, limit_ms };
+        let t = Target { quantity, stat, limit_ms, class: None };
         if quantity == Quantity::Itl
             && !matches!(t.key().as_str(), "mean_itl_ms" | "median_itl_ms" | "p95_itl_ms" | "p99_itl_ms" | "max_itl_ms")
         {
@@ -138,17 +173,23 @@ impl Target {
         Ok(t)
     }
 
-    /// This statistic over the completed requests, in ms (0 without any value); the failed
-    /// share of the requests sent, in %.
+    /// Whether the target counts `r` (its class, if it names one).
+    pub fn counts(&self, r: &RequestRecord) -> bool {
+        self.class.is_none_or(|c| r.priority == c)
+    }
+
+    /// This statistic over the completed requests (of its class), in ms (0 without any value);
+    /// the failed share of the requests sent, in %.
     pub fn value_ms(&self, records: &[RequestRecord], summary: &Summary) -> f64 {
+        let records = || records.iter().filter(|r| self.counts(r));
         let mut v: Vec<f64> = match self.quantity {
             Quantity::Failed => {
                 let sent = summary.completed + summary.failed;
                 return if sent == 0 { 0.0 } else { 100.0 * summary.failed as f64 / sent as f64 };
             }
-            Quantity::Ttft => records.iter().map(RequestRecord::ttft_s).collect(),
-            Quantity::Tpot => records.iter().filter_map(RequestRecord::tpot_s).collect(),
-            Quantity::E2eLatency => records.iter().map(RequestRecord::latency_s).collect(),
+            Quantity::Ttft => records().map(RequestRecord::ttft_s).collect(),
+            Quantity::Tpot => records().filter_map(RequestRecord::tpot_s).collect(),
+            Quantity::E2eLatency => records().map(RequestRecord::latency_s).collect(),
             Quantity::Itl => {
                 return match self.key().as_str() {
                     "mean_itl_ms" => summary.mean_itl_ms,
@@ -191,6 +232,28 @@ impl std::str::FromStr for Slo {
 }
 
 impl Slo {
+    /// Refuses a limit on a class no request of `w` belongs to (it would hold for want of
+    /// requests).
+    pub fn check_classes(&self, w: &Workload) -> Result<()> {
+        let classes: std::collections::BTreeSet<i32> = w.requests.iter().map(|r| r.class()).collect();
+        for t in &self.0 {
+            if let Some(c) = t.class.filter(|c| !classes.contains(c)) {
+                let have: Vec<String> = classes.iter().map(i32::to_string).collect();
+                return Err(Error::invalid(
+                    "--slo",
+                    format!(
+                        "`{}`: no request of {} has priority {c} (its classes: {}; classes come from the trace's \
+                         `priority` keys or --priority-mix)",
+                        t.key(),
+                        w.info.path.display(),
+                        have.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a run meets the SLO (every limit, at least one request completed), and each
     /// target's `(key, value in ms)`.
     pub fn check(&self, records: &[RequestRecord], summary: &Summary) -> (bool, Vec<(String, f64)>) {
@@ -199,9 +262,10 @@ impl Slo {
         (meets, values)
     }
 
-    /// Whether `r` meets every per-request limit (TTFT, TPOT, E2E; ITL is not per request).
+    /// Whether `r` meets every per-request limit that counts it (TTFT, TPOT, E2E, of every
+    /// request or of its class; ITL is not per request).
     pub fn request_is_good(&self, r: &RequestRecord) -> bool {
-        self.0.iter().all(|t| {
+        self.0.iter().filter(|t| t.counts(r)).all(|t| {
             let l = Some(t.limit_ms);
             match t.quantity {
                 Quantity::Ttft => r.within_ms(l, None, None),
@@ -551,6 +615,42 @@ mod tests {
         assert_eq!(off.0.iter().map(|t| t.limit_ms).collect::<Vec<_>>(), [1600.0, 75.0]);
         assert_eq!(off.0[0].key(), "p99_ttft_ms");
         assert_eq!(residual_metric(Quantity::Itl), Some("median_tpot_ms"));
+    }
+
+    /// A class's limit counts only that class's requests, in the check and in the per-request
+    /// goodput; the failed share and ITL have no class; a class nobody has is refused.
+    #[test]
+    fn a_class_limit_counts_its_class_alone() {
+        let s: Slo = "ttft_p99@0=100,ttft_max@1=1000,tpot_max=50".parse().unwrap();
+        assert_eq!(s.0.iter().map(Target::key).collect::<Vec<_>>(), ["p99_ttft_ms@0", "max_ttft_ms@1", "max_tpot_ms"]);
+        let rec = |id: u32, ttft_s: f64, priority: i32| RequestRecord {
+            id,
+            send_s: 0.0,
+            first_token_s: ttft_s,
+            last_token_s: ttft_s + 0.01,
+            prompt_tokens: 10,
+            output_tokens: 2,
+            cached_prompt_tokens: 0,
+            preemptions: 0,
+            first_scheduled_s: 0.0,
+            priority,
+        };
+        // Class 0 answers in 50 ms, class 1 in 500: each within its own limit, though class
+        // 1's TTFT is 5 × class 0's limit.
+        let records = [rec(0, 0.05, 0), rec(1, 0.5, 1), rec(2, 0.05, 0)];
+        let summary = Summary { completed: 3, ..Summary::new(&[], 0, &mut Default::default()) };
+        let (meets, values) = s.check(&records, &summary);
+        assert!(meets, "{values:?}");
+        assert!((values[0].1 - 50.0).abs() < 1e-9 && (values[1].1 - 500.0).abs() < 1e-9, "{values:?}");
+        assert!(records.iter().all(|r| s.request_is_good(r)));
+        let tight: Slo = "ttft_p99@1=400".parse().unwrap();
+        assert!(!tight.check(&records, &summary).0);
+        assert_eq!(records.iter().map(|r| tight.request_is_good(r)).collect::<Vec<_>>(), [true, false, true]);
+        for bad in ["failed_pct@0=1", "itl_p99@0=10"] {
+            assert!(bad.parse::<Slo>().unwrap_err().to_string().contains("not per class"), "{bad}");
+        }
+        assert!("ttft_p99@x=1".parse::<Slo>().unwrap_err().to_string().contains("a request priority"));
+        assert_eq!(slo_if_off(&s, &[10.0, 0.0, 0.0]).0[0].class, Some(0));
     }
 
     #[test]
