@@ -362,6 +362,12 @@ pub struct RunArgs {
     /// --enable-priority-scheduling).
     #[arg(long, value_enum, help_heading = "Engine")]
     pub retraction_policy: Option<cachesim::engine::sglang::priority::RetractionPolicy>,
+    /// SGLang: the most requests the waiting queue holds; one arriving at a full queue (or a
+    /// retracted or preempted one going back to it) fails with HTTP 503, unless
+    /// --enable-priority-scheduling finds a less important waiting request to abort instead
+    /// (SGLang --max-queued-requests; unbounded by default).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Engine")]
+    pub max_queued_requests: Option<u32>,
     /// vLLM V0 multi-step scheduling (vLLM --num-scheduler-steps; --engine vllm-v0 only, default
     /// 1): a decode batch is scheduled once and runs this many steps, its tokens streamed together.
     #[arg(allow_negative_numbers = true, long, help_heading = "Engine")]
@@ -818,6 +824,7 @@ impl RunArgs {
                 default_value: self.default_priority_value,
                 retraction: self.retraction_policy,
             },
+            max_queued_requests: self.max_queued_requests,
             autoscale: cachesim::cluster::autoscale::AutoscaleOptions {
                 policy: self.autoscale,
                 min_instances: self.min_instances,

@@ -251,6 +251,22 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case { what: "SGLang's priority scheduling on vLLM", args: &["--enable-priority-scheduling"], cut: None },
+    Case { what: "SGLang's queue bound on vLLM", args: &["--max-queued-requests", "8"], cut: None },
+    Case { what: "a queue bound of 0", args: &["--engine", "sglang", "--max-queued-requests", "0"], cut: None },
+    Case {
+        what: "a queue bound with prefill/decode pools",
+        args: &[
+            "--engine",
+            "sglang",
+            "--max-queued-requests",
+            "8",
+            "--prefill-instances",
+            "1",
+            "--decode-instances",
+            "1",
+        ],
+        cut: None,
+    },
     Case {
         what: "SGLang's priority scheduling with LPM",
         args: &["--engine", "sglang", "--enable-priority-scheduling", "--schedule-policy", "lpm"],

@@ -332,3 +332,28 @@ fn failed_turns_do_not_stall_their_sessions() {
         assert_eq!(got, (done, failed, cut), "{engine} {len}");
     }
 }
+
+/// SGLang's `--max-queued-requests`: under a burst the arrivals that find the queue full fail
+/// as `queue_full` with SGLang's message; under priority scheduling some waiting requests are
+/// aborted for more important ones (`priority_abort`), and the important class completes more.
+/// Every request is counted once.
+#[test]
+fn a_bounded_sglang_queue_refuses_what_does_not_fit() {
+    let base = ["--engine", "sglang", "--max-queued-requests", "4", "--max-running-requests", "4"];
+    let json = |extra: &[&str]| -> Value {
+        let args: Vec<&str> = base.iter().chain(extra).copied().chain(["--json"]).collect();
+        serde_json::from_str(&ok(&args)).unwrap()
+    };
+    let plain = json(&["--request-rate", "40"]);
+    let (completed, failed) = (plain["completed"].as_u64().unwrap(), plain["failed"].as_u64().unwrap());
+    assert_eq!(completed + failed, 160);
+    assert_eq!(plain["failed_reasons"]["queue_full"].as_u64(), Some(failed), "{plain}");
+    let (_, _, err) = run(&[&base[..], &["--request-rate", "40"]].concat());
+    assert!(err.contains("the waiting queue was full: The request queue is full."), "{err}");
+    // A lighter load, so that both classes complete some.
+    let prio = json(&["--priority-mix", "0:0.5,20:0.5", "--enable-priority-scheduling", "--request-rate", "10"]);
+    assert!(prio["failed_reasons"]["priority_abort"].as_u64().unwrap() > 0, "{prio}");
+    let classes = prio["priority_classes"].as_array().unwrap();
+    let done = |p: i64| classes.iter().find(|c| c["priority"] == p).unwrap()["completed"].as_u64().unwrap();
+    assert!(done(20) > 3 * done(0), "{prio}");
+}

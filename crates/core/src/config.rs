@@ -98,6 +98,8 @@ pub struct RunOptions {
     pub hybrid: crate::engine::vllm_hybrid::HybridOptions,
     /// SGLang's priority scheduling (off by default).
     pub sglang_priority: crate::engine::sglang::priority::PriorityOptions,
+    /// SGLang `--max-queued-requests` (unbounded by default).
+    pub max_queued_requests: Option<u32>,
 }
 
 /// Where the step-time factors ([`Efficiency`]) come from.
@@ -224,6 +226,7 @@ impl Default for RunOptions {
             offload: Default::default(),
             hybrid: Default::default(),
             sglang_priority: Default::default(),
+            max_queued_requests: None,
         }
     }
 }
@@ -464,6 +467,7 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.sglang_priority.disable_preemption, "--disable-priority-preemption"),
         (o.sglang_priority.default_value.is_some(), "--default-priority-value"),
         (o.sglang_priority.retraction.is_some(), "--retraction-policy"),
+        (o.max_queued_requests.is_some(), "--max-queued-requests"),
     ]
     .into_iter()
     .filter_map(|(set, flag)| set.then_some(flag))
@@ -698,6 +702,22 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         EngineKind::Sglang => crate::engine::sglang::priority::resolve(&o.sglang_priority, version, o.schedule_policy)?,
         _ => None,
     };
+    match o.max_queued_requests {
+        Some(0) => {
+            return Err(Error::invalid(
+                "--max-queued-requests",
+                "0 refuses every request (and SGLang 0.5.23 under --enable-priority-scheduling fails on the first: \
+                 max() of an empty queue); give at least 1",
+            ))
+        }
+        Some(_) if o.cluster.pd.is_some() => {
+            return Err(Error::invalid(
+                "--max-queued-requests",
+                "means nothing with prefill/decode pools: SGLang ignores it in disaggregation mode",
+            ))
+        }
+        _ => {}
+    }
     let offload = crate::engine::vllm_offload::resolve(
         &o.offload,
         &crate::engine::vllm_offload::TierMachine {
@@ -757,6 +777,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             async_output_proc,
             offload,
             sglang_priority,
+            max_queued_requests: o.max_queued_requests,
         },
         cache: CacheSpec {
             policy,

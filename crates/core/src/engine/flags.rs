@@ -108,6 +108,8 @@ pub const TABLE: &[EngineFlag] = &[
     EngineFlag { server_only: &[], flag: "--disable-priority-preemption", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--default-priority-value", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--retraction-policy", engines: SGLANG, instead: &[] },
+    // SGLang `ServerArgs.max_queued_requests` (`Scheduler._abort_on_queued_limit`).
+    EngineFlag { server_only: &[], flag: "--max-queued-requests", engines: SGLANG, instead: &[] },
     // SGLang `ServerArgs.schedule_conservativeness`.
     EngineFlag { server_only: &[], flag: "--schedule-conservativeness", engines: SGLANG, instead: &[] },
     // SGLang `ServerArgs.mem_fraction_static`; LightLLM `--mem_fraction` (default 0.9).

@@ -49,6 +49,12 @@ pub enum FailReason {
     /// An autoscaler's scale-down stopped its instance at the drain timeout
     /// ([`crate::cluster::autoscale`]).
     ScaledDown,
+    /// SGLang `--max-queued-requests`: it reached (or, retracted or preempted, went back to) a
+    /// full waiting queue (HTTP 503).
+    QueueFull,
+    /// SGLang `--max-queued-requests` under priority scheduling: a more important arrival found
+    /// the waiting queue full and took its place (HTTP 503).
+    PriorityAbort,
 }
 
 impl FailReason {
@@ -63,6 +69,8 @@ impl FailReason {
             FailReason::InstanceFailed => "its instance failed",
             FailReason::NoInstance => "no instance serving",
             FailReason::ScaledDown => "its instance was scaled down",
+            FailReason::QueueFull => "the waiting queue was full",
+            FailReason::PriorityAbort => "aborted for a more important request",
         }
     }
 }

@@ -136,6 +136,9 @@ pub struct EngineConfig {
     /// SGLang's priority scheduling (`--enable-priority-scheduling`); `None`: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sglang_priority: Option<sglang::priority::SglangPriority>,
+    /// SGLang `--max-queued-requests`: the waiting queue's bound; `None`: unbounded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_queued_requests: Option<u32>,
 }
 
 fn on_off(on: bool) -> &'static str {
@@ -174,6 +177,7 @@ impl EngineConfig {
             async_output_proc: false,
             offload: None,
             sglang_priority: None,
+            max_queued_requests: None,
         }
     }
 
@@ -681,6 +685,9 @@ pub trait Scheduler: Send {
     fn queued(&self) -> (usize, usize);
     /// Drops the waiting head (it can never run, e.g. larger than the KV cache); returns it.
     fn reject_head(&mut self) -> Option<ReqId>;
+    /// Moves into `out` the requests the engine aborted since the last call (SGLang's full
+    /// waiting queue), each with why; they hold no KV. The default aborts none.
+    fn take_aborted(&mut self, _out: &mut Vec<(ReqId, frontend::FailReason)>) {}
     /// Whether a waiting request could be admitted in the steps after one that scheduled
     /// `decodes` decodes and nothing else (every running request), while nothing arrives,
     /// finishes or is preempted. The default does not say.

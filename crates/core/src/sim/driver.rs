@@ -29,6 +29,22 @@ pub(super) fn fail(failures: &mut Failures, reason: FailReason, message: &str) {
     failures.entry(reason).or_insert_with(|| (0, message.to_string())).0 += 1;
 }
 
+/// Fails the requests instance `x`'s engine aborted (SGLang's full waiting queue) with the
+/// engine's message; whether there were any.
+fn fail_aborted(x: &mut Instance, failures: &mut Failures, finished: &mut Vec<ReqId>) -> bool {
+    let mut out = Vec::new();
+    x.sched.take_aborted(&mut out);
+    for &(id, reason) in &out {
+        let message = match reason {
+            FailReason::PriorityAbort => "The request is aborted by a higher priority request.",
+            _ => "The request queue is full.",
+        };
+        fail(failures, reason, message);
+        finished.push(id);
+    }
+    !out.is_empty()
+}
+
 /// Failed requests in all.
 fn total(failures: &Failures) -> u64 {
     failures.values().map(|f| f.0).sum()
@@ -298,6 +314,7 @@ pub fn drive(
                 match (&rejected[id as usize], disagg.as_mut()) {
                     (None, None) => {
                         inst[d.instance].enqueue(id, &rt[id as usize], now);
+                        fail_aborted(&mut inst[d.instance], &mut failures, &mut finished);
                         dirty.mark(d.instance);
                     }
                     (None, Some(pd)) => {
@@ -338,7 +355,10 @@ pub fn drive(
                 continue; // it schedules when its step ends
             }
             let may_reject = disagg.as_ref().is_none_or(|pd| pd.may_reject(i));
-            match inst[i].begin_step(now, &mut rt, keep, may_reject) {
+            let begun = inst[i].begin_step(now, &mut rt, keep, may_reject);
+            // Retracted or preempted requests that went back to a full waiting queue.
+            again |= fail_aborted(&mut inst[i], &mut failures, &mut finished);
+            match begun {
                 Begun::Busy(end) => {
                     let end = if coalescing {
                         // No step of the stretch may start at or after anything that can

@@ -13,6 +13,7 @@ pub mod launch;
 pub mod memory;
 pub mod priority;
 
+use super::frontend::FailReason;
 use super::{EngineConfig, ReqRt, SchedulePolicy, Scheduler, Step};
 use crate::cache::{PrefixCache, ReqId};
 use crate::workload::prefix_trie::{build_trie, Tokens};
@@ -60,6 +61,8 @@ pub struct Sglang {
     refresh_calls: u64,
     /// `--enable-priority-scheduling`: each held request's priority and queue-entry order.
     prio: Option<priority::Priorities>,
+    /// Requests `--max-queued-requests` aborted, until the instance takes them.
+    aborted: Vec<(ReqId, FailReason)>,
 }
 
 impl Sglang {
@@ -82,6 +85,7 @@ impl Sglang {
             rng: StdRng::seed_from_u64(cfg.seed),
             refresh_calls: 0,
             prio: cfg.sglang_priority.map(priority::Priorities::new),
+            aborted: Vec::new(),
         }
     }
 
@@ -93,10 +97,38 @@ impl Sglang {
     /// `_add_request_to_queue` for a retracted or preempted request: to the queue's end, with a
     /// fresh entry time under priority scheduling.
     fn requeue(&mut self, id: ReqId) {
-        self.waiting.push(id);
         if let Some(p) = self.prio.as_mut() {
             p.requeue(id);
         }
+        self.join_queue(id);
+    }
+
+    /// The end of `_add_request_to_queue`, with `_abort_on_queued_limit`: under
+    /// `--max-queued-requests` a request finding the waiting queue full is aborted, unless
+    /// priority scheduling finds a waiting request less important than it (the least important,
+    /// the newest among equals), which is aborted in its place.
+    fn join_queue(&mut self, id: ReqId) {
+        let full = self.cfg.max_queued_requests.is_some_and(|m| self.waiting.len() + 1 > m as usize);
+        if !full {
+            self.waiting.push(id);
+            return;
+        }
+        if let Some(p) = self.prio.as_mut() {
+            let rank = |r: ReqId| {
+                let e = p.entry(r);
+                (p.cfg.key(e.priority), e.entered)
+            };
+            let least = (0..self.waiting.len()).max_by_key(|&i| rank(self.waiting[i]));
+            if let Some(i) = least.filter(|&i| rank(id).0 < rank(self.waiting[i]).0) {
+                let out = self.waiting.remove(i);
+                p.forget(out);
+                self.aborted.push((out, FailReason::PriorityAbort));
+                self.waiting.push(id);
+                return;
+            }
+            p.forget(id);
+        }
+        self.aborted.push((id, FailReason::QueueFull));
     }
 
     fn page(&self) -> u64 {
@@ -637,10 +669,14 @@ impl Budget {
 
 impl Scheduler for Sglang {
     fn enqueue(&mut self, id: ReqId, priority: Option<i32>, _now: f64) {
-        self.waiting.push(id);
         if let Some(p) = self.prio.as_mut() {
             p.arrive(id, priority);
         }
+        self.join_queue(id);
+    }
+
+    fn take_aborted(&mut self, out: &mut Vec<(ReqId, FailReason)>) {
+        out.append(&mut self.aborted);
     }
 
     fn schedule(&mut self, s: &mut Step) {

@@ -450,9 +450,9 @@ use proptest::prelude::*;
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    /// Any requests, priorities (some without), pool, slot count, threshold and order: every
-    /// request completes with all its outputs, preemptions included, and the run repeats
-    /// exactly. With preemption off and one priority for all, the schedule is FCFS's (or
+    /// Any requests, priorities (some without), pool, slot count, threshold, order and queue
+    /// bound: every request completes with all its outputs (preemptions included) or fails for
+    /// the bound, and the run repeats exactly. With preemption off and one priority for all, the schedule is FCFS's (or
     /// LOF's) step for step: the sort by (priority, entry) is then the queue's own order.
     #[test]
     fn priority_scheduling_loses_nothing_and_reduces_to_the_plain_order(
@@ -464,9 +464,11 @@ proptest! {
         low_first in any::<bool>(),
         by_priority in any::<bool>(),
         lof in any::<bool>(),
+        queue in prop_oneof![Just(None), (1u32..6).prop_map(Some)],
     ) {
         let policy = if lof { SchedulePolicy::Lof } else { SchedulePolicy::Fcfs };
-        let mut engine = EngineConfig { max_num_seqs: slots, chunked_prefill_size: 64, ..cfg(policy) };
+        let mut engine =
+            EngineConfig { max_num_seqs: slots, chunked_prefill_size: 64, max_queued_requests: queue, ..cfg(policy) };
         engine.sglang_priority = Some(priority::SglangPriority {
             low_values_first: low_first,
             preemption_threshold: Some(threshold),
@@ -475,6 +477,7 @@ proptest! {
         });
         let r = run_random(&reqs, engine, pool);
         prop_assert_eq!(r.records.len() as u64 + r.failed, reqs.len() as u64);
+        prop_assert!(queue.is_some() || r.failed == 0);
         for rec in &r.records {
             prop_assert_eq!(rec.output_tokens, reqs[rec.id as usize].1);
         }
@@ -490,4 +493,38 @@ proptest! {
         prop_assert_eq!(&a.schedule, &b.schedule);
         prop_assert_eq!(format!("{:?}", a.records), format!("{:?}", b.records));
     }
+}
+
+/// `_abort_on_queued_limit` (`--max-queued-requests 1`): one slot, A runs, B waits; C finds the
+/// queue full and is refused (503). Under priority scheduling a more important C (priority 5
+/// over B's 0; no threshold here) takes B's place instead, and B is the one refused; an equally
+/// important C is refused.
+#[test]
+fn a_full_waiting_queue_refuses_the_arrival_or_a_less_important_waiting_request() {
+    let reqs = |c: i32| {
+        workload_with_priorities(&[(toks(0, 10), 5, Some(0)), (toks(100, 10), 5, Some(0)), (toks(200, 10), 5, Some(c))])
+    };
+    let sends = [(0, 0.0), (1, 0.001), (2, 0.002)];
+    let run_q = |w: &Workload, p: Option<priority::SglangPriority>| {
+        let mut engine = cfg(SchedulePolicy::Fcfs);
+        engine.max_num_seqs = 1;
+        engine.sglang_priority = p;
+        engine.max_queued_requests = Some(1);
+        simulate(w, &sends, engine, 100_000)
+    };
+    let completed = |r: &SimResult| {
+        let mut ids: Vec<u32> = r.records.iter().map(|x| x.id).collect();
+        ids.sort();
+        ids
+    };
+    let plain = run_q(&reqs(5), None);
+    assert_eq!(
+        (completed(&plain), plain.failures.keys().copied().collect::<Vec<_>>()),
+        (vec![0, 1], vec![FailReason::QueueFull])
+    );
+    let by_priority = run_q(&reqs(5), Some(prio()));
+    assert_eq!(completed(&by_priority), vec![0, 2]);
+    assert_eq!(by_priority.failures.keys().copied().collect::<Vec<_>>(), vec![FailReason::PriorityAbort]);
+    let equal = run_q(&reqs(0), Some(prio()));
+    assert_eq!(completed(&equal), vec![0, 1], "an equal priority does not displace");
 }
