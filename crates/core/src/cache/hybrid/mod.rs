@@ -155,9 +155,11 @@ pub struct HybridCache {
     /// Cached blocks in the free queue.
     cached_free: u64,
     stats: CacheStats,
-    /// Buffers reused by `release` and `remove_skipped` (no allocation a step once warm).
+    /// Buffers reused by `release`, `remove_skipped` and `free_request` (no allocation a step
+    /// once warm).
     unkeyed: Vec<u32>,
     out_of_window: Vec<u32>,
+    freeing: Vec<u32>,
 }
 
 fn index_key(group: usize, key: u32) -> u64 {
@@ -192,6 +194,7 @@ impl HybridCache {
             stats: CacheStats::default(),
             unkeyed: Vec::new(),
             out_of_window: Vec::new(),
+            freeing: Vec::new(),
         }
     }
 
@@ -268,12 +271,15 @@ impl HybridCache {
         // from block 0.
         let keys: Vec<u32> = self.ids.ids(seq, 0, full).collect();
         let mut run = 0;
-        let mut got: Vec<Vec<u32>> = Vec::new();
+        // The sliding groups' blocks of the run, one stride of them per block, from the
+        // highest block down.
+        let stride = self.sliding.iter().filter(|&&s| s).count();
+        let mut got: Vec<u32> = Vec::new();
         let mut sliding_hit = None;
         for i in (0..full).rev() {
             if self.hit_in_kind(true, keys[i], &mut found) {
                 run += 1;
-                got.push(found.clone());
+                got.extend_from_slice(&found);
                 if run == self.need {
                     sliding_hit = Some((i, i + self.need));
                     break;
@@ -286,14 +292,14 @@ impl HybridCache {
         let (first, end) = sliding_hit.unwrap_or((0, run));
         if sliding_hit.is_none() {
             // The run that reaches block 0 (possibly empty): the last `run` found, in reverse.
-            got.truncate(run);
+            got.truncate(run * stride);
         }
         // `got` holds blocks end-1 down to first.
         let mut s = 0;
         for (g, h) in hits.iter_mut().enumerate() {
             if self.sliding[g] {
                 h.resize(first, NULL);
-                h.extend(got.iter().rev().map(|v| v[s]));
+                h.extend(got.chunks_exact(stride).rev().map(|v| v[s]));
                 s += 1;
             } else {
                 h.truncate(end);
@@ -492,6 +498,8 @@ impl HybridCache {
     fn allocate(&mut self, st: &mut ReqState, tokens: usize) {
         let want = tokens.div_ceil(self.block);
         for g in 0..st.tables.len() {
+            let more = want.saturating_sub(st.tables[g].len());
+            st.tables[g].reserve(more);
             while st.tables[g].len() < want {
                 let b = self.pop(g);
                 st.tables[g].push(b);
@@ -519,10 +527,13 @@ impl HybridCache {
         let Some(st) = self.reqs.remove(req) else { return };
         let full_blocks = st.tables[self.sliding.iter().position(|&s| !s).expect("a full group")].len();
         self.stats.partial_block_waste_tokens += (full_blocks * self.block).saturating_sub(st.tokens) as u64;
+        let mut blocks = std::mem::take(&mut self.freeing);
         for t in &st.tables {
-            let blocks: Vec<u32> = t.iter().rev().copied().filter(|&b| b != NULL).collect();
+            blocks.clear();
+            blocks.extend(t.iter().rev().copied().filter(|&b| b != NULL));
             self.release(&blocks);
         }
+        self.freeing = blocks;
     }
 }
 
