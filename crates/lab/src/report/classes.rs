@@ -57,12 +57,15 @@ pub fn rows(records: &[RequestRecord]) -> Option<Vec<ClassRow>> {
 
 /// The text block, its heading saying which classes `engine` serves first.
 pub fn text(rows: &[ClassRow], engine: &cachesim_core::engine::EngineConfig) -> String {
-    let order = match engine.sglang_priority {
-        Some(p) if p.low_values_first => {
+    let order = match (engine.engine, engine.sglang_priority) {
+        (_, Some(p)) if p.low_values_first => {
             "lower is served first under --enable-priority-scheduling --schedule-low-priority-values-first"
         }
-        Some(_) => "higher is served first under --enable-priority-scheduling",
-        None => "lower is served first under --scheduling-policy priority",
+        (_, Some(_)) => "higher is served first under --enable-priority-scheduling",
+        (cachesim_core::engine::EngineKind::Sglang, None) => {
+            "served in arrival order; --enable-priority-scheduling serves higher first"
+        }
+        _ => "lower is served first under --scheduling-policy priority",
     };
     let mut s = format!(
         "Per priority class ({order}):\n  priority  completed  mean TTFT  median TTFT  P99 TTFT  median TPOT  P99 TPOT  median E2E   P99 E2E  (ms)\n",
