@@ -702,22 +702,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         EngineKind::Sglang => crate::engine::sglang::priority::resolve(&o.sglang_priority, version, o.schedule_policy)?,
         _ => None,
     };
-    match o.max_queued_requests {
-        Some(0) => {
-            return Err(Error::invalid(
-                "--max-queued-requests",
-                "0 refuses every request (and SGLang 0.5.23 under --enable-priority-scheduling fails on the first: \
-                 max() of an empty queue); give at least 1",
-            ))
-        }
-        Some(_) if o.cluster.pd.is_some() => {
-            return Err(Error::invalid(
-                "--max-queued-requests",
-                "means nothing with prefill/decode pools: SGLang ignores it in disaggregation mode",
-            ))
-        }
-        _ => {}
-    }
+    crate::engine::sglang::priority::check_queue_bound(o.max_queued_requests, o.cluster.pd.is_some())?;
     let offload = crate::engine::vllm_offload::resolve(
         &o.offload,
         &crate::engine::vllm_offload::TierMachine {

@@ -673,6 +673,9 @@ pub enum Admission {
     Open,
 }
 
+/// A request the engine aborted, why, and the engine's message.
+pub type Aborted = (ReqId, frontend::FailReason, &'static str);
+
 /// A scheduler: queues plus the engine's rule for forming a batch.
 pub trait Scheduler: Send {
     /// An arrived request (its `priority`, at `now` seconds) joins the waiting queue.
@@ -686,8 +689,9 @@ pub trait Scheduler: Send {
     /// Drops the waiting head (it can never run, e.g. larger than the KV cache); returns it.
     fn reject_head(&mut self) -> Option<ReqId>;
     /// Moves into `out` the requests the engine aborted since the last call (SGLang's full
-    /// waiting queue), each with why; they hold no KV. The default aborts none.
-    fn take_aborted(&mut self, _out: &mut Vec<(ReqId, frontend::FailReason)>) {}
+    /// waiting queue), each with why and the engine's message; they hold no KV. The default
+    /// aborts none.
+    fn take_aborted(&mut self, _out: &mut Vec<Aborted>) {}
     /// Whether a waiting request could be admitted in the steps after one that scheduled
     /// `decodes` decodes and nothing else (every running request), while nothing arrives,
     /// finishes or is preempted. The default does not say.

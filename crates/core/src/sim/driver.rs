@@ -34,11 +34,7 @@ pub(super) fn fail(failures: &mut Failures, reason: FailReason, message: &str) {
 fn fail_aborted(x: &mut Instance, failures: &mut Failures, finished: &mut Vec<ReqId>) -> bool {
     let mut out = Vec::new();
     x.sched.take_aborted(&mut out);
-    for &(id, reason) in &out {
-        let message = match reason {
-            FailReason::PriorityAbort => "The request is aborted by a higher priority request.",
-            _ => "The request queue is full.",
-        };
+    for &(id, reason, message) in &out {
         fail(failures, reason, message);
         finished.push(id);
     }

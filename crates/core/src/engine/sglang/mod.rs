@@ -62,7 +62,7 @@ pub struct Sglang {
     /// `--enable-priority-scheduling`: each held request's priority and queue-entry order.
     prio: Option<priority::Priorities>,
     /// Requests `--max-queued-requests` aborted, until the instance takes them.
-    aborted: Vec<(ReqId, FailReason)>,
+    aborted: Vec<super::Aborted>,
 }
 
 impl Sglang {
@@ -122,13 +122,13 @@ impl Sglang {
             if let Some(i) = least.filter(|&i| rank(id).0 < rank(self.waiting[i]).0) {
                 let out = self.waiting.remove(i);
                 p.forget(out);
-                self.aborted.push((out, FailReason::PriorityAbort));
+                self.aborted.push((out, FailReason::PriorityAbort, priority::PRIORITY_ABORT));
                 self.waiting.push(id);
                 return;
             }
             p.forget(id);
         }
-        self.aborted.push((id, FailReason::QueueFull));
+        self.aborted.push((id, FailReason::QueueFull, priority::QUEUE_FULL));
     }
 
     fn page(&self) -> u64 {
@@ -675,7 +675,7 @@ impl Scheduler for Sglang {
         self.join_queue(id);
     }
 
-    fn take_aborted(&mut self, out: &mut Vec<(ReqId, FailReason)>) {
+    fn take_aborted(&mut self, out: &mut Vec<super::Aborted>) {
         out.append(&mut self.aborted);
     }
 

@@ -1,7 +1,8 @@
 //! SGLang's priority scheduling (`--enable-priority-scheduling`, SGLang 0.5.23; first in 0.5.3,
 //! its preemption rule as today from 0.5.6, preempted requests re-queued from 0.5.22):
 //! the flags and their refusals, each waiting request's priority and queue-entry stamp, the
-//! queue's order, and the choice of running requests a waiting one preempts. The scheduler
+//! queue's order, the choice of running requests a waiting one preempts, and the waiting
+//! queue's bound (`--max-queued-requests`) with what it aborts. The scheduler
 //! ([`super::Sglang`]) calls it where SGLang's `Scheduler` and `PrefillAdder` do
 //! (docs/engines/sglang.md, "Priority scheduling").
 //!
@@ -110,6 +111,28 @@ pub fn resolve(o: &PriorityOptions, version: EngineVersion, policy: SchedulePoli
         default_value: o.default_value,
         retract_by_priority: o.retraction == Some(RetractionPolicy::Priority),
     }))
+}
+
+/// SGLang's message for a request aborted by a full waiting queue (`_abort_on_queued_limit`).
+pub const QUEUE_FULL: &str = "The request queue is full.";
+/// SGLang's message for a waiting request aborted for a more important arrival.
+pub const PRIORITY_ABORT: &str = "The request is aborted by a higher priority request.";
+
+/// Refuses a `--max-queued-requests` that cannot be meant: 0, and any bound with
+/// prefill/decode pools, where SGLang ignores it.
+pub fn check_queue_bound(max: Option<u32>, disaggregated: bool) -> Result<()> {
+    match max {
+        Some(0) => Err(Error::invalid(
+            "--max-queued-requests",
+            "0 refuses every request (and SGLang 0.5.23 under --enable-priority-scheduling fails on the first: \
+             max() of an empty queue); give at least 1",
+        )),
+        Some(_) if disaggregated => Err(Error::invalid(
+            "--max-queued-requests",
+            "means nothing with prefill/decode pools: SGLang ignores it in disaggregation mode",
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl SglangPriority {
