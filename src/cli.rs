@@ -362,6 +362,10 @@ pub struct RunArgs {
     /// --enable-priority-scheduling).
     #[arg(long, value_enum, help_heading = "Engine")]
     pub retraction_policy: Option<cachesim::engine::sglang::priority::RetractionPolicy>,
+    /// SGLang, without --enable-priority-scheduling: a request sent with a priority (the trace's
+    /// key or --priority-mix) fails with HTTP 503 instead of being served in arrival order.
+    #[arg(long, help_heading = "Engine")]
+    pub abort_on_priority_when_disabled: bool,
     /// SGLang: the most requests the waiting queue holds; one arriving at a full queue (or a
     /// retracted or preempted one going back to it) fails with HTTP 503, unless
     /// --enable-priority-scheduling finds a less important waiting request to abort instead
@@ -823,6 +827,7 @@ impl RunArgs {
                 disable_preemption: self.disable_priority_preemption,
                 default_value: self.default_priority_value,
                 retraction: self.retraction_policy,
+                abort_when_disabled: self.abort_on_priority_when_disabled,
             },
             max_queued_requests: self.max_queued_requests,
             autoscale: cachesim::cluster::autoscale::AutoscaleOptions {

@@ -252,6 +252,11 @@ const CASES: &[Case] = &[
     },
     Case { what: "SGLang's priority scheduling on vLLM", args: &["--enable-priority-scheduling"], cut: None },
     Case { what: "SGLang's queue bound on vLLM", args: &["--max-queued-requests", "8"], cut: None },
+    Case {
+        what: "aborting on priorities with priority scheduling on",
+        args: &["--engine", "sglang", "--enable-priority-scheduling", "--abort-on-priority-when-disabled"],
+        cut: None,
+    },
     Case { what: "a queue bound of 0", args: &["--engine", "sglang", "--max-queued-requests", "0"], cut: None },
     Case {
         what: "a queue bound with prefill/decode pools",

@@ -404,7 +404,8 @@ pub fn priorities_note(c: &RunConfig, w: &crate::workload::Workload) -> Option<S
     let n = w.requests.iter().filter(|r| r.class() != 0).count();
     let served = match c.engine.engine {
         EngineKind::Vllm => c.engine.scheduling_policy == SchedulingPolicy::Priority,
-        EngineKind::Sglang => c.engine.sglang_priority.is_some(),
+        // Read, or (`--abort-on-priority-when-disabled`) refused, which the failures say.
+        EngineKind::Sglang => c.engine.sglang_priority.is_some() || c.engine.abort_on_priority_when_disabled,
         _ => false,
     };
     if n == 0 || served {
@@ -468,6 +469,7 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.sglang_priority.default_value.is_some(), "--default-priority-value"),
         (o.sglang_priority.retraction.is_some(), "--retraction-policy"),
         (o.max_queued_requests.is_some(), "--max-queued-requests"),
+        (o.sglang_priority.abort_when_disabled, "--abort-on-priority-when-disabled"),
     ]
     .into_iter()
     .filter_map(|(set, flag)| set.then_some(flag))
@@ -763,6 +765,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             offload,
             sglang_priority,
             max_queued_requests: o.max_queued_requests,
+            abort_on_priority_when_disabled: o.sglang_priority.abort_when_disabled,
         },
         cache: CacheSpec {
             policy,

@@ -108,6 +108,7 @@ pub const TABLE: &[EngineFlag] = &[
     EngineFlag { server_only: &[], flag: "--disable-priority-preemption", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--default-priority-value", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--retraction-policy", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--abort-on-priority-when-disabled", engines: SGLANG, instead: &[] },
     // SGLang `ServerArgs.max_queued_requests` (`Scheduler._abort_on_queued_limit`).
     EngineFlag { server_only: &[], flag: "--max-queued-requests", engines: SGLANG, instead: &[] },
     // SGLang `ServerArgs.schedule_conservativeness`.

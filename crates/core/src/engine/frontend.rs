@@ -55,6 +55,9 @@ pub enum FailReason {
     /// SGLang `--max-queued-requests` under priority scheduling: a more important arrival found
     /// the waiting queue full and took its place (HTTP 503).
     PriorityAbort,
+    /// SGLang `--abort-on-priority-when-disabled`: sent with a priority to a server without
+    /// priority scheduling (HTTP 503).
+    PriorityDisabled,
 }
 
 impl FailReason {
@@ -71,6 +74,7 @@ impl FailReason {
             FailReason::ScaledDown => "its instance was scaled down",
             FailReason::QueueFull => "the waiting queue was full",
             FailReason::PriorityAbort => "aborted for a more important request",
+            FailReason::PriorityDisabled => "sent with a priority to a server without priority scheduling",
         }
     }
 }

@@ -139,6 +139,10 @@ pub struct EngineConfig {
     /// SGLang `--max-queued-requests`: the waiting queue's bound; `None`: unbounded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_queued_requests: Option<u32>,
+    /// SGLang `--abort-on-priority-when-disabled`: without priority scheduling, a request sent
+    /// with a priority is aborted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub abort_on_priority_when_disabled: bool,
 }
 
 fn on_off(on: bool) -> &'static str {
@@ -178,6 +182,7 @@ impl EngineConfig {
             offload: None,
             sglang_priority: None,
             max_queued_requests: None,
+            abort_on_priority_when_disabled: false,
         }
     }
 

@@ -669,8 +669,14 @@ impl Budget {
 
 impl Scheduler for Sglang {
     fn enqueue(&mut self, id: ReqId, priority: Option<i32>, _now: f64) {
-        if let Some(p) = self.prio.as_mut() {
-            p.arrive(id, priority);
+        match self.prio.as_mut() {
+            Some(p) => p.arrive(id, priority),
+            // `_set_or_validate_priority` without priority scheduling.
+            None if priority.is_some() && self.cfg.abort_on_priority_when_disabled => {
+                self.aborted.push((id, FailReason::PriorityDisabled, priority::PRIORITY_DISABLED));
+                return;
+            }
+            None => {}
         }
         self.join_queue(id);
     }

@@ -46,6 +46,8 @@ pub struct PriorityOptions {
     pub default_value: Option<i64>,
     /// `--retraction-policy`; `None`: not given (`length`).
     pub retraction: Option<RetractionPolicy>,
+    /// `--abort-on-priority-when-disabled`.
+    pub abort_when_disabled: bool,
 }
 
 /// SGLang's `--priority-scheduling-preemption-threshold` default (`arg_groups/fields/schedule.py`).
@@ -77,6 +79,12 @@ pub fn resolve(o: &PriorityOptions, version: EngineVersion, policy: SchedulePoli
             (o.default_value.is_some(), "--default-priority-value"),
             (o.retraction == Some(RetractionPolicy::Priority), "--retraction-policy priority"),
         ];
+        if o.abort_when_disabled && version == EngineVersion::Sglang051 {
+            return Err(Error::invalid(
+                "--abort-on-priority-when-disabled",
+                "sglang@0.5.1 (0.4.10's scheduling code) has no priority flags: they came with SGLang 0.5.3 and 0.5.4",
+            ));
+        }
         if let Some((_, flag)) = given.iter().find(|(set, _)| *set) {
             let upstream = if flag.starts_with("--retraction-policy") {
                 "SGLang refuses it: \"--retraction-policy priority requires --enable-priority-scheduling\""
@@ -89,6 +97,13 @@ pub fn resolve(o: &PriorityOptions, version: EngineVersion, policy: SchedulePoli
             ));
         }
         return Ok(None);
+    }
+    if o.abort_when_disabled {
+        return Err(Error::invalid(
+            "--abort-on-priority-when-disabled",
+            "means nothing with --enable-priority-scheduling: it aborts requests carrying a priority only when \
+             priority scheduling is off",
+        ));
     }
     if version == EngineVersion::Sglang051 {
         return Err(Error::invalid(
@@ -117,6 +132,9 @@ pub fn resolve(o: &PriorityOptions, version: EngineVersion, policy: SchedulePoli
 pub const QUEUE_FULL: &str = "The request queue is full.";
 /// SGLang's message for a waiting request aborted for a more important arrival.
 pub const PRIORITY_ABORT: &str = "The request is aborted by a higher priority request.";
+/// SGLang's message for a request sent with a priority under `--abort-on-priority-when-disabled`.
+pub const PRIORITY_DISABLED: &str =
+    "Using priority is disabled for this server. Please send a new request without a priority.";
 
 /// Refuses a `--max-queued-requests` that cannot be meant: 0, and any bound with
 /// prefill/decode pools, where SGLang ignores it.
@@ -385,6 +403,14 @@ mod tests {
         let off = PriorityOptions { preemption_threshold: Some(3), ..Default::default() };
         assert!(resolve(&off, v, SchedulePolicy::Fcfs).unwrap_err().to_string().contains("means nothing"));
         assert_eq!(resolve(&PriorityOptions::default(), v, SchedulePolicy::Lpm).unwrap(), None);
+        let both = PriorityOptions { abort_when_disabled: true, ..on };
+        assert!(resolve(&both, v, SchedulePolicy::Fcfs)
+            .unwrap_err()
+            .to_string()
+            .contains("only when priority scheduling is off"));
+        let abort = PriorityOptions { abort_when_disabled: true, ..Default::default() };
+        assert_eq!(resolve(&abort, v, SchedulePolicy::Lpm).unwrap(), None, "taken without priority scheduling");
+        assert!(resolve(&abort, EngineVersion::Sglang051, SchedulePolicy::Fcfs).is_err());
         let no_preempt = PriorityOptions { disable_preemption: true, ..on };
         assert_eq!(resolve(&no_preempt, v, SchedulePolicy::Fcfs).unwrap().unwrap().preemption_threshold, None);
     }

@@ -528,3 +528,17 @@ fn a_full_waiting_queue_refuses_the_arrival_or_a_less_important_waiting_request(
     let equal = run_q(&reqs(0), Some(prio()));
     assert_eq!(completed(&equal), vec![0, 1], "an equal priority does not displace");
 }
+
+/// `_set_or_validate_priority` under `--abort-on-priority-when-disabled` (0.5.4 on): without
+/// priority scheduling a request sent with a priority (even 0) fails at once with SGLang's 503;
+/// one sent without is served.
+#[test]
+fn a_priority_is_refused_when_priority_scheduling_is_off_and_the_server_says_so() {
+    let w = workload_with_priorities(&[(toks(0, 10), 3, Some(0)), (toks(100, 10), 3, None)]);
+    let mut engine = cfg(SchedulePolicy::Fcfs);
+    engine.abort_on_priority_when_disabled = true;
+    let r = simulate(&w, &[(0, 0.0), (1, 0.0)], engine, 100_000);
+    assert_eq!(r.records.iter().map(|x| x.id).collect::<Vec<_>>(), vec![1]);
+    let (n, message) = &r.failures[&FailReason::PriorityDisabled];
+    assert_eq!((*n, message.as_str()), (1, priority::PRIORITY_DISABLED));
+}
