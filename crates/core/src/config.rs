@@ -716,7 +716,6 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             ranks: if model.is_mla() { layout.parallel.pp } else { layout.parallel.world() },
             pp: layout.parallel.pp,
             disaggregated: o.cluster.pd.is_some(),
-            priority: o.scheduling_policy == crate::engine::SchedulingPolicy::Priority,
             pcie_gbps: gpu.pcie_gbps,
         },
     )?;

@@ -426,7 +426,8 @@ pub struct VllmQueues {
     /// FCFS.
     priority: Option<Priority>,
     /// Waiting requests that hold KV blocks — loading from a KV tier, or loaded and not yet
-    /// scheduled — drained before `waiting` (vLLM 0.33 `Scheduler.kv_holding_waiting`); empty
+    /// scheduled — drained before `waiting` (vLLM 0.33 `Scheduler.kv_holding_waiting`), in
+    /// arrival order under FCFS and by (priority, arrival) under the priority policy; empty
     /// without a KV connector.
     pub holding: std::collections::VecDeque<ReqId>,
 }
@@ -498,6 +499,26 @@ impl VllmQueues {
         match &mut self.priority {
             None => self.waiting.push_front(id),
             Some(p) => p.heap.push(std::cmp::Reverse(p.key(id))),
+        }
+    }
+
+    /// Requests passed by while holding KV blocks (`step_skipped_kv_holding`) go back to their
+    /// own queue (`kv_holding_waiting`, made by `create_request_queue` for the scheduling
+    /// policy): before the others, in their order (FCFS), or at their places (priority).
+    pub fn prepend_holding(&mut self, ids: &[ReqId]) {
+        match &self.priority {
+            None => {
+                for &id in ids.iter().rev() {
+                    self.holding.push_front(id);
+                }
+            }
+            Some(p) => {
+                for &id in ids {
+                    let k = p.key(id);
+                    let at = self.holding.partition_point(|&h| p.key(h) < k);
+                    self.holding.insert(at, id);
+                }
+            }
         }
     }
 

@@ -344,9 +344,7 @@ impl VllmRule for VllmV1 {
         }
         self.form(q, s);
         if let Some(c) = self.offload.as_mut() {
-            for &id in self.skipped_holding.iter().rev() {
-                q.holding.push_front(id);
-            }
+            q.prepend_holding(&self.skipped_holding);
             q.prepend(&self.skipped);
             self.skipped.clear();
             self.skipped_holding.clear();
@@ -519,5 +517,24 @@ mod tests {
         assert_eq!(q.waiting_len(), 6);
         let order: Vec<u32> = std::iter::from_fn(|| q.pop_waiting()).collect();
         assert_eq!(order, vec![3, 2, 4, 5, 1, 0]);
+    }
+
+    /// `kv_holding_waiting` is a queue of the policy: requests passed by while holding KV blocks
+    /// go back before the others in their order under FCFS, at their places by (priority,
+    /// arrival) under the priority policy — a later-held request of higher priority first.
+    #[test]
+    fn requests_holding_kv_blocks_queue_by_the_policy() {
+        for (policy, want) in
+            [(SchedulingPolicy::Fcfs, vec![2, 3, 0, 1]), (SchedulingPolicy::Priority, vec![3, 0, 2, 1])]
+        {
+            let mut q = VllmQueues::new(policy);
+            for (id, p, t) in [(0, 1, 0.0), (1, 4, 1.0), (2, 2, 2.0), (3, 0, 3.0)] {
+                q.arrive(id, p, t);
+            }
+            while q.pop_waiting().is_some() {}
+            q.prepend_holding(&[0, 1]);
+            q.prepend_holding(&[2, 3]);
+            assert_eq!(q.holding.iter().copied().collect::<Vec<_>>(), want, "{policy:?}");
+        }
     }
 }

@@ -147,3 +147,23 @@ fn a_small_tier_evicts_and_runs_repeat() {
     let again = run(&w, &sends, &offloading(13, Some(8)), &COST, Keep::default());
     assert_eq!(format!("{:?}", r.records), format!("{:?}", again.records));
 }
+
+/// The priority policy with a tier (its waiting requests holding KV blocks queue by priority,
+/// `engine::VllmQueues::prepend_holding`): the reload scenario with B less important than the
+/// others loads and completes as under FCFS, and repeats exactly.
+#[test]
+fn the_priority_policy_loads_from_the_tier() {
+    let (mut w, sends) = reload();
+    for (r, p) in w.requests.iter_mut().zip([0, 0, 3]) {
+        r.priority = Some(p);
+    }
+    let mut c = offloading(13, Some(32));
+    c.engine.scheduling_policy = crate::engine::SchedulingPolicy::Priority;
+    let r = run(&w, &sends, &c, &COST, Keep::default());
+    let b = rec(&r, 2);
+    assert!(close(b.ttft_s(), 0.018), "{b:?}");
+    assert_eq!(b.cached_prompt_tokens, 16);
+    assert_eq!(r.offload.as_ref().unwrap().loads, 1);
+    let again = run(&w, &sends, &c, &COST, Keep::default());
+    assert_eq!(format!("{:?}", r.records), format!("{:?}", again.records));
+}

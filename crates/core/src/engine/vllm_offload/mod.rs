@@ -127,8 +127,6 @@ pub struct TierMachine {
     pub ranks: u64,
     pub pp: u64,
     pub disaggregated: bool,
-    /// `--scheduling-policy priority`.
-    pub priority: bool,
     /// The GPU's PCIe rate, bidirectional GB/s as datasheets state it.
     pub pcie_gbps: f64,
 }
@@ -192,12 +190,6 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
     }
     if m.pp > 1 {
         return Err(Error::invalid(flag, "not modelled with pipeline parallelism (--pp)"));
-    }
-    if m.priority {
-        return Err(Error::invalid(
-            flag,
-            "not modelled with --scheduling-policy priority (the requests holding KV blocks wait in a queue of their own)",
-        ));
     }
     if m.disaggregated {
         return Err(Error::invalid(

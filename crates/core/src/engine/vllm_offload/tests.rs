@@ -14,7 +14,6 @@ fn machine() -> TierMachine {
         ranks: 1,
         pp: 1,
         disaggregated: false,
-        priority: false,
         pcie_gbps: 128.0,
     }
 }
@@ -62,7 +61,6 @@ fn what_vllm_or_cachesim_refuses_is_refused() {
     assert!(err(sized(8.0), TierMachine { paged: false, ..machine() }).contains("prefix caching"));
     assert!(err(sized(8.0), TierMachine { pp: 2, ..machine() }).contains("pipeline parallelism"));
     assert!(err(sized(8.0), TierMachine { disaggregated: true, ..machine() }).contains("prefill/decode"));
-    assert!(err(sized(8.0), TierMachine { priority: true, ..machine() }).contains("--scheduling-policy priority"));
     let sglang = TierMachine { engine: EngineKind::Sglang, version: EngineVersion::Sglang05, ..machine() };
     assert!(err(sized(8.0), sglang).contains("not a flag of --engine sglang"));
 }
