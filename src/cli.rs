@@ -463,7 +463,13 @@ pub struct RunArgs {
     /// the conversations at priority 0, 80 % at 1; lower is served first under
     /// --scheduling-policy priority). Each conversation draws once, seeded by --seed; the report
     /// then adds per-class figures.
-    #[arg(long, value_name = "P:SHARE,...", value_parser = cachesim::workload::priority::parse_shares, help_heading = "Load")]
+    #[arg(
+        long,
+        value_name = "P:SHARE,...",
+        allow_hyphen_values = true,
+        value_parser = cachesim::workload::priority::parse_shares,
+        help_heading = "Load"
+    )]
     pub priority_mix: Option<cachesim::workload::priority::Shares>,
     /// Identical serving instances (data parallel), each with its own scheduler, KV cache and
     /// --tp GPUs, behind --router (with --autoscale: the instances serving at the start).

@@ -699,6 +699,42 @@ fn autoscale_flags_through_the_binary_never_panic() {
     }
 }
 
+/// SGLang's priority and queue flags at their edges, one at a time over an SGLang run of the
+/// bundled sample at ten times its load with two priority classes and priority scheduling on
+/// (so preemptions, queue aborts and sentinel priorities meet): a clear refusal or a run.
+#[test]
+fn sglang_priority_flags_through_the_binary_never_panic() {
+    const FLAGS: [&str; 3] =
+        ["--priority-scheduling-preemption-threshold", "--default-priority-value", "--max-queued-requests"];
+    const VALUES: [&str; 10] =
+        ["0", "1", "-1", "9223372036854775807", "-9223372036854775808", "4294967296", "1e3", "nan", "", "x"];
+    for (k, f) in FLAGS.iter().enumerate() {
+        for v in VALUES.iter().skip(k % 2).step_by(if cases() > 64 { 1 } else { 2 }) {
+            let args = [
+                "--engine",
+                "sglang",
+                "--enable-priority-scheduling",
+                "--priority-mix",
+                "-5:0.3,20:0.7",
+                "--max-running-requests",
+                "4",
+                "--time-scale",
+                "0.1",
+                f,
+                v,
+            ];
+            let out = common::cachesim(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!err.contains("panicked"), "cachesim {args:?} panicked:\n{err}");
+            assert!(matches!(out.status.code(), Some(0..=2)), "cachesim {args:?}: {:?}\n{err}", out.status);
+            // The run itself is valid: a plain value runs (so the edges meet a working run).
+            if *v == "1" {
+                assert!(out.status.success(), "cachesim {args:?}:\n{err}");
+            }
+        }
+    }
+}
+
 /// Every input that once made cachesim panic, replayed (tests/fuzz_corpus/*).
 #[test]
 fn corpus_never_panics() {
