@@ -63,6 +63,19 @@ def test_trace_file_and_workload_reuse(cli_json, tmp_path):
     assert cachesim.run(workload=back, request_rate=15, max_num_seqs=16).summary == expected
 
 
+def test_a_priority_mix_is_drawn_with_the_workload(cli_json):
+    args = ["--priority-mix", "0:0.3,1:0.7", "--seed", "4", "--scheduling-policy", "priority", "--max-num-seqs", "8"]
+    expected = cli_json("run", "--json", *args)
+    w = cachesim.Workload.from_file(None, priority_mix="0:0.3,1:0.7", seed=4)
+    got = cachesim.run(workload=w, scheduling_policy="priority", max_num_seqs=8).summary
+    assert got == expected
+    assert [c["priority"] for c in got["priority_classes"]] == [0, 1]
+    with pytest.raises(cachesim.Error, match="differently from how the Workload was built"):
+        cachesim.run(workload=w, seed=5)
+    with pytest.raises(TypeError, match="seed"):
+        cachesim.Workload.from_file(None, seed=4)
+
+
 def test_trace_flags_belong_to_the_workload(tmp_path):
     w = cachesim.Workload.from_file(write_random_trace(tmp_path / "r.jsonl", 10))
     with pytest.raises(TypeError, match="tokenizer"):
