@@ -130,7 +130,8 @@ impl NativeWorkload {
             if id == "trace" {
                 return Err(PyTypeError::new_err("Workload.from_file(): pass the trace as its first argument"));
             }
-            let builds = trace_ids.contains(id) || id == "report_style" || id == "priority_mix" || (mix && id == "seed");
+            let builds =
+                trace_ids.contains(id) || id == "report_style" || id == "priority_mix" || (mix && id == "seed");
             if !builds {
                 return Err(PyTypeError::new_err(format!(
                     "Workload.from_file() takes the flags that say how the trace is read ({}, report_style, priority_mix and its seed); `{id}` is a flag of the run: pass it to run()",
