@@ -39,6 +39,13 @@ pub fn trace_ids() -> &'static [String] {
     })
 }
 
+/// Whether the flag `id` among `words` says how the workload is built: a trace flag,
+/// `report_style` (its client's sample), or `priority_mix` with the `seed` of its draws.
+pub fn builds_workload(id: &str, words: &[Word]) -> bool {
+    let mix = || words.iter().any(|(w, _)| w == "priority_mix");
+    trace_ids().iter().any(|t| t == id) || id == "report_style" || id == "priority_mix" || (id == "seed" && mix())
+}
+
 /// The argument `name` (a long name or alias, `_` or `-`) of `cmd`.
 pub fn find<'c>(cmd: &'c clap::Command, name: &str) -> Option<&'c clap::Arg> {
     let name = name.trim_start_matches('-').replace('_', "-");

@@ -40,17 +40,8 @@ pub fn workload_for(
                 .find(|(id, _)| id == "trace")
                 .and_then(|(_, w)| w.first())
                 .map(|w| w.trim_start_matches("--trace=").into());
-            // `--priority-mix` draws the requests' classes while the workload is built, with the
-            // run's `--seed`: both go to the workload then.
-            let mix = words.iter().any(|(id, _)| id == "priority_mix");
-            let mine: Vec<Word> = words
-                .iter()
-                .filter(|(id, _)| {
-                    id != "trace"
-                        && (is_trace(id) || id == "report_style" || id == "priority_mix" || (mix && id == "seed"))
-                })
-                .cloned()
-                .collect();
+            let mine: Vec<Word> =
+                words.iter().filter(|(id, _)| id != "trace" && flags::builds_workload(id, words)).cloned().collect();
             Ok(Arc::new(Loaded::load(py, trace, mine)?))
         }
     }

@@ -122,17 +122,12 @@ impl NativeWorkload {
     #[pyo3(signature = (path, kwargs))]
     fn load(py: Python<'_>, path: Option<PathBuf>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let cmd = flags::run_command();
-        let trace_ids = flags::trace_ids();
         let words = flags::words(cmd, kwargs, "Workload.from_file")?;
-        // `priority_mix` draws the requests' classes as the workload is built, seeded by `seed`.
-        let mix = words.iter().any(|(id, _)| id == "priority_mix");
         for (id, _) in &words {
             if id == "trace" {
                 return Err(PyTypeError::new_err("Workload.from_file(): pass the trace as its first argument"));
             }
-            let builds =
-                trace_ids.contains(id) || id == "report_style" || id == "priority_mix" || (mix && id == "seed");
-            if !builds {
+            if !flags::builds_workload(id, &words) {
                 return Err(PyTypeError::new_err(format!(
                     "Workload.from_file() takes the flags that say how the trace is read ({}, report_style, priority_mix and its seed); `{id}` is a flag of the run: pass it to run()",
                     flags::trace_flags().join(", ")
