@@ -324,6 +324,38 @@ pub struct RunArgs {
     /// pinned copy achieves).
     #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Engine")]
     pub host_link_gbps: Option<f64>,
+    /// vLLM v1: serve LoRA adapters (vLLM --enable-lora, vllm@0.33; dense models). A request
+    /// names one by the trace's `lora` key, or draws one of --lora-modules; a batch holds the
+    /// adapters of at most --max-loras, requests of another one waiting; a step with an adapter
+    /// runs its shrink and expand kernels, and waits while an adapter not resident is loaded;
+    /// adapters share no cached block (docs/engines/lora.md).
+    #[arg(long, help_heading = "Engine")]
+    pub enable_lora: bool,
+    /// With --enable-lora: distinct adapters the running requests may hold at once, each in a
+    /// GPU slot allocated beside the weights (vLLM --max-loras) [default: 1].
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Engine")]
+    pub max_loras: Option<u32>,
+    /// With --enable-lora: adapters kept in host memory, at least --max-loras (vLLM
+    /// --max-cpu-loras) [default: --max-loras]; one not there is read from storage.
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Engine")]
+    pub max_cpu_loras: Option<u32>,
+    /// With --enable-lora: the rank the slots and kernels are sized for, and each adapter's
+    /// (vLLM --max-lora-rank: 1, 8, 16, 32, 64, 128, 256, 320 or 512) [default: 16].
+    #[arg(allow_negative_numbers = true, long, value_name = "R", help_heading = "Engine")]
+    pub max_lora_rank: Option<u32>,
+    /// With --enable-lora: the adapters the server registers, by name, in this order (vLLM
+    /// --lora-modules); a trace without `lora` keys gives each request one of them, as vllm bench
+    /// serve --lora-modules does. Names separated by spaces or commas (a list, not a grid axis).
+    #[arg(long, num_args = 1.., value_delimiter = ',', value_name = "NAME", help_heading = "Engine")]
+    pub lora_modules: Vec<String>,
+    /// With --lora-modules: how a request without a `lora` key gets its adapter (vllm bench serve
+    /// --lora-assignment): `random` (seeded by --seed) or `round-robin` [default: random].
+    #[arg(long, value_enum, help_heading = "Load")]
+    pub lora_assignment: Option<cachesim::workload::lora::Assignment>,
+    /// With --enable-lora: GB/s an adapter not in host memory is read from storage at, its
+    /// parsing included [default: 2].
+    #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Engine")]
+    pub lora_load_gbps: Option<f64>,
     /// vLLM v1: run every layer of a model with sliding-window layers (gpt-oss, Gemma 3) as full
     /// attention in one KV cache group (vLLM --disable-hybrid-kv-cache-manager): every token's KV
     /// kept in every layer, fewer and larger blocks. By default vLLM's hybrid manager keeps only
@@ -836,6 +868,14 @@ impl RunArgs {
                 abort_when_disabled: self.abort_on_priority_when_disabled,
             },
             max_queued_requests: self.max_queued_requests,
+            lora: cachesim::engine::vllm_lora::LoraOptions {
+                enable: self.enable_lora,
+                max_loras: self.max_loras,
+                max_cpu_loras: self.max_cpu_loras,
+                max_lora_rank: self.max_lora_rank,
+                modules: self.lora_modules.clone(),
+                load_gbps: self.lora_load_gbps,
+            },
             autoscale: cachesim::cluster::autoscale::AutoscaleOptions {
                 policy: self.autoscale,
                 min_instances: self.min_instances,
@@ -865,6 +905,11 @@ impl RunArgs {
                 .priority_mix
                 .clone()
                 .map(|s| cachesim::workload::priority::PriorityMix { shares: s.0, seed: self.seed }),
+            lora: (!self.lora_modules.is_empty()).then(|| cachesim::workload::lora::LoraDraw {
+                modules: self.lora_modules.clone(),
+                assignment: self.lora_assignment.unwrap_or_default(),
+                seed: self.seed,
+            }),
             ..opts
         }
     }
@@ -881,6 +926,12 @@ pub fn refuse_foreign_flags(m: &clap::ArgMatches, run: &RunArgs) -> Result<(), c
         .filter(|a| m.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
         .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
         .collect::<Vec<_>>();
+    if run.lora_assignment.is_some() && run.lora_modules.is_empty() {
+        return Err(cachesim::Error::invalid(
+            "--lora-assignment",
+            "says how requests draw one of --lora-modules: give the adapters with --lora-modules",
+        ));
+    }
     cachesim::engine::flags::refuse_foreign(run.options().engine, given.iter().map(String::as_str))
 }
 

@@ -98,9 +98,9 @@ class Workload:
         ``flags`` are the trace flags of ``cachesim run`` (``format``, ``lenient``, ``tokenizer``,
         ``turns``, ``sharegpt_output_len``, ``dataset_filter``, ``sharegpt_context_len``,
         ``trace_block_size``) and ``report_style``, whose client's ShareGPT sample
-        ``turns="first"`` takes by default; and ``priority_mix`` with the ``seed`` of its draws,
-        which a run of the workload then uses too (as ``--priority-mix`` and ``--seed`` do on the
-        command line). Raises :class:`TraceError` with the file, line and field of a bad record.
+        ``turns="first"`` takes by default; and ``priority_mix``, ``lora_modules`` and
+        ``lora_assignment`` with the ``seed`` of their draws, which a run of the workload then uses
+        too (as ``--priority-mix``, ``--lora-modules`` and ``--seed`` do on the command line). Raises :class:`TraceError` with the file, line and field of a bad record.
         """
         p = None if path is None else os.fspath(path)
         return cls(_native.NativeWorkload.load(p, flags))

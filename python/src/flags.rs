@@ -40,10 +40,12 @@ pub fn trace_ids() -> &'static [String] {
 }
 
 /// Whether the flag `id` among `words` says how the workload is built: a trace flag,
-/// `report_style` (its client's sample), or `priority_mix` with the `seed` of its draws.
+/// `report_style` (its client's sample), `priority_mix`, or `lora_modules` and
+/// `lora_assignment`, with the `seed` of their draws.
 pub fn builds_workload(id: &str, words: &[Word]) -> bool {
-    let mix = || words.iter().any(|(w, _)| w == "priority_mix");
-    trace_ids().iter().any(|t| t == id) || id == "report_style" || id == "priority_mix" || (id == "seed" && mix())
+    const DRAWS: [&str; 3] = ["priority_mix", "lora_modules", "lora_assignment"];
+    let draws = || words.iter().any(|(w, _)| DRAWS.contains(&w.as_str()));
+    trace_ids().iter().any(|t| t == id) || id == "report_style" || DRAWS.contains(&id) || (id == "seed" && draws())
 }
 
 /// The argument `name` (a long name or alias, `_` or `-`) of `cmd`.

@@ -129,7 +129,7 @@ impl NativeWorkload {
             }
             if !flags::builds_workload(id, &words) {
                 return Err(PyTypeError::new_err(format!(
-                    "Workload.from_file() takes the flags that say how the trace is read ({}, report_style, priority_mix and its seed); `{id}` is a flag of the run: pass it to run()",
+                    "Workload.from_file() takes the flags that say how the trace is read ({}, report_style, priority_mix, lora_modules, lora_assignment and their seed); `{id}` is a flag of the run: pass it to run()",
                     flags::trace_flags().join(", ")
                 )));
             }

@@ -21,6 +21,8 @@ RUNS = [
     {"gpu": "a100-80gb", "tp": 2, "arrival_process": "vllm", "burstiness": 0.5, "request_rate": 10.5},
     {"instances": 3, "router": "least-load", "request_rate": 12},
     {"num_gpu_blocks_override": 300, "kv_offloading_size": 16, "host_link_gbps": 25},
+    {"enable_lora": True, "lora_modules": ["sql", "chat", "code"], "max_loras": 2, "max_cpu_loras": 2,
+     "lora_assignment": "round-robin", "request_rate": 8},
     {"instances": 3, "router": "cache-aware", "time_scale": 0.1, "fail_at": "5:1,8:2", "mtbf_s": 30, "migration_limit": 1},
     {"instances": 2, "router": "least-load", "time_scale": 0.1, "rolling_restart": 3, "recovery_s": 2, "drain_timeout_s": 0.5},
     {"router": "kv-aware", "time_scale": 0.02, "autoscale": "hpa", "max_instances": 4, "scale_metric": "in-flight",
@@ -74,6 +76,15 @@ def test_a_priority_mix_is_drawn_with_the_workload(cli_json):
         cachesim.run(workload=w, seed=5)
     with pytest.raises(TypeError, match="seed"):
         cachesim.Workload.from_file(None, seed=4)
+
+
+def test_lora_adapters_are_drawn_with_the_workload(cli_json):
+    args = ["--enable-lora", "--lora-modules", "a,b", "--seed", "2", "--max-num-seqs", "8"]
+    expected = cli_json("run", "--json", *args)
+    w = cachesim.Workload.from_file(None, lora_modules=["a", "b"], seed=2)
+    assert cachesim.run(workload=w, enable_lora=True, max_num_seqs=8).summary == expected
+    with pytest.raises(cachesim.Error, match="--enable-lora"):
+        cachesim.run(workload=w, max_num_seqs=8)
 
 
 def test_trace_flags_belong_to_the_workload(tmp_path):

@@ -372,6 +372,24 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case { what: "a priority outside 32 bits", args: &["cache", "--trace", "prio-big.jsonl"], cut: None },
+    Case { what: "a LoRA flag without --enable-lora", args: &["--max-loras", "2"], cut: None },
+    Case { what: "no LoRA slot", args: &["--enable-lora", "--max-loras", "0"], cut: None },
+    Case {
+        what: "fewer adapters in host memory than slots",
+        args: &["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "2"],
+        cut: None,
+    },
+    Case { what: "a LoRA rank vLLM does not take", args: &["--enable-lora", "--max-lora-rank", "12"], cut: None },
+    Case { what: "an adapter registered twice", args: &["--enable-lora", "--lora-modules", "a", "a"], cut: None },
+    Case { what: "LoRA on an MoE model", args: &["--enable-lora", "--model", "qwen3-30b-a3b"], cut: None },
+    Case { what: "LoRA on SGLang", args: &["--engine", "sglang", "--enable-lora"], cut: None },
+    Case {
+        what: "a trace naming an adapter not served",
+        args: &["--trace", "lora.jsonl", "--enable-lora", "--lora-modules", "a"],
+        cut: None,
+    },
+    Case { what: "a trace naming adapters served without LoRA", args: &["--trace", "lora.jsonl"], cut: None },
+    Case { what: "an adapter drawing rule without adapters", args: &["--lora-assignment", "round-robin"], cut: None },
     Case { what: "a migration limit without failures", args: &["--migration-limit", "1"], cut: None },
     Case {
         what: "a failure of an instance that does not exist",
@@ -561,6 +579,10 @@ fn scratch(name: &str) -> PathBuf {
         b"{\"prompt\": \"a\", \"output_len\": 2}\n{\"prompt\": \"b\", \"output_len\": 2, \"priority\": 1}\n",
     );
     w("prio-big.jsonl", b"{\"prompt\": \"a\", \"output_len\": 2, \"priority\": 3000000000}\n");
+    w(
+        "lora.jsonl",
+        b"{\"prompt\": \"a\", \"output_len\": 2}\n{\"prompt\": \"b\", \"output_len\": 2, \"lora\": \"sql\"}\n",
+    );
     let gpu = |bw: &str, mem: &str| {
         format!("[[gpu]]\nname = \"mine\"\nmemory_gb = {mem}\nmem_bw_gbps = {bw}\nbf16_tflops = 200\npcie_gbps = 64\n")
     };

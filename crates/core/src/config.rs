@@ -98,6 +98,8 @@ pub struct RunOptions {
     pub hybrid: crate::engine::vllm_hybrid::HybridOptions,
     /// SGLang's priority scheduling (off by default).
     pub sglang_priority: crate::engine::sglang::priority::PriorityOptions,
+    /// vLLM's LoRA serving (off by default).
+    pub lora: crate::engine::vllm_lora::LoraOptions,
     /// SGLang `--max-queued-requests` (unbounded by default).
     pub max_queued_requests: Option<u32>,
 }
@@ -227,6 +229,7 @@ impl Default for RunOptions {
             hybrid: Default::default(),
             sglang_priority: Default::default(),
             max_queued_requests: None,
+            lora: Default::default(),
         }
     }
 }
@@ -314,7 +317,22 @@ pub struct RunConfig {
 impl RunConfig {
     /// The step-time model of this configuration.
     pub fn cost(&self) -> Roofline {
-        Roofline::deployed(&self.gpu, &self.model, self.deployment.clone(), self.efficiency)
+        let r = Roofline::deployed(&self.gpu, &self.model, self.deployment.clone(), self.efficiency);
+        match self.engine.lora {
+            None => r,
+            Some(l) => r.with_lora(Some(l.kernels), self.lora_kernel_floor_s()),
+        }
+    }
+
+    /// The floor each LoRA kernel pays: the calibration's per-kernel floor, or, where it states
+    /// none (a profile fitted without kernel steps, the bare roofline), the one measured on
+    /// this GPU's kernels ([`crate::calibration::prior::device_prior`]) — launching a kernel
+    /// costs time whatever the profile absorbed elsewhere.
+    fn lora_kernel_floor_s(&self) -> f64 {
+        match self.efficiency.kernel_floor_s {
+            f if f > 0.0 => f,
+            _ => crate::calibration::prior::device_prior(&self.gpu).0.kernel_floor_s,
+        }
     }
 
     /// What the engine's frontend checks each request against.
@@ -382,6 +400,30 @@ pub fn notes(o: &RunOptions, c: &RunConfig) -> Vec<String> {
 /// The KV pool in tokens: the launch's, or a user's `--max-total-tokens` no larger than it.
 fn pool(o: &RunOptions, kv_tokens: u64) -> u64 {
     o.max_total_tokens.map_or(kv_tokens, |t| t.min(kv_tokens))
+}
+
+/// Refuses a workload whose requests name LoRA adapters the run does not serve: without
+/// `--enable-lora`, or under another list of `--lora-modules` (vLLM answers a request for a
+/// model it does not serve 404, `The model \`x\` does not exist.`).
+pub fn check_adapters(c: &RunConfig, w: &crate::workload::Workload) -> Result<()> {
+    let named = w.info.adapters.len();
+    let served = c.engine.lora.map_or(0, |l| l.adapters as usize);
+    if named == 0 || !w.requests.iter().any(|r| r.lora != 0) {
+        return Ok(());
+    }
+    match c.engine.lora {
+        None => Err(Error::invalid(
+            "--enable-lora",
+            format!("the requests name LoRA adapters ({}): serve them with --enable-lora", w.info.adapters.join(", ")),
+        )),
+        Some(_) if served != named => Err(Error::invalid(
+            "--lora-modules",
+            format!(
+                "the workload was built over {named} adapters and the run serves {served}: give both the same list"
+            ),
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// What a run does with its requests' priorities when they are not all 0 and no rule here
@@ -470,6 +512,12 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.sglang_priority.retraction.is_some(), "--retraction-policy"),
         (o.max_queued_requests.is_some(), "--max-queued-requests"),
         (o.sglang_priority.abort_when_disabled, "--abort-on-priority-when-disabled"),
+        (o.lora.enable, "--enable-lora"),
+        (o.lora.max_loras.is_some(), "--max-loras"),
+        (o.lora.max_cpu_loras.is_some(), "--max-cpu-loras"),
+        (o.lora.max_lora_rank.is_some(), "--max-lora-rank"),
+        (!o.lora.modules.is_empty(), "--lora-modules"),
+        (o.lora.load_gbps.is_some(), "--lora-load-gbps"),
     ]
     .into_iter()
     .filter_map(|(set, flag)| set.then_some(flag))
@@ -663,6 +711,19 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             None => all,
         }
     };
+    let lora = crate::engine::vllm_lora::resolve(
+        &o.lora,
+        &crate::engine::vllm_lora::LoraMachine {
+            engine: o.engine,
+            version,
+            model: &model,
+            tp: layout.parallel.tp,
+            pp: layout.parallel.pp,
+            offloading: o.offload.size_gib.is_some(),
+            disaggregated: o.cluster.pd.is_some(),
+            pcie_gbps: gpu.pcie_gbps,
+        },
+    )?;
     let machine = crate::engine::launch::Machine {
         gpu: &gpu,
         model: &model,
@@ -671,6 +732,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         gpu_memory_utilization: util,
         max_model_len,
         kv_bytes_per_token_per_rank,
+        lora_slot_bytes_per_rank: lora.map_or(0, |l| l.slot_bytes_per_rank),
     };
     let vllm = matches!(o.engine, EngineKind::Vllm | EngineKind::VllmV0);
     if vllm {
@@ -765,6 +827,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             sglang_priority,
             max_queued_requests: o.max_queued_requests,
             abort_on_priority_when_disabled: o.sglang_priority.abort_when_disabled,
+            lora,
         },
         cache: CacheSpec {
             policy,

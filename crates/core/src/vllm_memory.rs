@@ -82,6 +82,13 @@ pub struct VllmMemory {
     pub overridden: MemoryOverrides,
     /// KV bytes per token on one GPU (its stage's layers; MLA latent replicated).
     pub kv_bytes_per_token_per_rank: u64,
+    /// LoRA's GPU slots, allocated with the weights (`--enable-lora`; 0 without).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lora_bytes: u64,
+}
+
+fn is_zero(b: &u64) -> bool {
+    *b == 0
 }
 
 impl VllmMemory {
@@ -134,6 +141,27 @@ impl VllmMemory {
             kv_cache_bytes: kv,
             overridden: o,
             kv_bytes_per_token_per_rank,
+            lora_bytes: 0,
+        }
+    }
+
+    /// The budget with LoRA enabled: its GPU slots (`slot_bytes`) are loaded with the weights,
+    /// and every CUDA graph is captured twice, with and without LoRA kernels
+    /// (`cudagraph_specialize_lora`, on by default: `vllm/config/compilation.py`), both before
+    /// the KV cache is sized. A KV budget set by hand stays as set.
+    pub fn with_lora(self, slot_bytes: u64) -> Self {
+        let estimated = self.overridden.cudagraph_memory_gib.is_none();
+        let extra_graphs = if estimated { self.cudagraph_bytes } else { 0 };
+        let kv = match self.overridden.kv_cache_memory_bytes {
+            Some(set) => set,
+            None => self.kv_cache_bytes.saturating_sub(slot_bytes + extra_graphs),
+        };
+        Self {
+            lora_bytes: slot_bytes,
+            cudagraphs: if estimated { self.cudagraphs * 2 } else { self.cudagraphs },
+            cudagraph_bytes: self.cudagraph_bytes + extra_graphs,
+            kv_cache_bytes: kv,
+            ..self
         }
     }
 
@@ -152,11 +180,12 @@ impl VllmMemory {
             return format!("kv_cache_memory {:.2} GiB (set; profiling skipped)", g(self.kv_cache_bytes));
         }
         format!(
-            "{:.2} GiB × {} = {:.2} − weights {:.2} − activation {:.2}{}{} − non-torch {:.2}{} = KV {:.2} GiB",
+            "{:.2} GiB × {} = {:.2} − weights {:.2}{} − activation {:.2}{}{} − non-torch {:.2}{} = KV {:.2} GiB",
             g(self.total_bytes),
             self.gpu_memory_utilization,
             g(self.requested_bytes),
             g(self.weights_bytes),
+            if self.lora_bytes > 0 { format!(" − LoRA slots {:.2}", g(self.lora_bytes)) } else { String::new() },
             g(self.activation_peak_bytes),
             mark(self.overridden.activation_peak_gib.is_some()),
             match (self.cudagraphs, self.overridden.cudagraph_memory_gib) {

@@ -473,7 +473,8 @@ pub(crate) fn plural(n: usize, what: &str) -> String {
 /// In `sweep` and `plan`, a run flag given a list or an integer range on the command line is a
 /// grid axis: `--tp 1,2,4` is `--grid tp=1,2,4`, `--max-num-seqs 16..64:16` is
 /// `--grid max-num-seqs=16..64:16`, `--instances 1..16` is `--grid instances=1..16`;
-/// `--gpus a,b` is `--grid gpu=a,b`. Trace flags and values that look like paths are left alone. Other commands' words pass
+/// `--gpus a,b` is `--grid gpu=a,b`. Trace flags, flags whose value is a list (`--lora-modules
+/// a,b`) and values that look like paths are left alone. Other commands' words pass
 /// through unchanged.
 pub fn lists_as_axes(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     use clap::{Args as _, CommandFactory};
@@ -498,7 +499,9 @@ pub fn lists_as_axes(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         }
         let arg = cmd.get_arguments().find(|a| a.get_long() == Some(name))?;
         let is_trace = trace_cmd.get_arguments().any(|t| t.get_id() == arg.get_id());
-        (!is_trace && arg.get_action().takes_values() && is_list(value)).then(|| name.to_string())
+        // A flag whose value is itself a list (--lora-modules a,b) is one value.
+        let one_list = arg.get_value_delimiter().is_some();
+        (!is_trace && !one_list && arg.get_action().takes_values() && is_list(value)).then(|| name.to_string())
     };
     let mut out: Vec<std::ffi::OsString> = argv[..2].to_vec();
     let mut i = 2;

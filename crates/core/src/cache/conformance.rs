@@ -192,6 +192,7 @@ fn workload(seqs: &[Vec<u32>], reqs: &[(u32, u32, u32)]) -> Workload {
         prompt_tokens: 0,
         output_tokens: 0,
         stored_tokens: 0,
+        adapters: Vec::new(),
         skipped: Default::default(),
         notes: vec![],
     };
@@ -206,6 +207,7 @@ fn workload(seqs: &[Vec<u32>], reqs: &[(u32, u32, u32)]) -> Workload {
             prev_turn: None,
             ignore_eos: true,
             priority: None,
+            lora: 0,
         })
         .collect();
     Workload { store: store(seqs), requests, info, sample: None }

@@ -12,6 +12,7 @@
 
 pub mod ep;
 pub mod local;
+pub mod lora;
 pub mod moe;
 pub mod parallel;
 #[cfg(test)]
@@ -54,6 +55,10 @@ pub struct BatchShape {
     /// `decode_ctx_tokens` as a windowed layer reads them.
     #[serde(skip_serializing_if = "is_zero_u64")]
     pub local_decode_ctx_tokens: u64,
+    /// Distinct LoRA adapters the step's requests name (0: every request uses the base model,
+    /// and no LoRA kernel runs; [`lora`]).
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub lora_adapters: u32,
 }
 
 impl BatchShape {
@@ -329,6 +334,10 @@ fn is_zero_u64(x: &u64) -> bool {
     *x == 0
 }
 
+fn is_zero_u32(x: &u32) -> bool {
+    *x == 0
+}
+
 /// What a step's attention reads over all layers ([`BatchShape::attended`]).
 #[derive(Debug, Clone, Copy)]
 struct Attended {
@@ -444,6 +453,10 @@ pub struct Roofline {
     /// DeepEP's all-to-all under EP with DP attention ([`ep`]); `None`: the plain all-to-all.
     #[serde(skip)]
     deepep: Option<ep::EpShape>,
+    /// The LoRA kernels a step with an adapter runs and the floor each pays
+    /// ([`Roofline::with_lora`]); `None`: LoRA off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lora: Option<(lora::LoraKernels, f64)>,
 }
 
 impl Roofline {
@@ -532,6 +545,26 @@ impl Roofline {
             local: LocalWindow::of(model),
             deepep,
             deployment: d,
+            lora: None,
+        }
+    }
+
+    /// The same model served with LoRA enabled: a step whose requests name adapters also runs
+    /// their shrink and expand kernels ([`lora`]), each paying `floor_s`.
+    pub fn with_lora(self, lora: Option<lora::LoraKernels>, floor_s: f64) -> Self {
+        Self { lora: lora.map(|k| (k, floor_s)), ..self }
+    }
+
+    /// Device seconds of the step's LoRA kernels (0 without an adapter in it).
+    fn lora_s(&self, b: &BatchShape) -> f64 {
+        match &self.lora {
+            Some((k, floor_s)) if b.lora_adapters > 0 => {
+                let positions = self.deployment.spec.as_ref().map_or(1, SpecDecode::verify_positions) as f64;
+                let tokens = b.prefill_tokens as f64 + b.decode_seqs as f64 * positions;
+                let e = &self.eff;
+                k.step_s(tokens, b.lora_adapters, self.attn_peak * e.gemm_flops, self.bw * e.mem_bw, *floor_s)
+            }
+            _ => 0.0,
         }
     }
 
@@ -689,6 +722,11 @@ impl Roofline {
     /// [`StepLaw`] instead when the factors state one (configuration refuses it with
     /// speculative decoding, whose verify and draft passes it does not know).
     fn device_s(&self, b: &BatchShape) -> f64 {
+        self.base_device_s(b) + self.lora_s(b)
+    }
+
+    /// [`Roofline::device_s`] without the LoRA kernels.
+    fn base_device_s(&self, b: &BatchShape) -> f64 {
         if let Some(law) = &self.eff.law {
             let a = self.attended(b);
             return law.device_reading(b, a.prefill_ctx + a.decode_ctx);

@@ -223,6 +223,27 @@ pub const TABLE: &[EngineFlag] = &[
     // sliding-window pool (`--swa-full-tokens-ratio`) is not modelled.
     EngineFlag { server_only: &[], flag: "--disable-hybrid-kv-cache-manager", engines: &[Vllm], instead: &[] },
     EngineFlag { server_only: &[], flag: "--prefix-cache-retention-interval", engines: &[Vllm], instead: &[] },
+    // vLLM `EngineArgs.enable_lora`, `max_loras`, `max_cpu_loras`, `max_lora_rank` (`LoRAConfig`,
+    // `vllm/config/lora.py`) and the OpenAI server's `--lora-modules` (0.33; V0 had them too, not
+    // modelled). SGLang's server takes `--enable-lora` and `--max-lora-rank` as well, with
+    // `--max-loras-per-batch` and `--lora-paths` (`ServerArgs`): not modelled. `--lora-load-gbps`
+    // is cachesim's price of reading an adapter.
+    EngineFlag { server_only: &[VllmV0, Sglang], flag: "--enable-lora", engines: &[Vllm], instead: &[] },
+    EngineFlag {
+        server_only: &[VllmV0],
+        flag: "--max-loras",
+        engines: &[Vllm],
+        instead: &[(Sglang, "--max-loras-per-batch (not modelled)")],
+    },
+    EngineFlag { server_only: &[VllmV0], flag: "--max-cpu-loras", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[VllmV0, Sglang], flag: "--max-lora-rank", engines: &[Vllm], instead: &[] },
+    EngineFlag {
+        server_only: &[VllmV0],
+        flag: "--lora-modules",
+        engines: &[Vllm],
+        instead: &[(Sglang, "--lora-paths (not modelled)")],
+    },
+    EngineFlag { server_only: &[], flag: "--lora-load-gbps", engines: &[Vllm], instead: &[] },
 ];
 
 /// The row of `flag`, if it is engine-specific.

@@ -61,6 +61,8 @@ pub struct Machine<'a> {
     pub gpu_memory_utilization: f64,
     pub max_model_len: u64,
     pub kv_bytes_per_token_per_rank: u64,
+    /// vLLM's LoRA slots on one rank (0 without `--enable-lora`).
+    pub lora_slot_bytes_per_rank: u64,
 }
 
 impl Machine<'_> {

@@ -15,6 +15,7 @@ pub mod trtllm;
 pub mod version;
 pub mod vllm;
 pub mod vllm_hybrid;
+pub mod vllm_lora;
 pub mod vllm_offload;
 pub mod vllm_pool;
 pub mod vllm_v0;
@@ -143,6 +144,9 @@ pub struct EngineConfig {
     /// with a priority is aborted.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub abort_on_priority_when_disabled: bool,
+    /// vLLM's LoRA serving (`--enable-lora`); `None`: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora: Option<vllm_lora::LoraConfig>,
 }
 
 fn on_off(on: bool) -> &'static str {
@@ -183,6 +187,7 @@ impl EngineConfig {
             sglang_priority: None,
             max_queued_requests: None,
             abort_on_priority_when_disabled: false,
+            lora: None,
         }
     }
 
@@ -203,6 +208,7 @@ impl EngineConfig {
                     SchedulingPolicy::Fcfs => String::new(),
                     SchedulingPolicy::Priority => " · scheduling policy priority".to_string(),
                 } + &e.offload.map(|o| format!(" · {}", o.describe())).unwrap_or_default()
+                    + &e.lora.map(|l| format!(" · {}", l.describe())).unwrap_or_default()
             ),
             EngineKind::Sglang => format!(
                 "Engine:         {} · max_running_requests {} · chunked_prefill_size {} · max_prefill_tokens {} · schedule_policy {} · schedule_conservativeness {} · overlap schedule {}",
@@ -272,6 +278,8 @@ pub struct ReqRt {
     /// The request's `priority` as sent ([`crate::workload::Request::priority`]; `None`: without
     /// one), read by vLLM's and SGLang's priority policies.
     pub priority: Option<i32>,
+    /// The LoRA adapter it names ([`crate::workload::Request::lora`]; 0: the base model).
+    pub lora: u16,
 }
 
 impl ReqRt {
@@ -293,7 +301,14 @@ impl ReqRt {
             admitted: false,
             ignore_eos: true,
             priority: None,
+            lora: 0,
         }
+    }
+
+    /// The request as the workload sends it: with (`true`) or without `ignore_eos`, its
+    /// `priority` and its LoRA adapter.
+    pub fn sent_as(self, r: &crate::workload::Request) -> Self {
+        Self { ignore_eos: r.ignore_eos, priority: r.priority, lora: r.lora, ..self }
     }
 
     /// The request as sent with (`true`) or without `ignore_eos`, with `priority`.
@@ -351,6 +366,9 @@ pub struct Batch {
     /// The batch's forward starts no earlier than this (vLLM's KV connector flushing the stores
     /// of a request preempted in it); 0 otherwise.
     pub wait_until: f64,
+    /// Seconds the worker spends before the forward making the batch's LoRA adapters resident
+    /// (vLLM's synchronous adapter loads); 0 otherwise.
+    pub load_s: f64,
 }
 
 impl Batch {
@@ -369,6 +387,7 @@ impl Batch {
         self.steps = 1;
         self.processed.clear();
         self.wait_until = 0.0;
+        self.load_s = 0.0;
     }
     /// Forward steps the batch runs (at least 1).
     pub fn steps(&self) -> u32 {
@@ -629,6 +648,10 @@ pub trait VllmRule: Send {
     fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
         None
     }
+    /// [`Scheduler::lora_stats`] under this rule.
+    fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
+        None
+    }
 }
 
 /// A vLLM scheduler: the shared queues and one version's rule.
@@ -683,6 +706,10 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
     fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
         self.rule.offload_stats()
     }
+
+    fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
+        self.rule.lora_stats()
+    }
 }
 
 /// Whether the next steps could admit a waiting request, asked after a step of only decodes
@@ -734,6 +761,10 @@ pub trait Scheduler: Send {
     }
     /// The KV offloading tier's figures, for an engine that has one.
     fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
+        None
+    }
+    /// The LoRA adapters' loads, for an engine serving them.
+    fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
         None
     }
 }

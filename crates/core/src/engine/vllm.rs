@@ -17,6 +17,7 @@
 //! not fit; `max_batch_size` requests at most (docs/engines/trtllm.md).
 
 use super::launch::{EngineFlags, Launch, Machine, Started};
+use super::vllm_lora::{LoraStats, Resident, Scheduled};
 use super::vllm_offload::{Connector, Lookup, OffloadStats, Waiting};
 use super::{Admission, EngineConfig, EngineKind, EngineVersion, SchedulingPolicy, Step, VllmQueues, VllmRule};
 use crate::cache::ReqId;
@@ -46,6 +47,7 @@ pub fn launch(engine: EngineKind, version: EngineVersion, flags: &EngineFlags, m
         run,
         flags.memory,
     );
+    let mem = if m.lora_slot_bytes_per_rank > 0 { mem.with_lora(m.lora_slot_bytes_per_rank) } else { mem };
     let kv = mem.kv_cache_bytes / mem.kv_bytes_per_token_per_rank * m.dp();
     Ok(Launch {
         max_num_seqs: seqs,
@@ -181,12 +183,23 @@ pub struct VllmV1 {
     /// those holding KV blocks (`step_skipped_waiting`, `step_skipped_kv_holding`).
     skipped: Vec<ReqId>,
     skipped_holding: Vec<ReqId>,
+    /// Under LoRA: the adapters resident on the worker, and those the running requests hold.
+    lora: Option<(Resident, Scheduled)>,
+    /// The adapters of the batch being formed, in batch order.
+    batch_loras: Vec<u16>,
 }
 
 impl VllmV1 {
     /// The rule under `cfg`'s limits.
     pub fn new(cfg: EngineConfig) -> Self {
-        Self { cfg, offload: cfg.offload.map(Connector::new), skipped: Vec::new(), skipped_holding: Vec::new() }
+        Self {
+            cfg,
+            offload: cfg.offload.map(Connector::new),
+            skipped: Vec::new(),
+            skipped_holding: Vec::new(),
+            lora: cfg.lora.map(|l| (Resident::new(l), Scheduled::default())),
+            batch_loras: Vec::new(),
+        }
     }
 
     /// The tokens waiting request `r` must find room for to be admitted: all its known tokens
@@ -331,6 +344,8 @@ impl VllmRule for VllmV1 {
         match q.waiting_head() {
             None => Admission::Closed,
             Some(_) if budget == 0 || q.running.len() >= self.cfg.max_num_seqs as usize => Admission::Closed,
+            // The LoRA rule may pass the head by and admit a later request.
+            Some(_) if self.lora.is_some() => Admission::Open,
             Some(head) if self.cfg.enable_chunked_prefill && !self.cfg.rules.trtllm_reserve_to_completion => {
                 Admission::Refused(head)
             }
@@ -343,11 +358,26 @@ impl VllmRule for VllmV1 {
             c.begin(s.now);
         }
         self.form(q, s);
-        if let Some(c) = self.offload.as_mut() {
+        // The requests passed by go back to the heads of their queues, in their order.
+        if !self.skipped.is_empty() || !self.skipped_holding.is_empty() {
             q.prepend_holding(&self.skipped_holding);
             q.prepend(&self.skipped);
             self.skipped.clear();
             self.skipped_holding.clear();
+        }
+        if let Some((resident, _)) = self.lora.as_mut() {
+            // `_set_active_loras`: the batch's adapters made resident before its forward.
+            self.batch_loras.clear();
+            for &(id, _) in &s.out.items {
+                let l = s.reqs[id as usize].lora;
+                if l != 0 && !self.batch_loras.contains(&l) {
+                    self.batch_loras.push(l);
+                }
+            }
+            s.out.shape.lora_adapters = self.batch_loras.len() as u32;
+            s.out.load_s = resident.apply(&self.batch_loras);
+        }
+        if let Some(c) = self.offload.as_mut() {
             // `build_connector_meta`: this step's stores, and the flushes its preemptions need.
             if let Some(t) = c.plan_stores(&s.out.items, s.reqs, s.cache) {
                 s.out.wait_until = t;
@@ -373,6 +403,10 @@ impl VllmRule for VllmV1 {
 
     fn offload_stats(&self) -> Option<OffloadStats> {
         self.offload.as_ref().map(Connector::stats)
+    }
+
+    fn lora_stats(&self) -> Option<LoraStats> {
+        self.lora.as_ref().map(|(r, _)| r.stats())
     }
 }
 
@@ -408,6 +442,10 @@ impl VllmV1 {
         if s.out.preempted > 0 {
             return;
         }
+        // The adapters of every running request, scheduled in this step or not.
+        if let Some((_, held)) = self.lora.as_mut() {
+            held.reset(q.running.iter().map(|&id| s.reqs[id as usize].lora));
+        }
         while budget > 0 && q.running.len() < self.cfg.max_num_seqs as usize {
             match self.offload_turn(q, s, threshold, &mut budget) {
                 None => break,
@@ -416,6 +454,14 @@ impl VllmV1 {
             }
             let Some(id) = q.waiting_head() else { break };
             let r = s.reqs[id as usize];
+            if let (Some((_, held)), Some(l)) = (self.lora.as_ref(), self.cfg.lora) {
+                if held.blocks(r.lora, l.max_loras) {
+                    // Scheduling would exceed max_loras: passed by, keeping its place.
+                    q.pop_waiting();
+                    self.skipped.push(id);
+                    continue;
+                }
+            }
             let known = r.num_tokens as usize;
             if !self.cfg.enable_chunked_prefill {
                 let hit = s.cache.peek(r.seq, known);
@@ -442,6 +488,9 @@ impl VllmV1 {
             q.running.push(id);
             s.out.push(id, &s.reqs[id as usize], n);
             budget -= n;
+            if let Some((_, held)) = self.lora.as_mut() {
+                held.admit(r.lora);
+            }
         }
     }
 }

@@ -225,8 +225,7 @@ impl<'r> Disagg<'r> {
             self.held[i] = false;
             let r = &mut rt[i];
             let kept = *r;
-            *r = ReqRt::new(w.requests[i].seq, kept.prompt_len, self.output_len[i])
-                .sent_with(kept.ignore_eos, kept.priority);
+            *r = ReqRt::new(w.requests[i].seq, kept.prompt_len, self.output_len[i]).sent_as(&w.requests[i]);
             r.admitted = true;
             r.cached_prompt_tokens = kept.cached_prompt_tokens;
             r.first_scheduled_s = kept.first_scheduled_s;

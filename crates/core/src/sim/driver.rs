@@ -179,11 +179,8 @@ pub fn drive(
     // Without a frontend (tests of the schedulers alone) every request generates at least one
     // token; with one, its verdict decides: rejected requests fail when they arrive, cut ones
     // generate fewer tokens.
-    let mut rt: Vec<ReqRt> = w
-        .requests
-        .iter()
-        .map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1)).sent_with(r.ignore_eos, r.priority))
-        .collect();
+    let mut rt: Vec<ReqRt> =
+        w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len.max(1)).sent_as(r)).collect();
     let mut rejected: Vec<Option<(FailReason, String)>> = vec![None; n];
     let mut outputs_cut = (0u64, 0u64);
     if let Some(lim) = front.limits {
@@ -595,10 +592,14 @@ pub fn drive(
     let mut schedule = Vec::new();
     let (mut steps, mut coalesced_steps) = (0, 0);
     let mut offload: Option<crate::engine::vllm_offload::OffloadStats> = None;
+    let mut lora: Option<crate::engine::vllm_lora::LoraStats> = None;
     for (i, x) in inst.into_iter().enumerate() {
         coalesced_steps += x.coalesced_steps;
         if let Some(o) = x.offload_stats() {
             offload.get_or_insert_with(Default::default).merge(&o);
+        }
+        if let Some(o) = x.lora_stats() {
+            lora.get_or_insert_with(Default::default).add(&o);
         }
         let mut st = x.stats;
         st.busy_s = x.load.busy_s;
@@ -629,6 +630,7 @@ pub fn drive(
         steps,
         coalesced_steps,
         offload,
+        lora,
         timeline,
         tokens,
         schedule,

@@ -125,6 +125,8 @@ pub struct SimResult {
     pub coalesced_steps: u64,
     /// The KV offloading tiers' figures, all instances together (`None` without one).
     pub offload: Option<crate::engine::vllm_offload::OffloadStats>,
+    /// The LoRA adapters' loads, all instances together (`None` without LoRA).
+    pub lora: Option<crate::engine::vllm_lora::LoraStats>,
     /// Per-step records, when asked for.
     pub timeline: Vec<StepRecord>,
     /// Per-token records, when asked for.
@@ -240,6 +242,7 @@ pub fn simulate_with_progress(
     keep: Keep,
     progress: &dyn Fn(u64, u64, f64),
 ) -> crate::error::Result<Outcome> {
+    crate::config::check_adapters(cfg, w)?;
     let mut sends = crate::workload::arrivals::schedule(w, &cfg.arrivals)?;
     let repeated = crate::workload::arrivals::split_repeats(w, &mut sends);
     let w = repeated.as_ref().unwrap_or(w);
@@ -300,6 +303,8 @@ mod cluster_tests;
 mod coalesce_tests;
 #[cfg(test)]
 mod faults_tests;
+#[cfg(test)]
+mod lora_tests;
 #[cfg(test)]
 mod multistep_tests;
 #[cfg(test)]

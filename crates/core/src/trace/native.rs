@@ -2,7 +2,8 @@
 //! log: one request per line with `prompt` (text) or `prompt_ids` (token ids), `output_len`
 //! (or the reply as `output` / `output_ids`), optional `timestamp_ms`, `session` and
 //! `ignore_eos` (absent: as the client sends by default, `BuildOptions::ignore_eos`) and
-//! `priority` (an integer, lower first, as the OpenAI-compatible servers take it). Records of
+//! `priority` (an integer, lower first, as the OpenAI-compatible servers take it) and `lora` (the
+//! LoRA adapter the request names, one of `--lora-modules`). Records of
 //! one session are turns of one conversation: each turn's prompt is appended to the history of
 //! that session's earlier prompts and outputs. Unknown keys are errors (they are usually typos).
 
@@ -23,6 +24,7 @@ struct Raw {
     session: Option<SessionKey>,
     ignore_eos: Option<bool>,
     priority: Option<i64>,
+    lora: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -56,6 +58,8 @@ pub struct NativeRecord {
     /// The request's `priority` as the OpenAI-compatible servers take it (vLLM: lower is served
     /// first under `--scheduling-policy priority`); `None`: 0.
     pub priority: Option<i32>,
+    /// The LoRA adapter it names (its `model` in the OpenAI request); `None`: the base model.
+    pub lora: Option<String>,
 }
 
 fn check_ids(field: &str, ids: &[u32]) -> Result<(), (String, String)> {
@@ -117,6 +121,7 @@ fn convert(line: u64, r: Raw) -> Result<NativeRecord, (String, String)> {
                 })
             })
             .transpose()?,
+        lora: r.lora,
     })
 }
 
@@ -141,6 +146,7 @@ pub fn generated(
         session: session.map(|s| SessionKey::Number(s as u64)),
         ignore_eos: None,
         priority: None,
+        lora: None,
     };
     convert(line, raw).map_err(|(field, message)| RecordError { location: Location::Line(line), field, message })
 }

@@ -8,6 +8,7 @@ pub mod arrivals;
 pub mod block_ids;
 pub mod client;
 pub mod gen;
+pub mod lora;
 pub mod prefix_trie;
 pub mod priority;
 pub mod pyrand;
@@ -80,6 +81,8 @@ pub struct BuildOptions {
     pub ignore_eos: bool,
     /// `--priority-mix`: classes drawn for a trace without priorities.
     pub priority_mix: Option<priority::PriorityMix>,
+    /// `--lora-modules`: the adapters requests may name, drawn for a trace without `lora` keys.
+    pub lora: Option<lora::LoraDraw>,
 }
 
 impl Default for BuildOptions {
@@ -94,6 +97,7 @@ impl Default for BuildOptions {
             lenient: false,
             ignore_eos: true,
             priority_mix: None,
+            lora: None,
         }
     }
 }
@@ -122,6 +126,11 @@ pub struct Request {
     /// per-class report ([`Request::class`]).
     #[serde(skip)]
     pub priority: Option<i32>,
+    /// The LoRA adapter it names: 0 for the base model, else `k` for the `k`-th of
+    /// [`TraceInfo::adapters`] (vLLM's `lora_int_id`; [`lora`]). Its sequence's first token
+    /// carries the adapter, so no cache shares a block across adapters.
+    #[serde(skip)]
+    pub lora: u16,
 }
 
 impl Request {
@@ -153,6 +162,10 @@ pub struct TraceInfo {
     pub output_tokens: u64,
     /// Tokens materialised in memory (the rest are runs).
     pub stored_tokens: u64,
+    /// The LoRA adapters requests may name (`--lora-modules`; [`Request::lora`] `k` is the
+    /// `k`-th); empty without.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<String>,
     pub skipped: Skipped,
     pub notes: Vec<String>,
 }
@@ -200,6 +213,9 @@ struct Builder {
     /// Final user messages without a reply (part of no request).
     unanswered_turns: usize,
     sample: Option<ClientSample>,
+    /// The adapters a trace's `lora` keys name, in first-use order, when no `--lora-modules`
+    /// list them.
+    adapters: Vec<String>,
 }
 
 impl Builder {
@@ -211,6 +227,7 @@ impl Builder {
             sessions: 0,
             unanswered_turns: 0,
             sample: None,
+            adapters: Vec::new(),
         }
     }
 
@@ -231,6 +248,7 @@ impl Builder {
             prev_turn: None,
             ignore_eos: true,
             priority: None,
+            lora: 0,
         });
     }
 }
@@ -328,6 +346,24 @@ pub fn build_from(trace: &TraceFile, opts: &BuildOptions, memo: &mut TokenMemo) 
         let shares: Vec<String> = mix.shares.iter().map(|(p, s)| format!("{p} ({:.0} %)", s * 100.0)).collect();
         notes.push(format!("priorities drawn by --priority-mix, one per conversation: {}", shares.join(", ")));
     }
+    let adapters = match &opts.lora {
+        Some(draw) if !draw.modules.is_empty() => {
+            if b.requests.iter().all(|r| r.lora == 0) {
+                draw.assign(&mut b.requests);
+                notes.push(format!(
+                    "LoRA adapters drawn over --lora-modules ({}), {} per request",
+                    draw.modules.join(", "),
+                    match draw.assignment {
+                        lora::Assignment::Random => "one at random",
+                        lora::Assignment::RoundRobin => "round robin",
+                    }
+                ));
+            }
+            draw.modules.clone()
+        }
+        _ => std::mem::take(&mut b.adapters),
+    };
+    lora::separate(&mut b.store, &mut b.requests, &mut b.synthetic)?;
     if b.unanswered_turns > 0 {
         notes.push(format!(
             "{} conversations end with a user message that has no reply: not a request",
@@ -357,6 +393,7 @@ pub fn build_from(trace: &TraceFile, opts: &BuildOptions, memo: &mut TokenMemo) 
         prompt_tokens: b.requests.iter().map(|r| r.prompt_len as u64).sum(),
         output_tokens: b.requests.iter().map(|r| r.output_len as u64).sum(),
         stored_tokens: b.store.stored_tokens() as u64,
+        adapters,
         skipped,
         notes,
     };
@@ -512,6 +549,7 @@ fn build_sharegpt(
                             prev_turn: None,
                             ignore_eos: true,
                             priority: None,
+                            lora: 0,
                         });
                     }
                     prev_user = m.role == Role::User;
@@ -709,6 +747,29 @@ fn build_native(
             if let Some(q) = b.requests.last_mut() {
                 q.ignore_eos = r.ignore_eos.unwrap_or(opts.ignore_eos);
                 q.priority = r.priority;
+                if let Some(name) = &r.lora {
+                    q.lora = match opts.lora.as_ref().filter(|d| !d.modules.is_empty()) {
+                        Some(d) => d.id(name).ok_or_else(|| {
+                            bad(
+                                r.line,
+                                "lora",
+                                format!(
+                                    "adapter `{name}` is not among --lora-modules (vLLM answers such a request 404: \
+                                     The model `{name}` does not exist.)"
+                                ),
+                            )
+                        })?,
+                        // No list: the trace's names, in first-use order.
+                        None => match b.adapters.iter().position(|a| a == name) {
+                            Some(k) => k as u16 + 1,
+                            None if b.adapters.len() < lora::MAX_ADAPTERS => {
+                                b.adapters.push(name.clone());
+                                b.adapters.len() as u16
+                            }
+                            None => return Err(bad(r.line, "lora", "more adapters than cachesim keeps apart".into())),
+                        },
+                    };
+                }
             }
         }
         let seq = b.store.end_seq();

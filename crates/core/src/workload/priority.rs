@@ -99,6 +99,7 @@ mod tests {
             prev_turn: None,
             ignore_eos: true,
             priority: None,
+            lora: 0,
         }
     }
 

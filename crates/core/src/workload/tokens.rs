@@ -147,6 +147,38 @@ impl TokenStore {
         meta.len += len;
     }
 
+    /// Gives sequence `seq` the first token `first` in place of its own, the rest unchanged —
+    /// in place (`copy` false) or as a new sequence whose id is returned. The sequence's
+    /// segments are written anew at the end (the old ones stay, unused, when in place).
+    pub fn with_first(&mut self, seq: SeqId, first: Token, copy: bool) -> SeqId {
+        debug_assert!(self.open.is_none(), "with_first while a sequence is open");
+        debug_assert!(self.sorted.get().is_none(), "the sorted order is computed once the store is built");
+        let meta = self.seqs[seq as usize];
+        let first_seg = self.segments.len() as u32;
+        self.segments.push(Segment { start: first as usize, len: 1, pos: 0, run: true });
+        for k in meta.first_seg..meta.first_seg + meta.num_segs {
+            let mut s = self.segments[k as usize];
+            if s.pos == 0 {
+                // Drop its first token.
+                if s.len == 1 {
+                    continue;
+                }
+                s.start += 1;
+                s.len -= 1;
+                s.pos = 1;
+            }
+            self.segments.push(s);
+        }
+        let new = SeqMeta { first_seg, num_segs: self.segments.len() as u32 - first_seg, len: meta.len };
+        if copy {
+            self.seqs.push(new);
+            (self.seqs.len() - 1) as SeqId
+        } else {
+            self.seqs[seq as usize] = new;
+            seq
+        }
+    }
+
     /// Closes the open sequence and returns its id.
     pub fn end_seq(&mut self) -> SeqId {
         let meta = self.open.take().expect("end_seq without begin_seq");
@@ -403,6 +435,29 @@ fn tables() -> &'static Tables {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_first_token_keeps_the_rest() {
+        let mut s = TokenStore::new();
+        s.begin_seq();
+        s.push_tokens(&[5, 6, 7]);
+        s.push_run(100, 4);
+        let a = s.end_seq();
+        s.begin_seq();
+        s.push_run(200, 3);
+        let b = s.end_seq();
+        let c = s.with_first(a, 9, true);
+        let mut out = Vec::new();
+        s.fill(c, 0, 7, &mut out);
+        assert_eq!(out, vec![9, 6, 7, 100, 101, 102, 103]);
+        s.fill(a, 0, 7, &mut out);
+        assert_eq!(out, vec![5, 6, 7, 100, 101, 102, 103], "a copy leaves the original alone");
+        assert_eq!(s.with_first(b, 1, false), b);
+        s.fill(b, 0, 3, &mut out);
+        assert_eq!(out, vec![1, 201, 202]);
+        assert_eq!(s.lcp((a, 1), (c, 1), usize::MAX), 6);
+        assert_eq!(s.fingerprint(c, 1, 6), s.fingerprint(a, 1, 6));
+    }
 
     fn store_with(parts: &[&[Token]], runs: &[(Token, u32)]) -> (TokenStore, SeqId, SeqId) {
         let mut s = TokenStore::new();

@@ -218,6 +218,9 @@ pub struct RunReport<'a> {
     /// vLLM's CPU KV offloading tier (runs with `--kv-offloading-size`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_tier: Option<&'a cachesim_core::engine::vllm_offload::OffloadStats>,
+    /// vLLM's LoRA adapter loads (runs with `--enable-lora`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora: Option<&'a cachesim_core::engine::vllm_lora::LoraStats>,
     pub steps: u64,
     pub trace: &'a TraceInfo,
     pub config: &'a cachesim_core::config::RunConfig,
@@ -258,6 +261,7 @@ impl<'a> RunReport<'a> {
             saturation: crate::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load),
             cache: &out.sim.cache,
             host_tier: out.sim.offload.as_ref(),
+            lora: out.sim.lora.as_ref(),
             steps: out.sim.steps,
             trace: &w.info,
             config,
@@ -442,6 +446,15 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
             thousands(h.flushes),
             h.load_s,
             h.store_s
+        );
+    }
+    if let Some(l) = &o.sim.lora {
+        let _ = writeln!(
+            s,
+            "LoRA adapters:  {} read from storage · {} copied to a GPU slot · steps waited {:.2} s for them",
+            thousands(l.reads),
+            thousands(l.copies),
+            l.load_s
         );
     }
     s

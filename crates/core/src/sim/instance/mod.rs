@@ -168,6 +168,8 @@ pub struct Instance<'a> {
     /// The cache counters of its earlier lives, and its KV offloading tier's.
     retired_cache: Option<crate::cache::CacheStats>,
     retired_offload: Option<OffloadStats>,
+    /// The LoRA loads of its earlier lives.
+    retired_lora: Option<crate::engine::vllm_lora::LoraStats>,
     /// Buffers reused by [`Instance::coalesce`].
     stretch: coalesce::Stretch,
     /// Steps formed inside coalesced stretches.
@@ -218,6 +220,7 @@ impl<'a> Instance<'a> {
             generation: 0,
             retired_cache: None,
             retired_offload: None,
+            retired_lora: None,
             stretch: coalesce::Stretch::default(),
             coalesced_steps: 0,
         }
@@ -238,6 +241,7 @@ impl<'a> Instance<'a> {
         }
         self.retired_cache = Some(cache);
         self.retired_offload = old.offload_stats();
+        self.retired_lora = old.lora_stats();
         self.stats = old.stats;
         self.load = old.load;
         self.timeline = old.timeline;
@@ -266,6 +270,15 @@ impl<'a> Instance<'a> {
         let mut s = self.sched.offload_stats()?;
         if let Some(before) = &self.retired_offload {
             s.merge(before);
+        }
+        Some(s)
+    }
+
+    /// The LoRA adapters' loads over every life of the instance, if it serves them.
+    pub fn lora_stats(&self) -> Option<crate::engine::vllm_lora::LoraStats> {
+        let mut s = self.sched.lora_stats()?;
+        if let Some(before) = &self.retired_lora {
+            s.add(before);
         }
         Some(s)
     }
@@ -357,8 +370,9 @@ impl<'a> Instance<'a> {
                 let device = |b: &BatchShape| if b.seqs == 0 { 0.0 } else { cost.step_parts(b).device_s };
                 self.forward_s = now + (dt - device(&self.batch.shape) - device(&self.batch.second_pass)).max(0.0);
             }
-            // A KV tier's flush holds the forward back (the engine is blocked meanwhile).
-            dt += (self.batch.wait_until - now).max(0.0);
+            // A KV tier's flush holds the forward back (the engine is blocked meanwhile), as do
+            // the adapter loads the batch needs.
+            dt += (self.batch.wait_until - now).max(0.0) + self.batch.load_s;
             now + dt
         };
         if self.async_out && !self.pending.is_empty() {
