@@ -571,6 +571,26 @@ pub struct RunArgs {
     /// kv-aware: weight of the blocks to prefill against the blocks held in Dynamo's cost.
     #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
     pub overlap_score_weight: f64,
+    /// llm-d: weight of the queue scorer, (max − waiting) ÷ (max − min) over the endpoints (the
+    /// EPP's default profile: 2; 0 leaves it out).
+    #[arg(allow_negative_numbers = true, long, default_value_t = 2.0, value_name = "W", help_heading = "Router")]
+    pub queue_scorer_weight: f64,
+    /// llm-d: weight of the KV-cache utilization scorer, 1 − the share of the pool requests hold
+    /// (default profile: 2).
+    #[arg(allow_negative_numbers = true, long, default_value_t = 2.0, value_name = "W", help_heading = "Router")]
+    pub kv_cache_utilization_scorer_weight: f64,
+    /// llm-d: weight of the approximate prefix-cache scorer, the prompt's blocks the EPP last sent
+    /// to the endpoint over all its blocks (default profile: 3).
+    #[arg(allow_negative_numbers = true, long, default_value_t = 3.0, value_name = "W", help_heading = "Router")]
+    pub prefix_cache_scorer_weight: f64,
+    /// llm-d: weight of the LoRA affinity scorer, 1 / 0.8 / 0.6 / 0 for the request's adapter
+    /// running / a free slot / it waiting / none (in no default profile: 0).
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.0, value_name = "W", help_heading = "Router")]
+    pub lora_affinity_scorer_weight: f64,
+    /// llm-d: milliseconds between two scrapes of an endpoint's queue, KV and LoRA metrics, which
+    /// the scorers read however old (the EPP's --refresh-metrics-interval; 0: always fresh).
+    #[arg(allow_negative_numbers = true, long, default_value_t = 50.0, value_name = "MS", help_heading = "Router")]
+    pub refresh_metrics_interval_ms: f64,
     /// Instance failures, comma-separated SECONDS:INSTANCE (120:0: instance 0 fails 120 s into
     /// the run). A failure is a crash: the instance's cache is gone, its running and waiting
     /// requests fail (or migrate, --migration-limit), the router leaves it out until it serves
@@ -827,6 +847,13 @@ impl RunArgs {
                     aibrix_std_dev_factor: self.aibrix_std_dev_factor,
                     overlap_score_weight: self.overlap_score_weight,
                     kv_block_size: self.block_size,
+                    epp_weights: cachesim::cluster::router::epp::EppWeights {
+                        queue: self.queue_scorer_weight,
+                        kv_cache: self.kv_cache_utilization_scorer_weight,
+                        prefix: self.prefix_cache_scorer_weight,
+                        lora: self.lora_affinity_scorer_weight,
+                    },
+                    refresh_metrics_interval_ms: self.refresh_metrics_interval_ms,
                 },
                 pd: self.prefill_instances.zip(self.decode_instances).map(|(prefill, decode)| PdConfig {
                     prefill,

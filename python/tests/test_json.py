@@ -23,6 +23,8 @@ RUNS = [
     {"num_gpu_blocks_override": 300, "kv_offloading_size": 16, "host_link_gbps": 25},
     {"enable_lora": True, "lora_modules": ["sql", "chat", "code"], "max_loras": 2, "max_cpu_loras": 2,
      "lora_assignment": "round-robin", "request_rate": 8},
+    {"instances": 3, "router": "llm-d", "enable_lora": True, "lora_modules": ["a", "b", "c"], "max_loras": 2,
+     "lora_affinity_scorer_weight": 1.5, "refresh_metrics_interval_ms": 20, "request_rate": 12},
     {"instances": 3, "router": "cache-aware", "time_scale": 0.1, "fail_at": "5:1,8:2", "mtbf_s": 30, "migration_limit": 1},
     {"instances": 2, "router": "least-load", "time_scale": 0.1, "rolling_restart": 3, "recovery_s": 2, "drain_timeout_s": 0.5},
     {"router": "kv-aware", "time_scale": 0.02, "autoscale": "hpa", "max_instances": 4, "scale_metric": "in-flight",

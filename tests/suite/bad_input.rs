@@ -390,6 +390,16 @@ const CASES: &[Case] = &[
     },
     Case { what: "a trace naming adapters served without LoRA", args: &["--trace", "lora.jsonl"], cut: None },
     Case { what: "an adapter drawing rule without adapters", args: &["--lora-assignment", "round-robin"], cut: None },
+    Case {
+        what: "a negative scorer weight",
+        args: &["--instances", "2", "--router", "llm-d", "--queue-scorer-weight", "-1"],
+        cut: None,
+    },
+    Case {
+        what: "a metrics scrape interval that is not a number",
+        args: &["--refresh-metrics-interval-ms", "nan"],
+        cut: None,
+    },
     Case { what: "a migration limit without failures", args: &["--migration-limit", "1"], cut: None },
     Case {
         what: "a failure of an instance that does not exist",

@@ -95,6 +95,12 @@ impl ClusterConfig {
         positive("--aibrix-eviction-secs", p.aibrix_eviction_secs)?;
         positive("--aibrix-std-dev-factor", p.aibrix_std_dev_factor)?;
         positive("--overlap-score-weight", p.overlap_score_weight)?;
+        let w = p.epp_weights;
+        positive("--queue-scorer-weight", w.queue)?;
+        positive("--kv-cache-utilization-scorer-weight", w.kv_cache)?;
+        positive("--prefix-cache-scorer-weight", w.prefix)?;
+        positive("--lora-affinity-scorer-weight", w.lora)?;
+        positive("--refresh-metrics-interval-ms", p.refresh_metrics_interval_ms)?;
         count("--router-chars-per-token", p.chars_per_token as u64)?;
         count("--prefix-chunk-chars", p.prefix_chunk_chars as u64)?;
         count("--aibrix-block-size", p.aibrix_block_chars as u64)?;

@@ -505,6 +505,13 @@ impl VllmQueues {
     }
 
     /// Requests waiting (those holding KV blocks included).
+    /// Every waiting request (those holding KV blocks, then the queue), in no set order.
+    pub fn waiting_ids(&self) -> impl Iterator<Item = ReqId> + '_ {
+        let heap = self.priority.iter().flat_map(|p| p.heap.iter().map(|std::cmp::Reverse((_, _, id))| *id));
+        self.holding.iter().copied().chain(self.waiting.iter().copied()).chain(heap)
+    }
+
+    /// Requests waiting: the queue and those holding KV blocks.
     pub fn waiting_len(&self) -> usize {
         self.holding.len()
             + match &self.priority {
@@ -652,6 +659,10 @@ pub trait VllmRule: Send {
     fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
         None
     }
+    /// `--max-loras` under this rule (0: LoRA off).
+    fn max_loras(&self) -> u32 {
+        0
+    }
 }
 
 /// A vLLM scheduler: the shared queues and one version's rule.
@@ -710,6 +721,26 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
     fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
         self.rule.lora_stats()
     }
+
+    fn lora_adapters(&self, reqs: &[ReqRt], running: &mut Vec<u16>, waiting: &mut Vec<u16>) -> u32 {
+        let max = self.rule.max_loras();
+        if max > 0 {
+            distinct_adapters(self.q.running.iter().copied(), reqs, running);
+            distinct_adapters(self.q.waiting_ids(), reqs, waiting);
+        }
+        max
+    }
+}
+
+/// The distinct adapters (not the base model) the requests `ids` name, into `out` (cleared).
+fn distinct_adapters(ids: impl Iterator<Item = ReqId>, reqs: &[ReqRt], out: &mut Vec<u16>) {
+    out.clear();
+    for id in ids {
+        let l = reqs[id as usize].lora;
+        if l != 0 && !out.contains(&l) {
+            out.push(l);
+        }
+    }
 }
 
 /// Whether the next steps could admit a waiting request, asked after a step of only decodes
@@ -766,6 +797,12 @@ pub trait Scheduler: Send {
     /// The LoRA adapters' loads, for an engine serving them.
     fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
         None
+    }
+    /// What vLLM's `vllm:lora_requests_info` metric says: the adapters of the running and of
+    /// the waiting requests (`reqs` their state), into `running` and `waiting`; returns
+    /// `--max-loras` (0, the lists left alone, for an engine not serving LoRA).
+    fn lora_adapters(&self, _reqs: &[ReqRt], _running: &mut Vec<u16>, _waiting: &mut Vec<u16>) -> u32 {
+        0
     }
 }
 

@@ -408,6 +408,10 @@ impl VllmRule for VllmV1 {
     fn lora_stats(&self) -> Option<LoraStats> {
         self.lora.as_ref().map(|(r, _)| r.stats())
     }
+
+    fn max_loras(&self) -> u32 {
+        self.cfg.lora.map_or(0, |l| l.max_loras)
+    }
 }
 
 impl VllmV1 {

@@ -4,10 +4,11 @@
 
 use super::instance::Instance;
 use crate::cluster::router::InstanceView;
+use crate::engine::ReqRt;
 use crate::workload::SeqId;
 
-/// The instances as routers may read them.
-pub(super) struct View<'v, 'a>(pub &'v [Instance<'a>]);
+/// The instances as routers may read them, with every request's state.
+pub(super) struct View<'v, 'a>(pub &'v [Instance<'a>], pub &'v [ReqRt]);
 
 impl InstanceView for View<'_, '_> {
     fn num_instances(&self) -> usize {
@@ -30,6 +31,23 @@ impl InstanceView for View<'_, '_> {
     }
     fn available(&self, i: usize) -> bool {
         !self.0[i].down && !self.0[i].draining
+    }
+    fn waiting(&self, i: usize) -> u32 {
+        self.0[i].sched.queued().0 as u32
+    }
+    fn kv_usage(&self, i: usize) -> f64 {
+        match self.0[i].capacity {
+            Some(c) if c > 0 => self.held_tokens(i) as f64 / c as f64,
+            _ => 0.0,
+        }
+    }
+    fn lora_adapters(&self, i: usize, running: &mut Vec<u16>, waiting: &mut Vec<u16>) -> u32 {
+        self.0[i].sched.lora_adapters(self.1, running, waiting)
+    }
+    fn pool_blocks(&self, i: usize) -> u64 {
+        let x = &self.0[i];
+        // The pool's usable blocks and the null block.
+        x.capacity.map_or(0, |c| c / x.block_tokens.max(1) + 1)
     }
 }
 

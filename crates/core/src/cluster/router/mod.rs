@@ -19,6 +19,7 @@ pub mod active;
 pub mod aibrix;
 pub mod approx_tree;
 pub mod cache_aware;
+pub mod epp;
 pub mod kv_aware;
 pub mod prefix_hash;
 #[cfg(test)]
@@ -52,11 +53,16 @@ pub enum RouterKind {
     /// NVIDIA Dynamo's KV router on the instances' true caches: the lowest
     /// `overlap weight × prefill blocks + decode blocks`.
     KvAware,
+    /// llm-d's endpoint picker: weighted queue, KV-utilization, approximate-prefix and LoRA
+    /// affinity scorers over metrics scraped every 50 ms, the highest total (ties at random).
+    #[cfg_attr(feature = "clap", value(name = "llm-d"))]
+    #[serde(rename = "llm-d")]
+    LlmD,
 }
 
 impl RouterKind {
     /// Every policy, in `--router`'s order.
-    pub const ALL: [RouterKind; 7] = [
+    pub const ALL: [RouterKind; 8] = [
         RouterKind::RoundRobin,
         RouterKind::Random,
         RouterKind::LeastLoad,
@@ -64,6 +70,7 @@ impl RouterKind {
         RouterKind::PrefixHash,
         RouterKind::Aibrix,
         RouterKind::KvAware,
+        RouterKind::LlmD,
     ];
 
     /// The policy's name, as `--router` takes it and reports print it.
@@ -76,6 +83,7 @@ impl RouterKind {
             RouterKind::PrefixHash => "prefix-hash",
             RouterKind::Aibrix => "aibrix",
             RouterKind::KvAware => "kv-aware",
+            RouterKind::LlmD => "llm-d",
         }
     }
 }
@@ -145,6 +153,16 @@ pub struct RouterParams {
     /// kv-aware: KV block size in tokens of the instances (`--block-size` of the engines; the
     /// driver sets it), default 16.
     pub kv_block_size: u32,
+    /// llm-d: the scorers' weights (`--queue-scorer-weight`, `--kv-cache-utilization-scorer-weight`,
+    /// `--prefix-cache-scorer-weight`, `--lora-affinity-scorer-weight`; the EPP's default profile).
+    /// Echoed when set otherwise.
+    #[serde(skip_serializing_if = "epp::EppWeights::is_default")]
+    pub epp_weights: epp::EppWeights,
+    /// llm-d: milliseconds between two scrapes of an endpoint's metrics
+    /// (`--refresh-metrics-interval-ms`, the EPP's `--refresh-metrics-interval`, default 50 ms).
+    /// Echoed when set otherwise.
+    #[serde(skip_serializing_if = "epp::is_default_interval")]
+    pub refresh_metrics_interval_ms: f64,
 }
 
 impl Default for RouterParams {
@@ -167,6 +185,8 @@ impl Default for RouterParams {
             aibrix_std_dev_factor: 1.0,
             overlap_score_weight: 1.0,
             kv_block_size: 16,
+            epp_weights: epp::EppWeights::default(),
+            refresh_metrics_interval_ms: epp::DEFAULT_REFRESH_MS,
         }
     }
 }
@@ -181,6 +201,8 @@ pub struct Arrival<'a> {
     pub store: &'a TokenStore,
     /// Seconds.
     pub now: f64,
+    /// The LoRA adapter it names (0: the base model).
+    pub lora: u16,
 }
 
 /// What the instances truly hold, for the policies that may read it (`kv-aware`).
@@ -202,6 +224,25 @@ pub trait InstanceView {
     /// fails its health check or unregisters (the driver never routes while none takes any).
     fn available(&self, _i: usize) -> bool {
         true
+    }
+    /// Requests waiting in instance `i` (vLLM's `vllm:num_requests_waiting`); 0 when the view
+    /// does not know.
+    fn waiting(&self, _i: usize) -> u32 {
+        0
+    }
+    /// Share of instance `i`'s KV pool its requests hold (vLLM's `vllm:kv_cache_usage_perc`:
+    /// blocks not free over all blocks; cached blocks no request holds are free).
+    fn kv_usage(&self, _i: usize) -> f64 {
+        0.0
+    }
+    /// What instance `i`'s `vllm:lora_requests_info` says: its running and waiting requests'
+    /// adapters into `running` and `waiting`; returns its `max_lora` (0: not serving LoRA).
+    fn lora_adapters(&self, _i: usize, _running: &mut Vec<u16>, _waiting: &mut Vec<u16>) -> u32 {
+        0
+    }
+    /// Blocks of instance `i`'s KV pool (vLLM's `num_gpu_blocks`); 0 when the view does not know.
+    fn pool_blocks(&self, _i: usize) -> u64 {
+        0
     }
 }
 
@@ -259,6 +300,7 @@ pub fn build(kind: RouterKind, params: RouterParams, n: usize) -> Box<dyn Router
         RouterKind::PrefixHash => Box::new(prefix_hash::PrefixHash::new(params, n)),
         RouterKind::Aibrix => Box::new(aibrix::Aibrix::new(params, n)),
         RouterKind::KvAware => Box::new(kv_aware::KvAware::new(params, n)),
+        RouterKind::LlmD => Box::new(epp::Epp::new(params, n)),
     }
 }
 

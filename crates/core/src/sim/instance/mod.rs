@@ -124,7 +124,7 @@ pub struct Instance<'a> {
     pub block_tokens: u64,
     pub engine: EngineConfig,
     cost: &'a dyn CostModel,
-    capacity: Option<u64>,
+    pub(crate) capacity: Option<u64>,
     pub cache: Box<dyn PrefixCache>,
     tracks_computed: bool,
     pub sched: Box<dyn Scheduler>,

@@ -1,0 +1,356 @@
+//! `llm-d`: the endpoint picker (EPP) of llm-d's inference scheduler and the Gateway API
+//! Inference Extension (read at llm-d/llm-d-inference-scheduler 520af478, May 2026, whose
+//! `pkg/epp` is the extension's last EPP; paths below are under `pkg/epp/framework/plugins/`).
+//! Each request's candidates are the endpoints up; every scorer gives each a score in [0, 1];
+//! the total is the weighted sum (`scheduling/scheduler_profile.go` `runScorerPlugins`: no
+//! division by the weights' sum); the max-score picker shuffles the candidates and takes the
+//! highest total, ties at random (`scheduling/picker/maxscore`). The scorers, each with its
+//! weight as a flag (the built-in default profile, `config/loader/defaults.go`: queue 2,
+//! KV cache 2, prefix 3; LoRA affinity is in no default profile, weight 0):
+//!
+//! - **queue** (`scheduling/scorer/queuedepth`): `(max − q) / (max − min)` over the candidates'
+//!   waiting queues, 1 for all when they are equal;
+//! - **kv-cache utilization** (`scheduling/scorer/kvcacheutilization`): `1 − usage`, usage the
+//!   share of the KV pool held by requests (vLLM's `kv_cache_usage_perc`);
+//! - **prefix cache** (`scheduling/scorer/prefix` over `requestcontrol/dataproducer/
+//!   approximateprefix`): the prompt text cut into blocks of `block_size` tokens × 4 characters
+//!   (`averageCharactersPerToken`; the block size auto-tuned from the engine's), a trailing
+//!   partial block included, at most 256 blocks, each hash chained on the previous; nothing when
+//!   the text is shorter than one block. Per endpoint an LRU of the block hashes sent to it,
+//!   as large as its pool in blocks (`num_gpu_blocks`), filled after each pick in block order
+//!   and never refreshed by lookups. The walk stops at the first block no endpoint holds; an
+//!   endpoint's score is the blocks it holds in that run over all the prompt's blocks;
+//! - **LoRA affinity** (`scheduling/scorer/loraaffinity`): 1 when the request's adapter is among
+//!   the endpoint's running adapters, else 0.8 when running + waiting adapters are fewer than
+//!   its `max_lora`, else 0.6 when the adapter waits there, else 0 (vLLM's
+//!   `vllm:lora_requests_info`).
+//!
+//! **Staleness**: the queue, KV and LoRA figures are what the EPP last scraped: each endpoint's
+//! metrics every `--refresh-metrics-interval-ms` (default 50 ms, `server/options.go`), and the
+//! scorers never check their age. Here a snapshot is taken at the first request routed at or
+//! after each scrape tick and kept until the next tick, so the requests of a burst all see the
+//! figures their first one saw. The prefix index is the EPP's own record of where it sent
+//! prompts, not the endpoints' caches: an endpoint that evicted a prefix still scores it.
+//! Text = token ids rendered at `--router-chars-per-token` ([`super::text`]), not the JSON of
+//! the chat messages the EPP hashes; the hashes are content fingerprints, not xxhash64.
+
+use super::aibrix::BlockIndex;
+use super::text::{chunks, mix};
+use super::{Arrival, Basis, Decision, InstanceView, Router, RouterParams};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+/// `averageCharactersPerToken`: the EPP's characters per token when it sizes blocks.
+const CHARS_PER_TOKEN: u32 = 4;
+/// `maxPrefixBlocksToMatch`.
+const MAX_BLOCKS: usize = 256;
+/// The per-endpoint LRU size when the endpoint's pool is not known (`lruCapacityPerServer`).
+const DEFAULT_LRU_BLOCKS: usize = 31_250;
+
+/// Scorer weights (a weight of 0 leaves the scorer out).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct EppWeights {
+    pub queue: f64,
+    pub kv_cache: f64,
+    pub prefix: f64,
+    pub lora: f64,
+}
+
+impl Default for EppWeights {
+    /// The built-in default profile's.
+    fn default() -> Self {
+        EppWeights { queue: 2.0, kv_cache: 2.0, prefix: 3.0, lora: 0.0 }
+    }
+}
+
+impl EppWeights {
+    /// Whether these are the default profile's weights.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// The EPP's default scrape interval, ms.
+pub const DEFAULT_REFRESH_MS: f64 = 50.0;
+
+/// Whether `ms` is the default scrape interval.
+pub fn is_default_interval(ms: &f64) -> bool {
+    *ms == DEFAULT_REFRESH_MS
+}
+
+/// One endpoint's metrics as last scraped.
+#[derive(Debug, Clone, Default)]
+struct Scraped {
+    waiting: u32,
+    kv_usage: f64,
+    running_loras: Vec<u16>,
+    waiting_loras: Vec<u16>,
+    max_lora: u32,
+}
+
+/// The EPP for `n` endpoints.
+pub struct Epp {
+    weights: EppWeights,
+    chars_per_token: u32,
+    /// Tokens per hashed block (the engines' block size).
+    block_tokens: u32,
+    interval_s: f64,
+    rng: rand::rngs::StdRng,
+    scraped: Vec<Scraped>,
+    next_scrape: Vec<f64>,
+    /// Per endpoint, the block hashes sent to it (created at its first pick).
+    index: Vec<Option<BlockIndex>>,
+    hashes: Vec<u64>,
+    matched: Vec<u32>,
+    order: Vec<(usize, f64)>,
+}
+
+impl Epp {
+    /// The picker for `n` endpoints.
+    pub fn new(p: RouterParams, n: usize) -> Self {
+        Epp {
+            weights: p.epp_weights,
+            chars_per_token: p.chars_per_token.max(1),
+            block_tokens: p.kv_block_size.max(1),
+            interval_s: p.refresh_metrics_interval_ms / 1e3,
+            rng: rand::rngs::StdRng::seed_from_u64(p.seed),
+            scraped: vec![Scraped::default(); n],
+            next_scrape: vec![0.0; n],
+            index: (0..n).map(|_| None).collect(),
+            hashes: Vec::new(),
+            matched: vec![0; n],
+            order: Vec::with_capacity(n),
+        }
+    }
+
+    /// Takes endpoint `i`'s metrics when a scrape has happened since the last look.
+    fn scrape(&mut self, i: usize, now: f64, view: &dyn InstanceView) {
+        if now < self.next_scrape[i] {
+            return;
+        }
+        let s = &mut self.scraped[i];
+        s.waiting = view.waiting(i);
+        s.kv_usage = view.kv_usage(i);
+        s.max_lora = view.lora_adapters(i, &mut s.running_loras, &mut s.waiting_loras);
+        self.next_scrape[i] =
+            if self.interval_s > 0.0 { ((now / self.interval_s).floor() + 1.0) * self.interval_s } else { now };
+    }
+
+    /// The prompt's chained block hashes ([`Self::hashes`]).
+    fn hash_prompt(&mut self, a: &Arrival<'_>) {
+        self.hashes.clear();
+        let block_chars = self.block_tokens * CHARS_PER_TOKEN;
+        let total_chars = a.prompt_len as u64 * self.chars_per_token as u64;
+        if total_chars < block_chars as u64 {
+            return;
+        }
+        let mut parent = 0u64;
+        for c in chunks(a.store, a.seq, a.prompt_len, self.chars_per_token, block_chars, false).take(MAX_BLOCKS) {
+            parent = mix(parent.rotate_left(17) ^ c.key);
+            self.hashes.push(parent);
+        }
+    }
+
+    /// Blocks of the longest run some endpoint holds, per endpoint, into `matched`.
+    fn match_prefix(&mut self) {
+        self.matched.fill(0);
+        for &h in &self.hashes {
+            let mut any = false;
+            for (i, idx) in self.index.iter().enumerate() {
+                if idx.as_ref().is_some_and(|x| x.peek(h).is_some()) {
+                    self.matched[i] += 1;
+                    any = true;
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+
+    /// The LoRA affinity score of endpoint `i` for adapter `lora`.
+    fn lora_score(&self, i: usize, lora: u16) -> f64 {
+        let s = &self.scraped[i];
+        if lora != 0 && s.running_loras.contains(&lora) {
+            1.0
+        } else if ((s.running_loras.len() + s.waiting_loras.len()) as u32) < s.max_lora {
+            0.8
+        } else if lora != 0 && s.waiting_loras.contains(&lora) {
+            0.6
+        } else {
+            0.0
+        }
+    }
+}
+
+impl Router for Epp {
+    fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
+        let n = self.scraped.len();
+        for i in 0..n {
+            if view.available(i) {
+                self.scrape(i, a.now, view);
+            }
+        }
+        let w = self.weights;
+        if w.prefix > 0.0 {
+            self.hash_prompt(a);
+            self.match_prefix();
+        } else {
+            self.hashes.clear();
+            self.matched.fill(0);
+        }
+        let up = || (0..n).filter(|&i| view.available(i));
+        let (min_q, max_q) =
+            up().map(|i| self.scraped[i].waiting).fold((u32::MAX, 0), |(lo, hi), q| (lo.min(q), hi.max(q)));
+        let blocks = self.hashes.len().max(1) as f64;
+        self.order.clear();
+        for i in up() {
+            let s = &self.scraped[i];
+            let queue = if max_q == min_q { 1.0 } else { (max_q - s.waiting) as f64 / (max_q - min_q) as f64 };
+            let kv = (1.0 - s.kv_usage).clamp(0.0, 1.0);
+            let prefix = self.matched[i] as f64 / blocks;
+            let lora = if w.lora > 0.0 { self.lora_score(i, a.lora) } else { 0.0 };
+            let total = w.queue * queue + w.kv_cache * kv + w.prefix * prefix + w.lora * lora;
+            self.order.push((i, total));
+        }
+        // The max-score picker: shuffle, then a stable sort by total, highest first.
+        self.order.shuffle(&mut self.rng);
+        self.order.sort_by(|x, y| y.1.total_cmp(&x.1));
+        let instance = self.order.first().map_or(0, |&(i, _)| i);
+        let matched = self.matched[instance];
+        // PreRequest: the prompt's blocks recorded for the endpoint chosen, in block order.
+        if !self.hashes.is_empty() {
+            let idx = self.index[instance].get_or_insert_with(|| {
+                let pool = view.pool_blocks(instance) as usize;
+                BlockIndex::new(if pool > 0 { pool } else { DEFAULT_LRU_BLOCKS }, f64::INFINITY, 1)
+            });
+            for &h in &self.hashes {
+                idx.add(h, 0, a.now);
+            }
+        }
+        let block_chars = (self.block_tokens * CHARS_PER_TOKEN) as u64;
+        let predicted = (matched as u64 * block_chars / self.chars_per_token as u64).min(a.prompt_len as u64);
+        Decision {
+            instance,
+            basis: if matched > 0 { Basis::Prefix } else { Basis::Load },
+            predicted_hit_tokens: predicted,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::TokenStore;
+
+    /// Endpoints with set queues, KV usage and LoRA adapters.
+    struct Fleet {
+        waiting: Vec<u32>,
+        usage: Vec<f64>,
+        loras: Vec<(Vec<u16>, Vec<u16>, u32)>,
+    }
+
+    impl InstanceView for Fleet {
+        fn num_instances(&self) -> usize {
+            self.waiting.len()
+        }
+        fn cached_prefix(&self, _i: usize, _seq: u32, _known: usize) -> usize {
+            0
+        }
+        fn held_tokens(&self, _i: usize) -> u64 {
+            0
+        }
+        fn queued(&self, i: usize) -> u32 {
+            self.waiting[i]
+        }
+        fn waiting(&self, i: usize) -> u32 {
+            self.waiting[i]
+        }
+        fn kv_usage(&self, i: usize) -> f64 {
+            self.usage[i]
+        }
+        fn lora_adapters(&self, i: usize, running: &mut Vec<u16>, waiting: &mut Vec<u16>) -> u32 {
+            let (r, w, m) = &self.loras[i];
+            running.clone_from(r);
+            waiting.clone_from(w);
+            *m
+        }
+    }
+
+    fn params(w: EppWeights, interval_ms: f64) -> RouterParams {
+        RouterParams { epp_weights: w, refresh_metrics_interval_ms: interval_ms, ..RouterParams::default() }
+    }
+
+    fn route(r: &mut Epp, store: &TokenStore, seq: u32, now: f64, lora: u16, v: &Fleet) -> usize {
+        r.route(&Arrival { id: seq, seq, prompt_len: store.seq_len(seq), store, now, lora }, v).instance
+    }
+
+    /// Three endpoints, waiting 0 / 4 / 8, KV 90 % / 10 % / 10 %: queue scores 1, 0.5, 0; KV
+    /// 0.1, 0.9, 0.9. Queue 2 + KV 2: 2.2, 2.8, 1.8 — the middle one.
+    #[test]
+    fn the_weighted_sum_picks() {
+        let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
+        let v = Fleet { waiting: vec![0, 4, 8], usage: vec![0.9, 0.1, 0.1], loras: vec![Default::default(); 3] };
+        let w = EppWeights { prefix: 0.0, ..EppWeights::default() };
+        let mut r = Epp::new(params(w, 50.0), 3);
+        assert_eq!(route(&mut r, &store, 0, 0.0, 0, &v), 1);
+        // Queue alone: the empty queue.
+        let mut q = Epp::new(params(EppWeights { queue: 1.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0 }, 50.0), 3);
+        assert_eq!(route(&mut q, &store, 0, 0.0, 0, &v), 0);
+    }
+
+    /// LoRA affinity: adapter 7 runs on endpoint 2 (1.0); endpoint 0 has a free slot (0.8);
+    /// endpoint 1 is full with 7 waiting (0.6).
+    #[test]
+    fn lora_affinity_scores_active_then_capacity_then_waiting() {
+        let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
+        let loras = vec![(vec![1], vec![], 2), (vec![1], vec![7], 2), (vec![7, 3], vec![], 2)];
+        let v = Fleet { waiting: vec![0; 3], usage: vec![0.0; 3], loras };
+        let only = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, lora: 1.0 };
+        let r = {
+            let mut r = Epp::new(params(only, 50.0), 3);
+            assert_eq!(route(&mut r, &store, 0, 0.0, 7, &v), 2);
+            r
+        };
+        assert_eq!((r.lora_score(0, 7), r.lora_score(1, 7), r.lora_score(2, 7)), (0.8, 0.6, 1.0));
+        assert_eq!(r.lora_score(1, 9), 0.0, "full, and the adapter nowhere there");
+    }
+
+    /// A burst inside one scrape interval sees one snapshot: every request goes where the
+    /// first did; after the next tick the figures are new.
+    #[test]
+    fn metrics_are_as_stale_as_the_last_scrape() {
+        let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
+        let mut v = Fleet { waiting: vec![0, 5], usage: vec![0.0; 2], loras: vec![Default::default(); 2] };
+        let queue = EppWeights { queue: 1.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0 };
+        let mut r = Epp::new(params(queue, 50.0), 2);
+        assert_eq!(route(&mut r, &store, 0, 0.0, 0, &v), 0);
+        v.waiting = vec![9, 0];
+        assert_eq!(route(&mut r, &store, 0, 0.049, 0, &v), 0, "the scrape at 0 still stands");
+        assert_eq!(route(&mut r, &store, 0, 0.050, 0, &v), 1, "the 50 ms scrape sees the new queues");
+        let mut fresh = Epp::new(params(queue, 0.0), 2);
+        v.waiting = vec![0, 5];
+        assert_eq!(route(&mut fresh, &store, 0, 0.0, 0, &v), 0);
+        v.waiting = vec![9, 0];
+        assert_eq!(route(&mut fresh, &store, 0, 0.001, 0, &v), 1, "interval 0: always fresh");
+    }
+
+    /// The prefix index is the EPP's record of its own picks: a prompt sent to endpoint 1 is
+    /// sent there again; a prompt shorter than one block (16 tokens × 4 characters at 4
+    /// characters a token) scores 0 everywhere.
+    #[test]
+    fn prefixes_follow_the_picks() {
+        let long: Vec<u32> = (0..64).collect();
+        let mut other = long.clone();
+        other.extend(100..132);
+        let store = TokenStore::from_seqs(&[long, other, vec![1, 2, 3]]);
+        let v = Fleet { waiting: vec![0; 4], usage: vec![0.0; 4], loras: vec![Default::default(); 4] };
+        let mut r = Epp::new(params(EppWeights::default(), 50.0), 4);
+        let first = route(&mut r, &store, 0, 0.0, 0, &v);
+        for k in 1..20 {
+            assert_eq!(route(&mut r, &store, 1, k as f64, 0, &v), first, "the shared 4 blocks of 6 win");
+        }
+        r.hash_prompt(&Arrival { id: 2, seq: 2, prompt_len: 3, store: &store, now: 0.0, lora: 0 });
+        assert!(r.hashes.is_empty());
+    }
+}
