@@ -295,7 +295,9 @@ pub fn check_time(field: &str, value: f64) -> std::result::Result<f64, (String, 
     } else if value > MAX_TIME_MS {
         Err((field.to_string(), format!("{value:e} ms is absurd (limit {MAX_TIME_MS:e} ms, about 3,170 years)")))
     } else {
-        Ok(value)
+        // −0 is 0 (`-0.0 + 0.0` is `+0.0`): a zero's sign means nothing in a time stamp, and
+        // two zeros of different bits would make two time origins.
+        Ok(value + 0.0)
     }
 }
 
@@ -376,6 +378,7 @@ mod tests {
     #[test]
     fn absurd_times_are_refused() {
         assert_eq!(check_time("t", 1.8e12), Ok(1.8e12));
+        assert_eq!(check_time("t", -0.0).unwrap().to_bits(), 0, "−0 is read as 0");
         assert!(check_time("t", 1e13).is_ok());
         assert!(check_time("t", 1.8e15).unwrap_err().1.contains("absurd"));
         assert!(check_time_s("t", 1.8e9).is_ok());
