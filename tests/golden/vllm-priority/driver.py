@@ -89,6 +89,18 @@ def cli(argv):
         "parent of the --out folder, e.g. traces/x.jsonl)",
     )
     p.add_argument("--max-steps", type=int, default=100_000)
+    p.add_argument(
+        "--max-loras",
+        type=int,
+        default=0,
+        help="serve LoRA adapters with this many slots (vLLM --enable-lora --max-loras; 0: off); "
+        "a record's `lora` key names its adapter",
+    )
+    p.add_argument(
+        "--lora-modules",
+        default="a,b,c,d",
+        help="the adapters, comma-separated, registered in this order (ids 1, 2, ...)",
+    )
     return p.parse_args(argv)
 
 
@@ -143,11 +155,17 @@ def make_scheduler(args, model_dir):
         block_size=BLOCK_SIZE, gpu_memory_utilization=0.9, cache_dtype="auto", enable_prefix_caching=True
     )
     cache_cfg.num_gpu_blocks = args.num_gpu_blocks
+    lora = None
+    if args.max_loras > 0:
+        from vllm.config import LoRAConfig
+
+        lora = LoRAConfig(max_loras=args.max_loras, max_lora_rank=16)
     config = VllmConfig(
         model_config=model,
         scheduler_config=sched_cfg,
         cache_config=cache_cfg,
         device_config=DeviceConfig(device="cpu"),  # the scheduler never touches a device
+        lora_config=lora,
     )
     spec = FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1, dtype=torch.float32)
     kv = KVCacheConfig(
@@ -212,6 +230,18 @@ class PreemptionLog:
         sched._preempt_request = preempt_request
 
 
+def lora_request(rec, modules, args):
+    """The record's adapter as vLLM's LoRARequest (its id: its place in --lora-modules + 1)."""
+    name = rec.get("lora")
+    if name is None:
+        return None
+    if args.max_loras <= 0 or name not in modules:
+        sys.exit(f"a record names adapter {name!r}: give --max-loras and list it in --lora-modules")
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest(lora_name=name, lora_int_id=modules.index(name) + 1, lora_path="/nonexistent/" + name)
+
+
 def run(args):
     t0 = time.time()
     import vllm
@@ -260,6 +290,10 @@ def run(args):
             "policy": sc.policy,
         }
     ]
+    modules = args.lora_modules.split(",")
+    if args.max_loras > 0:
+        lines[0]["max_loras"] = config.lora_config.max_loras
+        lines[0]["lora_modules"] = modules
 
     requests = {}
     per_req = {}
@@ -281,6 +315,7 @@ def run(args):
                 arrival_time=float(queued),
                 priority=int(rec.get("priority", 0)),
                 block_hasher=hasher,
+                lora_request=lora_request(rec, modules, args),
             )
             requests[req.request_id] = req
             per_req[req.request_id] = {

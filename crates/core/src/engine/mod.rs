@@ -663,6 +663,10 @@ pub trait VllmRule: Send {
     fn max_loras(&self) -> u32 {
         0
     }
+    /// Waiting requests passed by and not scheduled since (vLLM's `deferred_waiting`).
+    fn deferred(&self) -> usize {
+        0
+    }
 }
 
 /// A vLLM scheduler: the shared queues and one version's rule.
@@ -720,6 +724,10 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
 
     fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
         self.rule.lora_stats()
+    }
+
+    fn waiting_metric(&self) -> usize {
+        self.q.waiting_len().saturating_sub(self.rule.deferred())
     }
 
     fn lora_adapters(&self, reqs: &[ReqRt], running: &mut Vec<u16>, waiting: &mut Vec<u16>) -> u32 {
@@ -797,6 +805,11 @@ pub trait Scheduler: Send {
     /// The LoRA adapters' loads, for an engine serving them.
     fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
         None
+    }
+    /// The waiting requests the engine's metric counts (vLLM's `vllm:num_requests_waiting`
+    /// leaves out those passed by and not scheduled since, `SchedulerStats.num_waiting_reqs`).
+    fn waiting_metric(&self) -> usize {
+        self.queued().0
     }
     /// What vLLM's `vllm:lora_requests_info` metric says: the adapters of the running and of
     /// the waiting requests (`reqs` their state), into `running` and `waiting`; returns

@@ -187,6 +187,10 @@ pub struct VllmV1 {
     lora: Option<(Resident, Scheduled)>,
     /// The adapters of the batch being formed, in batch order.
     batch_loras: Vec<u16>,
+    /// Waiting requests passed by at least once and not scheduled since (`deferred_waiting`),
+    /// which vLLM's waiting-requests metric leaves out; flags by id and their count.
+    deferred: Vec<bool>,
+    num_deferred: usize,
 }
 
 impl VllmV1 {
@@ -199,6 +203,40 @@ impl VllmV1 {
             skipped_holding: Vec::new(),
             lora: cfg.lora.map(|l| (Resident::new(l), Scheduled::default())),
             batch_loras: Vec::new(),
+            deferred: Vec::new(),
+            num_deferred: 0,
+        }
+    }
+
+    /// Passes waiting request `id` by in this step (`skip_request`): it goes back to the head
+    /// of the waiting queue when the step is formed.
+    fn skip(&mut self, id: ReqId) {
+        self.skipped.push(id);
+        self.defer(id);
+    }
+
+    /// [`Self::skip`] for a request holding KV blocks.
+    fn skip_holding(&mut self, id: ReqId) {
+        self.skipped_holding.push(id);
+        self.defer(id);
+    }
+
+    fn defer(&mut self, id: ReqId) {
+        let i = id as usize;
+        if self.deferred.len() <= i {
+            self.deferred.resize(i + 1, false);
+        }
+        if !self.deferred[i] {
+            self.deferred[i] = true;
+            self.num_deferred += 1;
+        }
+    }
+
+    /// Request `id` was scheduled or left: no longer deferred.
+    fn undefer(&mut self, id: ReqId) {
+        if let Some(d) = self.deferred.get_mut(id as usize).filter(|d| **d) {
+            *d = false;
+            self.num_deferred -= 1;
         }
     }
 
@@ -225,7 +263,7 @@ impl VllmV1 {
         if let Some(&id) = q.holding.front() {
             if c.waiting(id) == Waiting::Loading {
                 q.holding.pop_front();
-                self.skipped_holding.push(id);
+                self.skip_holding(id);
                 return Some(true);
             }
             if c.waiting(id) == Waiting::Landed {
@@ -254,6 +292,7 @@ impl VllmV1 {
             }
             q.holding.pop_front();
             q.running.push(id);
+            self.undefer(id);
             s.out.push(id, &s.reqs[id as usize], n);
             *budget -= n;
             return Some(true);
@@ -266,7 +305,7 @@ impl VllmV1 {
             Lookup::Load(0) => Some(false),
             Lookup::Defer => {
                 q.pop_waiting();
-                self.skipped.push(id);
+                self.skip(id);
                 Some(true)
             }
             Lookup::Load(ext) => {
@@ -276,7 +315,7 @@ impl VllmV1 {
                 c.start_load(id, &r, gpu_hit, ext, s.cache);
                 q.pop_waiting();
                 // It holds blocks now: it waits among those that do.
-                self.skipped_holding.push(id);
+                self.skip_holding(id);
                 Some(true)
             }
         }
@@ -386,6 +425,7 @@ impl VllmRule for VllmV1 {
     }
 
     fn finished(&mut self, id: ReqId) {
+        self.undefer(id);
         if let Some(c) = self.offload.as_mut() {
             c.finished(id);
         }
@@ -411,6 +451,10 @@ impl VllmRule for VllmV1 {
 
     fn max_loras(&self) -> u32 {
         self.cfg.lora.map_or(0, |l| l.max_loras)
+    }
+
+    fn deferred(&self) -> usize {
+        self.num_deferred
     }
 }
 
@@ -462,7 +506,7 @@ impl VllmV1 {
                 if held.blocks(r.lora, l.max_loras) {
                     // Scheduling would exceed max_loras: passed by, keeping its place.
                     q.pop_waiting();
-                    self.skipped.push(id);
+                    self.skip(id);
                     continue;
                 }
             }
@@ -490,6 +534,7 @@ impl VllmV1 {
             s.reqs[id as usize].admitted_with(a.hit_tokens, s.now);
             q.pop_waiting();
             q.running.push(id);
+            self.undefer(id);
             s.out.push(id, &s.reqs[id as usize], n);
             budget -= n;
             if let Some((_, held)) = self.lora.as_mut() {

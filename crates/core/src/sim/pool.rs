@@ -33,7 +33,7 @@ impl InstanceView for View<'_, '_> {
         !self.0[i].down && !self.0[i].draining
     }
     fn waiting(&self, i: usize) -> u32 {
-        self.0[i].sched.queued().0 as u32
+        self.0[i].sched.waiting_metric() as u32
     }
     fn kv_usage(&self, i: usize) -> f64 {
         match self.0[i].capacity {
