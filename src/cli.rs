@@ -571,6 +571,12 @@ pub struct RunArgs {
     /// kv-aware: weight of the blocks to prefill against the blocks held in Dynamo's cost.
     #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
     pub overlap_score_weight: f64,
+    /// kv-aware: milliseconds after a step ends that its KV events reach the router's indexer
+    /// (vLLM publishes them after each step): the router then reads its own index, which misses
+    /// the blocks cached in the steps in flight and still holds those evicted since. Unset, it
+    /// reads the instances' caches as they are (an indexer without lag).
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", help_heading = "Router")]
+    pub kv_event_delay_ms: Option<f64>,
     /// llm-d: weight of the queue scorer, (max − waiting) ÷ (max − min) over the endpoints (the
     /// EPP's default profile: 2; 0 leaves it out).
     #[arg(allow_negative_numbers = true, long, default_value_t = 2.0, value_name = "W", help_heading = "Router")]
@@ -854,6 +860,7 @@ impl RunArgs {
                         lora: self.lora_affinity_scorer_weight,
                     },
                     refresh_metrics_interval_ms: self.refresh_metrics_interval_ms,
+                    kv_event_delay_ms: self.kv_event_delay_ms,
                 },
                 pd: self.prefill_instances.zip(self.decode_instances).map(|(prefill, decode)| PdConfig {
                     prefill,

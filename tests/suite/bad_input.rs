@@ -400,6 +400,16 @@ const CASES: &[Case] = &[
         args: &["--refresh-metrics-interval-ms", "nan"],
         cut: None,
     },
+    Case {
+        what: "KV events for a router that reads none",
+        args: &["--instances", "2", "--kv-event-delay-ms", "10"],
+        cut: None,
+    },
+    Case {
+        what: "KV events from SGLang's radix cache",
+        args: &["--engine", "sglang", "--instances", "2", "--router", "kv-aware", "--kv-event-delay-ms", "10"],
+        cut: None,
+    },
     Case { what: "a migration limit without failures", args: &["--migration-limit", "1"], cut: None },
     Case {
         what: "a failure of an instance that does not exist",

@@ -225,6 +225,17 @@ pub trait PrefixCache: Send {
     /// `computed_tokens` tokens becomes shareable (vLLM `KVCacheManager.cache_blocks`).
     fn loaded(&mut self, _req: ReqId, _computed_tokens: usize) {}
 
+    /// Starts logging the blocks the cache stores and removes — vLLM's KV events
+    /// (`BlockStored`, `BlockRemoved`, published after each step), as content keys
+    /// ([`visit_block_keys`](Self::visit_block_keys)); `false` for a cache that cannot (only the
+    /// paged cache can).
+    fn log_kv_events(&mut self) -> bool {
+        false
+    }
+
+    /// Moves the events logged since the last call into `out`: (content key, stored).
+    fn take_kv_events(&mut self, _out: &mut Vec<(u32, bool)>) {}
+
     /// Hands `visit` the content keys of full blocks `from..to` of `seq` in order, until it
     /// returns `false` — keys equal for two blocks exactly when their sequences agree up to the
     /// blocks' ends, the identity vLLM's chained block hashes stand for — where the cache keys

@@ -101,6 +101,16 @@ impl ClusterConfig {
         positive("--prefix-cache-scorer-weight", w.prefix)?;
         positive("--lora-affinity-scorer-weight", w.lora)?;
         positive("--refresh-metrics-interval-ms", p.refresh_metrics_interval_ms)?;
+        if let Some(d) = p.kv_event_delay_ms {
+            positive("--kv-event-delay-ms", d)?;
+            if self.router != router::RouterKind::KvAware || self.pd.is_some() {
+                return Err(Error::invalid(
+                    "--kv-event-delay-ms",
+                    "delays the KV events kv-aware's indexer reads: give --router kv-aware (prefill/decode pools are \
+                     not modelled with it)",
+                ));
+            }
+        }
         count("--router-chars-per-token", p.chars_per_token as u64)?;
         count("--prefix-chunk-chars", p.prefix_chunk_chars as u64)?;
         count("--aibrix-block-size", p.aibrix_block_chars as u64)?;

@@ -136,3 +136,28 @@ fn decode_allocation_blocks_the_hand_off_until_memory_frees() {
     let rb = r.records.iter().find(|x| x.id == 1).unwrap();
     assert!(close(rb.ttft_s(), 0.08002) && close(rb.latency_s(), 0.10402), "{rb:?}");
 }
+
+/// kv-aware reading KV events: request A's 33-token prompt is computed on one instance in the
+/// step from 0 to 0.043 s (0.01 + 33 prefill tokens × 1 ms); B, the same prompt, arrives at 0.05.
+/// The events reach the router at 0.043 + the delay: after 5 ms the router knows A's 8 blocks of
+/// 4 and predicts B's hit of 32 tokens where A ran; after 50 ms it knows nothing yet and
+/// predicts none.
+#[test]
+fn kv_events_reach_the_router_after_their_delay() {
+    let p: Vec<u32> = (0..33).collect();
+    let w = workload(&[(p.clone(), 1), (p, 1)]);
+    let sends = [(0, 0.0), (1, 0.05)];
+    let c = cfg(16, 1000, Some(100));
+    let run = |delay_ms: f64| {
+        let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
+        let params = RouterParams { kv_event_delay_ms: Some(delay_ms), kv_block_size: 4, ..RouterParams::default() };
+        let mut router = build(RouterKind::KvAware, params, 2);
+        let f = Front::of(&c);
+        drive(&w, &sends, &f, &[spec; 2], router.as_mut(), None, Fleet::default(), Keep::default(), &|_, _| ())
+    };
+    let seen = run(5.0);
+    assert_eq!((seen.router.predicted_hit_tokens, seen.router.by_prefix), (32, 1), "{:?}", seen.router);
+    assert_eq!(seen.records.iter().find(|x| x.id == 1).unwrap().cached_prompt_tokens, 32, "B follows A");
+    let late = run(50.0);
+    assert_eq!((late.router.predicted_hit_tokens, late.router.by_prefix), (0, 0), "{:?}", late.router);
+}

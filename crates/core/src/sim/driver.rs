@@ -205,10 +205,20 @@ pub fn drive(
         s.dedup();
         s
     });
-    let mut inst: Vec<Instance> =
-        specs.iter().map(|&s| Instance::new(w, s, used.as_deref(), specs.len() == 1)).collect();
+    // A router reading KV events has every cache log them.
+    let event_delay = router.kv_event_delay();
+    let make = |i: usize| {
+        let mut x = Instance::new(w, specs[i], used.as_deref(), specs.len() == 1);
+        if event_delay.is_some() {
+            let logs = x.cache.log_kv_events();
+            debug_assert!(logs, "configuration refuses KV events for a cache without them");
+        }
+        x
+    };
+    let mut inst: Vec<Instance> = (0..specs.len()).map(make).collect();
     // Instance `i` as it starts again after a stop: empty.
-    let fresh = |i: usize| Instance::new(w, specs[i], used.as_deref(), specs.len() == 1);
+    let fresh = make;
+    let mut kv_events: Vec<(u32, bool)> = Vec::new();
     let routed = pd.as_ref().map_or(inst.len(), |p| p.cfg.prefill as usize);
     debug_assert!(routed <= inst.len());
     let mut disagg = pd.map(|p| Disagg::new(p, routed, inst.len(), n));
@@ -218,6 +228,8 @@ pub fn drive(
     // token records must come in time order across instances.
     let coalescing = !keep.every_step
         && disagg.is_none()
+        // A coalesced stretch's steps would publish their KV events at its end.
+        && event_delay.is_none()
         && specs.iter().all(|s| s.engine.offload.is_none())
         && (specs.len() == 1 || !(keep.tokens || client.sends_on_completion()));
     let mut assigned: Vec<u32> = vec![u32::MAX; n];
@@ -354,6 +366,14 @@ pub fn drive(
             again |= fail_aborted(&mut inst[i], &mut failures, &mut finished);
             match begun {
                 Begun::Busy(end) => {
+                    if let Some(delay) = event_delay {
+                        // Published when the step ends (`update_from_output`), read `delay` later.
+                        inst[i].cache.take_kv_events(&mut kv_events);
+                        if !kv_events.is_empty() {
+                            router.kv_events(i, end + delay, &kv_events);
+                            kv_events.clear();
+                        }
+                    }
                     let end = if coalescing {
                         // No step of the stretch may start at or after anything that can
                         // reach or read this instance.

@@ -44,6 +44,15 @@ impl InstanceView for View<'_, '_> {
     fn lora_adapters(&self, i: usize, running: &mut Vec<u16>, waiting: &mut Vec<u16>) -> u32 {
         self.0[i].sched.lora_adapters(self.1, running, waiting)
     }
+    fn block_keys(&self, seq: SeqId, known: usize, out: &mut Vec<u32>) {
+        out.clear();
+        let Some(x) = self.0.first() else { return };
+        let blocks = known.saturating_sub(1) / x.block_tokens.max(1) as usize;
+        x.cache.visit_block_keys(seq, 0, blocks, &mut |k| {
+            out.push(k);
+            true
+        });
+    }
     fn pool_blocks(&self, i: usize) -> u64 {
         let x = &self.0[i];
         // The pool's usable blocks and the null block.

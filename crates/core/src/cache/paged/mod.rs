@@ -205,6 +205,8 @@ pub struct PagedCache<W: IndexWord = u32> {
     /// the index's answer).
     parked: ReqSlots<Parked>,
     watch: Option<Watch>,
+    /// KV events since they were last taken (`log_kv_events`): (key, stored).
+    events: Option<Vec<(u32, bool)>>,
     /// The current watch's generation (`NO_GEN` when none), and the next one to hand out.
     watch_gen: u16,
     next_gen: u16,
@@ -282,6 +284,7 @@ impl<W: IndexWord> PagedCache<W> {
             reqs: ReqSlots::default(),
             parked: ReqSlots::default(),
             watch: None,
+            events: None,
             watch_gen: NO_GEN,
             next_gen: 1,
             cached_free: 0,
@@ -384,6 +387,9 @@ impl<W: IndexWord> PagedCache<W> {
             w.dirty = true;
         }
         let (key, next) = (self.blk[b as usize].key, self.blk[b as usize].dup_next);
+        if let Some(e) = self.events.as_mut() {
+            e.push((key, false));
+        }
         if self.blk[b as usize].first {
             // The next duplicate, if any, becomes the answer.
             if next != NIL {
@@ -410,6 +416,9 @@ impl<W: IndexWord> PagedCache<W> {
             }
         }
         self.blk[b as usize].key = key;
+        if let Some(e) = self.events.as_mut() {
+            e.push((key, true));
+        }
         match self.index.get(key).unpack() {
             NONE => {
                 self.index.set(key, W::pack(b));
@@ -622,6 +631,17 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         let cached = self.cache_full_blocks(seq, &blocks, cached, computed_tokens);
         let st = self.reqs.get_mut(req).expect("request admitted");
         (st.blocks, st.cached_blocks) = (blocks, cached);
+    }
+
+    fn log_kv_events(&mut self) -> bool {
+        self.events.get_or_insert_with(Vec::new);
+        true
+    }
+
+    fn take_kv_events(&mut self, out: &mut Vec<(u32, bool)>) {
+        if let Some(e) = self.events.as_mut() {
+            out.append(e);
+        }
     }
 
     fn visit_block_keys(&self, seq: SeqId, from: usize, to: usize, visit: &mut dyn FnMut(u32) -> bool) -> bool {

@@ -20,6 +20,16 @@
 //! of the prompt than the instance holding fewest (a prefix cached everywhere decides
 //! nothing), by load otherwise; its predicted hit tokens are the chosen instance's blocks.
 //!
+//! **Event lag** (`--kv-event-delay-ms D`): Dynamo's indexer learns a worker's blocks from its
+//! KV events, which vLLM publishes after each step (`Scheduler.update_from_output`, 0.33:
+//! `kv_cache_manager.take_events()`, `BlockStored` for the blocks cached while the step was
+//! scheduled, `BlockRemoved` for those evicted) and which reach the router D ms later. With the
+//! flag, each instance's overlap is read from the router's own index ([`Indexer`]: the content
+//! keys its events stored and not yet removed), as it stood D ms after the last step that
+//! ended: a prefix cached in the step in flight is not seen yet, and one evicted since is still
+//! seen — the router sends work to a cache that no longer holds it. The tree size that breaks
+//! ties is the index's. Without the flag the overlap is read from the caches as they are.
+//!
 //! Both load terms are router-tracked, as in Dynamo (not the engines' true occupancy). A
 //! request's prefill tokens leave its instance's count at [`Router::prefill_done`] (Dynamo's
 //! `mark_prefill_completed`), or at `finished` when the driver never reports a first token.
@@ -43,6 +53,41 @@ struct Active {
     end: u32,
 }
 
+/// One instance's blocks as the router's indexer knows them: events applied once they have
+/// arrived, the rest waiting.
+#[derive(Debug, Default)]
+pub struct Indexer {
+    /// Content key → copies stored and not removed.
+    held: FxHashMap<u32, u32>,
+    /// Events not yet arrived: (arrival time, key, stored), in arrival order.
+    pending: std::collections::VecDeque<(f64, u32, bool)>,
+}
+
+impl Indexer {
+    /// Applies the events arrived by `now`.
+    fn catch_up(&mut self, now: f64) {
+        while let Some(&(at, key, stored)) = self.pending.front() {
+            if at > now {
+                break;
+            }
+            self.pending.pop_front();
+            if stored {
+                *self.held.entry(key).or_insert(0) += 1;
+            } else if let Some(n) = self.held.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.held.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// The leading `keys` the index holds.
+    fn overlap(&self, keys: &[u32]) -> u64 {
+        keys.iter().take_while(|k| self.held.contains_key(k)).count() as u64
+    }
+}
+
 /// Dynamo's KV router over the instances' true caches.
 pub struct KvAware {
     weight: f64,
@@ -53,6 +98,9 @@ pub struct KvAware {
     rng: rand::rngs::StdRng,
     ties: Vec<usize>,
     overlaps: Vec<u64>,
+    /// With `--kv-event-delay-ms`: the delay, seconds, and each instance's index.
+    events: Option<(f64, Vec<Indexer>)>,
+    keys: Vec<u32>,
 }
 
 impl KvAware {
@@ -67,6 +115,16 @@ impl KvAware {
             rng: rand::rngs::StdRng::seed_from_u64(p.seed),
             ties: Vec::with_capacity(n),
             overlaps: Vec::with_capacity(n),
+            events: p.kv_event_delay_ms.map(|d| (d / 1e3, (0..n).map(|_| Indexer::default()).collect())),
+            keys: Vec::new(),
+        }
+    }
+
+    /// Blocks the router believes instance `i` holds: its index's with events, else the cache's.
+    fn tree_size(&self, i: usize, view: &dyn InstanceView) -> u64 {
+        match &self.events {
+            Some((_, idx)) => idx[i].held.len() as u64,
+            None => view.cached_blocks(i),
         }
     }
 
@@ -92,13 +150,22 @@ impl Router for KvAware {
         self.overlaps.clear();
         self.ties.clear();
         let mut best = f64::INFINITY;
+        if let Some((_, idx)) = self.events.as_mut() {
+            view.block_keys(a.seq, a.prompt_len, &mut self.keys);
+            for x in idx.iter_mut() {
+                x.catch_up(a.now);
+            }
+        }
         for i in 0..n {
             if !view.available(i) {
                 // Out of the scheduler's worker list until it registers again.
                 self.overlaps.push(u64::MAX);
                 continue;
             }
-            let overlap = view.cached_prefix(i, a.seq, a.prompt_len) as u64 / self.block;
+            let overlap = match &self.events {
+                Some((_, idx)) => idx[i].overlap(&self.keys),
+                None => view.cached_prefix(i, a.seq, a.prompt_len) as u64 / self.block,
+            };
             self.overlaps.push(overlap);
             let shared = self.in_flight[i].shared(a.store, a.seq, a.prompt_len) as u64;
             let cost = self.cost(i, isl, overlap, shared);
@@ -113,11 +180,11 @@ impl Router for KvAware {
         let instance = match self.ties.len() {
             1 => self.ties[0],
             _ => {
-                let smallest = self.ties.iter().map(|&i| view.cached_blocks(i)).min().unwrap_or(0);
-                if self.ties.iter().all(|&i| view.cached_blocks(i) == smallest) {
+                let smallest = self.ties.iter().map(|&i| self.tree_size(i, view)).min().unwrap_or(0);
+                if self.ties.iter().all(|&i| self.tree_size(i, view) == smallest) {
                     self.ties[self.rng.random_range(0..self.ties.len())]
                 } else {
-                    *self.ties.iter().find(|&&i| view.cached_blocks(i) == smallest).unwrap_or(&self.ties[0])
+                    *self.ties.iter().find(|&&i| self.tree_size(i, view) == smallest).unwrap_or(&self.ties[0])
                 }
             }
         };
@@ -153,5 +220,93 @@ impl Router for KvAware {
             n[e.instance] += 1;
         }
         Some(n)
+    }
+
+    fn kv_event_delay(&self) -> Option<f64> {
+        self.events.as_ref().map(|e| e.0)
+    }
+
+    fn kv_events(&mut self, instance: usize, at: f64, events: &[(u32, bool)]) {
+        if let Some((_, idx)) = self.events.as_mut() {
+            idx[instance].pending.extend(events.iter().map(|&(k, s)| (at, k, s)));
+        }
+    }
+
+    fn instance_down(&mut self, instance: usize, _now: f64) {
+        // The worker leaves the indexer with everything it held (Dynamo removes a worker's
+        // blocks when it unregisters); a restarted one starts empty.
+        if let Some((_, idx)) = self.events.as_mut() {
+            idx[instance] = Indexer::default();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{SeqId, TokenStore};
+
+    /// Two idle instances whose caches hold nothing; a prompt of 3 blocks keyed 7, 8, 9.
+    struct Keys;
+
+    impl InstanceView for Keys {
+        fn num_instances(&self) -> usize {
+            2
+        }
+        fn cached_prefix(&self, _i: usize, _seq: SeqId, _known: usize) -> usize {
+            0
+        }
+        fn held_tokens(&self, _i: usize) -> u64 {
+            0
+        }
+        fn queued(&self, _i: usize) -> u32 {
+            0
+        }
+        fn block_keys(&self, _seq: SeqId, _known: usize, out: &mut Vec<u32>) {
+            out.clear();
+            out.extend([7, 8, 9]);
+        }
+    }
+
+    fn route(r: &mut KvAware, store: &TokenStore, id: u32, now: f64) -> Decision {
+        let d = r.route(&Arrival { id, seq: 0, prompt_len: 49, store, now, lora: 0 }, &Keys);
+        r.finished(id, d.instance, now);
+        d
+    }
+
+    /// Instance 1's step stores blocks 7 and 8, ending at 1.0; with a 100 ms lag the router sees
+    /// them from 1.1 on, and their removal (a step ending at 2.0) from 2.1 on.
+    #[test]
+    fn the_indexer_sees_events_after_their_delay() {
+        let store = TokenStore::from_seqs(&[(0..49).collect::<Vec<u32>>()]);
+        let p = RouterParams { kv_event_delay_ms: Some(100.0), kv_block_size: 16, ..RouterParams::default() };
+        let mut r = KvAware::new(p, 2);
+        assert_eq!(r.kv_event_delay(), Some(0.1));
+        r.kv_events(1, 1.0 + 0.1, &[(7, true), (8, true)]);
+        // Before the events arrive both instances cost the same: the lighter tree, then chance.
+        assert_eq!(route(&mut r, &store, 0, 1.05).predicted_hit_tokens, 0);
+        let d = route(&mut r, &store, 1, 1.1);
+        assert_eq!((d.instance, d.predicted_hit_tokens, d.basis), (1, 32, Basis::Prefix));
+        // Removed at a step ending at 2.0: still seen at 2.05, the stale view's hit.
+        r.kv_events(1, 2.0 + 0.1, &[(7, false)]);
+        assert_eq!(route(&mut r, &store, 2, 2.05).predicted_hit_tokens, 32);
+        // From 2.1 the first block is gone, so nothing of the prefix is left.
+        assert_eq!(route(&mut r, &store, 3, 2.1).predicted_hit_tokens, 0);
+        // A worker that goes down leaves the indexer with its blocks.
+        r.kv_events(0, 3.0, &[(7, true)]);
+        r.instance_down(0, 3.0);
+        assert_eq!(route(&mut r, &store, 4, 4.0).predicted_hit_tokens, 0);
+    }
+
+    /// Two copies of one block: the block stays indexed until both are removed.
+    #[test]
+    fn copies_are_counted() {
+        let mut x = Indexer::default();
+        x.pending.extend([(1.0, 5, true), (1.0, 5, true), (2.0, 5, false)]);
+        x.catch_up(2.0);
+        assert_eq!(x.overlap(&[5, 6]), 1);
+        x.pending.push_back((3.0, 5, false));
+        x.catch_up(3.0);
+        assert_eq!(x.overlap(&[5]), 0);
     }
 }

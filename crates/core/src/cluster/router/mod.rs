@@ -163,6 +163,11 @@ pub struct RouterParams {
     /// Echoed when set otherwise.
     #[serde(skip_serializing_if = "epp::is_default_interval")]
     pub refresh_metrics_interval_ms: f64,
+    /// kv-aware: milliseconds after a step ends that its KV events reach the router's indexer
+    /// (`--kv-event-delay-ms`); `None` (the default): the router reads the instances' caches
+    /// as they are, an indexer without lag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_event_delay_ms: Option<f64>,
 }
 
 impl Default for RouterParams {
@@ -187,6 +192,7 @@ impl Default for RouterParams {
             kv_block_size: 16,
             epp_weights: epp::EppWeights::default(),
             refresh_metrics_interval_ms: epp::DEFAULT_REFRESH_MS,
+            kv_event_delay_ms: None,
         }
     }
 }
@@ -244,6 +250,12 @@ pub trait InstanceView {
     fn pool_blocks(&self, _i: usize) -> u64 {
         0
     }
+    /// The content keys of the full blocks of `seq[..known]` a prefix hit can reuse (the last
+    /// token is always computed), as the paged caches key blocks and their KV events name them,
+    /// into `out` (cleared); left empty when the view does not know.
+    fn block_keys(&self, _seq: SeqId, _known: usize, out: &mut Vec<u32>) {
+        out.clear();
+    }
 }
 
 /// Why the router chose what it chose.
@@ -285,6 +297,13 @@ pub trait Router: Send {
     fn instance_down(&mut self, _instance: usize, _now: f64) {}
     /// Instance `instance` serves again at `now`, with an empty cache.
     fn instance_up(&mut self, _instance: usize, _now: f64) {}
+    /// Seconds after a step ends that the instances' KV events reach the router; `None`: it
+    /// reads no events (the driver then logs none).
+    fn kv_event_delay(&self) -> Option<f64> {
+        None
+    }
+    /// KV events of `instance` — (content key, stored) — that reach the router at `at`.
+    fn kv_events(&mut self, _instance: usize, _at: f64, _events: &[(u32, bool)]) {}
 }
 
 /// Builds the policy `kind` for `n` instances.
