@@ -571,7 +571,8 @@ pub struct RunArgs {
     /// kv-aware: weight of the blocks to prefill against the blocks held in Dynamo's cost.
     #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, value_name = "X", help_heading = "Router")]
     pub overlap_score_weight: f64,
-    /// kv-aware: milliseconds after a step ends that its KV events reach the router's indexer
+    /// kv-aware (and llm-d's precise prefix scorer): milliseconds after a step ends that its KV
+    /// events reach the router's indexer
     /// (vLLM publishes them after each step): the router then reads its own index, which misses
     /// the blocks cached in the steps in flight and still holds those evicted since. Unset, it
     /// reads the instances' caches as they are (an indexer without lag).
@@ -593,6 +594,11 @@ pub struct RunArgs {
     /// running / a free slot / it waiting / none (in no default profile: 0).
     #[arg(allow_negative_numbers = true, long, default_value_t = 0.0, value_name = "W", help_heading = "Router")]
     pub lora_affinity_scorer_weight: f64,
+    /// llm-d: weight of the precise prefix-cache scorer, the prompt's leading blocks the
+    /// endpoint's KV events say it holds over all its blocks (paged caches; the events arrive
+    /// --kv-event-delay-ms after their step, 0 by default; in no default profile: 0).
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.0, value_name = "W", help_heading = "Router")]
+    pub precise_prefix_cache_scorer_weight: f64,
     /// llm-d: milliseconds between two scrapes of an endpoint's queue, KV and LoRA metrics, which
     /// the scorers read however old (the EPP's --refresh-metrics-interval; 0: always fresh).
     #[arg(allow_negative_numbers = true, long, default_value_t = 50.0, value_name = "MS", help_heading = "Router")]
@@ -858,6 +864,7 @@ impl RunArgs {
                         kv_cache: self.kv_cache_utilization_scorer_weight,
                         prefix: self.prefix_cache_scorer_weight,
                         lora: self.lora_affinity_scorer_weight,
+                        precise: self.precise_prefix_cache_scorer_weight,
                     },
                     refresh_metrics_interval_ms: self.refresh_metrics_interval_ms,
                     kv_event_delay_ms: self.kv_event_delay_ms,

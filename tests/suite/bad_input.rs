@@ -406,6 +406,20 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
+        what: "llm-d's precise scorer over SGLang's radix cache",
+        args: &[
+            "--engine",
+            "sglang",
+            "--instances",
+            "2",
+            "--router",
+            "llm-d",
+            "--precise-prefix-cache-scorer-weight",
+            "1",
+        ],
+        cut: None,
+    },
+    Case {
         what: "KV events from SGLang's radix cache",
         args: &["--engine", "sglang", "--instances", "2", "--router", "kv-aware", "--kv-event-delay-ms", "10"],
         cut: None,

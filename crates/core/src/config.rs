@@ -781,9 +781,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             pcie_gbps: gpu.pcie_gbps,
         },
     )?;
-    if o.cluster.router_params.kv_event_delay_ms.is_some() && (policy != Policy::Paged || hybrid.is_some()) {
+    if o.cluster.reads_kv_events() && (policy != Policy::Paged || hybrid.is_some()) {
         return Err(Error::invalid(
-            "--kv-event-delay-ms",
+            if o.cluster.router == crate::cluster::router::RouterKind::LlmD {
+                "--precise-prefix-cache-scorer-weight"
+            } else {
+                "--kv-event-delay-ms"
+            },
             "KV events are modelled for vLLM's paged cache of one KV cache group (the radix and token-pool caches \
              and the hybrid manager publish none here)",
         ));

@@ -101,15 +101,23 @@ impl ClusterConfig {
         positive("--prefix-cache-scorer-weight", w.prefix)?;
         positive("--lora-affinity-scorer-weight", w.lora)?;
         positive("--refresh-metrics-interval-ms", p.refresh_metrics_interval_ms)?;
+        positive("--precise-prefix-cache-scorer-weight", w.precise)?;
         if let Some(d) = p.kv_event_delay_ms {
             positive("--kv-event-delay-ms", d)?;
-            if self.router != router::RouterKind::KvAware || self.pd.is_some() {
+            let reads = self.router == RouterKind::KvAware || (self.router == RouterKind::LlmD && w.precise > 0.0);
+            if !reads {
                 return Err(Error::invalid(
                     "--kv-event-delay-ms",
-                    "delays the KV events kv-aware's indexer reads: give --router kv-aware (prefill/decode pools are \
-                     not modelled with it)",
+                    "delays the KV events a router's indexer reads: give --router kv-aware, or --router llm-d with \
+                     --precise-prefix-cache-scorer-weight",
                 ));
             }
+        }
+        if self.reads_kv_events() && self.pd.is_some() {
+            return Err(Error::invalid(
+                "--kv-event-delay-ms",
+                "a router reading KV events is not modelled with prefill/decode pools",
+            ));
         }
         count("--router-chars-per-token", p.chars_per_token as u64)?;
         count("--prefix-chunk-chars", p.prefix_chunk_chars as u64)?;
@@ -117,6 +125,14 @@ impl ClusterConfig {
         count("--aibrix-block-number", p.aibrix_block_number as u64)?;
         count("--block-size", p.kv_block_size as u64)?;
         Ok(())
+    }
+
+    /// Whether the router reads the instances' KV events (`kv-aware` with `--kv-event-delay-ms`,
+    /// `llm-d`'s precise prefix scorer).
+    pub fn reads_kv_events(&self) -> bool {
+        let p = &self.router_params;
+        (self.router == RouterKind::KvAware && p.kv_event_delay_ms.is_some())
+            || (self.router == RouterKind::LlmD && p.epp_weights.precise > 0.0)
     }
 
     /// More than one instance.

@@ -20,6 +20,11 @@
 //!   as large as its pool in blocks (`num_gpu_blocks`), filled after each pick in block order
 //!   and never refreshed by lookups. The walk stops at the first block no endpoint holds; an
 //!   endpoint's score is the blocks it holds in that run over all the prompt's blocks;
+//! - **precise prefix cache** (llm-d's `scheduling/scorer/preciseprefixcache`, scoring with
+//!   llm-d-kv-cache's `LongestPrefixScorer`): the endpoint's KV events (vLLM's `BlockStored` /
+//!   `BlockRemoved`) fill an index per endpoint; the score is the prompt's leading blocks the
+//!   index holds over all its full blocks (the normalisation at 520af478; v0.8.0 normalised
+//!   min-max). The events arrive `--kv-event-delay-ms` after their step ends (0 by default);
 //! - **LoRA affinity** (`scheduling/scorer/loraaffinity`): 1 when the request's adapter is among
 //!   the endpoint's running adapters, else 0.8 when running + waiting adapters are fewer than
 //!   its `max_lora`, else 0.6 when the adapter waits there, else 0 (vLLM's
@@ -35,6 +40,7 @@
 //! the chat messages the EPP hashes; the hashes are content fingerprints, not xxhash64.
 
 use super::aibrix::BlockIndex;
+use super::kv_index::KvEvents;
 use super::text::{chunks, mix};
 use super::{Arrival, Basis, Decision, InstanceView, Router, RouterParams};
 use rand::seq::SliceRandom;
@@ -54,12 +60,14 @@ pub struct EppWeights {
     pub kv_cache: f64,
     pub prefix: f64,
     pub lora: f64,
+    /// The precise prefix-cache scorer's (in no default profile: 0).
+    pub precise: f64,
 }
 
 impl Default for EppWeights {
     /// The built-in default profile's.
     fn default() -> Self {
-        EppWeights { queue: 2.0, kv_cache: 2.0, prefix: 3.0, lora: 0.0 }
+        EppWeights { queue: 2.0, kv_cache: 2.0, prefix: 3.0, lora: 0.0, precise: 0.0 }
     }
 }
 
@@ -103,6 +111,9 @@ pub struct Epp {
     hashes: Vec<u64>,
     matched: Vec<u32>,
     order: Vec<(usize, f64)>,
+    /// The precise scorer's: the endpoints' KV events as its indexer receives them.
+    events: Option<KvEvents>,
+    keys: Vec<u32>,
 }
 
 impl Epp {
@@ -120,6 +131,8 @@ impl Epp {
             hashes: Vec::new(),
             matched: vec![0; n],
             order: Vec::with_capacity(n),
+            events: (p.epp_weights.precise > 0.0).then(|| KvEvents::new(p.kv_event_delay_ms.unwrap_or(0.0), n)),
+            keys: Vec::new(),
         }
     }
 
@@ -203,6 +216,10 @@ impl Router for Epp {
         let (min_q, max_q) =
             up().map(|i| self.scraped[i].waiting).fold((u32::MAX, 0), |(lo, hi), q| (lo.min(q), hi.max(q)));
         let blocks = self.hashes.len().max(1) as f64;
+        if let Some(e) = self.events.as_mut() {
+            view.block_keys(a.seq, a.prompt_len, &mut self.keys);
+            e.catch_up(a.now);
+        }
         self.order.clear();
         for i in up() {
             let s = &self.scraped[i];
@@ -210,7 +227,12 @@ impl Router for Epp {
             let kv = (1.0 - s.kv_usage).clamp(0.0, 1.0);
             let prefix = self.matched[i] as f64 / blocks;
             let lora = if w.lora > 0.0 { self.lora_score(i, a.lora) } else { 0.0 };
-            let total = w.queue * queue + w.kv_cache * kv + w.prefix * prefix + w.lora * lora;
+            let precise = match &self.events {
+                Some(e) if !self.keys.is_empty() => e.overlap(i, &self.keys) as f64 / self.keys.len() as f64,
+                _ => 0.0,
+            };
+            let total =
+                w.queue * queue + w.kv_cache * kv + w.prefix * prefix + w.lora * lora + w.precise * precise.min(1.0);
             self.order.push((i, total));
         }
         // The max-score picker: shuffle, then a stable sort by total, highest first.
@@ -230,11 +252,22 @@ impl Router for Epp {
         }
         let block_chars = (self.block_tokens * CHARS_PER_TOKEN) as u64;
         let predicted = (matched as u64 * block_chars / self.chars_per_token as u64).min(a.prompt_len as u64);
-        Decision {
-            instance,
-            basis: if matched > 0 { Basis::Prefix } else { Basis::Load },
-            predicted_hit_tokens: predicted,
-        }
+        let held = self.events.as_ref().map_or(0, |e| e.overlap(instance, &self.keys));
+        let basis = if matched > 0 || held > 0 { Basis::Prefix } else { Basis::Load };
+        let predicted = predicted.max((held * self.block_tokens as u64).min(a.prompt_len as u64));
+        Decision { instance, basis, predicted_hit_tokens: predicted }
+    }
+
+    fn kv_event_delay(&self) -> Option<f64> {
+        self.events.as_ref().map(KvEvents::delay_s)
+    }
+
+    fn kv_events(&mut self, instance: usize, at: f64, events: &[(u32, bool)]) {
+        KvEvents::deliver(&mut self.events, instance, at, events);
+    }
+
+    fn instance_down(&mut self, instance: usize, _now: f64) {
+        KvEvents::forget_in(&mut self.events, instance);
     }
 }
 
@@ -275,6 +308,10 @@ mod tests {
             waiting.clone_from(w);
             *m
         }
+        fn block_keys(&self, _seq: u32, _known: usize, out: &mut Vec<u32>) {
+            out.clear();
+            out.extend([7, 8, 9, 10]);
+        }
     }
 
     fn params(w: EppWeights, interval_ms: f64) -> RouterParams {
@@ -295,7 +332,8 @@ mod tests {
         let mut r = Epp::new(params(w, 50.0), 3);
         assert_eq!(route(&mut r, &store, 0, 0.0, 0, &v), 1);
         // Queue alone: the empty queue.
-        let mut q = Epp::new(params(EppWeights { queue: 1.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0 }, 50.0), 3);
+        let mut q =
+            Epp::new(params(EppWeights { queue: 1.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0, precise: 0.0 }, 50.0), 3);
         assert_eq!(route(&mut q, &store, 0, 0.0, 0, &v), 0);
     }
 
@@ -306,7 +344,7 @@ mod tests {
         let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
         let loras = vec![(vec![1], vec![], 2), (vec![1], vec![7], 2), (vec![7, 3], vec![], 2)];
         let v = Fleet { waiting: vec![0; 3], usage: vec![0.0; 3], loras };
-        let only = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, lora: 1.0 };
+        let only = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, lora: 1.0, precise: 0.0 };
         let r = {
             let mut r = Epp::new(params(only, 50.0), 3);
             assert_eq!(route(&mut r, &store, 0, 0.0, 7, &v), 2);
@@ -322,7 +360,7 @@ mod tests {
     fn metrics_are_as_stale_as_the_last_scrape() {
         let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
         let mut v = Fleet { waiting: vec![0, 5], usage: vec![0.0; 2], loras: vec![Default::default(); 2] };
-        let queue = EppWeights { queue: 1.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0 };
+        let queue = EppWeights { queue: 1.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0, precise: 0.0 };
         let mut r = Epp::new(params(queue, 50.0), 2);
         assert_eq!(route(&mut r, &store, 0, 0.0, 0, &v), 0);
         v.waiting = vec![9, 0];
@@ -333,6 +371,28 @@ mod tests {
         assert_eq!(route(&mut fresh, &store, 0, 0.0, 0, &v), 0);
         v.waiting = vec![9, 0];
         assert_eq!(route(&mut fresh, &store, 0, 0.001, 0, &v), 1, "interval 0: always fresh");
+    }
+
+    /// The precise scorer reads the endpoints' KV events: endpoint 2's step stored blocks 7 and 8
+    /// (ending at 1.0, 20 ms of lag); from 1.02 its score is 2 of the prompt's 4 blocks, and a
+    /// block held without block 7 before it (endpoint 1) scores nothing.
+    #[test]
+    fn the_precise_scorer_reads_kv_events() {
+        let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
+        let v = Fleet { waiting: vec![0; 3], usage: vec![0.0; 3], loras: vec![Default::default(); 3] };
+        let w = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0, precise: 1.0 };
+        let p = RouterParams { kv_event_delay_ms: Some(20.0), ..params(w, 50.0) };
+        let mut r = Epp::new(p, 3);
+        assert_eq!(r.kv_event_delay(), Some(0.02));
+        r.kv_events(2, 1.02, &[(7, true), (8, true)]);
+        r.kv_events(1, 1.0, &[(8, true), (9, true)]);
+        let d = r.route(&Arrival { id: 0, seq: 0, prompt_len: 3, store: &store, now: 1.01, lora: 0 }, &v);
+        assert_eq!(d.basis, Basis::Load, "nothing of the prompt's first block is known yet");
+        let d = r.route(&Arrival { id: 1, seq: 0, prompt_len: 3, store: &store, now: 1.02, lora: 0 }, &v);
+        assert_eq!((d.instance, d.basis), (2, Basis::Prefix));
+        r.instance_down(2, 2.0);
+        let d = r.route(&Arrival { id: 2, seq: 0, prompt_len: 3, store: &store, now: 2.0, lora: 0 }, &v);
+        assert_eq!(d.basis, Basis::Load, "a worker that went down left the index");
     }
 
     /// The prefix index is the EPP's record of its own picks: a prompt sent to endpoint 1 is

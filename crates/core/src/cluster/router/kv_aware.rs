@@ -24,7 +24,7 @@
 //! KV events, which vLLM publishes after each step (`Scheduler.update_from_output`, 0.33:
 //! `kv_cache_manager.take_events()`, `BlockStored` for the blocks cached while the step was
 //! scheduled, `BlockRemoved` for those evicted) and which reach the router D ms later. With the
-//! flag, each instance's overlap is read from the router's own index ([`Indexer`]: the content
+//! flag, each instance's overlap is read from the router's own index ([`super::kv_index`]: the content
 //! keys its events stored and not yet removed), as it stood D ms after the last step that
 //! ended: a prefix cached in the step in flight is not seen yet, and one evicted since is still
 //! seen — the router sends work to a cache that no longer holds it. The tree size that breaks
@@ -39,6 +39,7 @@
 //! of them is cached.
 
 use super::active::ActiveTrie;
+use super::kv_index::KvEvents;
 use super::{Arrival, Basis, Decision, InstanceView, Router, RouterParams};
 use crate::cache::ReqId;
 use rand::{Rng, SeedableRng};
@@ -53,41 +54,6 @@ struct Active {
     end: u32,
 }
 
-/// One instance's blocks as the router's indexer knows them: events applied once they have
-/// arrived, the rest waiting.
-#[derive(Debug, Default)]
-pub struct Indexer {
-    /// Content key → copies stored and not removed.
-    held: FxHashMap<u32, u32>,
-    /// Events not yet arrived: (arrival time, key, stored), in arrival order.
-    pending: std::collections::VecDeque<(f64, u32, bool)>,
-}
-
-impl Indexer {
-    /// Applies the events arrived by `now`.
-    fn catch_up(&mut self, now: f64) {
-        while let Some(&(at, key, stored)) = self.pending.front() {
-            if at > now {
-                break;
-            }
-            self.pending.pop_front();
-            if stored {
-                *self.held.entry(key).or_insert(0) += 1;
-            } else if let Some(n) = self.held.get_mut(&key) {
-                *n -= 1;
-                if *n == 0 {
-                    self.held.remove(&key);
-                }
-            }
-        }
-    }
-
-    /// The leading `keys` the index holds.
-    fn overlap(&self, keys: &[u32]) -> u64 {
-        keys.iter().take_while(|k| self.held.contains_key(k)).count() as u64
-    }
-}
-
 /// Dynamo's KV router over the instances' true caches.
 pub struct KvAware {
     weight: f64,
@@ -98,8 +64,8 @@ pub struct KvAware {
     rng: rand::rngs::StdRng,
     ties: Vec<usize>,
     overlaps: Vec<u64>,
-    /// With `--kv-event-delay-ms`: the delay, seconds, and each instance's index.
-    events: Option<(f64, Vec<Indexer>)>,
+    /// With `--kv-event-delay-ms`: the instances' KV events as the indexer receives them.
+    events: Option<KvEvents>,
     keys: Vec<u32>,
 }
 
@@ -115,7 +81,7 @@ impl KvAware {
             rng: rand::rngs::StdRng::seed_from_u64(p.seed),
             ties: Vec::with_capacity(n),
             overlaps: Vec::with_capacity(n),
-            events: p.kv_event_delay_ms.map(|d| (d / 1e3, (0..n).map(|_| Indexer::default()).collect())),
+            events: p.kv_event_delay_ms.map(|d| KvEvents::new(d, n)),
             keys: Vec::new(),
         }
     }
@@ -123,7 +89,7 @@ impl KvAware {
     /// Blocks the router believes instance `i` holds: its index's with events, else the cache's.
     fn tree_size(&self, i: usize, view: &dyn InstanceView) -> u64 {
         match &self.events {
-            Some((_, idx)) => idx[i].held.len() as u64,
+            Some(e) => e.blocks(i),
             None => view.cached_blocks(i),
         }
     }
@@ -150,11 +116,9 @@ impl Router for KvAware {
         self.overlaps.clear();
         self.ties.clear();
         let mut best = f64::INFINITY;
-        if let Some((_, idx)) = self.events.as_mut() {
+        if let Some(e) = self.events.as_mut() {
             view.block_keys(a.seq, a.prompt_len, &mut self.keys);
-            for x in idx.iter_mut() {
-                x.catch_up(a.now);
-            }
+            e.catch_up(a.now);
         }
         for i in 0..n {
             if !view.available(i) {
@@ -163,7 +127,7 @@ impl Router for KvAware {
                 continue;
             }
             let overlap = match &self.events {
-                Some((_, idx)) => idx[i].overlap(&self.keys),
+                Some(e) => e.overlap(i, &self.keys),
                 None => view.cached_prefix(i, a.seq, a.prompt_len) as u64 / self.block,
             };
             self.overlaps.push(overlap);
@@ -223,21 +187,17 @@ impl Router for KvAware {
     }
 
     fn kv_event_delay(&self) -> Option<f64> {
-        self.events.as_ref().map(|e| e.0)
+        self.events.as_ref().map(KvEvents::delay_s)
     }
 
     fn kv_events(&mut self, instance: usize, at: f64, events: &[(u32, bool)]) {
-        if let Some((_, idx)) = self.events.as_mut() {
-            idx[instance].pending.extend(events.iter().map(|&(k, s)| (at, k, s)));
-        }
+        KvEvents::deliver(&mut self.events, instance, at, events);
     }
 
     fn instance_down(&mut self, instance: usize, _now: f64) {
         // The worker leaves the indexer with everything it held (Dynamo removes a worker's
         // blocks when it unregisters); a restarted one starts empty.
-        if let Some((_, idx)) = self.events.as_mut() {
-            idx[instance] = Indexer::default();
-        }
+        KvEvents::forget_in(&mut self.events, instance);
     }
 }
 
@@ -296,17 +256,5 @@ mod tests {
         r.kv_events(0, 3.0, &[(7, true)]);
         r.instance_down(0, 3.0);
         assert_eq!(route(&mut r, &store, 4, 4.0).predicted_hit_tokens, 0);
-    }
-
-    /// Two copies of one block: the block stays indexed until both are removed.
-    #[test]
-    fn copies_are_counted() {
-        let mut x = Indexer::default();
-        x.pending.extend([(1.0, 5, true), (1.0, 5, true), (2.0, 5, false)]);
-        x.catch_up(2.0);
-        assert_eq!(x.overlap(&[5, 6]), 1);
-        x.pending.push_back((3.0, 5, false));
-        x.catch_up(3.0);
-        assert_eq!(x.overlap(&[5]), 0);
     }
 }

@@ -21,6 +21,7 @@ pub mod approx_tree;
 pub mod cache_aware;
 pub mod epp;
 pub mod kv_aware;
+pub mod kv_index;
 pub mod prefix_hash;
 #[cfg(test)]
 mod tests;
@@ -53,8 +54,9 @@ pub enum RouterKind {
     /// NVIDIA Dynamo's KV router on the instances' true caches: the lowest
     /// `overlap weight × prefill blocks + decode blocks`.
     KvAware,
-    /// llm-d's endpoint picker: weighted queue, KV-utilization, approximate-prefix and LoRA
-    /// affinity scorers over metrics scraped every 50 ms, the highest total (ties at random).
+    /// llm-d's endpoint picker: weighted queue, KV-utilization, approximate-prefix, precise
+    /// prefix (KV events) and LoRA affinity scorers over metrics scraped every 50 ms, the
+    /// highest total (ties at random).
     #[cfg_attr(feature = "clap", value(name = "llm-d"))]
     #[serde(rename = "llm-d")]
     LlmD,
