@@ -287,6 +287,22 @@ fn replay(dir: &Path, path: &Path) -> String {
     out
 }
 
+/// Replays every schedule in `files` (of the folder `dir`), printing each one's verdict;
+/// returns the divergences of all (empty when every one is identical).
+fn replay_all(dir: &Path, files: &[PathBuf]) -> String {
+    let mut report = String::new();
+    for f in files {
+        let diff = replay(dir, f);
+        eprintln!(
+            "{}: {}",
+            f.file_stem().unwrap().to_string_lossy(),
+            if diff.is_empty() { "identical" } else { "DIFFERS" }
+        );
+        report.push_str(&diff);
+    }
+    report
+}
+
 /// The schedule files, in name order.
 fn schedule_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("schedules"))
@@ -304,15 +320,11 @@ fn every_golden_schedule_is_reproduced_step_for_step() {
     let Some(dir) = common::golden_dir("vllm") else { return };
     let files = schedule_files(&dir);
     assert!(files.len() >= 9, "expected the nine golden schedules, found {}", files.len());
-    let mut report = String::new();
-    let mut modes = BTreeSet::new();
-    for f in &files {
-        let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
-        modes.insert(stem.rsplit('_').next().unwrap().to_string());
-        let diff = replay(&dir, f);
-        eprintln!("{stem}: {}", if diff.is_empty() { "identical" } else { "DIFFERS" });
-        report.push_str(&diff);
-    }
+    let modes: BTreeSet<String> = files
+        .iter()
+        .map(|f| f.file_stem().unwrap().to_string_lossy().rsplit('_').next().unwrap().to_string())
+        .collect();
+    let report = replay_all(&dir, &files);
     assert_eq!(modes, BTreeSet::from(["default".to_string(), "legacy".to_string()]));
     assert!(report.is_empty(), "golden schedules not reproduced:\n{report}");
 }
@@ -369,18 +381,9 @@ fn every_priority_schedule_is_reproduced_step_for_step() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/vllm-priority");
     let files = schedule_files(&dir);
     assert!(files.len() >= 4, "expected the priority schedules and their FCFS twin, found {}", files.len());
-    let mut report = String::new();
-    let mut policies = BTreeSet::new();
-    for f in &files {
-        policies.insert(read_golden(f).config["policy"].as_str().unwrap().to_string());
-        let diff = replay(&dir, f);
-        eprintln!(
-            "{}: {}",
-            f.file_stem().unwrap().to_string_lossy(),
-            if diff.is_empty() { "identical" } else { "DIFFERS" }
-        );
-        report.push_str(&diff);
-    }
+    let policies: BTreeSet<String> =
+        files.iter().map(|f| read_golden(f).config["policy"].as_str().unwrap().to_string()).collect();
+    let report = replay_all(&dir, &files);
     assert_eq!(policies, BTreeSet::from(["fcfs".to_string(), "priority".to_string()]));
     assert!(report.is_empty(), "priority schedules not reproduced:\n{report}");
 }
@@ -395,16 +398,9 @@ fn every_lora_schedule_is_reproduced_step_for_step() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/vllm-lora");
     let files = schedule_files(&dir);
     assert!(files.len() >= 4, "expected the LoRA schedules, found {}", files.len());
-    let mut report = String::new();
     for f in &files {
         assert!(read_golden(f).config["max_loras"].as_u64().is_some(), "{}: a LoRA schedule", f.display());
-        let diff = replay(&dir, f);
-        eprintln!(
-            "{}: {}",
-            f.file_stem().unwrap().to_string_lossy(),
-            if diff.is_empty() { "identical" } else { "DIFFERS" }
-        );
-        report.push_str(&diff);
     }
+    let report = replay_all(&dir, &files);
     assert!(report.is_empty(), "LoRA schedules not reproduced:\n{report}");
 }

@@ -310,11 +310,6 @@ impl ReqRt {
     pub fn sent_as(self, r: &crate::workload::Request) -> Self {
         Self { ignore_eos: r.ignore_eos, priority: r.priority, lora: r.lora, ..self }
     }
-
-    /// The request as sent with (`true`) or without `ignore_eos`, with `priority`.
-    pub fn sent_with(self, ignore_eos: bool, priority: Option<i32>) -> Self {
-        Self { ignore_eos, priority, ..self }
-    }
 }
 
 impl ReqRt {

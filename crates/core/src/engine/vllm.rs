@@ -559,7 +559,7 @@ mod tests {
         let mut cache = NoCache::new(Some(capacity));
         for &(id, p) in reqs {
             q.arrive(id, p, 0.0);
-            let mut r = ReqRt::new(id, 10, 5).sent_with(true, Some(p));
+            let mut r = ReqRt { priority: Some(p), ..ReqRt::new(id, 10, 5) };
             cache.admit(id, id, 10, usize::MAX).unwrap();
             r.admitted_with(0, 0.0);
             r.num_computed = 10;

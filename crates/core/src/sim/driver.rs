@@ -206,7 +206,7 @@ pub fn drive(
         s
     });
     // A router reading KV events has every cache log them.
-    let event_delay = router.kv_event_delay();
+    let event_delay = router.kv_index().map(|e| e.delay_s());
     let make = |i: usize| {
         let mut x = Instance::new(w, specs[i], used.as_deref(), specs.len() == 1);
         if event_delay.is_some() {
@@ -370,7 +370,9 @@ pub fn drive(
                         // Published when the step ends (`update_from_output`), read `delay` later.
                         inst[i].cache.take_kv_events(&mut kv_events);
                         if !kv_events.is_empty() {
-                            router.kv_events(i, end + delay, &kv_events);
+                            if let Some(e) = router.kv_index() {
+                                e.receive(i, end + delay, &kv_events);
+                            }
                             kv_events.clear();
                         }
                     }

@@ -258,16 +258,8 @@ impl Router for Epp {
         Decision { instance, basis, predicted_hit_tokens: predicted }
     }
 
-    fn kv_event_delay(&self) -> Option<f64> {
-        self.events.as_ref().map(KvEvents::delay_s)
-    }
-
-    fn kv_events(&mut self, instance: usize, at: f64, events: &[(u32, bool)]) {
-        KvEvents::deliver(&mut self.events, instance, at, events);
-    }
-
-    fn instance_down(&mut self, instance: usize, _now: f64) {
-        KvEvents::forget_in(&mut self.events, instance);
+    fn kv_index(&mut self) -> Option<&mut KvEvents> {
+        self.events.as_mut()
     }
 }
 
@@ -383,9 +375,9 @@ mod tests {
         let w = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0, precise: 1.0 };
         let p = RouterParams { kv_event_delay_ms: Some(20.0), ..params(w, 50.0) };
         let mut r = Epp::new(p, 3);
-        assert_eq!(r.kv_event_delay(), Some(0.02));
-        r.kv_events(2, 1.02, &[(7, true), (8, true)]);
-        r.kv_events(1, 1.0, &[(8, true), (9, true)]);
+        assert_eq!(r.kv_index().map(|e| e.delay_s()), Some(0.02));
+        r.kv_index().unwrap().receive(2, 1.02, &[(7, true), (8, true)]);
+        r.kv_index().unwrap().receive(1, 1.0, &[(8, true), (9, true)]);
         let d = r.route(&Arrival { id: 0, seq: 0, prompt_len: 3, store: &store, now: 1.01, lora: 0 }, &v);
         assert_eq!(d.basis, Basis::Load, "nothing of the prompt's first block is known yet");
         let d = r.route(&Arrival { id: 1, seq: 0, prompt_len: 3, store: &store, now: 1.02, lora: 0 }, &v);

@@ -186,18 +186,8 @@ impl Router for KvAware {
         Some(n)
     }
 
-    fn kv_event_delay(&self) -> Option<f64> {
-        self.events.as_ref().map(KvEvents::delay_s)
-    }
-
-    fn kv_events(&mut self, instance: usize, at: f64, events: &[(u32, bool)]) {
-        KvEvents::deliver(&mut self.events, instance, at, events);
-    }
-
-    fn instance_down(&mut self, instance: usize, _now: f64) {
-        // The worker leaves the indexer with everything it held (Dynamo removes a worker's
-        // blocks when it unregisters); a restarted one starts empty.
-        KvEvents::forget_in(&mut self.events, instance);
+    fn kv_index(&mut self) -> Option<&mut KvEvents> {
+        self.events.as_mut()
     }
 }
 
@@ -241,19 +231,19 @@ mod tests {
         let store = TokenStore::from_seqs(&[(0..49).collect::<Vec<u32>>()]);
         let p = RouterParams { kv_event_delay_ms: Some(100.0), kv_block_size: 16, ..RouterParams::default() };
         let mut r = KvAware::new(p, 2);
-        assert_eq!(r.kv_event_delay(), Some(0.1));
-        r.kv_events(1, 1.0 + 0.1, &[(7, true), (8, true)]);
+        assert_eq!(r.kv_index().map(|e| e.delay_s()), Some(0.1));
+        r.kv_index().unwrap().receive(1, 1.0 + 0.1, &[(7, true), (8, true)]);
         // Before the events arrive both instances cost the same: the lighter tree, then chance.
         assert_eq!(route(&mut r, &store, 0, 1.05).predicted_hit_tokens, 0);
         let d = route(&mut r, &store, 1, 1.1);
         assert_eq!((d.instance, d.predicted_hit_tokens, d.basis), (1, 32, Basis::Prefix));
         // Removed at a step ending at 2.0: still seen at 2.05, the stale view's hit.
-        r.kv_events(1, 2.0 + 0.1, &[(7, false)]);
+        r.kv_index().unwrap().receive(1, 2.0 + 0.1, &[(7, false)]);
         assert_eq!(route(&mut r, &store, 2, 2.05).predicted_hit_tokens, 32);
         // From 2.1 the first block is gone, so nothing of the prefix is left.
         assert_eq!(route(&mut r, &store, 3, 2.1).predicted_hit_tokens, 0);
         // A worker that goes down leaves the indexer with its blocks.
-        r.kv_events(0, 3.0, &[(7, true)]);
+        r.kv_index().unwrap().receive(0, 3.0, &[(7, true)]);
         r.instance_down(0, 3.0);
         assert_eq!(route(&mut r, &store, 4, 4.0).predicted_hit_tokens, 0);
     }

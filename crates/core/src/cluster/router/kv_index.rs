@@ -64,18 +64,14 @@ impl KvEvents {
         self.delay_s
     }
 
-    /// [`crate::cluster::router::Router::kv_events`] for a router that may keep indexes.
-    pub fn deliver(this: &mut Option<Self>, instance: usize, at: f64, events: &[(u32, bool)]) {
-        if let Some(e) = this.as_mut() {
-            e.idx[instance].receive(at, events);
-        }
+    /// KV events of `instance` — (content key, stored) — that arrive at `at`.
+    pub fn receive(&mut self, instance: usize, at: f64, events: &[(u32, bool)]) {
+        self.idx[instance].receive(at, events);
     }
 
-    /// A worker that went down leaves the indexes with all it held.
-    pub fn forget_in(this: &mut Option<Self>, instance: usize) {
-        if let Some(e) = this.as_mut() {
-            e.idx[instance] = Indexer::default();
-        }
+    /// A worker that went down leaves the index with all it held.
+    pub fn forget(&mut self, instance: usize) {
+        self.idx[instance] = Indexer::default();
     }
 
     /// Applies every event arrived by `now`.
@@ -104,17 +100,14 @@ mod tests {
     /// from its arrival on.
     #[test]
     fn copies_are_counted_and_events_wait_for_their_arrival() {
-        let mut e = Some(KvEvents::new(0.0, 1));
-        KvEvents::deliver(&mut e, 0, 1.0, &[(5, true), (5, true)]);
-        KvEvents::deliver(&mut e, 0, 2.0, &[(5, false)]);
-        let mut e = e.unwrap();
+        let mut e = KvEvents::new(0.0, 1);
+        e.receive(0, 1.0, &[(5, true), (5, true)]);
+        e.receive(0, 2.0, &[(5, false)]);
         e.catch_up(1.5);
         assert_eq!((e.overlap(0, &[5, 6]), e.blocks(0)), (1, 1));
         e.catch_up(2.0);
         assert_eq!(e.overlap(0, &[5]), 1, "one copy left");
-        let mut some = Some(e);
-        KvEvents::deliver(&mut some, 0, 3.0, &[(5, false)]);
-        let mut e = some.unwrap();
+        e.receive(0, 3.0, &[(5, false)]);
         e.catch_up(2.9);
         assert_eq!(e.overlap(0, &[5]), 1, "not arrived yet");
         e.catch_up(3.0);

@@ -295,17 +295,22 @@ pub trait Router: Send {
     }
     /// Instance `instance` leaves the router's worker list at `now` (it failed, or drains before
     /// a restart) until [`instance_up`](Self::instance_up); the requests it holds are reported
-    /// `finished` as they end, move or are lost.
-    fn instance_down(&mut self, _instance: usize, _now: f64) {}
+    /// `finished` as they end, move or are lost. By default it leaves the router's KV-event
+    /// index with everything it held (Dynamo removes a worker's blocks when it unregisters); a
+    /// restarted one starts empty.
+    fn instance_down(&mut self, instance: usize, _now: f64) {
+        if let Some(e) = self.kv_index() {
+            e.forget(instance);
+        }
+    }
     /// Instance `instance` serves again at `now`, with an empty cache.
     fn instance_up(&mut self, _instance: usize, _now: f64) {}
-    /// Seconds after a step ends that the instances' KV events reach the router; `None`: it
-    /// reads no events (the driver then logs none).
-    fn kv_event_delay(&self) -> Option<f64> {
+    /// The router's index of the instances' KV events, which the driver feeds after each step
+    /// ([`kv_index::KvEvents::receive`]); `None` (the default): it reads no events, and the
+    /// driver has the caches log none.
+    fn kv_index(&mut self) -> Option<&mut kv_index::KvEvents> {
         None
     }
-    /// KV events of `instance` — (content key, stored) — that reach the router at `at`.
-    fn kv_events(&mut self, _instance: usize, _at: f64, _events: &[(u32, bool)]) {}
 }
 
 /// Builds the policy `kind` for `n` instances.
