@@ -12,6 +12,7 @@ use crate::common;
 
 use cachesim::config::{resolve, RunOptions};
 use cachesim::cost::Affine;
+use cachesim::engine::sglang::priority::{PriorityOptions, RetractionPolicy};
 use cachesim::engine::{EngineKind, EngineVersion, Rules, SchedulePolicy};
 use cachesim::sim::{self, Keep, ScheduledStep, SimConfig};
 use cachesim::trace::{self, ReadOptions};
@@ -74,7 +75,11 @@ fn golden_step(v: &Value) -> Step {
             }
         })
         .collect();
+    // cachesim's schedule lists a retraction and a priority preemption alike (both re-queue).
     let mut retracted = ids(&v["retracted"]);
+    if !v["preempted"].is_null() {
+        retracted.extend(ids(&v["preempted"]));
+    }
     retracted.sort_unstable();
     Step {
         items,
@@ -149,7 +154,23 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
     let policy = match config["schedule_policy"].as_str().expect("policy") {
         p if p.ends_with("FCFS") => SchedulePolicy::Fcfs,
         p if p.ends_with("LPM") => SchedulePolicy::Lpm,
+        p if p.ends_with("LOF") => SchedulePolicy::Lof,
         p => panic!("{file}: policy {p} not covered"),
+    };
+    // The priority schedules (tests/golden/sglang-priority) state the priority flags.
+    let flag = |k: &str| config[k].as_bool().unwrap_or(false);
+    let sglang_priority = PriorityOptions {
+        enable: flag("enable_priority_scheduling"),
+        low_values_first: flag("schedule_low_priority_values_first"),
+        preemption_threshold: config["priority_scheduling_preemption_threshold"].as_i64(),
+        disable_preemption: flag("disable_priority_preemption"),
+        retraction: match config["retraction_policy"].as_str() {
+            None => None,
+            Some("length") => Some(RetractionPolicy::Length),
+            Some("priority") => Some(RetractionPolicy::Priority),
+            Some(p) => panic!("{file}: retraction policy {p}"),
+        },
+        ..Default::default()
     };
     let opts = RunOptions {
         engine: EngineKind::Sglang,
@@ -162,6 +183,7 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
         schedule_conservativeness: config["schedule_conservativeness"].as_f64().expect("conservativeness"),
         page_size: u(&config["page_size"]) as u32,
         overlap: Some(false),
+        sglang_priority: if sglang_priority.enable { sglang_priority } else { PriorityOptions::default() },
         ..Default::default()
     };
     let mut cfg = resolve(&opts).expect("resolve");
@@ -176,7 +198,12 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
     )
     .expect("workload");
     assert_eq!(w.requests.len() as u64, u(&config["num_requests"]), "{file}: requests");
-    let sends: Vec<(u32, f64)> = (0..w.requests.len() as u32).map(|i| (i, 0.0)).collect();
+    // A trace with times (the priority schedules): every step takes exactly 1 s, so a request
+    // sent at (k − 0.5) s is queued when step k is scheduled, as the driver queues it before step
+    // k. Without times every request arrives before step 0 and the step times do not matter.
+    let timed = w.requests.iter().any(|r| r.arrival_ms.is_some());
+    let sends: Vec<(u32, f64)> =
+        w.requests.iter().enumerate().map(|(i, r)| (i as u32, r.arrival_ms.unwrap_or(0.0) / 1e3)).collect();
     let sim_cfg = SimConfig {
         engine: cfg.engine,
         cache: cfg.cache,
@@ -184,7 +211,11 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
         request_overhead_s: 0.0,
         limits: None,
     };
-    let cost = Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
+    let cost = if timed {
+        Affine { base_s: 1.0, per_prefill_token_s: 0.0, per_decode_seq_s: 0.0, per_ctx_token_s: 0.0 }
+    } else {
+        Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 }
+    };
     let r = sim::run(&w, &sends, &sim_cfg, &cost, Keep { schedule: true, ..Default::default() });
     let ours = our_steps(&r.schedule, pool);
     let golden: Vec<&Value> = lines.iter().filter(|l| l["type"] == "step").collect();
@@ -236,7 +267,7 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
         let want = (
             u(&q["first_token_step"]),
             u(&q["finish_step"]),
-            u(&q["retractions"]),
+            u(&q["retractions"]) + q["preemptions"].as_u64().unwrap_or(0),
             q["hit_tokens_each_admission"].as_array().expect("hits").iter().map(u).collect::<Vec<_>>(),
         );
         let got = (
@@ -255,10 +286,11 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
     assert_eq!(r.records.len() as u64, u(&summary["finished"]), "{file}: finished requests");
     if rules.is_none() {
         println!(
-            "{file}: {} steps identical ({} requests, {} retractions)",
+            "{file}: {} steps identical ({} requests, {} retractions, {} priority preemptions)",
             ours.len(),
             r.records.len(),
-            u(&summary["retractions"])
+            u(&summary["retractions"]),
+            summary["preemptions"].as_u64().unwrap_or(0)
         );
     }
     None
@@ -421,4 +453,73 @@ fn each_round3_rule_is_needed() {
         .count();
     eprintln!("without waiting_prefix_refresh: {n} round-3 schedules diverge");
     assert!(n > 0, "no round-3 schedule depends on the waiting-prefix refresh");
+}
+
+/// SGLang 0.5.23's priority scheduling (`--enable-priority-scheduling`): the schedules in
+/// `tests/golden/sglang-priority/` (written by SGLang's own `Scheduler` and `PrefillAdder` with
+/// priorities set and arrivals during the run, see that folder's README) — the queue's order,
+/// preemption by a more important arrival (threshold, low values first, turned off), a chunked
+/// request that is never a victim, retraction by priority, and LOF under priority — are
+/// reproduced step for step by the default bundle. The folder is part of the repository.
+#[test]
+fn every_priority_schedule_is_reproduced() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/sglang-priority");
+    let cases = std::fs::read_to_string(dir.join("cases.txt")).expect("cases.txt");
+    let mut listed: Vec<String> = std::fs::read_dir(dir.join("schedules"))
+        .expect("schedules folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    listed.sort();
+    let mut files: Vec<(String, std::path::PathBuf)> = cases
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut f = l.split('|');
+            let name = f.next().expect("name");
+            let trace = f.next().expect("trace");
+            (format!("{name}.jsonl.gz"), dir.join("traces").join(format!("{trace}.jsonl")))
+        })
+        .collect();
+    files.sort();
+    assert_eq!(listed, files.iter().map(|f| f.0.clone()).collect::<Vec<_>>(), "schedules and cases.txt differ");
+    assert!(files.len() >= 7, "expected the seven priority schedules, found {}", files.len());
+    let diverging: Vec<String> = files
+        .iter()
+        .filter_map(|(file, trace)| replay(&dir.join("schedules").join(file), trace, EngineVersion::Sglang05, None))
+        .collect();
+    assert!(
+        diverging.is_empty(),
+        "{} of {} priority schedules diverge:\n{}",
+        diverging.len(),
+        files.len(),
+        diverging.join("\n")
+    );
+}
+
+/// The priority comparison can fail: each schedule replayed with one priority flag of its config
+/// line changed (preemption off, the threshold raised, the order reversed, retraction by length)
+/// diverges from what SGLang wrote.
+#[test]
+fn each_priority_flag_changes_its_schedule() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/sglang-priority");
+    let tmp = tempfile::tempdir().expect("temporary folder");
+    let changes: [(&str, &str, &str, Value); 4] = [
+        ("s_preempt_4096_priority", "s_preempt", "disable_priority_preemption", Value::Bool(true)),
+        ("s_prefix_2048_threshold5", "s_prefix", "priority_scheduling_preemption_threshold", Value::from(10)),
+        ("s_preempt_4096_lowfirst", "s_preempt", "schedule_low_priority_values_first", Value::Bool(false)),
+        ("s_retract_1024_retractprio", "s_retract", "retraction_policy", Value::from("length")),
+    ];
+    for (name, trace, key, value) in changes {
+        let mut lines = json_lines(&dir.join("schedules").join(format!("{name}.jsonl.gz")));
+        assert_ne!(lines[0][key], value, "{name}: {key} already {value}");
+        lines[0][key] = value.clone();
+        let path = tmp.path().join(format!("{name}.jsonl"));
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&path, text).expect("write");
+        let trace = dir.join("traces").join(format!("{trace}.jsonl"));
+        assert!(
+            replay(&path, &trace, EngineVersion::Sglang05, None).is_some(),
+            "{name} with {key} = {value} is reproduced as well: the comparison does not see the flag"
+        );
+    }
 }
