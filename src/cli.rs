@@ -640,7 +640,10 @@ pub struct RunArgs {
     /// Autoscale the instances over the trace's time line: hpa is Kubernetes'
     /// HorizontalPodAutoscaler on a per-instance metric (--scale-metric, --scale-target), synced
     /// every 15 s, scale-downs held for 5 minutes, scale-ups of at most 4 instances or 100 % per
-    /// 15 s; --instances is the count at the start.
+    /// 15 s; sla is NVIDIA Dynamo's SLA planner in aggregated mode: every 180 s it predicts the
+    /// next interval's requests and lengths and sets ceil(demand / one engine's capacity within
+    /// --ttft and --itl) instances, the capacity priced by this deployment's step-time model;
+    /// --instances is the count at the start.
     #[arg(long, value_enum, value_name = "POLICY", help_heading = "Autoscaling")]
     pub autoscale: Option<cachesim::cluster::autoscale::AutoscalePolicy>,
     /// The fewest instances the autoscaler keeps (minReplicas) [default: 1].
@@ -678,6 +681,29 @@ pub struct RunArgs {
     /// local NVMe drive, assumed].
     #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Autoscaling")]
     pub weights_load_gbps: Option<f64>,
+    /// The SLA planner's period: seconds of traffic each adjustment reads, and between
+    /// adjustments (Dynamo's throughput_adjustment_interval) [default: 180].
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Autoscaling")]
+    pub throughput_adjustment_interval: Option<f64>,
+    /// The SLA planner's TTFT target, ms: the capacity search's batches must meet it [default:
+    /// 500].
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", help_heading = "Autoscaling")]
+    pub ttft: Option<f64>,
+    /// The SLA planner's ITL target, ms [default: 50].
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", help_heading = "Autoscaling")]
+    pub itl: Option<f64>,
+    /// How the SLA planner predicts the next interval's request count, ISL and OSL: kalman (a
+    /// local linear trend) or constant (the last value) [default: kalman; Dynamo's own default,
+    /// arima, and prophet are not modelled].
+    #[arg(long, value_enum, value_name = "PREDICTOR", help_heading = "Autoscaling")]
+    pub load_predictor: Option<cachesim::cluster::planner::LoadPredictor>,
+    /// The SLA planner's GPU budget: it runs at most this many GPUs' worth of instances
+    /// [default: 8].
+    #[arg(allow_negative_numbers = true, long, value_name = "GPUS", help_heading = "Autoscaling")]
+    pub max_gpu_budget: Option<u32>,
+    /// The fewest instances the SLA planner keeps [default: 1].
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Autoscaling")]
+    pub min_endpoint: Option<u32>,
     /// Prefill instances of a prefill/decode-disaggregated deployment (with --decode-instances;
     /// --router then picks among them).
     #[arg(
@@ -754,9 +780,9 @@ pub struct RunArgs {
     /// file.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub fleet_csv: Option<PathBuf>,
-    /// With --autoscale and --goodput: also find the smallest fixed fleet (between
-    /// --min-instances and --max-instances, by bisection) whose goodput attainment is at least
-    /// the autoscaled fleet's, and compare their GPU-hours.
+    /// With --autoscale and --goodput: also find the smallest fixed fleet (between the
+    /// autoscaler's bounds, by bisection) whose goodput attainment is at least the autoscaled
+    /// fleet's, and compare their GPU-hours.
     #[arg(long, help_heading = "Autoscaling")]
     pub compare_fixed: bool,
     /// With --autoscale: draw the instances, the metric against its target and each window's
@@ -928,6 +954,14 @@ impl RunArgs {
                 down_window_s: self.scale_down_window_s,
                 cold_start_s: self.cold_start_s,
                 weights_load_gbps: self.weights_load_gbps,
+                sla: cachesim::cluster::planner::SlaOptions {
+                    interval_s: self.throughput_adjustment_interval,
+                    ttft_ms: self.ttft,
+                    itl_ms: self.itl,
+                    predictor: self.load_predictor,
+                    max_gpu_budget: self.max_gpu_budget,
+                    min_endpoint: self.min_endpoint,
+                },
             },
         }
     }

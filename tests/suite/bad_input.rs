@@ -465,6 +465,22 @@ const CASES: &[Case] = &[
         ],
         cut: None,
     },
+    Case { what: "an SLA planner target without autoscaling", args: &["--ttft", "500"], cut: None },
+    Case {
+        what: "the HPA's metric under the SLA planner",
+        args: &["--autoscale", "sla", "--scale-metric", "waiting"],
+        cut: None,
+    },
+    Case {
+        what: "the SLA planner's default ARIMA predictor",
+        args: &["--autoscale", "sla", "--load-predictor", "arima"],
+        cut: None,
+    },
+    Case {
+        what: "an SLA planner budget below one instance",
+        args: &["--autoscale", "sla", "--tp", "4", "--max-gpu-budget", "2"],
+        cut: None,
+    },
     Case {
         what: "instance failures in an autoscaled fleet",
         args: &[

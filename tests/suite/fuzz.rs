@@ -456,7 +456,7 @@ fn settings() -> impl Strategy<Value = RunOptions> {
         2 => Just(None),
         1 => (
             (0u32..3, 1u32..6),
-            0usize..4,
+            0usize..5,
             f64_in(1e-4, 50.0),
             proptest::option::of(f64_in(1e-3, 20.0)),
             proptest::option::of(f64_in(0.0, 30.0)),
@@ -490,8 +490,30 @@ fn settings() -> impl Strategy<Value = RunOptions> {
                 drain_timeout_s,
             };
             use cachesim::cluster::autoscale::{AutoscaleOptions, AutoscalePolicy, ScaleMetric};
+            use cachesim::cluster::planner::{LoadPredictor, SlaOptions};
             let autoscale = match scale {
                 None => AutoscaleOptions::default(),
+                // The SLA planner: the same draws as its period, targets, predictor and budget.
+                Some(((min, extra), 4, target, sync, _, cold, tolerance)) => {
+                    faults = cachesim::cluster::faults::FaultOptions { drain_timeout_s, ..Default::default() };
+                    AutoscaleOptions {
+                        policy: Some(AutoscalePolicy::Sla),
+                        cold_start_s: cold,
+                        sla: SlaOptions {
+                            interval_s: sync,
+                            ttft_ms: Some(target * 100.0),
+                            itl_ms: Some(target),
+                            predictor: Some(if tolerance.is_some() {
+                                LoadPredictor::Constant
+                            } else {
+                                LoadPredictor::Kalman
+                            }),
+                            max_gpu_budget: Some(min + extra),
+                            min_endpoint: Some(min),
+                        },
+                        ..Default::default()
+                    }
+                }
                 Some(((min, extra), metric, target, sync, window, cold, tolerance)) => {
                     faults = cachesim::cluster::faults::FaultOptions { drain_timeout_s, ..Default::default() };
                     AutoscaleOptions {
@@ -508,6 +530,7 @@ fn settings() -> impl Strategy<Value = RunOptions> {
                         cold_start_s: cold,
                         tolerance,
                         weights_load_gbps: None,
+                        sla: Default::default(),
                     }
                 }
             };
@@ -671,25 +694,32 @@ fn autoscale_flags_through_the_binary_never_panic() {
         "--cold-start-s",
         "--drain-timeout-s",
     ];
+    let base = [
+        "--time-scale",
+        "0.02",
+        "--autoscale",
+        "hpa",
+        "--max-instances",
+        "3",
+        "--scale-metric",
+        "in-flight",
+        "--scale-target",
+        "4",
+        "--hpa-sync-period-s",
+        "0.5",
+        "--cold-start-s",
+        "1",
+    ];
+    numbers_at_their_edges(&base, &FLAGS);
+}
+
+/// Each of `flags` with numbers at their edges, one at a time after `base` (half the values per
+/// flag, alternating, unless the fuzz runs many cases): a clear refusal or a run, never a panic.
+fn numbers_at_their_edges(base: &[&str], flags: &[&str]) {
     const VALUES: [&str; 10] = ["0", "1", "3", "-1", "1e-300", "1e300", "nan", "inf", "4294967296", "0.001"];
-    for (k, f) in FLAGS.iter().enumerate() {
+    for (k, f) in flags.iter().enumerate() {
         for v in VALUES.iter().skip(k % 2).step_by(if cases() > 64 { 1 } else { 2 }) {
-            let mut args = vec![
-                "--time-scale",
-                "0.02",
-                "--autoscale",
-                "hpa",
-                "--max-instances",
-                "3",
-                "--scale-metric",
-                "in-flight",
-                "--scale-target",
-                "4",
-                "--hpa-sync-period-s",
-                "0.5",
-                "--cold-start-s",
-                "1",
-            ];
+            let mut args = base.to_vec();
             args.extend([*f, *v]);
             let out = common::cachesim(&args);
             let err = String::from_utf8_lossy(&out.stderr);
@@ -697,6 +727,27 @@ fn autoscale_flags_through_the_binary_never_panic() {
             assert!(matches!(out.status.code(), Some(0..=2)), "cachesim {args:?}: {:?}\n{err}", out.status);
         }
     }
+}
+
+/// The SLA planner's numeric flags at their edges, one at a time over a working planned run of
+/// the bundled sample at fifty times its load: a clear refusal or a run, never a panic.
+#[test]
+fn sla_planner_flags_through_the_binary_never_panic() {
+    const FLAGS: [&str; 6] =
+        ["--throughput-adjustment-interval", "--ttft", "--itl", "--max-gpu-budget", "--min-endpoint", "--instances"];
+    let base = [
+        "--time-scale",
+        "0.02",
+        "--autoscale",
+        "sla",
+        "--max-gpu-budget",
+        "3",
+        "--throughput-adjustment-interval",
+        "0.5",
+        "--cold-start-s",
+        "1",
+    ];
+    numbers_at_their_edges(&base, &FLAGS);
 }
 
 /// SGLang's priority and queue flags at their edges, one at a time over an SGLang run of the

@@ -649,8 +649,12 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         .map_err(|e| Error::invalid("--goodput", e))?;
     // A scale-down drains as a rolling restart does, under the same --drain-timeout-s.
     let drain_timeout_s = o.faults.drain_timeout_s.unwrap_or(crate::cluster::faults::DEFAULT_DRAIN_TIMEOUT_S);
-    let autoscale =
-        o.autoscale.plan(o.cluster.instances, layout.parallel.weight_bytes_per_rank(&model), drain_timeout_s)?;
+    let autoscale = o.autoscale.plan(
+        o.cluster.instances,
+        layout.parallel.world().min(u32::MAX as u64) as u32,
+        layout.parallel.weight_bytes_per_rank(&model),
+        drain_timeout_s,
+    )?;
     let faults = match &autoscale {
         None => o.faults.plan(o.arrivals.seed)?,
         Some(a) => {

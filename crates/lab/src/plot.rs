@@ -370,8 +370,10 @@ where
 
 struct FleetFigure<'a> {
     title: &'a str,
-    metric: &'a str,
-    target: f64,
+    /// The middle panel: its title, its unit, and two lines (what was read, what was aimed at).
+    load_title: String,
+    load_unit: &'a str,
+    lines: [(&'a str, Vec<(f64, f64)>); 2],
     report: &'a crate::report::autoscale::AutoscaleReport,
 }
 
@@ -396,15 +398,12 @@ impl Figure for FleetFigure<'_> {
             &[("provisioned", provisioned, BLUE), ("serving", serving, GREEN), ("desired", desired, RED)],
             None,
         )?;
-        let every = syncs.len().div_ceil(2000).max(1);
-        let average: Vec<(f64, f64)> =
-            syncs.iter().step_by(every).filter_map(|s| s.average.map(|a| (s.time_s, a))).collect();
-        let target: Vec<(f64, f64)> = syncs.iter().map(|s| (s.time_s, self.target)).collect();
+        let [(a, av), (b, bv)] = &self.lines;
         series_panel(
             &panels[1],
-            &format!("{} per serving instance at each sync", self.metric),
-            self.metric,
-            &[("average", average, BLUE), ("target", target, RED)],
+            &self.load_title,
+            self.load_unit,
+            &[(a, av.clone(), BLUE), (b, bv.clone(), RED)],
             None,
         )?;
         let mid = |w: &crate::report::autoscale::Window| (w.from_s + w.to_s) / 2.0;
@@ -438,13 +437,39 @@ fn steps(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
 }
 
 /// Draws the autoscaled fleet over time (SVG or PNG by the extension of `path`): instances
-/// provisioned, serving and wanted at each sync; the metric against its target; the TTFT
-/// percentiles of each window's requests.
+/// provisioned, serving and wanted at each sync; the HPA's metric against its target, or the
+/// SLA planner's observed and predicted request rates; the TTFT percentiles of each window's
+/// requests.
 pub fn fleet_plot(
     path: &Path,
     title: &str,
     plan: &cachesim_core::cluster::autoscale::AutoscalePlan,
     report: &crate::report::autoscale::AutoscaleReport,
 ) -> Result<()> {
-    render(path, &FleetFigure { title, metric: plan.metric.name(), target: plan.target, report })
+    use cachesim_core::cluster::autoscale::Rule;
+    let syncs = &report.syncs;
+    let every = syncs.len().div_ceil(2000).max(1);
+    let series = |f: &dyn Fn(&cachesim_core::sim::ScaleSync) -> Option<f64>| -> Vec<(f64, f64)> {
+        syncs.iter().step_by(every).filter_map(|s| f(s).filter(|v| v.is_finite()).map(|v| (s.time_s, v))).collect()
+    };
+    let figure = match &plan.rule {
+        Rule::Hpa(h) => FleetFigure {
+            title,
+            load_title: format!("{} per serving instance at each sync", h.metric.name()),
+            load_unit: h.metric.name(),
+            lines: [
+                ("average", series(&|s| s.average)),
+                ("target", syncs.iter().map(|s| (s.time_s, h.target)).collect()),
+            ],
+            report,
+        },
+        Rule::Sla(_) => FleetFigure {
+            title,
+            load_title: "requests per second: the interval just ended, and the next one as predicted".into(),
+            load_unit: "req/s",
+            lines: [("observed", series(&|s| s.observed_rps)), ("predicted", series(&|s| s.predicted_rps))],
+            report,
+        },
+    };
+    render(path, &figure)
 }

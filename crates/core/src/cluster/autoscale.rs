@@ -31,6 +31,7 @@
 //! instances not ready yet first (the newest first), then the one ready most recently. The plan
 //! is data; the event loop ([`crate::sim`]) carries it out.
 
+use super::planner::{SlaOptions, SlaPlan};
 use super::seconds;
 use crate::error::{Error, Result};
 use serde::Serialize;
@@ -43,6 +44,9 @@ pub enum AutoscalePolicy {
     /// Kubernetes' HorizontalPodAutoscaler on a per-instance metric (KEDA's Prometheus scaler
     /// feeds the same controller).
     Hpa,
+    /// NVIDIA Dynamo's SLA planner in aggregated mode: predicted load over one engine's
+    /// capacity within the TTFT and ITL targets.
+    Sla,
 }
 
 impl AutoscalePolicy {
@@ -50,6 +54,7 @@ impl AutoscalePolicy {
     pub fn name(self) -> &'static str {
         match self {
             AutoscalePolicy::Hpa => "hpa",
+            AutoscalePolicy::Sla => "sla",
         }
     }
 }
@@ -106,8 +111,6 @@ pub const DEFAULT_ENGINE_START_S: f64 = 60.0;
 /// `--weights-load-gbps` is not given: one local NVMe drive's sequential read, an assumed
 /// figure (a network volume is often slower).
 pub const DEFAULT_WEIGHTS_LOAD_GBPS: f64 = 2.0;
-/// The shortest sync period: one record is kept per sync (a day at this period is 864,000).
-const MIN_SYNC_PERIOD_S: f64 = 0.1;
 
 /// The autoscaling flags as given (`RunOptions::autoscale`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -130,6 +133,27 @@ pub struct AutoscaleOptions {
     pub cold_start_s: Option<f64>,
     /// `--weights-load-gbps` (default [`DEFAULT_WEIGHTS_LOAD_GBPS`]).
     pub weights_load_gbps: Option<f64>,
+    /// The SLA planner's flags (`--autoscale sla`).
+    pub sla: SlaOptions,
+}
+
+/// The HorizontalPodAutoscaler's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HpaRule {
+    pub metric: ScaleMetric,
+    /// The per-instance average the autoscaler aims at, in the metric's units.
+    pub target: f64,
+    pub sync_period_s: f64,
+    pub tolerance: f64,
+    pub down_window_s: f64,
+}
+
+/// What decides the fleet's size.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Rule {
+    Hpa(HpaRule),
+    Sla(SlaPlan),
 }
 
 /// How long a new instance takes to serve, and why.
@@ -148,16 +172,14 @@ pub struct ColdStart {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AutoscalePlan {
     pub policy: AutoscalePolicy,
-    /// Instances at the start (`--instances`), and the bounds.
+    /// Instances at the start (`--instances`), and the bounds (the SLA planner's: its
+    /// `--min-endpoint` and the instances `--max-gpu-budget` holds).
     pub initial: u32,
     pub min_instances: u32,
     pub max_instances: u32,
-    pub metric: ScaleMetric,
-    /// The per-instance average the autoscaler aims at, in the metric's units.
-    pub target: f64,
-    pub sync_period_s: f64,
-    pub tolerance: f64,
-    pub down_window_s: f64,
+    /// The policy's own settings.
+    #[serde(flatten)]
+    pub rule: Rule,
     pub cold_start: ColdStart,
     /// Seconds a scaled-down instance may take to finish what it holds.
     pub drain_timeout_s: f64,
@@ -169,82 +191,65 @@ impl AutoscaleOptions {
         *self != AutoscaleOptions::default()
     }
 
-    /// The plan these flags give over a deployment of `initial` instances, whose GPUs each hold
-    /// `weight_bytes_per_gpu` bytes of weights, with `drain_timeout_s` for a scale-down;
-    /// `None` without `--autoscale`, when no other autoscaling flag may be set.
-    pub fn plan(&self, initial: u32, weight_bytes_per_gpu: f64, drain_timeout_s: f64) -> Result<Option<AutoscalePlan>> {
+    /// The plan these flags give over a deployment of `initial` instances of `gpus` GPUs, each
+    /// GPU holding `weight_bytes_per_gpu` bytes of weights, with `drain_timeout_s` for a
+    /// scale-down; `None` without `--autoscale`, when no other autoscaling flag may be set.
+    pub fn plan(
+        &self,
+        initial: u32,
+        gpus: u32,
+        weight_bytes_per_gpu: f64,
+        drain_timeout_s: f64,
+    ) -> Result<Option<AutoscalePlan>> {
         let Some(policy) = self.policy else {
+            if let (None, Some(flag)) = (self.first_hpa_flag(), self.sla.first_flag()) {
+                return Err(Error::invalid(flag, "is the SLA planner's and means nothing without --autoscale sla"));
+            }
             if self.any() {
                 return Err(Error::invalid(
                     self.first_flag(),
                     "means nothing without autoscaling: add --autoscale hpa (with --max-instances, --scale-metric and \
-                     --scale-target)",
+                     --scale-target) or --autoscale sla",
                 ));
             }
             return Ok(None);
         };
-        let max_instances = self.max_instances.ok_or_else(|| {
-            Error::invalid("--max-instances", "is required with --autoscale: the most instances the fleet may grow to")
-        })?;
-        let min_instances = self.min_instances.unwrap_or(1);
-        if min_instances == 0 {
-            return Err(Error::invalid(
-                "--min-instances",
-                "0 is scaling to zero, which the HorizontalPodAutoscaler does not do (minReplicas is at least 1 \
-                 without the HPAScaleToZero feature gate); give at least 1",
-            ));
-        }
-        if max_instances < min_instances || max_instances > super::MAX_INSTANCES {
-            return Err(Error::invalid(
-                "--max-instances",
-                format!(
-                    "{max_instances} must be at least --min-instances ({min_instances}) and at most {}",
-                    super::MAX_INSTANCES
-                ),
-            ));
-        }
+        let (min_instances, max_instances, rule) = match policy {
+            AutoscalePolicy::Hpa => {
+                if let Some(flag) = self.sla.first_flag() {
+                    return Err(Error::invalid(
+                        flag,
+                        "is the SLA planner's and means nothing with --autoscale hpa (use --autoscale sla)",
+                    ));
+                }
+                self.hpa()?
+            }
+            AutoscalePolicy::Sla => {
+                if let Some(flag) = self.first_hpa_flag() {
+                    return Err(Error::invalid(
+                        flag,
+                        "is the HorizontalPodAutoscaler's and means nothing with --autoscale sla (the planner's bounds \
+                         are --min-endpoint and --max-gpu-budget, its period --throughput-adjustment-interval)",
+                    ));
+                }
+                let p = self.sla.plan(gpus)?;
+                (p.min_endpoint, p.max_instances.min(super::MAX_INSTANCES), Rule::Sla(p))
+            }
+        };
         if !(min_instances..=max_instances).contains(&initial) {
+            let (lo, hi) = match policy {
+                AutoscalePolicy::Hpa => ("--min-instances", "--max-instances"),
+                AutoscalePolicy::Sla => ("--min-endpoint", "the instances --max-gpu-budget holds,"),
+            };
             return Err(Error::invalid(
                 "--instances",
                 format!(
-                    "{initial} (the instances serving at the start) must be between --min-instances {min_instances} and \
-                     --max-instances {max_instances}"
+                    "{initial} (the instances serving at the start) must be between {lo} {min_instances} and {hi} \
+                     {max_instances}"
                 ),
             ));
-        }
-        let metric = self.metric.ok_or_else(|| {
-            Error::invalid("--scale-metric", "is required with --autoscale: waiting, running, in-flight or kv-usage")
-        })?;
-        let target = self.target.ok_or_else(|| {
-            Error::invalid("--scale-target", "is required with --autoscale: the per-instance average to aim at")
-        })?;
-        // resource.Quantity's milli-units: the target must be at least one of them.
-        let unit_max = if metric == ScaleMetric::KvUsage { 1.0 } else { 1e6 };
-        if !(target.is_finite() && target >= 1e-3 && target <= unit_max) {
-            let what = if metric == ScaleMetric::KvUsage {
-                "a share of the KV cache between 0.001 and 1 (vLLM's gauge is a fraction, not a percentage)"
-            } else {
-                "a number of requests per instance between 0.001 and 1000000"
-            };
-            return Err(Error::invalid("--scale-target", format!("{target} must be {what}")));
-        }
-        let tolerance = self.tolerance.unwrap_or(DEFAULT_TOLERANCE);
-        if !(tolerance.is_finite() && (0.0..1.0).contains(&tolerance)) {
-            return Err(Error::invalid("--hpa-tolerance", format!("{tolerance} must be between 0 and 1 (below 1)")));
         }
         let drain_timeout_s = seconds("--drain-timeout-s", drain_timeout_s, false)?;
-        let sync_period_s = seconds("--hpa-sync-period-s", self.sync_period_s.unwrap_or(DEFAULT_SYNC_PERIOD_S), true)?;
-        if sync_period_s < MIN_SYNC_PERIOD_S {
-            return Err(Error::invalid(
-                "--hpa-sync-period-s",
-                format!(
-                    "{sync_period_s} is below {MIN_SYNC_PERIOD_S} s: the controller keeps one record per sync, and the \
-                     engines' gauges are scraped every few seconds"
-                ),
-            ));
-        }
-        let down_window_s =
-            seconds("--scale-down-window-s", self.down_window_s.unwrap_or(DEFAULT_DOWN_WINDOW_S), false)?;
         let cold_start = match self.cold_start_s {
             Some(c) => {
                 if self.weights_load_gbps.is_some() {
@@ -277,23 +282,88 @@ impl AutoscaleOptions {
                 }
             }
         };
-        Ok(Some(AutoscalePlan {
-            policy,
-            initial,
+        Ok(Some(AutoscalePlan { policy, initial, min_instances, max_instances, rule, cold_start, drain_timeout_s }))
+    }
+
+    /// The HorizontalPodAutoscaler's bounds and settings, checked.
+    fn hpa(&self) -> Result<(u32, u32, Rule)> {
+        let max_instances = self.max_instances.ok_or_else(|| {
+            Error::invalid("--max-instances", "is required with --autoscale: the most instances the fleet may grow to")
+        })?;
+        let min_instances = self.min_instances.unwrap_or(1);
+        if min_instances == 0 {
+            return Err(Error::invalid(
+                "--min-instances",
+                "0 is scaling to zero, which the HorizontalPodAutoscaler does not do (minReplicas is at least 1 \
+                 without the HPAScaleToZero feature gate); give at least 1",
+            ));
+        }
+        if max_instances < min_instances || max_instances > super::MAX_INSTANCES {
+            return Err(Error::invalid(
+                "--max-instances",
+                format!(
+                    "{max_instances} must be at least --min-instances ({min_instances}) and at most {}",
+                    super::MAX_INSTANCES
+                ),
+            ));
+        }
+        let metric = self.metric.ok_or_else(|| {
+            Error::invalid("--scale-metric", "is required with --autoscale: waiting, running, in-flight or kv-usage")
+        })?;
+        let target = self.target.ok_or_else(|| {
+            Error::invalid("--scale-target", "is required with --autoscale: the per-instance average to aim at")
+        })?;
+        // resource.Quantity's milli-units: the target must be at least one of them.
+        let unit_max = if metric == ScaleMetric::KvUsage { 1.0 } else { 1e6 };
+        if !(target.is_finite() && target >= 1e-3 && target <= unit_max) {
+            let what = if metric == ScaleMetric::KvUsage {
+                "a share of the KV cache between 0.001 and 1 (vLLM's gauge is a fraction, not a percentage)"
+            } else {
+                "a number of requests per instance between 0.001 and 1000000"
+            };
+            return Err(Error::invalid("--scale-target", format!("{target} must be {what}")));
+        }
+        let tolerance = self.tolerance.unwrap_or(DEFAULT_TOLERANCE);
+        if !(tolerance.is_finite() && (0.0..1.0).contains(&tolerance)) {
+            return Err(Error::invalid("--hpa-tolerance", format!("{tolerance} must be between 0 and 1 (below 1)")));
+        }
+        let sync_period_s = seconds("--hpa-sync-period-s", self.sync_period_s.unwrap_or(DEFAULT_SYNC_PERIOD_S), true)?;
+        if sync_period_s < super::MIN_DECISION_PERIOD_S {
+            return Err(Error::invalid(
+                "--hpa-sync-period-s",
+                format!(
+                    "{sync_period_s} is below {} s: the controller keeps one record per sync, and the engines' gauges \
+                     are scraped every few seconds",
+                    super::MIN_DECISION_PERIOD_S
+                ),
+            ));
+        }
+        let down_window_s =
+            seconds("--scale-down-window-s", self.down_window_s.unwrap_or(DEFAULT_DOWN_WINDOW_S), false)?;
+        Ok((
             min_instances,
             max_instances,
-            metric,
-            target,
-            sync_period_s,
-            tolerance,
-            down_window_s,
-            cold_start,
-            drain_timeout_s,
-        }))
+            Rule::Hpa(HpaRule { metric, target, sync_period_s, tolerance, down_window_s }),
+        ))
     }
 
     /// The first autoscaling flag given, for a message.
     fn first_flag(&self) -> &'static str {
+        self.first_hpa_flag()
+            .or_else(|| {
+                [
+                    (self.cold_start_s.is_some(), "--cold-start-s"),
+                    (self.weights_load_gbps.is_some(), "--weights-load-gbps"),
+                ]
+                .into_iter()
+                .find_map(|(set, flag)| set.then_some(flag))
+            })
+            .or_else(|| self.sla.first_flag())
+            .unwrap_or("--autoscale")
+    }
+
+    /// The first of the HorizontalPodAutoscaler's own flags given.
+    fn first_hpa_flag(&self) -> Option<&'static str> {
         [
             (self.min_instances.is_some(), "--min-instances"),
             (self.max_instances.is_some(), "--max-instances"),
@@ -302,12 +372,9 @@ impl AutoscaleOptions {
             (self.sync_period_s.is_some(), "--hpa-sync-period-s"),
             (self.tolerance.is_some(), "--hpa-tolerance"),
             (self.down_window_s.is_some(), "--scale-down-window-s"),
-            (self.cold_start_s.is_some(), "--cold-start-s"),
-            (self.weights_load_gbps.is_some(), "--weights-load-gbps"),
         ]
         .into_iter()
         .find_map(|(set, flag)| set.then_some(flag))
-        .unwrap_or("--autoscale")
     }
 }
 
@@ -331,9 +398,13 @@ impl AutoscalePlan {
         Ok(())
     }
 
-    /// The target in milli-units, as the controller compares it (`MilliValue`, rounded up).
-    pub fn target_milli(&self) -> i64 {
-        milli(self.target)
+    /// Seconds between the autoscaler's decisions: the HPA's sync period, the planner's
+    /// adjustment interval.
+    pub fn period_s(&self) -> f64 {
+        match &self.rule {
+            Rule::Hpa(h) => h.sync_period_s,
+            Rule::Sla(p) => p.interval_s,
+        }
     }
 }
 
@@ -372,15 +443,15 @@ pub struct Hpa {
 }
 
 impl Hpa {
-    /// The controller of `plan`, before its first sync.
-    pub fn new(plan: &AutoscalePlan) -> Self {
+    /// The controller of `plan` and `rule`, before its first sync.
+    pub fn new(plan: &AutoscalePlan, rule: &HpaRule) -> Self {
         Hpa {
             min: plan.min_instances,
             max: plan.max_instances,
-            target_milli: plan.target_milli(),
-            tolerance: plan.tolerance,
+            target_milli: milli(rule.target),
+            tolerance: rule.tolerance,
             up_window_s: 0.0,
-            down_window_s: plan.down_window_s,
+            down_window_s: rule.down_window_s,
             recommendations: Vec::new(),
             up_events: Vec::new(),
             down_events: Vec::new(),
@@ -516,10 +587,11 @@ mod tests {
     fn hpa(min: u32, max: u32, target: f64) -> Hpa {
         let plan =
             AutoscaleOptions { min_instances: Some(min), max_instances: Some(max), target: Some(target), ..opts() }
-                .plan(min, 16e9, 30.0)
+                .plan(min, 1, 16e9, 30.0)
                 .unwrap()
                 .unwrap();
-        Hpa::new(&plan)
+        let Rule::Hpa(rule) = plan.rule else { unreachable!("an HPA plan") };
+        Hpa::new(&plan, &rule)
     }
 
     #[test]
@@ -564,10 +636,10 @@ mod tests {
 
     #[test]
     fn flags_are_checked_and_companions_need_autoscaling() {
-        let e = AutoscaleOptions { max_instances: Some(4), ..Default::default() }.plan(1, 0.0, 30.0).unwrap_err();
+        let e = AutoscaleOptions { max_instances: Some(4), ..Default::default() }.plan(1, 1, 0.0, 30.0).unwrap_err();
         assert!(e.to_string().contains("--max-instances") && e.to_string().contains("--autoscale"), "{e}");
-        assert_eq!(AutoscaleOptions::default().plan(1, 0.0, 30.0).unwrap(), None);
-        let p = opts().plan(2, 16e9, 30.0).unwrap().unwrap();
+        assert_eq!(AutoscaleOptions::default().plan(1, 1, 0.0, 30.0).unwrap(), None);
+        let p = opts().plan(2, 1, 16e9, 30.0).unwrap().unwrap();
         assert_eq!((p.min_instances, p.max_instances, p.initial), (1, 8, 2));
         assert_eq!(p.cold_start.seconds, DEFAULT_ENGINE_START_S + 8.0);
         for (o, says) in [
@@ -585,14 +657,14 @@ mod tests {
             (AutoscaleOptions { cold_start_s: Some(5.0), weights_load_gbps: Some(1.0), ..opts() }, "means nothing"),
             (AutoscaleOptions { weights_load_gbps: Some(0.0), ..opts() }, "--weights-load-gbps"),
         ] {
-            let e = o.plan(2, 16e9, 30.0).unwrap_err().to_string();
+            let e = o.plan(2, 1, 16e9, 30.0).unwrap_err().to_string();
             assert!(e.contains(says), "{says}: {e}");
         }
         for bad in [-1.0, f64::NAN, 1e10] {
-            let e = opts().plan(2, 16e9, bad).unwrap_err().to_string();
+            let e = opts().plan(2, 1, 16e9, bad).unwrap_err().to_string();
             assert!(e.contains("--drain-timeout-s"), "{e}");
         }
-        let e = opts().plan(9, 16e9, 30.0).unwrap_err().to_string();
+        let e = opts().plan(9, 1, 16e9, 30.0).unwrap_err().to_string();
         assert!(e.contains("--instances") && e.contains("between"), "{e}");
         assert_eq!(milli(0.8), 800);
         assert_eq!(milli(0.0001), 1);

@@ -6,6 +6,7 @@
 pub mod autoscale;
 pub mod faults;
 pub mod pd;
+pub mod planner;
 pub mod router;
 
 use crate::error::{Error, Result};
@@ -14,6 +15,10 @@ use serde::Serialize;
 
 /// The most instances a deployment may have.
 pub const MAX_INSTANCES: u32 = 4096;
+
+/// The shortest period between an autoscaler's decisions (the HPA's syncs, the SLA planner's
+/// adjustments), seconds: one record is kept per decision (a day at this period is 864,000).
+pub const MIN_DECISION_PERIOD_S: f64 = 0.1;
 
 /// How the deployment is laid out (data parallel: `instances` identical instances behind
 /// `router`).

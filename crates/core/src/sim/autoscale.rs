@@ -5,7 +5,9 @@
 //! starting (the newest first), else the one that began serving last (the highest-numbered
 //! among equals), as the ReplicaSet controller ranks pods to delete.
 
-use crate::cluster::autoscale::{milli, AutoscalePlan, Decision, Hpa};
+use crate::cluster::autoscale::{milli, AutoscalePlan, Decision, Hpa, Rule};
+use crate::cluster::planner::{agg_capacity, Limits, Outcome, Planner, Window};
+use crate::cost::CostModel;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -47,6 +49,21 @@ pub struct ScaleSync {
     pub average: Option<f64>,
     pub proposed: u32,
     pub desired: u32,
+    /// The SLA planner's adjustment ([`crate::cluster::planner::Tick`]; absent under the HPA):
+    /// the window's request rate, the next one's predicted rate, ISL and OSL, one engine's
+    /// capacity for them (NaN where the tick had none), and what came of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_rps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_rps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_isl: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_osl: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_rps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
 }
 
 /// What the autoscaler did over a run (empty without one).
@@ -87,10 +104,26 @@ pub(super) enum Act {
     Drain(usize),
 }
 
+/// What the SLA planner prices an engine with: the deployment's step-time model, whether the
+/// engine overlaps host work, and its limits.
+#[derive(Clone, Copy)]
+pub(super) struct EngineModel<'a> {
+    pub cost: &'a dyn CostModel,
+    pub overlap: bool,
+    pub limits: Limits,
+}
+
+/// Who decides the count.
+enum Decide<'a> {
+    Hpa(Hpa),
+    /// The planner, the traffic of the interval so far, and the engine it prices.
+    Sla(Box<Planner>, Window, EngineModel<'a>),
+}
+
 /// The autoscaler of a run.
-pub(super) struct Scaler {
+pub(super) struct Scaler<'a> {
     pub plan: AutoscalePlan,
-    hpa: Hpa,
+    decide: Decide<'a>,
     life: Vec<Life>,
     /// Lives begun per instance: a cold start or a drain of an earlier life is stale.
     epoch: Vec<u32>,
@@ -105,20 +138,23 @@ pub(super) struct Scaler {
     pub changes: Vec<ScaleChange>,
 }
 
-impl Scaler {
+impl<'a> Scaler<'a> {
     /// The autoscaler of `plan` over `instances` instances, of which the first `plan.initial`
-    /// serve from the start.
-    pub fn new(plan: &AutoscalePlan, instances: usize) -> Self {
+    /// serve from the start; the SLA planner prices `engine`.
+    pub fn new(plan: &AutoscalePlan, instances: usize, engine: EngineModel<'a>) -> Self {
         debug_assert!(plan.max_instances as usize <= instances);
         Scaler {
             plan: plan.clone(),
-            hpa: Hpa::new(plan),
+            decide: match &plan.rule {
+                Rule::Hpa(rule) => Decide::Hpa(Hpa::new(plan, rule)),
+                Rule::Sla(p) => Decide::Sla(Box::new(Planner::new(p)), Window::default(), engine),
+            },
             life: (0..instances)
                 .map(|i| if i < plan.initial as usize { Life::Serving(0.0) } else { Life::Off })
                 .collect(),
             epoch: vec![0; instances],
             synced: 0,
-            next_sync: plan.sync_period_s,
+            next_sync: plan.period_s(),
             events: BinaryHeap::new(),
             draining: Vec::new(),
             syncs: Vec::new(),
@@ -153,36 +189,100 @@ impl Scaler {
         }
         if self.next_sync <= now {
             self.synced += 1;
-            self.next_sync = (self.synced + 1) as f64 * self.plan.sync_period_s;
+            self.next_sync = (self.synced + 1) as f64 * self.plan.period_s();
             return Some(Due::Sync);
         }
         None
     }
 
-    /// A sync at `now`: reads `value(i)` — the metric of each serving instance — decides, and
-    /// starts or stops instances; returns the drains the driver carries out.
+    /// A request reached the frontend with `prompt` tokens (the SLA planner's traffic).
+    pub fn started(&mut self, prompt: u32) {
+        if let Decide::Sla(_, w, _) = &mut self.decide {
+            w.started += 1;
+            w.input_tokens += prompt as u64;
+        }
+    }
+
+    /// A request's first token went out.
+    pub fn first_token(&mut self) {
+        if let Decide::Sla(_, w, _) = &mut self.decide {
+            w.first_tokens += 1;
+        }
+    }
+
+    /// A request completed with `outputs` tokens.
+    pub fn completed(&mut self, outputs: u32) {
+        if let Decide::Sla(_, w, _) = &mut self.decide {
+            w.completed += 1;
+            w.output_tokens += outputs as u64;
+            w.itl_observed += (outputs >= 2) as u64;
+        }
+    }
+
+    /// A sync at `now`: the HPA reads `value(i)` — the metric of each serving instance — and
+    /// the SLA planner the interval's traffic; each decides, and instances start or stop.
+    /// Returns the drains the driver carries out.
     pub fn sync(&mut self, now: f64, value: impl Fn(usize) -> f64) -> Vec<Act> {
         let mut ready = Vec::new();
         let (mut starting, mut draining) = (0u32, 0u32);
         for (i, l) in self.life.iter().enumerate() {
             match l {
-                Life::Serving(_) => ready.push(milli(value(i))),
+                Life::Serving(_) => ready.push(i),
                 Life::Starting(_) => starting += 1,
                 Life::Draining => draining += 1,
                 Life::Off => {}
             }
         }
         let current = ready.len() as u32 + starting;
-        let d: Decision = self.hpa.sync(now, current, &ready, starting);
-        self.syncs.push(ScaleSync {
+        let mut record = ScaleSync {
             time_s: now,
             serving: ready.len() as u32,
             starting,
             draining,
-            average: d.average_milli.map(|m| m as f64 / 1e3),
-            proposed: d.proposed,
-            desired: d.desired,
-        });
+            average: None,
+            proposed: current,
+            desired: current,
+            observed_rps: None,
+            predicted_rps: None,
+            predicted_isl: None,
+            predicted_osl: None,
+            engine_rps: None,
+            outcome: None,
+        };
+        match &mut self.decide {
+            Decide::Hpa(hpa) => {
+                let values: Vec<i64> = ready.iter().map(|&i| milli(value(i))).collect();
+                let d: Decision = hpa.sync(now, current, &values, starting);
+                record.average = d.average_milli.map(|m| m as f64 / 1e3);
+                record.proposed = d.proposed;
+                record.desired = d.desired;
+            }
+            Decide::Sla(planner, window, e) => {
+                let e = *e;
+                let (ttft, itl) = (planner.plan.ttft_s, planner.plan.itl_s);
+                let tick =
+                    planner.tick(window, |isl, osl| agg_capacity(e.cost, e.overlap, e.limits, isl, osl, ttft, itl));
+                *window = Window::default();
+                let mut outcome = tick.outcome;
+                if let Some(d) = tick.desired {
+                    record.proposed = d;
+                    // Kubernetes' connector ignores a new count while the deployment is not ready.
+                    if d != current && starting > 0 {
+                        outcome = Outcome::NotReady;
+                    } else {
+                        record.desired = d;
+                    }
+                }
+                record.observed_rps = Some(tick.observed_rps);
+                record.predicted_rps = Some(tick.predicted_rps);
+                record.predicted_isl = Some(tick.predicted_isl);
+                record.predicted_osl = Some(tick.predicted_osl);
+                record.engine_rps = Some(tick.engine_rps);
+                record.outcome = Some(outcome);
+            }
+        }
+        self.syncs.push(record);
+        let d = record;
         let mut acts = Vec::new();
         if d.desired > current {
             let ready_at = now + self.plan.cold_start.seconds;
@@ -266,14 +366,26 @@ mod tests {
             down_window_s: Some(0.0),
             ..AutoscaleOptions::default()
         }
-        .plan(initial, 0.0, 30.0)
+        .plan(initial, 1, 0.0, 30.0)
         .unwrap()
         .unwrap()
     }
 
+    static COST: crate::cost::Affine =
+        crate::cost::Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
+
+    /// The engine the SLA planner would price (the HPA reads none).
+    fn engine() -> EngineModel<'static> {
+        EngineModel {
+            cost: &COST,
+            overlap: false,
+            limits: Limits { max_num_seqs: 256, max_num_batched_tokens: 2048, max_kv_tokens: 100_000 },
+        }
+    }
+
     #[test]
     fn a_scale_up_starts_the_lowest_off_instances_and_a_scale_down_cancels_the_newest_start_first() {
-        let mut s = Scaler::new(&plan(1, 4), 4);
+        let mut s = Scaler::new(&plan(1, 4), 4, engine());
         assert!(!s.off_at_start(0) && s.off_at_start(1));
         assert_eq!(s.next_event(), 15.0);
         assert_eq!(s.pop_due(15.0), Some(Due::Sync));
@@ -300,7 +412,7 @@ mod tests {
 
     #[test]
     fn a_scale_down_drains_the_instance_ready_last() {
-        let mut s = Scaler::new(&plan(1, 3), 3);
+        let mut s = Scaler::new(&plan(1, 3), 3, engine());
         s.pop_due(15.0);
         s.sync(15.0, |_| 6.0); // 3 wanted: 1 and 2 start, serve at 115 s
         while let Some(d) = s.pop_due(115.0) {

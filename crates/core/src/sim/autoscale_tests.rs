@@ -7,6 +7,7 @@
 use super::tests::{cfg, workload, COST};
 use super::*;
 use crate::cluster::autoscale::{AutoscaleOptions, AutoscalePlan, AutoscalePolicy, ScaleMetric};
+use crate::cluster::planner::{LoadPredictor, Outcome, SlaOptions};
 use crate::cluster::router::{build, RouterParams};
 use proptest::prelude::*;
 
@@ -26,7 +27,7 @@ fn plan(initial: u32, max: u32, target: f64, sync: f64, cold: f64, window: f64, 
         down_window_s: Some(window),
         ..AutoscaleOptions::default()
     }
-    .plan(initial, 0.0, drain)
+    .plan(initial, 1, 0.0, drain)
     .unwrap()
     .unwrap()
 }
@@ -40,6 +41,61 @@ fn fleet(w: &Workload, sends: &[(u32, f64)], kind: RouterKind, p: &AutoscalePlan
     let mut router = build(kind, RouterParams::default(), n);
     let fleet = Fleet { faults: None, autoscale: Some(p) };
     drive(w, sends, &Front::of(&c), &vec![spec; n], router.as_mut(), None, fleet, Keep::default(), &|_, _| ())
+}
+
+/// Dynamo's SLA planner every `interval` s over at most `max` one-GPU instances, targets of
+/// `itl_s` (ITL) and 10 × that (TTFT).
+fn sla_plan(initial: u32, max: u32, interval: f64, cold: f64, drain: f64, itl_s: f64, kalman: bool) -> AutoscalePlan {
+    AutoscaleOptions {
+        policy: Some(AutoscalePolicy::Sla),
+        cold_start_s: Some(cold),
+        sla: SlaOptions {
+            interval_s: Some(interval),
+            ttft_ms: Some(itl_s * 1e4),
+            itl_ms: Some(itl_s * 1e3),
+            predictor: Some(if kalman { LoadPredictor::Kalman } else { LoadPredictor::Constant }),
+            max_gpu_budget: Some(max),
+            min_endpoint: Some(1),
+        },
+        ..AutoscaleOptions::default()
+    }
+    .plan(initial, 1, 0.0, drain)
+    .unwrap()
+    .unwrap()
+}
+
+#[test]
+fn the_sla_planner_sizes_for_the_burst_and_its_count_waits_for_the_deployment() {
+    // Twenty requests of 10 tokens and 5 outputs, one every 0.05 s from 0, on instances running
+    // one sequence at a time (each request 0.020 + 4 × 0.012 = 0.068 s). The planner's capacity
+    // for ISL 10, OSL 5 with one slot: a step of 2 prefill tokens beside one decode, 0.01 +
+    // 0.002 + 0.002 = 0.014 s, so 1 / (5 × 0.014) = 14.29 req/s. At 1 s it saw 20 requests: the
+    // constant predictor expects 20 req/s, 2 instances; instance 1 starts (ready at 3 s). At 2 s
+    // the window was idle: 0 predicted, 1 wanted, but an instance is still starting, so
+    // Kubernetes' connector ignores the count. At 3 s instance 1 is ready, the window is idle,
+    // and it drains at once (empty): the scale-up landed after the burst. A last request at 3.5
+    // s keeps the run going past 3 s, on instance 0; the run ends with it, before a fourth tick.
+    let specs: Vec<(Vec<u32>, u32)> = (0..21).map(|i| ((i * 100..i * 100 + 10).collect(), 5)).collect();
+    let w = workload(&specs);
+    let sends: Vec<(u32, f64)> = (0..21).map(|i| (i, if i < 20 { i as f64 * 0.05 } else { 3.5 })).collect();
+    let p = sla_plan(1, 3, 1.0, 2.0, 30.0, 1.0, false);
+    let r = fleet(&w, &sends, RouterKind::LeastLoad, &p);
+    assert_eq!((r.records.len(), r.failed), (21, 0));
+    let s = &r.scaling.syncs;
+    assert_eq!(s.len(), 3, "{s:?}");
+    assert!(close(s[0].time_s, 1.0) && s[0].outcome == Some(Outcome::Scale), "{:?}", s[0]);
+    assert!(close(s[0].observed_rps.unwrap(), 20.0) && close(s[0].predicted_rps.unwrap(), 20.0));
+    assert!(close(s[0].engine_rps.unwrap(), 1.0 / (5.0 * 0.014)), "{:?}", s[0]);
+    assert_eq!((s[0].predicted_isl, s[0].predicted_osl), (Some(10.0), Some(5.0)));
+    assert_eq!((s[0].proposed, s[0].desired), (2, 2));
+    assert_eq!((s[1].outcome, s[1].proposed, s[1].desired, s[1].starting), (Some(Outcome::NotReady), 1, 2, 1));
+    assert_eq!((s[2].outcome, s[2].serving, s[2].desired), (Some(Outcome::Scale), 2, 1));
+    let changes: Vec<(Change, u32, f64)> = r.scaling.changes.iter().map(|c| (c.change, c.instance, c.time_s)).collect();
+    assert_eq!(
+        changes,
+        [(Change::Start, 1, 1.0), (Change::Ready, 1, 3.0), (Change::Drain, 1, 3.0), (Change::Stop, 1, 3.0)]
+    );
+    assert!(r.assigned.iter().all(|&i| i == 0));
 }
 
 fn rec(r: &SimResult, id: u32) -> &crate::metrics::RequestRecord {
@@ -124,6 +180,7 @@ proptest! {
         cold in 0.0f64..0.2,
         window in 0.0f64..0.3,
         drain in 0.0f64..0.2,
+        sla in proptest::option::of(any::<bool>()),
     ) {
         let specs: Vec<(Vec<u32>, u32)> = reqs
             .iter()
@@ -133,7 +190,11 @@ proptest! {
         let w = workload(&specs);
         let mut sends: Vec<(u32, f64)> = reqs.iter().enumerate().map(|(i, r)| (i as u32, r.2)).collect();
         sends.sort_by(|a, b| a.1.total_cmp(&b.1));
-        let p = plan(initial, initial + extra, target, sync, cold, window, drain);
+        // Or the SLA planner (Kalman or constant), its targets from `target`.
+        let p = match sla {
+            None => plan(initial, initial + extra, target, sync, cold, window, drain),
+            Some(kalman) => sla_plan(initial, initial + extra, sync, cold, drain, target * 0.05, kalman),
+        };
         let r = fleet(&w, &sends, RouterKind::ALL[kind], &p);
         prop_assert_eq!(r.records.len() as u64 + r.failed, sends.len() as u64);
         let lost: u64 = r.scaling.changes.iter().map(|c| c.lost as u64).sum();
@@ -148,6 +209,7 @@ proptest! {
         }
         let again = fleet(&w, &sends, RouterKind::ALL[kind], &p);
         prop_assert_eq!(format!("{:?}", again.records), format!("{:?}", r.records));
-        prop_assert_eq!(again.scaling, r.scaling);
+        // (Debug: the planner's records hold NaN where a tick had no prediction.)
+        prop_assert_eq!(format!("{:?}", again.scaling), format!("{:?}", r.scaling));
     }
 }

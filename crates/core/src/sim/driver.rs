@@ -4,7 +4,7 @@
 //! event: busy instances wait in a heap of step-end times, and only instances something happened
 //! to (an arrival, a step end, freed memory) are asked to form a step.
 
-use super::autoscale::{Act, Due, ScaleLog, Scaler};
+use super::autoscale::{Act, Due, EngineModel, ScaleLog, Scaler};
 use super::client::Client;
 use super::disagg::{Ctx, Disagg, Pd};
 use super::faults::{Event, Faults, StopKind};
@@ -12,8 +12,9 @@ use super::instance::{Begun, Instance, InstanceSpec, Sink};
 use super::pool::{Dirty, View};
 use super::{Front, Keep, LoadStats, RouterStats, SimResult};
 use crate::cache::ReqId;
-use crate::cluster::autoscale::{AutoscalePlan, ScaleMetric};
+use crate::cluster::autoscale::{AutoscalePlan, Rule, ScaleMetric};
 use crate::cluster::faults::FaultPlan;
+use crate::cluster::planner::Limits;
 use crate::cluster::router::{Arrival, Basis, Router};
 use crate::engine::frontend::{self, FailReason, Verdict};
 use crate::engine::ReqRt;
@@ -239,7 +240,17 @@ pub fn drive(
         "failures and autoscaling are modelled without PD pools"
     );
     let mut faults = fleet.faults.map(|p| Faults::new(p, inst.len(), n));
-    let mut scaler = fleet.autoscale.map(|p| Scaler::new(p, inst.len()));
+    // The SLA planner prices the fleet's engine (every instance of a data-parallel fleet is alike).
+    let engine = EngineModel {
+        cost: specs[0].cost,
+        overlap: specs[0].engine.overlap,
+        limits: Limits {
+            max_num_seqs: specs[0].engine.max_num_seqs,
+            max_num_batched_tokens: specs[0].engine.max_num_batched_tokens,
+            max_kv_tokens: specs[0].cache.capacity_tokens.unwrap_or(u64::MAX),
+        },
+    };
+    let mut scaler = fleet.autoscale.map(|p| Scaler::new(p, inst.len(), engine));
     // Under failures or autoscaling: requests that finished (so a stop cannot lose them), those
     // a failure sends on to another instance, and the instances serving.
     let mut done: Vec<bool> = if faults.is_some() || scaler.is_some() { vec![false; n] } else { Vec::new() };
@@ -282,6 +293,9 @@ pub fn drive(
                     *d = true;
                 }
                 client.completed(id, now);
+                if let Some(s) = scaler.as_mut().filter(|_| rt[id as usize].generated > 0) {
+                    s.completed(rt[id as usize].generated);
+                }
                 let i = assigned[id as usize];
                 match disagg.as_mut() {
                     Some(d) => d.completed(id, i, now, router),
@@ -297,6 +311,9 @@ pub fn drive(
             for (k, id) in migrating.drain(..).chain(arrived.drain(..)).enumerate() {
                 if k >= moved {
                     origin.arrived(id, &client.send_s);
+                    if let Some(s) = scaler.as_mut() {
+                        s.started(rt[id as usize].prompt_len);
+                    }
                 }
                 if serving == 0 {
                     // Every instance is down: the gateway has no worker to send it to.
@@ -465,6 +482,9 @@ pub fn drive(
             };
             inst[i].end_step(&mut rt, &mut sink);
             for id in first_tokens.drain(..) {
+                if let Some(s) = scaler.as_mut() {
+                    s.first_token();
+                }
                 match disagg.as_mut() {
                     None => router.prefill_done(id, i, now),
                     Some(pd) => pd.first_token(id, now),
@@ -569,8 +589,11 @@ pub fn drive(
             while let Some(due) = s.pop_due(now) {
                 match due {
                     Due::Sync => {
-                        let m = s.plan.metric;
-                        for act in s.sync(now, |i| metric(&inst[i], m)) {
+                        let m = match &s.plan.rule {
+                            Rule::Hpa(h) => Some(h.metric),
+                            Rule::Sla(_) => None,
+                        };
+                        for act in s.sync(now, |i| m.map_or(0.0, |m| metric(&inst[i], m))) {
                             let Act::Drain(i) = act;
                             inst[i].draining = true;
                             serving -= 1;

@@ -6,7 +6,8 @@
 //! (from each scale-up, cold start included, to each stop) against a fixed fleet of the peak
 //! size over the same time. As text, the JSON `autoscaling` entry, and one CSV row per sync.
 
-use cachesim_core::cluster::autoscale::AutoscalePlan;
+use cachesim_core::cluster::autoscale::{AutoscalePlan, Rule};
+use cachesim_core::cluster::planner::Outcome;
 use cachesim_core::metrics::{percentile, Goodput, RequestRecord};
 use cachesim_core::sim::{Change, ScaleLog, ScaleSync};
 use cachesim_core::text::thousands;
@@ -203,7 +204,7 @@ pub fn report(
         peak = peak.max(now);
     }
     let instance_s: f64 = prov.iter().map(|&(f, t)| t - f).sum();
-    let w = window_s(end_s, plan.sync_period_s);
+    let w = window_s(end_s, plan.period_s());
     let mut by_window: Vec<Vec<&RequestRecord>> = vec![Vec::new(); (end_s / w).ceil().max(1.0) as usize];
     for r in records {
         let k = ((r.send_s / w) as usize).min(by_window.len() - 1);
@@ -309,6 +310,25 @@ pub fn text(plan: &AutoscalePlan, r: &AutoscaleReport) -> String {
         plan.drain_timeout_s,
         thousands(r.lost)
     );
+    if let Rule::Sla(p) = &plan.rule {
+        let count = |o: Outcome| r.syncs.iter().filter(|x| x.outcome == Some(o)).count();
+        let _ = writeln!(
+            s,
+            "SLA planner: {} adjustments every {} s ({} predictor; TTFT {} ms, ITL {} ms; {} GPUs hold {} instances): {} \
+             set a count, {} skipped without traffic data, {} without a capacity, {} ignored while instances started",
+            r.syncs.len(),
+            p.interval_s,
+            p.predictor.name(),
+            p.ttft_s * 1e3,
+            p.itl_s * 1e3,
+            p.max_gpu_budget,
+            p.max_instances,
+            count(Outcome::Scale),
+            count(Outcome::NoTrafficData),
+            count(Outcome::ModelNotReady),
+            count(Outcome::NotReady)
+        );
+    }
     let _ = writeln!(
         s,
         "Fleet: peak {} instances, mean {:.2}; {:.2} instance-hours, {:.2} GPU-hours ({:.2} for {} instances all along)",
@@ -355,7 +375,7 @@ mod tests {
             cold_start_s: Some(50.0),
             ..AutoscaleOptions::default()
         }
-        .plan(1, 0.0, 30.0)
+        .plan(1, 1, 0.0, 30.0)
         .unwrap()
         .unwrap()
     }
