@@ -128,7 +128,32 @@ fn autoscaling_flags_are_refused_where_they_mean_nothing_or_cannot_be() {
         (with(&["--min-instances", "0"]), "scaling to zero"),
         (with(&["--instances", "5"]), "--instances: 5 (the instances serving at the start) must be between"),
         (with(&["--fail-at", "10:0"]), "failures and rolling restarts in an autoscaled fleet are not modelled yet"),
-        (with(&["--prefill-instances", "1", "--decode-instances", "1"]), "prefill/decode pools are not autoscaled"),
+        (
+            with(&["--prefill-instances", "1", "--decode-instances", "1"]),
+            "prefill/decode pools are autoscaled by the SLA planner",
+        ),
+        (
+            vec!["--autoscale", "sla", "--prefill-instances", "1", "--decode-instances", "1", "--drain-timeout-s", "5"],
+            "--drain-timeout-s: is not modelled for prefill/decode pools",
+        ),
+        (
+            vec![
+                "--autoscale",
+                "sla",
+                "--prefill-instances",
+                "1",
+                "--decode-instances",
+                "1",
+                "--goodput",
+                "ttft:1",
+                "--compare-fixed",
+            ],
+            "--compare-fixed: searches data-parallel fleets",
+        ),
+        (
+            vec!["--autoscale", "sla", "--prefill-instances", "9", "--decode-instances", "1"],
+            "--prefill-instances: 9 (the pool's instances at the start) must be between",
+        ),
         (with(&["--engine", "vllm-v0"]), "not modelled for vLLM V0"),
         (
             with(&["--cold-start-s", "5", "--weights-load-gbps", "1"]),

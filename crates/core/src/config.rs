@@ -649,12 +649,26 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         .map_err(|e| Error::invalid("--goodput", e))?;
     // A scale-down drains as a rolling restart does, under the same --drain-timeout-s.
     let drain_timeout_s = o.faults.drain_timeout_s.unwrap_or(crate::cluster::faults::DEFAULT_DRAIN_TIMEOUT_S);
-    let autoscale = o.autoscale.plan(
-        o.cluster.instances,
+    let pools = o.cluster.pd.as_ref().map(|pd| (pd.prefill, pd.decode));
+    let mut autoscale = o.autoscale.plan(
+        pools.map_or(o.cluster.instances, |(p, d)| p + d),
         layout.parallel.world().min(u32::MAX as u64) as u32,
         layout.parallel.weight_bytes_per_rank(&model),
         drain_timeout_s,
+        pools,
     )?;
+    if let Some(a) = autoscale.as_mut().filter(|_| pools.is_some()) {
+        // A pool's instance drains to its end: what a drain timeout would cut (allocations and
+        // KV transfers between the pools in flight) is not modelled.
+        if o.faults.drain_timeout_s.is_some() {
+            return Err(Error::invalid(
+                "--drain-timeout-s",
+                "is not modelled for prefill/decode pools: a scaled-down instance finishes what it holds and what \
+                 is handed to it",
+            ));
+        }
+        a.drain_timeout_s = f64::INFINITY;
+    }
     let faults = match &autoscale {
         None => o.faults.plan(o.arrivals.seed)?,
         Some(a) => {

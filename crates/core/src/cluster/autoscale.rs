@@ -193,13 +193,16 @@ impl AutoscaleOptions {
 
     /// The plan these flags give over a deployment of `initial` instances of `gpus` GPUs, each
     /// GPU holding `weight_bytes_per_gpu` bytes of weights, with `drain_timeout_s` for a
-    /// scale-down; `None` without `--autoscale`, when no other autoscaling flag may be set.
+    /// scale-down; `pools`: a disaggregated deployment's prefill and decode instances (then
+    /// `initial` is their sum). `None` without `--autoscale`, when no other autoscaling flag may
+    /// be set.
     pub fn plan(
         &self,
         initial: u32,
         gpus: u32,
         weight_bytes_per_gpu: f64,
         drain_timeout_s: f64,
+        pools: Option<(u32, u32)>,
     ) -> Result<Option<AutoscalePlan>> {
         let Some(policy) = self.policy else {
             if let (None, Some(flag)) = (self.first_hpa_flag(), self.sla.first_flag()) {
@@ -232,8 +235,26 @@ impl AutoscaleOptions {
                          are --min-endpoint and --max-gpu-budget, its period --throughput-adjustment-interval)",
                     ));
                 }
-                let p = self.sla.plan(gpus)?;
-                (p.min_endpoint, p.max_instances.min(super::MAX_INSTANCES), Rule::Sla(p))
+                let p = self.sla.plan(gpus, pools)?;
+                if let Some(x) = p.pools {
+                    for (flag, n, max) in [
+                        ("--prefill-instances", x.prefill, x.max_prefill),
+                        ("--decode-instances", x.decode, x.max_decode),
+                    ] {
+                        if !(p.min_endpoint..=max).contains(&n) || x.prefill + x.decode > p.max_instances {
+                            return Err(Error::invalid(
+                                flag,
+                                format!(
+                                    "{n} (the pool's instances at the start) must be between --min-endpoint {} and \
+                                     {max}, and both pools within the {} instances --max-gpu-budget holds",
+                                    p.min_endpoint, p.max_instances
+                                ),
+                            ));
+                        }
+                    }
+                }
+                let min = if p.pools.is_some() { 2 * p.min_endpoint } else { p.min_endpoint };
+                (min, p.max_instances.min(super::MAX_INSTANCES), Rule::Sla(p))
             }
         };
         if !(min_instances..=max_instances).contains(&initial) {
@@ -382,10 +403,11 @@ impl AutoscalePlan {
     /// Checks the plan against the deployment: a data-parallel fleet of an engine whose
     /// requests a scale-down can stop.
     pub fn validate(&self, pd: bool, engine: crate::engine::EngineKind) -> Result<()> {
-        if pd {
+        if pd && matches!(self.rule, Rule::Hpa(_)) {
             return Err(Error::invalid(
                 "--autoscale",
-                "autoscales data-parallel instances (--instances); prefill/decode pools are not autoscaled yet",
+                "hpa autoscales data-parallel instances (--instances); prefill/decode pools are autoscaled by the SLA \
+                 planner (--autoscale sla)",
             ));
         }
         if engine == crate::engine::EngineKind::VllmV0 {
@@ -396,6 +418,14 @@ impl AutoscalePlan {
             ));
         }
         Ok(())
+    }
+
+    /// A disaggregated deployment's pools, as the SLA planner sizes them.
+    pub fn pools(&self) -> Option<super::planner::PdPools> {
+        match &self.rule {
+            Rule::Sla(p) => p.pools,
+            Rule::Hpa(_) => None,
+        }
     }
 
     /// Seconds between the autoscaler's decisions: the HPA's sync period, the planner's
@@ -587,7 +617,7 @@ mod tests {
     fn hpa(min: u32, max: u32, target: f64) -> Hpa {
         let plan =
             AutoscaleOptions { min_instances: Some(min), max_instances: Some(max), target: Some(target), ..opts() }
-                .plan(min, 1, 16e9, 30.0)
+                .plan(min, 1, 16e9, 30.0, None)
                 .unwrap()
                 .unwrap();
         let Rule::Hpa(rule) = plan.rule else { unreachable!("an HPA plan") };
@@ -636,10 +666,11 @@ mod tests {
 
     #[test]
     fn flags_are_checked_and_companions_need_autoscaling() {
-        let e = AutoscaleOptions { max_instances: Some(4), ..Default::default() }.plan(1, 1, 0.0, 30.0).unwrap_err();
+        let e =
+            AutoscaleOptions { max_instances: Some(4), ..Default::default() }.plan(1, 1, 0.0, 30.0, None).unwrap_err();
         assert!(e.to_string().contains("--max-instances") && e.to_string().contains("--autoscale"), "{e}");
-        assert_eq!(AutoscaleOptions::default().plan(1, 1, 0.0, 30.0).unwrap(), None);
-        let p = opts().plan(2, 1, 16e9, 30.0).unwrap().unwrap();
+        assert_eq!(AutoscaleOptions::default().plan(1, 1, 0.0, 30.0, None).unwrap(), None);
+        let p = opts().plan(2, 1, 16e9, 30.0, None).unwrap().unwrap();
         assert_eq!((p.min_instances, p.max_instances, p.initial), (1, 8, 2));
         assert_eq!(p.cold_start.seconds, DEFAULT_ENGINE_START_S + 8.0);
         for (o, says) in [
@@ -657,14 +688,14 @@ mod tests {
             (AutoscaleOptions { cold_start_s: Some(5.0), weights_load_gbps: Some(1.0), ..opts() }, "means nothing"),
             (AutoscaleOptions { weights_load_gbps: Some(0.0), ..opts() }, "--weights-load-gbps"),
         ] {
-            let e = o.plan(2, 1, 16e9, 30.0).unwrap_err().to_string();
+            let e = o.plan(2, 1, 16e9, 30.0, None).unwrap_err().to_string();
             assert!(e.contains(says), "{says}: {e}");
         }
         for bad in [-1.0, f64::NAN, 1e10] {
-            let e = opts().plan(2, 1, 16e9, bad).unwrap_err().to_string();
+            let e = opts().plan(2, 1, 16e9, bad, None).unwrap_err().to_string();
             assert!(e.contains("--drain-timeout-s"), "{e}");
         }
-        let e = opts().plan(9, 1, 16e9, 30.0).unwrap_err().to_string();
+        let e = opts().plan(9, 1, 16e9, 30.0, None).unwrap_err().to_string();
         assert!(e.contains("--instances") && e.contains("between"), "{e}");
         assert_eq!(milli(0.8), 800);
         assert_eq!(milli(0.0001), 1);

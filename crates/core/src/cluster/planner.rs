@@ -1,13 +1,16 @@
-//! NVIDIA Dynamo's SLA planner in aggregated mode (`--autoscale sla`): every throughput
-//! adjustment interval it reads the frontend's traffic of the interval just ended, predicts the
-//! next interval's request count and mean input and output lengths, asks a performance model how
-//! many requests per second one engine sustains within the TTFT and ITL targets, and sets
-//! `max(ceil(demand / engine rps), min_endpoint)` replicas within the GPU budget.
+//! NVIDIA Dynamo's SLA planner (`--autoscale sla`): every throughput adjustment interval it
+//! reads the frontend's traffic of the interval just ended, predicts the next interval's request
+//! count and mean input and output lengths, asks a performance model how many requests per
+//! second one engine sustains within the TTFT and ITL targets, and sets
+//! `max(ceil(demand / engine rps), min_endpoint)` replicas within the GPU budget — one pool in
+//! aggregated mode, the prefill pool (its TTFT target) and the decode pool (its ITL target) apart
+//! in disaggregated mode.
 //!
 //! Upstream (`ai-dynamo/dynamo`, 1.5.0-dev of 2026-08-21, `components/src/dynamo/planner/`):
 //! - the tick: `core/state_machine.py` `advance_throughput_from_prediction` (demand = predicted
-//!   requests ÷ interval), `core/throughput_scaling.py` `_throughput_agg`, `core/budget.py`
-//!   `proportional_clamp_single`;
+//!   requests ÷ interval), `core/throughput_scaling.py` `_throughput_agg` and
+//!   `_throughput_disagg`, `core/budget.py` `proportional_clamp_single` and
+//!   `proportional_clamp_pair`;
 //! - the observations: `monitoring/traffic_metrics.py` (requests started in the window; mean
 //!   ISL, OSL, TTFT, ITL as `increase(_sum) / increase(_count)`), `Metrics.normalize_idle_nans`
 //!   and `is_valid` (an idle window counts as zeros; one with arrivals but a NaN mean is
@@ -16,7 +19,8 @@
 //! - the predictors: `core/load/predictors.py` (`BasePredictor` skips zeros until the first
 //!   non-zero value; `ConstantPredictor`; `KalmanPredictor`, filterpy's filter on a local
 //!   linear trend);
-//! - the capacity search: `core/perf_model/engine_query.py` `_find_aggregated_capacity` with
+//! - the capacity search: `core/perf_model/engine_query.py` `_find_aggregated_capacity`,
+//!   `_find_prefill_capacity`, `_find_decode_capacity` with
 //!   `_capacity_batch_sizes`, `_prefill_decode_balanced`, `_aggregate_prefill_per_iteration`,
 //!   `_prefill_chunk_time`, `_select_capacity` (throughput target), and the request shape of
 //!   `core/perf_model/aic_adapter.py` `find_engine_capacity_rps` (ISL rounded up, OSL at least 1).
@@ -26,8 +30,7 @@
 //! capacity is what the simulated engine does. ARIMA (upstream's default predictor) and Prophet
 //! fit their models with `pmdarima` and Stan and are not reproduced; Kalman is the default here.
 //! The KV hit rate the capacity search may discount prompts by comes from Dynamo's KV router's
-//! metric; cachesim passes none (no discount). Disaggregated mode (prefill and decode pools sized
-//! apart) is not modelled.
+//! metric; cachesim passes none (no discount).
 
 use crate::cost::{BatchShape, CostModel};
 use crate::error::{Error, Result};
@@ -112,8 +115,9 @@ impl SlaOptions {
         .find_map(|(set, flag)| set.then_some(flag))
     }
 
-    /// The plan of a fleet whose instances hold `gpus` GPUs each, checked.
-    pub fn plan(&self, gpus: u32) -> Result<SlaPlan> {
+    /// The plan of a fleet whose instances hold `gpus` GPUs each, checked; `pools`: the prefill
+    /// and decode instances at the start of a disaggregated deployment.
+    pub fn plan(&self, gpus: u32, pools: Option<(u32, u32)>) -> Result<SlaPlan> {
         let positive = |flag: &'static str, v: f64, max: f64| {
             if v.is_finite() && v > 0.0 && v <= max {
                 Ok(v)
@@ -156,17 +160,28 @@ impl SlaOptions {
             ));
         }
         let budget = self.max_gpu_budget.unwrap_or(DEFAULT_MAX_GPU_BUDGET);
-        let max_instances = budget / gpus.max(1);
-        if max_instances < min_endpoint {
+        let gpus = gpus.max(1);
+        let max_instances = budget / gpus;
+        let need = if pools.is_some() { 2 * min_endpoint } else { min_endpoint };
+        if max_instances < need {
             return Err(Error::invalid(
                 "--max-gpu-budget",
                 format!(
-                    "{budget} GPUs hold {max_instances} instances of {gpus} GPUs, fewer than --min-endpoint \
-                     {min_endpoint} (the planner would set 0 replicas)"
+                    "{budget} GPUs hold {max_instances} instances of {gpus} GPUs, fewer than {need} (--min-endpoint \
+                     {min_endpoint}{}): the planner would set 0 replicas",
+                    if pools.is_some() { " in each pool" } else { "" }
                 ),
             ));
         }
-        Ok(SlaPlan { interval_s, ttft_s, itl_s, predictor, max_gpu_budget: budget, min_endpoint, max_instances })
+        // `proportional_clamp_pair` leaves each pool at least min_endpoint: the other pool may
+        // take the rest of the budget.
+        let pools = pools.map(|(prefill, decode)| PdPools {
+            prefill,
+            decode,
+            max_prefill: max_instances - min_endpoint,
+            max_decode: max_instances - min_endpoint,
+        });
+        Ok(SlaPlan { interval_s, ttft_s, itl_s, predictor, max_gpu_budget: budget, min_endpoint, max_instances, pools })
     }
 }
 
@@ -179,8 +194,20 @@ pub struct SlaPlan {
     pub predictor: LoadPredictor,
     pub max_gpu_budget: u32,
     pub min_endpoint: u32,
-    /// The most instances the budget holds.
+    /// The most instances the budget holds (both pools together when disaggregated).
     pub max_instances: u32,
+    /// A disaggregated deployment's pools; `None`: aggregated.
+    pub pools: Option<PdPools>,
+}
+
+/// The prefill and decode pools the planner sizes apart: their instances at the start and the
+/// most each may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PdPools {
+    pub prefill: u32,
+    pub decode: u32,
+    pub max_prefill: u32,
+    pub max_decode: u32,
 }
 
 /// One of upstream's predictors, with `BasePredictor`'s idle skip.
@@ -303,6 +330,53 @@ pub struct Limits {
     pub max_kv_tokens: u64,
 }
 
+/// What the planner prices an engine with: the deployment's step-time model, whether the
+/// engine overlaps host work, and its limits.
+#[derive(Clone, Copy)]
+pub struct EngineModel<'a> {
+    pub cost: &'a dyn CostModel,
+    pub overlap: bool,
+    pub limits: Limits,
+}
+
+impl EngineModel<'_> {
+    /// One step's seconds: `prefill` new tokens (one request, no context) beside `decodes`
+    /// sequences of `ctx` tokens each.
+    fn step(&self, prefill: u64, decodes: u32, ctx: u64) -> f64 {
+        let mut s = BatchShape::within(self.cost.local_window());
+        if prefill > 0 {
+            s.add(0, prefill);
+        }
+        for _ in 0..decodes {
+            s.add(ctx, 1);
+        }
+        self.cost.step_time(&s, self.overlap)
+    }
+
+    /// `_prefill_chunk_time`: `tokens` in chunks of max-num-batched-tokens (full ones, then the
+    /// tail), each beside `decodes` sequences of `ctx` tokens.
+    fn chunked(&self, tokens: u64, decodes: u32, ctx: u64) -> f64 {
+        let chunk = self.limits.max_num_batched_tokens as u64;
+        let (full, tail) = (tokens / chunk, tokens % chunk);
+        let mut t = 0.0;
+        if full > 0 {
+            t += self.step(chunk, decodes, ctx) * full as f64;
+        }
+        if tail > 0 {
+            t += self.step(tail, decodes, ctx);
+        }
+        t
+    }
+}
+
+/// The engines a deployment's planner prices.
+#[derive(Clone, Copy)]
+pub enum Engines<'a> {
+    Agg(EngineModel<'a>),
+    /// The prefill and the decode instances'.
+    Disagg(EngineModel<'a>, EngineModel<'a>),
+}
+
 /// One engine's sustainable rate for a request shape (`EngineCapacity`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Capacity {
@@ -319,81 +393,97 @@ fn batch_sizes(max: u32) -> impl Iterator<Item = u32> {
     (0..n).map(move |k| if max <= MAX_CANDIDATES { k + 1 } else { 1 + (k as u64 * (max as u64 - 1) / 127) as u32 })
 }
 
+/// `_select_capacity` with the throughput target: within the targets beats outside them, then
+/// the higher rate.
+fn better(best: Option<Capacity>, c: Capacity) -> Capacity {
+    match best {
+        None => c,
+        Some(cur) if cur.eligible != c.eligible => {
+            if c.eligible {
+                c
+            } else {
+                cur
+            }
+        }
+        Some(cur) => {
+            if c.rps > cur.rps {
+                c
+            } else {
+                cur
+            }
+        }
+    }
+}
+
 /// `_find_aggregated_capacity` for a request of `isl` input and `osl` output tokens (already
-/// rounded as upstream rounds them), priced by `cost` (`overlap`: host work hidden behind the
-/// GPU's, as the engine runs): for each batch size b, a mixed step of b decodes (context
-/// `isl + osl / 2` each) beside the prefill tokens that keep b requests flowing
+/// rounded as upstream rounds them) on engine `e`: for each batch size b, a mixed step of b
+/// decodes (context `isl + osl / 2` each) beside the prefill tokens that keep b requests flowing
 /// (`ceil(b × isl / osl)`, within `max_num_batched_tokens − b`) gives the ITL; the TTFT is that
 /// prefill plus one prompt in chunks of `max_num_batched_tokens` beside the same decodes; the
 /// rate is b / (osl × ITL). The highest rate within both targets wins, else the highest rate.
-pub fn agg_capacity(
-    cost: &dyn CostModel,
-    overlap: bool,
-    limits: Limits,
-    isl: u32,
-    osl: u32,
-    ttft_s: f64,
-    itl_s: f64,
-) -> Option<Capacity> {
-    let mnbt = limits.max_num_batched_tokens;
+pub fn agg_capacity(e: &EngineModel, isl: u32, osl: u32, ttft_s: f64, itl_s: f64) -> Option<Capacity> {
+    let mnbt = e.limits.max_num_batched_tokens;
     if osl == 0 || mnbt <= 1 || isl == 0 {
         return None;
     }
     let ctx = (isl as u64 + (osl / 2) as u64).max(1);
-    let hard_cap = (limits.max_num_seqs as u64).min(limits.max_kv_tokens / ctx).min((mnbt - 1).max(1) as u64) as u32;
-    if hard_cap == 0 {
-        return None;
-    }
-    let local = cost.local_window();
-    let mixed = |prefill: u64, b: u32| {
-        let mut s = BatchShape::within(local);
-        if prefill > 0 {
-            s.add(0, prefill);
-        }
-        for _ in 0..b {
-            s.add(ctx, 1);
-        }
-        cost.step_time(&s, overlap)
-    };
+    let hard_cap =
+        (e.limits.max_num_seqs as u64).min(e.limits.max_kv_tokens / ctx).min((mnbt - 1).max(1) as u64) as u32;
     let mut best: Option<Capacity> = None;
     for b in batch_sizes(hard_cap) {
-        let per_iteration = (b as u64 * isl as u64).div_ceil(osl.max(1) as u64);
+        let per_iteration = (b as u64 * isl as u64).div_ceil(osl as u64);
         if mnbt <= b || per_iteration > (mnbt - b) as u64 {
             continue;
         }
         let prefill = per_iteration.min(mnbt as u64);
-        let itl = mixed(prefill, b);
+        let itl = e.step(prefill, b, ctx);
         if itl <= 0.0 {
             continue;
         }
-        // `_prefill_chunk_time`: full chunks of max_num_batched_tokens, then the tail.
-        let queued = prefill + isl as u64;
-        let (full, tail) = (queued / mnbt as u64, queued % mnbt as u64);
-        let mut ttft = 0.0;
-        if full > 0 {
-            ttft += mixed(mnbt as u64, b) * full as f64;
+        let ttft = e.chunked(prefill + isl as u64, b, ctx);
+        let eligible = ttft <= ttft_s && itl <= itl_s;
+        best = Some(better(best, Capacity { rps: b as f64 / (osl as f64 * itl), ttft_s: ttft, itl_s: itl, eligible }));
+    }
+    best
+}
+
+/// `_find_prefill_capacity` on a prefill engine: b prompts of `isl` tokens together (b up to
+/// what one batch of max-num-batched-tokens holds, 1 for a longer prompt) take their chunked
+/// prefill's time, the TTFT; the rate is b / TTFT.
+pub fn prefill_capacity(e: &EngineModel, isl: u32, ttft_s: f64) -> Option<Capacity> {
+    let mnbt = e.limits.max_num_batched_tokens;
+    if isl == 0 || mnbt == 0 {
+        return None;
+    }
+    let max_batch = if isl > mnbt { 1 } else { e.limits.max_num_seqs.min(mnbt / isl) };
+    let mut best: Option<Capacity> = None;
+    for b in batch_sizes(max_batch) {
+        let ttft = e.chunked(b as u64 * isl as u64, 0, 0);
+        if ttft <= 0.0 {
+            continue;
         }
-        if tail > 0 {
-            ttft += mixed(tail, b);
+        best =
+            Some(better(best, Capacity { rps: b as f64 / ttft, ttft_s: ttft, itl_s: 0.0, eligible: ttft <= ttft_s }));
+    }
+    best
+}
+
+/// `_find_decode_capacity` on a decode engine: b sequences of `isl + osl / 2` tokens (b up to
+/// the slots and what the KV cache holds) take one step, the ITL; the rate is b / (osl × ITL).
+pub fn decode_capacity(e: &EngineModel, isl: u32, osl: u32, itl_s: f64) -> Option<Capacity> {
+    if osl == 0 {
+        return None;
+    }
+    let ctx = (isl as u64 + (osl / 2) as u64).max(1);
+    let max_batch = (e.limits.max_num_seqs as u64).min(e.limits.max_kv_tokens / ctx) as u32;
+    let mut best: Option<Capacity> = None;
+    for b in batch_sizes(max_batch) {
+        let itl = e.step(0, b, ctx);
+        if itl <= 0.0 {
+            continue;
         }
-        let c = Capacity {
-            rps: b as f64 / (osl as f64 * itl),
-            ttft_s: ttft,
-            itl_s: itl,
-            eligible: ttft <= ttft_s && itl <= itl_s,
-        };
-        best = Some(match best {
-            None => c,
-            Some(cur) if !cur.eligible && c.eligible => c,
-            Some(cur) if cur.eligible && !c.eligible => cur,
-            Some(cur) => {
-                if c.rps > cur.rps {
-                    c
-                } else {
-                    cur
-                }
-            }
-        });
+        let c = Capacity { rps: b as f64 / (osl as f64 * itl), ttft_s: 0.0, itl_s: itl, eligible: itl <= itl_s };
+        best = Some(better(best, c));
     }
     best
 }
@@ -436,9 +526,13 @@ pub struct Tick {
     pub predicted_rps: f64,
     pub predicted_isl: f64,
     pub predicted_osl: f64,
-    /// One engine's capacity for that shape (NaN without one).
+    /// One engine's capacity for that shape (NaN without one): the aggregated or the prefill
+    /// engine's, and the decode engine's (NaN when aggregated).
     pub engine_rps: f64,
+    pub decode_engine_rps: f64,
+    /// The count set: the aggregated or the prefill pool's, and the decode pool's.
     pub desired: Option<u32>,
+    pub desired_decode: Option<u32>,
     pub outcome: Outcome,
 }
 
@@ -467,9 +561,9 @@ impl Planner {
         }
     }
 
-    /// One adjustment over the window `w` just ended: observes, predicts and sizes the fleet
-    /// with `capacity(isl, osl)` (the engine's sustainable rate for that shape).
-    pub fn tick(&mut self, w: &Window, capacity: impl Fn(u32, u32) -> Option<Capacity>) -> Tick {
+    /// One adjustment over the window `w` just ended: observes, predicts and sizes the pools
+    /// by what `engines` sustain for the predicted shape.
+    pub fn tick(&mut self, w: &Window, engines: &Engines) -> Tick {
         let interval = self.plan.interval_s;
         let mean = |sum: u64, n: u64| if n == 0 { f64::NAN } else { sum as f64 / n as f64 };
         let (isl, osl) = (mean(w.input_tokens, w.started), mean(w.output_tokens, w.completed));
@@ -479,7 +573,9 @@ impl Planner {
             predicted_isl: f64::NAN,
             predicted_osl: f64::NAN,
             engine_rps: f64::NAN,
+            decode_engine_rps: f64::NAN,
             desired: None,
+            desired_decode: None,
             outcome: Outcome::NoTrafficData,
         };
         // normalize_idle_nans, then is_valid: an idle window is zeros; a busy one needs every mean.
@@ -509,29 +605,60 @@ impl Planner {
         tick.predicted_isl = isl;
         tick.predicted_osl = osl;
         // find_engine_capacity_rps: no input → none; ISL rounded up, OSL at least 1.
-        let cap = if isl > 0.0 && osl > 0.0 {
-            capacity(isl.ceil().min(u32::MAX as f64) as u32, osl.ceil().clamp(1.0, u32::MAX as f64) as u32)
-        } else {
-            None
+        let shape = (isl > 0.0 && osl > 0.0)
+            .then(|| (isl.ceil().min(u32::MAX as f64) as u32, osl.ceil().clamp(1.0, u32::MAX as f64) as u32));
+        let (ttft, itl) = (self.plan.ttft_s, self.plan.itl_s);
+        let rate = |c: Option<Capacity>| c.map(|c| c.rps).filter(|&r| r > 0.0);
+        let (first, decode) = match (shape, engines) {
+            (None, _) => (None, None),
+            (Some((i, o)), Engines::Agg(e)) => (rate(agg_capacity(e, i, o, ttft, itl)), None),
+            (Some((i, o)), Engines::Disagg(p, d)) => {
+                (rate(prefill_capacity(p, i, ttft)), rate(decode_capacity(d, i, o, itl)))
+            }
         };
-        let Some(cap) = cap.filter(|c| c.rps > 0.0) else {
+        let disagg = matches!(engines, Engines::Disagg(..));
+        let (Some(first), true) = (first, !disagg || decode.is_some()) else {
             tick.outcome = Outcome::ModelNotReady;
             return tick;
         };
-        tick.engine_rps = cap.rps;
-        let wanted = (tick.predicted_rps / cap.rps).ceil();
-        let wanted = if wanted.is_finite() && wanted > 0.0 { wanted.min(u32::MAX as f64) as u32 } else { 0 };
-        let desired = wanted.max(self.plan.min_endpoint);
-        // proportional_clamp_single: over the budget, as many as it holds.
-        let desired = if desired > self.plan.max_instances {
-            self.plan.min_endpoint.max(self.plan.max_instances)
-        } else {
-            desired
+        tick.engine_rps = first;
+        let min = self.plan.min_endpoint;
+        let replicas = |rps: f64| {
+            let wanted = (tick.predicted_rps / rps).ceil();
+            let wanted = if wanted.is_finite() && wanted > 0.0 { wanted.min(u32::MAX as f64) as u32 } else { 0 };
+            wanted.max(min)
         };
-        tick.desired = Some(desired);
+        let max = self.plan.max_instances;
+        match decode {
+            None => {
+                // proportional_clamp_single: over the budget, as many as it holds.
+                let desired = replicas(first);
+                tick.desired = Some(if desired > max { min.max(max) } else { desired });
+            }
+            Some(d) => {
+                tick.decode_engine_rps = d;
+                let (p, d) = clamp_pair(replicas(first), replicas(d), min, max);
+                tick.desired = Some(p);
+                tick.desired_decode = Some(d);
+            }
+        }
         tick.outcome = Outcome::Scale;
         tick
     }
+}
+
+/// `proportional_clamp_pair` with one GPU count for both pools (in instances, the budget
+/// `max`): over it, the prefill pool shrinks in proportion (at least `min`, leaving `min` to
+/// decode) and the decode pool takes the rest.
+fn clamp_pair(p: u32, d: u32, min: u32, max: u32) -> (u32, u32) {
+    let total = p as u64 + d as u64;
+    if total <= max as u64 {
+        return (p, d);
+    }
+    let scale = max as f64 / total as f64;
+    let max_p = max - min;
+    let new_p = min.max(max_p.min((p as f64 * scale).floor() as u32));
+    (new_p, min.max(max - new_p))
 }
 
 #[cfg(test)]
@@ -598,12 +725,19 @@ mod tests {
         Limits { max_num_seqs: 256, max_num_batched_tokens: 2048, max_kv_tokens: 100_000 }
     }
 
+    // Step = 10 ms + 0.01 ms per prefill token + 0.1 ms per decode sequence.
+    static COST: Affine =
+        Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
+
+    fn engine(limits: Limits) -> EngineModel<'static> {
+        EngineModel { cost: &COST, overlap: false, limits }
+    }
+
     #[test]
     fn the_capacity_search_balances_prefill_and_decode_by_hand() {
-        // Step = 10 ms + 0.01 ms per prefill token + 0.1 ms per decode sequence.
-        let cost = Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
+        let e = engine(limits());
         // ISL 100, OSL 10: b decodes need 10 b prefill tokens a step; b + 10 b ≤ 2048 → b ≤ 186.
-        let c = agg_capacity(&cost, false, limits(), 100, 10, 10.0, 1.0).unwrap();
+        let c = agg_capacity(&e, 100, 10, 10.0, 1.0).unwrap();
         // The rate b / (10 × (0.01 + 1e-5 × 10 b + 1e-4 b)) rises with b, so the largest
         // balanced size wins; the slots (256), KV (100,000 / 105) and tokens (2,047) allow 256,
         // so the search takes 128 sizes 1 + ⌊k × 255 / 127⌋: 185 (k = 92), then 187.
@@ -615,14 +749,14 @@ mod tests {
         let ttft = 0.01 + 1e-5 * 1950.0 + 1e-4 * b;
         assert!((c.ttft_s - ttft).abs() < 1e-12 && c.eligible, "{c:?}");
         // A tight ITL target: the highest eligible rate, at a smaller batch.
-        let tight = agg_capacity(&cost, false, limits(), 100, 10, 10.0, 0.02).unwrap();
+        let tight = agg_capacity(&e, 100, 10, 10.0, 0.02).unwrap();
         assert!(tight.eligible && tight.itl_s <= 0.02 && tight.rps < c.rps, "{tight:?}");
         // Nothing eligible: the highest rate anyway, marked so.
-        let none = agg_capacity(&cost, false, limits(), 100, 10, 1e-6, 1e-6).unwrap();
+        let none = agg_capacity(&e, 100, 10, 1e-6, 1e-6).unwrap();
         assert!(!none.eligible && (none.rps - c.rps).abs() < 1e-9);
-        assert_eq!(agg_capacity(&cost, false, limits(), 0, 10, 1.0, 1.0), None);
+        assert_eq!(agg_capacity(&e, 0, 10, 1.0, 1.0), None);
         assert_eq!(
-            agg_capacity(&cost, false, Limits { max_kv_tokens: 50, ..limits() }, 100, 10, 1.0, 1.0),
+            agg_capacity(&engine(Limits { max_kv_tokens: 50, ..limits() }), 100, 10, 1.0, 1.0),
             None,
             "no request fits the KV cache"
         );
@@ -630,14 +764,17 @@ mod tests {
 
     #[test]
     fn a_tick_sizes_the_fleet_and_skips_what_upstream_skips() {
-        let plan = SlaOptions { predictor: Some(LoadPredictor::Constant), ..Default::default() }.plan(1).unwrap();
+        let plan = SlaOptions { predictor: Some(LoadPredictor::Constant), ..Default::default() }.plan(1, None).unwrap();
         assert_eq!((plan.max_instances, plan.min_endpoint, plan.interval_s), (8, 1, 180.0));
         let mut p = Planner::new(&plan);
-        let cap = |_: u32, _: u32| Some(Capacity { rps: 2.0, ttft_s: 0.1, itl_s: 0.01, eligible: true });
+        // One sequence, ISL 300, OSL 20: a step of 15 prefill tokens beside one decode,
+        // 0.01 + 0.00015 + 0.0001 = 0.01025 s; 1 / (20 × 0.01025) = 4.878 req/s an engine.
+        let cap = &Engines::Agg(engine(Limits { max_num_seqs: 1, ..limits() }));
+        let rate = 1.0 / (20.0 * 0.01025);
         // Idle at first: zeros are dropped, the constant predictor has nothing: no capacity.
         let t = p.tick(&Window::default(), cap);
         assert_eq!(t.outcome, Outcome::ModelNotReady);
-        // 900 requests in 180 s = 5 req/s, 2 req/s an engine: 3 replicas.
+        // 900 requests in 180 s = 5 req/s, 4.878 req/s an engine: 2 replicas.
         let w = Window {
             started: 900,
             input_tokens: 900 * 300,
@@ -647,13 +784,14 @@ mod tests {
             itl_observed: 880,
         };
         let t = p.tick(&w, cap);
-        assert_eq!((t.outcome, t.desired), (Outcome::Scale, Some(3)));
+        assert_eq!((t.outcome, t.desired), (Outcome::Scale, Some(2)));
+        assert!((t.engine_rps - rate).abs() < 1e-9, "{t:?}");
         assert_eq!((t.predicted_isl, t.predicted_osl), (300.0, 20.0));
         // Arrivals but no completion: the mean OSL is NaN, the window is skipped.
         let t = p.tick(&Window { completed: 0, output_tokens: 0, ..w }, cap);
         assert_eq!((t.outcome, t.desired), (Outcome::NoTrafficData, None));
         // Over the budget: 8 GPUs of 1.
-        let t = p.tick(&Window { started: 9000, input_tokens: 9000 * 300, ..w }, cap);
+        let t = p.tick(&Window { started: 90_000, input_tokens: 90_000 * 300, ..w }, cap);
         assert_eq!(t.desired, Some(8));
         // Idle after traffic: the constant predictor forecasts 0 requests, the lengths carry
         // forward, and the floor is min_endpoint.
@@ -662,20 +800,72 @@ mod tests {
     }
 
     #[test]
+    fn the_pools_capacities_and_the_budget_split_by_hand() {
+        let e = engine(limits());
+        // Prefill of ISL 100: up to 2048 / 100 = 20 prompts a batch; b prompts in one chunk
+        // take 0.01 + 1e-3 b s, so the rate b / (0.01 + 0.001 b) rises with b: 20 → 666.7/s,
+        // TTFT 30 ms.
+        let p = prefill_capacity(&e, 100, 0.5).unwrap();
+        assert!((p.rps - 20.0 / 0.03).abs() < 1e-9 && (p.ttft_s - 0.03).abs() < 1e-12 && p.eligible, "{p:?}");
+        // A TTFT target of 20 ms: b ≤ 10 → 10 / 0.02 = 500/s.
+        let p = prefill_capacity(&e, 100, 0.02).unwrap();
+        assert!((p.rps - 500.0).abs() < 1e-9 && p.eligible, "{p:?}");
+        // A prompt longer than a chunk: one at a time, 3000 = 2048 + 952 tokens in two steps.
+        let p = prefill_capacity(&e, 3000, 1.0).unwrap();
+        assert!((p.ttft_s - (0.01 + 0.02048 + 0.01 + 0.00952)).abs() < 1e-12, "{p:?}");
+        // Decode of ISL 100, OSL 10 (context 105): b sequences take 0.01 + 1e-4 b; within an
+        // ITL of 20 ms, b ≤ 100, and the sizes searched (1 + ⌊k × 255 / 127⌋) reach 99:
+        // 99 / (10 × 0.0199).
+        let d = decode_capacity(&e, 100, 10, 0.02).unwrap();
+        assert!((d.itl_s - 0.0199).abs() < 1e-12 && (d.rps - 99.0 / 0.199).abs() < 1e-9 && d.eligible, "{d:?}");
+        assert_eq!(decode_capacity(&e, 100, 0, 0.02), None);
+        // The budget split: 6 + 6 over 8 → prefill ⌊6 × 8/12⌋ = 4, decode the other 4; a pool
+        // never below min_endpoint, and the prefill pool leaves min_endpoint to decode.
+        assert_eq!(clamp_pair(6, 6, 1, 8), (4, 4));
+        assert_eq!(clamp_pair(3, 2, 1, 8), (3, 2));
+        assert_eq!(clamp_pair(20, 1, 1, 8), (7, 1));
+        assert_eq!(clamp_pair(1, 20, 1, 8), (1, 7));
+        // Both pools from one tick: 900 requests in 180 s of ISL 100, OSL 10.
+        let plan = SlaOptions { predictor: Some(LoadPredictor::Constant), ..Default::default() }
+            .plan(1, Some((1, 1)))
+            .unwrap();
+        assert_eq!(plan.pools.map(|x| (x.max_prefill, x.max_decode)), Some((7, 7)));
+        let mut planner = Planner::new(&plan);
+        let one = engine(Limits { max_num_seqs: 1, ..limits() });
+        let w = Window {
+            started: 900,
+            input_tokens: 90_000,
+            first_tokens: 900,
+            completed: 900,
+            output_tokens: 9000,
+            itl_observed: 900,
+        };
+        let t = planner.tick(&w, &Engines::Disagg(one, one));
+        // Prefill: one prompt at a time, 1 / 0.011 = 90.9/s → 1; decode: 1 / (10 × 0.0101) =
+        // 9.9/s → 1.
+        assert_eq!((t.desired, t.desired_decode), (Some(1), Some(1)));
+        assert!((t.engine_rps - 1.0 / 0.011).abs() < 1e-9 && (t.decode_engine_rps - 1.0 / 0.101).abs() < 1e-9, "{t:?}");
+    }
+
+    #[test]
     fn flags_are_checked() {
         for (o, says) in [
             (SlaOptions { predictor: Some(LoadPredictor::Arima), ..Default::default() }, "auto_arima"),
             (SlaOptions { predictor: Some(LoadPredictor::Prophet), ..Default::default() }, "Prophet"),
             (SlaOptions { min_endpoint: Some(0), ..Default::default() }, "scaling to zero"),
-            (SlaOptions { max_gpu_budget: Some(3), ..Default::default() }, "fewer than --min-endpoint"),
+            (SlaOptions { max_gpu_budget: Some(3), ..Default::default() }, "would set 0 replicas"),
             (SlaOptions { ttft_ms: Some(0.0), ..Default::default() }, "--ttft"),
             (SlaOptions { itl_ms: Some(f64::NAN), ..Default::default() }, "--itl"),
             (SlaOptions { interval_s: Some(-1.0), ..Default::default() }, "--throughput-adjustment-interval"),
             (SlaOptions { interval_s: Some(1e-300), ..Default::default() }, "below 0.1 s"),
         ] {
-            let e = o.plan(4).unwrap_err().to_string();
+            let e = o.plan(4, None).unwrap_err().to_string();
             assert!(e.contains(says), "{says}: {e}");
         }
-        assert_eq!(SlaOptions::default().plan(4).unwrap().max_instances, 2);
+        // Two pools need two instances: 8 GPUs of 4 hold 2, 4 of 4 one.
+        assert!(SlaOptions::default().plan(4, Some((1, 1))).is_ok());
+        let e = SlaOptions { max_gpu_budget: Some(4), ..Default::default() }.plan(4, Some((1, 1))).unwrap_err();
+        assert!(e.to_string().contains("in each pool"), "{e}");
+        assert_eq!(SlaOptions::default().plan(4, None).unwrap().max_instances, 2);
     }
 }

@@ -6,8 +6,7 @@
 //! among equals), as the ReplicaSet controller ranks pods to delete.
 
 use crate::cluster::autoscale::{milli, AutoscalePlan, Decision, Hpa, Rule};
-use crate::cluster::planner::{agg_capacity, Limits, Outcome, Planner, Window};
-use crate::cost::CostModel;
+use crate::cluster::planner::{Engines, Outcome, Planner, Window};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -62,6 +61,14 @@ pub struct ScaleSync {
     pub predicted_osl: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engine_rps: Option<f64>,
+    /// Prefill/decode pools: the decode engine's rate (`engine_rps` is the prefill engine's)
+    /// and the count set for each pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_engine_rps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub desired_prefill: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub desired_decode: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
 }
@@ -104,26 +111,19 @@ pub(super) enum Act {
     Drain(usize),
 }
 
-/// What the SLA planner prices an engine with: the deployment's step-time model, whether the
-/// engine overlaps host work, and its limits.
-#[derive(Clone, Copy)]
-pub(super) struct EngineModel<'a> {
-    pub cost: &'a dyn CostModel,
-    pub overlap: bool,
-    pub limits: Limits,
-}
-
 /// Who decides the count.
 enum Decide<'a> {
     Hpa(Hpa),
-    /// The planner, the traffic of the interval so far, and the engine it prices.
-    Sla(Box<Planner>, Window, EngineModel<'a>),
+    /// The planner, the traffic of the interval so far, and the engines it prices.
+    Sla(Box<Planner>, Window, Engines<'a>),
 }
 
 /// The autoscaler of a run.
 pub(super) struct Scaler<'a> {
     pub plan: AutoscalePlan,
     decide: Decide<'a>,
+    /// Instances of the first pool (all of them, or the prefill pool's); the rest decode.
+    first: usize,
     life: Vec<Life>,
     /// Lives begun per instance: a cold start or a drain of an earlier life is stale.
     epoch: Vec<u32>,
@@ -140,18 +140,24 @@ pub(super) struct Scaler<'a> {
 
 impl<'a> Scaler<'a> {
     /// The autoscaler of `plan` over `instances` instances, of which the first `plan.initial`
-    /// serve from the start; the SLA planner prices `engine`.
-    pub fn new(plan: &AutoscalePlan, instances: usize, engine: EngineModel<'a>) -> Self {
+    /// serve from the start (prefill/decode pools: the first `max_prefill` prefill, the rest
+    /// decode, the first of each pool serving); the SLA planner prices `engines`.
+    pub fn new(plan: &AutoscalePlan, instances: usize, engines: Engines<'a>) -> Self {
         debug_assert!(plan.max_instances as usize <= instances);
+        let pools = plan.pools();
+        let first = pools.map_or(instances, |x| x.max_prefill as usize);
+        let serving = |i: usize| match pools {
+            None => i < plan.initial as usize,
+            Some(x) => i < x.prefill as usize || (first..first + x.decode as usize).contains(&i),
+        };
         Scaler {
             plan: plan.clone(),
             decide: match &plan.rule {
                 Rule::Hpa(rule) => Decide::Hpa(Hpa::new(plan, rule)),
-                Rule::Sla(p) => Decide::Sla(Box::new(Planner::new(p)), Window::default(), engine),
+                Rule::Sla(p) => Decide::Sla(Box::new(Planner::new(p)), Window::default(), engines),
             },
-            life: (0..instances)
-                .map(|i| if i < plan.initial as usize { Life::Serving(0.0) } else { Life::Off })
-                .collect(),
+            first,
+            life: (0..instances).map(|i| if serving(i) { Life::Serving(0.0) } else { Life::Off }).collect(),
             epoch: vec![0; instances],
             synced: 0,
             next_sync: plan.period_s(),
@@ -234,6 +240,14 @@ impl<'a> Scaler<'a> {
             }
         }
         let current = ready.len() as u32 + starting;
+        // Each pool's instances serving or starting.
+        let wanted_now = |r: std::ops::Range<usize>| {
+            self.life[r].iter().filter(|l| matches!(l, Life::Serving(_) | Life::Starting(_))).count() as u32
+        };
+        let (n, first) = (self.life.len(), self.first);
+        let mut pools = [(0..first, wanted_now(0..first), wanted_now(0..first)), (first..n, 0, 0)];
+        pools[1].1 = wanted_now(first..n);
+        pools[1].2 = pools[1].1;
         let mut record = ScaleSync {
             time_s: now,
             serving: ready.len() as u32,
@@ -247,6 +261,9 @@ impl<'a> Scaler<'a> {
             predicted_isl: None,
             predicted_osl: None,
             engine_rps: None,
+            decode_engine_rps: None,
+            desired_prefill: None,
+            desired_decode: None,
             outcome: None,
         };
         match &mut self.decide {
@@ -256,22 +273,30 @@ impl<'a> Scaler<'a> {
                 record.average = d.average_milli.map(|m| m as f64 / 1e3);
                 record.proposed = d.proposed;
                 record.desired = d.desired;
+                pools[0].2 = d.desired;
             }
-            Decide::Sla(planner, window, e) => {
-                let e = *e;
-                let (ttft, itl) = (planner.plan.ttft_s, planner.plan.itl_s);
-                let tick =
-                    planner.tick(window, |isl, osl| agg_capacity(e.cost, e.overlap, e.limits, isl, osl, ttft, itl));
+            Decide::Sla(planner, window, engines) => {
+                let tick = planner.tick(window, engines);
                 *window = Window::default();
                 let mut outcome = tick.outcome;
                 if let Some(d) = tick.desired {
-                    record.proposed = d;
+                    let dd = tick.desired_decode;
+                    let proposed = d + dd.unwrap_or(0);
+                    record.proposed = proposed;
                     // Kubernetes' connector ignores a new count while the deployment is not ready.
-                    if d != current && starting > 0 {
+                    let changes = d != pools[0].1 || dd.is_some_and(|dd| dd != pools[1].1);
+                    if changes && starting > 0 {
                         outcome = Outcome::NotReady;
                     } else {
-                        record.desired = d;
+                        record.desired = proposed;
+                        pools[0].2 = d;
+                        pools[1].2 = dd.unwrap_or(pools[1].1);
                     }
+                }
+                if matches!(engines, Engines::Disagg(..)) {
+                    record.desired_prefill = Some(pools[0].2);
+                    record.desired_decode = Some(pools[1].2);
+                    record.decode_engine_rps = Some(tick.decode_engine_rps);
                 }
                 record.observed_rps = Some(tick.observed_rps);
                 record.predicted_rps = Some(tick.predicted_rps);
@@ -282,12 +307,22 @@ impl<'a> Scaler<'a> {
             }
         }
         self.syncs.push(record);
-        let d = record;
         let mut acts = Vec::new();
-        if d.desired > current {
+        for (range, now_wanted, desired) in pools {
+            self.resize(now, range, now_wanted, desired, &mut acts);
+        }
+        acts
+    }
+
+    /// Sets the pool of instances `range`, `current` of them serving or starting, to `desired`:
+    /// a scale-up starts the lowest-numbered instances that are off; a scale-down cancels
+    /// starting ones (the newest first: latest ready time, then highest index), then drains the
+    /// serving one that became ready last.
+    fn resize(&mut self, now: f64, range: std::ops::Range<usize>, current: u32, desired: u32, acts: &mut Vec<Act>) {
+        if desired > current {
             let ready_at = now + self.plan.cold_start.seconds;
-            let mut todo = d.desired - current;
-            for i in 0..self.life.len() {
+            let mut todo = desired - current;
+            for i in range.clone() {
                 if todo == 0 {
                     break;
                 }
@@ -300,11 +335,10 @@ impl<'a> Scaler<'a> {
                 }
             }
         }
-        for _ in d.desired..current {
-            // Starting ones first, the newest (latest ready time, then highest index) first;
-            // then the serving one that became ready last.
+        for _ in desired..current {
             let pick = |want_starting: bool| {
-                (0..self.life.len())
+                range
+                    .clone()
                     .filter_map(|i| match self.life[i] {
                         Life::Starting(t) if want_starting => Some((t, i)),
                         Life::Serving(t) if !want_starting => Some((t, i)),
@@ -320,14 +354,16 @@ impl<'a> Scaler<'a> {
             } else if let Some(i) = pick(false) {
                 self.life[i] = Life::Draining;
                 self.epoch[i] += 1;
+                // Prefill/decode pools drain without a timeout (an infinite one).
                 let at = now + self.plan.drain_timeout_s;
-                self.events.push(Reverse((at.to_bits(), 1, i as u32, self.epoch[i])));
+                if at.is_finite() {
+                    self.events.push(Reverse((at.to_bits(), 1, i as u32, self.epoch[i])));
+                }
                 self.draining.push(i);
                 self.change(now, i, Change::Drain, 0);
                 acts.push(Act::Drain(i));
             }
         }
-        acts
     }
 
     /// Instance `i`'s cold start ended at `now`: it serves.
@@ -366,7 +402,7 @@ mod tests {
             down_window_s: Some(0.0),
             ..AutoscaleOptions::default()
         }
-        .plan(initial, 1, 0.0, 30.0)
+        .plan(initial, 1, 0.0, 30.0, None)
         .unwrap()
         .unwrap()
     }
@@ -375,12 +411,13 @@ mod tests {
         crate::cost::Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 };
 
     /// The engine the SLA planner would price (the HPA reads none).
-    fn engine() -> EngineModel<'static> {
-        EngineModel {
+    fn engine() -> Engines<'static> {
+        use crate::cluster::planner::{EngineModel, Limits};
+        Engines::Agg(EngineModel {
             cost: &COST,
             overlap: false,
             limits: Limits { max_num_seqs: 256, max_num_batched_tokens: 2048, max_kv_tokens: 100_000 },
-        }
+        })
     }
 
     #[test]

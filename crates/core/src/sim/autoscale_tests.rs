@@ -27,7 +27,7 @@ fn plan(initial: u32, max: u32, target: f64, sync: f64, cold: f64, window: f64, 
         down_window_s: Some(window),
         ..AutoscaleOptions::default()
     }
-    .plan(initial, 1, 0.0, drain)
+    .plan(initial, 1, 0.0, drain, None)
     .unwrap()
     .unwrap()
 }
@@ -59,7 +59,7 @@ fn sla_plan(initial: u32, max: u32, interval: f64, cold: f64, drain: f64, itl_s:
         },
         ..AutoscaleOptions::default()
     }
-    .plan(initial, 1, 0.0, drain)
+    .plan(initial, 1, 0.0, drain, None)
     .unwrap()
     .unwrap()
 }
@@ -163,6 +163,21 @@ fn a_scale_down_drains_the_instance_to_its_end_or_loses_what_is_left_at_the_time
     assert!(close(stop.time_s, 0.12));
 }
 
+/// Drawn requests (prompt length, outputs, send time) as prompts of distinct tokens, their
+/// workload, and the sends in time order.
+type Drawn = (Vec<(Vec<u32>, u32)>, Workload, Vec<(u32, f64)>);
+fn drawn(reqs: &[(u32, u32, f64)]) -> Drawn {
+    let specs: Vec<(Vec<u32>, u32)> = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, &(len, out, _))| ((0..len).map(|t| i as u32 * 100 + t).collect(), out))
+        .collect();
+    let w = workload(&specs);
+    let mut sends: Vec<(u32, f64)> = reqs.iter().enumerate().map(|(i, r)| (i as u32, r.2)).collect();
+    sends.sort_by(|a, b| a.1.total_cmp(&b.1));
+    (specs, w, sends)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -182,14 +197,7 @@ proptest! {
         drain in 0.0f64..0.2,
         sla in proptest::option::of(any::<bool>()),
     ) {
-        let specs: Vec<(Vec<u32>, u32)> = reqs
-            .iter()
-            .enumerate()
-            .map(|(i, &(len, out, _))| ((0..len).map(|t| i as u32 * 100 + t).collect(), out))
-            .collect();
-        let w = workload(&specs);
-        let mut sends: Vec<(u32, f64)> = reqs.iter().enumerate().map(|(i, r)| (i as u32, r.2)).collect();
-        sends.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let (specs, w, sends) = drawn(&reqs);
         // Or the SLA planner (Kalman or constant), its targets from `target`.
         let p = match sla {
             None => plan(initial, initial + extra, target, sync, cold, window, drain),
@@ -210,6 +218,89 @@ proptest! {
         let again = fleet(&w, &sends, RouterKind::ALL[kind], &p);
         prop_assert_eq!(format!("{:?}", again.records), format!("{:?}", r.records));
         // (Debug: the planner's records hold NaN where a tick had no prediction.)
+        prop_assert_eq!(format!("{:?}", again.scaling), format!("{:?}", r.scaling));
+    }
+}
+
+/// Prefill/decode pools under the SLA planner: `p0` prefill and `d0` decode instances at the
+/// start, a budget of `budget` one-GPU instances, every `interval` s, in `style`.
+fn pd_fleet(
+    w: &Workload,
+    sends: &[(u32, f64)],
+    (p0, d0, budget): (u32, u32, u32),
+    interval: f64,
+    cold: f64,
+    style: crate::cluster::pd::PdStyle,
+    decode_blocks: u64,
+) -> SimResult {
+    let plan = AutoscaleOptions {
+        policy: Some(AutoscalePolicy::Sla),
+        cold_start_s: Some(cold),
+        sla: SlaOptions {
+            interval_s: Some(interval),
+            ttft_ms: Some(200.0),
+            itl_ms: Some(20.0),
+            predictor: Some(LoadPredictor::Kalman),
+            max_gpu_budget: Some(budget),
+            min_endpoint: Some(1),
+        },
+        ..AutoscaleOptions::default()
+    }
+    .plan(p0 + d0, 1, 0.0, 30.0, Some((p0, d0)))
+    .unwrap()
+    .unwrap();
+    let pools = plan.pools().unwrap();
+    let plan = AutoscalePlan { drain_timeout_s: f64::INFINITY, ..plan };
+    let c = cfg(4, 1000, None);
+    let p = InstanceSpec { role: Role::Prefill, engine: c.engine, cache: c.cache, cost: &COST };
+    let d = InstanceSpec { role: Role::Decode, cache: cfg(4, 1000, Some(decode_blocks)).cache, ..p };
+    let cfg = super::tests::pd_config(pools.max_prefill, pools.max_decode, style);
+    let mut specs = vec![p; pools.max_prefill as usize];
+    specs.extend(std::iter::repeat_n(d, pools.max_decode as usize));
+    let mut router = build(RouterKind::LeastLoad, RouterParams::default(), pools.max_prefill as usize);
+    let mut decode_router = build(RouterKind::LeastLoad, RouterParams::default(), pools.max_decode as usize);
+    let pd = Pd { cfg, kv_bytes_per_token: 1000, decode_router: decode_router.as_mut() };
+    let fleet = Fleet { faults: None, autoscale: Some(&plan) };
+    drive(w, sends, &Front::of(&c), &specs, router.as_mut(), Some(pd), fleet, Keep::default(), &|_, _| ())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Prefill/decode pools sized by the SLA planner, either hand-off style: every request sent
+    /// completes or fails, each pool keeps at least one instance and both stay within the
+    /// budget at every adjustment, the instances each pool may use are its own, and the same
+    /// inputs give the same run.
+    #[test]
+    fn pd_pools_keep_every_request_and_their_bounds(
+        reqs in proptest::collection::vec((1u32..40, 1u32..30, 0.0f64..3.0), 1..50),
+        p0 in 1u32..3,
+        d0 in 1u32..3,
+        extra in 0u32..3,
+        interval in 0.1f64..0.4,
+        cold in 0.0f64..0.3,
+        sglang in any::<bool>(),
+        decode_blocks in 30u64..200,
+    ) {
+        use crate::cluster::pd::PdStyle;
+        let (_, w, sends) = drawn(&reqs);
+        let style = if sglang { PdStyle::Sglang } else { PdStyle::Vllm };
+        let budget = p0 + d0 + extra;
+        let run = || pd_fleet(&w, &sends, (p0, d0, budget), interval, cold, style, decode_blocks);
+        let r = run();
+        prop_assert_eq!(r.records.len() as u64 + r.failed, sends.len() as u64);
+        prop_assert!(!r.failures.contains_key(&FailReason::ScaledDown), "pools drain to their end");
+        for s in &r.scaling.syncs {
+            let (p, d) = (s.desired_prefill.unwrap(), s.desired_decode.unwrap());
+            prop_assert!(p >= 1 && d >= 1 && p + d <= budget, "{:?}", s);
+            prop_assert!(s.serving + s.starting <= budget, "{:?}", s);
+        }
+        let first_decode = budget - 1;
+        for t in &r.pd {
+            prop_assert!(t.prefill_instance == u32::MAX || t.prefill_instance < first_decode, "{:?}", t);
+        }
+        let again = run();
+        prop_assert_eq!(format!("{:?}", again.records), format!("{:?}", r.records));
         prop_assert_eq!(format!("{:?}", again.scaling), format!("{:?}", r.scaling));
     }
 }

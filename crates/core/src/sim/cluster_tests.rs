@@ -83,20 +83,10 @@ fn rejected_requests_pass_through_the_router_and_free_its_count() {
 /// One prefill and one decode instance on the affine model, `kvb` bytes per token over one
 /// 8 Gb/s lane (10^9 bytes/s) with 1 ms set-up; the decode instance has `decode_blocks` blocks.
 fn pd_run(w: &Workload, sends: &[(u32, f64)], style: crate::cluster::pd::PdStyle, decode_blocks: u64) -> SimResult {
-    use crate::cluster::pd::{KvLink, PdConfig};
     let c = cfg(8, 1000, None);
     let p = InstanceSpec { role: Role::Prefill, engine: c.engine, cache: c.cache, cost: &COST };
     let d = InstanceSpec { role: Role::Decode, cache: cfg(8, 1000, Some(decode_blocks)).cache, ..p };
-    let pd = PdConfig {
-        prefill: 1,
-        decode: 1,
-        style,
-        link: KvLink { gbps: 8.0, latency_ms: 1.0, links: 1 },
-        prefill_max_num_seqs: None,
-        prefill_max_num_batched_tokens: None,
-        decode_max_num_seqs: None,
-        decode_max_num_batched_tokens: None,
-    };
+    let pd = super::tests::pd_config(1, 1, style);
     let mut router = build(RouterKind::RoundRobin, RouterParams::default(), 1);
     let mut decode_router = build(RouterKind::LeastLoad, RouterParams::default(), 1);
     let pd = Pd { cfg: pd, kv_bytes_per_token: 1000, decode_router: decode_router.as_mut() };

@@ -47,6 +47,10 @@ pub(super) struct Disagg<'r> {
     holding: Vec<u32>,
     /// Per request: its decode instance holds an allocation for it that has not landed.
     held: Vec<bool>,
+    /// Per prefill instance: requests sent to it whose KV has not landed on their decode
+    /// instance (nor failed); per request: counted there.
+    pending: Vec<u32>,
+    on_prefill: Vec<bool>,
     /// Transfers in flight: (end bits, FIFO, request).
     transfers: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
     fifo: u64,
@@ -67,6 +71,8 @@ impl<'r> Disagg<'r> {
             waiting: vec![VecDeque::new(); instances - prefill],
             holding: vec![0; instances - prefill],
             held: vec![false; requests],
+            pending: vec![0; prefill],
+            on_prefill: vec![false; requests],
             transfers: BinaryHeap::new(),
             fifo: 0,
             output_len: vec![0; requests],
@@ -83,6 +89,30 @@ impl<'r> Disagg<'r> {
     /// memory for hand-offs still to land (that memory frees when they do).
     pub fn may_reject(&self, i: usize) -> bool {
         i < self.prefill || self.holding[i - self.prefill] == 0
+    }
+
+    /// The router that picks decode instances (indices within the decode pool).
+    pub fn decode_router_mut(&mut self) -> &mut dyn Router {
+        &mut *self.decode_router
+    }
+
+    /// Whether instance `i` owes nothing to a request beyond its own queues: a prefill instance
+    /// whose requests have all landed on their decode instances (their blocks freed) or failed;
+    /// a decode instance with no hand-off waiting for its memory and no allocation held for KV
+    /// still to land. A draining instance stops only then.
+    pub fn quiet(&self, i: usize) -> bool {
+        if i < self.prefill {
+            self.pending[i] == 0
+        } else {
+            self.waiting[i - self.prefill].is_empty() && self.holding[i - self.prefill] == 0
+        }
+    }
+
+    /// Request `id` no longer holds anything on its prefill instance.
+    fn off_prefill(&mut self, id: ReqId) {
+        if std::mem::take(&mut self.on_prefill[id as usize]) {
+            self.pending[self.times[id as usize].prefill_instance as usize] -= 1;
+        }
     }
 
     /// The next transfer end.
@@ -111,6 +141,8 @@ impl<'r> Disagg<'r> {
         c.rt[i].output_len = 1;
         self.times[i].prefill_instance = p as u32;
         self.times[i].arrived_s = c.now;
+        self.pending[p] += 1;
+        self.on_prefill[i] = true;
         match self.style {
             PdStyle::Vllm => {
                 inst_enqueue(c.inst, p, (id, &c.rt[id as usize]), c.now, c.dirty);
@@ -217,6 +249,9 @@ impl<'r> Disagg<'r> {
             let (p, d) = (t.prefill_instance as usize, self.prefill + t.decode_instance as usize);
             inst[p].cache.finish(id);
             dirty.mark(p);
+            if std::mem::take(&mut self.on_prefill[i]) {
+                self.pending[p] -= 1;
+            }
             let prompt = rt[i].prompt_len as usize;
             if inst[d].cache.tracks_computed() {
                 inst[d].cache.computed(id, prompt);
@@ -256,6 +291,7 @@ impl<'r> Disagg<'r> {
 
     /// Request `id` (prefill instance `p`) completed or failed at `now`.
     pub fn completed(&mut self, id: ReqId, p: u32, now: f64, router: &mut dyn Router) {
+        self.off_prefill(id);
         let t = self.times[id as usize];
         if t.prefill_done_s.is_nan() && p != u32::MAX {
             router.finished(id, p as usize, now); // failed before its prefill returned

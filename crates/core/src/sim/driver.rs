@@ -4,7 +4,7 @@
 //! event: busy instances wait in a heap of step-end times, and only instances something happened
 //! to (an arrival, a step end, freed memory) are asked to form a step.
 
-use super::autoscale::{Act, Due, EngineModel, ScaleLog, Scaler};
+use super::autoscale::{Act, Due, ScaleLog, Scaler};
 use super::client::Client;
 use super::disagg::{Ctx, Disagg, Pd};
 use super::faults::{Event, Faults, StopKind};
@@ -14,7 +14,7 @@ use super::{Front, Keep, LoadStats, RouterStats, SimResult};
 use crate::cache::ReqId;
 use crate::cluster::autoscale::{AutoscalePlan, Rule, ScaleMetric};
 use crate::cluster::faults::FaultPlan;
-use crate::cluster::planner::Limits;
+use crate::cluster::planner::{EngineModel, Engines, Limits};
 use crate::cluster::router::{Arrival, Basis, Router};
 use crate::engine::frontend::{self, FailReason, Verdict};
 use crate::engine::ReqRt;
@@ -145,6 +145,40 @@ fn metric(x: &Instance, m: ScaleMetric) -> f64 {
     }
 }
 
+/// What the SLA planner prices instances of `x` with.
+fn model<'c>(x: &InstanceSpec<'c>) -> EngineModel<'c> {
+    EngineModel {
+        cost: x.cost,
+        overlap: x.engine.overlap,
+        limits: Limits {
+            max_num_seqs: x.engine.max_num_seqs,
+            max_num_batched_tokens: x.engine.max_num_batched_tokens,
+            max_kv_tokens: x.cache.capacity_tokens.unwrap_or(u64::MAX),
+        },
+    }
+}
+
+/// Instance `i` leaves its router's list at `now`: the first `routed` instances are the
+/// router's (`serving` counts them), the rest the decode pool's.
+fn pool_down(i: usize, routed: usize, now: f64, router: &mut dyn Router, pd: Option<&mut Disagg>, serving: &mut usize) {
+    if i < routed {
+        *serving -= 1;
+        router.instance_down(i, now);
+    } else if let Some(pd) = pd {
+        pd.decode_router_mut().instance_down(i - routed, now);
+    }
+}
+
+/// Instance `i` joins its router's list at `now` (as [`pool_down`]).
+fn pool_up(i: usize, routed: usize, now: f64, router: &mut dyn Router, pd: Option<&mut Disagg>, serving: &mut usize) {
+    if i < routed {
+        *serving += 1;
+        router.instance_up(i, now);
+    } else if let Some(pd) = pd {
+        pd.decode_router_mut().instance_up(i - routed, now);
+    }
+}
+
 /// The requests routed to instance `i` that have not finished, the ones finishing now
 /// (`finished`) marked done first, so a stop cannot lose them.
 fn held(assigned: &[u32], done: &mut [bool], finished: &[ReqId], i: usize) -> Vec<ReqId> {
@@ -235,22 +269,15 @@ pub fn drive(
         && (specs.len() == 1 || !(keep.tokens || client.sends_on_completion()));
     let mut assigned: Vec<u32> = vec![u32::MAX; n];
     let mut routing = RouterStats::default();
-    debug_assert!(
-        (fleet.faults.is_none() && fleet.autoscale.is_none()) || disagg.is_none(),
-        "failures and autoscaling are modelled without PD pools"
-    );
+    debug_assert!(fleet.faults.is_none() || disagg.is_none(), "failures are modelled without PD pools");
     let mut faults = fleet.faults.map(|p| Faults::new(p, inst.len(), n));
-    // The SLA planner prices the fleet's engine (every instance of a data-parallel fleet is alike).
-    let engine = EngineModel {
-        cost: specs[0].cost,
-        overlap: specs[0].engine.overlap,
-        limits: Limits {
-            max_num_seqs: specs[0].engine.max_num_seqs,
-            max_num_batched_tokens: specs[0].engine.max_num_batched_tokens,
-            max_kv_tokens: specs[0].cache.capacity_tokens.unwrap_or(u64::MAX),
-        },
+    // The SLA planner prices the fleet's engine (every instance of a data-parallel fleet is
+    // alike), or the prefill and the decode pools' engines.
+    let engines = match &disagg {
+        None => Engines::Agg(model(&specs[0])),
+        Some(_) => Engines::Disagg(model(&specs[0]), model(&specs[routed])),
     };
-    let mut scaler = fleet.autoscale.map(|p| Scaler::new(p, inst.len(), engine));
+    let mut scaler = fleet.autoscale.map(|p| Scaler::new(p, inst.len(), engines));
     // Under failures or autoscaling: requests that finished (so a stop cannot lose them), those
     // a failure sends on to another instance, and the instances serving.
     let mut done: Vec<bool> = if faults.is_some() || scaler.is_some() { vec![false; n] } else { Vec::new() };
@@ -260,8 +287,7 @@ pub fn drive(
         // Instances beyond the initial fleet are off until a scale-up starts them.
         for (i, x) in inst.iter_mut().enumerate().filter(|(i, _)| s.off_at_start(*i)) {
             x.down = true;
-            serving -= 1;
-            router.instance_down(i, 0.0);
+            pool_down(i, routed, 0.0, router, disagg.as_mut(), &mut serving);
         }
     }
     // Instances whose step ends at a time: min-heap of (end bits, index, the instance's life),
@@ -579,7 +605,7 @@ pub fn drive(
             // Draining instances with nothing left stop now (a stop leaves the list).
             let mut k = 0;
             while let Some(&i) = s.draining.get(k) {
-                if inst[i].is_empty() {
+                if inst[i].is_empty() && disagg.as_ref().is_none_or(|d| d.quiet(i)) {
                     inst[i].crash(now, fresh(i));
                     s.stopped(i, now, 0);
                 } else {
@@ -596,9 +622,8 @@ pub fn drive(
                         for act in s.sync(now, |i| m.map_or(0.0, |m| metric(&inst[i], m))) {
                             let Act::Drain(i) = act;
                             inst[i].draining = true;
-                            serving -= 1;
-                            router.instance_down(i, now);
-                            if inst[i].is_empty() {
+                            pool_down(i, routed, now, router, disagg.as_mut(), &mut serving);
+                            if inst[i].is_empty() && disagg.as_ref().is_none_or(|d| d.quiet(i)) {
                                 inst[i].crash(now, fresh(i));
                                 s.stopped(i, now, 0);
                             }
@@ -606,8 +631,7 @@ pub fn drive(
                     }
                     Due::Ready(i) => {
                         inst[i].down = false;
-                        serving += 1;
-                        router.instance_up(i, now);
+                        pool_up(i, routed, now, router, disagg.as_mut(), &mut serving);
                         s.ready(i, now);
                     }
                     Due::Timeout(i) => {

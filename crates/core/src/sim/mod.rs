@@ -279,13 +279,20 @@ pub fn simulate_with_progress(
             };
             let p = pool(Role::Prefill, pd.prefill_max_num_seqs, pd.prefill_max_num_batched_tokens);
             let d = pool(Role::Decode, pd.decode_max_num_seqs, pd.decode_max_num_batched_tokens);
+            // Autoscaled pools have room for their largest sizes; the instances beyond the
+            // initial ones start off.
+            let mut pd = pd;
+            if let Some(x) = cfg.autoscale.as_ref().and_then(|a| a.pools()) {
+                (pd.prefill, pd.decode) = (x.max_prefill, x.max_decode);
+            }
             let mut specs = vec![p; pd.prefill as usize];
             specs.extend(std::iter::repeat_n(d, pd.decode as usize));
             let mut router = crate::cluster::router::build(cl.router, cl.router_params, pd.prefill as usize);
             let mut decode_router =
                 crate::cluster::router::build(cl.decode_router, cl.router_params, pd.decode as usize);
             let pd = Pd { cfg: pd, kv_bytes_per_token: cfg.kv_bytes_per_token, decode_router: decode_router.as_mut() };
-            drive(w, &sends, &front, &specs, router.as_mut(), Some(pd), Fleet::default(), keep, &progress)
+            let fleet = Fleet { faults: None, autoscale: cfg.autoscale.as_ref() };
+            drive(w, &sends, &front, &specs, router.as_mut(), Some(pd), fleet, keep, &progress)
         }
     };
     let summary =

@@ -45,6 +45,21 @@ pub(super) fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
     }
 }
 
+/// `prefill` and `decode` instances in `style`, over one 8 Gb/s lane (10^9 bytes/s) with 1 ms
+/// set-up, every pool at the engine's own limits.
+pub(super) fn pd_config(prefill: u32, decode: u32, style: crate::cluster::pd::PdStyle) -> crate::cluster::pd::PdConfig {
+    crate::cluster::pd::PdConfig {
+        prefill,
+        decode,
+        style,
+        link: crate::cluster::pd::KvLink { gbps: 8.0, latency_ms: 1.0, links: 1 },
+        prefill_max_num_seqs: None,
+        prefill_max_num_batched_tokens: None,
+        decode_max_num_seqs: None,
+        decode_max_num_batched_tokens: None,
+    }
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
 }

@@ -299,15 +299,17 @@ pub fn text(plan: &AutoscalePlan, r: &AutoscaleReport) -> String {
     } else {
         format!("cold start {:.1} s ({} s start-up + {:.1} s weights)", c.seconds, c.engine_start_s, c.weights_s)
     };
+    let timeout = if plan.drain_timeout_s.is_finite() {
+        format!("{} stopped at the {} s drain timeout", thousands(r.stopped_at_timeout), plan.drain_timeout_s)
+    } else {
+        "no drain timeout in prefill/decode pools".to_string()
+    };
     let _ = writeln!(
         s,
-        "{} instances started ({} cancelled before serving), {} drained ({} stopped at the {} s drain timeout, {} \
-         requests lost); {cold}",
+        "{} instances started ({} cancelled before serving), {} drained ({timeout}, {} requests lost); {cold}",
         thousands(r.started),
         thousands(r.cancelled),
         thousands(r.drained),
-        thousands(r.stopped_at_timeout),
-        plan.drain_timeout_s,
         thousands(r.lost)
     );
     if let Rule::Sla(p) = &plan.rule {
@@ -375,7 +377,7 @@ mod tests {
             cold_start_s: Some(50.0),
             ..AutoscaleOptions::default()
         }
-        .plan(1, 1, 0.0, 30.0)
+        .plan(1, 1, 0.0, 30.0, None)
         .unwrap()
         .unwrap()
     }
