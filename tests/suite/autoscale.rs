@@ -137,20 +137,6 @@ fn autoscaling_flags_are_refused_where_they_mean_nothing_or_cannot_be() {
             "--drain-timeout-s: is not modelled for prefill/decode pools",
         ),
         (
-            vec![
-                "--autoscale",
-                "sla",
-                "--prefill-instances",
-                "1",
-                "--decode-instances",
-                "1",
-                "--goodput",
-                "ttft:1",
-                "--compare-fixed",
-            ],
-            "--compare-fixed: searches data-parallel fleets",
-        ),
-        (
             vec!["--autoscale", "sla", "--prefill-instances", "9", "--decode-instances", "1"],
             "--prefill-instances: 9 (the pool's instances at the start) must be between",
         ),
@@ -166,5 +152,61 @@ fn autoscaling_flags_are_refused_where_they_mean_nothing_or_cannot_be() {
     ] {
         let err = fails(&args);
         assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// Dynamo's SLA planner over prefill/decode pools through the binary: every adjustment records
+/// both pools' counts within the budget, nothing is lost to a drain, the same bytes at any
+/// thread count, and the best fixed pools name their split.
+#[test]
+fn the_sla_planner_sizes_prefill_and_decode_pools() {
+    let args = [
+        "--time-scale",
+        "0.02",
+        "--prefill-instances",
+        "1",
+        "--decode-instances",
+        "1",
+        "--autoscale",
+        "sla",
+        "--max-gpu-budget",
+        "4",
+        "--throughput-adjustment-interval",
+        "0.5",
+        "--ttft",
+        "100",
+        "--itl",
+        "20",
+        "--cold-start-s",
+        "0.5",
+        "--goodput",
+        "ttft:100",
+        "--compare-fixed",
+    ];
+    let a = ok_at_threads(&args, "1");
+    assert_eq!(a, ok_at_threads(&args, "2"));
+    let a = String::from_utf8(a).expect("utf-8");
+    assert!(
+        a.contains("SLA planner: ") && a.contains("no drain timeout in prefill/decode pools, 0 requests lost"),
+        "{a}"
+    );
+    let with_json: Vec<&str> = args.iter().copied().chain(["--json"]).collect();
+    let d: serde_json::Value = serde_json::from_str(&ok(&with_json)).expect("JSON");
+    let s = &d["autoscaling"];
+    let syncs = s["syncs"].as_array().expect("syncs");
+    assert!(!syncs.is_empty(), "{s}");
+    for x in syncs {
+        let (p, dd) = (x["desired_prefill"].as_u64().unwrap(), x["desired_decode"].as_u64().unwrap());
+        assert!(p >= 1 && dd >= 1 && p + dd <= 4, "{x}");
+        assert!(x["decode_engine_rps"].as_f64().is_some_and(|r| r > 0.0) || x["outcome"] != "scale", "{x}");
+    }
+    let found = &s["best_fixed"]["found"];
+    if !found.is_null() {
+        let (p, dd, n) = (
+            found["prefill"].as_u64().unwrap(),
+            found["decode"].as_u64().unwrap(),
+            found["instances"].as_u64().unwrap(),
+        );
+        assert!(p >= 1 && dd >= 1 && p + dd == n && n <= 4, "{found}");
     }
 }

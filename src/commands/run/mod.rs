@@ -52,14 +52,6 @@ pub fn prepare(
         )
         .into());
     }
-    if args.compare_fixed && cfg.cluster.pd.is_some() {
-        return Err(cachesim::Error::invalid(
-            "--compare-fixed",
-            "searches data-parallel fleets (--instances); with prefill/decode pools, run the fixed pools you want \
-             to compare (--prefill-instances, --decode-instances)",
-        )
-        .into());
-    }
     for (flag, given) in [
         ("--fleet-csv", args.fleet_csv.is_some()),
         ("--fleet-plot", args.fleet_plot.is_some()),

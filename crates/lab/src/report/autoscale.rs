@@ -75,6 +75,11 @@ pub struct FixedFleet {
     pub instances: u32,
     pub attainment_pct: f64,
     pub gpu_hours: f64,
+    /// Prefill/decode pools: how the instances split.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode: Option<u32>,
 }
 
 /// The search for the smallest fixed fleet attaining `goal_pct`: what it found (`None`: not
@@ -89,8 +94,10 @@ pub struct FixedSearch {
 /// The smallest fixed fleet between the autoscaler's bounds whose goodput attainment is at
 /// least `goal_pct`, for the trace `w` under `cfg` without its autoscaler: found by bisection
 /// (attainment taken to grow with the fleet), from the autoscaled fleet's `peak` (tried first:
-/// the search stays below it when it attains the goal, above it when not); `None` without an
-/// autoscaler and `--goodput`.
+/// the search stays below it when it attains the goal, above it when not); with prefill/decode
+/// pools, by bisection over the instances of both pools, each count tried at every split the
+/// pools' bounds allow (the best split standing for the count). `None` without an autoscaler
+/// and `--goodput`.
 pub fn best_fixed(
     w: &cachesim_core::workload::Workload,
     cfg: &cachesim_core::config::RunConfig,
@@ -101,11 +108,14 @@ pub fn best_fixed(
         return Ok(None);
     };
     let simulations = std::cell::Cell::new(0);
-    let run = |n: u32| -> cachesim_core::error::Result<FixedFleet> {
+    let fleet = |n: u32, pools: Option<(u32, u32)>| -> cachesim_core::error::Result<FixedFleet> {
         simulations.set(simulations.get() + 1);
         let mut c = cfg.clone();
         c.autoscale = None;
         c.cluster.instances = n;
+        if let (Some(pd), Some((p, d))) = (c.cluster.pd.as_mut(), pools) {
+            (pd.prefill, pd.decode) = (p, d);
+        }
         let out = cachesim_core::sim::simulate(w, &c, cachesim_core::sim::Keep::default())?;
         let good = out.sim.records.iter().filter(|r| g.is_good(r)).count() as f64;
         let end = out.sim.records.iter().map(|r| r.last_token_s).fold(0.0, f64::max);
@@ -113,7 +123,22 @@ pub fn best_fixed(
             instances: n,
             attainment_pct: 100.0 * good / out.sent.max(1) as f64,
             gpu_hours: n as f64 * end / 3600.0 * c.deployment.parallel.world() as f64,
+            prefill: pools.map(|x| x.0),
+            decode: pools.map(|x| x.1),
         })
+    };
+    let run = |n: u32| -> cachesim_core::error::Result<FixedFleet> {
+        let Some(x) = plan.pools() else { return fleet(n, None) };
+        // Every split of n the pools allow; the best attainment (the fewer prefill on a tie).
+        let min = plan.min_instances / 2;
+        let mut best: Option<FixedFleet> = None;
+        for p in min.max(n.saturating_sub(x.max_decode))..=x.max_prefill.min(n.saturating_sub(min)) {
+            let f = fleet(n, Some((p, n - p)))?;
+            if best.is_none_or(|b| f.attainment_pct > b.attainment_pct) {
+                best = Some(f);
+            }
+        }
+        best.map_or_else(|| fleet(n, Some((min, n - min))), Ok)
     };
     let peak = peak.clamp(plan.min_instances, plan.max_instances);
     let at_peak = run(peak)?;
@@ -341,15 +366,26 @@ pub fn text(plan: &AutoscalePlan, r: &AutoscaleReport) -> String {
     }
     if let Some(f) = &r.best_fixed {
         let how = format!(
-            "{} simulations, bisection over {} to {} instances from the peak",
-            f.simulations, plan.min_instances, plan.max_instances
+            "{} simulations, bisection over {} to {} instances from the peak{}",
+            f.simulations,
+            plan.min_instances,
+            plan.max_instances,
+            if plan.pools().is_some() { ", each count at every split of the pools" } else { "" }
         );
         let _ = match f.found {
             Some(x) => writeln!(
                 s,
-                "Best fixed fleet attaining {:.2} % or more: {} instances ({:.2} %), {:.2} GPU-hours against {:.2} \
+                "Best fixed fleet attaining {:.2} % or more: {} instances{} ({:.2} %), {:.2} GPU-hours against {:.2} \
                  autoscaled ({how})",
-                f.goal_pct, x.instances, x.attainment_pct, x.gpu_hours, r.gpu_hours
+                f.goal_pct,
+                x.instances,
+                match (x.prefill, x.decode) {
+                    (Some(p), Some(d)) => format!(" ({p} prefill + {d} decode)"),
+                    _ => String::new(),
+                },
+                x.attainment_pct,
+                x.gpu_hours,
+                r.gpu_hours
             ),
             None => writeln!(
                 s,
