@@ -657,6 +657,10 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         drain_timeout_s,
         pools,
     )?;
+    if let Some(crate::cluster::autoscale::Rule::Sla(p)) = autoscale.as_mut().map(|a| &mut a.rule) {
+        // Dynamo's KV router reports the KV hit rate the planner discounts prompts by.
+        p.router_kv_hit_rate = o.cluster.router == crate::cluster::router::RouterKind::KvAware;
+    }
     if let Some(a) = autoscale.as_mut().filter(|_| pools.is_some()) {
         // A pool's instance drains to its end: what a drain timeout would cut (allocations and
         // KV transfers between the pools in flight) is not modelled.

@@ -29,8 +29,12 @@
 //! passes) for a step's time, cachesim asks the deployment's step-time model: the planner's
 //! capacity is what the simulated engine does. ARIMA (upstream's default predictor) and Prophet
 //! fit their models with `pmdarima` and Stan and are not reproduced; Kalman is the default here.
-//! The KV hit rate the capacity search may discount prompts by comes from Dynamo's KV router's
-//! metric; cachesim passes none (no discount).
+//! The KV hit rate the prefill and aggregated capacity searches discount prompts by
+//! (`_effective_prefill_isl`: `ceil(ISL × (1 − min(rate, 0.95)))`) is the mean over the window of
+//! Dynamo's KV router's per-request `dynamo_component_router_kv_hit_rate`, the overlap blocks it
+//! found over the prompt's blocks (`lib/llm/src/kv_router/push_router.rs`); the planner keeps the
+//! last observed value (`local_planner.py` `_observe_traffic`). Only Dynamo's router
+//! (`--router kv-aware`) reports it; under the others the prompts are not discounted.
 
 use crate::cost::{BatchShape, CostModel};
 use crate::error::{Error, Result};
@@ -181,7 +185,17 @@ impl SlaOptions {
             max_prefill: max_instances - min_endpoint,
             max_decode: max_instances - min_endpoint,
         });
-        Ok(SlaPlan { interval_s, ttft_s, itl_s, predictor, max_gpu_budget: budget, min_endpoint, max_instances, pools })
+        Ok(SlaPlan {
+            interval_s,
+            ttft_s,
+            itl_s,
+            predictor,
+            max_gpu_budget: budget,
+            min_endpoint,
+            max_instances,
+            pools,
+            router_kv_hit_rate: false,
+        })
     }
 }
 
@@ -198,6 +212,9 @@ pub struct SlaPlan {
     pub max_instances: u32,
     /// A disaggregated deployment's pools; `None`: aggregated.
     pub pools: Option<PdPools>,
+    /// The router is Dynamo's KV router, which reports the KV hit rate the capacity search
+    /// discounts prompts by (set by the configuration).
+    pub router_kv_hit_rate: bool,
 }
 
 /// The prefill and decode pools the planner sizes apart: their instances at the start and the
@@ -415,18 +432,32 @@ fn better(best: Option<Capacity>, c: Capacity) -> Capacity {
     }
 }
 
+/// `_effective_prefill_isl`: the prompt less the share a KV hit rate (at most 0.95) spares.
+fn effective_isl(isl: u32, kv_hit_rate: Option<f64>) -> u32 {
+    let h = kv_hit_rate.filter(|h| h.is_finite()).map_or(0.0, |h| h.clamp(0.0, 0.95));
+    ((isl as f64 * (1.0 - h)).ceil() as u32).max(1)
+}
+
 /// `_find_aggregated_capacity` for a request of `isl` input and `osl` output tokens (already
 /// rounded as upstream rounds them) on engine `e`: for each batch size b, a mixed step of b
 /// decodes (context `isl + osl / 2` each) beside the prefill tokens that keep b requests flowing
 /// (`ceil(b × isl / osl)`, within `max_num_batched_tokens − b`) gives the ITL; the TTFT is that
 /// prefill plus one prompt in chunks of `max_num_batched_tokens` beside the same decodes; the
 /// rate is b / (osl × ITL). The highest rate within both targets wins, else the highest rate.
-pub fn agg_capacity(e: &EngineModel, isl: u32, osl: u32, ttft_s: f64, itl_s: f64) -> Option<Capacity> {
+pub fn agg_capacity(
+    e: &EngineModel,
+    isl: u32,
+    osl: u32,
+    kv_hit_rate: Option<f64>,
+    ttft_s: f64,
+    itl_s: f64,
+) -> Option<Capacity> {
     let mnbt = e.limits.max_num_batched_tokens;
     if osl == 0 || mnbt <= 1 || isl == 0 {
         return None;
     }
     let ctx = (isl as u64 + (osl / 2) as u64).max(1);
+    let isl = effective_isl(isl, kv_hit_rate);
     let hard_cap =
         (e.limits.max_num_seqs as u64).min(e.limits.max_kv_tokens / ctx).min((mnbt - 1).max(1) as u64) as u32;
     let mut best: Option<Capacity> = None;
@@ -450,11 +481,12 @@ pub fn agg_capacity(e: &EngineModel, isl: u32, osl: u32, ttft_s: f64, itl_s: f64
 /// `_find_prefill_capacity` on a prefill engine: b prompts of `isl` tokens together (b up to
 /// what one batch of max-num-batched-tokens holds, 1 for a longer prompt) take their chunked
 /// prefill's time, the TTFT; the rate is b / TTFT.
-pub fn prefill_capacity(e: &EngineModel, isl: u32, ttft_s: f64) -> Option<Capacity> {
+pub fn prefill_capacity(e: &EngineModel, isl: u32, kv_hit_rate: Option<f64>, ttft_s: f64) -> Option<Capacity> {
     let mnbt = e.limits.max_num_batched_tokens;
     if isl == 0 || mnbt == 0 {
         return None;
     }
+    let isl = effective_isl(isl, kv_hit_rate);
     let max_batch = if isl > mnbt { 1 } else { e.limits.max_num_seqs.min(mnbt / isl) };
     let mut best: Option<Capacity> = None;
     for b in batch_sizes(max_batch) {
@@ -501,6 +533,9 @@ pub struct Window {
     pub completed: u64,
     pub output_tokens: u64,
     pub itl_observed: u64,
+    /// Dynamo's KV router's per-request hit rates observed at routing: their sum and count.
+    pub kv_hit_sum: f64,
+    pub kv_hits: u64,
 }
 
 /// What one adjustment did.
@@ -533,6 +568,8 @@ pub struct Tick {
     /// The count set: the aggregated or the prefill pool's, and the decode pool's.
     pub desired: Option<u32>,
     pub desired_decode: Option<u32>,
+    /// The KV hit rate the capacity search used (NaN: none).
+    pub kv_hit_rate: f64,
     pub outcome: Outcome,
 }
 
@@ -546,6 +583,7 @@ pub struct Planner {
     seen_live: bool,
     last_isl: Option<f64>,
     last_osl: Option<f64>,
+    last_kv_hit_rate: Option<f64>,
 }
 
 impl Planner {
@@ -558,6 +596,7 @@ impl Planner {
             seen_live: false,
             last_isl: None,
             last_osl: None,
+            last_kv_hit_rate: None,
         }
     }
 
@@ -576,6 +615,7 @@ impl Planner {
             decode_engine_rps: f64::NAN,
             desired: None,
             desired_decode: None,
+            kv_hit_rate: f64::NAN,
             outcome: Outcome::NoTrafficData,
         };
         // normalize_idle_nans, then is_valid: an idle window is zeros; a busy one needs every mean.
@@ -600,6 +640,11 @@ impl Planner {
         };
         self.isl.add(isl);
         self.osl.add(osl);
+        if self.plan.router_kv_hit_rate && w.kv_hits > 0 {
+            self.last_kv_hit_rate = Some(w.kv_hit_sum / w.kv_hits as f64);
+        }
+        let hit = self.last_kv_hit_rate;
+        tick.kv_hit_rate = hit.unwrap_or(f64::NAN);
         let (n, isl, osl) = (self.num_req.predict(), self.isl.predict(), self.osl.predict());
         tick.predicted_rps = n / interval;
         tick.predicted_isl = isl;
@@ -611,9 +656,9 @@ impl Planner {
         let rate = |c: Option<Capacity>| c.map(|c| c.rps).filter(|&r| r > 0.0);
         let (first, decode) = match (shape, engines) {
             (None, _) => (None, None),
-            (Some((i, o)), Engines::Agg(e)) => (rate(agg_capacity(e, i, o, ttft, itl)), None),
+            (Some((i, o)), Engines::Agg(e)) => (rate(agg_capacity(e, i, o, hit, ttft, itl)), None),
             (Some((i, o)), Engines::Disagg(p, d)) => {
-                (rate(prefill_capacity(p, i, ttft)), rate(decode_capacity(d, i, o, itl)))
+                (rate(prefill_capacity(p, i, hit, ttft)), rate(decode_capacity(d, i, o, itl)))
             }
         };
         let disagg = matches!(engines, Engines::Disagg(..));
@@ -737,7 +782,7 @@ mod tests {
     fn the_capacity_search_balances_prefill_and_decode_by_hand() {
         let e = engine(limits());
         // ISL 100, OSL 10: b decodes need 10 b prefill tokens a step; b + 10 b ≤ 2048 → b ≤ 186.
-        let c = agg_capacity(&e, 100, 10, 10.0, 1.0).unwrap();
+        let c = agg_capacity(&e, 100, 10, None, 10.0, 1.0).unwrap();
         // The rate b / (10 × (0.01 + 1e-5 × 10 b + 1e-4 b)) rises with b, so the largest
         // balanced size wins; the slots (256), KV (100,000 / 105) and tokens (2,047) allow 256,
         // so the search takes 128 sizes 1 + ⌊k × 255 / 127⌋: 185 (k = 92), then 187.
@@ -749,14 +794,14 @@ mod tests {
         let ttft = 0.01 + 1e-5 * 1950.0 + 1e-4 * b;
         assert!((c.ttft_s - ttft).abs() < 1e-12 && c.eligible, "{c:?}");
         // A tight ITL target: the highest eligible rate, at a smaller batch.
-        let tight = agg_capacity(&e, 100, 10, 10.0, 0.02).unwrap();
+        let tight = agg_capacity(&e, 100, 10, None, 10.0, 0.02).unwrap();
         assert!(tight.eligible && tight.itl_s <= 0.02 && tight.rps < c.rps, "{tight:?}");
         // Nothing eligible: the highest rate anyway, marked so.
-        let none = agg_capacity(&e, 100, 10, 1e-6, 1e-6).unwrap();
+        let none = agg_capacity(&e, 100, 10, None, 1e-6, 1e-6).unwrap();
         assert!(!none.eligible && (none.rps - c.rps).abs() < 1e-9);
-        assert_eq!(agg_capacity(&e, 0, 10, 1.0, 1.0), None);
+        assert_eq!(agg_capacity(&e, 0, 10, None, 1.0, 1.0), None);
         assert_eq!(
-            agg_capacity(&engine(Limits { max_kv_tokens: 50, ..limits() }), 100, 10, 1.0, 1.0),
+            agg_capacity(&engine(Limits { max_kv_tokens: 50, ..limits() }), 100, 10, None, 1.0, 1.0),
             None,
             "no request fits the KV cache"
         );
@@ -782,6 +827,7 @@ mod tests {
             completed: 880,
             output_tokens: 880 * 20,
             itl_observed: 880,
+            ..Window::default()
         };
         let t = p.tick(&w, cap);
         assert_eq!((t.outcome, t.desired), (Outcome::Scale, Some(2)));
@@ -793,6 +839,8 @@ mod tests {
         // Over the budget: 8 GPUs of 1.
         let t = p.tick(&Window { started: 90_000, input_tokens: 90_000 * 300, ..w }, cap);
         assert_eq!(t.desired, Some(8));
+        // The KV hit rate counts only from Dynamo's router: not here.
+        assert!(t.kv_hit_rate.is_nan());
         // Idle after traffic: the constant predictor forecasts 0 requests, the lengths carry
         // forward, and the floor is min_endpoint.
         let t = p.tick(&Window::default(), cap);
@@ -805,13 +853,13 @@ mod tests {
         // Prefill of ISL 100: up to 2048 / 100 = 20 prompts a batch; b prompts in one chunk
         // take 0.01 + 1e-3 b s, so the rate b / (0.01 + 0.001 b) rises with b: 20 → 666.7/s,
         // TTFT 30 ms.
-        let p = prefill_capacity(&e, 100, 0.5).unwrap();
+        let p = prefill_capacity(&e, 100, None, 0.5).unwrap();
         assert!((p.rps - 20.0 / 0.03).abs() < 1e-9 && (p.ttft_s - 0.03).abs() < 1e-12 && p.eligible, "{p:?}");
         // A TTFT target of 20 ms: b ≤ 10 → 10 / 0.02 = 500/s.
-        let p = prefill_capacity(&e, 100, 0.02).unwrap();
+        let p = prefill_capacity(&e, 100, None, 0.02).unwrap();
         assert!((p.rps - 500.0).abs() < 1e-9 && p.eligible, "{p:?}");
         // A prompt longer than a chunk: one at a time, 3000 = 2048 + 952 tokens in two steps.
-        let p = prefill_capacity(&e, 3000, 1.0).unwrap();
+        let p = prefill_capacity(&e, 3000, None, 1.0).unwrap();
         assert!((p.ttft_s - (0.01 + 0.02048 + 0.01 + 0.00952)).abs() < 1e-12, "{p:?}");
         // Decode of ISL 100, OSL 10 (context 105): b sequences take 0.01 + 1e-4 b; within an
         // ITL of 20 ms, b ≤ 100, and the sizes searched (1 + ⌊k × 255 / 127⌋) reach 99:
@@ -819,6 +867,13 @@ mod tests {
         let d = decode_capacity(&e, 100, 10, 0.02).unwrap();
         assert!((d.itl_s - 0.0199).abs() < 1e-12 && (d.rps - 99.0 / 0.199).abs() < 1e-9 && d.eligible, "{d:?}");
         assert_eq!(decode_capacity(&e, 100, 0, 0.02), None);
+        // A KV hit rate of 0.5 halves the prompts the prefill engine computes: 20 of 50 tokens
+        // fit 40 a batch; 40 / (0.01 + 0.02) s. A rate above 0.95 counts as 0.95.
+        let p = prefill_capacity(&e, 100, Some(0.5), 0.5).unwrap();
+        assert!((p.rps - 40.0 / 0.03).abs() < 1e-9, "{p:?}");
+        // (1 − 0.95 is 0.050000000000000044 in binary, as in Python: 100 × it rounds up to 6.)
+        assert_eq!(effective_isl(100, Some(0.99)), 6);
+        assert_eq!(effective_isl(100, Some(f64::NAN)), 100);
         // The budget split: 6 + 6 over 8 → prefill ⌊6 × 8/12⌋ = 4, decode the other 4; a pool
         // never below min_endpoint, and the prefill pool leaves min_endpoint to decode.
         assert_eq!(clamp_pair(6, 6, 1, 8), (4, 4));
@@ -839,12 +894,41 @@ mod tests {
             completed: 900,
             output_tokens: 9000,
             itl_observed: 900,
+            ..Window::default()
         };
         let t = planner.tick(&w, &Engines::Disagg(one, one));
         // Prefill: one prompt at a time, 1 / 0.011 = 90.9/s → 1; decode: 1 / (10 × 0.0101) =
         // 9.9/s → 1.
         assert_eq!((t.desired, t.desired_decode), (Some(1), Some(1)));
         assert!((t.engine_rps - 1.0 / 0.011).abs() < 1e-9 && (t.decode_engine_rps - 1.0 / 0.101).abs() < 1e-9, "{t:?}");
+    }
+
+    #[test]
+    fn dynamo_routers_kv_hit_rate_discounts_the_prompts_and_is_kept() {
+        let mut plan = SlaOptions { predictor: Some(LoadPredictor::Constant), ..Default::default() }
+            .plan(1, Some((1, 1)))
+            .unwrap();
+        plan.router_kv_hit_rate = true;
+        let mut p = Planner::new(&plan);
+        let e = engine(limits());
+        let engines = Engines::Disagg(e, e);
+        let w = Window {
+            started: 900,
+            input_tokens: 90_000,
+            first_tokens: 900,
+            completed: 900,
+            output_tokens: 9000,
+            itl_observed: 900,
+            kv_hit_sum: 450.0,
+            kv_hits: 900,
+        };
+        // A mean hit rate of 0.5: the prefill engine's rate is that of 50-token prompts.
+        let t = p.tick(&w, &engines);
+        assert_eq!(t.kv_hit_rate, 0.5);
+        assert!((t.engine_rps - prefill_capacity(&e, 50, None, 0.5).unwrap().rps).abs() < 1e-9, "{t:?}");
+        // A window without routing observations keeps the last rate.
+        let t = p.tick(&Window { kv_hit_sum: 0.0, kv_hits: 0, ..w }, &engines);
+        assert_eq!(t.kv_hit_rate, 0.5);
     }
 
     #[test]

@@ -69,6 +69,9 @@ pub struct ScaleSync {
     pub desired_prefill: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub desired_decode: Option<u32>,
+    /// Under Dynamo's KV router: the KV hit rate the capacity search discounted prompts by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_hit_rate: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
 }
@@ -209,6 +212,20 @@ impl<'a> Scaler<'a> {
         }
     }
 
+    /// The router placed a request of `prompt` tokens where `hit` of them were cached, in
+    /// blocks of `block` tokens (Dynamo's KV router's hit rate: overlap blocks over the
+    /// prompt's blocks).
+    pub fn routed(&mut self, hit: u64, prompt: u32, block: u32) {
+        if let Decide::Sla(_, w, _) = &mut self.decide {
+            let block = block.max(1) as u64;
+            let blocks = (prompt as u64).div_ceil(block);
+            if blocks > 0 {
+                w.kv_hit_sum += (hit / block) as f64 / blocks as f64;
+                w.kv_hits += 1;
+            }
+        }
+    }
+
     /// A request's first token went out.
     pub fn first_token(&mut self) {
         if let Decide::Sla(_, w, _) = &mut self.decide {
@@ -264,6 +281,7 @@ impl<'a> Scaler<'a> {
             decode_engine_rps: None,
             desired_prefill: None,
             desired_decode: None,
+            kv_hit_rate: None,
             outcome: None,
         };
         match &mut self.decide {
@@ -303,6 +321,9 @@ impl<'a> Scaler<'a> {
                 record.predicted_isl = Some(tick.predicted_isl);
                 record.predicted_osl = Some(tick.predicted_osl);
                 record.engine_rps = Some(tick.engine_rps);
+                if planner.plan.router_kv_hit_rate {
+                    record.kv_hit_rate = Some(tick.kv_hit_rate);
+                }
                 record.outcome = Some(outcome);
             }
         }

@@ -278,6 +278,8 @@ pub fn drive(
         Some(_) => Engines::Disagg(model(&specs[0]), model(&specs[routed])),
     };
     let mut scaler = fleet.autoscale.map(|p| Scaler::new(p, inst.len(), engines));
+    // The routers' block (Dynamo's KV router counts its hits in blocks).
+    let block = specs[0].cache.block_size.unwrap_or(1);
     // Under failures or autoscaling: requests that finished (so a stop cannot lose them), those
     // a failure sends on to another instance, and the instances serving.
     let mut done: Vec<bool> = if faults.is_some() || scaler.is_some() { vec![false; n] } else { Vec::new() };
@@ -358,6 +360,9 @@ pub fn drive(
                     Basis::Load => routing.by_load += 1,
                 }
                 routing.predicted_hit_tokens += d.predicted_hit_tokens;
+                if let Some(s) = scaler.as_mut() {
+                    s.routed(d.predicted_hit_tokens, rt[id as usize].prompt_len, block);
+                }
                 inst[d.instance].stats.requests += 1;
                 debug_assert!(!inst[d.instance].down, "routed to an instance that is down");
                 match (&rejected[id as usize], disagg.as_mut()) {
