@@ -847,6 +847,19 @@ mod tests {
         assert_eq!((t.desired, t.predicted_isl), (Some(1), 300.0));
     }
 
+    /// 900 requests in the window, every one of ISL 100 and OSL 10, all answered.
+    fn busy() -> Window {
+        Window {
+            started: 900,
+            input_tokens: 90_000,
+            first_tokens: 900,
+            completed: 900,
+            output_tokens: 9000,
+            itl_observed: 900,
+            ..Window::default()
+        }
+    }
+
     #[test]
     fn the_pools_capacities_and_the_budget_split_by_hand() {
         let e = engine(limits());
@@ -887,16 +900,7 @@ mod tests {
         assert_eq!(plan.pools.map(|x| (x.max_prefill, x.max_decode)), Some((7, 7)));
         let mut planner = Planner::new(&plan);
         let one = engine(Limits { max_num_seqs: 1, ..limits() });
-        let w = Window {
-            started: 900,
-            input_tokens: 90_000,
-            first_tokens: 900,
-            completed: 900,
-            output_tokens: 9000,
-            itl_observed: 900,
-            ..Window::default()
-        };
-        let t = planner.tick(&w, &Engines::Disagg(one, one));
+        let t = planner.tick(&busy(), &Engines::Disagg(one, one));
         // Prefill: one prompt at a time, 1 / 0.011 = 90.9/s → 1; decode: 1 / (10 × 0.0101) =
         // 9.9/s → 1.
         assert_eq!((t.desired, t.desired_decode), (Some(1), Some(1)));
@@ -912,16 +916,7 @@ mod tests {
         let mut p = Planner::new(&plan);
         let e = engine(limits());
         let engines = Engines::Disagg(e, e);
-        let w = Window {
-            started: 900,
-            input_tokens: 90_000,
-            first_tokens: 900,
-            completed: 900,
-            output_tokens: 9000,
-            itl_observed: 900,
-            kv_hit_sum: 450.0,
-            kv_hits: 900,
-        };
+        let w = Window { kv_hit_sum: 450.0, kv_hits: 900, ..busy() };
         // A mean hit rate of 0.5: the prefill engine's rate is that of 50-token prompts.
         let t = p.tick(&w, &engines);
         assert_eq!(t.kv_hit_rate, 0.5);
