@@ -1,9 +1,10 @@
-//! A run's autoscaler ([`crate::cluster::autoscale`]) on the driver's clock: the syncs every
-//! sync period, each instance's life (off, starting, serving, draining), the cold starts that
-//! end in serving and the drain timeouts, and the record of both for the report. Which
-//! instance starts: the lowest-numbered one that is off; which goes on a scale-down: one still
-//! starting (the newest first), else the one that began serving last (the highest-numbered
-//! among equals), as the ReplicaSet controller ranks pods to delete.
+//! A run's autoscaler ([`crate::cluster::autoscale`], [`crate::cluster::planner`]) on the
+//! driver's clock: the syncs every period, the SLA planner's traffic window, each instance's
+//! life (off, starting, serving, draining) within its pool (one, or prefill and decode), the
+//! cold starts that end in serving and the drain timeouts, and the record of both for the
+//! report. Which instance starts: the pool's lowest-numbered one that is off; which goes on a
+//! scale-down: one still starting (the newest first), else the one that began serving last (the
+//! highest-numbered among equals), as the ReplicaSet controller ranks pods to delete.
 
 use crate::cluster::autoscale::{milli, AutoscalePlan, Decision, Hpa, Rule};
 use crate::cluster::planner::{Engines, Outcome, Planner, Window};
@@ -258,13 +259,13 @@ impl<'a> Scaler<'a> {
         }
         let current = ready.len() as u32 + starting;
         // Each pool's instances serving or starting.
-        let wanted_now = |r: std::ops::Range<usize>| {
-            self.life[r].iter().filter(|l| matches!(l, Life::Serving(_) | Life::Starting(_))).count() as u32
+        // Each pool: its instances, those serving or starting, and the count to set (so far
+        // the same).
+        let pool = |r: std::ops::Range<usize>| {
+            let n = self.life[r.clone()].iter().filter(|l| matches!(l, Life::Serving(_) | Life::Starting(_))).count();
+            (r, n as u32, n as u32)
         };
-        let (n, first) = (self.life.len(), self.first);
-        let mut pools = [(0..first, wanted_now(0..first), wanted_now(0..first)), (first..n, 0, 0)];
-        pools[1].1 = wanted_now(first..n);
-        pools[1].2 = pools[1].1;
+        let mut pools = [pool(0..self.first), pool(self.first..self.life.len())];
         let mut record = ScaleSync {
             time_s: now,
             serving: ready.len() as u32,
