@@ -223,15 +223,15 @@ proptest! {
 }
 
 /// Prefill/decode pools under the SLA planner: `p0` prefill and `d0` decode instances at the
-/// start, a budget of `budget` one-GPU instances, every `interval` s, in `style`.
+/// start, a budget of `budget` one-GPU instances, every `interval` s, cold starts of `cold` s,
+/// in `style`; instances of `seqs` sequences, decode ones of `decode_blocks` blocks.
 fn pd_fleet(
     w: &Workload,
     sends: &[(u32, f64)],
     (p0, d0, budget): (u32, u32, u32),
-    interval: f64,
-    cold: f64,
+    (interval, cold): (f64, f64),
     style: crate::cluster::pd::PdStyle,
-    decode_blocks: u64,
+    (seqs, decode_blocks): (u32, u64),
 ) -> SimResult {
     let plan = AutoscaleOptions {
         policy: Some(AutoscalePolicy::Sla),
@@ -251,9 +251,9 @@ fn pd_fleet(
     .unwrap();
     let pools = plan.pools().unwrap();
     let plan = AutoscalePlan { drain_timeout_s: f64::INFINITY, ..plan };
-    let c = cfg(4, 1000, None);
+    let c = cfg(seqs, 1000, None);
     let p = InstanceSpec { role: Role::Prefill, engine: c.engine, cache: c.cache, cost: &COST };
-    let d = InstanceSpec { role: Role::Decode, cache: cfg(4, 1000, Some(decode_blocks)).cache, ..p };
+    let d = InstanceSpec { role: Role::Decode, cache: cfg(seqs, 1000, Some(decode_blocks)).cache, ..p };
     let cfg = super::tests::pd_config(pools.max_prefill, pools.max_decode, style);
     let mut specs = vec![p; pools.max_prefill as usize];
     specs.extend(std::iter::repeat_n(d, pools.max_decode as usize));
@@ -262,6 +262,37 @@ fn pd_fleet(
     let pd = Pd { cfg, kv_bytes_per_token: 1000, decode_router: decode_router.as_mut() };
     let fleet = Fleet { faults: None, autoscale: Some(&plan) };
     drive(w, sends, &Front::of(&c), &specs, router.as_mut(), Some(pd), fleet, Keep::default(), &|_, _| ())
+}
+
+#[test]
+fn the_planner_grows_the_decode_pool_alone_and_its_count_waits_for_the_deployment() {
+    use crate::cluster::pd::PdStyle;
+    // Twenty requests of 10 tokens and 5 outputs, one every 0.05 s from 0 (20 req/s), on
+    // one-sequence instances, 1 prefill + 1 decode at the start, a budget of 4. The planner's
+    // capacities for ISL 10, OSL 5: a prefill engine runs one prompt a batch, 0.01 + 0.010 =
+    // 0.02 s, 50 req/s → 1 instance; a decode engine one sequence a step, 0.01 + 0.002 =
+    // 0.012 s, 1 / (5 × 0.012) = 16.7 req/s → 2 instances. At 1 s the second decode instance
+    // (index 4: the pools hold 3 each) starts, ready at 3 s; at 2 s the window was idle, 1 + 1
+    // wanted, but an instance is starting: ignored; at 3 s it is ready, drained at once. A last
+    // request at 3.5 s keeps the run going.
+    let specs: Vec<(Vec<u32>, u32)> = (0..21).map(|i| ((i * 100..i * 100 + 10).collect(), 5)).collect();
+    let w = workload(&specs);
+    let sends: Vec<(u32, f64)> = (0..21).map(|i| (i, if i < 20 { i as f64 * 0.05 } else { 3.5 })).collect();
+    let r = pd_fleet(&w, &sends, (1, 1, 4), (1.0, 2.0), PdStyle::Vllm, (1, 200));
+    assert_eq!((r.records.len(), r.failed), (21, 0));
+    let s = &r.scaling.syncs;
+    assert_eq!(s.len(), 3, "{s:?}");
+    assert!(close(s[0].engine_rps.unwrap(), 50.0) && close(s[0].decode_engine_rps.unwrap(), 1.0 / 0.06), "{:?}", s[0]);
+    assert_eq!((s[0].desired_prefill, s[0].desired_decode, s[0].outcome), (Some(1), Some(2), Some(Outcome::Scale)));
+    assert_eq!((s[1].desired_prefill, s[1].desired_decode, s[1].outcome), (Some(1), Some(2), Some(Outcome::NotReady)));
+    assert_eq!((s[2].desired_prefill, s[2].desired_decode, s[2].outcome), (Some(1), Some(1), Some(Outcome::Scale)));
+    let changes: Vec<(Change, u32, f64)> = r.scaling.changes.iter().map(|c| (c.change, c.instance, c.time_s)).collect();
+    assert_eq!(
+        changes,
+        [(Change::Start, 4, 1.0), (Change::Ready, 4, 3.0), (Change::Drain, 4, 3.0), (Change::Stop, 4, 3.0)]
+    );
+    // Every request went through prefill instance 0 and decode instance 0 (index 3).
+    assert!(r.pd.iter().all(|t| t.prefill_instance == 0 && t.decode_instance == 0), "{:?}", r.pd);
 }
 
 proptest! {
@@ -286,7 +317,7 @@ proptest! {
         let (_, w, sends) = drawn(&reqs);
         let style = if sglang { PdStyle::Sglang } else { PdStyle::Vllm };
         let budget = p0 + d0 + extra;
-        let run = || pd_fleet(&w, &sends, (p0, d0, budget), interval, cold, style, decode_blocks);
+        let run = || pd_fleet(&w, &sends, (p0, d0, budget), (interval, cold), style, (4, decode_blocks));
         let r = run();
         prop_assert_eq!(r.records.len() as u64 + r.failed, sends.len() as u64);
         prop_assert!(!r.failures.contains_key(&FailReason::ScaledDown), "pools drain to their end");
