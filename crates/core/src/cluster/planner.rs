@@ -395,7 +395,7 @@ pub enum Engines<'a> {
 }
 
 /// One engine's sustainable rate for a request shape (`EngineCapacity`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Capacity {
     pub rps: f64,
     pub ttft_s: f64,
@@ -553,7 +553,7 @@ pub enum Outcome {
 }
 
 /// One adjustment's record.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tick {
     /// Requests per second that reached the frontend in the window.
     pub observed_rps: f64,
