@@ -48,6 +48,7 @@ fn route_all(w: &Workload, kind: RouterKind) -> usize {
         if open.len() > IN_FLIGHT {
             let (id, i) = open.pop_front().unwrap_or_default();
             r.prefill_done(id, i, now);
+            r.response_ended(id, i, 2, now, &FakeView);
             r.finished(id, i, now);
         }
     }
@@ -74,6 +75,8 @@ fn mooncake(c: &mut Criterion) {
         RouterKind::PrefixHash,
         RouterKind::Aibrix,
         RouterKind::KvAware,
+        RouterKind::LlmD,
+        RouterKind::LlmDPredictedLatency,
     ] {
         let name = format!("{kind:?}");
         g.bench_function(name, |b| b.iter(|| route_all(&w, kind)));

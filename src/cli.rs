@@ -603,6 +603,40 @@ pub struct RunArgs {
     /// the scorers read however old (the EPP's --refresh-metrics-interval; 0: always fresh).
     #[arg(allow_negative_numbers = true, long, default_value_t = 50.0, value_name = "MS", help_heading = "Router")]
     pub refresh_metrics_interval_ms: f64,
+    /// llm-d-predicted-latency: every request's `x-slo-ttft-ms` header, the TTFT the EPP keeps
+    /// headroom against (unset: no header, SLO 0, every endpoint short of it, so the lowest
+    /// predicted TTFT wins). Not streaming, the predictor's "TTFT" is the end-to-end latency.
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", help_heading = "Router")]
+    pub slo_ttft_ms: Option<f64>,
+    /// llm-d-predicted-latency: every request's `x-slo-tpot-ms` header (read with
+    /// --latency-streaming-mode only).
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", help_heading = "Router")]
+    pub slo_tpot_ms: Option<f64>,
+    /// llm-d-predicted-latency: the predictor's LATENCY_OBJECTIVE_TYPE, the mean or the 90th
+    /// percentile (mean + 1.28 σ of the Bayesian ridge) [default: mean, llm-d's chart].
+    #[arg(long, value_enum, value_name = "OBJECTIVE", help_heading = "Router")]
+    pub latency_objective: Option<cachesim::cluster::router::latency_model::Objective>,
+    /// llm-d-predicted-latency: seconds between two trainings of the predictor
+    /// (LATENCY_RETRAINING_INTERVAL_SEC; the first 10 s in) [default: 10, llm-d's chart].
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Router")]
+    pub latency_retraining_interval_s: Option<f64>,
+    /// llm-d-predicted-latency: seconds between two loads of the newest model by the prediction
+    /// server (MODEL_SYNC_INTERVAL_SEC) [default: 30, llm-d's chart].
+    #[arg(allow_negative_numbers = true, long, value_name = "S", help_heading = "Router")]
+    pub latency_model_sync_interval_s: Option<f64>,
+    /// llm-d-predicted-latency: samples before the first training
+    /// (LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH, a trainer started without a model) [default: 10].
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Router")]
+    pub latency_min_samples_for_retrain: Option<u64>,
+    /// llm-d-predicted-latency: the producer's streamingMode: learn TTFT at the first token and
+    /// TPOT at the end, and keep headroom against --slo-tpot-ms too (off, as upstream: one
+    /// end-to-end sample per request, TPOT not scored).
+    #[arg(long, help_heading = "Router")]
+    pub latency_streaming_mode: bool,
+    /// llm-d-predicted-latency: which endpoint meeting the SLOs wins, the one with the least
+    /// headroom (packing) or the most (spreading) [default: least].
+    #[arg(long, value_enum, value_name = "STRATEGY", help_heading = "Router")]
+    pub headroom_selection_strategy: Option<cachesim::cluster::router::slo_pick::Strategy>,
     /// Instance failures, comma-separated SECONDS:INSTANCE (120:0: instance 0 fails 120 s into
     /// the run). A failure is a crash: the instance's cache is gone, its running and waiting
     /// requests fail (or migrate, --migration-limit), the router leaves it out until it serves
@@ -894,6 +928,16 @@ impl RunArgs {
                     },
                     refresh_metrics_interval_ms: self.refresh_metrics_interval_ms,
                     kv_event_delay_ms: self.kv_event_delay_ms,
+                    predicted_latency: cachesim::cluster::router::epp_latency::LatencyFlags {
+                        slo_ttft_ms: self.slo_ttft_ms,
+                        slo_tpot_ms: self.slo_tpot_ms,
+                        objective: self.latency_objective,
+                        retraining_interval_s: self.latency_retraining_interval_s,
+                        model_sync_interval_s: self.latency_model_sync_interval_s,
+                        min_samples_for_retrain: self.latency_min_samples_for_retrain,
+                        streaming: self.latency_streaming_mode,
+                        strategy: self.headroom_selection_strategy,
+                    },
                 },
                 pd: self.prefill_instances.zip(self.decode_instances).map(|(prefill, decode)| PdConfig {
                     prefill,

@@ -401,6 +401,31 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
+        what: "an SLO header for a router that reads none",
+        args: &["--instances", "2", "--router", "llm-d", "--slo-ttft-ms", "500"],
+        cut: None,
+    },
+    Case {
+        what: "a TPOT SLO the predicted-latency profile does not read",
+        args: &["--instances", "2", "--router", "llm-d-predicted-latency", "--slo-tpot-ms", "50"],
+        cut: None,
+    },
+    Case {
+        what: "a predictor that never retrains",
+        args: &["--instances", "2", "--router", "llm-d-predicted-latency", "--latency-retraining-interval-s", "0"],
+        cut: None,
+    },
+    Case {
+        what: "a scorer weight the predicted-latency profile does not read",
+        args: &["--instances", "2", "--router", "llm-d-predicted-latency", "--prefix-cache-scorer-weight", "5"],
+        cut: None,
+    },
+    Case {
+        what: "the predicted-latency profile over prefill/decode pools",
+        args: &["--prefill-instances", "1", "--decode-instances", "1", "--router", "llm-d-predicted-latency"],
+        cut: None,
+    },
+    Case {
         what: "KV events for a router that reads none",
         args: &["--instances", "2", "--kv-event-delay-ms", "10"],
         cut: None,

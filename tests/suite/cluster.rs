@@ -223,3 +223,32 @@ fn prefix_aware_routers_beat_round_robin_on_shared_prefix_groups() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--cache-threshold"));
 }
+
+/// llm-d's predicted-latency profile keeps prefix affinity (its 0.80 filter) on shared-prefix
+/// groups, echoes its flags, and learns over a timed run: on the bundled sample at ten times its
+/// load, an SLO changes the picks.
+#[test]
+fn the_predicted_latency_picker_keeps_affinity_and_echoes_its_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let gsp = dir.path().join("gsp.jsonl");
+    let g = cachesim(&["gen", "gsp", "--num-groups", "64", "--prompts-per-group", "16", "-o", gsp.to_str().unwrap()]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = cachesim(args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let base = ["--trace", gsp.to_str().unwrap(), "--instances", "8", "--json", "--router"];
+    let rr = json(&[&base[..], &["round-robin"]].concat());
+    let pl = json(&[&base[..], &["llm-d-predicted-latency", "--slo-ttft-ms", "1000"]].concat());
+    let (rr, hit) = (rr["hit_ratio"].as_f64().unwrap(), pl["hit_ratio"].as_f64().unwrap());
+    assert!(hit > rr + 0.2, "{rr} {hit}");
+    assert_eq!(pl["config"]["cluster"]["router_params"]["predicted_latency"]["slo_ttft_ms"], 1000.0);
+    assert!(pl["router"]["prefix_share"].as_f64().unwrap() > 0.9, "{}", pl["router"]);
+    let sample = ["--time-scale", "0.1", "--instances", "4", "--json", "--router", "llm-d-predicted-latency"];
+    let plain = json(&sample);
+    let slo =
+        json(&[&sample[..], &["--latency-streaming-mode", "--slo-ttft-ms", "50", "--slo-tpot-ms", "20"]].concat());
+    assert_eq!(plain["completed"], slo["completed"]);
+    assert_ne!(plain["mean_ttft_ms"], slo["mean_ttft_ms"], "the SLO headers change the picks");
+}

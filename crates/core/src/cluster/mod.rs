@@ -124,6 +124,50 @@ impl ClusterConfig {
                 "a router reading KV events is not modelled with prefill/decode pools",
             ));
         }
+        let l = &p.predicted_latency;
+        if let Some(flag) = l.first_flag().filter(|_| self.router != RouterKind::LlmDPredictedLatency) {
+            return Err(Error::invalid(
+                flag,
+                "is llm-d's latency predictor's and means nothing without --router llm-d-predicted-latency",
+            ));
+        }
+        if let Some(v) = l.slo_ttft_ms {
+            positive("--slo-ttft-ms", v)?;
+        }
+        if let Some(v) = l.slo_tpot_ms {
+            positive("--slo-tpot-ms", v)?;
+            if !l.streaming {
+                return Err(Error::invalid(
+                    "--slo-tpot-ms",
+                    "is read in streaming mode only (the producer neutralises TPOT otherwise): add --latency-streaming-mode",
+                ));
+            }
+        }
+        if let Some(v) = l.retraining_interval_s {
+            seconds("--latency-retraining-interval-s", v, true)?;
+        }
+        if let Some(v) = l.model_sync_interval_s {
+            seconds("--latency-model-sync-interval-s", v, true)?;
+        }
+        if let Some(v) = l.min_samples_for_retrain {
+            count("--latency-min-samples-for-retrain", v)?;
+        }
+        if self.router == RouterKind::LlmDPredictedLatency && !w.is_default() {
+            return Err(Error::invalid(
+                "--router",
+                "llm-d-predicted-latency replaces the scorers whose weights are set (--queue-scorer-weight, \
+                 --kv-cache-utilization-scorer-weight, --prefix-cache-scorer-weight, --lora-affinity-scorer-weight, \
+                 --precise-prefix-cache-scorer-weight): they mean nothing with it",
+            ));
+        }
+        let latency_router = [self.router, self.decode_router].contains(&RouterKind::LlmDPredictedLatency);
+        if latency_router && self.pd.is_some() {
+            return Err(Error::invalid(
+                "--router",
+                "llm-d-predicted-latency is not modelled with prefill/decode pools (llm-d's prefill profile and its \
+                 samples from the prefill endpoint are not)",
+            ));
+        }
         count("--router-chars-per-token", p.chars_per_token as u64)?;
         count("--prefix-chunk-chars", p.prefix_chunk_chars as u64)?;
         count("--aibrix-block-size", p.aibrix_block_chars as u64)?;

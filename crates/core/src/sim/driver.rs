@@ -327,7 +327,13 @@ pub fn drive(
                 let i = assigned[id as usize];
                 match disagg.as_mut() {
                     Some(d) => d.completed(id, i, now, router),
-                    None if i != u32::MAX => router.finished(id, i as usize, now),
+                    None if i != u32::MAX => {
+                        let r = &rt[id as usize];
+                        if r.generated > 0 && r.generated == r.output_len {
+                            router.response_ended(id, i as usize, r.generated, now, &View(&inst[..routed], &rt));
+                        }
+                        router.finished(id, i as usize, now)
+                    }
                     None => {}
                 }
             }

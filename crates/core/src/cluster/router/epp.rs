@@ -38,11 +38,17 @@
 //! prompts, not the endpoints' caches: an endpoint that evicted a prefix still scores it.
 //! Text = token ids rendered at `--router-chars-per-token` ([`super::text`]), not the JSON of
 //! the chat messages the EPP hashes; the hashes are content fingerprints, not xxhash64.
+//!
+//! `llm-d-predicted-latency` ([`Epp::with_latency`]) keeps the scrapes and the approximate
+//! prefix producer and replaces the weighted scorers and the max-score picker by the latency
+//! predictor's profile ([`super::epp_latency`]).
 
 use super::aibrix::BlockIndex;
+use super::epp_latency::{LatencyProfile, Metrics};
 use super::kv_index::KvEvents;
 use super::text::{chunks, mix};
 use super::{Arrival, Basis, Decision, InstanceView, Router, RouterParams};
+use crate::cache::ReqId;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
@@ -90,10 +96,17 @@ pub fn is_default_interval(ms: &f64) -> bool {
 #[derive(Debug, Clone, Default)]
 struct Scraped {
     waiting: u32,
+    running: u32,
     kv_usage: f64,
     running_loras: Vec<u16>,
     waiting_loras: Vec<u16>,
     max_lora: u32,
+}
+
+impl Scraped {
+    fn metrics(&self) -> Metrics {
+        Metrics { waiting: self.waiting, running: self.running, kv: self.kv_usage }
+    }
 }
 
 /// The EPP for `n` endpoints.
@@ -114,6 +127,9 @@ pub struct Epp {
     /// The precise scorer's: the endpoints' KV events as its indexer receives them.
     events: Option<KvEvents>,
     keys: Vec<u32>,
+    /// The predicted-latency profile instead of the weighted scorers
+    /// (`llm-d-predicted-latency`, [`super::epp_latency`]).
+    latency: Option<Box<LatencyProfile>>,
 }
 
 impl Epp {
@@ -133,6 +149,17 @@ impl Epp {
             order: Vec::with_capacity(n),
             events: (p.epp_weights.precise > 0.0).then(|| KvEvents::new(p.kv_event_delay_ms.unwrap_or(0.0), n)),
             keys: Vec::new(),
+            latency: None,
+        }
+    }
+
+    /// The picker for `n` endpoints with the latency predictor's profile (the approximate
+    /// prefix producer feeds it; the scorers' weights are not read).
+    pub fn with_latency(p: RouterParams, n: usize) -> Self {
+        let weights = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 1.0, lora: 0.0, precise: 0.0 };
+        Epp {
+            latency: Some(Box::new(LatencyProfile::new(&p.predicted_latency, p.seed, n))),
+            ..Epp::new(RouterParams { epp_weights: weights, ..p }, n)
         }
     }
 
@@ -143,6 +170,7 @@ impl Epp {
         }
         let s = &mut self.scraped[i];
         s.waiting = view.waiting(i);
+        s.running = view.queued(i).saturating_sub(s.waiting);
         s.kv_usage = view.kv_usage(i);
         s.max_lora = view.lora_adapters(i, &mut s.running_loras, &mut s.waiting_loras);
         self.next_scrape[i] =
@@ -221,7 +249,16 @@ impl Router for Epp {
             e.catch_up(a.now);
         }
         self.order.clear();
-        for i in up() {
+        let mut narrowed = false;
+        if let Some(l) = self.latency.as_mut() {
+            let (scraped, matched) = (&self.scraped, &self.matched);
+            let endpoints = up().map(|i| (i, scraped[i].metrics(), matched[i] as f64 / blocks));
+            let (i, affinity) = l.pick(a.now, a.prompt_len as f64, endpoints, &mut self.rng);
+            l.dispatch(a.id, i, a.prompt_len as f64, a.now);
+            self.order.push((i, 0.0));
+            narrowed = affinity;
+        }
+        for i in up().filter(|_| self.latency.is_none()) {
             let s = &self.scraped[i];
             let queue = if max_q == min_q { 1.0 } else { (max_q - s.waiting) as f64 / (max_q - min_q) as f64 };
             let kv = (1.0 - s.kv_usage).clamp(0.0, 1.0);
@@ -236,8 +273,10 @@ impl Router for Epp {
             self.order.push((i, total));
         }
         // The max-score picker: shuffle, then a stable sort by total, highest first.
-        self.order.shuffle(&mut self.rng);
-        self.order.sort_by(|x, y| y.1.total_cmp(&x.1));
+        if self.latency.is_none() {
+            self.order.shuffle(&mut self.rng);
+            self.order.sort_by(|x, y| y.1.total_cmp(&x.1));
+        }
         let instance = self.order.first().map_or(0, |&(i, _)| i);
         let matched = self.matched[instance];
         // PreRequest: the prompt's blocks recorded for the endpoint chosen, in block order.
@@ -253,13 +292,40 @@ impl Router for Epp {
         let block_chars = (self.block_tokens * CHARS_PER_TOKEN) as u64;
         let predicted = (matched as u64 * block_chars / self.chars_per_token as u64).min(a.prompt_len as u64);
         let held = self.events.as_ref().map_or(0, |e| e.overlap(instance, &self.keys));
-        let basis = if matched > 0 || held > 0 { Basis::Prefix } else { Basis::Load };
+        let basis = match &self.latency {
+            Some(_) if narrowed => Basis::Prefix,
+            Some(_) => Basis::Load,
+            None if matched > 0 || held > 0 => Basis::Prefix,
+            None => Basis::Load,
+        };
         let predicted = predicted.max((held * self.block_tokens as u64).min(a.prompt_len as u64));
         Decision { instance, basis, predicted_hit_tokens: predicted }
     }
 
     fn kv_index(&mut self) -> Option<&mut KvEvents> {
         self.events.as_mut()
+    }
+
+    fn prefill_done(&mut self, id: ReqId, _instance: usize, now: f64) {
+        if let Some(l) = self.latency.as_mut() {
+            l.first_token(id, now);
+        }
+    }
+
+    fn response_ended(&mut self, id: ReqId, instance: usize, tokens: u32, now: f64, view: &dyn InstanceView) {
+        if self.latency.is_some() {
+            self.scrape(instance, now, view);
+            let m = self.scraped[instance].metrics();
+            if let Some(l) = self.latency.as_mut() {
+                l.ended(id, tokens, now, m);
+            }
+        }
+    }
+
+    fn finished(&mut self, id: ReqId, _instance: usize, _now: f64) {
+        if let Some(l) = self.latency.as_mut() {
+            l.finished(id);
+        }
     }
 }
 
@@ -404,5 +470,37 @@ mod tests {
         }
         r.hash_prompt(&Arrival { id: 2, seq: 2, prompt_len: 3, store: &store, now: 0.0, lora: 0 });
         assert!(r.hashes.is_empty());
+    }
+
+    /// The predicted-latency profile learns which endpoint is slow. Endpoint 0 has 8 requests
+    /// waiting, endpoint 1 none, and each request ends 100 ms + 100 ms × the queue after its
+    /// dispatch. Before the first model (loaded at 30 s) every prediction is 10 ms, the scores
+    /// are flat and the picks even; after it, without an SLO (all headroom negative, every
+    /// endpoint idle), the predictions are 900 and 100 ms: scores 0.01 and 1.01, so the slow
+    /// endpoint is picked about 1 time in 102. With an SLO of 500 ms it is in the negative tier,
+    /// explored 1 time in 100.
+    #[test]
+    fn the_latency_profile_learns_the_slow_endpoint() {
+        let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
+        let v = Fleet { waiting: vec![8, 0], usage: vec![0.0; 2], loras: vec![Default::default(); 2] };
+        for slo in [None, Some(500.0)] {
+            let flags = super::super::epp_latency::LatencyFlags { slo_ttft_ms: slo, ..Default::default() };
+            let mut r = Epp::with_latency(RouterParams { predicted_latency: flags, ..RouterParams::default() }, 2);
+            let mut picks = [[0u32; 2]; 2];
+            for k in 0..6000u32 {
+                let now = k as f64 * 0.01;
+                let d = r.route(&Arrival { id: k, seq: 0, prompt_len: 3, store: &store, now, lora: 0 }, &v);
+                let end = now + 0.1 + 0.1 * v.waiting[d.instance] as f64;
+                r.prefill_done(k, d.instance, end);
+                r.response_ended(k, d.instance, 10, end, &v);
+                r.finished(k, d.instance, end);
+                picks[usize::from(now >= 31.0)][d.instance] += 1;
+            }
+            let [before, after] = picks;
+            assert!(before[0].abs_diff(before[1]) < 300, "{slo:?} {before:?}");
+            assert!(after[0] < 60 && after[1] > 2800, "{slo:?} {after:?}");
+            let l = r.latency.as_ref().unwrap();
+            assert_eq!(l.samples(), (1000, 0), "two buckets of 500; not streaming, no TPOT sample");
+        }
     }
 }

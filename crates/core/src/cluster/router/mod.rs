@@ -11,18 +11,24 @@
 //! 128-character chunk covers the tokens its characters fall in ([`text`]).
 //!
 //! One file per policy: [`cache_aware`] (sglang's gateway, over the approximate tree of
-//! [`approx_tree`]), [`prefix_hash`] (vLLM production-stack), [`aibrix`] (AIBrix) and
-//! [`kv_aware`] (NVIDIA Dynamo's KV router). Upstream files, versions and what cachesim does
+//! [`approx_tree`]), [`prefix_hash`] (vLLM production-stack), [`aibrix`] (AIBrix),
+//! [`kv_aware`] (NVIDIA Dynamo's KV router), [`epp`] (llm-d's endpoint picker; with its
+//! latency predictor [`epp_latency`], over [`slo_pick`], [`latency_model`] and
+//! [`bayes_ridge`]). Upstream files, versions and what cachesim does
 //! differently are in `docs/engines/routers.md`.
 
 pub mod active;
 pub mod aibrix;
 pub mod approx_tree;
+pub mod bayes_ridge;
 pub mod cache_aware;
 pub mod epp;
+pub mod epp_latency;
 pub mod kv_aware;
 pub mod kv_index;
+pub mod latency_model;
 pub mod prefix_hash;
+pub mod slo_pick;
 #[cfg(test)]
 mod tests;
 pub mod text;
@@ -60,11 +66,17 @@ pub enum RouterKind {
     #[cfg_attr(feature = "clap", value(name = "llm-d"))]
     #[serde(rename = "llm-d")]
     LlmD,
+    /// llm-d's endpoint picker with its latency predictor: TTFT (and TPOT) predicted per
+    /// endpoint by a model retrained on the fleet's own requests, prefix-affinity and
+    /// SLO-headroom filters, the least headroom that still meets --slo-ttft-ms (weighted random).
+    #[cfg_attr(feature = "clap", value(name = "llm-d-predicted-latency"))]
+    #[serde(rename = "llm-d-predicted-latency")]
+    LlmDPredictedLatency,
 }
 
 impl RouterKind {
     /// Every policy, in `--router`'s order.
-    pub const ALL: [RouterKind; 8] = [
+    pub const ALL: [RouterKind; 9] = [
         RouterKind::RoundRobin,
         RouterKind::Random,
         RouterKind::LeastLoad,
@@ -73,6 +85,7 @@ impl RouterKind {
         RouterKind::Aibrix,
         RouterKind::KvAware,
         RouterKind::LlmD,
+        RouterKind::LlmDPredictedLatency,
     ];
 
     /// The policy's name, as `--router` takes it and reports print it.
@@ -86,6 +99,7 @@ impl RouterKind {
             RouterKind::Aibrix => "aibrix",
             RouterKind::KvAware => "kv-aware",
             RouterKind::LlmD => "llm-d",
+            RouterKind::LlmDPredictedLatency => "llm-d-predicted-latency",
         }
     }
 }
@@ -170,6 +184,10 @@ pub struct RouterParams {
     /// as they are, an indexer without lag.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_event_delay_ms: Option<f64>,
+    /// llm-d-predicted-latency: the requests' SLO headers and the predictor's settings
+    /// (echoed when any is given).
+    #[serde(skip_serializing_if = "epp_latency::LatencyFlags::is_unset")]
+    pub predicted_latency: epp_latency::LatencyFlags,
 }
 
 impl Default for RouterParams {
@@ -195,6 +213,7 @@ impl Default for RouterParams {
             epp_weights: epp::EppWeights::default(),
             refresh_metrics_interval_ms: epp::DEFAULT_REFRESH_MS,
             kv_event_delay_ms: None,
+            predicted_latency: epp_latency::LatencyFlags::default(),
         }
     }
 }
@@ -286,9 +305,14 @@ pub trait Router: Send {
     /// Request `id`, sent to `instance`, completed (or failed) at `now`.
     fn finished(&mut self, _id: ReqId, _instance: usize, _now: f64) {}
     /// Request `id`, sent to `instance`, produced its first token at `now` (its prefill is
-    /// done). Only `kv-aware` uses it (Dynamo's `mark_prefill_completed`); without the call the
-    /// request counts as prefilling until `finished`.
+    /// done). `kv-aware` uses it (Dynamo's `mark_prefill_completed`; without the call the
+    /// request counts as prefilling until `finished`), and `llm-d-predicted-latency` (the time
+    /// to first token it learns from).
     fn prefill_done(&mut self, _id: ReqId, _instance: usize, _now: f64) {}
+    /// Request `id`'s response from `instance` ended at `now` after `tokens` output tokens (it
+    /// completed; [`finished`](Self::finished) follows). Only `llm-d-predicted-latency` uses
+    /// it (its end-of-stream training samples).
+    fn response_ended(&mut self, _id: ReqId, _instance: usize, _tokens: u32, _now: f64, _view: &dyn InstanceView) {}
     /// Requests in flight per instance as the router counts them (`None`: it keeps no count).
     fn in_flight(&self) -> Option<Vec<u32>> {
         None
@@ -327,6 +351,7 @@ pub fn build(kind: RouterKind, params: RouterParams, n: usize) -> Box<dyn Router
         RouterKind::Aibrix => Box::new(aibrix::Aibrix::new(params, n)),
         RouterKind::KvAware => Box::new(kv_aware::KvAware::new(params, n)),
         RouterKind::LlmD => Box::new(epp::Epp::new(params, n)),
+        RouterKind::LlmDPredictedLatency => Box::new(epp::Epp::with_latency(params, n)),
     }
 }
 
