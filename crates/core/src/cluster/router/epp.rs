@@ -156,11 +156,7 @@ impl Epp {
     /// The picker for `n` endpoints with the latency predictor's profile (the approximate
     /// prefix producer feeds it; the scorers' weights are not read).
     pub fn with_latency(p: RouterParams, n: usize) -> Self {
-        let weights = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 1.0, lora: 0.0, precise: 0.0 };
-        Epp {
-            latency: Some(Box::new(LatencyProfile::new(&p.predicted_latency, p.seed, n))),
-            ..Epp::new(RouterParams { epp_weights: weights, ..p }, n)
-        }
+        Epp { latency: Some(Box::new(LatencyProfile::new(&p.predicted_latency, p.seed, n))), ..Epp::new(p, n) }
     }
 
     /// Takes endpoint `i`'s metrics when a scrape has happened since the last look.
@@ -233,7 +229,8 @@ impl Router for Epp {
             }
         }
         let w = self.weights;
-        if w.prefix > 0.0 {
+        // The approximate prefix producer runs for its scorer, or for the latency profile.
+        if w.prefix > 0.0 || self.latency.is_some() {
             self.hash_prompt(a);
             self.match_prefix();
         } else {

@@ -249,11 +249,6 @@ impl LatencyProfile {
         }
     }
 
-    /// The instance a request in flight was sent to.
-    pub fn instance_of(&self, id: ReqId) -> Option<usize> {
-        self.flights.get(&id).map(|f| f.instance)
-    }
-
     /// Samples the predictor holds (TTFT, TPOT).
     pub fn samples(&self) -> (u64, u64) {
         self.predictor.samples()

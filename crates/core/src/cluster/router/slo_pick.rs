@@ -278,4 +278,51 @@ mod tests {
         assert!((14_600..=15_400).contains(&wins), "{wins}");
         assert_eq!(pick(&[0.0, 0.5], &mut rng), 1);
     }
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Whatever the candidates: the filters never empty the set and keep its order, every
+        /// score lies in [0, 1.01] with at least one above 0 (a scored set is never empty), and
+        /// the pick is a candidate.
+        #[test]
+        fn filters_scores_and_pick_stay_in_bounds(
+            rows in proptest::collection::vec(
+                (0.0f64..=1.0, 0.0f64..=1.0, 0u32..20, 0u32..4, proptest::option::of(0.0f64..5000.0), -1000.0f64..1000.0),
+                1..12,
+            ),
+            slo in 0.0f64..3000.0,
+            strategy in proptest::prop_oneof![proptest::strategy::Just(Strategy::Least), proptest::strategy::Just(Strategy::Most)],
+            seed in 0u64..1000,
+        ) {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let all_predicted = rows.iter().all(|r| r.4.is_some());
+            let mut c: Vec<Candidate> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, &(prefix, kv, waiting, dispatched, ttft, tpot_h))| Candidate {
+                    instance: i,
+                    prefix,
+                    kv,
+                    waiting,
+                    dispatched,
+                    // Predictions come for every candidate or for none.
+                    ttft_ms: if all_predicted { ttft } else { None },
+                    ttft_headroom: if all_predicted { slo - ttft.unwrap_or(0.0) } else { 0.0 },
+                    tpot_headroom: if all_predicted { tpot_h } else { 0.0 },
+                })
+                .collect();
+            let n = c.len();
+            affinity(&mut c, STRICT_AFFINITY, &mut rng);
+            tiers(&mut c, &mut rng);
+            affinity(&mut c, LOOSE_AFFINITY, &mut rng);
+            proptest::prop_assert!(!c.is_empty() && c.len() <= n);
+            proptest::prop_assert!(c.windows(2).all(|w| w[0].instance < w[1].instance));
+            let mut s = Vec::new();
+            score(&c, strategy, &mut s);
+            proptest::prop_assert_eq!(s.len(), c.len());
+            proptest::prop_assert!(s.iter().all(|&x| (0.0..=1.01 + 1e-12).contains(&x)), "{:?}", s);
+            proptest::prop_assert!(s.iter().any(|&x| x > 0.0) || !all_predicted, "{:?}", s);
+            proptest::prop_assert!(pick(&s, &mut rng) < c.len());
+        }
+    }
 }
