@@ -603,15 +603,18 @@ pub struct RunArgs {
     /// the scorers read however old (the EPP's --refresh-metrics-interval; 0: always fresh).
     #[arg(allow_negative_numbers = true, long, default_value_t = 50.0, value_name = "MS", help_heading = "Router")]
     pub refresh_metrics_interval_ms: f64,
-    /// llm-d-predicted-latency: every request's `x-slo-ttft-ms` header, the TTFT the EPP keeps
-    /// headroom against (unset: no header, SLO 0, every endpoint short of it, so the lowest
-    /// predicted TTFT wins). Not streaming, the predictor's "TTFT" is the end-to-end latency.
-    #[arg(allow_negative_numbers = true, long, value_name = "MS", help_heading = "Router")]
-    pub slo_ttft_ms: Option<f64>,
-    /// llm-d-predicted-latency: every request's `x-slo-tpot-ms` header (read with
-    /// --latency-streaming-mode only).
-    #[arg(allow_negative_numbers = true, long, value_name = "MS", help_heading = "Router")]
-    pub slo_tpot_ms: Option<f64>,
+    /// llm-d-predicted-latency: the requests' `x-slo-ttft-ms` header, the TTFT the EPP keeps
+    /// headroom against: MS for every request, or PRIORITY:MS,… per priority class (a class not
+    /// listed, and a request without a priority unless 0 is listed, sends none). Without a
+    /// header the SLO is 0, every endpoint short of it, and the lowest predicted TTFT wins. Not
+    /// streaming, the predictor's "TTFT" is the end-to-end latency.
+    #[arg(allow_negative_numbers = true, long, value_name = "MS|P:MS,…", value_parser = parse_slo_header, help_heading = "Router")]
+    pub slo_ttft_ms: Option<cachesim::cluster::router::epp_latency::SloHeader>,
+    /// llm-d-predicted-latency: the requests' `x-slo-tpot-ms` header, as --slo-ttft-ms (read with
+    /// --latency-streaming-mode only); an endpoint running a request with a stricter one
+    /// holds a new request to that.
+    #[arg(allow_negative_numbers = true, long, value_name = "MS|P:MS,…", value_parser = parse_slo_header, help_heading = "Router")]
+    pub slo_tpot_ms: Option<cachesim::cluster::router::epp_latency::SloHeader>,
     /// llm-d-predicted-latency: the predictor's LATENCY_OBJECTIVE_TYPE, the mean or the 90th
     /// percentile (mean + 1.28 σ of the Bayesian ridge) [default: mean, llm-d's chart].
     #[arg(long, value_enum, value_name = "OBJECTIVE", help_heading = "Router")]
@@ -1066,6 +1069,10 @@ fn parse_num_prompts(s: &str) -> Result<usize, String> {
 /// One `--goodput` word, checked alone (the whole list is checked for repeats when resolved).
 fn parse_goodput_word(s: &str) -> Result<String, String> {
     cachesim::metrics::Goodput::parse(&[s.to_string()]).map(|_| s.to_string())
+}
+
+fn parse_slo_header(s: &str) -> Result<cachesim::cluster::router::epp_latency::SloHeader, String> {
+    s.parse()
 }
 
 fn parse_fail_at(s: &str) -> Result<cachesim::cluster::faults::FailList, String> {

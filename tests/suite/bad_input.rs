@@ -406,6 +406,11 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
+        what: "an SLO header given twice for one priority class",
+        args: &["--instances", "2", "--router", "llm-d-predicted-latency", "--slo-ttft-ms", "0:500,0:900"],
+        cut: None,
+    },
+    Case {
         what: "a TPOT SLO the predicted-latency profile does not read",
         args: &["--instances", "2", "--router", "llm-d-predicted-latency", "--slo-tpot-ms", "50"],
         cut: None,

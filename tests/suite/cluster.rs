@@ -251,4 +251,10 @@ fn the_predicted_latency_picker_keeps_affinity_and_echoes_its_flags() {
         json(&[&sample[..], &["--latency-streaming-mode", "--slo-ttft-ms", "50", "--slo-tpot-ms", "20"]].concat());
     assert_eq!(plain["completed"], slo["completed"]);
     assert_ne!(plain["mean_ttft_ms"], slo["mean_ttft_ms"], "the SLO headers change the picks");
+    // Per priority class: a map in the echo.
+    let classes = ["--priority-mix", "0:0.5,1:0.5", "--slo-ttft-ms", "0:50,1:5000"];
+    let per = json(&[&sample[..], &classes[..]].concat());
+    assert_eq!(per["completed"], plain["completed"]);
+    let echo = &per["config"]["cluster"]["router_params"]["predicted_latency"]["slo_ttft_ms"];
+    assert_eq!((echo["0"].as_f64(), echo["1"].as_f64()), (Some(50.0), Some(5000.0)));
 }

@@ -131,11 +131,13 @@ impl ClusterConfig {
                 "is llm-d's latency predictor's and means nothing without --router llm-d-predicted-latency",
             ));
         }
-        if let Some(v) = l.slo_ttft_ms {
+        for v in l.slo_ttft_ms.iter().flat_map(|h| h.values()) {
             positive("--slo-ttft-ms", v)?;
         }
-        if let Some(v) = l.slo_tpot_ms {
-            positive("--slo-tpot-ms", v)?;
+        if let Some(h) = l.slo_tpot_ms {
+            for v in h.values() {
+                positive("--slo-tpot-ms", v)?;
+            }
             if !l.streaming {
                 return Err(Error::invalid(
                     "--slo-tpot-ms",

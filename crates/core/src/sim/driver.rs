@@ -356,8 +356,15 @@ pub fn drive(
                     continue;
                 }
                 let q = &w.requests[id as usize];
-                let a =
-                    Arrival { id, seq: q.seq, prompt_len: q.prompt_len as usize, store: &w.store, now, lora: q.lora };
+                let a = Arrival {
+                    id,
+                    seq: q.seq,
+                    prompt_len: q.prompt_len as usize,
+                    store: &w.store,
+                    now,
+                    lora: q.lora,
+                    priority: q.priority,
+                };
                 let d = router.route(&a, &View(&inst[..routed], &rt));
                 debug_assert!(d.instance < routed);
                 assigned[id as usize] = d.instance as u32;

@@ -317,7 +317,10 @@ mod tests {
     /// Routes prompt `seq` with the pods' running counts set to `running` first.
     fn route(r: &mut Aibrix, store: &TokenStore, seq: u32, running: [u32; 3]) -> Decision {
         r.running = running.to_vec();
-        r.route(&Arrival { id: seq, seq, prompt_len: store.seq_len(seq), store, now: 0.0, lora: 0 }, &NoView)
+        r.route(
+            &Arrival { id: seq, seq, prompt_len: store.seq_len(seq), store, now: 0.0, lora: 0, priority: None },
+            &NoView,
+        )
     }
 
     #[test]
@@ -374,7 +377,7 @@ mod tests {
             let mut now = 0.0;
             for (k, &s) in ids.iter().enumerate() {
                 now += prompts[k].2 as f64;
-                let a = Arrival { id: s, seq: s, prompt_len: store.seq_len(s), store: &store, now, lora: 0 };
+                let a = Arrival { id: s, seq: s, prompt_len: store.seq_len(s), store: &store, now, lora: 0, priority: None };
                 let (d1, d2) = (fast.route(&a, &NoView), slow.route(&a, &NoView));
                 proptest::prop_assert_eq!(d1, d2);
                 proptest::prop_assert_eq!(fast.index_len(), slow.index_len());

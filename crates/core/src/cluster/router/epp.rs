@@ -250,8 +250,9 @@ impl Router for Epp {
         if let Some(l) = self.latency.as_mut() {
             let (scraped, matched) = (&self.scraped, &self.matched);
             let endpoints = up().map(|i| (i, scraped[i].metrics(), matched[i] as f64 / blocks));
-            let (i, affinity) = l.pick(a.now, a.prompt_len as f64, endpoints, &mut self.rng);
-            l.dispatch(a.id, i, a.prompt_len as f64, a.now);
+            let class = a.priority.unwrap_or(0);
+            let (i, affinity) = l.pick(a.now, a.prompt_len as f64, class, endpoints, &mut self.rng);
+            l.dispatch(a.id, i, a.prompt_len as f64, class, a.now);
             self.order.push((i, 0.0));
             narrowed = affinity;
         }
@@ -374,7 +375,7 @@ mod tests {
     }
 
     fn route(r: &mut Epp, store: &TokenStore, seq: u32, now: f64, lora: u16, v: &Fleet) -> usize {
-        r.route(&Arrival { id: seq, seq, prompt_len: store.seq_len(seq), store, now, lora }, v).instance
+        r.route(&Arrival { id: seq, seq, prompt_len: store.seq_len(seq), store, now, lora, priority: None }, v).instance
     }
 
     /// Three endpoints, waiting 0 / 4 / 8, KV 90 % / 10 % / 10 %: queue scores 1, 0.5, 0; KV
@@ -441,12 +442,15 @@ mod tests {
         assert_eq!(r.kv_index().map(|e| e.delay_s()), Some(0.02));
         r.kv_index().unwrap().receive(2, 1.02, &[(7, true), (8, true)]);
         r.kv_index().unwrap().receive(1, 1.0, &[(8, true), (9, true)]);
-        let d = r.route(&Arrival { id: 0, seq: 0, prompt_len: 3, store: &store, now: 1.01, lora: 0 }, &v);
+        let d =
+            r.route(&Arrival { id: 0, seq: 0, prompt_len: 3, store: &store, now: 1.01, lora: 0, priority: None }, &v);
         assert_eq!(d.basis, Basis::Load, "nothing of the prompt's first block is known yet");
-        let d = r.route(&Arrival { id: 1, seq: 0, prompt_len: 3, store: &store, now: 1.02, lora: 0 }, &v);
+        let d =
+            r.route(&Arrival { id: 1, seq: 0, prompt_len: 3, store: &store, now: 1.02, lora: 0, priority: None }, &v);
         assert_eq!((d.instance, d.basis), (2, Basis::Prefix));
         r.instance_down(2, 2.0);
-        let d = r.route(&Arrival { id: 2, seq: 0, prompt_len: 3, store: &store, now: 2.0, lora: 0 }, &v);
+        let d =
+            r.route(&Arrival { id: 2, seq: 0, prompt_len: 3, store: &store, now: 2.0, lora: 0, priority: None }, &v);
         assert_eq!(d.basis, Basis::Load, "a worker that went down left the index");
     }
 
@@ -465,7 +469,7 @@ mod tests {
         for k in 1..20 {
             assert_eq!(route(&mut r, &store, 1, k as f64, 0, &v), first, "the shared 4 blocks of 6 win");
         }
-        r.hash_prompt(&Arrival { id: 2, seq: 2, prompt_len: 3, store: &store, now: 0.0, lora: 0 });
+        r.hash_prompt(&Arrival { id: 2, seq: 2, prompt_len: 3, store: &store, now: 0.0, lora: 0, priority: None });
         assert!(r.hashes.is_empty());
     }
 
@@ -481,12 +485,14 @@ mod tests {
         let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
         let v = Fleet { waiting: vec![8, 0], usage: vec![0.0; 2], loras: vec![Default::default(); 2] };
         for slo in [None, Some(500.0)] {
+            let slo = slo.map(super::super::epp_latency::SloHeader::all);
             let flags = super::super::epp_latency::LatencyFlags { slo_ttft_ms: slo, ..Default::default() };
             let mut r = Epp::with_latency(RouterParams { predicted_latency: flags, ..RouterParams::default() }, 2);
             let mut picks = [[0u32; 2]; 2];
             for k in 0..6000u32 {
                 let now = k as f64 * 0.01;
-                let d = r.route(&Arrival { id: k, seq: 0, prompt_len: 3, store: &store, now, lora: 0 }, &v);
+                let d =
+                    r.route(&Arrival { id: k, seq: 0, prompt_len: 3, store: &store, now, lora: 0, priority: None }, &v);
                 let end = now + 0.1 + 0.1 * v.waiting[d.instance] as f64;
                 r.prefill_done(k, d.instance, end);
                 r.response_ended(k, d.instance, 10, end, &v);

@@ -6,9 +6,11 @@
 //! - **At routing** (`Produce`, `generatePredictions`): each candidate's TTFT (and, in streaming
 //!   mode, TPOT) is predicted from its scraped metrics, the prompt's length, the approximate
 //!   prefix score and the prompt tokens the EPP has in flight there (without this request);
-//!   headroom = the request's SLO − the prediction (`x-slo-ttft-ms`, `x-slo-tpot-ms`: the same
-//!   for every request here, `--slo-ttft-ms` / `--slo-tpot-ms`; without one the SLO is 0 and
-//!   every headroom negative, so the lowest prediction wins). Not streaming (the producer's
+//!   headroom = the request's SLO − the prediction (`x-slo-ttft-ms`, `x-slo-tpot-ms`: per
+//!   request or per priority class, `--slo-ttft-ms` / `--slo-tpot-ms` ([`SloHeader`]); without
+//!   one the SLO is 0 and every headroom negative, so the lowest prediction wins). The TPOT
+//!   budget on an endpoint is tightened to the strictest TPOT SLO running there
+//!   (`getEndpointMinTPOTSLO`). Not streaming (the producer's
 //!   default), TPOT headroom is 0 everywhere. More than 100 candidates get no predictions.
 //! - **At dispatch** (`PreRequest`): the request joins the endpoint's running list (its idle
 //!   test) and its prompt tokens the endpoint's `prefill_tokens_in_flight` until the response
@@ -22,8 +24,9 @@
 //!
 //! Upstream counts whitespace-separated words of the prompt text; this counts its tokens. The
 //! predictor standardises every column, so the unit is immaterial; only the spread of words per
-//! token between prompts is lost. The chart's `latency-slo-admitter` (which rejects sheddable
-//! requests when no endpoint is valid) is not modelled: no request here is sheddable.
+//! token between prompts is lost. The chart's `latency-slo-admitter` (which rejects a sheddable
+//! request, one of a negative priority carrying an SLO header, when no endpoint is predicted to
+//! meet its SLOs, none is idle and none nearly empty) is not modelled: such requests are served.
 
 use super::latency_model::{Features, ModelOptions, Objective, Predictor};
 use super::slo_pick::{self, Candidate, Strategy};
@@ -31,16 +34,88 @@ use crate::cache::ReqId;
 use rand::Rng;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The most priority classes an SLO header flag may list.
+pub const MAX_CLASSES: usize = 16;
+
+/// An SLO header's value (`--slo-ttft-ms`, `--slo-tpot-ms`): `MS` for every request, or
+/// `P:MS,…` per priority class (a request of a class not listed sends no header).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SloHeader {
+    all: Option<f64>,
+    classes: [(i32, f64); MAX_CLASSES],
+    len: usize,
+}
+
+impl SloHeader {
+    /// The same header on every request.
+    pub fn all(ms: f64) -> Self {
+        SloHeader { all: Some(ms), classes: [(0, 0.0); MAX_CLASSES], len: 0 }
+    }
+
+    /// The header a request of priority class `class` carries, ms (0: none).
+    pub fn get(&self, class: i32) -> f64 {
+        self.all.or_else(|| self.classes[..self.len].iter().find(|c| c.0 == class).map(|c| c.1)).unwrap_or(0.0)
+    }
+
+    /// Every value given.
+    pub fn values(&self) -> impl Iterator<Item = f64> + '_ {
+        self.all.into_iter().chain(self.classes[..self.len].iter().map(|c| c.1))
+    }
+}
+
+impl std::str::FromStr for SloHeader {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let ms = |v: &str| -> Result<f64, String> {
+            v.trim().parse::<f64>().map_err(|_| format!("`{v}` is not a number of milliseconds"))
+        };
+        if !s.contains(':') {
+            return Ok(SloHeader::all(ms(s)?));
+        }
+        let mut h = SloHeader { all: None, classes: [(0, 0.0); MAX_CLASSES], len: 0 };
+        for pair in s.split(',') {
+            let (p, v) = pair.split_once(':').ok_or_else(|| format!("`{pair}` is not PRIORITY:MS"))?;
+            let p: i32 = p.trim().parse().map_err(|_| format!("`{p}` is not a priority (a whole number)"))?;
+            if h.classes[..h.len].iter().any(|c| c.0 == p) {
+                return Err(format!("priority {p} is given twice"));
+            }
+            if h.len == MAX_CLASSES {
+                return Err(format!("at most {MAX_CLASSES} priority classes"));
+            }
+            h.classes[h.len] = (p, ms(v)?);
+            h.len += 1;
+        }
+        Ok(h)
+    }
+}
+
+impl Serialize for SloHeader {
+    /// A number for every request, else a map from priority to milliseconds.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if let Some(v) = self.all {
+            return s.serialize_f64(v);
+        }
+        let mut m = s.serialize_map(Some(self.len))?;
+        for (p, v) in &self.classes[..self.len] {
+            m.serialize_entry(&p.to_string(), v)?;
+        }
+        m.end()
+    }
+}
 
 /// The predicted-latency flags as given (`None`: not given, the default applies).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct LatencyFlags {
-    /// `--slo-ttft-ms`: every request's `x-slo-ttft-ms` header.
+    /// `--slo-ttft-ms`: the requests' `x-slo-ttft-ms` header.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub slo_ttft_ms: Option<f64>,
-    /// `--slo-tpot-ms`: every request's `x-slo-tpot-ms` header.
+    pub slo_ttft_ms: Option<SloHeader>,
+    /// `--slo-tpot-ms`: the requests' `x-slo-tpot-ms` header.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub slo_tpot_ms: Option<f64>,
+    pub slo_tpot_ms: Option<SloHeader>,
     /// `--latency-objective` [mean].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub objective: Option<Objective>,
@@ -101,18 +176,23 @@ struct Flight {
     at_dispatch: Features,
     /// Whole milliseconds to the first token, once seen.
     ttft_ms: Option<f64>,
+    /// Its `x-slo-tpot-ms` (0: none), in its endpoint's running list.
+    tpot_slo: f64,
 }
 
 /// The profile's state.
 #[derive(Debug, Clone)]
 pub struct LatencyProfile {
-    slo_ttft_ms: f64,
-    slo_tpot_ms: f64,
+    slo_ttft_ms: Option<SloHeader>,
+    slo_tpot_ms: Option<SloHeader>,
     streaming: bool,
     strategy: Strategy,
     predictor: Predictor,
     flights: FxHashMap<ReqId, Flight>,
     dispatched: Vec<u32>,
+    /// Per endpoint, the TPOT SLOs of the requests dispatched there (bits of the
+    /// non-negative milliseconds, which order as the values) and how many carry each.
+    running_tpot: Vec<BTreeMap<u64, u32>>,
     in_flight: Vec<f64>,
     cands: Vec<Candidate>,
     feats: Vec<Features>,
@@ -137,13 +217,14 @@ impl LatencyProfile {
             seed,
         };
         LatencyProfile {
-            slo_ttft_ms: f.slo_ttft_ms.unwrap_or(0.0),
-            slo_tpot_ms: f.slo_tpot_ms.unwrap_or(0.0),
+            slo_ttft_ms: f.slo_ttft_ms,
+            slo_tpot_ms: f.slo_tpot_ms,
             streaming: f.streaming,
             strategy: f.strategy.unwrap_or_default(),
             predictor: Predictor::new(opts),
             flights: FxHashMap::default(),
             dispatched: vec![0; n],
+            running_tpot: vec![BTreeMap::new(); n],
             in_flight: vec![0.0; n],
             cands: Vec::with_capacity(n),
             feats: vec![Features::default(); n],
@@ -151,13 +232,30 @@ impl LatencyProfile {
         }
     }
 
+    /// The SLO headers (TTFT, TPOT) a request of priority class `class` carries, ms (0: none).
+    fn slos(&self, class: i32) -> (f64, f64) {
+        let get = |h: &Option<SloHeader>| h.as_ref().map_or(0.0, |h| h.get(class));
+        (get(&self.slo_ttft_ms), get(&self.slo_tpot_ms))
+    }
+
+    /// The TPOT a request with SLO `slo` may have on endpoint `i`: its SLO, tightened to the
+    /// strictest SLO running there (`getEndpointMinTPOTSLO`; a request without one, 0, sits
+    /// first and so leaves the budget alone, as upstream's heap does).
+    fn tpot_budget(&self, i: usize, slo: f64) -> f64 {
+        match self.running_tpot[i].keys().next().map(|&b| f64::from_bits(b)) {
+            Some(min) if min > 0.0 => slo.min(min),
+            _ => slo,
+        }
+    }
+
     /// Picks among `endpoints` (instance, its metrics, its prefix score) for a prompt of
-    /// `input` tokens at `now`: the endpoint, and whether a prefix-affinity filter narrowed the
-    /// choice.
+    /// `input` tokens of priority class `class` at `now`: the endpoint, and whether a
+    /// prefix-affinity filter narrowed the choice.
     pub fn pick(
         &mut self,
         now: f64,
         input: f64,
+        class: i32,
         endpoints: impl Iterator<Item = (usize, Metrics, f64)>,
         rng: &mut impl Rng,
     ) -> (usize, bool) {
@@ -185,14 +283,17 @@ impl LatencyProfile {
             });
         }
         if self.cands.len() <= MAX_BULK {
-            for c in &mut self.cands {
-                let f = &self.feats[c.instance];
+            let (ttft_slo, tpot_slo) = self.slos(class);
+            for k in 0..self.cands.len() {
+                let i = self.cands[k].instance;
+                let f = &self.feats[i];
                 let ttft = self.predictor.ttft(f);
+                let tpot_headroom =
+                    if self.streaming { self.tpot_budget(i, tpot_slo) - self.predictor.tpot(f) } else { 0.0 };
+                let c = &mut self.cands[k];
                 c.ttft_ms = Some(ttft);
-                c.ttft_headroom = self.slo_ttft_ms - ttft;
-                if self.streaming {
-                    c.tpot_headroom = self.slo_tpot_ms - self.predictor.tpot(f);
-                }
+                c.ttft_headroom = ttft_slo - ttft;
+                c.tpot_headroom = tpot_headroom;
             }
         }
         let strict = slo_pick::affinity(&mut self.cands, slo_pick::STRICT_AFFINITY, rng);
@@ -203,12 +304,15 @@ impl LatencyProfile {
         (self.cands.get(k).map_or(0, |c| c.instance), strict || loose)
     }
 
-    /// Request `id` of `input` prompt tokens goes to `instance` at `now` (after [`Self::pick`]).
-    pub fn dispatch(&mut self, id: ReqId, instance: usize, input: f64, now: f64) {
+    /// Request `id` of `input` prompt tokens and priority class `class` goes to `instance` at
+    /// `now` (after [`Self::pick`]).
+    pub fn dispatch(&mut self, id: ReqId, instance: usize, input: f64, class: i32, now: f64) {
         self.dispatched[instance] += 1;
         self.in_flight[instance] += input;
+        let tpot_slo = self.slos(class).1;
+        *self.running_tpot[instance].entry(tpot_slo.to_bits()).or_insert(0) += 1;
         let at_dispatch = Features { in_flight: self.in_flight[instance], ..self.feats[instance] };
-        self.flights.insert(id, Flight { instance, dispatched_s: now, at_dispatch, ttft_ms: None });
+        self.flights.insert(id, Flight { instance, dispatched_s: now, at_dispatch, ttft_ms: None, tpot_slo });
     }
 
     /// Its first token reached the EPP at `now`.
@@ -245,6 +349,13 @@ impl LatencyProfile {
     pub fn finished(&mut self, id: ReqId) {
         if let Some(f) = self.flights.remove(&id) {
             self.dispatched[f.instance] -= 1;
+            let running = &mut self.running_tpot[f.instance];
+            if let Some(k) = running.get_mut(&f.tpot_slo.to_bits()) {
+                *k -= 1;
+                if *k == 0 {
+                    running.remove(&f.tpot_slo.to_bits());
+                }
+            }
             self.in_flight[f.instance] = (self.in_flight[f.instance] - f.at_dispatch.input).max(0.0);
         }
     }
@@ -252,5 +363,57 @@ impl LatencyProfile {
     /// Samples the predictor holds (TTFT, TPOT).
     pub fn samples(&self) -> (u64, u64) {
         self.predictor.samples()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    /// `MS` for all, `P:MS,…` per class (others none), and what is refused.
+    #[test]
+    fn slo_headers_parse_per_class() {
+        let all: SloHeader = "500".parse().unwrap();
+        assert_eq!((all.get(0), all.get(7)), (500.0, 500.0));
+        let per: SloHeader = "0:500, 1:5000".parse().unwrap();
+        assert_eq!((per.get(0), per.get(1), per.get(2)), (500.0, 5000.0, 0.0));
+        assert_eq!(serde_json::to_string(&per).unwrap(), r#"{"0":500.0,"1":5000.0}"#);
+        assert_eq!(serde_json::to_string(&all).unwrap(), "500.0");
+        for bad in ["fast", "0:500,0:600", "x:5", "1:y", "1=5"] {
+            assert!(bad.parse::<SloHeader>().is_err(), "{bad}");
+        }
+    }
+
+    /// Streaming, before any model (every prediction 10 ms): a class-1 request with a TPOT SLO
+    /// of 5 ms runs on endpoint 0, so a class-0 request (100 ms) may have 5 ms there — short by
+    /// 5 — and 100 on endpoint 1: the tier filter sends it to endpoint 1 (all but one time in
+    /// a hundred). Once the class-1 request ends, both endpoints are positive again.
+    #[test]
+    fn a_strict_tpot_slo_running_on_an_endpoint_holds_new_requests_to_it() {
+        let flags = LatencyFlags {
+            slo_tpot_ms: Some("0:100,1:5".parse().unwrap()),
+            streaming: true,
+            ..LatencyFlags::default()
+        };
+        let mut to_free = 0;
+        let idle = || [(0, Metrics::default(), 0.0), (1, Metrics::default(), 0.0)].into_iter();
+        for seed in 0..200 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut l = LatencyProfile::new(&flags, seed, 2);
+            l.dispatch(1, 0, 10.0, 1, 0.0);
+            assert_eq!((l.tpot_budget(0, 100.0), l.tpot_budget(1, 100.0)), (5.0, 100.0));
+            let (i, _) = l.pick(0.0, 10.0, 0, idle(), &mut rng);
+            to_free += usize::from(i == 1);
+            l.finished(1);
+            assert_eq!(l.tpot_budget(0, 100.0), 100.0, "the strict request left");
+        }
+        assert!(to_free >= 195, "{to_free} of 200");
+        // A request without a TPOT SLO running there leaves the budget alone (upstream's heap
+        // keeps its 0 first).
+        let mut l = LatencyProfile::new(&flags, 0, 2);
+        l.dispatch(1, 0, 10.0, 1, 0.0);
+        l.dispatch(2, 0, 10.0, 9, 0.0);
+        assert_eq!(l.tpot_budget(0, 100.0), 100.0);
     }
 }

@@ -219,7 +219,7 @@ mod tests {
     }
 
     fn route(r: &mut KvAware, store: &TokenStore, id: u32, now: f64) -> Decision {
-        let d = r.route(&Arrival { id, seq: 0, prompt_len: 49, store, now, lora: 0 }, &Keys);
+        let d = r.route(&Arrival { id, seq: 0, prompt_len: 49, store, now, lora: 0, priority: None }, &Keys);
         r.finished(id, d.instance, now);
         d
     }

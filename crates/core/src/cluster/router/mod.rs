@@ -230,6 +230,9 @@ pub struct Arrival<'a> {
     pub now: f64,
     /// The LoRA adapter it names (0: the base model).
     pub lora: u16,
+    /// Its priority as sent (`None`: without one; its class is then 0), which
+    /// `llm-d-predicted-latency` reads to pick the request's SLO headers.
+    pub priority: Option<i32>,
 }
 
 /// What the instances truly hold, for the policies that may read it (`kv-aware`).

@@ -297,7 +297,7 @@ mod tests {
                 let (got_len, _) = fast.longest_prefix_match(&store, s, len, &NoView);
                 prop_assert_eq!(got_len, want_len);
                 prop_assert_eq!(fast.selected[0], want_sel);
-                let d = fast.route(&Arrival { id: s, seq: s, prompt_len: len, store: &store, now: 0.0, lora: 0 }, &NoView);
+                let d = fast.route(&Arrival { id: s, seq: s, prompt_len: len, store: &store, now: 0.0, lora: 0, priority: None }, &NoView);
                 slow.insert(&keys, d.instance);
             }
         }

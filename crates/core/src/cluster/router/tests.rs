@@ -41,7 +41,7 @@ fn blank(n: usize) -> FakeView {
 }
 
 fn arrival(store: &TokenStore, id: u32, seq: SeqId, now: f64) -> Arrival<'_> {
-    Arrival { id, seq, prompt_len: store.seq_len(seq), store, now, lora: 0 }
+    Arrival { id, seq, prompt_len: store.seq_len(seq), store, now, lora: 0, priority: None }
 }
 
 /// `len` tokens `base, base+1, …`.
