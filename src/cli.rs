@@ -607,7 +607,9 @@ pub struct RunArgs {
     /// headroom against: MS for every request, or PRIORITY:MS,… per priority class (a class not
     /// listed, and a request without a priority unless 0 is listed, sends none). Without a
     /// header the SLO is 0, every endpoint short of it, and the lowest predicted TTFT wins. Not
-    /// streaming, the predictor's "TTFT" is the end-to-end latency.
+    /// streaming, the predictor's "TTFT" is the end-to-end latency. A request of a negative
+    /// priority with a header is shed (fails) when no endpoint is predicted to meet it, none is
+    /// idle and none nearly empty (the admitter).
     #[arg(allow_negative_numbers = true, long, value_name = "MS|P:MS,…", value_parser = parse_slo_header, help_heading = "Router")]
     pub slo_ttft_ms: Option<cachesim::cluster::router::epp_latency::SloHeader>,
     /// llm-d-predicted-latency: the requests' `x-slo-tpot-ms` header, as --slo-ttft-ms (read with

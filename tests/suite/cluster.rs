@@ -257,4 +257,25 @@ fn the_predicted_latency_picker_keeps_affinity_and_echoes_its_flags() {
     assert_eq!(per["completed"], plain["completed"]);
     let echo = &per["config"]["cluster"]["router_params"]["predicted_latency"]["slo_ttft_ms"];
     assert_eq!((echo["0"].as_f64(), echo["1"].as_f64()), (Some(50.0), Some(5000.0)));
+    // The admitter sheds requests of a negative priority nobody can serve in 1 ms, once the
+    // endpoints are busy and warm (a small pool), and every request is counted.
+    let shed = json(&[
+        "--time-scale",
+        "0.02",
+        "--instances",
+        "4",
+        "--json",
+        "--router",
+        "llm-d-predicted-latency",
+        "--num-gpu-blocks-override",
+        "600",
+        "--priority-mix=-1:0.5,0:0.5",
+        "--slo-ttft-ms=-1:1",
+    ]);
+    let rejected = shed["failed_reasons"]["slo_rejected"].as_u64().unwrap_or(0);
+    assert!(rejected > 0, "{}", shed["failed_reasons"]);
+    assert_eq!(
+        shed["completed"].as_u64().unwrap() + shed["failed"].as_u64().unwrap(),
+        shed["requests_sent"].as_u64().unwrap()
+    );
 }

@@ -58,6 +58,9 @@ pub enum FailReason {
     /// SGLang `--abort-on-priority-when-disabled`: sent with a priority to a server without
     /// priority scheduling (HTTP 503).
     PriorityDisabled,
+    /// llm-d's `latency-slo-admitter`: a sheddable request (negative priority, an SLO header)
+    /// that no endpoint was predicted to meet, none idle, none nearly empty.
+    SloRejected,
 }
 
 impl FailReason {
@@ -75,6 +78,7 @@ impl FailReason {
             FailReason::QueueFull => "the waiting queue was full",
             FailReason::PriorityAbort => "aborted for a more important request",
             FailReason::PriorityDisabled => "sent with a priority to a server without priority scheduling",
+            FailReason::SloRejected => "shed by the router's SLO admission",
         }
     }
 }

@@ -365,6 +365,11 @@ pub fn drive(
                     lora: q.lora,
                     priority: q.priority,
                 };
+                if !router.admit(&a, &View(&inst[..routed], &rt)) {
+                    fail(&mut failures, FailReason::SloRejected, SLO_REJECTED);
+                    finished.push(id);
+                    continue;
+                }
                 let d = router.route(&a, &View(&inst[..routed], &rt));
                 debug_assert!(d.instance < routed);
                 assigned[id as usize] = d.instance as u32;
@@ -733,6 +738,7 @@ pub fn drive(
 }
 
 const NEVER_FITS: &str = "the request does not fit the KV cache even alone";
+const SLO_REJECTED: &str = "no valid endpoint available to serve the request";
 const INSTANCE_FAILED: &str = "the instance serving the request failed";
 const NO_INSTANCE: &str = "no instance was serving when the request arrived";
 const SCALED_DOWN: &str = "a scale-down stopped the instance serving the request at its drain timeout";

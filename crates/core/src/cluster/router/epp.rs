@@ -173,6 +173,23 @@ impl Epp {
             if self.interval_s > 0.0 { ((now / self.interval_s).floor() + 1.0) * self.interval_s } else { now };
     }
 
+    /// What a routing decision reads first: the scrapes due, and the approximate prefix
+    /// producer's match of `a`'s prompt (for its scorer, or for the latency profile).
+    fn observe(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) {
+        for i in 0..self.scraped.len() {
+            if view.available(i) {
+                self.scrape(i, a.now, view);
+            }
+        }
+        if self.weights.prefix > 0.0 || self.latency.is_some() {
+            self.hash_prompt(a);
+            self.match_prefix();
+        } else {
+            self.hashes.clear();
+            self.matched.fill(0);
+        }
+    }
+
     /// The prompt's chained block hashes ([`Self::hashes`]).
     fn hash_prompt(&mut self, a: &Arrival<'_>) {
         self.hashes.clear();
@@ -221,22 +238,25 @@ impl Epp {
 }
 
 impl Router for Epp {
+    fn admit(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> bool {
+        let Some(l) = self.latency.as_ref() else { return true };
+        let class = a.priority.unwrap_or(0);
+        if !l.sheddable(class) {
+            return true;
+        }
+        self.observe(a, view);
+        let n = self.scraped.len();
+        let blocks = self.hashes.len().max(1) as f64;
+        let (scraped, matched) = (&self.scraped, &self.matched);
+        let endpoints =
+            (0..n).filter(|&i| view.available(i)).map(|i| (i, scraped[i].metrics(), matched[i] as f64 / blocks));
+        self.latency.as_mut().is_none_or(|l| l.admits(a.now, a.prompt_len as f64, class, endpoints))
+    }
+
     fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
         let n = self.scraped.len();
-        for i in 0..n {
-            if view.available(i) {
-                self.scrape(i, a.now, view);
-            }
-        }
+        self.observe(a, view);
         let w = self.weights;
-        // The approximate prefix producer runs for its scorer, or for the latency profile.
-        if w.prefix > 0.0 || self.latency.is_some() {
-            self.hash_prompt(a);
-            self.match_prefix();
-        } else {
-            self.hashes.clear();
-            self.matched.fill(0);
-        }
         let up = || (0..n).filter(|&i| view.available(i));
         let (min_q, max_q) =
             up().map(|i| self.scraped[i].waiting).fold((u32::MAX, 0), |(lo, hi), q| (lo.min(q), hi.max(q)));

@@ -24,9 +24,11 @@
 //!
 //! Upstream counts whitespace-separated words of the prompt text; this counts its tokens. The
 //! predictor standardises every column, so the unit is immaterial; only the spread of words per
-//! token between prompts is lost. The chart's `latency-slo-admitter` (which rejects a sheddable
-//! request, one of a negative priority carrying an SLO header, when no endpoint is predicted to
-//! meet its SLOs, none is idle and none nearly empty) is not modelled: such requests are served.
+//! token between prompts is lost.
+//!
+//! **Admission** ([`LatencyProfile::admits`], the chart's `latency-slo-admitter`): a sheddable
+//! request — a negative priority carrying an SLO header — is rejected when no endpoint is
+//! predicted to meet its SLOs, none is idle by its metrics and none is nearly empty.
 
 use super::latency_model::{Features, ModelOptions, Objective, Predictor};
 use super::slo_pick::{self, Candidate, Strategy};
@@ -199,6 +201,9 @@ pub struct LatencyProfile {
     scores: Vec<f64>,
 }
 
+/// The admitter's "cold" endpoint: KV-cache usage below this.
+const COLD_KV: f64 = 0.02;
+
 /// The predictor client's `LATENCY_MAX_BULK_SIZE`: a call for more endpoints is refused.
 const MAX_BULK: usize = 100;
 
@@ -248,17 +253,39 @@ impl LatencyProfile {
         }
     }
 
-    /// Picks among `endpoints` (instance, its metrics, its prefix score) for a prompt of
-    /// `input` tokens of priority class `class` at `now`: the endpoint, and whether a
-    /// prefix-affinity filter narrowed the choice.
-    pub fn pick(
+    /// Whether a request of class `class` is sheddable: a negative priority
+    /// (`Objectives.Priority < 0`) and an SLO header.
+    pub fn sheddable(&self, class: i32) -> bool {
+        let (ttft, tpot) = self.slos(class);
+        class < 0 && (ttft > 0.0 || tpot > 0.0)
+    }
+
+    /// The `latency-slo-admitter` (`requestcontrol/admitter/latencyslo` `AdmitRequest`): a
+    /// sheddable request is rejected unless some endpoint is predicted to meet its SLOs (TTFT
+    /// below its SLO and, streaming, TPOT below its budget), runs no request by its own
+    /// metrics, or has under 2 % of its KV in use; without predictions it is taken.
+    pub fn admits(
         &mut self,
         now: f64,
         input: f64,
         class: i32,
         endpoints: impl Iterator<Item = (usize, Metrics, f64)>,
-        rng: &mut impl Rng,
-    ) -> (usize, bool) {
+    ) -> bool {
+        if !self.sheddable(class) {
+            return true;
+        }
+        self.predict(now, input, class, endpoints);
+        let (ttft_slo, _) = self.slos(class);
+        self.cands.iter().all(|c| c.ttft_ms.is_none())
+            || self.cands.iter().any(|c| {
+                let valid = c.ttft_ms.is_some_and(|t| t < ttft_slo) && c.tpot_valid;
+                valid || self.feats[c.instance].running == 0 || c.kv < COLD_KV
+            })
+    }
+
+    /// The candidates `endpoints` (instance, its metrics, its prefix score) for a prompt of
+    /// `input` tokens of class `class` at `now`, with their predictions ([`Self::cands`]).
+    fn predict(&mut self, now: f64, input: f64, class: i32, endpoints: impl Iterator<Item = (usize, Metrics, f64)>) {
         self.predictor.advance(now);
         self.cands.clear();
         for (i, m, prefix) in endpoints {
@@ -280,6 +307,7 @@ impl LatencyProfile {
                 ttft_ms: None,
                 ttft_headroom: 0.0,
                 tpot_headroom: 0.0,
+                tpot_valid: true,
             });
         }
         if self.cands.len() <= MAX_BULK {
@@ -294,8 +322,24 @@ impl LatencyProfile {
                 c.ttft_ms = Some(ttft);
                 c.ttft_headroom = ttft_slo - ttft;
                 c.tpot_headroom = tpot_headroom;
+                // Not streaming, TPOT is neutral: valid with headroom 0.
+                c.tpot_valid = !self.streaming || tpot_headroom > 0.0;
             }
         }
+    }
+
+    /// Picks among `endpoints` (instance, its metrics, its prefix score) for a prompt of
+    /// `input` tokens of priority class `class` at `now`: the endpoint, and whether a
+    /// prefix-affinity filter narrowed the choice.
+    pub fn pick(
+        &mut self,
+        now: f64,
+        input: f64,
+        class: i32,
+        endpoints: impl Iterator<Item = (usize, Metrics, f64)>,
+        rng: &mut impl Rng,
+    ) -> (usize, bool) {
+        self.predict(now, input, class, endpoints);
         let strict = slo_pick::affinity(&mut self.cands, slo_pick::STRICT_AFFINITY, rng);
         slo_pick::tiers(&mut self.cands, rng);
         let loose = slo_pick::affinity(&mut self.cands, slo_pick::LOOSE_AFFINITY, rng);
@@ -415,5 +459,24 @@ mod tests {
         l.dispatch(1, 0, 10.0, 1, 0.0);
         l.dispatch(2, 0, 10.0, 9, 0.0);
         assert_eq!(l.tpot_budget(0, 100.0), 100.0);
+    }
+    /// The admitter, before any model (every prediction 10 ms): a request of priority −1 with
+    /// a TTFT SLO of 5 ms is met nowhere, so it is shed while both endpoints are busy and
+    /// warm; an idle endpoint, a nearly empty one, a looser SLO (50 ms), a priority of 0 or no
+    /// header lets it in.
+    #[test]
+    fn the_admitter_sheds_only_sheddable_requests_nobody_can_serve() {
+        let flags = LatencyFlags { slo_ttft_ms: Some("-1:5,-2:50,0:5".parse().unwrap()), ..LatencyFlags::default() };
+        let busy = Metrics { waiting: 0, running: 3, kv: 0.5 };
+        let admits = |a: Metrics, b: Metrics, class: i32| {
+            let mut l = LatencyProfile::new(&flags, 0, 2);
+            l.admits(0.0, 10.0, class, [(0, a, 0.0), (1, b, 0.0)].into_iter())
+        };
+        assert!(!admits(busy, busy, -1), "10 ms predicted against 5: shed");
+        assert!(admits(busy, Metrics { running: 0, ..busy }, -1), "an idle endpoint");
+        assert!(admits(busy, Metrics { kv: 0.01, ..busy }, -1), "a cold endpoint");
+        assert!(admits(busy, busy, -2), "10 ms meets 50");
+        assert!(admits(busy, busy, 0), "priority 0 is not sheddable");
+        assert!(admits(busy, busy, -3), "no header: not sheddable");
     }
 }

@@ -305,6 +305,12 @@ pub struct Decision {
 pub trait Router: Send {
     /// Picks the instance for `a`.
     fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision;
+    /// Whether the router takes `a` at all (asked before [`route`](Self::route)); `false`: it
+    /// rejects the request, which fails. Only `llm-d-predicted-latency` rejects (its
+    /// `latency-slo-admitter`).
+    fn admit(&mut self, _a: &Arrival<'_>, _view: &dyn InstanceView) -> bool {
+        true
+    }
     /// Request `id`, sent to `instance`, completed (or failed) at `now`.
     fn finished(&mut self, _id: ReqId, _instance: usize, _now: f64) {}
     /// Request `id`, sent to `instance`, produced its first token at `now` (its prefill is
