@@ -40,15 +40,7 @@ fn route_all(w: &Workload, kind: RouterKind) -> usize {
     let mut by_prefix = 0;
     for (k, q) in w.requests.iter().enumerate() {
         let now = q.arrival_ms.unwrap_or(0.0) / 1000.0;
-        let a = Arrival {
-            id: k as u32,
-            seq: q.seq,
-            prompt_len: q.prompt_len as usize,
-            store: &w.store,
-            now,
-            lora: q.lora,
-            priority: q.priority,
-        };
+        let a = Arrival::of(k as u32, q, &w.store, now);
         let d = r.route(&a, &FakeView);
         by_prefix += (d.basis == cachesim::cluster::router::Basis::Prefix) as usize;
         open.push_back((k as u32, d.instance));

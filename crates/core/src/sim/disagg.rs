@@ -123,15 +123,7 @@ impl<'r> Disagg<'r> {
     /// Picks request `id`'s decode instance and queues it for that instance's allocation.
     fn hand_to_decode(&mut self, id: ReqId, c: &mut Ctx) -> Vec<ReqId> {
         let q = &c.w.requests[id as usize];
-        let a = Arrival {
-            id,
-            seq: q.seq,
-            prompt_len: q.prompt_len as usize,
-            store: &c.w.store,
-            now: c.now,
-            lora: q.lora,
-            priority: q.priority,
-        };
+        let a = Arrival::of(id, q, &c.w.store, c.now);
         let d = self.decode_router.route(&a, &View(&c.inst[self.prefill..], c.rt)).instance;
         self.times[id as usize].decode_instance = d as u32;
         c.inst[self.prefill + d].stats.requests += 1;

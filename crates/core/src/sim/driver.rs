@@ -356,15 +356,7 @@ pub fn drive(
                     continue;
                 }
                 let q = &w.requests[id as usize];
-                let a = Arrival {
-                    id,
-                    seq: q.seq,
-                    prompt_len: q.prompt_len as usize,
-                    store: &w.store,
-                    now,
-                    lora: q.lora,
-                    priority: q.priority,
-                };
+                let a = Arrival::of(id, q, &w.store, now);
                 if !router.admit(&a, &View(&inst[..routed], &rt)) {
                     fail(&mut failures, FailReason::SloRejected, SLO_REJECTED);
                     finished.push(id);

@@ -109,6 +109,19 @@ impl Scraped {
     }
 }
 
+/// The latency profile's view of the endpoints up: each with its scraped metrics and its
+/// prefix score (`matched` blocks of the prompt's `blocks`).
+fn endpoints<'a>(
+    scraped: &'a [Scraped],
+    matched: &'a [u32],
+    blocks: f64,
+    view: &'a dyn InstanceView,
+) -> impl Iterator<Item = (usize, Metrics, f64)> + 'a {
+    (0..scraped.len())
+        .filter(|&i| view.available(i))
+        .map(move |i| (i, scraped[i].metrics(), matched[i] as f64 / blocks))
+}
+
 /// The EPP for `n` endpoints.
 pub struct Epp {
     weights: EppWeights,
@@ -245,12 +258,9 @@ impl Router for Epp {
             return true;
         }
         self.observe(a, view);
-        let n = self.scraped.len();
         let blocks = self.hashes.len().max(1) as f64;
-        let (scraped, matched) = (&self.scraped, &self.matched);
-        let endpoints =
-            (0..n).filter(|&i| view.available(i)).map(|i| (i, scraped[i].metrics(), matched[i] as f64 / blocks));
-        self.latency.as_mut().is_none_or(|l| l.admits(a.now, a.prompt_len as f64, class, endpoints))
+        let up = endpoints(&self.scraped, &self.matched, blocks, view);
+        self.latency.as_mut().is_none_or(|l| l.admits(a.now, a.prompt_len as f64, class, up))
     }
 
     fn route(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) -> Decision {
@@ -268,10 +278,9 @@ impl Router for Epp {
         self.order.clear();
         let mut narrowed = false;
         if let Some(l) = self.latency.as_mut() {
-            let (scraped, matched) = (&self.scraped, &self.matched);
-            let endpoints = up().map(|i| (i, scraped[i].metrics(), matched[i] as f64 / blocks));
             let class = a.priority.unwrap_or(0);
-            let (i, affinity) = l.pick(a.now, a.prompt_len as f64, class, endpoints, &mut self.rng);
+            let up = endpoints(&self.scraped, &self.matched, blocks, view);
+            let (i, affinity) = l.pick(a.now, a.prompt_len as f64, class, up, &mut self.rng);
             l.dispatch(a.id, i, a.prompt_len as f64, class, a.now);
             self.order.push((i, 0.0));
             narrowed = affinity;

@@ -278,7 +278,9 @@ impl LatencyProfile {
         let (ttft_slo, _) = self.slos(class);
         self.cands.iter().all(|c| c.ttft_ms.is_none())
             || self.cands.iter().any(|c| {
-                let valid = c.ttft_ms.is_some_and(|t| t < ttft_slo) && c.tpot_valid;
+                // Not streaming, TPOT is neutral (headroom 0) and valid.
+                let tpot_valid = !self.streaming || c.tpot_headroom > 0.0;
+                let valid = c.ttft_ms.is_some_and(|t| t < ttft_slo) && tpot_valid;
                 valid || self.feats[c.instance].running == 0 || c.kv < COLD_KV
             })
     }
@@ -307,7 +309,6 @@ impl LatencyProfile {
                 ttft_ms: None,
                 ttft_headroom: 0.0,
                 tpot_headroom: 0.0,
-                tpot_valid: true,
             });
         }
         if self.cands.len() <= MAX_BULK {
@@ -322,8 +323,6 @@ impl LatencyProfile {
                 c.ttft_ms = Some(ttft);
                 c.ttft_headroom = ttft_slo - ttft;
                 c.tpot_headroom = tpot_headroom;
-                // Not streaming, TPOT is neutral: valid with headroom 0.
-                c.tpot_valid = !self.streaming || tpot_headroom > 0.0;
             }
         }
     }

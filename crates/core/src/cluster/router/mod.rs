@@ -235,6 +235,13 @@ pub struct Arrival<'a> {
     pub priority: Option<i32>,
 }
 
+impl<'a> Arrival<'a> {
+    /// Request `id` of the workload, `q`, whose tokens `store` holds, reaching the router at `now`.
+    pub fn of(id: ReqId, q: &crate::workload::Request, store: &'a TokenStore, now: f64) -> Self {
+        Arrival { id, seq: q.seq, prompt_len: q.prompt_len as usize, store, now, lora: q.lora, priority: q.priority }
+    }
+}
+
 /// What the instances truly hold, for the policies that may read it (`kv-aware`).
 pub trait InstanceView {
     fn num_instances(&self) -> usize;

@@ -57,8 +57,6 @@ pub struct Candidate {
     /// SLO − prediction, ms.
     pub ttft_headroom: f64,
     pub tpot_headroom: f64,
-    /// Predicted TPOT strictly below its budget (or TPOT not scored): the admitter's test.
-    pub tpot_valid: bool,
 }
 
 impl Candidate {
@@ -214,7 +212,6 @@ mod tests {
             ttft_ms: Some(ttft_ms),
             ttft_headroom: slo - ttft_ms,
             tpot_headroom: 0.0,
-            tpot_valid: true,
         }
     }
 
@@ -312,7 +309,6 @@ mod tests {
                     ttft_ms: if all_predicted { ttft } else { None },
                     ttft_headroom: if all_predicted { slo - ttft.unwrap_or(0.0) } else { 0.0 },
                     tpot_headroom: if all_predicted { tpot_h } else { 0.0 },
-                    tpot_valid: true,
                 })
                 .collect();
             let n = c.len();
