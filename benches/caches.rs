@@ -1,9 +1,10 @@
 //! Criterion benches: per-cache admit/finish throughput on a shared-prefix workload, radix
-//! tree insert+match, and whole replays of the bundled sample. Throughput is reported in
+//! tree insert+match, the host tiers under eviction (vLLM's offloading under the paged cache,
+//! SGLang's HiCache under the radix cache), and whole replays of the bundled sample. Throughput is reported in
 //! requests (or tokens) per second.
 
 use cachesim::cache::{CacheSpec, Policy};
-use cachesim::replay::{replay, ReplayOptions};
+use cachesim::replay::{replay, ReplayOptions, ReplaySpec};
 use cachesim::trace::ReadOptions;
 use cachesim::workload::gen::{self, GspSpec, DEFAULT_VOCAB};
 use cachesim::workload::{BuildOptions, Workload};
@@ -49,6 +50,13 @@ fn cache_ops(c: &mut Criterion) {
     g.bench_function("radix_evicting", |b| {
         b.iter(|| replay(&w, spec(Policy::Radix, Some(32_768)), ReplayOptions { inflight: 4 }, &|| ()))
     });
+    // The same with a 64k-token host tier: every eviction keeps a host copy, hits load it back.
+    for (label, policy) in
+        [("paged_block16_evicting_host_tier", Policy::Paged), ("radix_evicting_hicache", Policy::Radix)]
+    {
+        let tiered = ReplaySpec { cache: spec(policy, Some(32_768)), host_tokens: Some(65_536) };
+        g.bench_function(label, |b| b.iter(|| replay(&w, tiered, ReplayOptions { inflight: 4 }, &|| ())));
+    }
     g.finish();
 }
 

@@ -319,11 +319,33 @@ pub struct RunArgs {
     /// is not modelled yet.
     #[arg(long, value_enum, help_heading = "Engine")]
     pub kv_offloading_backend: Option<cachesim::engine::vllm_offload::OffloadBackend>,
-    /// With --kv-offloading-size: GB/s each way between one GPU and host memory, which prices
-    /// the tier's copies (default: the GPU's PCIe rate per direction × 0.87, the share a
-    /// pinned copy achieves).
+    /// With --kv-offloading-size or --enable-hierarchical-cache: GB/s each way between one GPU
+    /// and host memory, which prices the host tier's copies (default: the GPU's PCIe rate per
+    /// direction × 0.87, the share a pinned copy achieves).
     #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Engine")]
     pub host_link_gbps: Option<f64>,
+    /// SGLang HiCache: a host-memory tier under the radix cache (SGLang
+    /// --enable-hierarchical-cache, sglang@0.5; off by default). Computed nodes are written to
+    /// host memory (--hicache-write-policy); the device evicts a written node's copy and keeps it
+    /// matchable on the host; a request whose match runs on into the host loads that run back
+    /// (at least 10 tokens) in its prefill step, the forward waiting layer by layer for the copy
+    /// (docs/engines/hicache.md).
+    #[arg(long, visible_alias = "enable-hicache", help_heading = "Engine")]
+    pub enable_hierarchical_cache: bool,
+    /// With --enable-hierarchical-cache: the host pool as a multiple of the device pool
+    /// (SGLang --hicache-ratio) [default: 2.0].
+    #[arg(allow_negative_numbers = true, long, value_name = "RATIO", help_heading = "Engine")]
+    pub hicache_ratio: Option<f64>,
+    /// With --enable-hierarchical-cache: the host pool in GB, replacing --hicache-ratio (SGLang
+    /// --hicache-size; 0: by the ratio).
+    #[arg(allow_negative_numbers = true, long, value_name = "GB", help_heading = "Engine")]
+    pub hicache_size: Option<i64>,
+    /// With --enable-hierarchical-cache: when a node is written to the host (SGLang
+    /// --hicache-write-policy): at its first insert (`write_through`, the default), the second
+    /// time an insert passes it (`write_through_selective`), or only when device eviction takes
+    /// it, the step waiting for the copy (`write_back`).
+    #[arg(long, value_enum, help_heading = "Engine")]
+    pub hicache_write_policy: Option<cachesim::cache::hicache::WritePolicy>,
     /// vLLM v1: serve LoRA adapters (vLLM --enable-lora, vllm@0.33; dense models). A request
     /// names one by the trace's `lora` key, or draws one of --lora-modules; a batch holds the
     /// adapters of at most --max-loras, requests of another one waiting; a step with an adapter
@@ -970,6 +992,12 @@ impl RunArgs {
                 backend: self.kv_offloading_backend,
                 host_link_gbps: self.host_link_gbps,
             },
+            hicache: cachesim::engine::sglang::hicache::HiCacheOptions {
+                enable: self.enable_hierarchical_cache,
+                ratio: self.hicache_ratio,
+                size_gb: self.hicache_size,
+                write_policy: self.hicache_write_policy,
+            },
             hybrid: cachesim::engine::vllm_hybrid::HybridOptions {
                 disable: self.disable_hybrid_kv_cache_manager,
                 retention: self.prefix_cache_retention_interval,
@@ -1109,12 +1137,15 @@ pub struct CacheArgs {
     /// Requests holding KV at once (pinned, not evictable). 1 replays one request at a time.
     #[arg(allow_negative_numbers = true, long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub inflight: u32,
-    /// A host (CPU) tier below the paged cache, in tokens, comma-separated (0, or numbers with
-    /// k, M, G): vLLM's CPU KV offloading (--kv-offloading-size, vllm@0.33) replayed without
-    /// timing — each request loads the chunks the host holds past its GPU hit, stores its full
-    /// prompt chunks, and is re-ranked in the host's LRU when it finishes. Several values give
-    /// a hit-ratio-vs-host-memory table (`host hit` is the share loaded from the host). Needs
-    /// --policy paged.
+    /// A host (CPU) tier below the cache, in tokens, comma-separated (0, or numbers with k, M,
+    /// G), replayed without timing. Under --policy paged it is vLLM's CPU KV offloading
+    /// (--kv-offloading-size, vllm@0.33): each request loads the chunks the host holds past its
+    /// GPU hit, stores its full prompt chunks, and is re-ranked in the host's LRU when it
+    /// finishes. Under --policy radix it is SGLang's HiCache (--enable-hierarchical-cache,
+    /// write_through): computed nodes are written to the host, evicted ones stay matchable there,
+    /// and a host run of 10 tokens or more is loaded back. Several values give a
+    /// hit-ratio-vs-host-memory table (`host hit` is the share loaded from the host). Needs
+    /// --policy paged or radix.
     #[arg(allow_negative_numbers = true, long, value_delimiter = ',', value_parser = parse_host_tokens)]
     pub host_capacity_tokens: Vec<u64>,
     /// Print JSON instead of tables.
@@ -1184,12 +1215,12 @@ impl CacheArgs {
     /// Every (policy, granularity, capacity) to replay, in report order.
     pub fn specs(&self) -> Result<Vec<ReplaySpec>, cachesim::Error> {
         if !self.host_capacity_tokens.is_empty() {
-            if let Some(p) = self.policy.0.iter().find(|&&p| p != Policy::Paged) {
+            if let Some(p) = self.policy.0.iter().find(|&&p| !matches!(p, Policy::Paged | Policy::Radix)) {
                 return Err(cachesim::Error::invalid(
                     "--host-capacity-tokens",
                     format!(
-                        "the host tier is vLLM's CPU offloading, which sits under the paged cache only: --policy {} has \
-                         none (SGLang's HiCache is not modelled yet); pass --policy paged",
+                        "a host tier sits under the paged cache (vLLM's CPU offloading) or the radix cache (SGLang's \
+                         HiCache): --policy {} has none; pass --policy paged or radix",
                         p.name()
                     ),
                 ));

@@ -324,6 +324,28 @@ const CASES: &[Case] = &[
     Case { what: "an offloading backend without a size", args: &["--kv-offloading-backend", "native"], cut: None },
     Case { what: "a host link without offloading", args: &["--host-link-gbps", "50"], cut: None },
     Case { what: "a host link of 0 GB/s", args: &["--kv-offloading-size", "16", "--host-link-gbps", "0"], cut: None },
+    Case { what: "a HiCache ratio without HiCache", args: &["--engine", "sglang", "--hicache-ratio", "3"], cut: None },
+    Case { what: "HiCache on vLLM", args: &["--enable-hierarchical-cache"], cut: None },
+    Case {
+        what: "HiCache on SGLang 0.5.1",
+        args: &["--engine", "sglang", "--engine-version", "sglang@0.5.1", "--enable-hierarchical-cache"],
+        cut: None,
+    },
+    Case {
+        what: "HiCache without the radix cache",
+        args: &["--engine", "sglang", "--policy", "none", "--enable-hierarchical-cache"],
+        cut: None,
+    },
+    Case {
+        what: "a HiCache ratio of 0",
+        args: &["--engine", "sglang", "--enable-hierarchical-cache", "--hicache-ratio", "0"],
+        cut: None,
+    },
+    Case {
+        what: "a HiCache size larger than any server",
+        args: &["--engine", "sglang", "--enable-hierarchical-cache", "--hicache-size", "1000000"],
+        cut: None,
+    },
     Case {
         what: "a retention interval that is not a multiple of the block size",
         args: &["--model", "gpt-oss-20b", "--prefix-cache-retention-interval", "24"],
@@ -345,8 +367,8 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
-        what: "a host tier under SGLang's radix cache in `cache`",
-        args: &["cache", "--policy", "paged,radix", "--host-capacity-tokens", "1M"],
+        what: "a host tier under LightLLM's token pool in `cache`",
+        args: &["cache", "--policy", "paged,token", "--host-capacity-tokens", "1M"],
         cut: None,
     },
     Case {

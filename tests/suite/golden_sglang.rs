@@ -10,8 +10,10 @@
 
 use crate::common;
 
+use cachesim::cache::hicache::WritePolicy;
 use cachesim::config::{resolve, RunOptions};
 use cachesim::cost::Affine;
+use cachesim::engine::sglang::hicache::HiCacheOptions;
 use cachesim::engine::sglang::priority::{PriorityOptions, RetractionPolicy};
 use cachesim::engine::{EngineKind, EngineVersion, Rules, SchedulePolicy};
 use cachesim::sim::{self, Keep, ScheduledStep, SimConfig};
@@ -69,7 +71,9 @@ fn golden_step(v: &Value) -> Step {
                 Some("running") => (u(&x["id"]) as u32, tokens, u32::MAX, None),
                 Some("chunk") if all_single => (u(&x["id"]) as u32, tokens, u32::MAX, None),
                 Some("new") => {
-                    (u(&x["id"]) as u32, tokens, u(&x["computed_before"]) as u32, Some(u(&x["hit_tokens"]) as u32))
+                    // Under HiCache the hit at admission is the device's and what was loaded.
+                    let hit = u(&x["hit_tokens"]) + x["host_hit_tokens"].as_u64().unwrap_or(0);
+                    (u(&x["id"]) as u32, tokens, u(&x["computed_before"]) as u32, Some(hit as u32))
                 }
                 _ => (u(&x["id"]) as u32, tokens, u(&x["computed_before"]) as u32, None),
             }
@@ -172,7 +176,20 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
         },
         ..Default::default()
     };
+    // The HiCache schedules (tests/golden/sglang_hicache) state the tier's settings.
+    let hicache_on = flag("enable_hierarchical_cache");
+    let hicache = HiCacheOptions {
+        enable: hicache_on,
+        write_policy: config["hicache_write_policy"].as_str().filter(|_| hicache_on).map(|p| match p {
+            "write_through" => WritePolicy::WriteThrough,
+            "write_through_selective" => WritePolicy::WriteThroughSelective,
+            "write_back" => WritePolicy::WriteBack,
+            p => panic!("{file}: write policy {p}"),
+        }),
+        ..Default::default()
+    };
     let opts = RunOptions {
+        hicache,
         engine: EngineKind::Sglang,
         engine_version: Some(version),
         max_total_tokens: Some(pool),
@@ -189,6 +206,13 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
     let mut cfg = resolve(&opts).expect("resolve");
     if let Some(r) = rules {
         cfg.engine.rules = r;
+    }
+    if let Some(h) = cfg.engine.hicache.as_mut() {
+        assert_eq!(config["radix_eviction_policy"], "lru", "{file}: eviction policy");
+        h.host_tokens = u(&config["host_pool_tokens"]);
+        // Copies that take no time, acknowledged at the next step (the schedules' copy lag 0).
+        assert_eq!(config["copy_lag_steps"].as_u64(), Some(0), "{file}: a copy lag is not a bandwidth");
+        h.link_bytes_per_s = f64::INFINITY;
     }
     assert_eq!(cfg.kv_capacity_tokens, pool, "{file}: pool");
     let ignore_eos = config["ignore_eos"].as_bool().unwrap_or(true);
@@ -264,11 +288,17 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
     }
     for q in lines.iter().filter(|l| l["type"] == "request") {
         let id = u(&q["id"]) as u32;
+        let mut admissions: Vec<u64> = q["hit_tokens_each_admission"].as_array().expect("hits").iter().map(u).collect();
+        if let Some(loaded) = q["host_hit_tokens_each_admission"].as_array() {
+            for (a, l) in admissions.iter_mut().zip(loaded) {
+                *a += u(l);
+            }
+        }
         let want = (
             u(&q["first_token_step"]),
             u(&q["finish_step"]),
             u(&q["retractions"]) + q["preemptions"].as_u64().unwrap_or(0),
-            q["hit_tokens_each_admission"].as_array().expect("hits").iter().map(u).collect::<Vec<_>>(),
+            admissions,
         );
         let got = (
             first.get(&id).copied().unwrap_or(u64::MAX),
@@ -463,7 +493,27 @@ fn each_round3_rule_is_needed() {
 /// reproduced step for step by the default bundle. The folder is part of the repository.
 #[test]
 fn every_priority_schedule_is_reproduced() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/sglang-priority");
+    let dir = in_repo("sglang-priority");
+    let files = listed_cases(&dir);
+    assert!(files.len() >= 7, "expected the seven priority schedules, found {}", files.len());
+    let diverging = diverging(&dir, files.iter());
+    assert!(
+        diverging.is_empty(),
+        "{} of {} priority schedules diverge:\n{}",
+        diverging.len(),
+        files.len(),
+        diverging.join("\n")
+    );
+}
+
+/// A golden folder of the repository (`tests/golden/NAME`).
+fn in_repo(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name)
+}
+
+/// The (schedule file, trace path) of each case in `dir/cases.txt` (`name|trace|flags`), checked
+/// to be exactly the files of `dir/schedules`.
+fn listed_cases(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
     let cases = std::fs::read_to_string(dir.join("cases.txt")).expect("cases.txt");
     let mut listed: Vec<String> = std::fs::read_dir(dir.join("schedules"))
         .expect("schedules folder")
@@ -482,18 +532,28 @@ fn every_priority_schedule_is_reproduced() {
         .collect();
     files.sort();
     assert_eq!(listed, files.iter().map(|f| f.0.clone()).collect::<Vec<_>>(), "schedules and cases.txt differ");
-    assert!(files.len() >= 7, "expected the seven priority schedules, found {}", files.len());
-    let diverging: Vec<String> = files
-        .iter()
+    files
+}
+
+/// The first divergence of each of `files` (in `dir/schedules`) replayed by the default bundle.
+fn diverging<'a>(dir: &Path, files: impl Iterator<Item = &'a (String, std::path::PathBuf)>) -> Vec<String> {
+    files
         .filter_map(|(file, trace)| replay(&dir.join("schedules").join(file), trace, EngineVersion::Sglang05, None))
-        .collect();
-    assert!(
-        diverging.is_empty(),
-        "{} of {} priority schedules diverge:\n{}",
-        diverging.len(),
-        files.len(),
-        diverging.join("\n")
-    );
+        .collect()
+}
+
+/// Whether schedule `name` of `dir` (over trace `trace`) replayed with its config line's `key`
+/// set to `value` still matches what the engine wrote.
+fn matches_with(dir: &Path, name: &str, trace: &str, key: &str, value: &Value) -> bool {
+    let tmp = tempfile::tempdir().expect("temporary folder");
+    let mut lines = json_lines(&dir.join("schedules").join(format!("{name}.jsonl.gz")));
+    assert_ne!(&lines[0][key], value, "{name}: {key} already {value}");
+    lines[0][key] = value.clone();
+    let path = tmp.path().join(format!("{name}.jsonl"));
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).expect("write");
+    let trace = dir.join("traces").join(format!("{trace}.jsonl"));
+    replay(&path, &trace, EngineVersion::Sglang05, None).is_none()
 }
 
 /// The priority comparison can fail: each schedule replayed with one priority flag of its config
@@ -501,8 +561,7 @@ fn every_priority_schedule_is_reproduced() {
 /// diverges from what SGLang wrote.
 #[test]
 fn each_priority_flag_changes_its_schedule() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/sglang-priority");
-    let tmp = tempfile::tempdir().expect("temporary folder");
+    let dir = in_repo("sglang-priority");
     let changes: [(&str, &str, &str, Value); 4] = [
         ("s_preempt_4096_priority", "s_preempt", "disable_priority_preemption", Value::Bool(true)),
         ("s_prefix_2048_threshold5", "s_prefix", "priority_scheduling_preemption_threshold", Value::from(10)),
@@ -510,16 +569,53 @@ fn each_priority_flag_changes_its_schedule() {
         ("s_retract_1024_retractprio", "s_retract", "retraction_policy", Value::from("length")),
     ];
     for (name, trace, key, value) in changes {
-        let mut lines = json_lines(&dir.join("schedules").join(format!("{name}.jsonl.gz")));
-        assert_ne!(lines[0][key], value, "{name}: {key} already {value}");
-        lines[0][key] = value.clone();
-        let path = tmp.path().join(format!("{name}.jsonl"));
-        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-        std::fs::write(&path, text).expect("write");
-        let trace = dir.join("traces").join(format!("{trace}.jsonl"));
         assert!(
-            replay(&path, &trace, EngineVersion::Sglang05, None).is_some(),
+            !matches_with(&dir, name, trace, key, &value),
             "{name} with {key} = {value} is reproduced as well: the comparison does not see the flag"
+        );
+    }
+}
+
+/// SGLang 0.5.23's hierarchical cache (`--enable-hierarchical-cache`): the schedules in
+/// `tests/golden/sglang_hicache/` (written by SGLang's own scheduler over its own unified radix
+/// cache with the host tier, only the copies' engine replaced, see that folder's README) — writes
+/// by each policy, device tokens kept on the host, loads at admission, the host pool under
+/// pressure, page sizes 1 and 16, retraction — are reproduced step for step by the default
+/// bundle, each step's hits counting what was loaded. The schedules whose copies lag two steps
+/// (`_lag2`) stand for no bandwidth and are kept, not compared. The folder is part of the
+/// repository.
+#[test]
+fn every_hicache_schedule_is_reproduced() {
+    let dir = in_repo("sglang_hicache");
+    let files = listed_cases(&dir);
+    let compared: Vec<_> = files.iter().filter(|f| !f.0.contains("_lag")).collect();
+    assert!(compared.len() >= 10, "expected the HiCache schedules, found {}", compared.len());
+    let diverging = diverging(&dir, compared.iter().copied());
+    eprintln!("HiCache: {} of {} schedules identical", compared.len() - diverging.len(), compared.len());
+    assert!(
+        diverging.is_empty(),
+        "{} of {} HiCache schedules diverge:\n{}",
+        diverging.len(),
+        compared.len(),
+        diverging.join("\n")
+    );
+}
+
+/// The HiCache comparison can fail: a schedule replayed with its config line's tier turned off,
+/// its write policy changed or its host pool shrunk diverges from what SGLang wrote.
+#[test]
+fn each_hicache_setting_changes_its_schedule() {
+    let dir = in_repo("sglang_hicache");
+    let changes: [(&str, &str, &str, Value); 4] = [
+        ("conv_1600_wt", "h_conv", "enable_hierarchical_cache", Value::Bool(false)),
+        ("conv_1600_wt", "h_conv", "hicache_write_policy", Value::from("write_back")),
+        ("conv_2400_wts", "h_conv", "hicache_write_policy", Value::from("write_through")),
+        ("press_2000_h3200_wb", "h_pressure", "host_pool_tokens", Value::from(2001)),
+    ];
+    for (name, trace, key, value) in changes {
+        assert!(
+            !matches_with(&dir, name, trace, key, &value),
+            "{name} with {key} = {value} still matches SGLang's schedule"
         );
     }
 }

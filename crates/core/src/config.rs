@@ -94,6 +94,8 @@ pub struct RunOptions {
     pub goodput: Option<Vec<String>>,
     /// vLLM's CPU KV offloading (off by default).
     pub offload: crate::engine::vllm_offload::OffloadOptions,
+    /// SGLang's hierarchical cache (off by default).
+    pub hicache: crate::engine::sglang::hicache::HiCacheOptions,
     /// vLLM's hybrid KV cache manager (on for models with sliding-window layers).
     pub hybrid: crate::engine::vllm_hybrid::HybridOptions,
     /// SGLang's priority scheduling (off by default).
@@ -226,6 +228,7 @@ impl Default for RunOptions {
             autoscale: Default::default(),
             goodput: None,
             offload: Default::default(),
+            hicache: Default::default(),
             hybrid: Default::default(),
             sglang_priority: Default::default(),
             max_queued_requests: None,
@@ -502,6 +505,10 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.offload.size_gib.is_some(), "--kv-offloading-size"),
         (o.offload.backend.is_some(), "--kv-offloading-backend"),
         (o.offload.host_link_gbps.is_some(), "--host-link-gbps"),
+        (o.hicache.enable, "--enable-hierarchical-cache"),
+        (o.hicache.ratio.is_some(), "--hicache-ratio"),
+        (o.hicache.size_gb.is_some(), "--hicache-size"),
+        (o.hicache.write_policy.is_some(), "--hicache-write-policy"),
         (o.hybrid.disable, "--disable-hybrid-kv-cache-manager"),
         (o.hybrid.retention.is_some(), "--prefix-cache-retention-interval"),
         (o.sglang_priority.enable, "--enable-priority-scheduling"),
@@ -789,8 +796,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         _ => None,
     };
     crate::engine::sglang::priority::check_queue_bound(o.max_queued_requests, o.cluster.pd.is_some())?;
+    // The host link prices whichever host tier is on: under HiCache, not vLLM's offloading.
+    let offload_flags = crate::engine::vllm_offload::OffloadOptions {
+        host_link_gbps: o.offload.host_link_gbps.filter(|_| !o.hicache.enable),
+        ..o.offload
+    };
     let offload = crate::engine::vllm_offload::resolve(
-        &o.offload,
+        &offload_flags,
         &crate::engine::vllm_offload::TierMachine {
             engine: o.engine,
             version,
@@ -800,6 +812,22 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             ranks: if model.is_mla() { layout.parallel.pp } else { layout.parallel.world() },
             pp: layout.parallel.pp,
             disaggregated: o.cluster.pd.is_some(),
+            pcie_gbps: gpu.pcie_gbps,
+        },
+    )?;
+    let hicache = crate::engine::sglang::hicache::resolve(
+        &o.hicache,
+        &crate::engine::sglang::hicache::HiCacheMachine {
+            engine: o.engine,
+            version,
+            radix: policy == Policy::Radix,
+            device_tokens: capacity,
+            page_size: o.page_size,
+            token_bytes_per_rank: kv_bytes_per_token_per_rank,
+            pp: layout.parallel.pp,
+            disaggregated: o.cluster.pd.is_some(),
+            hybrid: model.is_hybrid(),
+            host_link_gbps: o.offload.host_link_gbps,
             pcie_gbps: gpu.pcie_gbps,
         },
     )?;
@@ -857,6 +885,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             num_scheduler_steps,
             async_output_proc,
             offload,
+            hicache,
             sglang_priority,
             max_queued_requests: o.max_queued_requests,
             abort_on_priority_when_disabled: o.sglang_priority.abort_when_disabled,

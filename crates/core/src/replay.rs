@@ -24,7 +24,8 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReplaySpec {
     pub cache: CacheSpec,
-    /// Host tier capacity in tokens (vLLM's CPU offloading, chunks of one block); `None`: none.
+    /// Host tier capacity in tokens — vLLM's CPU offloading (chunks of one block) under the
+    /// paged cache, SGLang's HiCache (`write_through`) under the radix cache; `None`: none.
     pub host_tokens: Option<u64>,
 }
 
@@ -126,6 +127,8 @@ struct Run<'a> {
     requests: u64,
     preemptions: u64,
     unfit: u64,
+    /// The radix cache's host tier's clock: one second per admission.
+    hicache_clock: f64,
 }
 
 impl Run<'_> {
@@ -163,7 +166,15 @@ impl Run<'_> {
         let r = self.w.requests[i as usize];
         let prompt = r.prompt_len as usize;
         let Some(h) = self.host.as_mut() else {
-            return self.cache.admit(i, r.seq, prompt, usize::MAX).map(|a| (a.hit_tokens, 0));
+            // A radix cache's own host tier: its writes acknowledged at each admission (they
+            // take no time), and what the admission loaded counted as the host's.
+            self.hicache_clock += 1.0;
+            self.cache.host_events(self.hicache_clock);
+            let loaded = |c: &dyn PrefixCache| c.host_tier_stats().map_or(0, |s| s.loaded_tokens as usize);
+            let before = loaded(self.cache.as_ref());
+            let a = self.cache.admit(i, r.seq, prompt, usize::MAX)?;
+            let host = loaded(self.cache.as_ref()) - before;
+            return Some((a.hit_tokens - host, host));
         };
         let req = h.rt[i as usize];
         let gpu = self.cache.peek(r.seq, prompt);
@@ -267,10 +278,11 @@ impl Run<'_> {
     }
 }
 
-/// The host tier of `spec`: vLLM's connector over chunks of one block, copies taking no time.
+/// The host tier of `spec` under the paged cache: vLLM's connector over chunks of one block,
+/// copies taking no time. (Under the radix cache the tier is the cache's own: [`attach_hicache`].)
 fn host_tier(w: &Workload, spec: &ReplaySpec) -> Option<Host> {
-    let tokens = spec.host_tokens?;
-    assert_eq!(spec.cache.policy, Policy::Paged, "a host tier sits under the paged cache");
+    let tokens = spec.host_tokens.filter(|_| spec.cache.policy != Policy::Radix)?;
+    assert_eq!(spec.cache.policy, Policy::Paged, "a host tier sits under the paged or the radix cache");
     let block = spec.cache.block_size.unwrap_or(16).max(1);
     let cfg = OffloadConfig {
         size_gib: 0.0,
@@ -283,6 +295,20 @@ fn host_tier(w: &Workload, spec: &ReplaySpec) -> Option<Host> {
     Some(Host { conn: Connector::new(cfg), rt, now: 0.0 })
 }
 
+/// Puts SGLang's HiCache under a radix cache (`write_through`, copies taking no time), when
+/// `spec` asks for a host tier there.
+fn attach_hicache(cache: &mut dyn PrefixCache, spec: &ReplaySpec) {
+    if let Some(host_tokens) = spec.host_tokens.filter(|_| spec.cache.policy == Policy::Radix) {
+        let cfg = crate::cache::hicache::HostTierConfig {
+            policy: crate::cache::hicache::WritePolicy::WriteThrough,
+            host_tokens,
+            token_bytes_per_rank: 1,
+            link_bytes_per_s: f64::INFINITY,
+        };
+        assert!(cache.attach_host_tier(cfg), "the radix cache takes a host tier");
+    }
+}
+
 /// Replays the whole workload through one cache (and host tier); `tick` is called once per
 /// request.
 pub fn replay(
@@ -293,9 +319,11 @@ pub fn replay(
 ) -> ReplayResult {
     let spec = spec.into();
     let n = w.requests.len();
+    let mut cache = spec.cache.build(w.store.clone());
+    attach_hicache(cache.as_mut(), &spec);
     let mut run = Run {
         w,
-        cache: spec.cache.build(w.store.clone()),
+        cache,
         host: host_tier(w, &spec),
         status: vec![Status::Waiting; n],
         inflight: VecDeque::new(),
@@ -307,6 +335,7 @@ pub fn replay(
         requests: 0,
         preemptions: 0,
         unfit: 0,
+        hicache_clock: 0.0,
     };
     let window = opts.inflight.max(1);
     for i in 0..n as ReqId {
@@ -328,8 +357,16 @@ pub fn replay(
         }
     }
     let stats = run.cache.stats();
-    // The tier's shape and figures (chunks and their tokens as the connector holds them).
-    let host = run.host.as_ref().map(|h| (h.conn.config(), h.conn.stats()));
+    // The tier's capacity and evicted tokens: the connector's chunks and their tokens, or the
+    // radix cache's own tier.
+    let host: Option<(u64, u64)> = match (&run.host, run.cache.host_tier_stats()) {
+        (Some(h), _) => {
+            let (c, s) = (h.conn.config(), h.conn.stats());
+            Some((c.chunks * c.chunk_tokens as u64, s.tier.evicted_chunks * c.chunk_tokens as u64))
+        }
+        (None, Some(s)) => Some((spec.host_tokens.unwrap_or(0), s.host_evicted_tokens)),
+        (None, None) => None,
+    };
     let spec = run.cache.spec();
     ReplayResult {
         policy: spec.policy.name(),
@@ -347,10 +384,10 @@ pub fn replay(
         partial_block_waste_tokens: spec.block_size.map(|_| stats.partial_block_waste_tokens),
         preemptions: run.preemptions,
         unfit_requests: run.unfit,
-        host_capacity_tokens: host.map(|(c, _)| c.chunks * c.chunk_tokens as u64),
+        host_capacity_tokens: host.map(|(capacity, _)| capacity),
         host_hit_tokens: host.map(|_| run.host_hit_tokens),
         host_hit_ratio: host.map(|_| run.host_hit_tokens as f64 / run.prompt_tokens.max(1) as f64),
-        host_evicted_tokens: host.map(|(c, s)| s.tier.evicted_chunks * c.chunk_tokens as u64),
+        host_evicted_tokens: host.map(|(_, evicted)| evicted),
     }
 }
 

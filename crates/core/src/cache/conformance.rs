@@ -257,11 +257,43 @@ pub(super) fn op_strategy() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// A request holding KV in a random lifecycle.
 #[derive(Clone, Copy)]
-struct Live {
-    seq: SeqId,
-    hit: usize,
-    allocated: usize,
+pub(super) struct Live {
+    pub seq: SeqId,
+    pub hit: usize,
+    pub allocated: usize,
+}
+
+/// Applies a lifecycle step other than an admission to the live requests (a step for a request
+/// not holding KV does nothing).
+pub(super) fn apply(c: &mut dyn PrefixCache, op: &Op, live: &mut [Option<Live>], st: &TokenStore) {
+    match *op {
+        Op::Computed { req } => {
+            if let Some(l) = live[req] {
+                c.computed(req as ReqId, l.allocated);
+            }
+        }
+        Op::Grow { req, by } => {
+            if let Some(l) = live[req].as_mut() {
+                let total = (l.allocated + by).min(st.seq_len(l.seq));
+                if c.grow(req as ReqId, total) {
+                    l.allocated = total;
+                }
+            }
+        }
+        Op::Finish { req } => {
+            if live[req].take().is_some() {
+                c.finish(req as ReqId);
+            }
+        }
+        Op::Preempt { req } => {
+            if live[req].take().is_some() {
+                c.preempt(req as ReqId);
+            }
+        }
+        Op::Admit { .. } | Op::Retry => {}
+    }
 }
 
 proptest! {
@@ -303,29 +335,7 @@ proptest! {
                             refused = Some((slot, seq, known, chunk));
                         }
                     }
-                    Op::Computed { req } => {
-                        if let Some(l) = live[req] {
-                            c.computed(req as ReqId, l.allocated);
-                        }
-                    }
-                    Op::Grow { req, by } => {
-                        if let Some(l) = live[req].as_mut() {
-                            let total = (l.allocated + by).min(st.seq_len(l.seq));
-                            if c.grow(req as ReqId, total) {
-                                l.allocated = total;
-                            }
-                        }
-                    }
-                    Op::Finish { req } => {
-                        if live[req].take().is_some() {
-                            c.finish(req as ReqId);
-                        }
-                    }
-                    Op::Preempt { req } => {
-                        if live[req].take().is_some() {
-                            c.preempt(req as ReqId);
-                        }
-                    }
+                    _ => apply(c.as_mut(), op, &mut live, &st),
                 }
                 let u = c.usage();
                 if let Some(cap) = u.capacity_tokens {

@@ -7,6 +7,7 @@
 //! - [`radix::TreeCache::lightllm`]: LightLLM TokenAttention + its radix prompt cache (§4);
 //! - [`NoCache`]: no reuse, the baseline.
 
+pub mod hicache;
 pub mod hybrid;
 pub mod paged;
 pub mod radix;
@@ -130,6 +131,17 @@ impl CacheStats {
         self.peak_used_tokens = self.peak_used_tokens.max(o.peak_used_tokens);
         self.partial_block_waste_tokens += o.partial_block_waste_tokens;
     }
+}
+
+/// What a scheduler pass's lookup found ([`PrefixCache::touch_tiers`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Touched {
+    /// Tokens cached on the device.
+    pub hit: usize,
+    /// Of them, the evictable ones (what pinning the match takes from the evictable budget).
+    pub pinned: u64,
+    /// Tokens past the hit held on the host alone.
+    pub host: usize,
 }
 
 /// Result of a successful [`PrefixCache::admit`].
@@ -316,6 +328,40 @@ pub trait PrefixCache: Send {
         (self.peek(seq, known), 0)
     }
 
+    /// [`touch`](Self::touch) that also says how many tokens past the hit the cache's host tier
+    /// holds on the host alone (SGLang HiCache's `host_hit_length`); 0 without one.
+    fn touch_tiers(&mut self, seq: SeqId, known: usize) -> Touched {
+        let (hit, pinned) = self.touch(seq, known);
+        Touched { hit, pinned, host: 0 }
+    }
+
+    /// Puts a host tier under the cache ([`hicache`]); false for a cache that takes none.
+    /// Called once, before the first request.
+    fn attach_host_tier(&mut self, _cfg: hicache::HostTierConfig) -> bool {
+        false
+    }
+
+    /// A scheduler step starts at `now`: the host tier submits and acknowledges its copies.
+    fn host_events(&mut self, _now: f64) {}
+
+    /// The host tier's copies for the step just formed, reset: (seconds of loads the forward
+    /// waits on layer by layer, seconds of blocking writes before it).
+    fn take_host_copies(&mut self) -> (f64, f64) {
+        (0.0, 0.0)
+    }
+
+    /// When the host tier next needs a scheduler step to move on while the engine has nothing
+    /// to run — copies queued or loads to acknowledge (at once: 0), else the end of the first
+    /// write in flight — or `None`.
+    fn next_copy_end(&self) -> Option<f64> {
+        None
+    }
+
+    /// The host tier's figures, for a cache with one.
+    fn host_tier_stats(&self) -> Option<hicache::HostTierStats> {
+        None
+    }
+
     /// Refreshes the recency of the cached prefix of all of `seq[..len]` (page-aligned; the last
     /// token included), splitting a partly matched node, pinning nothing (SGLang
     /// `RadixCache.touch_prefix`, `mem_cache/radix_cache.py`, 0.5.23; and `match_prefix` on a
@@ -323,6 +369,12 @@ pub trait PrefixCache: Send {
     /// the matched length. The default touches nothing and reports no match.
     fn touch_prefix(&mut self, _seq: SeqId, _len: usize) -> usize {
         0
+    }
+
+    /// [`touch_prefix`](Self::touch_prefix) that also says how many tokens past the device's
+    /// match the host tier holds alone: (device, host). The default has no host tier.
+    fn touch_prefix_tiers(&mut self, seq: SeqId, len: usize) -> (usize, usize) {
+        (self.touch_prefix(seq, len), 0)
     }
 
     /// Evicts, the engine's way, towards `tokens` free slots; whether that many are free now.
@@ -503,3 +555,6 @@ impl PrefixCache for NoCache {
 
 #[cfg(test)]
 mod conformance;
+
+#[cfg(test)]
+mod hicache_tests;

@@ -4,8 +4,11 @@
 //! asks for, and what preemption keeps. Slots a request holds but the tree does not are its
 //! private slots; slots whose content the tree already had are freed as duplicates on insert.
 
+use super::hicache::{HostTier, HostTierConfig, HostTierStats};
 use super::tree::{NodeId, RadixTree, ROOT};
-use super::{Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, SglangCacheRules, SlotPool, Usage};
+use super::{
+    Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, SglangCacheRules, SlotPool, Touched, Usage,
+};
 use crate::workload::{SeqId, TokenStore};
 use std::sync::Arc;
 
@@ -49,6 +52,9 @@ struct ReqState {
     computed: usize,
     /// Known tokens at admission: the (re-)prefill ends there.
     prefill_end: usize,
+    /// Tokens the request has inserted into the tree since its admission (SGLang
+    /// `cache_inserted_len`): a host tier counts an insert's pass only past them.
+    inserted: usize,
 }
 
 /// A token-granular KV pool with a radix prefix cache.
@@ -69,6 +75,8 @@ pub struct TreeCache {
     /// (`stash_chunked_request` → [`PrefixCache::checkpoint`]), not when the chunk's step ends.
     checkpoint_chunks: bool,
     evicted: u64,
+    /// SGLang's HiCache host tier ([`crate::cache::hicache`]); `None`: one tier.
+    host: Option<Box<HostTier>>,
 }
 
 impl TreeCache {
@@ -102,6 +110,7 @@ impl TreeCache {
             split_prompt: false,
             checkpoint_chunks: false,
             evicted: 0,
+            host: None,
         }
     }
 
@@ -144,7 +153,10 @@ impl TreeCache {
             return true;
         }
         let ask = if self.rules.evict_deficit_only { n - free } else { n };
-        let freed = self.tree.evict(ask);
+        let freed = match self.host.as_mut() {
+            Some(h) => h.evict(&mut self.tree, ask),
+            None => self.tree.evict(ask),
+        };
         self.evicted += freed;
         self.pool.put(freed);
         self.pool.available() >= n
@@ -167,6 +179,10 @@ impl TreeCache {
             return;
         }
         let (present, node) = self.tree.insert(&self.store, st.seq, len);
+        if let Some(h) = self.host.as_mut() {
+            h.inserted(&mut self.tree, node, st.inserted);
+            st.inserted = st.inserted.max(len);
+        }
         let prompt = self.tree.align(self.prompt_len.get(req as usize).map_or(0, |&p| p as usize));
         if self.split_prompt && 0 < prompt && prompt < len {
             // The prompt's end becomes a node boundary. A split keeps the lower part's id, so
@@ -233,10 +249,20 @@ impl PrefixCache for TreeCache {
     ) -> Option<Admitted> {
         debug_assert!(!self.reqs.is_live(req), "request admitted twice");
         // At least the last known token is recomputed; the match is page-aligned.
-        let (hit, node) = self.tree.match_prefix(&self.store, seq, known.saturating_sub(1));
+        let found = self.tree.match_tiers(&self.store, seq, known.saturating_sub(1));
+        let (mut hit, mut node) = (found.device, found.node);
+        self.tree.lock(node);
+        if let Some(h) = self.host.as_mut() {
+            // A host run long enough is loaded back (the prefill waits for it in its step).
+            let loaded = h.load(&mut self.tree, &mut self.pool, &found);
+            if loaded > 0 {
+                self.tree.lock(found.host_node);
+                self.tree.unlock(node);
+                (hit, node) = (hit + loaded, found.host_node);
+            }
+        }
         let new = (known - hit).min(max_new_tokens);
         debug_assert!(hit.is_multiple_of(self.rules.page_size), "a hit is whole pages");
-        self.tree.lock(node);
         // The reservation counts what is free or evictable once the hit is locked (a hit that
         // was evictable is taken, as vLLM counts it).
         let reserve = reserve_tokens.saturating_sub(hit) as u64;
@@ -246,7 +272,8 @@ impl PrefixCache for TreeCache {
             self.tree.unlock(node);
             return None;
         }
-        let st = ReqState { seq, node, cached: hit, allocated: hit + new, computed: hit, prefill_end: known };
+        let st =
+            ReqState { seq, node, cached: hit, allocated: hit + new, computed: hit, prefill_end: known, inserted: 0 };
         self.reqs.put(req, st);
         let i = req as usize;
         if self.prompt_len.len() <= i {
@@ -317,8 +344,44 @@ impl PrefixCache for TreeCache {
         (hit, self.tree.unlocked_above(node))
     }
 
+    fn touch_tiers(&mut self, seq: SeqId, known: usize) -> Touched {
+        let f = self.tree.match_tiers(&self.store, seq, known.saturating_sub(1));
+        Touched { hit: f.device, pinned: self.tree.unlocked_above(f.node), host: f.host }
+    }
+
+    fn attach_host_tier(&mut self, cfg: HostTierConfig) -> bool {
+        if self.rules.policy != Policy::Radix {
+            return false;
+        }
+        self.host = Some(Box::new(HostTier::new(cfg, &mut self.tree)));
+        true
+    }
+
+    fn host_events(&mut self, now: f64) {
+        if let Some(h) = self.host.as_mut() {
+            h.events(&mut self.tree, now);
+        }
+    }
+
+    fn take_host_copies(&mut self) -> (f64, f64) {
+        self.host.as_mut().map_or((0.0, 0.0), |h| h.take_step())
+    }
+
+    fn next_copy_end(&self) -> Option<f64> {
+        self.host.as_ref().and_then(|h| h.next_copy_end())
+    }
+
+    fn host_tier_stats(&self) -> Option<HostTierStats> {
+        self.host.as_ref().map(|h| h.stats())
+    }
+
     fn touch_prefix(&mut self, seq: SeqId, len: usize) -> usize {
         self.tree.match_prefix(&self.store, seq, len).0
+    }
+
+    fn touch_prefix_tiers(&mut self, seq: SeqId, len: usize) -> (usize, usize) {
+        let f = self.tree.match_tiers(&self.store, seq, len);
+        (f.device, f.host)
     }
 
     fn ensure_free(&mut self, tokens: u64) -> bool {
@@ -342,7 +405,8 @@ impl PrefixCache for TreeCache {
         let private: u64 = self.reqs.live().map(|s| self.private_of(s)).sum();
         assert_eq!(private, self.private, "private slot count");
         assert_eq!(self.pool.used, self.private + self.tree.size(), "slots not conserved");
-        if self.reqs.live().next().is_none() {
+        // A host tier's copies in flight lock what they copy until acknowledged.
+        if self.reqs.live().next().is_none() && !self.host.as_ref().is_some_and(|h| h.copying()) {
             assert_eq!(self.tree.protected_tokens(), 0, "idle cache with locked nodes");
         }
         for st in self.reqs.live() {

@@ -212,12 +212,27 @@ pub const TABLE: &[EngineFlag] = &[
     EngineFlag { server_only: &[], flag: "--deepep-mode", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--enable-two-batch-overlap", engines: SGLANG, instead: &[] },
     // vLLM `EngineArgs.kv_offloading_size` and `kv_offloading_backend` (`CacheConfig`, 0.12 on;
-    // v1 only). SGLang's host tier is `--enable-hierarchical-cache`, TensorRT-LLM's
-    // `KvCacheConfig.host_cache_size`: neither is modelled yet. `--host-link-gbps` is cachesim's
-    // price of the tier's copies.
-    EngineFlag { server_only: &[], flag: "--kv-offloading-size", engines: &[Vllm], instead: &[] },
+    // v1 only); SGLang's HiCache (`arg_groups/fields/memory.py` `enable_hierarchical_cache`,
+    // `hicache_ratio`, `hicache_size`, `hicache_write_policy`, 0.5.23). TensorRT-LLM's
+    // `KvCacheConfig.host_cache_size` is not modelled yet. `--host-link-gbps` is cachesim's price
+    // of either tier's copies.
+    EngineFlag {
+        server_only: &[],
+        flag: "--kv-offloading-size",
+        engines: &[Vllm],
+        instead: &[(Sglang, "--enable-hierarchical-cache")],
+    },
     EngineFlag { server_only: &[], flag: "--kv-offloading-backend", engines: &[Vllm], instead: &[] },
-    EngineFlag { server_only: &[], flag: "--host-link-gbps", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--host-link-gbps", engines: &[Vllm, Sglang], instead: &[] },
+    EngineFlag {
+        server_only: &[],
+        flag: "--enable-hierarchical-cache",
+        engines: SGLANG,
+        instead: &[(Vllm, "--kv-offloading-size")],
+    },
+    EngineFlag { server_only: &[], flag: "--hicache-ratio", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--hicache-size", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--hicache-write-policy", engines: SGLANG, instead: &[] },
     // vLLM `SchedulerConfig.disable_hybrid_kv_cache_manager` and
     // `CacheConfig.prefix_cache_retention_interval` (0.33): the hybrid KV cache manager's. SGLang's
     // sliding-window pool (`--swa-full-tokens-ratio`) is not modelled.

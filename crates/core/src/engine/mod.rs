@@ -134,6 +134,9 @@ pub struct EngineConfig {
     /// vLLM v1's CPU KV offloading (`--kv-offloading-size`); `None`: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offload: Option<vllm_offload::OffloadConfig>,
+    /// SGLang's hierarchical cache (`--enable-hierarchical-cache`); `None`: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hicache: Option<crate::cache::hicache::HostTierConfig>,
     /// SGLang's priority scheduling (`--enable-priority-scheduling`); `None`: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sglang_priority: Option<sglang::priority::SglangPriority>,
@@ -184,6 +187,7 @@ impl EngineConfig {
             num_scheduler_steps: 1,
             async_output_proc: false,
             offload: None,
+            hicache: None,
             sglang_priority: None,
             max_queued_requests: None,
             abort_on_priority_when_disabled: false,
@@ -219,7 +223,8 @@ impl EngineConfig {
                 serde_json::to_value(e.schedule_policy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
                 e.schedule_conservativeness,
                 on_off(e.overlap)
-            ) + &e.sglang_priority.map(|p| p.describe()).unwrap_or_default(),
+            ) + &e.sglang_priority.map(|p| p.describe()).unwrap_or_default()
+                + &e.hicache.map(|h| format!(" · {}", h.describe())).unwrap_or_default(),
             EngineKind::VllmV0 => format!(
                 "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark{} · async output processing {}",
                 e.version,
@@ -361,9 +366,13 @@ pub struct Batch {
     /// The batch's forward starts no earlier than this (vLLM's KV connector flushing the stores
     /// of a request preempted in it); 0 otherwise.
     pub wait_until: f64,
-    /// Seconds the worker spends before the forward making the batch's LoRA adapters resident
-    /// (vLLM's synchronous adapter loads); 0 otherwise.
+    /// Seconds the worker spends before the forward: making the batch's LoRA adapters resident
+    /// (vLLM's synchronous adapter loads), waiting for SGLang write-back's copies to the host;
+    /// 0 otherwise.
     pub load_s: f64,
+    /// Seconds of host-tier loads the forward's layers wait on one by one (SGLang HiCache:
+    /// each layer's attention waits for that layer's copy), so the forward lasts at least this.
+    pub overlap_load_s: f64,
 }
 
 impl Batch {
@@ -383,6 +392,7 @@ impl Batch {
         self.processed.clear();
         self.wait_until = 0.0;
         self.load_s = 0.0;
+        self.overlap_load_s = 0.0;
     }
     /// Forward steps the batch runs (at least 1).
     pub fn steps(&self) -> u32 {

@@ -467,7 +467,7 @@ pub fn drive(
                     again = true;
                 }
                 Begun::Idle => {
-                    if let Some(t) = inst[i].sched.next_copy_end() {
+                    if let Some(t) = inst[i].next_copy_end() {
                         wakes.push(Reverse((t.max(now).to_bits(), i as u32, inst[i].generation)));
                     }
                 }
@@ -677,11 +677,15 @@ pub fn drive(
     let mut schedule = Vec::new();
     let (mut steps, mut coalesced_steps) = (0, 0);
     let mut offload: Option<crate::engine::vllm_offload::OffloadStats> = None;
+    let mut hicache: Option<crate::cache::hicache::HostTierStats> = None;
     let mut lora: Option<crate::engine::vllm_lora::LoraStats> = None;
     for (i, x) in inst.into_iter().enumerate() {
         coalesced_steps += x.coalesced_steps;
         if let Some(o) = x.offload_stats() {
             offload.get_or_insert_with(Default::default).merge(&o);
+        }
+        if let Some(o) = x.hicache_stats() {
+            hicache.get_or_insert_with(Default::default).merge(&o);
         }
         if let Some(o) = x.lora_stats() {
             lora.get_or_insert_with(Default::default).add(&o);
@@ -715,6 +719,7 @@ pub fn drive(
         steps,
         coalesced_steps,
         offload,
+        hicache,
         lora,
         timeline,
         tokens,

@@ -125,6 +125,8 @@ pub struct SimResult {
     pub coalesced_steps: u64,
     /// The KV offloading tiers' figures, all instances together (`None` without one).
     pub offload: Option<crate::engine::vllm_offload::OffloadStats>,
+    /// SGLang's HiCache tiers' figures, all instances together (`None` without one).
+    pub hicache: Option<crate::cache::hicache::HostTierStats>,
     /// The LoRA adapters' loads, all instances together (`None` without LoRA).
     pub lora: Option<crate::engine::vllm_lora::LoraStats>,
     /// Per-step records, when asked for.
@@ -310,6 +312,8 @@ mod cluster_tests;
 mod coalesce_tests;
 #[cfg(test)]
 mod faults_tests;
+#[cfg(test)]
+mod hicache_tests;
 #[cfg(test)]
 mod lora_tests;
 #[cfg(test)]

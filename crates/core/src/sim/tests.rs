@@ -64,7 +64,7 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
 }
 
-fn rec(r: &SimResult, id: u32) -> RequestRecord {
+pub(super) fn rec(r: &SimResult, id: u32) -> RequestRecord {
     *r.records.iter().find(|x| x.id == id).expect("request completed")
 }
 
@@ -296,7 +296,7 @@ fn conserves_and_repeats(w: &Workload, sends: &[(u32, f64)], c: &SimConfig) {
     }
 }
 
-fn sglang_cfg(running: u32, chunk: u32, capacity: Option<u64>) -> SimConfig {
+pub(super) fn sglang_cfg(running: u32, chunk: u32, capacity: Option<u64>) -> SimConfig {
     let mut c = cfg(running, 16384, None);
     c.engine.engine = EngineKind::Sglang;
     c.engine.max_prefill_tokens = 16384;

@@ -218,6 +218,9 @@ pub struct RunReport<'a> {
     /// vLLM's CPU KV offloading tier (runs with `--kv-offloading-size`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_tier: Option<&'a cachesim_core::engine::vllm_offload::OffloadStats>,
+    /// SGLang's HiCache host tier (runs with `--enable-hierarchical-cache`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hicache: Option<&'a cachesim_core::cache::hicache::HostTierStats>,
     /// vLLM's LoRA adapter loads (runs with `--enable-lora`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lora: Option<&'a cachesim_core::engine::vllm_lora::LoraStats>,
@@ -261,6 +264,7 @@ impl<'a> RunReport<'a> {
             saturation: crate::saturation::diagnose(&out.summary, &out.sim.records, &out.sim.load),
             cache: &out.sim.cache,
             host_tier: out.sim.offload.as_ref(),
+            hicache: out.sim.hicache.as_ref(),
             lora: out.sim.lora.as_ref(),
             steps: out.sim.steps,
             trace: &w.info,
@@ -446,6 +450,24 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
             thousands(h.flushes),
             h.load_s,
             h.store_s
+        );
+    }
+    if let Some(h) = &o.sim.hicache {
+        let _ = writeln!(
+            s,
+            "Host KV tier:   {} prompt tokens loaded ({:.2}% of prompt tokens) in {} loads, {} host runs recomputed · {} tokens written, {} writes refused · {} tokens kept on the host, {} dropped, {} host tokens evicted · peak {} host tokens · copies {:.2} s to GPU, {:.2} s to host",
+            thousands(h.loaded_tokens),
+            h.loaded_tokens as f64 * 100.0 / prompt as f64,
+            thousands(h.loads),
+            thousands(h.runs_recomputed),
+            thousands(h.written_tokens),
+            thousands(h.refused_writes),
+            thousands(h.demoted_tokens),
+            thousands(h.dropped_tokens),
+            thousands(h.host_evicted_tokens),
+            thousands(h.peak_host_tokens),
+            h.load_s,
+            h.write_s
         );
     }
     if let Some(l) = &o.sim.lora {

@@ -9,6 +9,7 @@
 //! retracted — fewest outputs first, longest prompt on ties — to the end of the waiting queue,
 //! and new_token_ratio jumps; otherwise it decays towards its floor.
 
+pub mod hicache;
 pub mod launch;
 pub mod memory;
 pub mod priority;
@@ -150,17 +151,19 @@ impl Sglang {
         // the tree (`match_kv_cache` without a length cap, 0.5.23), so a fully cached prompt is
         // matched (and its node split) at its end, not one token before.
         // 0.4.10 matches one token short and sorts by that.
+        // Under HiCache the match runs on into the host tier: the sort key counts both
+        // (`match_kv_cache`: `num_matched_prefix_tokens = prefix_len + host_hit_length`).
         let whole = self.cfg.rules.sglang_match_waiting_whole;
-        let full_hits: Vec<usize> = if cache_aware {
+        let full_hits: Vec<(usize, usize)> = if cache_aware {
             self.waiting
                 .iter()
                 .map(|&id| {
                     let r = &reqs[id as usize];
                     let len = r.num_tokens as usize;
                     if whole {
-                        cache.touch_prefix(r.seq, len)
+                        cache.touch_prefix_tiers(r.seq, len)
                     } else {
-                        cache.touch(r.seq, len).0
+                        (cache.touch(r.seq, len).0, 0)
                     }
                 })
                 .collect()
@@ -183,12 +186,12 @@ impl Sglang {
                         .waiting
                         .iter()
                         .zip(&full_hits)
-                        .map(|(&id, &full)| {
+                        .map(|(&id, &(full, host))| {
                             let r = &reqs[id as usize];
                             let len = r.num_tokens as usize;
                             // The sort key is `num_matched_prefix_tokens`: the whole match,
                             // capped at one token less than the sequence (not page-aligned).
-                            let hit = if whole { full.min(len.saturating_sub(1)) } else { full };
+                            let hit = if whole { (full + host).min(len.saturating_sub(1)) } else { full };
                             if full <= IN_BATCH_CHECK {
                                 if in_queue.peek(&self.store, r.seq, len) >= IN_BATCH_DEPRIORITIZE {
                                     return (usize::MAX, id);
@@ -369,59 +372,51 @@ impl Sglang {
             }
             let r = reqs[id as usize];
             let known = r.num_tokens as usize;
-            // `init_next_round_input` matches the request against the tree.
-            let (hit, pinned) = cache.touch(r.seq, known);
+            // `init_next_round_input` matches the request against the tree; under HiCache the
+            // match runs on into the host tier (`host_hit_length`).
+            let t = cache.touch_tiers(r.seq, known);
+            let (hit, pinned) = (t.hit, t.pinned);
             if let Some(p) = self.prio.as_mut() {
                 p.matched(id, known as u32, hit as u32);
             }
+            // The host run needs device room too: the memory check counts it as input
+            // (`cand_extend_input_len`), the input and chunk budgets do not.
             let extend = (known - hit) as u64;
-            let input = extend.div_ceil(b.page) * b.page;
             let check_new =
                 if rules.sglang_prefill_budget_pages { Self::remaining_new(&r) } else { r.output_len as u64 };
             let total = (extend + check_new.min(CLIP_MAX_NEW) + b.page_reserve) as f64;
-            let verdict = if !rules.sglang_truncate_to_chunk
-                && (total >= b.remaining_total(cache) || (input as i64 >= b.rem_input && !plan.is_empty()))
-            {
-                if total >= b.remaining_total(cache) {
-                    Verdict::NoToken
-                } else {
-                    Verdict::Other
+            let first = plan.is_empty();
+            let mut shape = match self.admission(&b, cache, total, hit + t.host, known, pinned, first) {
+                Ok(shape) => shape,
+                Err(verdict) => {
+                    if verdict == Verdict::NoToken {
+                        self.batch_is_full = !first || !self.running.is_empty();
+                    }
+                    break;
                 }
-            } else if total >= b.remaining_total(cache) - pinned as f64 {
-                // Checked with the match pinned (`_lock_node`): its evictable part is not free.
-                Verdict::NoToken
-            } else if input as i64 >= b.rem_input
-                && !plan.is_empty()
-                && (b.rem_chunk.is_none() || !rules.sglang_truncate_to_chunk)
-            {
-                Verdict::Other
-            } else {
-                Verdict::Continue
             };
-            if verdict != Verdict::Continue {
-                if verdict == Verdict::NoToken {
-                    self.batch_is_full = !plan.is_empty() || !self.running.is_empty();
-                }
+            if shape.0 == 0 {
                 break;
             }
-            let (n, chunked) = match b.rem_chunk {
-                Some(chunk) if input as i64 > chunk => {
-                    let n = if rules.sglang_truncate_to_chunk {
-                        let n = chunk as u64 / b.page * b.page;
-                        ((hit as u64 + n) / b.page * b.page).saturating_sub(hit as u64)
-                    } else {
-                        (chunk + 1).saturating_sub(b.page as i64).max(0) as u64
-                    };
-                    (n, true)
-                }
-                _ => (extend, false),
-            };
-            if n == 0 {
-                break;
-            }
-            // Pin the match now; slots come with the whole batch's allocation below.
+            // Pin the match now (loading the host run back); slots come with the whole batch's
+            // allocation below.
             let Some(a) = cache.admit(id, r.seq, known, 0) else { break };
-            debug_assert_eq!(a.hit_tokens, hit, "peek and match disagree");
+            debug_assert!(a.hit_tokens == hit || a.hit_tokens == hit + t.host, "peek and match disagree");
+            if a.hit_tokens < hit + t.host {
+                // The host run was not loaded (too short, or no device room): recomputed, it
+                // may no longer fit (`_select_prefill_admission` again without it).
+                match self.admission(&b, cache, total, hit, known, pinned, first) {
+                    Ok(again) if again.0 > 0 => shape = again,
+                    verdict => {
+                        cache.preempt(id);
+                        if verdict == Err(Verdict::NoToken) {
+                            self.batch_is_full = !first || !self.running.is_empty();
+                        }
+                        break;
+                    }
+                }
+            }
+            let (n, chunked) = shape;
             reqs[id as usize].admitted_with(a.hit_tokens, now);
             plan.push((id, n));
             taken += 1;
@@ -465,6 +460,57 @@ impl Sglang {
             }
         }
         !out.items.is_empty()
+    }
+
+    /// `PrefillAdder.add_one_req`'s checks for a waiting request of `known` tokens whose first
+    /// `prefix` are cached (on the device, or loaded from the host with it), `total` tokens its
+    /// memory check counts and `pinned` of its hit evictable, `first` in the batch: its new
+    /// tokens this step and whether it is chunked, or the verdict that stops the batch.
+    #[allow(clippy::too_many_arguments)]
+    fn admission(
+        &self,
+        b: &Budget,
+        cache: &dyn PrefixCache,
+        total: f64,
+        prefix: usize,
+        known: usize,
+        pinned: u64,
+        first: bool,
+    ) -> Result<(u64, bool), Verdict> {
+        let rules = self.cfg.rules;
+        let extend = (known - prefix) as u64;
+        let input = extend.div_ceil(b.page) * b.page;
+        let verdict = if !rules.sglang_truncate_to_chunk
+            && (total >= b.remaining_total(cache) || (input as i64 >= b.rem_input && !first))
+        {
+            if total >= b.remaining_total(cache) {
+                Verdict::NoToken
+            } else {
+                Verdict::Other
+            }
+        } else if total >= b.remaining_total(cache) - pinned as f64 {
+            // Checked with the match pinned (`_lock_node`): its evictable part is not free.
+            Verdict::NoToken
+        } else if input as i64 >= b.rem_input && !first && (b.rem_chunk.is_none() || !rules.sglang_truncate_to_chunk) {
+            Verdict::Other
+        } else {
+            Verdict::Continue
+        };
+        if verdict != Verdict::Continue {
+            return Err(verdict);
+        }
+        Ok(match b.rem_chunk {
+            Some(chunk) if input as i64 > chunk => {
+                let n = if rules.sglang_truncate_to_chunk {
+                    let n = chunk as u64 / b.page * b.page;
+                    ((prefix as u64 + n) / b.page * b.page).saturating_sub(prefix as u64)
+                } else {
+                    (chunk + 1).saturating_sub(b.page as i64).max(0) as u64
+                };
+                (n, true)
+            }
+            _ => (extend, false),
+        })
     }
 
     /// `PrefillAdder.preempt_to_schedule` for the waiting `id`: releases the running requests
@@ -667,26 +713,9 @@ impl Budget {
     }
 }
 
-impl Scheduler for Sglang {
-    fn enqueue(&mut self, id: ReqId, priority: Option<i32>, _now: f64) {
-        match self.prio.as_mut() {
-            Some(p) => p.arrive(id, priority),
-            // `_set_or_validate_priority` without priority scheduling.
-            None if priority.is_some() && self.cfg.abort_on_priority_when_disabled => {
-                self.aborted.push((id, FailReason::PriorityDisabled, priority::PRIORITY_DISABLED));
-                return;
-            }
-            None => {}
-        }
-        self.join_queue(id);
-    }
-
-    fn take_aborted(&mut self, out: &mut Vec<super::Aborted>) {
-        out.append(&mut self.aborted);
-    }
-
-    fn schedule(&mut self, s: &mut Step) {
-        s.out.clear();
+impl Sglang {
+    /// Forms the next batch (`get_next_batch_to_run` after the host tier's events).
+    fn form(&mut self, s: &mut Step) {
         if let Some(c) = self.chunked {
             // `stash_chunked_request`: the last chunk enters the tree; the previous prefill batch
             // shrinks by it, which clears `batch_is_full`.
@@ -707,6 +736,35 @@ impl Scheduler for Sglang {
             return;
         }
         self.decode(s);
+    }
+}
+
+impl Scheduler for Sglang {
+    fn enqueue(&mut self, id: ReqId, priority: Option<i32>, _now: f64) {
+        match self.prio.as_mut() {
+            Some(p) => p.arrive(id, priority),
+            // `_set_or_validate_priority` without priority scheduling.
+            None if priority.is_some() && self.cfg.abort_on_priority_when_disabled => {
+                self.aborted.push((id, FailReason::PriorityDisabled, priority::PRIORITY_DISABLED));
+                return;
+            }
+            None => {}
+        }
+        self.join_queue(id);
+    }
+
+    fn take_aborted(&mut self, out: &mut Vec<super::Aborted>) {
+        out.append(&mut self.aborted);
+    }
+
+    fn schedule(&mut self, s: &mut Step) {
+        s.out.clear();
+        // `_process_hicache_events`: the host tier's copies before anything else.
+        s.cache.host_events(s.now);
+        self.form(s);
+        let (overlapped, blocking) = s.cache.take_host_copies();
+        s.out.overlap_load_s = overlapped;
+        s.out.load_s += blocking;
     }
 
     fn finished(&mut self, id: ReqId) {

@@ -114,6 +114,20 @@ const MAX_SIZE_GIB: f64 = 65_536.0;
 /// (`mmap.PAGESIZE`).
 const PAGE_BYTES: u64 = 4096;
 
+/// Each direction of one rank's host link, bytes per second: `--host-link-gbps` as given, else
+/// the GPU's PCIe rate per direction (`pcie_gbps` bidirectional, as datasheets state it) ×
+/// [`HOST_LINK_EFFICIENCY`]. Prices any host tier's copies (vLLM's offloading, SGLang's HiCache).
+pub fn host_link_bytes_per_s(given_gbps: Option<f64>, pcie_gbps: f64) -> Result<f64> {
+    match given_gbps {
+        None => Ok(pcie_gbps / 2.0 * HOST_LINK_EFFICIENCY * 1e9),
+        Some(g) if g.is_finite() && g > 0.0 && g <= 10_000.0 => Ok(g * 1e9),
+        Some(g) => Err(Error::invalid(
+            "--host-link-gbps",
+            format!("{g} must be a bandwidth in GB/s above 0 and at most 10000"),
+        )),
+    }
+}
+
 /// What the tier's sizing reads from the resolved deployment.
 #[derive(Debug, Clone, Copy)]
 pub struct TierMachine {
@@ -144,7 +158,7 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
         if o.host_link_gbps.is_some() {
             return Err(Error::invalid(
                 "--host-link-gbps",
-                "prices KV offloading copies: give --kv-offloading-size too",
+                "prices a host KV tier's copies: give --kv-offloading-size (vLLM) or --enable-hierarchical-cache (SGLang) too",
             ));
         }
         return Ok(None);
@@ -197,16 +211,7 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
             "not modelled in a prefill/decode deployment (the PD link is its own KV connector)",
         ));
     }
-    let link_gbps = match o.host_link_gbps {
-        None => m.pcie_gbps / 2.0 * HOST_LINK_EFFICIENCY,
-        Some(g) if g.is_finite() && g > 0.0 && g <= 10_000.0 => g,
-        Some(g) => {
-            return Err(Error::invalid(
-                "--host-link-gbps",
-                format!("{g} must be a bandwidth in GB/s above 0 and at most 10000"),
-            ))
-        }
-    };
+    let link_bytes_per_s = host_link_bytes_per_s(o.host_link_gbps, m.pcie_gbps)?;
     let chunk_bytes = m.kv_bytes_per_token_per_rank * m.block_size as u64;
     let per_chunk = chunk_bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES * m.ranks.max(1);
     let bytes = size * (1u64 << 30) as f64;
@@ -222,7 +227,7 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
         chunks: chunks.min(u32::MAX as u64),
         chunk_tokens: m.block_size,
         chunk_bytes_per_rank: chunk_bytes,
-        link_bytes_per_s: link_gbps * 1e9,
+        link_bytes_per_s,
     }))
 }
 

@@ -168,6 +168,7 @@ pub struct Instance<'a> {
     /// The cache counters of its earlier lives, and its KV offloading tier's.
     retired_cache: Option<crate::cache::CacheStats>,
     retired_offload: Option<OffloadStats>,
+    retired_hicache: Option<crate::cache::hicache::HostTierStats>,
     /// The LoRA loads of its earlier lives.
     retired_lora: Option<crate::engine::vllm_lora::LoraStats>,
     /// Buffers reused by [`Instance::coalesce`].
@@ -183,6 +184,10 @@ impl<'a> Instance<'a> {
     pub fn new(w: &Workload, spec: InstanceSpec<'a>, used: Option<&[SeqId]>, alone: bool) -> Self {
         let mut cache = spec.cache.build_sized(w.store.clone(), used, alone);
         cache.follow(&spec.engine.rules.cache_rules(spec.engine.engine));
+        if let Some(h) = spec.engine.hicache {
+            let attached = cache.attach_host_tier(h);
+            debug_assert!(attached, "config::resolve allows HiCache on the radix cache alone");
+        }
         Self {
             role: spec.role,
             block_tokens: spec.cache.block_size.or(spec.cache.page_size).unwrap_or(1).max(1) as u64,
@@ -220,6 +225,7 @@ impl<'a> Instance<'a> {
             generation: 0,
             retired_cache: None,
             retired_offload: None,
+            retired_hicache: None,
             retired_lora: None,
             stretch: coalesce::Stretch::default(),
             coalesced_steps: 0,
@@ -241,6 +247,7 @@ impl<'a> Instance<'a> {
         }
         self.retired_cache = Some(cache);
         self.retired_offload = old.offload_stats();
+        self.retired_hicache = old.hicache_stats();
         self.retired_lora = old.lora_stats();
         self.stats = old.stats;
         self.load = old.load;
@@ -269,6 +276,24 @@ impl<'a> Instance<'a> {
     pub fn offload_stats(&self) -> Option<OffloadStats> {
         let mut s = self.sched.offload_stats()?;
         if let Some(before) = &self.retired_offload {
+            s.merge(before);
+        }
+        Some(s)
+    }
+
+    /// When a KV tier's copy in flight next needs a step while the engine has nothing to run
+    /// (the scheduler's, vLLM's connector; or the cache's, SGLang's HiCache), if any.
+    pub fn next_copy_end(&self) -> Option<f64> {
+        match (self.sched.next_copy_end(), self.cache.next_copy_end()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// SGLang's HiCache figures over every life of the instance, if it has the tier.
+    pub fn hicache_stats(&self) -> Option<crate::cache::hicache::HostTierStats> {
+        let mut s = self.cache.host_tier_stats()?;
+        if let Some(before) = &self.retired_hicache {
             s.merge(before);
         }
         Some(s)
@@ -339,7 +364,7 @@ impl<'a> Instance<'a> {
             }
             let (waiting, running) = self.sched.queued();
             // A KV tier's copy still in flight may yet let the head in.
-            if running == 0 && waiting > 0 && may_reject && self.sched.next_copy_end().is_none() {
+            if running == 0 && waiting > 0 && may_reject && self.next_copy_end().is_none() {
                 let id = self.sched.reject_head().expect("a waiting request");
                 if self.engine.offload.is_some() && rt[id as usize].num_computed > 0 {
                     // Its load landed, but what it holds cannot grow to its whole sequence.
@@ -372,6 +397,7 @@ impl<'a> Instance<'a> {
             }
             // A KV tier's flush holds the forward back (the engine is blocked meanwhile), as do
             // the adapter loads the batch needs.
+            dt = dt.max(self.batch.overlap_load_s);
             dt += (self.batch.wait_until - now).max(0.0) + self.batch.load_s;
             now + dt
         };

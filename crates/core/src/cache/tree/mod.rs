@@ -4,6 +4,13 @@
 //! page size is above 1; partial matches split nodes; `lock_ref` protects paths; eviction takes
 //! whole unlocked leaves in order of last access (ties: older node first) and re-queues parents
 //! that become leaves. A logical clock stands for SGLang's monotonic time.
+//!
+//! Under a host tier ([`host`], SGLang's HiCache) a node may also hold a host copy, and a node
+//! whose device copy was evicted stays in the tree on the host alone: matching walks through it,
+//! the device counters and the device leaves (nodes with no child on the device) count device
+//! copies only. Without a host tier every node is on the device and the rules above are all.
+
+pub mod host;
 
 use crate::workload::{SeqId, TokenStore};
 use rustc_hash::FxHashMap;
@@ -26,6 +33,18 @@ struct Node {
     lock_ref: u32,
     last_access: u64,
     alive: bool,
+    /// Holds its KV on the device (always, without a host tier).
+    device: bool,
+    /// Holds a host copy (SGLang `backuped`).
+    host: bool,
+    /// Inserts that counted it (SGLang `hit_count`, the write-through trigger).
+    hits: u32,
+    /// Children on the device: a device leaf has none.
+    device_children: u32,
+    /// Its place among the tracked duplicates ([`RadixTree::dups`]); 0: not tracked.
+    dup: u64,
+    /// Brought back from the host by a load not acknowledged yet.
+    loading: bool,
 }
 
 /// Token radix tree with lock counts and LRU leaf eviction.
@@ -36,9 +55,34 @@ pub struct RadixTree {
     children: FxHashMap<(NodeId, u64), NodeId>,
     /// Unlocked leaves by (last access, id): the eviction order.
     leaves: BTreeSet<(u64, NodeId)>,
+    /// Host-only childless nodes by (last access, id): the host tier's eviction order.
+    host_leaves: BTreeSet<(u64, NodeId)>,
     clock: u64,
     evictable: u64,
     protected: u64,
+    /// Tokens with a host copy.
+    host_tokens: u64,
+    /// A host-only node kept out of host eviction while its run is loaded (`ROOT`: none).
+    host_pin: NodeId,
+    /// Write-back's duplicates: nodes whose KV became held on both tiers, in the order they did
+    /// (`UnifiedTreeCore.full_host_duplicates`, entries left stale until a reclaim passes them);
+    /// tracked only when `track_dups`.
+    dups: std::collections::BTreeMap<u64, NodeId>,
+    dup_clock: u64,
+    track_dups: bool,
+}
+
+/// What a lookup found: the device prefix and, past it, the run held on the host alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// Matched tokens on the device (page-aligned).
+    pub device: usize,
+    /// The node ending the device prefix.
+    pub node: NodeId,
+    /// Matched tokens past it held on the host alone.
+    pub host: usize,
+    /// The node ending the host run (`node` when there is none).
+    pub host_node: NodeId,
 }
 
 impl RadixTree {
@@ -55,6 +99,12 @@ impl RadixTree {
             lock_ref: 1,
             last_access: 0,
             alive: true,
+            device: true,
+            host: true,
+            hits: 0,
+            device_children: 0,
+            dup: 0,
+            loading: false,
         };
         Self {
             page,
@@ -62,9 +112,15 @@ impl RadixTree {
             free_nodes: Vec::new(),
             children: FxHashMap::default(),
             leaves: BTreeSet::new(),
+            host_leaves: BTreeSet::new(),
             clock: 0,
             evictable: 0,
             protected: 0,
+            host_tokens: 0,
+            host_pin: ROOT,
+            dups: Default::default(),
+            dup_clock: 0,
+            track_dups: false,
         }
     }
 
@@ -78,7 +134,12 @@ impl RadixTree {
         self.protected
     }
 
-    /// All tokens held by the tree.
+    /// Tokens with a host copy.
+    pub fn host_tokens(&self) -> u64 {
+        self.host_tokens
+    }
+
+    /// All tokens held by the tree on the device.
     pub fn size(&self) -> u64 {
         self.evictable + self.protected
     }
@@ -100,19 +161,39 @@ impl RadixTree {
         (self.nodes[n as usize].last_access, n)
     }
 
+    /// A device leaf: on the device, unlocked, no child on the device.
     fn is_evictable_leaf(&self, n: NodeId) -> bool {
         let node = &self.nodes[n as usize];
-        n != ROOT && node.alive && node.lock_ref == 0 && node.children == 0
+        n != ROOT && node.alive && node.device && node.lock_ref == 0 && node.device_children == 0
+    }
+
+    /// A host leaf: on the host alone, unlocked, childless.
+    fn is_host_leaf(&self, n: NodeId) -> bool {
+        let node = &self.nodes[n as usize];
+        n != ROOT
+            && n != self.host_pin
+            && node.alive
+            && !node.device
+            && node.host
+            && node.lock_ref == 0
+            && node.children == 0
     }
 
     fn set_access(&mut self, n: NodeId, t: u64) {
         let in_set = self.is_evictable_leaf(n);
+        let in_host = !in_set && self.is_host_leaf(n);
         if in_set {
             self.leaves.remove(&self.leaf_key(n));
+        }
+        if in_host {
+            self.host_leaves.remove(&self.leaf_key(n));
         }
         self.nodes[n as usize].last_access = t;
         if in_set {
             self.leaves.insert(self.leaf_key(n));
+        }
+        if in_host {
+            self.host_leaves.insert(self.leaf_key(n));
         }
     }
 
@@ -151,7 +232,15 @@ impl RadixTree {
             lock_ref: c.lock_ref,
             last_access: now,
             alive: true,
+            device: c.device,
+            host: c.host,
+            hits: c.hits,
+            device_children: c.device as u32,
+            dup: 0,
+            loading: c.loading,
         });
+        // A split's upper part is a duplicate of its own (`_split_node`).
+        self.track_dup(upper);
         let lower_key = self.child_key(store, c.seq, c.off as usize + k);
         let cn = &mut self.nodes[child as usize];
         cn.parent = upper;
@@ -194,12 +283,15 @@ impl RadixTree {
         (pos, node)
     }
 
-    /// Longest cached prefix of `seq[..len]` (page-aligned), read-only.
+    /// Longest prefix of `seq[..len]` (page-aligned) cached on the device, read-only.
     pub fn peek(&self, store: &TokenStore, seq: SeqId, len: usize) -> usize {
         let len = self.align(len);
         let (mut node, mut pos) = (ROOT, 0);
         while pos < len {
             let Some((child, same)) = self.step(store, seq, pos, len, node) else { break };
+            if !self.nodes[child as usize].device {
+                break;
+            }
             pos += same;
             if same < self.nodes[child as usize].len as usize {
                 break;
@@ -223,43 +315,67 @@ impl RadixTree {
         unlocked
     }
 
-    /// SGLang `match_prefix`: longest cached prefix of `seq[..len]`, splitting a partially
-    /// matched node and refreshing the access time of the path. Does not lock.
+    /// SGLang `match_prefix`: longest prefix of `seq[..len]` cached on the device, splitting a
+    /// partially matched node and refreshing the access time of the path. Does not lock.
     pub fn match_prefix(&mut self, store: &TokenStore, seq: SeqId, len: usize) -> (usize, NodeId) {
+        let f = self.match_tiers(store, seq, len);
+        (f.device, f.node)
+    }
+
+    /// [`match_prefix`](Self::match_prefix) that also reports the run past the device prefix
+    /// held on the host alone (SGLang `HiRadixCache.match_prefix`: `host_hit_length`,
+    /// `last_host_node`): the walk goes through host-only nodes, stamping and splitting them too.
+    pub fn match_tiers(&mut self, store: &TokenStore, seq: SeqId, len: usize) -> Found {
         self.clock += 1;
-        self.walk(store, seq, len)
+        let (pos, end) = self.walk(store, seq, len);
+        let (mut node, mut device) = (end, pos);
+        while !self.nodes[node as usize].device {
+            device -= self.nodes[node as usize].len as usize;
+            node = self.nodes[node as usize].parent;
+        }
+        Found { device, node, host: pos - device, host_node: end }
     }
 
     /// SGLang `insert`: adds `seq[..len]` (page-aligned). Returns the length that was already
-    /// present (whose slots the caller frees as duplicates) and the node ending the key.
+    /// present on the device (whose slots the caller frees as duplicates) and the node ending
+    /// the key. Nodes of the key held on the host alone take the caller's slots back onto the
+    /// device (`_unevict_node_on_insert`).
     pub fn insert(&mut self, store: &TokenStore, seq: SeqId, len: usize) -> (usize, NodeId) {
         self.clock += 1;
         let len = self.align(len);
-        let (present, node) = self.walk(store, seq, len);
-        if present == len {
+        let (found, node) = self.walk(store, seq, len);
+        let present = self.revive_path(node, found);
+        if found == len {
             return (present, node);
         }
-        let key = self.child_key(store, seq, present);
+        let key = self.child_key(store, seq, found);
         let was_leaf = self.is_evictable_leaf(node);
         let made = self.tick();
         let leaf = self.new_node(Node {
             parent: node,
             seq,
-            off: present as u32,
-            len: (len - present) as u32,
+            off: found as u32,
+            len: (len - found) as u32,
             key,
             children: 0,
             lock_ref: 0,
             last_access: made,
             alive: true,
+            device: true,
+            host: false,
+            hits: 0,
+            device_children: 0,
+            dup: 0,
+            loading: false,
         });
         if was_leaf {
             self.leaves.remove(&self.leaf_key(node));
         }
         self.nodes[node as usize].children += 1;
+        self.nodes[node as usize].device_children += 1;
         self.children.insert((node, key), leaf);
         self.leaves.insert(self.leaf_key(leaf));
-        self.evictable += (len - present) as u64;
+        self.evictable += (len - found) as u64;
         (present, leaf)
     }
 
@@ -303,30 +419,63 @@ impl RadixTree {
         let mut freed = 0;
         while freed < tokens {
             let Some((_, n)) = self.leaves.pop_first() else { break };
-            let node = self.nodes[n as usize].clone();
-            freed += node.len as u64;
-            self.evictable -= node.len as u64;
-            self.children.remove(&(node.parent, node.key));
-            self.nodes[n as usize].alive = false;
-            self.free_nodes.push(n);
-            let p = node.parent;
-            self.nodes[p as usize].children -= 1;
-            if self.is_evictable_leaf(p) {
-                self.leaves.insert(self.leaf_key(p));
-            }
+            freed += self.nodes[n as usize].len as u64;
+            self.delete(n);
         }
         freed
     }
 
-    /// Debug check of the size counters and the leaf set.
+    /// Removes childless node `n` (out of the leaf sets already) with its device and host
+    /// copies, re-queuing its parent where it becomes a leaf of either kind.
+    fn delete(&mut self, n: NodeId) {
+        let node = self.nodes[n as usize].clone();
+        debug_assert!(node.children == 0 && node.lock_ref == 0, "delete of a node in use");
+        if node.device {
+            self.evictable -= node.len as u64;
+        }
+        if node.host {
+            self.host_tokens -= node.len as u64;
+        }
+        if node.dup != 0 {
+            self.dups.remove(&node.dup);
+        }
+        self.children.remove(&(node.parent, node.key));
+        self.nodes[n as usize].alive = false;
+        self.free_nodes.push(n);
+        let p = node.parent;
+        let was_host_leaf = self.is_host_leaf(p);
+        self.nodes[p as usize].children -= 1;
+        if node.device {
+            self.nodes[p as usize].device_children -= 1;
+        }
+        if self.is_evictable_leaf(p) {
+            self.leaves.insert(self.leaf_key(p));
+        }
+        if !was_host_leaf && self.is_host_leaf(p) {
+            self.host_leaves.insert(self.leaf_key(p));
+        }
+    }
+
+    /// Debug check of the size counters and the leaf sets.
     pub fn check_invariants(&self) {
-        let (mut ev, mut pr) = (0, 0);
+        let (mut ev, mut pr, mut host) = (0, 0, 0);
         let mut kids = vec![0u32; self.nodes.len()];
+        let mut device_kids = vec![0u32; self.nodes.len()];
         for (i, n) in self.nodes.iter().enumerate() {
             if i == ROOT as usize || !n.alive {
                 continue;
             }
             kids[n.parent as usize] += 1;
+            assert!(n.device || n.host, "node {i} holds its KV nowhere");
+            assert!(!n.device || self.nodes[n.parent as usize].device, "device node {i} under a host-only parent");
+            if n.host {
+                host += n.len as u64;
+            }
+            if !n.device {
+                assert_eq!(n.lock_ref, 0, "locked host-only node {i}");
+                continue;
+            }
+            device_kids[n.parent as usize] += 1;
             if n.lock_ref == 0 {
                 ev += n.len as u64;
             } else {
@@ -335,14 +484,22 @@ impl RadixTree {
             }
         }
         assert_eq!((ev, pr), (self.evictable, self.protected), "tree size counters");
+        assert_eq!(host, self.host_tokens, "host token counter");
         for (i, n) in self.nodes.iter().enumerate() {
             if n.alive {
                 assert_eq!(kids[i], n.children, "child count of node {i}");
+                assert_eq!(device_kids[i], n.device_children, "device child count of node {i}");
                 let leaf = self.is_evictable_leaf(i as NodeId);
                 assert_eq!(leaf, self.leaves.contains(&(n.last_access, i as NodeId)), "leaf set membership of {i}");
+                let host_leaf = self.is_host_leaf(i as NodeId);
+                assert_eq!(host_leaf, self.host_leaves.contains(&(n.last_access, i as NodeId)), "host leaf set of {i}");
             }
         }
         assert_eq!(self.children.len(), self.nodes.iter().skip(1).filter(|n| n.alive).count(), "child map size");
+        for (&seq, &n) in &self.dups {
+            let node = &self.nodes[n as usize];
+            assert!(node.alive && node.dup == seq, "duplicate entry {seq} for node {n}");
+        }
     }
 }
 
