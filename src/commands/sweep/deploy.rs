@@ -99,10 +99,11 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         let cfg = cachesim::config::resolve(&a.options());
         if let (Ok(c), true) = (&cfg, priced) {
             prices.of(&c.gpu.name)?;
-            if c.engine.offload.is_some() && args.dram_price.is_none() {
+            if (c.engine.offload.is_some() || c.engine.hicache.is_some()) && args.dram_price.is_none() {
                 anyhow::bail!(
-                    "--kv-offloading-size in a priced plan needs --dram-price USD_PER_GIB_HOUR: host memory is not free \
-                     (--dram-price 0 prices memory you already have)"
+                    "{} in a priced plan needs --dram-price USD_PER_GIB_HOUR: host memory is not free \
+                     (--dram-price 0 prices memory you already have)",
+                    if c.engine.offload.is_some() { "--kv-offloading-size" } else { "--enable-hierarchical-cache" }
                 );
             }
         }
@@ -147,7 +148,8 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
             // prefill and decode pools together, or 1).
             let own = [cfg.cluster.total_instances() as u64];
             let gpus_per_instance = cfg.deployment.parallel.world();
-            let host_gib_per_instance = cfg.engine.offload.map_or(0.0, |o| o.size_gib);
+            let host_gib_per_instance = cfg.engine.offload.map_or(0.0, |o| o.size_gib)
+                + cfg.engine.hicache.map_or(0.0, |h| h.host_gib(gpus_per_instance));
             let eval_at = |slo: &cachesim::plan::Slo, n: u64| -> cachesim::Result<(bool, Trial)> {
                 let cfg = match &counts {
                     Some(_) => {
@@ -307,7 +309,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                         .map_or_else(|| "-".to_string(), |b| format!("{} – {}", end(b.hopeful), end(b.cautious)));
                     cells.extend([d.instances.unwrap_or(0).to_string(), off, c.gpus.to_string()]);
                     if tiered {
-                        cells.push(format!("{}", c.host_gib));
+                        cells.push(format!("{}", (c.host_gib * 100.0).round() / 100.0));
                     }
                     if priced {
                         cells.extend([
