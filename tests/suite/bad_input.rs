@@ -342,6 +342,11 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
+        what: "a HiCache ratio larger than any server's memory",
+        args: &["--engine", "sglang", "--enable-hierarchical-cache", "--hicache-ratio", "1000000"],
+        cut: None,
+    },
+    Case {
         what: "a HiCache size larger than any server",
         args: &["--engine", "sglang", "--enable-hierarchical-cache", "--hicache-size", "1000000"],
         cut: None,

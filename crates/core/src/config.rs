@@ -824,6 +824,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             device_tokens: capacity,
             page_size: o.page_size,
             token_bytes_per_rank: kv_bytes_per_token_per_rank,
+            ranks: layout.parallel.world(),
             pp: layout.parallel.pp,
             disaggregated: o.cluster.pd.is_some(),
             hybrid: model.is_hybrid(),

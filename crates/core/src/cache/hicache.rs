@@ -87,7 +87,7 @@ impl HostTierConfig {
 
     /// GiB of host memory the pool takes over `ranks` ranks (each holds its share of every token).
     pub fn host_gib(&self, ranks: u64) -> f64 {
-        (self.host_tokens * self.token_bytes_per_rank * ranks) as f64 / (1u64 << 30) as f64
+        self.host_tokens as f64 * self.token_bytes_per_rank as f64 * ranks as f64 / (1u64 << 30) as f64
     }
 
     /// The run report's words for the tier.

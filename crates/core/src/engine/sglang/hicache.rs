@@ -42,6 +42,8 @@ pub struct HiCacheMachine {
     pub device_tokens: u64,
     pub page_size: u32,
     pub token_bytes_per_rank: u64,
+    /// Ranks of the instance (TP × PP), each holding its share of the host pool.
+    pub ranks: u64,
     pub pp: u64,
     pub disaggregated: bool,
     /// The model has sliding-window or linear layers (SGLang's SWA and Mamba caches).
@@ -99,7 +101,7 @@ pub fn resolve(o: &HiCacheOptions, m: &HiCacheMachine) -> Result<Option<HostTier
         ));
     }
     let ratio = o.ratio.unwrap_or(DEFAULT_RATIO);
-    if !(ratio.is_finite() && ratio > 0.0 && ratio <= 1e6) {
+    if !(ratio.is_finite() && ratio > 0.0) {
         return Err(Error::invalid("--hicache-ratio", format!("{ratio} must be a ratio above 0")));
     }
     let size_gb = o.size_gb.unwrap_or(0);
@@ -120,6 +122,15 @@ pub fn resolve(o: &HiCacheOptions, m: &HiCacheMachine) -> Result<Option<HostTier
     };
     // `page_num = size // page_size + 1` (the padding page).
     let host_tokens = (tokens / page + 1) * page;
+    // SGLang refuses a pool the machine's free memory cannot hold (`_allocate_host_buffer`).
+    let gb = host_tokens as f64 * m.token_bytes_per_rank as f64 * m.ranks.max(1) as f64 / 1e9;
+    if gb > MAX_SIZE_GB as f64 {
+        let flag = if size_gb > 0 { "--hicache-size" } else { "--hicache-ratio" };
+        return Err(Error::invalid(
+            flag,
+            format!("a host pool of {host_tokens} tokens takes {gb:.0} GB over the instance's GPUs: more host memory than any server holds"),
+        ));
+    }
     Ok(Some(HostTierConfig {
         policy: o.write_policy.unwrap_or_default(),
         host_tokens,
@@ -140,6 +151,7 @@ mod tests {
             device_tokens: 1000,
             page_size: 16,
             token_bytes_per_rank: 131_072,
+            ranks: 1,
             pp: 1,
             disaggregated: false,
             hybrid: false,
@@ -171,5 +183,8 @@ mod tests {
         assert!(resolve(&on, &old).is_err());
         let bad = HiCacheOptions { ratio: Some(0.0), ..on };
         assert!(resolve(&bad, &machine()).is_err());
+        // 1000 × 1e6 tokens of 128 KiB: 131,072 GB.
+        let huge = HiCacheOptions { ratio: Some(1e6), ..on };
+        assert!(resolve(&huge, &machine()).unwrap_err().to_string().contains("more host memory"));
     }
 }
