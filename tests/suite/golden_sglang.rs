@@ -55,6 +55,8 @@ struct Step {
     finished: Vec<u32>,
     free_after_schedule: u64,
     evictable_after_schedule: u64,
+    /// Under HiCache, the host pool's free tokens after scheduling.
+    host_free_after_schedule: Option<u64>,
     waiting: u32,
 }
 
@@ -92,13 +94,14 @@ fn golden_step(v: &Value) -> Step {
         finished: ids(&v["finished"]),
         free_after_schedule: u(&v["free_tokens_after_schedule"]),
         evictable_after_schedule: u(&v["evictable_tokens_after_schedule"]),
+        host_free_after_schedule: v["host_free_tokens_after_schedule"].as_u64(),
         waiting: u(&v["waiting_after_schedule"]) as u32,
     }
 }
 
 /// cachesim's steps in the golden form: a decode item (`running`) carries no computed-before
 /// (the golden file has none); an item of a request not admitted before it is an admission.
-fn our_steps(schedule: &[ScheduledStep], pool: u64) -> Vec<Step> {
+fn our_steps(schedule: &[ScheduledStep], pool: u64, host_pool: Option<u64>) -> Vec<Step> {
     let mut active: HashMap<u32, ()> = HashMap::new();
     schedule
         .iter()
@@ -130,6 +133,7 @@ fn our_steps(schedule: &[ScheduledStep], pool: u64) -> Vec<Step> {
                 finished: s.finished.clone(),
                 free_after_schedule: pool - used,
                 evictable_after_schedule: s.usage_after_schedule.evictable_tokens,
+                host_free_after_schedule: host_pool.zip(s.host_tokens_after_schedule).map(|(p, h)| p - h),
                 waiting: s.waiting,
             }
         })
@@ -241,7 +245,7 @@ fn replay(path: &Path, trace_path: &Path, version: EngineVersion, rules: Option<
         Affine { base_s: 0.01, per_prefill_token_s: 1e-5, per_decode_seq_s: 1e-4, per_ctx_token_s: 0.0 }
     };
     let r = sim::run(&w, &sends, &sim_cfg, &cost, Keep { schedule: true, ..Default::default() });
-    let ours = our_steps(&r.schedule, pool);
+    let ours = our_steps(&r.schedule, pool, cfg.engine.hicache.map(|h| h.host_tokens));
     let golden: Vec<&Value> = lines.iter().filter(|l| l["type"] == "step").collect();
     for (k, g) in golden.iter().enumerate() {
         assert_eq!(u(&g["step"]) as usize, k, "{file}: golden steps are numbered densely");
@@ -581,7 +585,8 @@ fn each_priority_flag_changes_its_schedule() {
 /// cache with the host tier, only the copies' engine replaced, see that folder's README) — writes
 /// by each policy, device tokens kept on the host, loads at admission, the host pool under
 /// pressure, page sizes 1 and 16, retraction — are reproduced step for step by the default
-/// bundle, each step's hits counting what was loaded. The schedules whose copies lag two steps
+/// bundle, each step's hits counting what was loaded and the host pool's free tokens compared
+/// after each step's scheduling. The schedules whose copies lag two steps
 /// (`_lag2`) stand for no bandwidth and are kept, not compared. The folder is part of the
 /// repository.
 #[test]

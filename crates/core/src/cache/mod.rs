@@ -357,6 +357,11 @@ pub trait PrefixCache: Send {
         None
     }
 
+    /// Tokens the host tier holds now, for a cache with one.
+    fn host_tokens(&self) -> Option<u64> {
+        None
+    }
+
     /// The host tier's figures, for a cache with one.
     fn host_tier_stats(&self) -> Option<hicache::HostTierStats> {
         None

@@ -371,6 +371,10 @@ impl PrefixCache for TreeCache {
         self.host.as_ref().and_then(|h| h.next_copy_end())
     }
 
+    fn host_tokens(&self) -> Option<u64> {
+        self.host.as_ref().map(|_| self.tree.host_tokens())
+    }
+
     fn host_tier_stats(&self) -> Option<HostTierStats> {
         self.host.as_ref().map(|h| h.stats())
     }
