@@ -252,13 +252,7 @@ impl RadixTree {
     /// Evicts host-only childless nodes, least recently used first, until at least `tokens`
     /// host tokens are freed or none is left (`drive_host_eviction`); returns the tokens freed.
     pub fn evict_host(&mut self, tokens: u64) -> u64 {
-        let mut freed = 0;
-        while freed < tokens {
-            let Some((_, n)) = self.host_leaves.pop_first() else { break };
-            freed += self.nodes[n as usize].len as u64;
-            self.delete(n);
-        }
-        freed
+        self.delete_leaves(true, tokens)
     }
 
     /// Keeps host-only node `n` out of host eviction until [`unpin_host`](Self::unpin_host)

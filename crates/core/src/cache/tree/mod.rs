@@ -416,9 +416,16 @@ impl RadixTree {
     /// Evicts least-recently-used unlocked leaves until at least `tokens` are freed or none is
     /// left; whole nodes, so it may overshoot. Returns the tokens freed.
     pub fn evict(&mut self, tokens: u64) -> u64 {
+        self.delete_leaves(false, tokens)
+    }
+
+    /// Deletes the least recently used leaves — device leaves, or host leaves (`host`) — until
+    /// at least `tokens` are freed or none is left; returns the tokens freed.
+    fn delete_leaves(&mut self, host: bool, tokens: u64) -> u64 {
         let mut freed = 0;
         while freed < tokens {
-            let Some((_, n)) = self.leaves.pop_first() else { break };
+            let set = if host { &mut self.host_leaves } else { &mut self.leaves };
+            let Some((_, n)) = set.pop_first() else { break };
             freed += self.nodes[n as usize].len as u64;
             self.delete(n);
         }
