@@ -291,27 +291,22 @@ impl HostTier {
         freed
     }
 
+    /// Whether the host run `f` found is long enough to load (`load_back_threshold`): the caller
+    /// then makes device room for it (the run pinned on the host, [`RadixTree::pin_host`], since
+    /// a write-back's eviction may evict host leaves) before [`load`](Self::load).
+    pub fn loadable(f: &Found) -> bool {
+        f.host >= LOAD_BACK_THRESHOLD
+    }
+
     /// Loads the host run `f` found back onto the device for an admitted request
-    /// (`init_load_back`), making device room in `pool`; returns the tokens loaded (0: the run
-    /// is recomputed). `f.node` is locked by the caller meanwhile.
+    /// (`init_load_back`) if `pool` has room for it; returns the tokens loaded (0: the run is
+    /// recomputed). `f.node` is locked by the caller meanwhile.
     pub fn load(&mut self, tree: &mut RadixTree, pool: &mut SlotPool, f: &Found) -> usize {
         if f.host == 0 {
             return 0;
         }
         let need = f.host as u64;
-        if f.host < LOAD_BACK_THRESHOLD {
-            self.stats.runs_recomputed += 1;
-            return 0;
-        }
-        // The run is pinned on the host while device eviction (a write-back may evict host
-        // leaves) makes room.
-        tree.pin_host(f.host_node);
-        if pool.available() < need {
-            let freed = self.evict(tree, need - pool.available());
-            pool.put(freed);
-        }
-        tree.unpin_host(f.host_node);
-        if pool.available() < need {
+        if !Self::loadable(f) || pool.available() < need {
             self.stats.runs_recomputed += 1;
             return 0;
         }

@@ -252,8 +252,15 @@ impl PrefixCache for TreeCache {
         let found = self.tree.match_tiers(&self.store, seq, known.saturating_sub(1));
         let (mut hit, mut node) = (found.device, found.node);
         self.tree.lock(node);
-        if let Some(h) = self.host.as_mut() {
-            // A host run long enough is loaded back (the prefill waits for it in its step).
+        if self.host.is_some() {
+            // A host run long enough is loaded back (the prefill waits for it in its step),
+            // device leaves evicted for the room it lacks, the engine's way.
+            if HostTier::loadable(&found) {
+                self.tree.pin_host(found.host_node);
+                self.evict_towards(found.host as u64);
+                self.tree.unpin_host(found.host_node);
+            }
+            let h = self.host.as_mut().expect("checked");
             let loaded = h.load(&mut self.tree, &mut self.pool, &found);
             if loaded > 0 {
                 self.tree.lock(found.host_node);
