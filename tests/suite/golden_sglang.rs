@@ -624,3 +624,76 @@ fn each_hicache_setting_changes_its_schedule() {
         );
     }
 }
+
+/// SGLang 0.5.23's HiCache storage tier (`--hicache-storage-backend`): cachesim does not model it
+/// yet (docs/engines/hicache-storage.md), and keeps the schedules SGLang's own code wrote
+/// (`tests/golden/sglang_hicache_storage`) for the model to be held to. They are checked whole:
+/// every case of `cases.txt` is there and nothing else, with the prefetch and write policy and
+/// page size its name states, its steps numbered densely, every request finished, and the
+/// summary's storage totals the sums of its steps and requests.
+#[test]
+fn storage_schedules_are_whole() {
+    let dir = in_repo("sglang_hicache_storage");
+    let cases = std::fs::read_to_string(dir.join("cases.txt")).expect("cases.txt");
+    let mut names: Vec<String> = cases
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| format!("{}.jsonl.gz", l.split('|').next().expect("name")))
+        .collect();
+    names.sort();
+    let mut files: Vec<String> = std::fs::read_dir(dir.join("schedules"))
+        .expect("schedules folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(names, files, "cases.txt and schedules/ disagree");
+    assert!(files.len() >= 10, "expected the storage schedules, found {}", files.len());
+    for file in &files {
+        let lines = json_lines(&dir.join("schedules").join(file));
+        let config = &lines[0];
+        assert_eq!(config["type"], "config", "{file}");
+        assert_eq!(config["hicache_storage_backend"], "file", "{file}");
+        let words: Vec<&str> = file.trim_end_matches(".jsonl.gz").split('_').collect();
+        let policy = ["be", "wc", "to"]
+            .iter()
+            .zip(["best_effort", "wait_complete", "timeout"])
+            .find(|(w, _)| words.contains(w))
+            .map(|(_, p)| p);
+        assert_eq!(config["hicache_storage_prefetch_policy"].as_str(), policy, "{file}: prefetch policy");
+        let write = if words.contains(&"wb") { "write_back" } else { "write_through" };
+        assert_eq!(config["hicache_write_policy"], write, "{file}: write policy");
+        let page = if words.contains(&"p16") { 16 } else { 1 };
+        assert_eq!(u(&config["page_size"]), page, "{file}: page size");
+        let steps: Vec<&Value> = lines.iter().filter(|l| l["type"] == "step").collect();
+        let requests: Vec<&Value> = lines.iter().filter(|l| l["type"] == "request").collect();
+        let summary = lines.last().expect("lines");
+        assert_eq!(summary["type"], "summary", "{file}");
+        for (k, s) in steps.iter().enumerate() {
+            assert_eq!(u(&s["step"]) as usize, k, "{file}: steps are numbered densely");
+        }
+        assert_eq!(u(&summary["steps"]) as usize, steps.len(), "{file}: steps");
+        assert_eq!(u(&summary["finished"]), u(&config["num_requests"]), "{file}: every request finished");
+        assert_eq!(requests.len() as u64, u(&config["num_requests"]), "{file}: request lines");
+        for key in [
+            "storage_query_hit_tokens",
+            "prefetch_alloc_tokens",
+            "prefetch_inserted_tokens",
+            "storage_pages_read",
+            "storage_backup_tokens",
+            "storage_pages_written",
+            "storage_pages_skipped",
+        ] {
+            let sum: u64 = steps.iter().map(|s| u(&s[key])).sum();
+            assert_eq!(sum, u(&summary[key]), "{file}: {key} over the steps");
+        }
+        let each = |key: &str| -> u64 { requests.iter().flat_map(|r| r[key].as_array().expect(key)).map(u).sum() };
+        assert_eq!(each("storage_loaded_tokens_each_admission"), u(&summary["storage_loaded_tokens"]), "{file}");
+        let issued: usize = steps.iter().map(|s| s["prefetch_issued"].as_array().expect("issued").len()).sum();
+        let attempts: usize = requests.iter().map(|r| r["prefetch_attempts"].as_array().expect("attempts").len()).sum();
+        assert_eq!(
+            (issued as u64, attempts as u64),
+            (u(&summary["prefetch_attempts"]), u(&summary["prefetch_attempts"])),
+            "{file}"
+        );
+    }
+}
