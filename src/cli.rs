@@ -346,6 +346,28 @@ pub struct RunArgs {
     /// it, the step waiting for the copy (`write_back`).
     #[arg(long, value_enum, help_heading = "Engine")]
     pub hicache_write_policy: Option<cachesim::cache::hicache::WritePolicy>,
+    /// With --enable-hierarchical-cache: a storage tier under the host pool (SGLang
+    /// --hicache-storage-backend; `file`: one file per page, a directory of this instance's).
+    /// A request joining the queue looks up the pages past its device and host match (at least
+    /// 256 tokens); what storage holds is read into the host pool and loaded with the request's
+    /// prefill; every node written to the host is written to storage too
+    /// (docs/engines/hicache-storage.md).
+    #[arg(long, value_enum, help_heading = "Engine")]
+    pub hicache_storage_backend: Option<cachesim::engine::sglang::hicache::StorageBackend>,
+    /// With --hicache-storage-backend: whether a request waits for its storage read (SGLang
+    /// --hicache-storage-prefetch-policy): admitted at once with what was read (`best_effort`),
+    /// after the whole read (`wait_complete`), or until 1 s + 0.25 s per 1,024 tokens looked up,
+    /// then as best_effort (`timeout`, the default).
+    #[arg(long, value_enum, help_heading = "Engine")]
+    pub hicache_storage_prefetch_policy: Option<cachesim::cache::storage::PrefetchPolicy>,
+    /// With --hicache-storage-backend: GB/s one GPU's share of the pages is read or written at
+    /// (default 5, a local NVMe drive; an assumption).
+    #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Engine")]
+    pub storage_gbps: Option<f64>,
+    /// With --hicache-storage-backend: milliseconds before a storage query, read or write moves
+    /// data (default 0.1).
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", help_heading = "Engine")]
+    pub storage_latency_ms: Option<f64>,
     /// vLLM v1: serve LoRA adapters (vLLM --enable-lora, vllm@0.33; dense models). A request
     /// names one by the trace's `lora` key, or draws one of --lora-modules; a batch holds the
     /// adapters of at most --max-loras, requests of another one waiting; a step with an adapter
@@ -997,6 +1019,10 @@ impl RunArgs {
                 ratio: self.hicache_ratio,
                 size_gb: self.hicache_size,
                 write_policy: self.hicache_write_policy,
+                storage_backend: self.hicache_storage_backend,
+                prefetch_policy: self.hicache_storage_prefetch_policy,
+                storage_gbps: self.storage_gbps,
+                storage_latency_ms: self.storage_latency_ms,
             },
             hybrid: cachesim::engine::vllm_hybrid::HybridOptions {
                 disable: self.disable_hybrid_kv_cache_manager,

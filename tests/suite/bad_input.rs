@@ -352,6 +352,35 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
+        what: "a HiCache storage tier without HiCache",
+        args: &["--engine", "sglang", "--hicache-storage-backend", "file"],
+        cut: None,
+    },
+    Case {
+        what: "a storage prefetch policy without a storage tier",
+        args: &[
+            "--engine",
+            "sglang",
+            "--enable-hierarchical-cache",
+            "--hicache-storage-prefetch-policy",
+            "best_effort",
+        ],
+        cut: None,
+    },
+    Case {
+        what: "a storage link of 0 GB/s",
+        args: &[
+            "--engine",
+            "sglang",
+            "--enable-hierarchical-cache",
+            "--hicache-storage-backend",
+            "file",
+            "--storage-gbps",
+            "0",
+        ],
+        cut: None,
+    },
+    Case {
         what: "a retention interval that is not a multiple of the block size",
         args: &["--model", "gpt-oss-20b", "--prefix-cache-retention-interval", "24"],
         cut: None,

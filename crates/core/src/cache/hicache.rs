@@ -123,6 +123,9 @@ pub struct HostTierStats {
     /// Seconds each direction of the link spent copying.
     pub load_s: f64,
     pub write_s: f64,
+    /// The storage tier's figures, with `--hicache-storage-backend`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageStats>,
 }
 
 impl HostTierStats {
@@ -139,6 +142,34 @@ impl HostTierStats {
         self.peak_host_tokens = self.peak_host_tokens.max(o.peak_host_tokens);
         self.load_s += o.load_s;
         self.write_s += o.write_s;
+        if let Some(theirs) = o.storage {
+            self.storage.get_or_insert_with(Default::default).merge(&theirs);
+        }
+    }
+}
+
+/// What the storage tier under the host tier ([`super::storage`]) did over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StorageStats {
+    /// Lookups made (arrivals, retries, re-lookups).
+    pub lookups: u64,
+    /// Tokens the lookups found stored.
+    pub hit_tokens: u64,
+    /// Tokens read from storage and inserted into the host pool.
+    pub inserted_tokens: u64,
+    /// Pages written to storage, and pages a write found stored already.
+    pub pages_written: u64,
+    pub pages_skipped: u64,
+}
+
+impl StorageStats {
+    /// Adds another instance's figures.
+    pub fn merge(&mut self, o: &StorageStats) {
+        self.lookups += o.lookups;
+        self.hit_tokens += o.hit_tokens;
+        self.inserted_tokens += o.inserted_tokens;
+        self.pages_written += o.pages_written;
+        self.pages_skipped += o.pages_skipped;
     }
 }
 
@@ -149,10 +180,10 @@ pub struct HostTier {
     pub cfg: HostTierConfig,
     stats: HostTierStats,
     /// Written nodes not submitted yet, and their tokens.
-    queued: Vec<NodeId>,
+    queued: Vec<(NodeId, u32)>,
     queued_tokens: u64,
     /// Submitted writes: (end, nodes), in submission order.
-    writes: VecDeque<(f64, Vec<NodeId>)>,
+    writes: VecDeque<(f64, Vec<(NodeId, u32)>)>,
     /// When the device-to-host direction is free.
     write_free_at: f64,
     /// Loaded runs' end nodes, locked until the next step.
@@ -163,6 +194,13 @@ pub struct HostTier {
     /// Reused buffers.
     path: Vec<(NodeId, usize)>,
     chain: Vec<NodeId>,
+    /// Host slots held outside the tree: a storage tier's reads in flight or being released.
+    pub staged: u64,
+    /// Nodes whose device-to-host write was acknowledged since the last call to
+    /// [`take_acked`](Self::take_acked), when a storage tier writes them on (`collect_acked`),
+    /// each with the tokens it held when written (a split since leaves it the lower part).
+    acked: Vec<(NodeId, u32)>,
+    collect_acked: bool,
 }
 
 impl HostTier {
@@ -183,6 +221,43 @@ impl HostTier {
             step_stall_s: 0.0,
             path: Vec::new(),
             chain: Vec::new(),
+            staged: 0,
+            acked: Vec::new(),
+            collect_acked: false,
+        }
+    }
+
+    /// Collects the nodes whose device-to-host write is acknowledged, for a storage tier to
+    /// write on (`_finish_write_through_ack` → `write_backup_storage`).
+    pub fn collect_acked(&mut self) {
+        self.collect_acked = true;
+    }
+
+    /// The nodes acknowledged since the last call, in order.
+    pub fn take_acked(&mut self, out: &mut Vec<(NodeId, u32)>) {
+        out.append(&mut self.acked);
+    }
+
+    /// Free host slots.
+    pub fn host_free(&self, tree: &RadixTree) -> u64 {
+        self.cfg.host_tokens - tree.host_tokens() - self.staged
+    }
+
+    /// Host slots in use, the tree's and those held outside it.
+    pub fn host_used(&self, tree: &RadixTree) -> u64 {
+        tree.host_tokens() + self.staged
+    }
+
+    /// `evict_host(tokens)` (`drive_host_eviction`): under write-back the host copies of nodes
+    /// also on the device first, then host-only leaves, towards `tokens` freed.
+    pub fn evict_host(&mut self, tree: &mut RadixTree, tokens: u64) {
+        let mut freed = 0;
+        if self.cfg.policy == WritePolicy::WriteBack {
+            freed = tree.reclaim_duplicates(tokens);
+            self.stats.host_evicted_tokens += freed;
+        }
+        if freed < tokens {
+            self.stats.host_evicted_tokens += tree.evict_host(tokens - freed);
         }
     }
 
@@ -208,19 +283,11 @@ impl HostTier {
     /// under write-back after the host copies of nodes also on the device
     /// (`drive_host_eviction`); whether there is room.
     fn host_room(&mut self, tree: &mut RadixTree, tokens: u64) -> bool {
-        let free = self.cfg.host_tokens - tree.host_tokens();
+        let free = self.host_free(tree);
         if free < tokens {
-            let need = tokens - free;
-            let mut freed = 0;
-            if self.cfg.policy == WritePolicy::WriteBack {
-                freed = tree.reclaim_duplicates(need);
-                self.stats.host_evicted_tokens += freed;
-            }
-            if freed < need {
-                self.stats.host_evicted_tokens += tree.evict_host(need - freed);
-            }
+            self.evict_host(tree, tokens - free);
         }
-        self.cfg.host_tokens - tree.host_tokens() >= tokens
+        self.host_free(tree) >= tokens
     }
 
     /// Writes node `n` to the host (`write_backup`); false when the host has no room.
@@ -232,15 +299,18 @@ impl HostTier {
         }
         tree.backed_up(n, blocking);
         self.stats.written_tokens += len;
-        self.stats.peak_host_tokens = self.stats.peak_host_tokens.max(tree.host_tokens());
+        self.stats.peak_host_tokens = self.stats.peak_host_tokens.max(self.host_used(tree));
         if blocking {
             // `writing_check(write_back=True)` waits for the copy before the forward.
             let s = self.cfg.copy_s(len);
             self.step_stall_s += s;
             self.stats.write_s += s;
+            if self.collect_acked {
+                self.acked.push((n, len as u32));
+            }
         } else {
             tree.lock(n);
-            self.queued.push(n);
+            self.queued.push((n, len as u32));
             self.queued_tokens += len;
         }
         true
@@ -334,8 +404,11 @@ impl HostTier {
         }
         while self.writes.front().is_some_and(|&(end, _)| end <= now) {
             let (_, nodes) = self.writes.pop_front().expect("checked");
-            for n in nodes {
+            for (n, len) in nodes {
                 tree.unlock(n);
+                if self.collect_acked {
+                    self.acked.push((n, len));
+                }
             }
         }
         for n in self.loads.drain(..) {

@@ -11,6 +11,7 @@ pub mod hicache;
 pub mod hybrid;
 pub mod paged;
 pub mod radix;
+pub mod storage;
 pub mod token_pool;
 pub mod tree;
 
@@ -343,6 +344,46 @@ pub trait PrefixCache: Send {
 
     /// A scheduler step starts at `now`: the host tier submits and acknowledges its copies.
     fn host_events(&mut self, _now: f64) {}
+
+    /// Puts a storage tier under the host tier ([`storage`]); false for a cache without a host
+    /// tier. Called once, after [`attach_host_tier`](Self::attach_host_tier).
+    fn attach_storage(&mut self, _cfg: storage::StorageConfig) -> bool {
+        false
+    }
+
+    /// Whether a storage tier is attached.
+    fn has_storage(&self) -> bool {
+        false
+    }
+
+    /// A scheduler pass starts at `now`: the storage tier's I/O done by now lands (the I/O
+    /// point after the last step).
+    fn storage_begin_pass(&mut self, _now: f64) {}
+
+    /// Request `req` of known tokens `seq[..known]` joins the waiting queue (or its paced retry
+    /// is due, with its known hit end): the storage tier's lookup past its match.
+    fn storage_lookup(&mut self, _req: ReqId, _seq: SeqId, _known: usize, _now: f64, _hit_end: Option<usize>) {}
+
+    /// Whether waiting request `req`'s storage lookup lets it be admitted now (the prefetch
+    /// policy's `check_prefetch_progress`); true without a storage tier.
+    fn storage_ready(&mut self, _req: ReqId, _now: f64) -> bool {
+        true
+    }
+
+    /// The waiting requests (`waiting`, head first) whose paced storage retry is due, in order.
+    fn storage_due_retries(&mut self, _waiting: &[ReqId], _out: &mut Vec<(ReqId, Option<usize>)>) {}
+
+    /// Whether waiting request `req`, now matching `matched` tokens, lost part of the match its
+    /// last lookup saw and should look up again.
+    fn storage_hit_lost(&mut self, _req: ReqId, _matched: usize) -> bool {
+        false
+    }
+
+    /// Request `req` was admitted (its storage wait ends).
+    fn storage_admitted(&mut self, _req: ReqId) {}
+
+    /// Request `req` was retracted to the queue (its storage retry counters start again).
+    fn storage_requeued(&mut self, _req: ReqId) {}
 
     /// The host tier's copies for the step just formed, reset: (seconds of loads the forward
     /// waits on layer by layer, seconds of blocking writes before it).

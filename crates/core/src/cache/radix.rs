@@ -5,6 +5,7 @@
 //! private slots; slots whose content the tree already had are freed as duplicates on insert.
 
 use super::hicache::{HostTier, HostTierConfig, HostTierStats};
+use super::storage::{StorageConfig, StorageTier};
 use super::tree::{NodeId, RadixTree, ROOT};
 use super::{
     Admitted, CacheSpec, CacheStats, Policy, PrefixCache, ReqId, ReqSlots, SglangCacheRules, SlotPool, Touched, Usage,
@@ -77,6 +78,8 @@ pub struct TreeCache {
     evicted: u64,
     /// SGLang's HiCache host tier ([`crate::cache::hicache`]); `None`: one tier.
     host: Option<Box<HostTier>>,
+    /// HiCache's storage tier under the host tier ([`crate::cache::storage`]).
+    storage: Option<Box<StorageTier>>,
 }
 
 impl TreeCache {
@@ -111,6 +114,7 @@ impl TreeCache {
             checkpoint_chunks: false,
             evicted: 0,
             host: None,
+            storage: None,
         }
     }
 
@@ -367,6 +371,62 @@ impl PrefixCache for TreeCache {
     fn host_events(&mut self, now: f64) {
         if let Some(h) = self.host.as_mut() {
             h.events(&mut self.tree, now);
+            if let Some(st) = self.storage.as_mut() {
+                st.drain(&self.store, &mut self.tree, h, now);
+            }
+        }
+    }
+
+    fn attach_storage(&mut self, cfg: StorageConfig) -> bool {
+        let Some(h) = self.host.as_mut() else { return false };
+        h.collect_acked();
+        let st = StorageTier::new(cfg, self.rules.page_size, h.cfg.policy, h.cfg.host_tokens);
+        self.storage = Some(Box::new(st));
+        true
+    }
+
+    fn has_storage(&self) -> bool {
+        self.storage.is_some()
+    }
+
+    fn storage_begin_pass(&mut self, now: f64) {
+        if let (Some(st), Some(h)) = (self.storage.as_mut(), self.host.as_mut()) {
+            st.begin_pass(&self.store, &mut self.tree, h, now);
+        }
+    }
+
+    fn storage_lookup(&mut self, req: ReqId, seq: SeqId, known: usize, now: f64, hit_end: Option<usize>) {
+        if let Some(st) = self.storage.as_mut() {
+            st.lookup(&self.store, &mut self.tree, req, seq, known, now, hit_end);
+        }
+    }
+
+    fn storage_ready(&mut self, req: ReqId, now: f64) -> bool {
+        match (self.storage.as_mut(), self.host.as_mut()) {
+            (Some(st), Some(h)) => st.ready(&self.store, &mut self.tree, h, req, now),
+            _ => true,
+        }
+    }
+
+    fn storage_due_retries(&mut self, waiting: &[ReqId], out: &mut Vec<(ReqId, Option<usize>)>) {
+        if let Some(st) = self.storage.as_mut() {
+            st.due_retries(waiting, out);
+        }
+    }
+
+    fn storage_hit_lost(&mut self, req: ReqId, matched: usize) -> bool {
+        self.storage.as_mut().is_some_and(|st| st.hit_lost(req, matched))
+    }
+
+    fn storage_admitted(&mut self, req: ReqId) {
+        if let Some(st) = self.storage.as_mut() {
+            st.admitted(req);
+        }
+    }
+
+    fn storage_requeued(&mut self, req: ReqId) {
+        if let Some(st) = self.storage.as_mut() {
+            st.requeued(req);
         }
     }
 
@@ -375,15 +435,22 @@ impl PrefixCache for TreeCache {
     }
 
     fn next_copy_end(&self) -> Option<f64> {
-        self.host.as_ref().and_then(|h| h.next_copy_end())
+        let host = self.host.as_ref().and_then(|h| h.next_copy_end());
+        let storage = self.storage.as_ref().and_then(|st| st.next_event());
+        match (host, storage) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn host_tokens(&self) -> Option<u64> {
-        self.host.as_ref().map(|_| self.tree.host_tokens())
+        self.host.as_ref().map(|h| h.host_used(&self.tree))
     }
 
     fn host_tier_stats(&self) -> Option<HostTierStats> {
-        self.host.as_ref().map(|h| h.stats())
+        let mut s = self.host.as_ref()?.stats();
+        s.storage = self.storage.as_ref().map(|st| st.stats());
+        Some(s)
     }
 
     fn touch_prefix(&mut self, seq: SeqId, len: usize) -> usize {

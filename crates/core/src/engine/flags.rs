@@ -233,6 +233,12 @@ pub const TABLE: &[EngineFlag] = &[
     EngineFlag { server_only: &[], flag: "--hicache-ratio", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--hicache-size", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--hicache-write-policy", engines: SGLANG, instead: &[] },
+    // SGLang `--hicache-storage-backend`, `--hicache-storage-prefetch-policy` (0.5.23), and
+    // cachesim's price of the storage tier's I/O.
+    EngineFlag { server_only: &[], flag: "--hicache-storage-backend", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--hicache-storage-prefetch-policy", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--storage-gbps", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--storage-latency-ms", engines: SGLANG, instead: &[] },
     // vLLM `SchedulerConfig.disable_hybrid_kv_cache_manager` and
     // `CacheConfig.prefix_cache_retention_interval` (0.33): the hybrid KV cache manager's. SGLang's
     // sliding-window pool (`--swa-full-tokens-ratio`) is not modelled.

@@ -137,6 +137,9 @@ pub struct EngineConfig {
     /// SGLang's hierarchical cache (`--enable-hierarchical-cache`); `None`: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hicache: Option<crate::cache::hicache::HostTierConfig>,
+    /// HiCache's storage tier (`--hicache-storage-backend`); `None`: off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hicache_storage: Option<crate::cache::storage::StorageConfig>,
     /// SGLang's priority scheduling (`--enable-priority-scheduling`); `None`: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sglang_priority: Option<sglang::priority::SglangPriority>,
@@ -188,6 +191,7 @@ impl EngineConfig {
             async_output_proc: false,
             offload: None,
             hicache: None,
+            hicache_storage: None,
             sglang_priority: None,
             max_queued_requests: None,
             abort_on_priority_when_disabled: false,
@@ -224,7 +228,8 @@ impl EngineConfig {
                 e.schedule_conservativeness,
                 on_off(e.overlap)
             ) + &e.sglang_priority.map(|p| p.describe()).unwrap_or_default()
-                + &e.hicache.map(|h| format!(" · {}", h.describe())).unwrap_or_default(),
+                + &e.hicache.map(|h| format!(" · {}", h.describe())).unwrap_or_default()
+                + &e.hicache_storage.map(|st| format!(" · {}", st.describe())).unwrap_or_default(),
             EngineKind::VllmV0 => format!(
                 "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark{} · async output processing {}",
                 e.version,

@@ -469,6 +469,17 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
             h.load_s,
             h.write_s
         );
+        if let Some(st) = &h.storage {
+            let _ = writeln!(
+                s,
+                "Storage tier:   {} lookups found {} tokens · {} tokens read into the host pool · {} pages written, {} found stored",
+                thousands(st.lookups),
+                thousands(st.hit_tokens),
+                thousands(st.inserted_tokens),
+                thousands(st.pages_written),
+                thousands(st.pages_skipped)
+            );
+        }
     }
     if let Some(l) = &o.sim.lora {
         let _ = writeln!(

@@ -8,7 +8,7 @@
 //! and the hit counts that trigger a write (`_inc_hit_count_and_check`). What is copied when,
 //! and what the copies cost, is the caller's ([`crate::cache::hicache`]).
 
-use super::{NodeId, RadixTree, ROOT};
+use super::{Node, NodeId, RadixTree, ROOT};
 
 impl RadixTree {
     /// Takes `n` out of both leaf sets (keyed by its access time), for a change of its state.
@@ -126,7 +126,7 @@ impl RadixTree {
                     swept.push(seq);
                     continue;
                 }
-                if spare_leaves && self.is_evictable_leaf(n) || node.loading {
+                if spare_leaves && self.is_evictable_leaf(n) || node.loading || node.host_lock > 0 {
                     continue;
                 }
                 freed += node.len as u64;
@@ -145,6 +145,124 @@ impl RadixTree {
     /// Whether node `n` holds a host copy.
     pub fn has_host_copy(&self, n: NodeId) -> bool {
         self.nodes[n as usize].host
+    }
+
+    /// Host-locks node `n` alone (`inc_host_lock_ref`: only the node, not its path).
+    pub fn host_lock(&mut self, n: NodeId) {
+        self.unqueue(n);
+        self.nodes[n as usize].host_lock += 1;
+        self.requeue(n);
+    }
+
+    /// Ends one [`host_lock`](Self::host_lock) of `n`, if it is still alive and locked.
+    pub fn host_unlock(&mut self, n: NodeId) {
+        let node = &self.nodes[n as usize];
+        if !node.alive || node.host_lock == 0 {
+            return;
+        }
+        self.unqueue(n);
+        self.nodes[n as usize].host_lock -= 1;
+        self.requeue(n);
+    }
+
+    /// Whether node `n` is in the tree (ids of deleted nodes are reused).
+    pub fn is_alive(&self, n: NodeId) -> bool {
+        self.nodes[n as usize].alive
+    }
+
+    /// Node `n`'s parent.
+    pub fn parent(&self, n: NodeId) -> NodeId {
+        self.nodes[n as usize].parent
+    }
+
+    /// Whether `n` is the root.
+    pub fn is_root(&self, n: NodeId) -> bool {
+        n == ROOT
+    }
+
+    /// The tokens node `n` holds, as a view: (sequence, offset, length); the sequence's first
+    /// `offset` tokens are the path above it.
+    pub fn node_span(&self, n: NodeId) -> (crate::workload::SeqId, usize, usize) {
+        let node = &self.nodes[n as usize];
+        (node.seq, node.off as usize, node.len as usize)
+    }
+
+    /// Inserts `seq[from..to]` (page-aligned), read from a storage tier into host slots, as
+    /// host-only nodes under `anchor`, which ends at `from` (`UnifiedTreeCore.insert_host`):
+    /// the walk down from the anchor stamps each node it meets, splitting one matched in part;
+    /// under write-through (`refill`) a met node without a host copy takes the read copy, one
+    /// with a host copy keeps its own (its tokens counted in the prefix freed); under write-back
+    /// every met token is freed. The rest becomes one new host-only leaf — unless the node it
+    /// would hang under has no host copy under write-through (the read is dropped). Returns
+    /// (tokens of the read already present, whose slots the caller frees; tokens that became
+    /// host copies in the tree; dropped).
+    pub fn insert_host(
+        &mut self,
+        store: &crate::workload::TokenStore,
+        anchor: NodeId,
+        seq: crate::workload::SeqId,
+        from: usize,
+        to: usize,
+        refill: bool,
+    ) -> (usize, usize, bool) {
+        self.clock += 1;
+        let now = self.clock;
+        self.set_access(anchor, now);
+        let (mut node, mut pos) = (anchor, from);
+        let (mut present, mut taken, mut matched) = (0, 0, 0);
+        while pos < to {
+            let Some((child, same)) = self.step(store, seq, pos, to, node) else { break };
+            self.set_access(child, now);
+            let n = if same < self.nodes[child as usize].len as usize { self.split(store, child, same) } else { child };
+            pos += same;
+            matched += same;
+            node = n;
+            if refill {
+                if self.nodes[n as usize].host {
+                    present += same;
+                } else {
+                    self.set_host(n, true);
+                    taken += same;
+                }
+            }
+        }
+        if !refill {
+            present = matched;
+        }
+        if pos == to {
+            return (present, taken, false);
+        }
+        if refill && node != ROOT && !self.nodes[node as usize].host {
+            return (present, taken, true);
+        }
+        let key = self.child_key(store, seq, pos);
+        self.unqueue(node);
+        let made = self.tick();
+        let leaf = self.new_node(Node {
+            parent: node,
+            seq,
+            off: pos as u32,
+            len: (to - pos) as u32,
+            key,
+            children: 0,
+            lock_ref: 0,
+            last_access: made,
+            alive: true,
+            device: false,
+            host: true,
+            hits: 0,
+            device_children: 0,
+            dup: 0,
+            loading: false,
+            host_lock: 0,
+        });
+        self.nodes[node as usize].children += 1;
+        self.children.insert((node, key), leaf);
+        self.host_tokens += (to - pos) as u64;
+        self.requeue(node);
+        self.requeue(leaf);
+        taken += to - pos;
+        (present, taken, false)
     }
 
     /// Tokens of node `n`.

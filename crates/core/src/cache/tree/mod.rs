@@ -45,6 +45,9 @@ struct Node {
     dup: u64,
     /// Brought back from the host by a load not acknowledged yet.
     loading: bool,
+    /// Host locks (SGLang `host_lock_ref`): a storage tier's write or prefetch anchor in
+    /// flight keeps the host copy out of host eviction.
+    host_lock: u32,
 }
 
 /// Token radix tree with lock counts and LRU leaf eviction.
@@ -105,6 +108,7 @@ impl RadixTree {
             device_children: 0,
             dup: 0,
             loading: false,
+            host_lock: 0,
         };
         Self {
             page,
@@ -176,6 +180,7 @@ impl RadixTree {
             && !node.device
             && node.host
             && node.lock_ref == 0
+            && node.host_lock == 0
             && node.children == 0
     }
 
@@ -238,6 +243,8 @@ impl RadixTree {
             device_children: c.device as u32,
             dup: 0,
             loading: c.loading,
+            // `_split_node` copies the host lock count to the upper part.
+            host_lock: c.host_lock,
         });
         // A split's upper part is a duplicate of its own (`_split_node`).
         self.track_dup(upper);
@@ -367,6 +374,7 @@ impl RadixTree {
             device_children: 0,
             dup: 0,
             loading: false,
+            host_lock: 0,
         });
         if was_leaf {
             self.leaves.remove(&self.leaf_key(node));

@@ -1,7 +1,9 @@
 //! SGLang's hierarchical cache flags (`--enable-hierarchical-cache`, `--hicache-ratio`,
 //! `--hicache-size`, `--hicache-write-policy`) resolved into the radix cache's host tier
-//! ([`crate::cache::hicache`]), with SGLang 0.5.23's sizing and what it and cachesim refuse
-//! (docs/engines/hicache.md).
+//! ([`crate::cache::hicache`]), and its storage tier's (`--hicache-storage-backend`,
+//! `--hicache-storage-prefetch-policy`, cachesim's `--storage-gbps` / `--storage-latency-ms`)
+//! into [`crate::cache::storage`], with SGLang 0.5.23's sizing and what it and cachesim refuse
+//! (docs/engines/hicache.md, docs/engines/hicache-storage.md).
 //!
 //! Sizing (`mem_cache/pool_host/base.py` `HostKVCache.__init__`, 0.5.23): `--hicache-size` GB
 //! (decimal) over one rank's bytes per token, else the device pool × `--hicache-ratio` (2.0),
@@ -9,6 +11,7 @@
 //! kept with a warning (0.5.6 refused it).
 
 use crate::cache::hicache::{HostTierConfig, WritePolicy};
+use crate::cache::storage::{PrefetchPolicy, StorageConfig};
 use crate::engine::{EngineKind, EngineVersion};
 use crate::error::{Error, Result};
 
@@ -17,6 +20,25 @@ pub const DEFAULT_RATIO: f64 = 2.0;
 
 /// More host memory than any server holds, GB: larger sizes are refused as not physical.
 const MAX_SIZE_GB: i64 = 70_000;
+
+/// `--storage-gbps`'s default: what one local NVMe drive (PCIe 4.0 × 4, about 7 GB/s sequential
+/// at best) sustains for SGLang's file backend, one file per page — an assumption, not a
+/// measurement (docs/engines/hicache-storage.md).
+pub const DEFAULT_STORAGE_GBPS: f64 = 5.0;
+/// `--storage-latency-ms`'s default: one file operation on a local NVMe drive (an assumption).
+pub const DEFAULT_STORAGE_LATENCY_MS: f64 = 0.1;
+/// Faster than any storage link, GB/s: refused as not physical.
+const MAX_STORAGE_GBPS: f64 = 10_000.0;
+
+/// `--hicache-storage-backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "snake_case")]
+pub enum StorageBackend {
+    /// SGLang's `HiCacheFile`: one file per page in a directory of this instance's.
+    #[cfg_attr(feature = "clap", value(name = "file"))]
+    File,
+}
 
 /// The flags as given.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -29,6 +51,14 @@ pub struct HiCacheOptions {
     pub size_gb: Option<i64>,
     /// `--hicache-write-policy`.
     pub write_policy: Option<WritePolicy>,
+    /// `--hicache-storage-backend`; `None`: no storage tier.
+    pub storage_backend: Option<StorageBackend>,
+    /// `--hicache-storage-prefetch-policy`.
+    pub prefetch_policy: Option<PrefetchPolicy>,
+    /// `--storage-gbps`: GB/s one rank reads or writes its pages at.
+    pub storage_gbps: Option<f64>,
+    /// `--storage-latency-ms`: before a query, read or write starts to move data.
+    pub storage_latency_ms: Option<f64>,
 }
 
 /// What the tier's sizing reads from the resolved deployment.
@@ -139,6 +169,52 @@ pub fn resolve(o: &HiCacheOptions, m: &HiCacheMachine) -> Result<Option<HostTier
     }))
 }
 
+/// The storage tier the flags ask for under `host` (the host tier resolved from the same flags),
+/// or `None`; refuses a storage flag without its tier and a tier without HiCache.
+pub fn resolve_storage(
+    o: &HiCacheOptions,
+    host: Option<&HostTierConfig>,
+    page_size: u32,
+) -> Result<Option<StorageConfig>> {
+    let Some(_backend) = o.storage_backend else {
+        let given = [
+            (o.prefetch_policy.is_some(), "--hicache-storage-prefetch-policy"),
+            (o.storage_gbps.is_some(), "--storage-gbps"),
+            (o.storage_latency_ms.is_some(), "--storage-latency-ms"),
+        ];
+        if let Some((_, flag)) = given.iter().find(|g| g.0) {
+            return Err(Error::invalid(flag, "turns nothing on without --hicache-storage-backend"));
+        }
+        return Ok(None);
+    };
+    let Some(host) = host else {
+        // `URC.init_hicache` attaches the storage backend; without HiCache there is none.
+        return Err(Error::invalid(
+            "--hicache-storage-backend",
+            "needs --enable-hierarchical-cache: the storage tier sits under HiCache's host pool",
+        ));
+    };
+    let gbps = o.storage_gbps.unwrap_or(DEFAULT_STORAGE_GBPS);
+    if !(gbps.is_finite() && gbps > 0.0 && gbps <= MAX_STORAGE_GBPS) {
+        return Err(Error::invalid(
+            "--storage-gbps",
+            format!("{gbps} must be a rate above 0 and at most {MAX_STORAGE_GBPS} GB/s"),
+        ));
+    }
+    let latency_ms = o.storage_latency_ms.unwrap_or(DEFAULT_STORAGE_LATENCY_MS);
+    if !(latency_ms.is_finite() && (0.0..=60_000.0).contains(&latency_ms)) {
+        return Err(Error::invalid("--storage-latency-ms", format!("{latency_ms} must be 0 to 60000 ms")));
+    }
+    let page_bytes = host.token_bytes_per_rank as f64 * page_size.max(1) as f64;
+    let pages_per_s = gbps * 1e9 / page_bytes;
+    Ok(Some(StorageConfig {
+        latency_s: latency_ms / 1e3,
+        pages_per_s,
+        read_pages_per_s: pages_per_s,
+        ..StorageConfig::new(o.prefetch_policy.unwrap_or_default())
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +262,29 @@ mod tests {
         // 1000 × 1e6 tokens of 128 KiB: 131,072 GB.
         let huge = HiCacheOptions { ratio: Some(1e6), ..on };
         assert!(resolve(&huge, &machine()).unwrap_err().to_string().contains("more host memory"));
+    }
+
+    #[test]
+    fn the_storage_tier_needs_its_backend_and_hicache() {
+        let host = resolve(&HiCacheOptions { enable: true, ..Default::default() }, &machine()).unwrap().unwrap();
+        let stray = HiCacheOptions { prefetch_policy: Some(PrefetchPolicy::BestEffort), ..Default::default() };
+        let e = resolve_storage(&stray, Some(&host), 16).unwrap_err().to_string();
+        assert!(
+            e.contains("--hicache-storage-prefetch-policy") && e.contains("without --hicache-storage-backend"),
+            "{e}"
+        );
+        let file = HiCacheOptions { storage_backend: Some(StorageBackend::File), ..Default::default() };
+        assert!(resolve_storage(&file, None, 16).unwrap_err().to_string().contains("--enable-hierarchical-cache"));
+        // 5 GB/s over pages of 16 tokens × 128 KiB: 2,384 pages a second; the default policy.
+        let s = resolve_storage(&file, Some(&host), 16).unwrap().unwrap();
+        assert_eq!(s.policy, PrefetchPolicy::Timeout);
+        assert!((s.pages_per_s - 5e9 / (16.0 * 131_072.0)).abs() < 1e-9);
+        assert!((s.latency_s - 1e-4).abs() < 1e-15);
+        for bad in [0.0, -1.0, f64::NAN, 1e9] {
+            let o = HiCacheOptions { storage_gbps: Some(bad), ..file };
+            assert!(resolve_storage(&o, Some(&host), 16).unwrap_err().to_string().contains("--storage-gbps"));
+        }
+        let o = HiCacheOptions { storage_latency_ms: Some(-1.0), ..file };
+        assert!(resolve_storage(&o, Some(&host), 16).is_err());
     }
 }

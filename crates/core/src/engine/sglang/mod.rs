@@ -64,6 +64,11 @@ pub struct Sglang {
     prio: Option<priority::Priorities>,
     /// Requests `--max-queued-requests` aborted, until the instance takes them.
     aborted: Vec<super::Aborted>,
+    /// Requests queued since the last pass, whose storage lookup (`_prefetch_kvcache`, at
+    /// `_add_request_to_queue`) the next pass makes before its events, as SGLang receives them.
+    arrived: Vec<ReqId>,
+    /// The current pass's time.
+    now: f64,
 }
 
 impl Sglang {
@@ -87,6 +92,8 @@ impl Sglang {
             refresh_calls: 0,
             prio: cfg.sglang_priority.map(priority::Priorities::new),
             aborted: Vec::new(),
+            arrived: Vec::new(),
+            now: 0.0,
         }
     }
 
@@ -296,6 +303,16 @@ impl Sglang {
         out
     }
 
+    /// `_add_request_to_queue(is_retracted=True)`: a retracted or preempted request's storage
+    /// retry counters start again and it looks up again.
+    fn storage_requeue(cache: &mut dyn PrefixCache, reqs: &[ReqRt], id: ReqId, now: f64) {
+        if cache.has_storage() {
+            cache.storage_requeued(id);
+            let r = &reqs[id as usize];
+            cache.storage_lookup(id, r.seq, r.num_tokens as usize, now, None);
+        }
+    }
+
     /// Tokens a running request reserves for its remaining outputs (SGLang
     /// `PrefillAdder._get_running_request_total_token_offset`, `managers/schedule_policy.py`):
     /// clipped, scaled by new_token_ratio — or, for a request sent with `ignore_eos`, in full
@@ -357,6 +374,7 @@ impl Sglang {
         }
         // 2. Waiting requests in policy order (`add_one_req`).
         let mut taken = 0usize;
+        let mut skipped: Vec<ReqId> = Vec::new();
         let mut preempted: Vec<ReqId> = Vec::new();
         while taken < self.waiting.len() {
             if b.state(cache) == Verdict::Other {
@@ -370,12 +388,27 @@ impl Sglang {
             if self.batch_is_full && !(preempts && self.preempt_to_schedule(id, &mut b, reqs, cache, &mut preempted)) {
                 break;
             }
+            // Under a storage tier a request whose lookup is unfinished is skipped, the later
+            // ones still considered (`check_prefetch_progress`).
+            if !cache.storage_ready(id, now) {
+                skipped.push(id);
+                taken += 1;
+                continue;
+            }
             let r = reqs[id as usize];
             let known = r.num_tokens as usize;
             // `init_next_round_input` matches the request against the tree; under HiCache the
             // match runs on into the host tier (`host_hit_length`).
             let t = cache.touch_tiers(r.seq, known);
             let (hit, pinned) = (t.hit, t.pinned);
+            // `_prefetch_after_device_hit_loss`: a match shorter than at its lookup looks up
+            // again, and the request waits.
+            if cache.storage_hit_lost(id, hit + t.host) {
+                cache.storage_lookup(id, r.seq, known, now, None);
+                skipped.push(id);
+                taken += 1;
+                continue;
+            }
             if let Some(p) = self.prio.as_mut() {
                 p.matched(id, known as u32, hit as u32);
             }
@@ -418,6 +451,7 @@ impl Sglang {
             }
             let (n, chunked) = shape;
             reqs[id as usize].admitted_with(a.hit_tokens, now);
+            cache.storage_admitted(id);
             plan.push((id, n));
             taken += 1;
             b.reserve(n, if chunked { 0 } else { (r.output_len as u64).min(CLIP_MAX_NEW) });
@@ -435,12 +469,20 @@ impl Sglang {
                 Verdict::Other => break,
             }
         }
-        self.waiting.drain(..taken);
+        if skipped.is_empty() {
+            self.waiting.drain(..taken);
+        } else {
+            // The skipped keep their places at the queue's head.
+            let rest = self.waiting.split_off(taken);
+            self.waiting = skipped;
+            self.waiting.extend(rest);
+        }
         // Preempted requests join the queue's end after the admitted ones left it, even when
         // none was admitted (0.5.22).
         out.preempted += preempted.len() as u32;
         for id in preempted {
             self.requeue(id);
+            Self::storage_requeue(cache, reqs, id, now);
         }
         // `alloc_for_extend`: one allocation for the batch (evicting once; with pages above one
         // token, for a page more per request: `alloc_paged_token_slots_extend`), then each's.
@@ -602,6 +644,7 @@ impl Sglang {
             cache.preempt(victim);
             reqs[victim as usize].preempted();
             self.requeue(victim);
+            Self::storage_requeue(cache, reqs, victim, self.now);
             retracted += 1;
             // `release_req`: use the newly evictable memory at once.
             cache.ensure_free(keep.len() as u64 * RETRACT_DECODE_STEPS as u64);
@@ -646,6 +689,7 @@ impl Sglang {
                 cache.preempt(id);
                 reqs[id as usize].preempted();
                 self.requeue(id);
+                Self::storage_requeue(cache, reqs, id, self.now);
                 out.preempted += 1;
             }
         }
@@ -751,6 +795,9 @@ impl Scheduler for Sglang {
             None => {}
         }
         self.join_queue(id);
+        if self.waiting.last() == Some(&id) {
+            self.arrived.push(id);
+        }
     }
 
     fn take_aborted(&mut self, out: &mut Vec<super::Aborted>) {
@@ -759,8 +806,25 @@ impl Scheduler for Sglang {
 
     fn schedule(&mut self, s: &mut Step) {
         s.out.clear();
-        // `_process_hicache_events`: the host tier's copies before anything else.
+        self.now = s.now;
+        // The storage tier's I/O point after the last step, then the lookups of the requests
+        // received since (`process_input_requests` → `_add_request_to_queue`).
+        s.cache.storage_begin_pass(s.now);
+        for id in std::mem::take(&mut self.arrived) {
+            let r = &s.reqs[id as usize];
+            s.cache.storage_lookup(id, r.seq, r.num_tokens as usize, s.now, None);
+        }
+        // `_process_hicache_events`: the host tier's copies before anything else, then the
+        // storage tier's drain and its paced retries in queue order.
         s.cache.host_events(s.now);
+        if s.cache.has_storage() {
+            let mut due = Vec::new();
+            s.cache.storage_due_retries(&self.waiting, &mut due);
+            for (id, hit_end) in due {
+                let r = &s.reqs[id as usize];
+                s.cache.storage_lookup(id, r.seq, r.num_tokens as usize, s.now, hit_end);
+            }
+        }
         self.form(s);
         let (overlapped, blocking) = s.cache.take_host_copies();
         s.out.overlap_load_s = overlapped;

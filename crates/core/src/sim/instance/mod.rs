@@ -187,6 +187,10 @@ impl<'a> Instance<'a> {
         if let Some(h) = spec.engine.hicache {
             let attached = cache.attach_host_tier(h);
             debug_assert!(attached, "config::resolve allows HiCache on the radix cache alone");
+            if let Some(st) = spec.engine.hicache_storage {
+                let attached = cache.attach_storage(st);
+                debug_assert!(attached, "a storage tier sits under a host tier");
+            }
         }
         Self {
             role: spec.role,
