@@ -26,7 +26,8 @@ use super::ReqId;
 use crate::workload::{SeqId, TokenStore};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, VecDeque};
 
 /// `--hicache-storage-prefetch-policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -169,6 +170,31 @@ struct Prefetch {
     id: u64,
 }
 
+/// A write in flight: done at `done`, the `n`-th submitted; ordered by `done`, then `n`.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    done: f64,
+    n: u64,
+    io: Io,
+}
+
+impl PartialEq for Flight {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Flight {}
+impl PartialOrd for Flight {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Flight {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.done.total_cmp(&o.done).then(self.n.cmp(&o.n))
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Io {
     Query {
@@ -208,8 +234,13 @@ pub struct StorageTier {
     keys: FxHashMap<SeqId, Vec<u64>>,
     /// Scheduler passes so far.
     pass: u64,
-    /// I/O in flight: (pass submitted, done at, what), in submission order.
+    /// Queries and reads in flight (few: the rate limit bounds them): (pass submitted, done at,
+    /// what), in submission order.
     io: VecDeque<(u64, f64, Io)>,
+    /// Writes in flight (every host write's pages: many), soonest done first.
+    writes: BinaryHeap<Reverse<Flight>>,
+    /// Writes submitted so far (their order when several land at one pass).
+    write_count: u64,
     /// Done I/O to drain: query hits (request, lookup, hit), reads, write acknowledgements.
     hits: Vec<(ReqId, u64, usize)>,
     reads: Vec<(ReqId, u64, usize)>,
@@ -246,6 +277,8 @@ impl StorageTier {
             keys: FxHashMap::default(),
             pass: 0,
             io: VecDeque::new(),
+            writes: BinaryHeap::new(),
+            write_count: 0,
             hits: Vec::new(),
             reads: Vec::new(),
             written: Vec::new(),
@@ -289,19 +322,28 @@ impl StorageTier {
     fn submit(&mut self, now: f64, pages: usize, io: Io) {
         let rate = if matches!(io, Io::Read { .. }) { self.cfg.read_pages_per_s } else { self.cfg.pages_per_s };
         let done = now + self.cfg.latency_s + pages as f64 / rate;
-        self.io.push_back((self.pass, done, io));
+        if matches!(io, Io::Write { .. }) {
+            self.write_count += 1;
+            self.writes.push(Reverse(Flight { done, n: self.write_count, io }));
+        } else {
+            self.io.push_back((self.pass, done, io));
+        }
     }
 
     /// When a lookup's I/O in flight next lands (a scheduler pass is then due), if any. Writes
     /// do not wake an idle engine: they land at its next pass, whenever that is (a write still
     /// in flight when the run ends is never done).
     pub fn next_event(&self) -> Option<f64> {
-        self.io.iter().filter(|(_, _, io)| !matches!(io, Io::Write { .. })).map(|&(_, t, _)| t).min_by(f64::total_cmp)
+        self.io.iter().map(|&(_, t, _)| t).min_by(f64::total_cmp)
     }
 
     /// Whether anything is in flight or waiting to be drained.
     pub fn busy(&self) -> bool {
-        !(self.io.is_empty() && self.hits.is_empty() && self.reads.is_empty() && self.written.is_empty())
+        !(self.io.is_empty()
+            && self.writes.is_empty()
+            && self.hits.is_empty()
+            && self.reads.is_empty()
+            && self.written.is_empty())
     }
 
     /// The I/O point before a scheduler pass at `now`: what was submitted in earlier passes and
@@ -315,7 +357,14 @@ impl StorageTier {
         let pass = self.pass;
         let due = |&(p, t, _): &(u64, f64, Io)| p < pass && t <= now;
         let landed: Vec<Io> = {
-            let mut out = Vec::new();
+            // Every write in flight was submitted in an earlier pass (this one has just begun):
+            // those done by now land, in submission order.
+            let mut done: Vec<Flight> = Vec::new();
+            while self.writes.peek().is_some_and(|w| w.0.done <= now) {
+                done.push(self.writes.pop().expect("peeked").0);
+            }
+            done.sort_unstable_by_key(|f| f.n);
+            let mut out: Vec<Io> = done.into_iter().map(|f| f.io).collect();
             let mut keep = VecDeque::with_capacity(self.io.len());
             for item in self.io.drain(..) {
                 if due(&item) {
