@@ -165,7 +165,6 @@ struct Prefetch {
     /// Tokens read so far, and when the read started.
     completed: usize,
     read_at: f64,
-    terminated: bool,
     /// This lookup's number (a read of an earlier one is not current).
     id: u64,
 }
@@ -496,7 +495,6 @@ impl StorageTier {
                 alloc: None,
                 completed: 0,
                 read_at: 0.0,
-                terminated: false,
                 id,
             },
         );
@@ -551,13 +549,6 @@ impl StorageTier {
         for (req, id, hit) in std::mem::take(&mut self.hits) {
             let Some(p) = self.prefetch.get(&req).filter(|p| p.id == id).copied() else { continue };
             self.stats.hit_tokens += hit as u64;
-            if p.terminated {
-                if !self.expired.get(&req).copied().unwrap_or(false) {
-                    self.poll_miss(req, None);
-                }
-                self.revoke(tree, req);
-                continue;
-            }
             if hit < self.cfg.threshold {
                 self.poll_miss(req, None);
                 self.revoke(tree, req);
@@ -664,26 +655,24 @@ impl StorageTier {
         // The read's progress acknowledged so far (drained at this pass's start).
         p.completed = self.progress(&p, now);
         self.prefetch.get_mut(&req).expect("in flight").completed = p.completed;
-        if !p.terminated {
-            let stop = match self.cfg.policy {
-                PrefetchPolicy::BestEffort => true,
-                PrefetchPolicy::WaitComplete => false,
-                PrefetchPolicy::Timeout => {
-                    let complete = p.alloc.is_some_and(|a| p.completed >= a);
-                    let timeout = self.cfg.timeout_base_s + (p.len / self.page) as f64 * self.cfg.timeout_per_page_s;
-                    !complete && self.wait_since.get(&req).is_some_and(|&t| now - t > timeout)
-                }
-            };
-            if !stop {
-                if self.cfg.policy == PrefetchPolicy::Timeout {
-                    self.wait_since.entry(req).or_insert(now);
-                }
-                return false;
+        let stop = match self.cfg.policy {
+            PrefetchPolicy::BestEffort => true,
+            PrefetchPolicy::WaitComplete => false,
+            PrefetchPolicy::Timeout => {
+                let complete = p.alloc.is_some_and(|a| p.completed >= a);
+                let timeout = self.cfg.timeout_base_s + (p.len / self.page) as f64 * self.cfg.timeout_per_page_s;
+                !complete && self.wait_since.get(&req).is_some_and(|&t| now - t > timeout)
             }
+        };
+        if !stop {
             if self.cfg.policy == PrefetchPolicy::Timeout {
-                self.retries.remove(&req);
-                self.expired.insert(req, true);
+                self.wait_since.entry(req).or_insert(now);
             }
+            return false;
+        }
+        if self.cfg.policy == PrefetchPolicy::Timeout {
+            self.retries.remove(&req);
+            self.expired.insert(req, true);
         }
         if p.alloc.is_none() {
             if !self.expired.get(&req).copied().unwrap_or(false) {
@@ -691,9 +680,8 @@ impl StorageTier {
             }
             self.revoke(tree, req);
         } else {
-            // The read stops; what it read so far is inserted, the rest released when its
-            // final acknowledgement lands.
-            // The read stops: its remaining acknowledgements land at the next pass.
+            // The read stops: what it read so far is inserted; its remaining acknowledgements
+            // land at the next pass, which releases the rest of its host slots.
             self.cut.insert(p.id, p.completed);
             for item in self.io.iter_mut() {
                 if matches!(item.2, Io::Read { id, .. } if id == p.id) {
