@@ -8,7 +8,7 @@
 //! and the hit counts that trigger a write (`_inc_hit_count_and_check`). What is copied when,
 //! and what the copies cost, is the caller's ([`crate::cache::hicache`]).
 
-use super::{Node, NodeId, RadixTree, ROOT};
+use super::{NodeId, RadixTree, ROOT};
 
 impl RadixTree {
     /// Takes `n` out of both leaf sets (keyed by its access time), for a change of its state.
@@ -237,27 +237,7 @@ impl RadixTree {
         }
         let key = self.child_key(store, seq, pos);
         self.unqueue(node);
-        let made = self.tick();
-        let leaf = self.new_node(Node {
-            parent: node,
-            seq,
-            off: pos as u32,
-            len: (to - pos) as u32,
-            key,
-            children: 0,
-            lock_ref: 0,
-            last_access: made,
-            alive: true,
-            device: false,
-            host: true,
-            hits: 0,
-            device_children: 0,
-            dup: 0,
-            loading: false,
-            host_lock: 0,
-        });
-        self.nodes[node as usize].children += 1;
-        self.children.insert((node, key), leaf);
+        let leaf = self.new_leaf(node, seq, pos, to - pos, key, false);
         self.host_tokens += (to - pos) as u64;
         self.requeue(node);
         self.requeue(leaf);

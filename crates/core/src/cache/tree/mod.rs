@@ -202,6 +202,33 @@ impl RadixTree {
         }
     }
 
+    /// A fresh leaf of `len` tokens of `seq` from `off` under `parent` (its child at `key`),
+    /// on the device or, `on_device` false, on the host alone; stamped after every stamp so far.
+    fn new_leaf(&mut self, parent: NodeId, seq: SeqId, off: usize, len: usize, key: u64, on_device: bool) -> NodeId {
+        let made = self.tick();
+        let leaf = self.new_node(Node {
+            parent,
+            seq,
+            off: off as u32,
+            len: len as u32,
+            key,
+            children: 0,
+            lock_ref: 0,
+            last_access: made,
+            alive: true,
+            device: on_device,
+            host: !on_device,
+            hits: 0,
+            device_children: 0,
+            dup: 0,
+            loading: false,
+            host_lock: 0,
+        });
+        self.nodes[parent as usize].children += 1;
+        self.children.insert((parent, key), leaf);
+        leaf
+    }
+
     fn new_node(&mut self, node: Node) -> NodeId {
         match self.free_nodes.pop() {
             Some(id) => {
@@ -357,31 +384,11 @@ impl RadixTree {
         }
         let key = self.child_key(store, seq, found);
         let was_leaf = self.is_evictable_leaf(node);
-        let made = self.tick();
-        let leaf = self.new_node(Node {
-            parent: node,
-            seq,
-            off: found as u32,
-            len: (len - found) as u32,
-            key,
-            children: 0,
-            lock_ref: 0,
-            last_access: made,
-            alive: true,
-            device: true,
-            host: false,
-            hits: 0,
-            device_children: 0,
-            dup: 0,
-            loading: false,
-            host_lock: 0,
-        });
+        let leaf = self.new_leaf(node, seq, found, len - found, key, true);
         if was_leaf {
             self.leaves.remove(&self.leaf_key(node));
         }
-        self.nodes[node as usize].children += 1;
         self.nodes[node as usize].device_children += 1;
-        self.children.insert((node, key), leaf);
         self.leaves.insert(self.leaf_key(leaf));
         self.evictable += (len - found) as u64;
         (present, leaf)

@@ -83,18 +83,26 @@ pub struct HiCacheMachine {
     pub pcie_gbps: f64,
 }
 
+/// Refuses the first flag `given` (set, flag) that is set while `switch`, which it needs, is off.
+fn refuse_stray(given: &[(bool, &'static str)], switch: &str) -> Result<()> {
+    match given.iter().find(|g| g.0) {
+        Some((_, flag)) => Err(Error::invalid(flag, format!("turns nothing on without {switch}"))),
+        None => Ok(()),
+    }
+}
+
 /// The host tier the flags ask for on `m`, or `None`; refuses what SGLang 0.5.23 refuses and
 /// what cachesim does not model, saying which.
 pub fn resolve(o: &HiCacheOptions, m: &HiCacheMachine) -> Result<Option<HostTierConfig>> {
     if !o.enable {
-        let given = [
-            (o.ratio.is_some(), "--hicache-ratio"),
-            (o.size_gb.is_some(), "--hicache-size"),
-            (o.write_policy.is_some(), "--hicache-write-policy"),
-        ];
-        if let Some((_, flag)) = given.iter().find(|g| g.0) {
-            return Err(Error::invalid(flag, "turns nothing on without --enable-hierarchical-cache"));
-        }
+        refuse_stray(
+            &[
+                (o.ratio.is_some(), "--hicache-ratio"),
+                (o.size_gb.is_some(), "--hicache-size"),
+                (o.write_policy.is_some(), "--hicache-write-policy"),
+            ],
+            "--enable-hierarchical-cache",
+        )?;
         return Ok(None);
     }
     let flag = "--enable-hierarchical-cache";
@@ -177,14 +185,14 @@ pub fn resolve_storage(
     page_size: u32,
 ) -> Result<Option<StorageConfig>> {
     let Some(_backend) = o.storage_backend else {
-        let given = [
-            (o.prefetch_policy.is_some(), "--hicache-storage-prefetch-policy"),
-            (o.storage_gbps.is_some(), "--storage-gbps"),
-            (o.storage_latency_ms.is_some(), "--storage-latency-ms"),
-        ];
-        if let Some((_, flag)) = given.iter().find(|g| g.0) {
-            return Err(Error::invalid(flag, "turns nothing on without --hicache-storage-backend"));
-        }
+        refuse_stray(
+            &[
+                (o.prefetch_policy.is_some(), "--hicache-storage-prefetch-policy"),
+                (o.storage_gbps.is_some(), "--storage-gbps"),
+                (o.storage_latency_ms.is_some(), "--storage-latency-ms"),
+            ],
+            "--hicache-storage-backend",
+        )?;
         return Ok(None);
     };
     let Some(host) = host else {
