@@ -1,8 +1,10 @@
 //! Criterion benches: per-cache admit/finish throughput on a shared-prefix workload, radix
 //! tree insert+match, the host tiers under eviction (vLLM's offloading under the paged cache,
-//! SGLang's HiCache under the radix cache), and whole replays of the bundled sample. Throughput is reported in
-//! requests (or tokens) per second.
+//! SGLang's HiCache under the radix cache), HiCache's storage backend (every request's prompt
+//! pages written, then looked up), and whole replays of the bundled sample. Throughput is
+//! reported in requests (or tokens) per second.
 
+use cachesim::cache::storage::store::Store;
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::replay::{replay, ReplayOptions, ReplaySpec};
 use cachesim::trace::ReadOptions;
@@ -60,6 +62,32 @@ fn cache_ops(c: &mut Criterion) {
     g.finish();
 }
 
+/// The storage backend's trie: each request's prompt pages written (the shared system prompts
+/// found held after the first), then every prompt looked up from its start.
+fn storage_store(c: &mut Criterion) {
+    let w = gsp_workload();
+    let tokens: u64 = w.requests.iter().map(|r| r.prompt_len as u64).sum();
+    let mut g = c.benchmark_group("storage_store_gsp_prompt_tokens");
+    g.throughput(Throughput::Elements(tokens));
+    for page in [1usize, 16] {
+        g.bench_function(format!("write_then_hit_page{page}"), |b| {
+            b.iter(|| {
+                let mut s = Store::new(page, None);
+                let mut held = 0;
+                for r in &w.requests {
+                    let end = r.prompt_len as usize / page * page;
+                    s.write(&w.store, r.seq, 0, end);
+                }
+                for r in &w.requests {
+                    held += s.hit(&w.store, r.seq, 0, r.prompt_len as usize / page * page);
+                }
+                held
+            })
+        });
+    }
+    g.finish();
+}
+
 fn sample_replay(c: &mut Criterion) {
     let w = cachesim::load_workload(None, &ReadOptions::default(), &BuildOptions::default()).unwrap();
     let mut g = c.benchmark_group("replay_bundled_sample");
@@ -72,5 +100,5 @@ fn sample_replay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, cache_ops, sample_replay);
+criterion_group!(benches, cache_ops, storage_store, sample_replay);
 criterion_main!(benches);

@@ -5,11 +5,14 @@
 //! docs/performance.md (all 12,031 requests and the first 1,000), loaded once as in a sweep of many runs,
 //! and what loading it costs; and the whole trace on 16 instances behind each router. The
 //! Mooncake runs are timed both with coalesced decode stretches (the default) and with every
-//! engine step an event of its own (`_stepped`).
+//! engine step an event of its own (`_stepped`); and SGLang with HiCache on the whole trace: the
+//! device tier alone, with the host tier, and with the storage tier under it, at pages of 1 and
+//! 64 tokens (the tiers' cost).
 
 use cachesim::cluster::router::RouterKind;
 use cachesim::cluster::ClusterConfig;
 use cachesim::config::{resolve, RunOptions};
+use cachesim::engine::sglang::hicache::{HiCacheOptions, StorageBackend};
 use cachesim::engine::EngineKind;
 use cachesim::sim::{simulate, Keep};
 use cachesim::workload::arrivals::ArrivalOptions;
@@ -111,6 +114,30 @@ fn mooncake_runs(c: &mut Criterion) {
         for (path, keep) in [("", Keep::default()), ("_stepped", Keep { every_step: true, ..Keep::default() })] {
             g.bench_function(format!("{name}{path}"), |b| {
                 b.iter(|| simulate(&w, &cfg, keep).unwrap().summary.completed)
+            });
+        }
+    }
+    g.finish();
+    // The tiers' cost: SGLang on the whole trace with the device tier alone, the host tier, and
+    // the storage tier under it.
+    let mut g = c.benchmark_group("serve_mooncake_sglang_hicache");
+    g.sample_size(10);
+    for page_size in [1, 64] {
+        for (tiers, enable, storage_backend) in
+            [("device", false, None), ("host", true, None), ("storage", true, Some(StorageBackend::File))]
+        {
+            let cfg = resolve(&RunOptions {
+                engine: EngineKind::Sglang,
+                page_size,
+                max_total_tokens: Some(262_144),
+                max_running_requests: Some(256),
+                chunked_prefill_size: Some(8192),
+                hicache: HiCacheOptions { enable, ratio: enable.then_some(1.0), storage_backend, ..Default::default() },
+                ..RunOptions::default()
+            })
+            .unwrap();
+            g.bench_function(format!("{tiers}_page{page_size}"), |b| {
+                b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed)
             });
         }
     }

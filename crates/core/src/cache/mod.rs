@@ -379,8 +379,12 @@ pub trait PrefixCache: Send {
         false
     }
 
-    /// Request `req` was admitted (its storage wait ends).
+    /// Request `req` was admitted (its storage wait ends; a paced retry it still has stays,
+    /// out of the queue's reach, as SGLang leaves it).
     fn storage_admitted(&mut self, _req: ReqId) {}
+
+    /// Request `req` left the waiting queue aborted: its storage lookup and retry end.
+    fn storage_dropped(&mut self, _req: ReqId) {}
 
     /// Request `req` was retracted to the queue (its storage retry counters start again).
     fn storage_requeued(&mut self, _req: ReqId) {}

@@ -424,6 +424,12 @@ impl PrefixCache for TreeCache {
         }
     }
 
+    fn storage_dropped(&mut self, req: ReqId) {
+        if let Some(st) = self.storage.as_mut() {
+            st.dropped(&mut self.tree, req);
+        }
+    }
+
     fn storage_requeued(&mut self, req: ReqId) {
         if let Some(st) = self.storage.as_mut() {
             st.requeued(req);

@@ -67,6 +67,9 @@ pub struct Sglang {
     /// Requests queued since the last pass, whose storage lookup (`_prefetch_kvcache`, at
     /// `_add_request_to_queue`) the next pass makes before its events, as SGLang receives them.
     arrived: Vec<ReqId>,
+    /// Requests that left the waiting queue aborted since the last pass: the next pass ends
+    /// their storage lookups and retries (`release_aborted_request`).
+    dropped: Vec<ReqId>,
     /// The current pass's time.
     now: f64,
 }
@@ -93,6 +96,7 @@ impl Sglang {
             prio: cfg.sglang_priority.map(priority::Priorities::new),
             aborted: Vec::new(),
             arrived: Vec::new(),
+            dropped: Vec::new(),
             now: 0.0,
         }
     }
@@ -102,24 +106,29 @@ impl Sglang {
         self.prio.as_ref().is_some_and(|p| p.cfg.preemption_threshold.is_some())
     }
 
-    /// `_add_request_to_queue` for a retracted or preempted request: to the queue's end, with a
-    /// fresh entry time under priority scheduling.
-    fn requeue(&mut self, id: ReqId) {
+    /// `_add_request_to_queue(is_retracted=True)` for a retracted or preempted request: to the
+    /// queue's end, with a fresh entry time under priority scheduling; under a storage tier its
+    /// retry counters start again and, once in the queue, it looks up again.
+    fn requeue(&mut self, cache: &mut dyn PrefixCache, reqs: &[ReqRt], id: ReqId, now: f64) {
         if let Some(p) = self.prio.as_mut() {
             p.requeue(id);
         }
-        self.join_queue(id);
+        if self.join_queue(id) && cache.has_storage() {
+            cache.storage_requeued(id);
+            let r = &reqs[id as usize];
+            cache.storage_lookup(id, r.seq, r.num_tokens as usize, now, None);
+        }
     }
 
     /// The end of `_add_request_to_queue`, with `_abort_on_queued_limit`: under
     /// `--max-queued-requests` a request finding the waiting queue full is aborted, unless
     /// priority scheduling finds a waiting request less important than it (the least important,
-    /// the newest among equals), which is aborted in its place.
-    fn join_queue(&mut self, id: ReqId) {
+    /// the newest among equals), which is aborted in its place. Whether `id` joined.
+    fn join_queue(&mut self, id: ReqId) -> bool {
         let full = self.cfg.max_queued_requests.is_some_and(|m| self.waiting.len() + 1 > m as usize);
         if !full {
             self.waiting.push(id);
-            return;
+            return true;
         }
         if let Some(p) = self.prio.as_mut() {
             let rank = |r: ReqId| {
@@ -131,12 +140,14 @@ impl Sglang {
                 let out = self.waiting.remove(i);
                 p.forget(out);
                 self.aborted.push((out, FailReason::PriorityAbort, priority::PRIORITY_ABORT));
+                self.dropped.push(out);
                 self.waiting.push(id);
-                return;
+                return true;
             }
             p.forget(id);
         }
         self.aborted.push((id, FailReason::QueueFull, priority::QUEUE_FULL));
+        false
     }
 
     fn page(&self) -> u64 {
@@ -303,16 +314,6 @@ impl Sglang {
         out
     }
 
-    /// `_add_request_to_queue(is_retracted=True)`: a retracted or preempted request's storage
-    /// retry counters start again and it looks up again.
-    fn storage_requeue(cache: &mut dyn PrefixCache, reqs: &[ReqRt], id: ReqId, now: f64) {
-        if cache.has_storage() {
-            cache.storage_requeued(id);
-            let r = &reqs[id as usize];
-            cache.storage_lookup(id, r.seq, r.num_tokens as usize, now, None);
-        }
-    }
-
     /// Tokens a running request reserves for its remaining outputs (SGLang
     /// `PrefillAdder._get_running_request_total_token_offset`, `managers/schedule_policy.py`):
     /// clipped, scaled by new_token_ratio — or, for a request sent with `ignore_eos`, in full
@@ -451,7 +452,6 @@ impl Sglang {
             }
             let (n, chunked) = shape;
             reqs[id as usize].admitted_with(a.hit_tokens, now);
-            cache.storage_admitted(id);
             plan.push((id, n));
             taken += 1;
             b.reserve(n, if chunked { 0 } else { (r.output_len as u64).min(CLIP_MAX_NEW) });
@@ -481,8 +481,7 @@ impl Sglang {
         // none was admitted (0.5.22).
         out.preempted += preempted.len() as u32;
         for id in preempted {
-            self.requeue(id);
-            Self::storage_requeue(cache, reqs, id, now);
+            self.requeue(cache, reqs, id, now);
         }
         // `alloc_for_extend`: one allocation for the batch (evicting once; with pages above one
         // token, for a page more per request: `alloc_paged_token_slots_extend`), then each's.
@@ -491,6 +490,7 @@ impl Sglang {
         for &(id, n) in &plan {
             let r = reqs[id as usize];
             if cache.grow(id, (r.num_computed as u64 + n) as usize) {
+                cache.storage_admitted(id);
                 out.push(id, &r, n as u32);
             } else {
                 // Beyond what the budget allows (cannot happen with SGLang's budget): back to waiting.
@@ -643,8 +643,7 @@ impl Sglang {
             let victim = keep.pop().expect("more than one request");
             cache.preempt(victim);
             reqs[victim as usize].preempted();
-            self.requeue(victim);
-            Self::storage_requeue(cache, reqs, victim, self.now);
+            self.requeue(cache, reqs, victim, self.now);
             retracted += 1;
             // `release_req`: use the newly evictable memory at once.
             cache.ensure_free(keep.len() as u64 * RETRACT_DECODE_STEPS as u64);
@@ -688,8 +687,7 @@ impl Sglang {
                 self.running.remove(i);
                 cache.preempt(id);
                 reqs[id as usize].preempted();
-                self.requeue(id);
-                Self::storage_requeue(cache, reqs, id, self.now);
+                self.requeue(cache, reqs, id, self.now);
                 out.preempted += 1;
             }
         }
@@ -794,8 +792,7 @@ impl Scheduler for Sglang {
             }
             None => {}
         }
-        self.join_queue(id);
-        if self.waiting.last() == Some(&id) {
+        if self.join_queue(id) {
             self.arrived.push(id);
         }
     }
@@ -813,6 +810,9 @@ impl Scheduler for Sglang {
         for id in std::mem::take(&mut self.arrived) {
             let r = &s.reqs[id as usize];
             s.cache.storage_lookup(id, r.seq, r.num_tokens as usize, s.now, None);
+        }
+        for id in self.dropped.drain(..) {
+            s.cache.storage_dropped(id);
         }
         // `_process_hicache_events`: the host tier's copies before anything else, then the
         // storage tier's drain and its paced retries in queue order.
@@ -847,6 +847,7 @@ impl Scheduler for Sglang {
     fn reject_head(&mut self) -> Option<ReqId> {
         self.batch_is_full = false;
         let id = (!self.waiting.is_empty()).then(|| self.waiting.remove(0))?;
+        self.dropped.push(id);
         if let Some(p) = self.prio.as_mut() {
             p.forget(id);
         }

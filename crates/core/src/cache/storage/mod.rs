@@ -1,9 +1,9 @@
 //! A storage tier (L3) under HiCache's host pool, as SGLang 0.5.23 runs it with
 //! `--hicache-storage-backend file` (docs/engines/hicache-storage.md names each rule's source;
 //! `URC` = `mem_cache/unified_radix_cache.py` `UnifiedRadixCache`):
-//! - **the store** is a set of page-chain keys: a key names a whole prefix up to a page end
+//! - **the store** (module `store`) holds the pages written, each named by its whole prefix
 //!   (`get_hash_str` chains each page's tokens with the previous page's key), so a lookup's hit
-//!   is the run of stored keys from its first page on, and instances of one model share it;
+//!   is the run of held pages from its first page on, and instances of one model share it;
 //! - **lookups** start when a request joins the waiting queue (`Scheduler._prefetch_kvcache`):
 //!   past its device + host match, anchored at the deepest matched node when that node has a
 //!   host copy or is the root, over the known tokens less the last, page-aligned; none below
@@ -15,10 +15,15 @@
 //!   anchor (`UnifiedTreeCore.insert_host`); a storage write done releases its node's host lock;
 //! - **writes**: every node whose device-to-host write is acknowledged is written, host-locked
 //!   until the write's acknowledgement is drained; the backend skips pages it holds;
+//! - **paced retries** (`StoragePrefetchRetries`): a lookup refused by the rate limit or a
+//!   query that found too little is retried after a number of passes, in queue order; an
+//!   admitted request's retry stays, out of the queue's reach, an aborted request's goes;
 //! - **I/O** is the model's input: a query, read or write submitted during one scheduler pass is
 //!   done `latency + bytes / bandwidth` later and seen at the first drain of a later pass, never
 //!   within the pass that submitted it (zero latency and infinite bandwidth give SGLang's lag-0
 //!   step clock: an item queued during step k is handled at step k's I/O point).
+
+pub mod store;
 
 use super::hicache::{HostTier, StorageStats, WritePolicy};
 use super::tree::{NodeId, RadixTree};
@@ -28,6 +33,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
+use store::Store;
 
 /// `--hicache-storage-prefetch-policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -112,43 +118,6 @@ impl StorageConfig {
 /// `STORAGE_BATCH_SIZE`: the pages a read acknowledges at a time.
 pub const STORAGE_BATCH_PAGES: usize = 128;
 
-/// The backend's content: page-chain keys, each with its last use (for a capacity's LRU).
-#[derive(Debug, Default)]
-pub struct Store {
-    pages: FxHashMap<u64, u64>,
-    clock: u64,
-}
-
-impl Store {
-    /// Whether `key` is held (a read or existence check does not refresh it here).
-    fn contains(&self, key: u64) -> bool {
-        self.pages.contains_key(&key)
-    }
-
-    /// Stores `key`, or refreshes it when held; whether it was new.
-    fn put(&mut self, key: u64, max: Option<u64>) -> bool {
-        self.clock += 1;
-        if let Some(t) = self.pages.get_mut(&key) {
-            *t = self.clock;
-            return false;
-        }
-        if let Some(max) = max {
-            if self.pages.len() as u64 >= max {
-                // `LRUFileEvictor.reserve`: down to 90 % of the cap, least recently used first.
-                let keep = (max as f64 * 0.9) as usize;
-                let mut by_age: Vec<(u64, u64)> = self.pages.iter().map(|(&k, &t)| (t, k)).collect();
-                by_age.sort_unstable();
-                let drop = self.pages.len().saturating_sub(keep.saturating_sub(1));
-                for &(_, k) in by_age.iter().take(drop) {
-                    self.pages.remove(&k);
-                }
-            }
-        }
-        self.pages.insert(key, self.clock);
-        true
-    }
-}
-
 /// A lookup in flight (`URC.ongoing_prefetch`).
 #[derive(Debug, Clone, Copy)]
 struct Prefetch {
@@ -219,6 +188,14 @@ enum Io {
 struct Retry {
     due: Option<u64>,
     hit_end: Option<usize>,
+    /// Its request is in the waiting queue (an admitted request's retry stays, unreachable).
+    queued: bool,
+}
+
+impl Retry {
+    fn new(hit_end: Option<usize>) -> Self {
+        Self { due: None, hit_end, queued: true }
+    }
 }
 
 /// The storage tier of one instance.
@@ -229,8 +206,6 @@ pub struct StorageTier {
     refill: bool,
     capacity_limit: u64,
     store: Store,
-    /// Page-chain keys of each sequence touched, from its start.
-    keys: FxHashMap<SeqId, Vec<u64>>,
     /// Scheduler passes so far.
     pass: u64,
     /// Queries and reads in flight (few: the rate limit bounds them): (pass submitted, done at,
@@ -272,8 +247,7 @@ impl StorageTier {
             page,
             refill: write != WritePolicy::WriteBack,
             capacity_limit: host_tokens / 2,
-            store: Store::default(),
-            keys: FxHashMap::default(),
+            store: Store::new(page, cfg.max_pages),
             pass: 0,
             io: VecDeque::new(),
             writes: BinaryHeap::new(),
@@ -300,22 +274,6 @@ impl StorageTier {
     /// The figures so far.
     pub fn stats(&self) -> StorageStats {
         self.stats
-    }
-
-    /// The key of the page ending at `end` of `seq` (a chain over every token before it).
-    fn key(&mut self, store: &TokenStore, seq: SeqId, end: usize) -> u64 {
-        let page = self.page;
-        let keys = self.keys.entry(seq).or_default();
-        while keys.len() * page < end {
-            let mut h = keys.last().copied().unwrap_or(0x9e37_79b9_7f4a_7c15);
-            let from = keys.len() * page;
-            for i in from..from + page {
-                h = (h ^ store.token(seq, i) as u64).wrapping_mul(0x0100_0000_01b3).rotate_left(29)
-                    ^ 0x94d0_49bb_1331_11eb;
-            }
-            keys.push(h);
-        }
-        keys[end / page - 1]
     }
 
     fn submit(&mut self, now: f64, pages: usize, io: Io) {
@@ -377,30 +335,16 @@ impl StorageTier {
         };
         for io in &landed {
             if let Io::Write { node, seq, from, to } = *io {
-                let mut end = from + self.page;
-                while end <= to {
-                    let k = self.key(store, seq, end);
-                    if self.store.put(k, self.cfg.max_pages) {
-                        self.stats.pages_written += 1;
-                    } else {
-                        self.stats.pages_skipped += 1;
-                    }
-                    end += self.page;
-                }
+                let w = self.store.write(store, seq, from, to);
+                self.stats.pages_written += w.new;
+                self.stats.pages_skipped += w.held;
                 self.written.push(node);
             }
         }
         for io in &landed {
             if let Io::Query { req, id } = *io {
                 let Some(p) = self.prefetch.get(&req).filter(|p| p.id == id).copied() else { continue };
-                let mut hit = 0;
-                while hit < p.len {
-                    let k = self.key(store, p.seq, p.start + hit + self.page);
-                    if !self.store.contains(k) {
-                        break;
-                    }
-                    hit += self.page;
-                }
+                let hit = self.store.hit(store, p.seq, p.start, p.len);
                 self.hits.push((req, id, hit));
             }
         }
@@ -473,7 +417,7 @@ impl StorageTier {
             return;
         }
         if self.occupied >= self.capacity_limit {
-            self.retries.insert(req, Retry { due: None, hit_end });
+            self.retries.insert(req, Retry::new(hit_end));
             return;
         }
         let locked = !tree.is_root(anchor) && (tree.has_host_copy(anchor) || !self.refill);
@@ -513,7 +457,7 @@ impl StorageTier {
     }
 
     fn poll_miss(&mut self, req: ReqId, hit_end: Option<usize>) {
-        self.retries.insert(req, Retry { due: None, hit_end });
+        self.retries.insert(req, Retry::new(hit_end));
     }
 
     /// `_handle_prefetch_result`: inserts what `req`'s lookup read under its anchor.
@@ -594,7 +538,9 @@ impl StorageTier {
     }
 
     /// `pop_ready` over the waiting queue `waiting` (head first): the requests whose paced
-    /// retry is due, each with its known hit end, in queue order.
+    /// retry is due, each with its known hit end, in queue order. SGLang walks the whole queue
+    /// for the few requests with a retry; the retries of requests in the queue are walked here
+    /// instead (the queue only orders those due).
     pub fn due_retries(&mut self, waiting: &[ReqId], out: &mut Vec<(ReqId, Option<usize>)>) {
         self.retry_step += 1;
         let Some(&head) = waiting.first() else { return };
@@ -606,20 +552,41 @@ impl StorageTier {
         if !self.retries.values().any(|r| r.due.is_none_or(|d| d <= step)) {
             return;
         }
-        for &id in waiting {
-            let Some(r) = self.retries.get_mut(&id) else { continue };
-            if self.attempts.get(&id).copied().unwrap_or(0) >= self.cfg.retry_max {
-                self.retries.remove(&id);
-                continue;
+        debug_assert!(
+            self.retries.iter().all(|(id, r)| r.queued == waiting.contains(id)),
+            "a retry's request is in the queue exactly when the tier says so"
+        );
+        let first = out.len();
+        let (max, interval, attempts) = (self.cfg.retry_max, self.cfg.retry_interval, &mut self.attempts);
+        self.retries.retain(|&id, r| {
+            if !r.queued {
+                return true;
             }
-            let due = *r.due.get_or_insert(step + self.cfg.retry_interval);
+            if attempts.get(&id).copied().unwrap_or(0) >= max {
+                return false;
+            }
+            let due = *r.due.get_or_insert(step + interval);
             if due > step {
-                continue;
+                return true;
             }
-            let hit_end = r.hit_end;
-            self.retries.remove(&id);
-            *self.attempts.entry(id).or_default() += 1;
-            out.push((id, hit_end));
+            *attempts.entry(id).or_default() += 1;
+            out.push((id, r.hit_end));
+            false
+        });
+        let due = &mut out[first..];
+        if due.len() > 1 {
+            let mut place: FxHashMap<ReqId, usize> = due.iter().map(|&(id, _)| (id, usize::MAX)).collect();
+            let mut left = due.len();
+            for (i, id) in waiting.iter().enumerate() {
+                if let Some(p) = place.get_mut(id) {
+                    *p = i;
+                    left -= 1;
+                    if left == 0 {
+                        break;
+                    }
+                }
+            }
+            due.sort_unstable_by_key(|(id, _)| place[id]);
         }
     }
 
@@ -693,9 +660,24 @@ impl StorageTier {
         true
     }
 
-    /// Request `req` was admitted (`finish_storage_prefetch_admission`): its timer stops.
+    /// Request `req` was admitted (`finish_storage_prefetch_admission`): its timer stops; a
+    /// retry it has stays, out of the queue.
     pub fn admitted(&mut self, req: ReqId) {
         self.wait_since.remove(&req);
+        if let Some(r) = self.retries.get_mut(&req) {
+            r.queued = false;
+        }
+    }
+
+    /// Request `req` left the queue aborted (`release_aborted_request`): its lookup is revoked,
+    /// its retry cancelled, its counters dropped.
+    pub fn dropped(&mut self, tree: &mut RadixTree, req: ReqId) {
+        self.revoke(tree, req);
+        self.retries.remove(&req);
+        self.attempts.remove(&req);
+        self.last_match.remove(&req);
+        self.wait_since.remove(&req);
+        self.expired.remove(&req);
     }
 
     /// `_prefetch_after_device_hit_loss`: whether request `req`, now matching `matched` tokens,
@@ -718,5 +700,8 @@ impl StorageTier {
     pub fn requeued(&mut self, req: ReqId) {
         self.attempts.remove(&req);
         self.last_match.remove(&req);
+        if let Some(r) = self.retries.get_mut(&req) {
+            r.queued = true;
+        }
     }
 }
