@@ -72,7 +72,7 @@ fn storage_store(c: &mut Criterion) {
     for page in [1usize, 16] {
         g.bench_function(format!("write_then_hit_page{page}"), |b| {
             b.iter(|| {
-                let mut s = Store::new(page, None);
+                let mut s = Store::new(page, None, Default::default());
                 let mut held = 0;
                 for r in &w.requests {
                     let end = r.prompt_len as usize / page * page;

@@ -347,7 +347,9 @@ pub struct RunArgs {
     #[arg(long, value_enum, help_heading = "Engine")]
     pub hicache_write_policy: Option<cachesim::cache::hicache::WritePolicy>,
     /// With --enable-hierarchical-cache: a storage tier under the host pool (SGLang
-    /// --hicache-storage-backend; `file`: one file per page, a directory of this instance's).
+    /// --hicache-storage-backend; `file`: one file per page, a directory of this instance's;
+    /// `mooncake`: the Mooncake Store, one store every instance of the run writes to and reads
+    /// from, so a prefix one instance computed is found by the others).
     /// A request joining the queue looks up the pages past its device and host match (at least
     /// 256 tokens); what storage holds is read into the host pool and loaded with the request's
     /// prefill; every node written to the host is written to storage too
@@ -368,6 +370,17 @@ pub struct RunArgs {
     /// data (default 0.1).
     #[arg(allow_negative_numbers = true, long, value_name = "MS", help_heading = "Engine")]
     pub storage_latency_ms: Option<f64>,
+    /// With --hicache-storage-backend mooncake: the memory each instance adds to the one store
+    /// every instance shares (SGLang's MOONCAKE_GLOBAL_SEGMENT_SIZE: bytes, or e.g. `64gb`;
+    /// default 4gb). Past 90 % full the store evicts 5 % of its pages, least recently used first.
+    #[arg(
+        allow_negative_numbers = true,
+        long,
+        value_name = "SIZE",
+        value_parser = cachesim::engine::sglang::hicache::parse_segment_size,
+        help_heading = "Engine"
+    )]
+    pub mooncake_global_segment_size: Option<u64>,
     /// vLLM v1: serve LoRA adapters (vLLM --enable-lora, vllm@0.33; dense models). A request
     /// names one by the trace's `lora` key, or draws one of --lora-modules; a batch holds the
     /// adapters of at most --max-loras, requests of another one waiting; a step with an adapter
@@ -1023,6 +1036,7 @@ impl RunArgs {
                 prefetch_policy: self.hicache_storage_prefetch_policy,
                 storage_gbps: self.storage_gbps,
                 storage_latency_ms: self.storage_latency_ms,
+                mooncake_segment_bytes: self.mooncake_global_segment_size,
             },
             hybrid: cachesim::engine::vllm_hybrid::HybridOptions {
                 disable: self.disable_hybrid_kv_cache_manager,

@@ -381,6 +381,29 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
+        what: "a Mooncake segment size with the file backend",
+        args: &["--engine", "sglang", "--hicache-storage-backend", "file", "--mooncake-global-segment-size", "64gb"],
+        cut: None,
+    },
+    Case {
+        what: "a Mooncake segment size that is not a size",
+        args: &["--mooncake-global-segment-size", "lots"],
+        cut: None,
+    },
+    Case {
+        what: "a Mooncake segment smaller than one page",
+        args: &[
+            "--engine",
+            "sglang",
+            "--enable-hierarchical-cache",
+            "--hicache-storage-backend",
+            "mooncake",
+            "--mooncake-global-segment-size",
+            "1000",
+        ],
+        cut: None,
+    },
+    Case {
         what: "a retention interval that is not a multiple of the block size",
         args: &["--model", "gpt-oss-20b", "--prefix-cache-retention-interval", "24"],
         cut: None,

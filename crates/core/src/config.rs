@@ -894,6 +894,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 &o.hicache,
                 hicache.as_ref(),
                 o.page_size,
+                // MLA's latent is stored once for every rank (`_get_mla_buffer_meta`).
+                if model.is_mla() { 1 } else { layout.parallel.world() as u64 },
             )?,
             hicache,
             sglang_priority,

@@ -386,6 +386,12 @@ pub trait PrefixCache: Send {
     /// Request `req` left the waiting queue aborted: its storage lookup and retry end.
     fn storage_dropped(&mut self, _req: ReqId) {}
 
+    /// Swaps the storage tier's store with `store` (a store shared by the instances of a run is
+    /// lent to each for its scheduler pass); whether there is a tier to swap with.
+    fn storage_swap(&mut self, _store: &mut storage::Store) -> bool {
+        false
+    }
+
     /// Request `req` was retracted to the queue (its storage retry counters start again).
     fn storage_requeued(&mut self, _req: ReqId) {}
 

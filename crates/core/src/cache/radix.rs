@@ -424,6 +424,10 @@ impl PrefixCache for TreeCache {
         }
     }
 
+    fn storage_swap(&mut self, store: &mut super::storage::Store) -> bool {
+        self.storage.as_mut().map(|st| st.swap_store(store)).is_some()
+    }
+
     fn storage_dropped(&mut self, req: ReqId) {
         if let Some(st) = self.storage.as_mut() {
             st.dropped(&mut self.tree, req);

@@ -10,6 +10,7 @@ use super::disagg::{Ctx, Disagg, Pd};
 use super::faults::{Event, Faults, StopKind};
 use super::instance::{Begun, Instance, InstanceSpec, Sink};
 use super::pool::{Dirty, View};
+use super::shared_store::SharedStores;
 use super::{Front, Keep, LoadStats, RouterStats, SimResult};
 use crate::cache::ReqId;
 use crate::cluster::autoscale::{AutoscalePlan, Rule, ScaleMetric};
@@ -251,6 +252,7 @@ pub fn drive(
         x
     };
     let mut inst: Vec<Instance> = (0..specs.len()).map(make).collect();
+    let mut shared = SharedStores::new(specs);
     // Instance `i` as it starts again after a stop: empty.
     let fresh = make;
     let mut kv_events: Vec<(u32, bool)> = Vec::new();
@@ -419,7 +421,9 @@ pub fn drive(
                 continue; // it schedules when its step ends
             }
             let may_reject = disagg.as_ref().is_none_or(|pd| pd.may_reject(i));
+            shared.swap(i, &mut inst[i]);
             let begun = inst[i].begin_step(now, &mut rt, keep, may_reject);
+            shared.swap(i, &mut inst[i]);
             // Retracted or preempted requests that went back to a full waiting queue.
             again |= fail_aborted(&mut inst[i], &mut failures, &mut finished);
             match begun {
@@ -705,6 +709,9 @@ pub fn drive(
             schedule.extend(x.schedule);
         }
         instances.push(st);
+    }
+    if let Some(st) = hicache.as_mut().and_then(|h| h.storage.as_mut()) {
+        shared.add_to(st);
     }
     let (faults, migrations) = faults.map(|f| (f.records, f.migrations)).unwrap_or_default();
     let scaling = scaler.map(|s| ScaleLog { syncs: s.syncs, changes: s.changes }).unwrap_or_default();

@@ -99,3 +99,62 @@ fn the_sample_under_each_policy_keeps_the_tiers_consistent() {
         assert_eq!(format!("{:?}", plain.records), format!("{:?}", tiered.records), "{policy:?}");
     }
 }
+
+/// Two instances behind round robin, HiCache with a storage tier (I/O at once, wait_complete):
+/// A (300 tokens) on instance 0 at 0, the same prompt B on instance 1 at 1 s, after A's pages
+/// were written. One store for both (Mooncake's) lets B read A's pages: 299 looked up (the
+/// known tokens less the last) are found, read into instance 1's host pool and loaded with B's
+/// prefill; with a store each (the file backend), B finds nothing and computes all 300.
+#[test]
+fn a_shared_store_gives_one_instance_the_pages_another_wrote() {
+    use crate::cache::storage::{Eviction, PrefetchPolicy, StorageConfig};
+    use crate::cluster::router::{build, RouterParams};
+    let prompt: Vec<u32> = (0..300).collect();
+    let w = workload(&[(prompt.clone(), 1), (prompt, 1)]);
+    let sends = [(0, 0.0), (1, 1.0)];
+    let two = |shared: bool| {
+        let mut c = sglang_cfg(8, 0, Some(1000));
+        c.engine.hicache = Some(HostTierConfig {
+            policy: WritePolicy::WriteThrough,
+            host_tokens: 2001,
+            token_bytes_per_rank: 1000,
+            link_bytes_per_s: 1e9,
+        });
+        let storage = StorageConfig::new(PrefetchPolicy::WaitComplete);
+        c.engine.hicache_storage = Some(match shared {
+            true => StorageConfig { shared, eviction: Eviction::Mooncake, max_pages: Some(5000), ..storage },
+            false => storage,
+        });
+        let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
+        let mut router = build(RouterKind::RoundRobin, RouterParams::default(), 2);
+        drive(
+            &w,
+            &sends,
+            &Front::of(&c),
+            &[spec; 2],
+            router.as_mut(),
+            None,
+            Fleet::default(),
+            Keep::default(),
+            &|_, _| (),
+        )
+    };
+    let (own, shared) = (two(false), two(true));
+    for r in [&own, &shared] {
+        assert_eq!(r.assigned[..2], [0, 1]);
+    }
+    let s = own.hicache.unwrap().storage.expect("storage figures");
+    assert_eq!((s.hit_tokens, s.inserted_tokens), (0, 0), "{s:?}");
+    // Each store lands its writes at its own instance's passes: instance 0 has none after A.
+    assert_eq!((s.pages_written, s.pages_skipped), (0, 0), "{s:?}");
+    assert_eq!(rec(&own, 1).cached_prompt_tokens, 0);
+    let s = shared.hicache.unwrap().storage.expect("storage figures");
+    assert_eq!((s.hit_tokens, s.inserted_tokens), (299, 299), "{s:?}");
+    // The shared store lands A's 300 pages at instance 1's first pass (B's are in flight when
+    // the run ends).
+    assert_eq!((s.pages_written, s.pages_skipped), (300, 0), "{s:?}");
+    let b = rec(&shared, 1);
+    assert_eq!(b.cached_prompt_tokens, 299, "{b:?}");
+    assert!(b.ttft_s() < rec(&own, 1).ttft_s() - 0.2, "{b:?} against {:?}", rec(&own, 1));
+    assert_eq!(format!("{:?}", shared.records), format!("{:?}", two(true).records), "not repeatable");
+}

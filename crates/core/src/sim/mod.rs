@@ -18,6 +18,7 @@ mod driver;
 mod faults;
 pub mod instance;
 mod pool;
+mod shared_store;
 
 use crate::cache::{CacheSpec, CacheStats, ReqId};
 use crate::cluster::router::RouterKind;

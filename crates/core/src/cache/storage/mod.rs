@@ -33,7 +33,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
-use store::Store;
+pub use store::{Eviction, Store};
 
 /// `--hicache-storage-prefetch-policy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -83,15 +83,26 @@ pub struct StorageConfig {
     /// whole batch of [`STORAGE_BATCH_PAGES`] at a time: a read cut short by the policy keeps
     /// the batches acknowledged by then.
     pub read_pages_per_s: f64,
-    /// The file backend's capacity in pages (`max_size`); `None`: unbounded.
+    /// The store's capacity in pages (the file backend's `max_size`; Mooncake's global segments
+    /// over one instance's page); `None`: unbounded.
     pub max_pages: Option<u64>,
+    /// How a full store makes room.
+    pub eviction: Eviction,
+    /// One store for every instance of the run (Mooncake's; each adds its `max_pages`), or one
+    /// store each.
+    pub shared: bool,
 }
 
 impl StorageConfig {
     /// The run report's words for the tier.
     pub fn describe(&self) -> String {
+        let store = match (self.eviction, self.max_pages) {
+            (Eviction::Mooncake, Some(max)) => format!("mooncake, shared, {max} pages per instance"),
+            (Eviction::Mooncake, None) => "mooncake, shared".to_string(),
+            (Eviction::File, _) => "file".to_string(),
+        };
         format!(
-            "storage tier (file) · prefetch {} · {:.0} pages/s · latency {:.2} ms",
+            "storage tier ({store}) · prefetch {} · {:.0} pages/s · latency {:.2} ms",
             self.policy.name(),
             self.pages_per_s,
             self.latency_s * 1e3
@@ -111,6 +122,8 @@ impl StorageConfig {
             pages_per_s: f64::INFINITY,
             read_pages_per_s: f64::INFINITY,
             max_pages: None,
+            eviction: Eviction::File,
+            shared: false,
         }
     }
 }
@@ -247,7 +260,7 @@ impl StorageTier {
             page,
             refill: write != WritePolicy::WriteBack,
             capacity_limit: host_tokens / 2,
-            store: Store::new(page, cfg.max_pages),
+            store: Store::new(page, cfg.max_pages, cfg.eviction),
             pass: 0,
             io: VecDeque::new(),
             writes: BinaryHeap::new(),
@@ -271,20 +284,31 @@ impl StorageTier {
         }
     }
 
-    /// The figures so far.
+    /// The figures so far (the pages written, of the store this tier holds: none while a
+    /// shared store is not lent to it).
     pub fn stats(&self) -> StorageStats {
-        self.stats
+        let w = self.store.written();
+        StorageStats { pages_written: w.new, pages_skipped: w.held, ..self.stats }
     }
 
     fn submit(&mut self, now: f64, pages: usize, io: Io) {
         let rate = if matches!(io, Io::Read { .. }) { self.cfg.read_pages_per_s } else { self.cfg.pages_per_s };
         let done = now + self.cfg.latency_s + pages as f64 / rate;
-        if matches!(io, Io::Write { .. }) {
+        if let Io::Write { seq, from, to, .. } = io {
+            // The store lands it when done; this instance sees its acknowledgement then.
+            self.store.submit(done, seq, from, to);
             self.write_count += 1;
             self.writes.push(Reverse(Flight { done, n: self.write_count, io }));
         } else {
             self.io.push_back((self.pass, done, io));
         }
+    }
+
+    /// Swaps this tier's store with `other`: a store shared by several instances is lent to
+    /// each for its scheduler pass.
+    pub fn swap_store(&mut self, other: &mut Store) {
+        debug_assert_eq!(other.page(), self.page, "a store of this tier's pages");
+        std::mem::swap(&mut self.store, other);
     }
 
     /// When a lookup's I/O in flight next lands (a scheduler pass is then due), if any. Writes
@@ -333,11 +357,10 @@ impl StorageTier {
             self.io = keep;
             out
         };
+        // The writes done by now, this instance's and (in a shared store) the others'.
+        self.store.land(store, now);
         for io in &landed {
-            if let Io::Write { node, seq, from, to } = *io {
-                let w = self.store.write(store, seq, from, to);
-                self.stats.pages_written += w.new;
-                self.stats.pages_skipped += w.held;
+            if let Io::Write { node, .. } = *io {
                 self.written.push(node);
             }
         }

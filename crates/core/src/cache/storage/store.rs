@@ -11,11 +11,14 @@
 //! with the writes, not with the pages they hold, and content is compared exactly (run-wise,
 //! [`TokenStore::lcp`]) rather than trusted to a hash.
 //!
-//! A capacity (`max_size`) evicts as `LRUFileEvictor.reserve` does: a page new to a full store
-//! first evicts the least recently written pages down to 90 % of the capacity. Each page's last
-//! write is a tick of one clock; a write stores (or refreshes) its pages in order, so a held
-//! node's pages carry consecutive ticks from its `tick`, and the oldest page is the first page of
-//! the held node with the least `tick`.
+//! Writes land in the store when they are done (a write in flight is not seen, whoever looks),
+//! in the order they were submitted; a store shared by several instances (Mooncake's) sees every
+//! instance's writes that way.
+//!
+//! A capacity evicts the least recently used pages, as the backend does ([`Eviction`]). Each
+//! page's last use is a tick of one clock; a write stores (or refreshes) its pages in order, so
+//! a held node's pages carry consecutive ticks from its `tick`, and the oldest page is the first
+//! page of the held node with the least `tick`.
 
 use crate::workload::{SeqId, TokenStore};
 use rustc_hash::FxHashMap;
@@ -24,6 +27,10 @@ use std::collections::BinaryHeap;
 
 type Id = u32;
 const ROOT: Id = 0;
+
+/// Mooncake's `eviction_high_watermark_ratio` and `eviction_ratio` (v0.3.12 defaults).
+const MOONCAKE_HIGH_WATERMARK: f64 = 0.9;
+const MOONCAKE_EVICTION_RATIO: f64 = 0.05;
 
 #[derive(Debug, Clone, Copy)]
 struct Node {
@@ -39,6 +46,50 @@ struct Node {
     tick: u64,
 }
 
+/// How a full store makes room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Eviction {
+    /// SGLang's file backend under a `max_size` (`LRUFileEvictor.reserve`,
+    /// `mem_cache/hicache_storage.py`, 0.5.23): a page new to a full store first evicts the least
+    /// recently written pages down to one under 90 % of the capacity.
+    #[default]
+    File,
+    /// The Mooncake Store master (`BatchEvict`, `mooncake-store/src/master_service.cpp`,
+    /// v0.3.12): once the store is filled past its high watermark (90 %), 5 % of its objects go,
+    /// least recently leased first; a lookup that finds a page leases it (`BatchExistKey`), a
+    /// write does not. Its lease's protection (10 s) and its eviction thread's 10 ms poll are not
+    /// modelled: eviction happens as the page that crosses the watermark is written.
+    Mooncake,
+}
+
+/// A write submitted, landing at `done` (ordered by `done`, then by submission).
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    done: f64,
+    n: u64,
+    seq: SeqId,
+    from: usize,
+    to: usize,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.done.total_cmp(&o.done).then(self.n.cmp(&o.n))
+    }
+}
+
 /// The pages a write found new and already held.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Written {
@@ -51,6 +102,7 @@ pub struct Written {
 pub struct Store {
     page: usize,
     max: Option<u64>,
+    eviction: Eviction,
     nodes: Vec<Node>,
     /// Children by (parent, first page's key).
     children: FxHashMap<(Id, u64), Id>,
@@ -59,22 +111,65 @@ pub struct Store {
     /// Held nodes by first tick, oldest first (under a capacity only; entries whose node has
     /// since been refreshed, split or evicted are stale and skipped).
     lru: BinaryHeap<Reverse<(u64, Id)>>,
+    /// Writes in flight, soonest done first, and how many were submitted.
+    pending: BinaryHeap<Reverse<Pending>>,
+    submitted: u64,
+    /// What the writes landed so far found.
+    written: Written,
 }
 
 impl Store {
-    /// An empty store of pages of `page` tokens, holding at most `max` pages (`None`: no bound).
-    pub fn new(page: usize, max: Option<u64>) -> Self {
+    /// An empty store of pages of `page` tokens, holding at most `max` pages (`None`: no bound)
+    /// and making room the `eviction` way.
+    pub fn new(page: usize, max: Option<u64>, eviction: Eviction) -> Self {
         assert!((1..=crate::workload::tokens::MAX_BLOCK_TOKENS).contains(&page), "page size out of range");
         let root = Node { parent: ROOT, seq: 0, off: 0, len: 0, held: true, tick: 0 };
         Self {
             page,
             max,
+            eviction,
             nodes: vec![root],
             children: FxHashMap::default(),
             pages: 0,
             clock: 0,
             lru: BinaryHeap::new(),
+            pending: BinaryHeap::new(),
+            submitted: 0,
+            written: Written::default(),
         }
+    }
+
+    /// What the writes landed so far found: pages new to the store, and pages it held.
+    pub fn written(&self) -> Written {
+        self.written
+    }
+
+    /// Submits a write of pages `from..to` of `seq`, done at `done`.
+    pub fn submit(&mut self, done: f64, seq: SeqId, from: usize, to: usize) {
+        self.submitted += 1;
+        self.pending.push(Reverse(Pending { done, n: self.submitted, seq, from, to }));
+    }
+
+    /// Lands the writes done by `now`, in the order they were submitted.
+    pub fn land(&mut self, store: &TokenStore, now: f64) {
+        if self.pending.peek().is_none_or(|p| p.0.done > now) {
+            return;
+        }
+        let mut done: Vec<Pending> = Vec::new();
+        while self.pending.peek().is_some_and(|p| p.0.done <= now) {
+            done.push(self.pending.pop().expect("peeked").0);
+        }
+        done.sort_unstable_by_key(|p| p.n);
+        for p in done {
+            let w = self.write(store, p.seq, p.from, p.to);
+            self.written.new += w.new;
+            self.written.held += w.held;
+        }
+    }
+
+    /// Tokens a page holds.
+    pub fn page(&self) -> usize {
+        self.page
     }
 
     /// Pages held.
@@ -142,11 +237,13 @@ impl Store {
         head
     }
 
-    /// `LRUFileEvictor.reserve`: the least recently written pages go, down to one page under
-    /// 90 % of the capacity.
+    /// Makes room: the least recently used pages go — down to one page under 90 % of the
+    /// capacity (file), or 5 % of the pages held (Mooncake).
     fn evict(&mut self, store: &TokenStore, max: u64) {
-        let keep = (max as f64 * 0.9) as u64;
-        let mut drop = self.pages.saturating_sub(keep.saturating_sub(1));
+        let mut drop = match self.eviction {
+            Eviction::File => self.pages.saturating_sub(((max as f64 * 0.9) as u64).saturating_sub(1)),
+            Eviction::Mooncake => (self.pages as f64 * MOONCAKE_EVICTION_RATIO).ceil() as u64,
+        };
         while drop > 0 {
             let Some(Reverse((tick, c))) = self.lru.pop() else { break };
             let node = self.nodes[c as usize];
@@ -168,12 +265,22 @@ impl Store {
         }
     }
 
+    /// Pages the store takes before it must make room.
+    fn room(&self, max: u64) -> u64 {
+        match self.eviction {
+            Eviction::File => max.saturating_sub(self.pages),
+            Eviction::Mooncake => ((max as f64 * MOONCAKE_HIGH_WATERMARK).ceil() as u64).saturating_sub(self.pages),
+        }
+    }
+
     /// Writes pages `from..to` of `seq` (page-aligned) in order: each page new or refreshed;
     /// the pages before `from` need not be held.
     pub fn write(&mut self, store: &TokenStore, seq: SeqId, from: usize, to: usize) -> Written {
         debug_assert!(from.is_multiple_of(self.page) && to.is_multiple_of(self.page) && from <= to);
         let mut out = Written::default();
         let (mut n, mut pos) = (ROOT, 0usize);
+        // Room was just made: the page that asked for it goes in, whatever was freed.
+        let mut made_room = false;
         while pos < to {
             let Some((mut c, m)) = self.step(store, n, seq, pos, to) else {
                 // The rest is new: a path to `from` and the written span, not held yet (the
@@ -214,16 +321,19 @@ impl Store {
                 let k = (m / self.page) as u64;
                 if self.nodes[c as usize].held {
                     out.held += k;
-                } else if let Some(max) = self.max.filter(|&max| self.pages + k > max) {
-                    if self.pages >= max {
+                } else if let Some(max) = self.max.filter(|&max| self.room(max) < k) {
+                    let room = if made_room { self.room(max).max(1) } else { self.room(max) };
+                    if room == 0 {
                         // A page new to a full store: room first (which may evict the pages
                         // around this one; the walk resumes from `n`, which stays on the path).
                         self.evict(store, max);
+                        made_room = true;
                         continue;
                     }
                     // What fits now; the rest at the next turn.
-                    let room = (max - self.pages) as usize * self.page;
-                    c = self.split(store, c, room);
+                    if room < k {
+                        c = self.split(store, c, room as usize * self.page);
+                    }
                     out.new += self.pages_of(c);
                     self.pages += self.pages_of(c);
                 } else {
@@ -231,6 +341,7 @@ impl Store {
                     self.pages += k;
                 }
                 self.stamp(c);
+                made_room = false;
                 let m = self.nodes[c as usize].len as usize;
                 n = c;
                 pos += m;
@@ -242,17 +353,32 @@ impl Store {
         out
     }
 
-    /// The tokens (whole pages) of `seq[start..start + len]` held, from `start` on without a gap.
-    pub fn hit(&self, store: &TokenStore, seq: SeqId, start: usize, len: usize) -> usize {
+    /// The tokens (whole pages) of `seq[start..start + len]` held, from `start` on without a gap;
+    /// under Mooncake's eviction the pages found are used now (their lease).
+    pub fn hit(&mut self, store: &TokenStore, seq: SeqId, start: usize, len: usize) -> usize {
         let end = start + len;
+        let touch = self.eviction == Eviction::Mooncake && self.max.is_some();
         let (mut n, mut pos) = (ROOT, 0usize);
         while pos < end {
-            let Some((c, m)) = self.step(store, n, seq, pos, end) else { break };
+            let Some((mut c, m)) = self.step(store, n, seq, pos, end) else { break };
             let node = self.nodes[c as usize];
             if pos + m > start && !node.held {
                 break;
             }
-            if m < node.len as usize && pos + m < end {
+            if touch && pos < start && start < pos + m {
+                // Only the pages from `start` on are looked up.
+                n = self.split(store, c, start - pos);
+                pos = start;
+                continue;
+            }
+            let part = m < node.len as usize;
+            if touch && pos >= start && m > 0 {
+                if part {
+                    c = self.split(store, c, m);
+                }
+                self.stamp(c);
+            }
+            if part && pos + m < end {
                 // The contents part inside this node.
                 pos += m;
                 break;
@@ -270,12 +396,15 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
-    /// The backend as SGLang keeps it: one entry per page, named by its whole prefix, with its
-    /// last write's tick; `reserve` drops the oldest pages down to one under 90 % of the cap.
+    /// The backend as SGLang and Mooncake keep it: one entry per page, named by its whole
+    /// prefix, with its last use's tick; a page new to a full store first drops the oldest pages
+    /// (the file backend: down to one under 90 % of the cap; Mooncake: 5 % of them once 90 % full,
+    /// a lookup's pages found being used).
     #[derive(Default)]
     struct Files {
         pages: HashMap<Vec<u32>, u64>,
         clock: u64,
+        mooncake: bool,
     }
 
     impl Files {
@@ -289,11 +418,17 @@ mod tests {
                     out.held += 1;
                     continue;
                 }
-                if let Some(max) = max.filter(|&m| self.pages.len() as u64 >= m) {
-                    let keep = (max as f64 * 0.9) as usize;
+                let full = |m: u64| match self.mooncake {
+                    false => self.pages.len() as u64 >= m,
+                    true => self.pages.len() as f64 >= (m as f64 * 0.9).ceil(),
+                };
+                if let Some(max) = max.filter(|&m| full(m)) {
                     let mut by_age: Vec<(u64, Vec<u32>)> = self.pages.iter().map(|(k, &t)| (t, k.clone())).collect();
                     by_age.sort();
-                    let drop = self.pages.len().saturating_sub(keep.saturating_sub(1));
+                    let drop = match self.mooncake {
+                        false => self.pages.len().saturating_sub(((max as f64 * 0.9) as usize).saturating_sub(1)),
+                        true => (self.pages.len() as f64 * 0.05).ceil() as usize,
+                    };
                     for (_, k) in by_age.into_iter().take(drop) {
                         self.pages.remove(&k);
                     }
@@ -304,9 +439,14 @@ mod tests {
             out
         }
 
-        fn hit(&self, seq: &[u32], page: usize, start: usize, len: usize) -> usize {
+        fn hit(&mut self, seq: &[u32], page: usize, start: usize, len: usize, max: Option<u64>) -> usize {
             let mut hit = 0;
-            while hit + page <= len && self.pages.contains_key(&seq[..start + hit + page]) {
+            while hit + page <= len {
+                let Some(t) = self.pages.get_mut(&seq[..start + hit + page]) else { break };
+                if self.mooncake && max.is_some() {
+                    self.clock += 1;
+                    *t = self.clock;
+                }
                 hit += page;
             }
             hit
@@ -321,7 +461,7 @@ mod tests {
     fn a_write_holds_its_pages_and_not_the_prefix_before_them() {
         let seqs = vec![(0..12).collect::<Vec<u32>>(), [0, 1, 2, 3, 9, 9, 9, 9].to_vec()];
         let t = tokens(&seqs);
-        let mut s = Store::new(2, None);
+        let mut s = Store::new(2, None, Eviction::File);
         assert_eq!(s.write(&t, 0, 4, 10), Written { new: 3, held: 0 });
         // Pages 0..4 were never written: nothing from 0 on, three pages from 4 on.
         assert_eq!(s.hit(&t, 0, 0, 12), 0);
@@ -339,7 +479,7 @@ mod tests {
         let seqs = vec![(0..8).collect::<Vec<u32>>(), (100..108).collect()];
         let t = tokens(&seqs);
         // Ten pages of one token: the eleventh new page keeps 8 of the oldest out.
-        let mut s = Store::new(1, Some(10));
+        let mut s = Store::new(1, Some(10), Eviction::File);
         s.write(&t, 0, 0, 8);
         s.write(&t, 1, 0, 2);
         // Refreshes pages 0..2 of the first sequence: now the newest.
@@ -358,16 +498,19 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
         #[test]
         fn the_trie_holds_what_one_file_per_page_holds(
             seqs in seqs(),
             page in prop::sample::select(vec![1usize, 2, 4]),
             max in prop::option::of(1u64..12),
+            mooncake in any::<bool>(),
             ops in prop::collection::vec((any::<bool>(), 0usize..5, 0usize..24, 0usize..24), 1..40),
         ) {
             let t = tokens(&seqs);
-            let mut s = Store::new(page, max);
-            let mut files = Files::default();
+            let eviction = if mooncake { Eviction::Mooncake } else { Eviction::File };
+            let mut s = Store::new(page, max, eviction);
+            let mut files = Files { mooncake, ..Files::default() };
             for (write, i, a, b) in ops {
                 let i = i % seqs.len();
                 let n = seqs[i].len() - seqs[i].len() % page;
@@ -376,7 +519,7 @@ mod tests {
                 if write {
                     prop_assert_eq!(s.write(&t, i as SeqId, lo, hi), files.write(&seqs[i], page, lo, hi, max));
                 } else {
-                    prop_assert_eq!(s.hit(&t, i as SeqId, lo, hi - lo), files.hit(&seqs[i], page, lo, hi - lo));
+                    prop_assert_eq!(s.hit(&t, i as SeqId, lo, hi - lo), files.hit(&seqs[i], page, lo, hi - lo, max));
                 }
                 prop_assert_eq!(s.pages(), files.pages.len() as u64);
             }

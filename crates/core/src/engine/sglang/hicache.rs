@@ -11,7 +11,7 @@
 //! kept with a warning (0.5.6 refused it).
 
 use crate::cache::hicache::{HostTierConfig, WritePolicy};
-use crate::cache::storage::{PrefetchPolicy, StorageConfig};
+use crate::cache::storage::{Eviction, PrefetchPolicy, StorageConfig};
 use crate::engine::{EngineKind, EngineVersion};
 use crate::error::{Error, Result};
 
@@ -29,6 +29,15 @@ pub const DEFAULT_STORAGE_GBPS: f64 = 5.0;
 pub const DEFAULT_STORAGE_LATENCY_MS: f64 = 0.1;
 /// Faster than any storage link, GB/s: refused as not physical.
 const MAX_STORAGE_GBPS: f64 = 10_000.0;
+/// `--storage-gbps`'s default for the Mooncake Store: one GPU's RDMA NIC as Mooncake's Transfer
+/// Engine measures it (87 GB/s over four 200 Gb/s RoCE NICs, the Mooncake README; one NIC per
+/// GPU assumed).
+pub const DEFAULT_MOONCAKE_GBPS: f64 = 21.75;
+/// `MOONCAKE_GLOBAL_SEGMENT_SIZE`'s default in SGLang 0.5.23 (`srt/environ.py`: "4gb"): the
+/// memory one instance adds to the Mooncake Store, bytes.
+pub const DEFAULT_MOONCAKE_SEGMENT_BYTES: u64 = 4 << 30;
+/// More memory than a Mooncake Store of any cluster holds, bytes: refused as not physical.
+const MAX_MOONCAKE_SEGMENT_BYTES: u64 = 1 << 50;
 
 /// `--hicache-storage-backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -38,6 +47,25 @@ pub enum StorageBackend {
     /// SGLang's `HiCacheFile`: one file per page in a directory of this instance's.
     #[cfg_attr(feature = "clap", value(name = "file"))]
     File,
+    /// The Mooncake Store (`MooncakeStore`): one store for every instance of the run, each adding
+    /// its global segment, read and written over RDMA.
+    #[cfg_attr(feature = "clap", value(name = "mooncake"))]
+    Mooncake,
+}
+
+/// SGLang's reading of `MOONCAKE_GLOBAL_SEGMENT_SIZE` (`MooncakeStoreConfig._parse_segment_size`,
+/// `mem_cache/storage/mooncake_store/mooncake_store.py`, 0.5.23): bytes, or `<N>gb` (GiB).
+pub fn parse_segment_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let bytes = match t.strip_suffix("gb") {
+        Some(n) => n.trim().parse::<f64>().ok().filter(|g| g.is_finite() && *g > 0.0).map(|g| g * (1u64 << 30) as f64),
+        None => t.parse::<u64>().ok().map(|b| b as f64),
+    };
+    match bytes {
+        Some(b) if b >= 1.0 && b <= MAX_MOONCAKE_SEGMENT_BYTES as f64 => Ok(b as u64),
+        Some(_) => Err(format!("{s}: a segment of 1 byte to {} GiB", MAX_MOONCAKE_SEGMENT_BYTES >> 30)),
+        None => Err(format!("{s}: bytes, or a number of GiB with `gb` (SGLang's form: 4gb)")),
+    }
 }
 
 /// The flags as given.
@@ -59,6 +87,8 @@ pub struct HiCacheOptions {
     pub storage_gbps: Option<f64>,
     /// `--storage-latency-ms`: before a query, read or write starts to move data.
     pub storage_latency_ms: Option<f64>,
+    /// `--mooncake-global-segment-size` (SGLang's `MOONCAKE_GLOBAL_SEGMENT_SIZE`), bytes.
+    pub mooncake_segment_bytes: Option<u64>,
 }
 
 /// What the tier's sizing reads from the resolved deployment.
@@ -178,23 +208,32 @@ pub fn resolve(o: &HiCacheOptions, m: &HiCacheMachine) -> Result<Option<HostTier
 }
 
 /// The storage tier the flags ask for under `host` (the host tier resolved from the same flags),
-/// or `None`; refuses a storage flag without its tier and a tier without HiCache.
+/// or `None`; refuses a storage flag without its tier and a tier without HiCache. A page of the
+/// store holds `page_size` tokens of `copies` ranks' KV (every rank's share; one copy for MLA).
 pub fn resolve_storage(
     o: &HiCacheOptions,
     host: Option<&HostTierConfig>,
     page_size: u32,
+    copies: u64,
 ) -> Result<Option<StorageConfig>> {
-    let Some(_backend) = o.storage_backend else {
+    let Some(backend) = o.storage_backend else {
         refuse_stray(
             &[
                 (o.prefetch_policy.is_some(), "--hicache-storage-prefetch-policy"),
                 (o.storage_gbps.is_some(), "--storage-gbps"),
                 (o.storage_latency_ms.is_some(), "--storage-latency-ms"),
+                (o.mooncake_segment_bytes.is_some(), "--mooncake-global-segment-size"),
             ],
             "--hicache-storage-backend",
         )?;
         return Ok(None);
     };
+    if backend != StorageBackend::Mooncake {
+        refuse_stray(
+            &[(o.mooncake_segment_bytes.is_some(), "--mooncake-global-segment-size")],
+            "--hicache-storage-backend mooncake",
+        )?;
+    }
     let Some(host) = host else {
         // `URC.init_hicache` attaches the storage backend; without HiCache there is none.
         return Err(Error::invalid(
@@ -202,7 +241,11 @@ pub fn resolve_storage(
             "needs --enable-hierarchical-cache: the storage tier sits under HiCache's host pool",
         ));
     };
-    let gbps = o.storage_gbps.unwrap_or(DEFAULT_STORAGE_GBPS);
+    let default_gbps = match backend {
+        StorageBackend::File => DEFAULT_STORAGE_GBPS,
+        StorageBackend::Mooncake => DEFAULT_MOONCAKE_GBPS,
+    };
+    let gbps = o.storage_gbps.unwrap_or(default_gbps);
     if !(gbps.is_finite() && gbps > 0.0 && gbps <= MAX_STORAGE_GBPS) {
         return Err(Error::invalid(
             "--storage-gbps",
@@ -215,11 +258,31 @@ pub fn resolve_storage(
     }
     let page_bytes = host.token_bytes_per_rank as f64 * page_size.max(1) as f64;
     let pages_per_s = gbps * 1e9 / page_bytes;
-    Ok(Some(StorageConfig {
+    let base = StorageConfig {
         latency_s: latency_ms / 1e3,
         pages_per_s,
         read_pages_per_s: pages_per_s,
         ..StorageConfig::new(o.prefetch_policy.unwrap_or_default())
+    };
+    Ok(Some(match backend {
+        StorageBackend::File => base,
+        StorageBackend::Mooncake => {
+            // Each rank adds its share of the segment and stores its share of each page.
+            let segment = o.mooncake_segment_bytes.unwrap_or(DEFAULT_MOONCAKE_SEGMENT_BYTES);
+            let pages = segment as f64 / (page_bytes * copies.max(1) as f64);
+            if pages < 1.0 {
+                return Err(Error::invalid(
+                    "--mooncake-global-segment-size",
+                    format!(
+                        "{segment} bytes hold no page: a page of {} token{} takes {:.0} bytes over the instance's ranks",
+                        page_size.max(1),
+                        if page_size > 1 { "s" } else { "" },
+                        page_bytes * copies.max(1) as f64
+                    ),
+                ));
+            }
+            StorageConfig { max_pages: Some(pages as u64), eviction: Eviction::Mooncake, shared: true, ..base }
+        }
     }))
 }
 
@@ -276,23 +339,46 @@ mod tests {
     fn the_storage_tier_needs_its_backend_and_hicache() {
         let host = resolve(&HiCacheOptions { enable: true, ..Default::default() }, &machine()).unwrap().unwrap();
         let stray = HiCacheOptions { prefetch_policy: Some(PrefetchPolicy::BestEffort), ..Default::default() };
-        let e = resolve_storage(&stray, Some(&host), 16).unwrap_err().to_string();
+        let e = resolve_storage(&stray, Some(&host), 16, 1).unwrap_err().to_string();
         assert!(
             e.contains("--hicache-storage-prefetch-policy") && e.contains("without --hicache-storage-backend"),
             "{e}"
         );
         let file = HiCacheOptions { storage_backend: Some(StorageBackend::File), ..Default::default() };
-        assert!(resolve_storage(&file, None, 16).unwrap_err().to_string().contains("--enable-hierarchical-cache"));
+        assert!(resolve_storage(&file, None, 16, 1).unwrap_err().to_string().contains("--enable-hierarchical-cache"));
         // 5 GB/s over pages of 16 tokens × 128 KiB: 2,384 pages a second; the default policy.
-        let s = resolve_storage(&file, Some(&host), 16).unwrap().unwrap();
+        let s = resolve_storage(&file, Some(&host), 16, 1).unwrap().unwrap();
         assert_eq!(s.policy, PrefetchPolicy::Timeout);
         assert!((s.pages_per_s - 5e9 / (16.0 * 131_072.0)).abs() < 1e-9);
         assert!((s.latency_s - 1e-4).abs() < 1e-15);
         for bad in [0.0, -1.0, f64::NAN, 1e9] {
             let o = HiCacheOptions { storage_gbps: Some(bad), ..file };
-            assert!(resolve_storage(&o, Some(&host), 16).unwrap_err().to_string().contains("--storage-gbps"));
+            assert!(resolve_storage(&o, Some(&host), 16, 1).unwrap_err().to_string().contains("--storage-gbps"));
         }
         let o = HiCacheOptions { storage_latency_ms: Some(-1.0), ..file };
-        assert!(resolve_storage(&o, Some(&host), 16).is_err());
+        assert!(resolve_storage(&o, Some(&host), 16, 1).is_err());
+    }
+
+    #[test]
+    fn mooncake_shares_one_store_sized_by_each_instances_segment() {
+        let host = resolve(&HiCacheOptions { enable: true, ..Default::default() }, &machine()).unwrap().unwrap();
+        let mooncake = HiCacheOptions { storage_backend: Some(StorageBackend::Mooncake), ..Default::default() };
+        // 4 GiB over pages of 16 tokens × 128 KiB on 2 ranks: 1,024 pages; 21.75 GB/s a rank.
+        let s = resolve_storage(&mooncake, Some(&host), 16, 2).unwrap().unwrap();
+        assert_eq!((s.max_pages, s.eviction, s.shared), (Some(1024), Eviction::Mooncake, true));
+        assert!((s.pages_per_s - 21.75e9 / (16.0 * 131_072.0)).abs() < 1e-6);
+        let big = HiCacheOptions { mooncake_segment_bytes: Some(parse_segment_size("64gb").unwrap()), ..mooncake };
+        assert_eq!(resolve_storage(&big, Some(&host), 16, 2).unwrap().unwrap().max_pages, Some(16_384));
+        let tiny = HiCacheOptions { mooncake_segment_bytes: Some(1000), ..mooncake };
+        assert!(resolve_storage(&tiny, Some(&host), 16, 2).unwrap_err().to_string().contains("hold no page"));
+        let file = HiCacheOptions { storage_backend: Some(StorageBackend::File), ..big };
+        assert!(resolve_storage(&file, Some(&host), 16, 2).unwrap_err().to_string().contains("without"));
+        // SGLang's forms: bytes, or GiB with `gb`.
+        assert_eq!(parse_segment_size("4gb"), Ok(4 << 30));
+        assert_eq!(parse_segment_size("1073741824"), Ok(1 << 30));
+        assert_eq!(parse_segment_size("0.5GB"), Ok(1 << 29));
+        for bad in ["", "0", "-1gb", "4tb", "nan gb", "1e30"] {
+            assert!(parse_segment_size(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -1,0 +1,68 @@
+//! Storage shared by the instances of a run: SGLang's HiCache over the Mooncake Store
+//! (`--hicache-storage-backend mooncake`) has one store that every instance writes its pages to
+//! and looks them up in, so a prefix computed on one instance is found by the others. The run
+//! owns each shared store and lends it to an instance's storage tier for that instance's
+//! scheduler pass (a plain swap: the tier keeps an empty store between passes). Instances share
+//! a store when their pages are alike (same page size and capacity per instance, i.e. the same
+//! model and parallelism: the store's keys name the model and rank, not the instance); the
+//! capacity is the sum of what each adds.
+
+use super::instance::{Instance, InstanceSpec};
+use crate::cache::hicache::StorageStats;
+use crate::cache::storage::{Eviction, Store};
+
+/// What makes instances' pages alike: page size, pages each adds, eviction.
+type Kind = (usize, Option<u64>, Eviction);
+
+/// The shared stores of a run, and which instance uses which.
+#[derive(Debug, Default)]
+pub struct SharedStores {
+    stores: Vec<Store>,
+    of: Vec<Option<usize>>,
+}
+
+impl SharedStores {
+    /// The stores the instances `specs` share (none for a run of one instance, whose tier keeps
+    /// its store).
+    pub fn new(specs: &[InstanceSpec<'_>]) -> Self {
+        let mut out = Self { stores: Vec::new(), of: vec![None; specs.len()] };
+        if specs.len() < 2 {
+            return out;
+        }
+        // Each kind of instance and the pages the store of that kind holds in all.
+        let mut groups: Vec<(Kind, u64)> = Vec::new();
+        for (i, s) in specs.iter().enumerate() {
+            let Some(c) = s.engine.hicache_storage.filter(|c| c.shared) else { continue };
+            let key = (s.engine.page_size.max(1) as usize, c.max_pages, c.eviction);
+            let g = match groups.iter().position(|(k, _)| *k == key) {
+                Some(g) => g,
+                None => {
+                    groups.push((key, 0));
+                    groups.len() - 1
+                }
+            };
+            groups[g].1 += c.max_pages.unwrap_or(0);
+            out.of[i] = Some(g);
+        }
+        out.stores =
+            groups.iter().map(|&((page, each, eviction), all)| Store::new(page, each.map(|_| all), eviction)).collect();
+        out
+    }
+
+    /// Lends instance `i` its shared store (call again after its pass to take it back).
+    pub fn swap(&mut self, i: usize, x: &mut Instance<'_>) {
+        if let Some(g) = self.of.get(i).copied().flatten() {
+            let swapped = x.cache.storage_swap(&mut self.stores[g]);
+            debug_assert!(swapped, "an instance with a shared store has a storage tier");
+        }
+    }
+
+    /// Adds what the shared stores' writes found to the run's storage figures.
+    pub fn add_to(&self, stats: &mut StorageStats) {
+        for s in &self.stores {
+            let w = s.written();
+            stats.pages_written += w.new;
+            stats.pages_skipped += w.held;
+        }
+    }
+}
