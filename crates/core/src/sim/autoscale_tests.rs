@@ -39,7 +39,7 @@ fn fleet(w: &Workload, sends: &[(u32, f64)], kind: RouterKind, p: &AutoscalePlan
     let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
     let n = p.max_instances as usize;
     let mut router = build(kind, RouterParams::default(), n);
-    let fleet = Fleet { faults: None, autoscale: Some(p) };
+    let fleet = Fleet { faults: None, autoscale: Some(p), store: None };
     drive(w, sends, &Front::of(&c), &vec![spec; n], router.as_mut(), None, fleet, Keep::default(), &|_, _| ())
 }
 
@@ -260,7 +260,7 @@ fn pd_fleet(
     let mut router = build(RouterKind::LeastLoad, RouterParams::default(), pools.max_prefill as usize);
     let mut decode_router = build(RouterKind::LeastLoad, RouterParams::default(), pools.max_decode as usize);
     let pd = Pd { cfg, kv_bytes_per_token: 1000, decode_router: decode_router.as_mut() };
-    let fleet = Fleet { faults: None, autoscale: Some(&plan) };
+    let fleet = Fleet { faults: None, autoscale: Some(&plan), store: None };
     drive(w, sends, &Front::of(&c), &specs, router.as_mut(), Some(pd), fleet, Keep::default(), &|_, _| ())
 }
 

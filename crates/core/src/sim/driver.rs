@@ -12,6 +12,7 @@ use super::instance::{Begun, Instance, InstanceSpec, Sink};
 use super::pool::{Dirty, View};
 use super::shared_store::SharedStores;
 use super::{Front, Keep, LoadStats, RouterStats, SimResult};
+use crate::cache::storage::Store;
 use crate::cache::ReqId;
 use crate::cluster::autoscale::{AutoscalePlan, Rule, ScaleMetric};
 use crate::cluster::faults::FaultPlan;
@@ -124,11 +125,15 @@ impl Origin {
 }
 
 /// What changes the fleet during a run: instance failures and rolling restarts, or an
-/// autoscaler (none by default).
-#[derive(Debug, Clone, Copy, Default)]
+/// autoscaler; and the store its storage tiers start on (none by default).
+#[derive(Debug, Default)]
 pub struct Fleet<'p> {
     pub faults: Option<&'p FaultPlan>,
     pub autoscale: Option<&'p AutoscalePlan>,
+    /// Every storage tier's store, another run's, left in it at the end without the writes still
+    /// in flight (never done, as in a run's own store). It holds views into the workload's
+    /// sequences: give it one filled by a run of the same workload.
+    pub store: Option<&'p mut Store>,
 }
 
 /// The metric `m` of one instance now, as its engine's gauge reads.
@@ -252,7 +257,8 @@ pub fn drive(
         x
     };
     let mut inst: Vec<Instance> = (0..specs.len()).map(make).collect();
-    let mut shared = SharedStores::new(specs);
+    let mut store = fleet.store;
+    let mut shared = SharedStores::new(specs, store.as_deref_mut().map(std::mem::take));
     // Instance `i` as it starts again after a stop: empty.
     let fresh = make;
     let mut kv_events: Vec<(u32, bool)> = Vec::new();
@@ -712,6 +718,10 @@ pub fn drive(
     }
     if let Some(st) = hicache.as_mut().and_then(|h| h.storage.as_mut()) {
         shared.add_to(st);
+    }
+    if let Some(store) = store {
+        *store = shared.into_store();
+        store.drop_pending();
     }
     let (faults, migrations) = faults.map(|f| (f.records, f.migrations)).unwrap_or_default();
     let scaling = scaler.map(|s| ScaleLog { syncs: s.syncs, changes: s.changes }).unwrap_or_default();

@@ -38,7 +38,7 @@ fn cluster(w: &Workload, sends: &[(u32, f64)], n: usize, kind: RouterKind, fault
         &vec![spec; n],
         router.as_mut(),
         None,
-        Fleet { faults: Some(faults), autoscale: None },
+        Fleet { faults: Some(faults), autoscale: None, store: None },
         Keep::default(),
         &|_, _| (),
     )

@@ -174,22 +174,23 @@ pub const KV_FULL_SHARE: f64 = 0.95;
 
 /// Runs `sends` — (request, send time) in send order — through one instance.
 pub fn run(w: &Workload, sends: &[(u32, f64)], cfg: &SimConfig, cost: &dyn CostModel, keep: Keep) -> SimResult {
-    run_with_progress(w, sends, cfg, cost, keep, &|_, _| ())
+    run_in(w, sends, cfg, cost, keep, Fleet::default())
 }
 
-/// [`run`], calling `progress(requests done (completed or rejected), simulated time)` after each
-/// step that finished one.
-pub fn run_with_progress(
+/// [`run`] in `fleet`: with failures, an autoscaler, or a store left by another run for the
+/// storage tier to start on ([`Fleet::store`] — as a second instance started on the directory or
+/// Mooncake Store a first one filled finds it).
+pub fn run_in(
     w: &Workload,
     sends: &[(u32, f64)],
     cfg: &SimConfig,
     cost: &dyn CostModel,
     keep: Keep,
-    progress: &dyn Fn(u64, f64),
+    fleet: Fleet<'_>,
 ) -> SimResult {
     let spec = InstanceSpec { role: Role::Unified, engine: cfg.engine, cache: cfg.cache, cost };
     let mut router = crate::cluster::router::build(RouterKind::RoundRobin, Default::default(), 1);
-    drive(w, sends, &Front::of(cfg), &[spec], router.as_mut(), None, Fleet::default(), keep, progress)
+    drive(w, sends, &Front::of(cfg), &[spec], router.as_mut(), None, fleet, keep, &|_, _| ())
 }
 
 /// The serving side's front: the client's limits and the engine frontend's checks.
@@ -269,7 +270,7 @@ pub fn simulate_with_progress(
             let n = cfg.autoscale.as_ref().map_or(cl.instances, |a| a.max_instances);
             let specs = vec![unified; n as usize];
             let mut router = crate::cluster::router::build(cl.router, cl.router_params, specs.len());
-            let fleet = Fleet { faults: cfg.faults.as_ref(), autoscale: cfg.autoscale.as_ref() };
+            let fleet = Fleet { faults: cfg.faults.as_ref(), autoscale: cfg.autoscale.as_ref(), store: None };
             drive(w, &sends, &front, &specs, router.as_mut(), None, fleet, keep, &progress)
         }
         Some(pd) => {
@@ -296,7 +297,7 @@ pub fn simulate_with_progress(
             let mut decode_router =
                 crate::cluster::router::build(cl.decode_router, cl.router_params, pd.decode as usize);
             let pd = Pd { cfg: pd, kv_bytes_per_token: cfg.kv_bytes_per_token, decode_router: decode_router.as_mut() };
-            let fleet = Fleet { faults: None, autoscale: cfg.autoscale.as_ref() };
+            let fleet = Fleet { faults: None, autoscale: cfg.autoscale.as_ref(), store: None };
             drive(w, &sends, &front, &specs, router.as_mut(), Some(pd), fleet, keep, &progress)
         }
     };

@@ -23,9 +23,16 @@ pub struct SharedStores {
 
 impl SharedStores {
     /// The stores the instances `specs` share (none for a run of one instance, whose tier keeps
-    /// its store).
-    pub fn new(specs: &[InstanceSpec<'_>]) -> Self {
+    /// its store), or `given` for every instance with a storage tier.
+    pub fn new(specs: &[InstanceSpec<'_>], given: Option<Store>) -> Self {
         let mut out = Self { stores: Vec::new(), of: vec![None; specs.len()] };
+        if let Some(store) = given {
+            for (i, s) in specs.iter().enumerate() {
+                out.of[i] = s.engine.hicache_storage.map(|_| 0);
+            }
+            out.stores.push(store);
+            return out;
+        }
         if specs.len() < 2 {
             return out;
         }
@@ -55,6 +62,11 @@ impl SharedStores {
             let swapped = x.cache.storage_swap(&mut self.stores[g]);
             debug_assert!(swapped, "an instance with a shared store has a storage tier");
         }
+    }
+
+    /// The first store (the one given), its writes in flight landed.
+    pub fn into_store(self) -> Store {
+        self.stores.into_iter().next().unwrap_or_default()
     }
 
     /// Adds what the shared stores' writes found to the run's storage figures.

@@ -63,6 +63,13 @@ pub enum Eviction {
     Mooncake,
 }
 
+impl Default for Store {
+    /// An empty, unbounded store of one-token pages.
+    fn default() -> Self {
+        Self::new(1, None, Eviction::File)
+    }
+}
+
 /// A write submitted, landing at `done` (ordered by `done`, then by submission).
 #[derive(Debug, Clone, Copy)]
 struct Pending {
@@ -148,6 +155,11 @@ impl Store {
     pub fn submit(&mut self, done: f64, seq: SeqId, from: usize, to: usize) {
         self.submitted += 1;
         self.pending.push(Reverse(Pending { done, n: self.submitted, seq, from, to }));
+    }
+
+    /// Forgets the writes in flight (a run that ends before they are done).
+    pub fn drop_pending(&mut self) {
+        self.pending.clear();
     }
 
     /// Lands the writes done by `now`, in the order they were submitted.
