@@ -381,6 +381,23 @@ pub struct RunArgs {
         help_heading = "Engine"
     )]
     pub mooncake_global_segment_size: Option<u64>,
+    /// With --hicache-storage-backend: SGLang's --hicache-storage-backend-extra-config, JSON or
+    /// @file (.json, .toml). Read: prefetch_threshold (least lookup and hit, default 256 tokens),
+    /// prefetch_timeout_base (1 s) and prefetch_timeout_per_ki_token (0.25 s) of the timeout
+    /// policy, and the file backend's max_size (bytes one rank's files take, e.g. "200G"; the
+    /// least recently written pages go first); where-the-store-lives keys are read past, others
+    /// refused.
+    #[arg(long, value_name = "JSON|@FILE", value_parser = cachesim::engine::sglang::storage_extra::parse, help_heading = "Engine")]
+    pub hicache_storage_backend_extra_config: Option<cachesim::engine::sglang::storage_extra::StorageExtra>,
+    /// With --hicache-storage-backend: scheduling passes a lookup that found too little (or was
+    /// held back) waits before it is tried again (SGLang --hicache-storage-prefetch-retry-poll-interval;
+    /// default 8, 0: never again).
+    #[arg(allow_negative_numbers = true, long, value_name = "PASSES", help_heading = "Engine")]
+    pub hicache_storage_prefetch_retry_poll_interval: Option<u64>,
+    /// With --hicache-storage-backend: tries again per queued request (SGLang
+    /// --hicache-storage-prefetch-retry-max-attempts; default 8).
+    #[arg(allow_negative_numbers = true, long, value_name = "N", help_heading = "Engine")]
+    pub hicache_storage_prefetch_retry_max_attempts: Option<u32>,
     /// vLLM v1: serve LoRA adapters (vLLM --enable-lora, vllm@0.33; dense models). A request
     /// names one by the trace's `lora` key, or draws one of --lora-modules; a batch holds the
     /// adapters of at most --max-loras, requests of another one waiting; a step with an adapter
@@ -1037,6 +1054,9 @@ impl RunArgs {
                 storage_gbps: self.storage_gbps,
                 storage_latency_ms: self.storage_latency_ms,
                 mooncake_segment_bytes: self.mooncake_global_segment_size,
+                extra: self.hicache_storage_backend_extra_config,
+                retry_interval: self.hicache_storage_prefetch_retry_poll_interval,
+                retry_max: self.hicache_storage_prefetch_retry_max_attempts,
             },
             hybrid: cachesim::engine::vllm_hybrid::HybridOptions {
                 disable: self.disable_hybrid_kv_cache_manager,

@@ -404,6 +404,25 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
+        what: "a storage extra config that is not JSON",
+        args: &["--hicache-storage-backend-extra-config", "{threshold: 1}"],
+        cut: None,
+    },
+    Case {
+        what: "a storage extra config key that is not modelled",
+        args: &["--hicache-storage-backend-extra-config", r#"{"eviction_ratio": 0.5}"#],
+        cut: None,
+    },
+    Case {
+        what: "the file backend's cap on the Mooncake Store",
+        args: &[
+            "--engine=sglang",
+            "--hicache-storage-backend=mooncake",
+            r#"--hicache-storage-backend-extra-config={"max_size":1}"#,
+        ],
+        cut: None,
+    },
+    Case {
         what: "a retention interval that is not a multiple of the block size",
         args: &["--model", "gpt-oss-20b", "--prefix-cache-retention-interval", "24"],
         cut: None,

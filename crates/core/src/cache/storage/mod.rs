@@ -99,7 +99,8 @@ impl StorageConfig {
         let store = match (self.eviction, self.max_pages) {
             (Eviction::Mooncake, Some(max)) => format!("mooncake, shared, {max} pages per instance"),
             (Eviction::Mooncake, None) => "mooncake, shared".to_string(),
-            (Eviction::File, _) => "file".to_string(),
+            (Eviction::File, Some(max)) => format!("file, {max} pages"),
+            (Eviction::File, None) => "file".to_string(),
         };
         format!(
             "storage tier ({store}) · prefetch {} · {:.0} pages/s · latency {:.2} ms",
@@ -586,6 +587,10 @@ impl StorageTier {
                 return true;
             }
             if attempts.get(&id).copied().unwrap_or(0) >= max {
+                return false;
+            }
+            if interval == 0 {
+                // No paced retries.
                 return false;
             }
             let due = *r.due.get_or_insert(step + interval);

@@ -12,6 +12,7 @@
 
 use crate::cache::hicache::{HostTierConfig, WritePolicy};
 use crate::cache::storage::{Eviction, PrefetchPolicy, StorageConfig};
+use crate::engine::sglang::storage_extra::StorageExtra;
 use crate::engine::{EngineKind, EngineVersion};
 use crate::error::{Error, Result};
 
@@ -89,6 +90,11 @@ pub struct HiCacheOptions {
     pub storage_latency_ms: Option<f64>,
     /// `--mooncake-global-segment-size` (SGLang's `MOONCAKE_GLOBAL_SEGMENT_SIZE`), bytes.
     pub mooncake_segment_bytes: Option<u64>,
+    /// `--hicache-storage-backend-extra-config`, as read.
+    pub extra: Option<StorageExtra>,
+    /// `--hicache-storage-prefetch-retry-poll-interval` and `-max-attempts`.
+    pub retry_interval: Option<u64>,
+    pub retry_max: Option<u32>,
 }
 
 /// What the tier's sizing reads from the resolved deployment.
@@ -223,11 +229,21 @@ pub fn resolve_storage(
                 (o.storage_gbps.is_some(), "--storage-gbps"),
                 (o.storage_latency_ms.is_some(), "--storage-latency-ms"),
                 (o.mooncake_segment_bytes.is_some(), "--mooncake-global-segment-size"),
+                (o.extra.is_some(), "--hicache-storage-backend-extra-config"),
+                (o.retry_interval.is_some(), "--hicache-storage-prefetch-retry-poll-interval"),
+                (o.retry_max.is_some(), "--hicache-storage-prefetch-retry-max-attempts"),
             ],
             "--hicache-storage-backend",
         )?;
         return Ok(None);
     };
+    let extra = o.extra.unwrap_or_default();
+    if backend != StorageBackend::File && extra.max_size_bytes.is_some() {
+        return Err(Error::invalid(
+            "--hicache-storage-backend-extra-config",
+            "max_size is the file backend's cap (the Mooncake Store's is --mooncake-global-segment-size)",
+        ));
+    }
     if backend != StorageBackend::Mooncake {
         refuse_stray(
             &[(o.mooncake_segment_bytes.is_some(), "--mooncake-global-segment-size")],
@@ -258,14 +274,36 @@ pub fn resolve_storage(
     }
     let page_bytes = host.token_bytes_per_rank as f64 * page_size.max(1) as f64;
     let pages_per_s = gbps * 1e9 / page_bytes;
+    let page = page_size.max(1) as usize;
+    let defaults = StorageConfig::new(o.prefetch_policy.unwrap_or_default());
     let base = StorageConfig {
+        // The controller keeps `max(prefetch_threshold, page_size)`.
+        threshold: extra.prefetch_threshold.map_or(defaults.threshold, |t| t as usize).max(page),
+        timeout_base_s: extra.prefetch_timeout_base_s.unwrap_or(defaults.timeout_base_s),
+        // `prefetch_timeout_per_page = page_size / 1024 × prefetch_timeout_per_ki_token`.
+        timeout_per_page_s: page as f64 / 1024.0 * extra.prefetch_timeout_per_ki_token_s.unwrap_or(0.25),
+        retry_interval: o.retry_interval.unwrap_or(defaults.retry_interval),
+        retry_max: o.retry_max.unwrap_or(defaults.retry_max),
         latency_s: latency_ms / 1e3,
         pages_per_s,
         read_pages_per_s: pages_per_s,
-        ..StorageConfig::new(o.prefetch_policy.unwrap_or_default())
+        ..defaults
     };
     Ok(Some(match backend {
-        StorageBackend::File => base,
+        StorageBackend::File => match extra.max_size_bytes {
+            None => base,
+            // Each rank's evictor caps the files it owns: its share of each page.
+            Some(bytes) => {
+                let pages = (bytes as f64 / page_bytes) as u64;
+                if pages == 0 {
+                    return Err(Error::invalid(
+                        "--hicache-storage-backend-extra-config",
+                        format!("max_size {bytes} bytes holds no page of one rank ({page_bytes:.0} bytes)"),
+                    ));
+                }
+                StorageConfig { max_pages: Some(pages), ..base }
+            }
+        },
         StorageBackend::Mooncake => {
             // Each rank adds its share of the segment and stores its share of each page.
             let segment = o.mooncake_segment_bytes.unwrap_or(DEFAULT_MOONCAKE_SEGMENT_BYTES);
@@ -380,5 +418,29 @@ mod tests {
         for bad in ["", "0", "-1gb", "4tb", "nan gb", "1e30"] {
             assert!(parse_segment_size(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_extra_config_and_the_retry_flags_reach_the_tier() {
+        use crate::engine::sglang::storage_extra::parse;
+        let host = resolve(&HiCacheOptions { enable: true, ..Default::default() }, &machine()).unwrap().unwrap();
+        let file = HiCacheOptions { storage_backend: Some(StorageBackend::File), ..Default::default() };
+        // Defaults at pages of 16 tokens: the per-page timeout is 16/1024 of 0.25 s.
+        let s = resolve_storage(&file, Some(&host), 16, 1).unwrap().unwrap();
+        assert_eq!((s.threshold, s.retry_interval, s.retry_max, s.max_pages), (256, 8, 8, None));
+        assert!((s.timeout_per_page_s - 16.0 / 1024.0 * 0.25).abs() < 1e-15);
+        let extra =
+            parse(r#"{"prefetch_threshold": 8, "prefetch_timeout_per_ki_token": 1, "max_size": "1Gi"}"#).unwrap();
+        let o = HiCacheOptions { extra: Some(extra), retry_interval: Some(0), retry_max: Some(2), ..file };
+        let s = resolve_storage(&o, Some(&host), 16, 1).unwrap().unwrap();
+        // The threshold is at least a page; 1 GiB over 16 × 128 KiB pages: 512 of them.
+        assert_eq!((s.threshold, s.retry_interval, s.retry_max, s.max_pages), (16, 0, 2, Some(512)));
+        assert!((s.timeout_per_page_s - 16.0 / 1024.0).abs() < 1e-15);
+        let tiny = HiCacheOptions { extra: Some(parse(r#"{"max_size": 1000}"#).unwrap()), ..file };
+        assert!(resolve_storage(&tiny, Some(&host), 16, 1).unwrap_err().to_string().contains("holds no page"));
+        let mooncake = HiCacheOptions { storage_backend: Some(StorageBackend::Mooncake), ..o };
+        assert!(resolve_storage(&mooncake, Some(&host), 16, 1).unwrap_err().to_string().contains("max_size"));
+        let stray = HiCacheOptions { retry_max: Some(2), ..Default::default() };
+        assert!(resolve_storage(&stray, Some(&host), 16, 1).unwrap_err().to_string().contains("retry-max-attempts"));
     }
 }

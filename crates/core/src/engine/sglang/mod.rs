@@ -13,6 +13,7 @@ pub mod hicache;
 pub mod launch;
 pub mod memory;
 pub mod priority;
+pub mod storage_extra;
 
 use super::frontend::FailReason;
 use super::{EngineConfig, ReqRt, SchedulePolicy, Scheduler, Step};
