@@ -31,8 +31,9 @@ use super::ReqId;
 use crate::workload::{SeqId, TokenStore};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use store::Timed;
 pub use store::{Eviction, Store};
 
 /// `--hicache-storage-prefetch-policy`.
@@ -152,31 +153,6 @@ struct Prefetch {
     id: u64,
 }
 
-/// A write in flight: done at `done`, the `n`-th submitted; ordered by `done`, then `n`.
-#[derive(Debug, Clone, Copy)]
-struct Flight {
-    done: f64,
-    n: u64,
-    io: Io,
-}
-
-impl PartialEq for Flight {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for Flight {}
-impl PartialOrd for Flight {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Flight {
-    fn cmp(&self, o: &Self) -> Ordering {
-        self.done.total_cmp(&o.done).then(self.n.cmp(&o.n))
-    }
-}
-
 #[derive(Debug, Clone, Copy)]
 enum Io {
     Query {
@@ -202,13 +178,11 @@ enum Io {
 struct Retry {
     due: Option<u64>,
     hit_end: Option<usize>,
-    /// Its request is in the waiting queue (an admitted request's retry stays, unreachable).
-    queued: bool,
 }
 
 impl Retry {
     fn new(hit_end: Option<usize>) -> Self {
-        Self { due: None, hit_end, queued: true }
+        Self { due: None, hit_end }
     }
 }
 
@@ -226,7 +200,7 @@ pub struct StorageTier {
     /// what), in submission order.
     io: VecDeque<(u64, f64, Io)>,
     /// Writes in flight (every host write's pages: many), soonest done first.
-    writes: BinaryHeap<Reverse<Flight>>,
+    writes: BinaryHeap<Reverse<Timed<Io>>>,
     /// Writes submitted so far (their order when several land at one pass).
     write_count: u64,
     /// Done I/O to drain: query hits (request, lookup, hit), reads, write acknowledgements.
@@ -239,7 +213,14 @@ pub struct StorageTier {
     next_id: u64,
     /// `prefetch_tokens_occupied`.
     occupied: u64,
+    /// The paced retries of requests in the waiting queue, and those of requests admitted since
+    /// (SGLang keeps them, out of the queue's reach: they only keep `pop_ready`'s walk going),
+    /// with the least pass at which one of those does (`u64::MAX`: none).
     retries: FxHashMap<ReqId, Retry>,
+    parked: FxHashMap<ReqId, Retry>,
+    parked_open: u64,
+    /// A bit per request, set while the retries due at a pass are placed in the queue.
+    due_bits: Vec<u64>,
     retry_step: u64,
     /// Per request: re-issues so far, the match at its last lookup, when its timeout's clock
     /// started, and whether its deadline passed.
@@ -274,6 +255,9 @@ impl StorageTier {
             next_id: 0,
             occupied: 0,
             retries: FxHashMap::default(),
+            parked: FxHashMap::default(),
+            parked_open: u64::MAX,
+            due_bits: Vec::new(),
             retry_step: 0,
             attempts: FxHashMap::default(),
             last_match: FxHashMap::default(),
@@ -299,7 +283,7 @@ impl StorageTier {
             // The store lands it when done; this instance sees its acknowledgement then.
             self.store.submit(done, seq, from, to);
             self.write_count += 1;
-            self.writes.push(Reverse(Flight { done, n: self.write_count, io }));
+            self.writes.push(Reverse(Timed { done, n: self.write_count, item: io }));
         } else {
             self.io.push_back((self.pass, done, io));
         }
@@ -341,12 +325,12 @@ impl StorageTier {
         let landed: Vec<Io> = {
             // Every write in flight was submitted in an earlier pass (this one has just begun):
             // those done by now land, in submission order.
-            let mut done: Vec<Flight> = Vec::new();
+            let mut done: Vec<Timed<Io>> = Vec::new();
             while self.writes.peek().is_some_and(|w| w.0.done <= now) {
                 done.push(self.writes.pop().expect("peeked").0);
             }
             done.sort_unstable_by_key(|f| f.n);
-            let mut out: Vec<Io> = done.into_iter().map(|f| f.io).collect();
+            let mut out: Vec<Io> = done.into_iter().map(|f| f.item).collect();
             let mut keep = VecDeque::with_capacity(self.io.len());
             for item in self.io.drain(..) {
                 if due(&item) {
@@ -568,24 +552,21 @@ impl StorageTier {
     pub fn due_retries(&mut self, waiting: &[ReqId], out: &mut Vec<(ReqId, Option<usize>)>) {
         self.retry_step += 1;
         let Some(&head) = waiting.first() else { return };
-        if self.retries.is_empty() {
+        if self.retries.is_empty() && self.parked.is_empty() {
             return;
         }
         self.retries.remove(&head);
         let step = self.retry_step;
-        if !self.retries.values().any(|r| r.due.is_none_or(|d| d <= step)) {
+        if self.parked_open > step && !self.retries.values().any(|r| r.due.is_none_or(|d| d <= step)) {
             return;
         }
         debug_assert!(
-            self.retries.iter().all(|(id, r)| r.queued == waiting.contains(id)),
-            "a retry's request is in the queue exactly when the tier says so"
+            self.retries.keys().all(|id| waiting.contains(id)) && !self.parked.keys().any(|id| waiting.contains(id)),
+            "the retries of queued requests, and only those, are walked"
         );
         let first = out.len();
         let (max, interval, attempts) = (self.cfg.retry_max, self.cfg.retry_interval, &mut self.attempts);
         self.retries.retain(|&id, r| {
-            if !r.queued {
-                return true;
-            }
             if attempts.get(&id).copied().unwrap_or(0) >= max {
                 return false;
             }
@@ -603,18 +584,32 @@ impl StorageTier {
         });
         let due = &mut out[first..];
         if due.len() > 1 {
-            let mut place: FxHashMap<ReqId, usize> = due.iter().map(|&(id, _)| (id, usize::MAX)).collect();
-            let mut left = due.len();
-            for (i, id) in waiting.iter().enumerate() {
-                if let Some(p) = place.get_mut(id) {
-                    *p = i;
-                    left -= 1;
-                    if left == 0 {
+            // Their places in the queue: one pass over it, until all are found, reading a bit
+            // per request.
+            for &(id, _) in due.iter() {
+                let (w, b) = (id as usize / 64, id % 64);
+                if self.due_bits.len() <= w {
+                    self.due_bits.resize(w + 1, 0);
+                }
+                self.due_bits[w] |= 1 << b;
+            }
+            let mut place: Vec<(ReqId, usize)> = Vec::with_capacity(due.len());
+            for (i, &id) in waiting.iter().enumerate() {
+                let (w, b) = (id as usize / 64, id % 64);
+                if self.due_bits.get(w).is_some_and(|x| x >> b & 1 == 1) {
+                    place.push((id, i));
+                    if place.len() == due.len() {
                         break;
                     }
                 }
             }
-            due.sort_unstable_by_key(|(id, _)| place[id]);
+            for &(id, _) in due.iter() {
+                self.due_bits[id as usize / 64] = 0;
+            }
+            place.sort_unstable();
+            due.sort_unstable_by_key(|(id, _)| {
+                place.binary_search_by_key(id, |&(x, _)| x).map_or(usize::MAX, |k| place[k].1)
+            });
         }
     }
 
@@ -692,9 +687,16 @@ impl StorageTier {
     /// retry it has stays, out of the queue.
     pub fn admitted(&mut self, req: ReqId) {
         self.wait_since.remove(&req);
-        if let Some(r) = self.retries.get_mut(&req) {
-            r.queued = false;
+        if let Some(r) = self.retries.remove(&req) {
+            // Open from the pass it was due at (an unarmed one: at once).
+            self.parked_open = self.parked_open.min(r.due.unwrap_or(0));
+            self.parked.insert(req, r);
         }
+    }
+
+    /// The least pass at which a parked retry keeps `pop_ready`'s walk going.
+    fn reopen(&mut self) {
+        self.parked_open = self.parked.values().map(|r| r.due.unwrap_or(0)).min().unwrap_or(u64::MAX);
     }
 
     /// Request `req` left the queue aborted (`release_aborted_request`): its lookup is revoked,
@@ -702,6 +704,9 @@ impl StorageTier {
     pub fn dropped(&mut self, tree: &mut RadixTree, req: ReqId) {
         self.revoke(tree, req);
         self.retries.remove(&req);
+        if self.parked.remove(&req).is_some() {
+            self.reopen();
+        }
         self.attempts.remove(&req);
         self.last_match.remove(&req);
         self.wait_since.remove(&req);
@@ -728,8 +733,9 @@ impl StorageTier {
     pub fn requeued(&mut self, req: ReqId) {
         self.attempts.remove(&req);
         self.last_match.remove(&req);
-        if let Some(r) = self.retries.get_mut(&req) {
-            r.queued = true;
+        if let Some(r) = self.parked.remove(&req) {
+            self.retries.insert(req, r);
+            self.reopen();
         }
     }
 }

@@ -70,31 +70,38 @@ impl Default for Store {
     }
 }
 
-/// A write submitted, landing at `done` (ordered by `done`, then by submission).
+/// Something in flight: done at `done`, the `n`-th submitted; ordered by `done`, then `n` (a
+/// min-heap of them, in `Reverse`, yields the soonest done, the earliest submitted first).
 #[derive(Debug, Clone, Copy)]
-struct Pending {
-    done: f64,
-    n: u64,
-    seq: SeqId,
-    from: usize,
-    to: usize,
+pub struct Timed<T> {
+    pub done: f64,
+    pub n: u64,
+    pub item: T,
 }
 
-impl PartialEq for Pending {
+impl<T> PartialEq for Timed<T> {
     fn eq(&self, o: &Self) -> bool {
         self.cmp(o) == std::cmp::Ordering::Equal
     }
 }
-impl Eq for Pending {}
-impl PartialOrd for Pending {
+impl<T> Eq for Timed<T> {}
+impl<T> PartialOrd for Timed<T> {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for Pending {
+impl<T> Ord for Timed<T> {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         self.done.total_cmp(&o.done).then(self.n.cmp(&o.n))
     }
+}
+
+/// A write submitted: pages `from..to` of `seq`.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    seq: SeqId,
+    from: usize,
+    to: usize,
 }
 
 /// The pages a write found new and already held.
@@ -119,7 +126,7 @@ pub struct Store {
     /// since been refreshed, split or evicted are stale and skipped).
     lru: BinaryHeap<Reverse<(u64, Id)>>,
     /// Writes in flight, soonest done first, and how many were submitted.
-    pending: BinaryHeap<Reverse<Pending>>,
+    pending: BinaryHeap<Reverse<Timed<Pending>>>,
     submitted: u64,
     /// What the writes landed so far found.
     written: Written,
@@ -154,7 +161,7 @@ impl Store {
     /// Submits a write of pages `from..to` of `seq`, done at `done`.
     pub fn submit(&mut self, done: f64, seq: SeqId, from: usize, to: usize) {
         self.submitted += 1;
-        self.pending.push(Reverse(Pending { done, n: self.submitted, seq, from, to }));
+        self.pending.push(Reverse(Timed { done, n: self.submitted, item: Pending { seq, from, to } }));
     }
 
     /// Forgets the writes in flight (a run that ends before they are done).
@@ -167,12 +174,12 @@ impl Store {
         if self.pending.peek().is_none_or(|p| p.0.done > now) {
             return;
         }
-        let mut done: Vec<Pending> = Vec::new();
+        let mut done: Vec<Timed<Pending>> = Vec::new();
         while self.pending.peek().is_some_and(|p| p.0.done <= now) {
             done.push(self.pending.pop().expect("peeked").0);
         }
         done.sort_unstable_by_key(|p| p.n);
-        for p in done {
+        for Timed { item: p, .. } in done {
             let w = self.write(store, p.seq, p.from, p.to);
             self.written.new += w.new;
             self.written.held += w.held;
