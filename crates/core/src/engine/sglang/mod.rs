@@ -148,6 +148,9 @@ impl Sglang {
             p.forget(id);
         }
         self.aborted.push((id, FailReason::QueueFull, priority::QUEUE_FULL));
+        // A retracted request aborted here may hold a storage retry (SGLang's
+        // `_release_aborted_request` cancels it).
+        self.dropped.push(id);
         false
     }
 
