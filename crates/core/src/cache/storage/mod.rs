@@ -593,12 +593,13 @@ impl StorageTier {
                 }
                 self.due_bits[w] |= 1 << b;
             }
-            let mut place: Vec<(ReqId, usize)> = Vec::with_capacity(due.len());
-            for (i, &id) in waiting.iter().enumerate() {
+            // Found in queue order.
+            let mut order: Vec<ReqId> = Vec::with_capacity(due.len());
+            for &id in waiting {
                 let (w, b) = (id as usize / 64, id % 64);
                 if self.due_bits.get(w).is_some_and(|x| x >> b & 1 == 1) {
-                    place.push((id, i));
-                    if place.len() == due.len() {
+                    order.push(id);
+                    if order.len() == due.len() {
                         break;
                     }
                 }
@@ -606,10 +607,7 @@ impl StorageTier {
             for &(id, _) in due.iter() {
                 self.due_bits[id as usize / 64] = 0;
             }
-            place.sort_unstable();
-            due.sort_unstable_by_key(|(id, _)| {
-                place.binary_search_by_key(id, |&(x, _)| x).map_or(usize::MAX, |k| place[k].1)
-            });
+            due.sort_unstable_by_key(|(id, _)| order.iter().position(|x| x == id).unwrap_or(usize::MAX));
         }
     }
 
