@@ -442,6 +442,16 @@ pub struct RunArgs {
     /// reaches; `None` keeps every one.
     #[arg(long, value_name = "TOKENS|None", allow_negative_numbers = true, help_heading = "Engine")]
     pub prefix_cache_retention_interval: Option<cachesim::engine::vllm_hybrid::Retention>,
+    /// SGLang 0.5, models with sliding-window layers (gpt-oss, Llama 4): window-pool slots per
+    /// full-attention slot, in (0, 1] (SGLang --swa-full-tokens-ratio) [default: 0.8]. SGLang
+    /// keeps the window layers' KV in a pool of its own, freed as requests slide past it
+    /// (docs/engines/sglang-swa.md).
+    #[arg(allow_negative_numbers = true, long, value_name = "RATIO", help_heading = "Engine")]
+    pub swa_full_tokens_ratio: Option<f64>,
+    /// SGLang, models with sliding-window layers: one pool, every layer cached as full attention
+    /// (SGLang --disable-hybrid-swa-memory).
+    #[arg(long, help_heading = "Engine")]
+    pub disable_hybrid_swa_memory: bool,
     /// SGLang (0.5.3 on; sglang@0.5): serve waiting requests by their `priority` (the trace's
     /// key, or --priority-mix), higher values first, then by queue entry; a waiting request
     /// whose priority beats running ones by more than --priority-scheduling-preemption-threshold
@@ -1062,6 +1072,10 @@ impl RunArgs {
                 disable: self.disable_hybrid_kv_cache_manager,
                 retention: self.prefix_cache_retention_interval,
             },
+            sglang_swa: cachesim::engine::sglang::swa::SwaOptions {
+                ratio: self.swa_full_tokens_ratio,
+                disable: self.disable_hybrid_swa_memory,
+            },
             sglang_priority: cachesim::engine::sglang::priority::PriorityOptions {
                 enable: self.enable_priority_scheduling,
                 low_values_first: self.schedule_low_priority_values_first,
@@ -1293,7 +1307,14 @@ impl CacheArgs {
         let mut out = Vec::new();
         for &cap in &self.capacity_tokens {
             for &policy in &self.policy.0 {
-                let spec = CacheSpec { policy, block_size: None, page_size: None, capacity_tokens: cap, hybrid: None };
+                let spec = CacheSpec {
+                    policy,
+                    block_size: None,
+                    page_size: None,
+                    capacity_tokens: cap,
+                    hybrid: None,
+                    swa: None,
+                };
                 let caches: Vec<CacheSpec> = match policy {
                     Policy::Paged => self.block.iter().map(|&b| CacheSpec { block_size: Some(b), ..spec }).collect(),
                     Policy::Radix => self.page_size.iter().map(|&p| CacheSpec { page_size: Some(p), ..spec }).collect(),

@@ -458,6 +458,36 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
+        what: "SGLang's window pool on vLLM",
+        args: &["--model", "gpt-oss-20b", "--swa-full-tokens-ratio", "0.5"],
+        cut: None,
+    },
+    Case {
+        what: "a window-pool ratio above 1",
+        args: &["--engine", "sglang", "--model", "gpt-oss-20b", "--swa-full-tokens-ratio", "1.5"],
+        cut: None,
+    },
+    Case {
+        what: "a window-pool ratio on a model without one",
+        args: &["--engine", "sglang", "--model", "gemma-3-27b", "--swa-full-tokens-ratio", "0.5"],
+        cut: None,
+    },
+    Case {
+        what: "a window pool smaller than the window",
+        args: &["--engine", "sglang", "--model", "gpt-oss-20b", "--max-total-tokens", "150"],
+        cut: None,
+    },
+    Case {
+        what: "SGLang's window pool with the radix cache off",
+        args: &["--engine", "sglang", "--model", "gpt-oss-20b", "--policy", "none"],
+        cut: None,
+    },
+    Case {
+        what: "HiCache under SGLang's window pool",
+        args: &["--engine", "sglang", "--model", "gpt-oss-20b", "--enable-hierarchical-cache"],
+        cut: None,
+    },
+    Case {
         what: "a model file with sliding layers and no window",
         args: &["--model-file", "no-window.toml"],
         cut: None,

@@ -67,6 +67,7 @@ fn replay(path: &Path) -> String {
             page_size: None,
             capacity_tokens: Some((json_num(&c, "num_gpu_blocks") - 1) * block),
             hybrid: Some(layout),
+            swa: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,

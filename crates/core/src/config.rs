@@ -98,6 +98,8 @@ pub struct RunOptions {
     pub hicache: crate::engine::sglang::hicache::HiCacheOptions,
     /// vLLM's hybrid KV cache manager (on for models with sliding-window layers).
     pub hybrid: crate::engine::vllm_hybrid::HybridOptions,
+    /// SGLang's window pool (on for gpt-oss and Llama 4).
+    pub sglang_swa: crate::engine::sglang::swa::SwaOptions,
     /// SGLang's priority scheduling (off by default).
     pub sglang_priority: crate::engine::sglang::priority::PriorityOptions,
     /// vLLM's LoRA serving (off by default).
@@ -230,6 +232,7 @@ impl Default for RunOptions {
             offload: Default::default(),
             hicache: Default::default(),
             hybrid: Default::default(),
+            sglang_swa: Default::default(),
             sglang_priority: Default::default(),
             max_queued_requests: None,
             lora: Default::default(),
@@ -515,6 +518,8 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.hicache.storage_latency_ms.is_some(), "--storage-latency-ms"),
         (o.hybrid.disable, "--disable-hybrid-kv-cache-manager"),
         (o.hybrid.retention.is_some(), "--prefix-cache-retention-interval"),
+        (o.sglang_swa.ratio.is_some(), "--swa-full-tokens-ratio"),
+        (o.sglang_swa.disable, "--disable-hybrid-swa-memory"),
         (o.sglang_priority.enable, "--enable-priority-scheduling"),
         (o.sglang_priority.low_values_first, "--schedule-low-priority-values-first"),
         (o.sglang_priority.preemption_threshold.is_some(), "--priority-scheduling-preemption-threshold"),
@@ -735,13 +740,25 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             offloading: o.offload.size_gib.is_some(),
         },
     )?;
-    // KV bytes of one token slot of the pool on one rank: every layer's, or under vLLM's hybrid
-    // manager the largest group's layers' (a block holds one group's tokens).
+    let swa = crate::engine::sglang::swa::resolve(
+        &o.sglang_swa,
+        &crate::engine::sglang::swa::SwaMachine {
+            engine: o.engine,
+            version,
+            model: &model,
+            radix: policy == Policy::Radix,
+            disaggregated: o.cluster.pd.is_some(),
+        },
+    )?;
+    // KV bytes of one token slot of the pool on one rank: every layer's, under vLLM's hybrid
+    // manager the largest group's layers' (a block holds one group's tokens), under SGLang's
+    // window pool the full layers' and the window layers' share.
     let kv_bytes_per_token_per_rank = {
         let all = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
-        match &hybrid {
-            Some(g) => all / model.layers * g.layers_per_group,
-            None => all,
+        match (&hybrid, &swa) {
+            (Some(g), _) => all / model.layers * g.layers_per_group,
+            (None, Some(p)) => p.cell_bytes(all / model.layers),
+            (None, None) => all,
         }
     };
     let lora = crate::engine::vllm_lora::resolve(
@@ -831,7 +848,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             ranks: layout.parallel.world(),
             pp: layout.parallel.pp,
             disaggregated: o.cluster.pd.is_some(),
-            hybrid: model.is_hybrid(),
+            hybrid: swa.is_some(),
             host_link_gbps: o.offload.host_link_gbps,
             pcie_gbps: gpu.pcie_gbps,
         },
@@ -848,7 +865,20 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         ));
     }
     let mut startup_notes = Vec::new();
-    if model.is_hybrid() && hybrid.is_none() {
+    let swa_layout = match &swa {
+        Some(p) => {
+            let tokens = p.window_tokens(capacity, o.page_size);
+            crate::engine::sglang::swa::check_pool(p, tokens, o.page_size)?;
+            startup_notes.push(format!(
+                "{}: SGLang's hybrid window pool: {} full-attention tokens, {} sliding-window tokens \
+                 (--swa-full-tokens-ratio {}), window {} (docs/engines/sglang-swa.md)",
+                model.name, capacity, tokens, p.ratio, p.window
+            ));
+            Some(crate::cache::swa::SwaLayout { window: p.window, tokens })
+        }
+        None => None,
+    };
+    if model.is_hybrid() && hybrid.is_none() && swa.is_none() {
         startup_notes.push(format!(
             "{}'s {} layers are cached as full attention: every token's KV kept in every layer ({}; \
              docs/engines/hybrid-attention.md)",
@@ -857,6 +887,10 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             match o.engine {
                 EngineKind::Vllm if o.hybrid.disable => "--disable-hybrid-kv-cache-manager",
                 EngineKind::Vllm => "vLLM runs chunked-local layers without its hybrid manager by default",
+                EngineKind::Sglang if o.sglang_swa.disable => "--disable-hybrid-swa-memory",
+                EngineKind::Sglang if version == EngineVersion::Sglang05 =>
+                    "SGLang serves Gemma 2 and 3 with disable_hybrid_swa_memory",
+                EngineKind::Sglang => "the window pool of sglang@0.5.1 (0.4.10's SWARadixCache) is not modelled",
                 _ => "this engine's sliding-window memory pool is not modelled",
             }
         ));
@@ -919,6 +953,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                     max_model_len,
                 )
             }),
+            swa: swa_layout,
         },
         kv_bytes_per_token: model.kv_bytes_per_token(kv_dtype_bytes),
         kv_bytes_per_token_per_rank,

@@ -16,6 +16,7 @@ fn all_specs(capacity: Option<u64>) -> Vec<CacheSpec> {
         page_size,
         capacity_tokens: capacity,
         hybrid: None,
+        swa: None,
     };
     vec![
         s(Policy::Paged, Some(1), None),
@@ -296,6 +297,30 @@ pub(super) fn apply(c: &mut dyn PrefixCache, op: &Op, live: &mut [Option<Live>],
     }
 }
 
+/// Runs one lifecycle step: an admission into the first free slot of `live` (its hit below the
+/// known tokens and whole pages of `page`), or [`apply`] for the others.
+pub(super) fn admit_or_apply(
+    c: &mut dyn PrefixCache,
+    op: &Op,
+    live: &mut [Option<Live>],
+    st: &TokenStore,
+    page: usize,
+) -> Result<(), TestCaseError> {
+    let Op::Admit { seq, known_frac, chunk } = *op else {
+        apply(c, op, live, st);
+        return Ok(());
+    };
+    let Some(slot) = live.iter().position(Option::is_none) else { return Ok(()) };
+    let seq = (seq % st.num_seqs()) as SeqId;
+    let known = 1 + ((st.seq_len(seq) - 1) as f64 * known_frac) as usize;
+    if let Some(a) = c.admit(slot as ReqId, seq, known, chunk) {
+        prop_assert!(a.hit_tokens < known);
+        prop_assert_eq!(a.hit_tokens % page, 0);
+        live[slot] = Some(Live { seq, hit: a.hit_tokens, allocated: a.allocated_tokens });
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
@@ -373,7 +398,7 @@ proptest! {
             .collect();
         let w = workload(&seqs, &reqs);
         let run = |policy| {
-            let spec = CacheSpec { policy, block_size: Some(1), page_size: Some(1), capacity_tokens: None, hybrid: None };
+            let spec = CacheSpec { policy, block_size: Some(1), page_size: Some(1), capacity_tokens: None, hybrid: None, swa: None };
             replay(&w, spec, ReplayOptions::default(), &|| ())
         };
         let (p, r, t) = (run(Policy::Paged), run(Policy::Radix), run(Policy::Token));

@@ -1,7 +1,7 @@
 //! Hand-computed scenarios for the radix cache's host tier ([`super::hicache`]), one per rule,
 //! and a property test over random lifecycles with copies acknowledged at random times.
 
-use super::conformance::{apply, op_strategy, seqs_strategy, Live, Op};
+use super::conformance::{admit_or_apply, op_strategy, seqs_strategy, Live};
 use super::hicache::{HostTierConfig, WritePolicy};
 use super::radix::TreeCache;
 use super::*;
@@ -166,19 +166,7 @@ proptest! {
                     c.host_events(now);
                     c.take_host_copies();
                 }
-                match *op {
-                    Op::Admit { seq, known_frac, chunk } => {
-                        let Some(slot) = live.iter().position(Option::is_none) else { continue };
-                        let seq = (seq % seqs.len()) as SeqId;
-                        let known = 1 + ((st.seq_len(seq) - 1) as f64 * known_frac) as usize;
-                        if let Some(a) = c.admit(slot as ReqId, seq, known, chunk) {
-                            prop_assert!(a.hit_tokens < known);
-                            prop_assert_eq!(a.hit_tokens % page as usize, 0);
-                            live[slot] = Some(Live { seq, hit: a.hit_tokens, allocated: a.allocated_tokens });
-                        }
-                    }
-                    _ => apply(&mut c, op, &mut live, &st),
-                }
+                admit_or_apply(&mut c, op, &mut live, &st, page as usize)?;
                 let u = c.usage();
                 prop_assert!(u.used_tokens <= capacity, "{policy:?}: used {} > {capacity}", u.used_tokens);
                 let s = c.host_tier_stats().unwrap();

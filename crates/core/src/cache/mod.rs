@@ -12,6 +12,7 @@ pub mod hybrid;
 pub mod paged;
 pub mod radix;
 pub mod storage;
+pub mod swa;
 pub mod token_pool;
 pub mod tree;
 
@@ -66,6 +67,10 @@ pub struct CacheSpec {
     /// layers ([`hybrid::HybridCache`]); `None`: one group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hybrid: Option<hybrid::HybridLayout>,
+    /// Radix only: SGLang's window pool, for a model with sliding-window layers
+    /// ([`swa::SwaCache`]); `None`: full attention.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swa: Option<swa::SwaLayout>,
 }
 
 impl CacheSpec {
@@ -93,6 +98,12 @@ impl CacheSpec {
                 self.hybrid.expect("checked"),
             )),
             Policy::Paged => paged::boxed(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs, dense),
+            Policy::Radix if self.swa.is_some() => Box::new(swa::SwaCache::new(
+                store,
+                self.page_size.unwrap_or(1),
+                self.capacity_tokens.expect("a window pool sizes its full pool too"),
+                self.swa.expect("checked"),
+            )),
             Policy::Radix => {
                 Box::new(radix::TreeCache::sglang(store, self.page_size.unwrap_or(1), self.capacity_tokens))
             }
@@ -143,6 +154,8 @@ pub struct Touched {
     pub pinned: u64,
     /// Tokens past the hit held on the host alone.
     pub host: usize,
+    /// Under a window pool ([`swa::SwaCache`]), its evictable slots pinning the match takes.
+    pub window_pinned: u64,
 }
 
 /// Result of a successful [`PrefixCache::admit`].
@@ -321,6 +334,18 @@ pub trait PrefixCache: Send {
     /// Publishes what request `req` has computed so far (SGLang `checkpoint_kv_cache`).
     fn checkpoint(&mut self, _req: ReqId) {}
 
+    /// The last step's bookkeeping is done before a scheduling pass reads the cache.
+    fn settle(&mut self) {}
+
+    /// A decode step is about to allocate for request `req`, which holds KV for `kv_tokens`
+    /// tokens: a window pool frees what slid out of its window (SGLang `maybe_evict_swa`).
+    fn decode_window(&mut self, _req: ReqId, _kv_tokens: usize) {}
+
+    /// The window pool of a model with sliding-window layers, where the cache has one.
+    fn window_usage(&self) -> Option<Usage> {
+        None
+    }
+
     /// Looks the prefix up as a scheduler pass does (SGLang `match_prefix` on a waiting request:
     /// refreshes recency, splits a partly matched node); pins nothing. Returns the hit and how
     /// many of its tokens are evictable now: what pinning the match would take out of the
@@ -333,7 +358,7 @@ pub trait PrefixCache: Send {
     /// holds on the host alone (SGLang HiCache's `host_hit_length`); 0 without one.
     fn touch_tiers(&mut self, seq: SeqId, known: usize) -> Touched {
         let (hit, pinned) = self.touch(seq, known);
-        Touched { hit, pinned, host: 0 }
+        Touched { hit, pinned, host: 0, window_pinned: 0 }
     }
 
     /// Puts a host tier under the cache ([`hicache`]); false for a cache that takes none.
@@ -556,6 +581,7 @@ impl PrefixCache for NoCache {
             page_size: None,
             capacity_tokens: self.pool.capacity,
             hybrid: None,
+            swa: None,
         }
     }
     fn peek(&self, _seq: SeqId, _known: usize) -> usize {

@@ -236,6 +236,7 @@ impl PrefixCache for TreeCache {
             capacity_tokens: self.pool.capacity,
 
             hybrid: None,
+            swa: None,
         }
     }
 
@@ -357,7 +358,7 @@ impl PrefixCache for TreeCache {
 
     fn touch_tiers(&mut self, seq: SeqId, known: usize) -> Touched {
         let f = self.tree.match_tiers(&self.store, seq, known.saturating_sub(1));
-        Touched { hit: f.device, pinned: self.tree.unlocked_above(f.node), host: f.host }
+        Touched { hit: f.device, pinned: self.tree.unlocked_above(f.node), host: f.host, window_pinned: 0 }
     }
 
     fn attach_host_tier(&mut self, cfg: HostTierConfig) -> bool {

@@ -240,10 +240,12 @@ pub const TABLE: &[EngineFlag] = &[
     EngineFlag { server_only: &[], flag: "--storage-gbps", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--storage-latency-ms", engines: SGLANG, instead: &[] },
     // vLLM `SchedulerConfig.disable_hybrid_kv_cache_manager` and
-    // `CacheConfig.prefix_cache_retention_interval` (0.33): the hybrid KV cache manager's. SGLang's
-    // sliding-window pool (`--swa-full-tokens-ratio`) is not modelled.
+    // `CacheConfig.prefix_cache_retention_interval` (0.33): the hybrid KV cache manager's; SGLang's
+    // `ServerArgs.swa_full_tokens_ratio` and `disable_hybrid_swa_memory` (0.5.23): its window pool.
     EngineFlag { server_only: &[], flag: "--disable-hybrid-kv-cache-manager", engines: &[Vllm], instead: &[] },
     EngineFlag { server_only: &[], flag: "--prefix-cache-retention-interval", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--swa-full-tokens-ratio", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--disable-hybrid-swa-memory", engines: SGLANG, instead: &[] },
     // vLLM `EngineArgs.enable_lora`, `max_loras`, `max_cpu_loras`, `max_lora_rank` (`LoRAConfig`,
     // `vllm/config/lora.py`) and the OpenAI server's `--lora-modules` (0.33; V0 had them too, not
     // modelled). SGLang's server takes `--enable-lora` and `--max-lora-rank` as well, with

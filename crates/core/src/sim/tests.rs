@@ -38,6 +38,7 @@ pub(super) fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
             page_size: None,
             capacity_tokens: blocks.map(|b| (b - 1) * 4),
             hybrid: None,
+            swa: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,
@@ -307,6 +308,7 @@ pub(super) fn sglang_cfg(running: u32, chunk: u32, capacity: Option<u64>) -> Sim
         page_size: Some(1),
         capacity_tokens: capacity,
         hybrid: None,
+        swa: None,
     };
     c
 }
@@ -375,8 +377,14 @@ fn lightllm_cfg(capacity: Option<u64>) -> SimConfig {
     let mut c = cfg(1000, 8448, None);
     c.engine.engine = EngineKind::Lightllm;
     c.engine.chunked_prefill_size = 4096;
-    c.cache =
-        CacheSpec { policy: Policy::Token, block_size: None, page_size: None, capacity_tokens: capacity, hybrid: None };
+    c.cache = CacheSpec {
+        policy: Policy::Token,
+        block_size: None,
+        page_size: None,
+        capacity_tokens: capacity,
+        hybrid: None,
+        swa: None,
+    };
     c
 }
 

@@ -11,6 +11,7 @@
 //! copies only. Without a host tier every node is on the device and the rules above are all.
 
 pub mod host;
+pub mod swa;
 
 use crate::workload::{SeqId, TokenStore};
 use rustc_hash::FxHashMap;
@@ -73,6 +74,8 @@ pub struct RadixTree {
     dups: std::collections::BTreeMap<u64, NodeId>,
     dup_clock: u64,
     track_dups: bool,
+    /// SGLang's sliding-window component ([`swa`]); `None`: full attention only.
+    swa: Option<Box<swa::Swa>>,
 }
 
 /// What a lookup found: the device prefix and, past it, the run held on the host alone.
@@ -125,6 +128,7 @@ impl RadixTree {
             dups: Default::default(),
             dup_clock: 0,
             track_dups: false,
+            swa: None,
         }
     }
 
@@ -230,7 +234,7 @@ impl RadixTree {
     }
 
     fn new_node(&mut self, node: Node) -> NodeId {
-        match self.free_nodes.pop() {
+        let id = match self.free_nodes.pop() {
             Some(id) => {
                 self.nodes[id as usize] = node;
                 id
@@ -239,7 +243,11 @@ impl RadixTree {
                 self.nodes.push(node);
                 (self.nodes.len() - 1) as NodeId
             }
+        };
+        if let Some(w) = self.swa.as_mut() {
+            w.made(id);
         }
+        id
     }
 
     /// A fresh instant, later than every stamp so far: SGLang's `TreeNode()` takes
@@ -283,6 +291,9 @@ impl RadixTree {
         cn.key = lower_key;
         self.children.insert((c.parent, c.key), upper);
         self.children.insert((upper, lower_key), child);
+        if let Some(w) = self.swa.as_mut() {
+            w.split(upper, child);
+        }
         upper
     }
 
@@ -382,16 +393,21 @@ impl RadixTree {
         if found == len {
             return (present, node);
         }
-        let key = self.child_key(store, seq, found);
+        (present, self.add_device_leaf(store, seq, node, found, len))
+    }
+
+    /// A new unlocked device leaf under `node` holding `seq[from..to]` (`_add_new_node`).
+    fn add_device_leaf(&mut self, store: &TokenStore, seq: SeqId, node: NodeId, from: usize, to: usize) -> NodeId {
+        let key = self.child_key(store, seq, from);
         let was_leaf = self.is_evictable_leaf(node);
-        let leaf = self.new_leaf(node, seq, found, len - found, key, true);
+        let leaf = self.new_leaf(node, seq, from, to - from, key, true);
         if was_leaf {
             self.leaves.remove(&self.leaf_key(node));
         }
         self.nodes[node as usize].device_children += 1;
         self.leaves.insert(self.leaf_key(leaf));
-        self.evictable += (len - found) as u64;
-        (present, leaf)
+        self.evictable += (to - from) as u64;
+        leaf
     }
 
     /// Locks the path from `node` to the root.
@@ -461,6 +477,9 @@ impl RadixTree {
         if node.dup != 0 {
             self.dups.remove(&node.dup);
         }
+        if let Some(w) = self.swa.as_mut() {
+            w.deleted(n, node.len as u64);
+        }
         self.children.remove(&(node.parent, node.key));
         self.nodes[n as usize].alive = false;
         self.free_nodes.push(n);
@@ -522,6 +541,7 @@ impl RadixTree {
             let node = &self.nodes[n as usize];
             assert!(node.alive && node.dup == seq, "duplicate entry {seq} for node {n}");
         }
+        self.check_swa();
     }
 }
 

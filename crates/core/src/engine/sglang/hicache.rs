@@ -171,7 +171,8 @@ pub fn resolve(o: &HiCacheOptions, m: &HiCacheMachine) -> Result<Option<HostTier
     if m.hybrid {
         return Err(Error::invalid(
             flag,
-            "not modelled for models with sliding-window or linear layers (SGLang's SWA and Mamba host pools)",
+            "not modelled for models with sliding-window or linear layers (SGLang's SWA and Mamba host pools); \
+             --disable-hybrid-swa-memory runs every layer as full attention",
         ));
     }
     let ratio = o.ratio.unwrap_or(DEFAULT_RATIO);

@@ -7,13 +7,17 @@
 //! request-count refusal sets `batch_is_full`: no prefill is tried again until a request leaves.
 //! Before a decode step, if the pool cannot hold one more token per request, requests are
 //! retracted — fewest outputs first, longest prompt on ties — to the end of the waiting queue,
-//! and new_token_ratio jumps; otherwise it decays towards its floor.
+//! and new_token_ratio jumps; otherwise it decays towards its floor. Under a window pool (a
+//! model with sliding-window layers, [`swa`]) the budget also counts that pool's free and
+//! evictable slots less each admitted request's peak window, the latch is cleared every pass,
+//! and each decode step first frees what slid out of its requests' windows.
 
 pub mod hicache;
 pub mod launch;
 pub mod memory;
 pub mod priority;
 pub mod storage_extra;
+pub mod swa;
 
 use super::frontend::FailReason;
 use super::{EngineConfig, ReqRt, SchedulePolicy, Scheduler, Step};
@@ -335,8 +339,9 @@ impl Sglang {
         let (now, reqs, cache, out) = (s.now, &mut *s.reqs, &mut *s.cache, &mut *s.out);
         let rules = self.cfg.rules;
         let preempts = self.preempts();
-        if self.running.is_empty() || preempts {
-            // Under priority preemption every pass tries again (`_get_new_batch_prefill_raw`).
+        if self.running.is_empty() || preempts || cache.window_usage().is_some() {
+            // Under priority preemption, and with a window pool, every pass tries again
+            // (`_get_new_batch_prefill_raw`).
             self.batch_is_full = false;
         }
         if (self.batch_is_full || self.waiting.is_empty()) && self.chunked.is_none() {
@@ -355,26 +360,36 @@ impl Sglang {
             rem_chunk: (self.cfg.chunked_prefill_size > 0).then_some(self.cfg.chunked_prefill_size as i64),
             page: self.page(),
             page_reserve: if rules.sglang_prefill_budget_pages { self.page() } else { 0 },
+            window: cache.spec().swa.map(|l| l.window as u64),
+            window_offset: 0.0,
         };
         let mut plan: Vec<(ReqId, u64)> = Vec::new();
         // 1. The in-progress chunked request (`add_chunked_req`).
         if let (Some(c), Some(chunk)) = (self.chunked, b.rem_chunk) {
             let r = reqs[c as usize];
             let remaining = (r.num_tokens - r.num_computed) as i64;
-            let mut avail = chunk;
-            if rules.sglang_prefill_budget_pages {
+            let mut avail = Some(chunk);
+            if b.window.is_some() {
+                // `SWAPrefillBudget.available_chunk_tokens`: no room in either pool leaves the
+                // chunk out of this batch.
+                let by_memory = (b.remaining_total(cache).trunc() as i64)
+                    .min(b.remaining_window(cache).trunc() as i64 - b.page as i64);
+                avail = Some(chunk.min(by_memory)).filter(|&a| a > 0);
+            } else if rules.sglang_prefill_budget_pages {
                 let by_memory = b.remaining_total(cache).floor() as i64;
                 if by_memory > 0 {
-                    avail = avail.min(by_memory);
+                    avail = Some(chunk.min(by_memory));
                 }
             }
-            let n = remaining.min(avail).max(0) as u64;
-            let truncated = remaining > avail;
-            b.reserve(n, if truncated { 0 } else { (r.output_len as u64).min(CLIP_MAX_NEW) });
-            plan.push((c, n));
-            if !truncated {
-                self.chunked = None;
-                self.prefilled.push(c);
+            if let Some(avail) = avail {
+                let n = remaining.min(avail).max(0) as u64;
+                let truncated = remaining > avail;
+                b.reserve(n, if truncated { 0 } else { (r.output_len as u64).min(CLIP_MAX_NEW) });
+                plan.push((c, n));
+                if !truncated {
+                    self.chunked = None;
+                    self.prefilled.push(c);
+                }
             }
         }
         // 2. Waiting requests in policy order (`add_one_req`).
@@ -424,7 +439,9 @@ impl Sglang {
                 if rules.sglang_prefill_budget_pages { Self::remaining_new(&r) } else { r.output_len as u64 };
             let total = (extend + check_new.min(CLIP_MAX_NEW) + b.page_reserve) as f64;
             let first = plan.is_empty();
-            let mut shape = match self.admission(&b, cache, total, hit + t.host, known, pinned, first) {
+            let window_new = Self::remaining_new(&r).min(CLIP_MAX_NEW);
+            let pins = (pinned, t.window_pinned, window_new);
+            let mut shape = match self.admission(&b, cache, total, hit + t.host, known, pins, first) {
                 Ok(shape) => shape,
                 Err(verdict) => {
                     if verdict == Verdict::NoToken {
@@ -443,7 +460,7 @@ impl Sglang {
             if a.hit_tokens < hit + t.host {
                 // The host run was not loaded (too short, or no device room): recomputed, it
                 // may no longer fit (`_select_prefill_admission` again without it).
-                match self.admission(&b, cache, total, hit, known, pinned, first) {
+                match self.admission(&b, cache, total, hit, known, pins, first) {
                     Ok(again) if again.0 > 0 => shape = again,
                     verdict => {
                         cache.preempt(id);
@@ -510,8 +527,9 @@ impl Sglang {
 
     /// `PrefillAdder.add_one_req`'s checks for a waiting request of `known` tokens whose first
     /// `prefix` are cached (on the device, or loaded from the host with it), `total` tokens its
-    /// memory check counts and `pinned` of its hit evictable, `first` in the batch: its new
-    /// tokens this step and whether it is chunked, or the verdict that stops the batch.
+    /// memory check counts, `first` in the batch; `pins`: of its hit the evictable full and
+    /// window slots, and the outputs the window check counts. Its new tokens this step and
+    /// whether it is chunked, or the verdict that stops the batch.
     #[allow(clippy::too_many_arguments)]
     fn admission(
         &self,
@@ -520,12 +538,14 @@ impl Sglang {
         total: f64,
         prefix: usize,
         known: usize,
-        pinned: u64,
+        pins: (u64, u64, u64),
         first: bool,
     ) -> Result<(u64, bool), Verdict> {
+        let (pinned, window_pinned, window_new) = pins;
         let rules = self.cfg.rules;
         let extend = (known - prefix) as u64;
         let input = extend.div_ceil(b.page) * b.page;
+        let mut chunk_limit = b.rem_chunk;
         let verdict = if !rules.sglang_truncate_to_chunk
             && (total >= b.remaining_total(cache) || (input as i64 >= b.rem_input && !first))
         {
@@ -537,6 +557,9 @@ impl Sglang {
         } else if total >= b.remaining_total(cache) - pinned as f64 {
             // Checked with the match pinned (`_lock_node`): its evictable part is not free.
             Verdict::NoToken
+        } else if b.window.is_some() && !Self::window_fits(b, cache, input, window_pinned, window_new, &mut chunk_limit)
+        {
+            Verdict::NoToken
         } else if input as i64 >= b.rem_input && !first && (b.rem_chunk.is_none() || !rules.sglang_truncate_to_chunk) {
             Verdict::Other
         } else {
@@ -545,7 +568,7 @@ impl Sglang {
         if verdict != Verdict::Continue {
             return Err(verdict);
         }
-        Ok(match b.rem_chunk {
+        Ok(match chunk_limit {
             Some(chunk) if input as i64 > chunk => {
                 let n = if rules.sglang_truncate_to_chunk {
                     let n = chunk as u64 / b.page * b.page;
@@ -557,6 +580,37 @@ impl Sglang {
             }
             _ => (extend, false),
         })
+    }
+
+    /// `SWAPrefillBudget.check_prefill`'s window check for `input` new tokens (page-rounded) and
+    /// `max_new` outputs, with `pinned` window slots of the match pinned: whether the request
+    /// fits. One that could never fit the window pool whole is chunked smaller instead
+    /// (`chunk_limit` lowered to what the pool holds now); a shortage that passes waits.
+    fn window_fits(
+        b: &Budget,
+        cache: &dyn PrefixCache,
+        input: u64,
+        pinned: u64,
+        max_new: u64,
+        chunk_limit: &mut Option<i64>,
+    ) -> bool {
+        let remaining = b.remaining_window(cache) - pinned as f64;
+        let need = b.window_tokens(input, max_new, *chunk_limit);
+        if (need as f64) < remaining {
+            return true;
+        }
+        let capacity = cache.window_usage().and_then(|u| u.capacity_tokens).expect("a window pool");
+        let Some(limit) = *chunk_limit else { return false };
+        if need < capacity {
+            return false;
+        }
+        let cap = remaining.trunc() as i64 - b.window_tokens(0, max_new, None) as i64;
+        let cap = cap.max(0) / b.page as i64 * b.page as i64;
+        if cap <= 0 {
+            return false;
+        }
+        *chunk_limit = Some(limit.min(cap));
+        true
     }
 
     /// `PrefillAdder.preempt_to_schedule` for the waiting `id`: releases the running requests
@@ -674,6 +728,10 @@ impl Sglang {
         }
         let retracted = self.make_decode_room(reqs, cache);
         out.preempted += retracted;
+        // `alloc_for_decode` → `maybe_evict_swa`, before the allocation's eviction.
+        for &id in &self.running {
+            cache.decode_window(id, reqs[id as usize].num_computed as usize);
+        }
         let page = self.page();
         if page > 1 {
             // `alloc_paged_token_slots_decode` evicts for a page per request.
@@ -722,6 +780,10 @@ struct Budget {
     page: u64,
     /// The page each admitted request also reserves (0 before the 2026 `PrefillBudget`).
     page_reserve: u64,
+    /// A model with sliding-window layers: the window `W` (`SWAPrefillBudget`).
+    window: Option<u64>,
+    /// Window slots the admitted requests reserved (`swa_offset`).
+    window_offset: f64,
 }
 
 impl Budget {
@@ -734,9 +796,28 @@ impl Budget {
         Self::live(cache) - self.total_offset
     }
 
+    /// `remaining_swa`: free and evictable window slots less the reservations.
+    fn remaining_window(&self, cache: &dyn PrefixCache) -> f64 {
+        cache.window_usage().map_or(f64::INFINITY, |u| {
+            (u.capacity_tokens.expect("a window pool is bounded") - u.used_tokens + u.evictable_tokens) as f64
+                - self.window_offset
+        })
+    }
+
+    /// `estimate_swa_kv_tokens`: the window slots a request of `extend` new tokens and
+    /// `max_new` outputs may hold at its peak, of which at most `limit` are allocated now.
+    fn window_tokens(&self, extend: u64, max_new: u64, limit: Option<i64>) -> u64 {
+        let w = self.window.expect("a window pool");
+        let allocated = limit.map_or(extend, |l| extend.min(l.max(0) as u64));
+        allocated.saturating_sub(w) + (extend + max_new).min(w) + self.page
+    }
+
     /// `reserve` / `_update_prefill_budget` for `n` new tokens and `max_new` outputs.
     fn reserve(&mut self, n: u64, max_new: u64) {
         let n = n.div_ceil(self.page) * self.page;
+        if self.window.is_some() {
+            self.window_offset += self.window_tokens(n, max_new, self.rem_chunk) as f64;
+        }
         let immediate = (n + self.page_reserve) as f64;
         self.total_offset += immediate + max_new as f64;
         self.current_offset += immediate;
@@ -749,7 +830,7 @@ impl Budget {
     /// `budget_state`.
     fn state(&self, cache: &dyn PrefixCache) -> Verdict {
         let live = Self::live(cache);
-        if live - self.total_offset <= 0.0 || live - self.current_offset <= 0.0 {
+        if live - self.total_offset <= 0.0 || live - self.current_offset <= 0.0 || self.remaining_window(cache) <= 0.0 {
             Verdict::NoToken
         } else if self.rem_input <= 0 || self.rem_chunk.is_some_and(|c| c <= 0) {
             Verdict::Other
@@ -808,6 +889,7 @@ impl Scheduler for Sglang {
     fn schedule(&mut self, s: &mut Step) {
         s.out.clear();
         self.now = s.now;
+        s.cache.settle();
         // The storage tier's I/O point after the last step, then the lookups of the requests
         // received since (`process_input_requests` → `_add_request_to_queue`).
         s.cache.storage_begin_pass(s.now);

@@ -436,6 +436,7 @@ impl<'a> Instance<'a> {
             items: items.collect(),
             preempted,
             usage_after_schedule: self.cache.usage(),
+            window_after_schedule: self.cache.window_usage(),
             host_tokens_after_schedule: self.cache.host_tokens(),
             waiting: waiting as u32,
             running: running as u32,

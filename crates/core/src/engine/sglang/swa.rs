@@ -1,0 +1,197 @@
+//! SGLang's pools for a model with sliding-window layers (0.5.23): which models get them, the
+//! window, and their sizes (`--swa-full-tokens-ratio`, `--disable-hybrid-swa-memory`); the
+//! cache they feed is [`crate::cache::swa::SwaCache`], docs/engines/sglang-swa.md the rules.
+//!
+//! - **Which models** (`configs/model_config.py` `is_hybrid_swa_model`, `_derive_hybrid_model`):
+//!   gpt-oss and Llama 4 among the catalog's; Gemma 2 and 3 are not (`arg_groups/
+//!   model_overrides/gemma2_gemma3.py` sets `disable_hybrid_swa_memory`), so their sliding layers
+//!   are cached as full attention. A catalog model of another architecture with sliding or
+//!   chunked layers is taken to be served like gpt-oss.
+//! - **The window** (`load_model_utils.resolve_sliding_window_size`): gpt-oss's
+//!   `sliding_window − 1` (`models/gpt_oss.py` `get_attention_sliding_window_size`: the window
+//!   counts the token itself); for Llama 4, whose local layers attend within chunks, the chunk
+//!   (`attention_chunk_size`) as a plain window.
+//! - **The sizes** (`model_executor/pool_configurator.py` `HybridSWAPoolConfigurator`): a full
+//!   token costs every full layer's KV plus `ratio` of every window layer's
+//!   (`_recompute_cell_size`); the full pool is what memory holds at that cost (or
+//!   `--max-total-tokens`, when smaller), rounded down to pages, the window pool `ratio` of it,
+//!   rounded down to pages (`_solve_pool_sizes`); a window pool no larger than one window and a
+//!   page is refused at launch (`validate_swa_pool_size`).
+
+use crate::catalog::{AttentionKind, Model};
+use crate::engine::{EngineKind, EngineVersion};
+use crate::error::{Error, Result};
+
+/// `--swa-full-tokens-ratio`'s default.
+pub const DEFAULT_RATIO: f64 = 0.8;
+
+/// The flags as given.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SwaOptions {
+    /// `--swa-full-tokens-ratio`: window slots per full slot, in (0, 1].
+    pub ratio: Option<f64>,
+    /// `--disable-hybrid-swa-memory`: one pool, every layer cached as full attention.
+    pub disable: bool,
+}
+
+/// What the decision reads from the deployment.
+#[derive(Debug, Clone, Copy)]
+pub struct SwaMachine<'a> {
+    pub engine: EngineKind,
+    pub version: EngineVersion,
+    pub model: &'a Model,
+    /// The radix cache is on (not `--disable-radix-cache` / `--policy none`).
+    pub radix: bool,
+    pub disaggregated: bool,
+}
+
+/// SGLang's window pool for a model, once resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SwaPlan {
+    /// `W`, tokens.
+    pub window: u32,
+    pub ratio: f64,
+    /// Layers of full attention and of windowed attention.
+    pub full_layers: u64,
+    pub window_layers: u64,
+}
+
+impl SwaPlan {
+    /// Bytes one full slot costs with its share of the window pool, given one layer's KV
+    /// bytes of a token (`_recompute_cell_size`), rounded up.
+    pub fn cell_bytes(&self, layer_bytes: u64) -> u64 {
+        let cell = layer_bytes as f64 * (self.full_layers as f64 + self.ratio * self.window_layers as f64);
+        cell.ceil() as u64
+    }
+
+    /// The window pool for a full pool of `full` slots, whole pages of `page` (`_solve_pool_sizes`).
+    pub fn window_tokens(&self, full: u64, page: u32) -> u64 {
+        let swa = (full as f64 * self.ratio) as u64;
+        swa - swa % page as u64
+    }
+}
+
+/// Whether SGLang serves `model` with its hybrid window pools (Gemma 2 and 3 it does not).
+fn served_hybrid(model: &Model) -> bool {
+    let id = format!("{} {}", model.hf_id, model.name).to_ascii_lowercase();
+    model.is_hybrid() && !(id.contains("gemma-2") || id.contains("gemma-3"))
+}
+
+/// Resolves the window pool: `None` for a model SGLang caches as full attention, or an engine
+/// other than SGLang; refusals for the flags that mean nothing here and the combinations not
+/// modelled.
+pub fn resolve(o: &SwaOptions, m: &SwaMachine) -> Result<Option<SwaPlan>> {
+    if let Some(r) = o.ratio {
+        if !(r > 0.0 && r <= 1.0) {
+            return Err(Error::invalid("--swa-full-tokens-ratio", format!("{r}: a ratio in (0, 1]")));
+        }
+    }
+    let given = if o.ratio.is_some() { "--swa-full-tokens-ratio" } else { "--disable-hybrid-swa-memory" };
+    if (o.ratio.is_some() || o.disable) && !served_hybrid(m.model) {
+        return Err(Error::invalid(
+            given,
+            format!(
+                "{} has no window pool under SGLang (no sliding-window or chunked layers, or Gemma 2/3, \
+                 which SGLang serves with disable_hybrid_swa_memory): the flag changes nothing",
+                m.model.name
+            ),
+        ));
+    }
+    if m.engine != EngineKind::Sglang || !served_hybrid(m.model) || o.disable {
+        return Ok(None);
+    }
+    if m.version != EngineVersion::Sglang05 {
+        // 0.4.10's SWA pool and radix cache (`SWARadixCache`) differ: its runs cache every layer
+        // as full attention, with a startup note saying so.
+        if o.ratio.is_some() {
+            return Err(Error::invalid(
+                "--swa-full-tokens-ratio",
+                format!("the window pool of {} is not modelled: run sglang@0.5 or drop the flag", m.version),
+            ));
+        }
+        return Ok(None);
+    }
+    let refuse = |what: &str| {
+        Err(Error::invalid(
+            "--model",
+            format!(
+                "{}'s window pool with {what} is not modelled (SGLang 0.5.23 serves it); \
+                 --disable-hybrid-swa-memory runs every layer as full attention",
+                m.model.name
+            ),
+        ))
+    };
+    if !m.radix {
+        return refuse("the radix cache off");
+    }
+    if m.disaggregated {
+        return refuse("prefill/decode disaggregation");
+    }
+    let [full, sliding, chunked] = m.model.layers_by_kind();
+    let window = if m.model.uses(AttentionKind::Chunked) {
+        m.model.attention_chunk.expect("the catalog checks a chunked model's chunk")
+    } else {
+        m.model.sliding_window.expect("the catalog checks a sliding model's window").saturating_sub(1).max(1)
+    };
+    Ok(Some(SwaPlan {
+        window: window as u32,
+        ratio: o.ratio.unwrap_or(DEFAULT_RATIO),
+        full_layers: full,
+        window_layers: sliding + chunked,
+    }))
+}
+
+/// `validate_swa_pool_size`: the window pool must hold more than one window and a page.
+pub fn check_pool(plan: &SwaPlan, window_tokens: u64, page: u32) -> Result<()> {
+    if plan.window as u64 + page as u64 >= window_tokens {
+        return Err(Error::invalid(
+            "--swa-full-tokens-ratio",
+            format!(
+                "a window pool of {window_tokens} tokens does not hold the window ({}) and a page ({page}): \
+                 SGLang refuses to start; raise --max-total-tokens or the ratio",
+                plan.window
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog;
+
+    fn machine(model: &Model) -> SwaMachine<'_> {
+        SwaMachine {
+            engine: EngineKind::Sglang,
+            version: EngineVersion::Sglang05,
+            model,
+            radix: true,
+            disaggregated: false,
+        }
+    }
+
+    #[test]
+    fn gpt_oss_gets_its_window_pool_and_gemma_does_not() {
+        let oss = catalog::model("gpt-oss-20b", None).unwrap();
+        let p = resolve(&SwaOptions::default(), &machine(&oss)).unwrap().expect("a window pool");
+        assert_eq!((p.window, p.full_layers, p.window_layers), (127, 12, 12));
+        // 12 full layers of 2,048 bytes and 0.8 × 12 window layers: 44,236.8 bytes a full token.
+        assert_eq!(p.cell_bytes(2048), 44237);
+        assert_eq!(p.window_tokens(6000, 1), 4800);
+        assert_eq!(p.window_tokens(6000, 16), 4800);
+        assert_eq!(p.window_tokens(1001, 16), 800);
+        let scout = catalog::model("llama-4-scout", None).unwrap();
+        let p = resolve(&SwaOptions::default(), &machine(&scout)).unwrap().expect("a window pool");
+        assert_eq!((p.window, p.full_layers, p.window_layers), (8192, 12, 36));
+        let gemma = catalog::model("gemma-3-27b", None).unwrap();
+        assert_eq!(resolve(&SwaOptions::default(), &machine(&gemma)).unwrap(), None);
+        assert!(resolve(&SwaOptions { ratio: Some(0.5), ..Default::default() }, &machine(&gemma)).is_err());
+        let off = SwaOptions { disable: true, ..Default::default() };
+        assert_eq!(resolve(&off, &machine(&oss)).unwrap(), None);
+        assert!(resolve(&SwaOptions { ratio: Some(1.5), ..Default::default() }, &machine(&oss)).is_err());
+        assert!(resolve(&SwaOptions::default(), &SwaMachine { radix: false, ..machine(&oss) }).is_err());
+        assert!(check_pool(&p, 8192 + 16, 16).is_err());
+        assert!(check_pool(&p, 8192 + 17, 16).is_ok());
+    }
+}
