@@ -478,11 +478,6 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
-        what: "SGLang's window pool with the radix cache off",
-        args: &["--engine", "sglang", "--model", "gpt-oss-20b", "--policy", "none"],
-        cut: None,
-    },
-    Case {
         what: "HiCache under SGLang's window pool",
         args: &["--engine", "sglang", "--model", "gpt-oss-20b", "--enable-hierarchical-cache"],
         cut: None,

@@ -13,6 +13,7 @@ use crate::common;
 use cachesim::cache::hicache::WritePolicy;
 use cachesim::cache::storage::{Eviction, PrefetchPolicy, StorageConfig, Store};
 use cachesim::cache::swa::SwaLayout;
+use cachesim::cache::Policy;
 use cachesim::config::{resolve, RunOptions};
 use cachesim::cost::Affine;
 use cachesim::engine::sglang::hicache::HiCacheOptions;
@@ -235,6 +236,7 @@ fn replay_on(
         schedule_conservativeness: config["schedule_conservativeness"].as_f64().expect("conservativeness"),
         page_size: u(&config["page_size"]) as u32,
         overlap: Some(false),
+        policy: flag("disable_radix_cache").then_some(Policy::None),
         sglang_priority: if sglang_priority.enable { sglang_priority } else { PriorityOptions::default() },
         ..Default::default()
     };
@@ -244,8 +246,12 @@ fn replay_on(
     }
     // The window schedules (tests/golden/sglang_swa) state the window and its pool.
     if flag("is_hybrid_swa") {
-        cfg.cache.swa =
-            Some(SwaLayout { window: u(&config["swa_retain_window"]) as u32, tokens: u(&config["swa_pool_tokens"]) });
+        cfg.cache.swa = Some(SwaLayout {
+            window: u(&config["swa_retain_window"]) as u32,
+            tokens: u(&config["swa_pool_tokens"]),
+            sharing: !flag("disable_radix_cache"),
+        });
+        cfg.cache.page_size = Some(u(&config["page_size"]) as u32);
     }
     if let Some(h) = cfg.engine.hicache.as_mut() {
         assert_eq!(config["radix_eviction_policy"], "lru", "{file}: eviction policy");
@@ -705,15 +711,15 @@ fn each_priority_flag_changes_its_schedule() {
 /// repository.
 #[test]
 fn every_hicache_schedule_is_reproduced() {
-    assert_reproduced("sglang_hicache", "HiCache", "_lag");
+    assert_reproduced("sglang_hicache", "HiCache", Some("_lag"));
 }
 
 /// Every schedule of the listed cases in `tests/golden/<folder>` but those whose name contains
 /// `kept` (at least ten) is reproduced step for step.
-fn assert_reproduced(folder: &str, what: &str, kept: &str) {
+fn assert_reproduced(folder: &str, what: &str, kept: Option<&str>) {
     let dir = in_repo(folder);
     let files = listed_cases(&dir);
-    let compared: Vec<_> = files.iter().filter(|f| !f.0.contains(kept)).collect();
+    let compared: Vec<_> = files.iter().filter(|f| kept.is_none_or(|k| !f.0.contains(k))).collect();
     assert!(compared.len() >= 10, "expected the {what} schedules, found {}", compared.len());
     let diverging = diverging(&dir, compared.iter().copied());
     eprintln!("{what}: {} of {} schedules identical", compared.len() - diverging.len(), compared.len());
@@ -727,12 +733,19 @@ fn assert_reproduced(folder: &str, what: &str, kept: &str) {
 }
 
 /// SGLang's radix cache for a model with sliding-window layers (`tests/golden/sglang_swa`):
-/// every step of every schedule with the radix cache on, each pool's free and evictable tokens
-/// after scheduling included (the one with the radix cache off is kept, not compared: that
-/// mode is refused as not modelled).
+/// every step of every schedule, the radix cache on and off, each pool's free and evictable
+/// tokens after scheduling included.
 #[test]
 fn every_window_schedule_is_reproduced() {
-    assert_reproduced("sglang_swa", "window", "noradix");
+    assert_reproduced("sglang_swa", "window", None);
+}
+
+/// SGLang with the radix cache off (`tests/golden/sglang_noradix`): requests sent with
+/// `ignore_eos` go through `add_one_req_ignore_eos` (`can_allocate_prefill`, then the
+/// `req_states` check), the others through the ordinary budget; every step of every schedule.
+#[test]
+fn every_disabled_tree_schedule_is_reproduced() {
+    assert_reproduced("sglang_noradix", "radix-off", None);
 }
 
 /// The window comparison can fail: a schedule replayed with another window or another window

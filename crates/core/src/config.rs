@@ -804,7 +804,25 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         // A pool set by hand is no larger than what memory holds: the engines cap it (SGLang, with
         // its warning) or refuse it (LightLLM) at launch, so the launch's pool is the pool.
         Policy::Radix => (None, pool(o, kv_tokens) / o.page_size as u64 * o.page_size as u64),
+        // SGLang's pool is whole pages with the radix cache off too.
+        Policy::None if o.engine == EngineKind::Sglang => {
+            (None, pool(o, kv_tokens) / o.page_size as u64 * o.page_size as u64)
+        }
         _ => (None, pool(o, kv_tokens)),
+    };
+    // SGLang's window pool sizes both pools its own way.
+    let (capacity, window_tokens) = match &swa {
+        Some(p) => {
+            let (full, window) = p.pools(&crate::engine::sglang::swa::PoolInputs {
+                memory_tokens: kv_tokens,
+                max_total_tokens: o.max_total_tokens,
+                max_running_requests: o.max_running_requests,
+                chunked_prefill_size,
+                page: o.page_size,
+            });
+            (full, Some(window))
+        }
+        None => (capacity, None),
     };
     if capacity == 0 {
         return Err(Error::invalid(
@@ -865,18 +883,17 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         ));
     }
     let mut startup_notes = Vec::new();
-    let swa_layout = match &swa {
-        Some(p) => {
-            let tokens = p.window_tokens(capacity, o.page_size);
+    let swa_layout = match (&swa, window_tokens) {
+        (Some(p), Some(tokens)) => {
             crate::engine::sglang::swa::check_pool(p, tokens, o.page_size)?;
             startup_notes.push(format!(
                 "{}: SGLang's hybrid window pool: {} full-attention tokens, {} sliding-window tokens \
                  (--swa-full-tokens-ratio {}), window {} (docs/engines/sglang-swa.md)",
                 model.name, capacity, tokens, p.ratio, p.window
             ));
-            Some(crate::cache::swa::SwaLayout { window: p.window, tokens })
+            Some(crate::cache::swa::SwaLayout { window: p.window, tokens, sharing: p.sharing })
         }
-        None => None,
+        _ => None,
     };
     if model.is_hybrid() && hybrid.is_none() && swa.is_none() {
         startup_notes.push(format!(
@@ -940,7 +957,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         cache: CacheSpec {
             policy,
             block_size: (policy == Policy::Paged).then_some(o.block_size),
-            page_size: (policy == Policy::Radix).then_some(o.page_size),
+            page_size: (policy == Policy::Radix || policy == Policy::None && o.engine == EngineKind::Sglang)
+                .then_some(o.page_size),
             capacity_tokens: Some(capacity),
             hybrid: hybrid.map(|g| {
                 let in_flight = max_num_batched_tokens as u64 * if overlap { 2 } else { 1 };

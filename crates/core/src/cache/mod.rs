@@ -98,7 +98,7 @@ impl CacheSpec {
                 self.hybrid.expect("checked"),
             )),
             Policy::Paged => paged::boxed(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs, dense),
-            Policy::Radix if self.swa.is_some() => Box::new(swa::SwaCache::new(
+            Policy::Radix | Policy::None if self.swa.is_some() => Box::new(swa::SwaCache::new(
                 store,
                 self.page_size.unwrap_or(1),
                 self.capacity_tokens.expect("a window pool sizes its full pool too"),
@@ -108,7 +108,7 @@ impl CacheSpec {
                 Box::new(radix::TreeCache::sglang(store, self.page_size.unwrap_or(1), self.capacity_tokens))
             }
             Policy::Token => Box::new(radix::TreeCache::lightllm(store, self.capacity_tokens)),
-            Policy::None => Box::new(NoCache::new(self.capacity_tokens)),
+            Policy::None => Box::new(NoCache::paged(self.capacity_tokens, self.page_size.unwrap_or(1))),
         }
     }
 }
@@ -337,9 +337,10 @@ pub trait PrefixCache: Send {
     /// The last step's bookkeeping is done before a scheduling pass reads the cache.
     fn settle(&mut self) {}
 
-    /// A decode step is about to allocate for request `req`, which holds KV for `kv_tokens`
-    /// tokens: a window pool frees what slid out of its window (SGLang `maybe_evict_swa`).
-    fn decode_window(&mut self, _req: ReqId, _kv_tokens: usize) {}
+    /// A step is about to allocate for request `req` (a decode step, or a prefill chunk), which
+    /// holds KV for `kv_tokens` tokens: a window pool frees what slid out of its window (SGLang
+    /// `maybe_evict_swa`).
+    fn slide_window(&mut self, _req: ReqId, _kv_tokens: usize, _decode: bool) {}
 
     /// The window pool of a model with sliding-window layers, where the cache has one.
     fn window_usage(&self) -> Option<Usage> {
@@ -555,13 +556,26 @@ impl SlotPool {
 /// No reuse: every request computes its whole prompt; slots are freed at finish.
 pub struct NoCache {
     pool: SlotPool,
+    /// Tokens each request holds slots for.
     held: Vec<u64>,
+    /// Slots are handed out in whole pages of this many (SGLang's paged allocator).
+    page: u64,
 }
 
 impl NoCache {
     /// A cache that never hits, with `capacity` token slots.
     pub fn new(capacity: Option<u64>) -> Self {
-        Self { pool: SlotPool::new(capacity), held: Vec::new() }
+        Self::paged(capacity, 1)
+    }
+
+    /// [`new`](Self::new) handing out whole pages of `page` slots, as SGLang's
+    /// `PagedTokenToKVPoolAllocator` does with the radix cache off.
+    pub fn paged(capacity: Option<u64>, page: u32) -> Self {
+        Self { pool: SlotPool::new(capacity), held: Vec::new(), page: page.max(1) as u64 }
+    }
+
+    fn slots(&self, tokens: u64) -> u64 {
+        tokens.div_ceil(self.page) * self.page
     }
 
     fn held_mut(&mut self, req: ReqId) -> &mut u64 {
@@ -578,7 +592,7 @@ impl PrefixCache for NoCache {
         CacheSpec {
             policy: Policy::None,
             block_size: None,
-            page_size: None,
+            page_size: (self.page > 1).then_some(self.page as u32),
             capacity_tokens: self.pool.capacity,
             hybrid: None,
             swa: None,
@@ -596,21 +610,23 @@ impl PrefixCache for NoCache {
         reserve_tokens: usize,
     ) -> Option<Admitted> {
         let n = known.min(max_new_tokens);
-        if n.max(reserve_tokens) as u64 > self.pool.available() {
+        let slots = self.slots(n as u64);
+        if slots.max(reserve_tokens as u64) > self.pool.available() {
             return None;
         }
-        self.pool.take(n as u64);
+        self.pool.take(slots);
         *self.held_mut(req) = n as u64;
         Some(Admitted { hit_tokens: 0, allocated_tokens: n })
     }
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
         let held = *self.held_mut(req);
-        let need = (total_tokens as u64).saturating_sub(held);
+        let total = (total_tokens as u64).max(held);
+        let need = self.slots(total) - self.slots(held);
         if need > self.pool.available() {
             return false;
         }
         self.pool.take(need);
-        *self.held_mut(req) = held + need;
+        *self.held_mut(req) = total;
         true
     }
     fn computed(&mut self, _req: ReqId, _computed_tokens: usize) {}
@@ -619,7 +635,7 @@ impl PrefixCache for NoCache {
     }
     fn finish(&mut self, req: ReqId) {
         let h = std::mem::take(self.held_mut(req));
-        self.pool.put(h);
+        self.pool.put(self.slots(h));
     }
     fn preempt(&mut self, req: ReqId) {
         self.finish(req);
@@ -631,7 +647,7 @@ impl PrefixCache for NoCache {
         CacheStats { peak_used_tokens: self.pool.peak, ..Default::default() }
     }
     fn check_invariants(&self) {
-        assert_eq!(self.held.iter().sum::<u64>(), self.pool.used, "none: held slots != used");
+        assert_eq!(self.held.iter().map(|&h| self.slots(h)).sum::<u64>(), self.pool.used, "none: held slots != used");
     }
 }
 

@@ -3,7 +3,8 @@
 //! `SWATokenToKVPoolAllocator`): two pools, one slot in each for every token a request
 //! computes; the window pool's slots of a running request's tokens that slid out of its window
 //! are freed as it goes (`mem_cache/common.py` `free_swa_out_of_window_slots`: before each
-//! insert, and every `SGLANG_SWA_EVICTION_INTERVAL` = 128 tokens while it decodes), and the
+//! insert, every `SGLANG_SWA_EVICTION_INTERVAL` = 128 tokens while it decodes, and with the
+//! radix cache off before each prefill chunk too), and the
 //! tree keeps window KV only where a later match can use it ([`tree::swa`]). Every
 //! allocation evicts each pool's shortfall, full leaves first, then the window pool's own walk
 //! (`evict_to_free_tokens` → `evict_for_alloc`); the admission budget reads both pools
@@ -30,6 +31,9 @@ pub struct SwaLayout {
     pub window: u32,
     /// Slots of the window pool (`swa_tokens_per_layer`).
     pub tokens: u64,
+    /// The radix cache is on. Off (`--disable-radix-cache`), nothing is matched or inserted
+    /// and a request frees its window slots down to exactly `W` behind it, at every chunk too.
+    pub sharing: bool,
 }
 
 struct Req {
@@ -60,6 +64,8 @@ pub struct SwaCache {
     store: Arc<TokenStore>,
     page: usize,
     window: usize,
+    /// The radix cache is on ([`SwaLayout::sharing`]).
+    sharing: bool,
     tree: RadixTree,
     full: SlotPool,
     /// Full slots held by requests and not by the tree.
@@ -84,6 +90,7 @@ impl SwaCache {
             store,
             page,
             window: layout.window as usize,
+            sharing: layout.sharing,
             tree,
             full: SlotPool::new(Some(full_tokens - full_tokens % page as u64)),
             private: 0,
@@ -155,7 +162,8 @@ impl SwaCache {
             return;
         }
         let lo = st.evicted.max(st.cached);
-        let keep = self.window.max(self.page).div_ceil(self.page) * self.page;
+        // A shared prefix keeps a page-rounded window, so a key ending at a page has one whole.
+        let keep = if self.sharing { self.window.max(self.page).div_ceil(self.page) * self.page } else { self.window };
         let new = self.floor(lo.max(pre_len.saturating_sub(keep)));
         self.swa_private -= (new - lo) as u64;
         st.evicted = new;
@@ -165,6 +173,9 @@ impl SwaCache {
     /// branch point, if it has one in reach), freeing its window slots out of the window first
     /// unless it `finished`, and moves its locks to the new end.
     fn insert(&mut self, st: &mut Req, up_to: usize, finished: bool) {
+        if !self.sharing {
+            return;
+        }
         let branch = st.branch.filter(|&b| b > st.cached && b <= up_to);
         let key = branch.unwrap_or(up_to);
         if !finished && key > 0 {
@@ -234,12 +245,12 @@ impl SwaCache {
 impl PrefixCache for SwaCache {
     fn spec(&self) -> CacheSpec {
         CacheSpec {
-            policy: Policy::Radix,
+            policy: if self.sharing { Policy::Radix } else { Policy::None },
             block_size: None,
             page_size: Some(self.page as u32),
             capacity_tokens: self.full.capacity,
             hybrid: None,
-            swa: Some(SwaLayout { window: self.window as u32, tokens: self.swa_capacity }),
+            swa: Some(SwaLayout { window: self.window as u32, tokens: self.swa_capacity, sharing: self.sharing }),
         }
     }
 
@@ -257,7 +268,11 @@ impl PrefixCache for SwaCache {
     ) -> Option<Admitted> {
         debug_assert!(!self.reqs.is_live(req), "request admitted twice");
         self.settle_pending();
-        let SwaFound { hit, node, branch } = self.tree.match_swa(&self.store, seq, known.saturating_sub(1));
+        let SwaFound { hit, node, branch } = if self.sharing {
+            self.tree.match_swa(&self.store, seq, known.saturating_sub(1))
+        } else {
+            SwaFound { hit: 0, node: ROOT, branch: None }
+        };
         self.tree.lock(node);
         let boundary = self.tree.swa_lock(node, hit);
         let new = (known - hit).min(max_new_tokens);
@@ -307,13 +322,19 @@ impl PrefixCache for SwaCache {
         }
     }
 
-    fn decode_window(&mut self, req: ReqId, kv_tokens: usize) {
+    fn slide_window(&mut self, req: ReqId, kv_tokens: usize, decode: bool) {
         self.settle_pending();
-        let window = self.window;
+        let (window, sharing) = (self.window, self.sharing);
         let st = self.reqs.get_mut(req).expect("a live request");
-        st.decodes += 1;
-        // `maybe_evict_swa`: not at a request's first decode step; every 128 tokens slid out.
-        if st.decodes > 1 && kv_tokens >= window + st.evicted + EVICTION_INTERVAL {
+        // `maybe_evict_swa`: at a decode step but a request's first, once 128 tokens slid out;
+        // at a prefill chunk only with the radix cache off, whatever slid out.
+        let due = if decode {
+            st.decodes += 1;
+            st.decodes > 1 && kv_tokens >= window + st.evicted + EVICTION_INTERVAL
+        } else {
+            !sharing
+        };
+        if due {
             let mut st = self.reqs.take(req);
             self.free_window(&mut st, kv_tokens, 1);
             self.reqs.put(req, st);
@@ -441,7 +462,7 @@ mod tests {
         let b: Vec<u32> = (0..6).chain(100..104).collect();
         let d: Vec<u32> = (0..6).chain(200..204).collect();
         let store = Arc::new(TokenStore::from_seqs(&[a, b, d]));
-        let mut c = SwaCache::new(store, 1, 64, SwaLayout { window: 4, tokens: 32 });
+        let mut c = SwaCache::new(store, 1, 64, SwaLayout { window: 4, tokens: 32, sharing: true });
         // A: a 10-token prompt, then three decode steps.
         assert_eq!(c.admit(0, 0, 10, 0).expect("fits").hit_tokens, 0);
         assert!(c.grow(0, 10));
@@ -451,7 +472,7 @@ mod tests {
         // [0, 5) freed before the insert: a tombstone; [5, 6) and the capped leaf [6, 10) live.
         assert_eq!(counters(&c), (54, 27, 0, 10, 1, 4));
         for k in 10..13 {
-            c.decode_window(0, k);
+            c.slide_window(0, k, true);
             assert!(c.grow(0, k + 1));
             c.computed(0, k + 1);
         }
@@ -493,10 +514,11 @@ mod tests {
             ratio in 0.3f64..1.0,
             window in 1u32..12,
             page in prop::sample::select(vec![1u32, 4]),
+            sharing in prop::bool::ANY,
         ) {
             let st = Arc::new(TokenStore::from_seqs(&seqs));
             let tokens = ((full as f64 * ratio) as u64).max(window as u64 + page as u64 + 1);
-            let mut c = SwaCache::new(st.clone(), page, full, SwaLayout { window, tokens });
+            let mut c = SwaCache::new(st.clone(), page, full, SwaLayout { window, tokens, sharing });
             let mut live: Vec<Option<Live>> = vec![None; 6];
             for (op, extra) in &ops {
                 admit_or_apply(&mut c, op, &mut live, &st, page as usize)?;
@@ -504,7 +526,7 @@ mod tests {
                     1 => {
                         for (req, l) in live.iter().enumerate() {
                             if let Some(l) = l {
-                                c.decode_window(req as ReqId, l.allocated);
+                                c.slide_window(req as ReqId, l.allocated, true);
                             }
                         }
                     }

@@ -21,7 +21,7 @@ pub mod swa;
 
 use super::frontend::FailReason;
 use super::{EngineConfig, ReqRt, SchedulePolicy, Scheduler, Step};
-use crate::cache::{PrefixCache, ReqId};
+use crate::cache::{Policy, PrefixCache, ReqId};
 use crate::workload::prefix_trie::{build_trie, Tokens};
 use crate::workload::TokenStore;
 use rand::rngs::StdRng;
@@ -31,6 +31,8 @@ use std::sync::Arc;
 
 /// `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION`.
 const CLIP_MAX_NEW: u64 = 4096;
+/// `IGNORE_EOS_RESERVE_TOKENS`: free tokens per running request `add_one_req_ignore_eos` keeps.
+const IGNORE_EOS_RESERVE: f64 = 1.0;
 /// `SGLANG_INIT_NEW_TOKEN_RATIO`, `SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR`,
 /// `SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS`, `SGLANG_RETRACT_DECODE_STEPS`.
 const INIT_RATIO: f64 = 0.7;
@@ -394,6 +396,8 @@ impl Sglang {
         }
         // 2. Waiting requests in policy order (`add_one_req`).
         let mut taken = 0usize;
+        // `PrefillAdder.req_states`, made by the pass's first `add_one_req_ignore_eos`.
+        let mut states: Option<Vec<(f64, u64)>> = None;
         let mut skipped: Vec<ReqId> = Vec::new();
         let mut preempted: Vec<ReqId> = Vec::new();
         while taken < self.waiting.len() {
@@ -441,7 +445,12 @@ impl Sglang {
             let first = plan.is_empty();
             let window_new = Self::remaining_new(&r).min(CLIP_MAX_NEW);
             let pins = (pinned, t.window_pinned, window_new);
-            let mut shape = match self.admission(&b, cache, total, hit + t.host, known, pins, first) {
+            let shape = if r.ignore_eos && cache.spec().policy == Policy::None {
+                self.admit_ignore_eos(&b, cache, reqs, id, &plan, &mut states)
+            } else {
+                self.admission(&b, cache, total, hit + t.host, known, pins, first)
+            };
+            let mut shape = match shape {
                 Ok(shape) => shape,
                 Err(verdict) => {
                     if verdict == Verdict::NoToken {
@@ -507,6 +516,9 @@ impl Sglang {
         // `alloc_for_extend`: one allocation for the batch (evicting once; with pages above one
         // token, for a page more per request: `alloc_paged_token_slots_extend`), then each's.
         let over = if b.page > 1 { plan.len() as u64 * b.page } else { 0 };
+        for &(id, _) in &plan {
+            cache.slide_window(id, reqs[id as usize].num_computed as usize, false);
+        }
         cache.ensure_free(plan.iter().map(|&(_, n)| n).sum::<u64>() + over);
         for &(id, n) in &plan {
             let r = reqs[id as usize];
@@ -580,6 +592,80 @@ impl Sglang {
             }
             _ => (extend, false),
         })
+    }
+
+    /// `PrefillAdder.add_one_req_ignore_eos`, SGLang's admission of a request sent with
+    /// `ignore_eos` when the tree is disabled (`--disable-radix-cache`): its pages and one more
+    /// must fit what is free less this pass's reservations; then, over the requests it would
+    /// run with — itself, the running ones and this pass's, fewest tokens left first
+    /// (`req_states`, kept for the pass) — the pool must keep more than one token per request
+    /// still running when each finishes in turn (`IGNORE_EOS_RESERVE_TOKENS`; not under a
+    /// window pool, whose own check stands instead). Admitted whole, or as a chunk of what the
+    /// chunk budget has left.
+    fn admit_ignore_eos(
+        &self,
+        b: &Budget,
+        cache: &dyn PrefixCache,
+        reqs: &[ReqRt],
+        id: ReqId,
+        plan: &[(ReqId, u64)],
+        states: &mut Option<Vec<(f64, u64)>>,
+    ) -> Result<(u64, bool), Verdict> {
+        let r = &reqs[id as usize];
+        let extend = (r.num_tokens - r.num_computed) as u64;
+        let paged = (extend.div_ceil(b.page) + 1) * b.page;
+        if paged as f64 > b.remaining_current(cache).min(b.remaining_total(cache)) {
+            return Err(Verdict::NoToken);
+        }
+        if b.window.is_some() {
+            let need = b.window_tokens(extend, Self::remaining_new(r).min(CLIP_MAX_NEW), b.rem_chunk);
+            if need as f64 > b.remaining_window(cache) {
+                return Err(Verdict::NoToken);
+            }
+        }
+        // (tokens left, tokens held) of a request that has tokens left to produce.
+        let state = |x: &ReqRt| {
+            let ratio = if x.ignore_eos { 1.0 } else { self.ratio };
+            let left = x.output_len as f64 * ratio - x.generated as f64;
+            (left > 0.0).then_some((left, (x.prompt_len + x.generated) as u64))
+        };
+        match states {
+            None => {
+                let with = std::iter::once(id).chain(self.running.iter().copied()).chain(plan.iter().map(|p| p.0));
+                let mut v: Vec<(f64, u64)> = with.filter_map(|x| state(&reqs[x as usize])).collect();
+                v.sort_by(|p, q| p.0.total_cmp(&q.0));
+                *states = Some(v);
+            }
+            Some(v) => {
+                if let Some(s) = state(r) {
+                    // The loop's index when nothing breaks it is the last one, not past it.
+                    let i = v.iter().position(|x| s.0 <= x.0).unwrap_or(v.len().saturating_sub(1));
+                    v.insert(i, s);
+                }
+            }
+        }
+        if b.window.is_none() {
+            let v = states.as_deref().expect("made above");
+            let room = b.remaining_current(cache) - paged as f64;
+            let mut freed = 0.0;
+            for (i, &(left, held)) in v.iter().enumerate() {
+                let running = (v.len() - i) as f64;
+                if room + freed - left * running <= IGNORE_EOS_RESERVE * running {
+                    return Err(Verdict::NoToken);
+                }
+                freed += held as f64;
+            }
+        }
+        match b.rem_chunk {
+            Some(chunk) if extend as i64 > chunk => {
+                if chunk <= 0 {
+                    Err(Verdict::Other)
+                } else {
+                    Ok((chunk as u64, true))
+                }
+            }
+            _ => Ok((extend, false)),
+        }
     }
 
     /// `SWAPrefillBudget.check_prefill`'s window check for `input` new tokens (page-rounded) and
@@ -730,7 +816,7 @@ impl Sglang {
         out.preempted += retracted;
         // `alloc_for_decode` → `maybe_evict_swa`, before the allocation's eviction.
         for &id in &self.running {
-            cache.decode_window(id, reqs[id as usize].num_computed as usize);
+            cache.slide_window(id, reqs[id as usize].num_computed as usize, true);
         }
         let page = self.page();
         if page > 1 {
@@ -794,6 +880,10 @@ impl Budget {
 
     fn remaining_total(&self, cache: &dyn PrefixCache) -> f64 {
         Self::live(cache) - self.total_offset
+    }
+
+    fn remaining_current(&self, cache: &dyn PrefixCache) -> f64 {
+        Self::live(cache) - self.current_offset
     }
 
     /// `remaining_swa`: free and evictable window slots less the reservations.

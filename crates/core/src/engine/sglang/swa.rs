@@ -16,7 +16,10 @@
 //!   (`_recompute_cell_size`); the full pool is what memory holds at that cost (or
 //!   `--max-total-tokens`, when smaller), rounded down to pages, the window pool `ratio` of it,
 //!   rounded down to pages (`_solve_pool_sizes`); a window pool no larger than one window and a
-//!   page is refused at launch (`validate_swa_pool_size`).
+//!   page is refused at launch (`validate_swa_pool_size`). With the radix cache off and
+//!   `--max-running-requests` given, the window pool holds each running request's window, the
+//!   128 tokens it may hold past it and two pages, plus a chunk and a page
+//!   (`SWARequestCapPoolConfigurator`, `compute_swa_request_cap`), and the full pool the rest.
 
 use crate::catalog::{AttentionKind, Model};
 use crate::engine::{EngineKind, EngineVersion};
@@ -45,6 +48,18 @@ pub struct SwaMachine<'a> {
     pub disaggregated: bool,
 }
 
+/// What sizes the pools.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolInputs {
+    /// Full tokens the KV memory holds at [`SwaPlan::cell_bytes`] a token.
+    pub memory_tokens: u64,
+    pub max_total_tokens: Option<u64>,
+    /// `--max-running-requests` as given.
+    pub max_running_requests: Option<u32>,
+    pub chunked_prefill_size: u32,
+    pub page: u32,
+}
+
 /// SGLang's window pool for a model, once resolved.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SwaPlan {
@@ -54,6 +69,8 @@ pub struct SwaPlan {
     /// Layers of full attention and of windowed attention.
     pub full_layers: u64,
     pub window_layers: u64,
+    /// The radix cache is on: prefixes are shared, and a request keeps a page-rounded window.
+    pub sharing: bool,
 }
 
 impl SwaPlan {
@@ -69,7 +86,39 @@ impl SwaPlan {
         let swa = (full as f64 * self.ratio) as u64;
         swa - swa % page as u64
     }
+
+    /// Both pools, (full, window) tokens: by the ratio, or with the radix cache off and
+    /// `--max-running-requests` given by the requests' windows (`compute_swa_request_cap`).
+    pub fn pools(&self, i: &PoolInputs) -> (u64, u64) {
+        let page = i.page as u64;
+        let floor = |t: u64| t - t % page;
+        match i.max_running_requests.filter(|_| !self.sharing && i.chunked_prefill_size > 0) {
+            Some(running) => {
+                let per_req = self.window as u64 + EVICTION_INTERVAL + 2 * page;
+                let cap = per_req * running.max(1) as u64 + i.chunked_prefill_size as u64 + page;
+                let window = cap.div_ceil(page) * page;
+                let full = match i.max_total_tokens {
+                    Some(t) => floor(t.min(i.memory_tokens)),
+                    // The memory less the window pool's, at the full layers' cost alone.
+                    None => {
+                        let all =
+                            i.memory_tokens as f64 * (self.full_layers as f64 + self.ratio * self.window_layers as f64);
+                        let rest = all - window as f64 * self.window_layers as f64;
+                        floor((rest / self.full_layers as f64).max(0.0) as u64)
+                    }
+                };
+                (full, window.min(i.max_total_tokens.unwrap_or(u64::MAX)))
+            }
+            None => {
+                let full = floor(i.max_total_tokens.map_or(i.memory_tokens, |t| t.min(i.memory_tokens)));
+                (full, self.window_tokens(full, i.page))
+            }
+        }
+    }
 }
+
+/// `SGLANG_SWA_EVICTION_INTERVAL`.
+const EVICTION_INTERVAL: u64 = 128;
 
 /// Whether SGLang serves `model` with its hybrid window pools (Gemma 2 and 3 it does not).
 fn served_hybrid(model: &Model) -> bool {
@@ -121,9 +170,6 @@ pub fn resolve(o: &SwaOptions, m: &SwaMachine) -> Result<Option<SwaPlan>> {
             ),
         ))
     };
-    if !m.radix {
-        return refuse("the radix cache off");
-    }
     if m.disaggregated {
         return refuse("prefill/decode disaggregation");
     }
@@ -138,6 +184,7 @@ pub fn resolve(o: &SwaOptions, m: &SwaMachine) -> Result<Option<SwaPlan>> {
         ratio: o.ratio.unwrap_or(DEFAULT_RATIO),
         full_layers: full,
         window_layers: sliding + chunked,
+        sharing: m.radix,
     }))
 }
 
@@ -190,7 +237,18 @@ mod tests {
         let off = SwaOptions { disable: true, ..Default::default() };
         assert_eq!(resolve(&off, &machine(&oss)).unwrap(), None);
         assert!(resolve(&SwaOptions { ratio: Some(1.5), ..Default::default() }, &machine(&oss)).is_err());
-        assert!(resolve(&SwaOptions::default(), &SwaMachine { radix: false, ..machine(&oss) }).is_err());
+        let off = resolve(&SwaOptions::default(), &SwaMachine { radix: false, ..machine(&oss) }).unwrap().unwrap();
+        // The radix cache off with 16 running requests, chunks of 512, window 127: each request
+        // 127 + 128 + 2 tokens, 16 of them, a chunk and a page.
+        let i = PoolInputs {
+            memory_tokens: 100_000,
+            max_total_tokens: Some(6000),
+            max_running_requests: Some(16),
+            chunked_prefill_size: 512,
+            page: 1,
+        };
+        assert_eq!(off.pools(&i), (6000, 257 * 16 + 513));
+        assert_eq!(p.pools(&PoolInputs { page: 16, ..i }), (6000, 4800));
         assert!(check_pool(&p, 8192 + 16, 16).is_err());
         assert!(check_pool(&p, 8192 + 17, 16).is_ok());
     }
