@@ -7,12 +7,14 @@
 //! Mooncake runs are timed both with coalesced decode stretches (the default) and with every
 //! engine step an event of its own (`_stepped`); and SGLang with HiCache on the whole trace: the
 //! device tier alone, with the host tier, and with the storage tier under it, at pages of 1 and
-//! 64 tokens (the tiers' cost).
+//! 64 tokens (the tiers' cost); and SGLang on gpt-oss-20b with its window pool and with every
+//! layer in one pool (the window pool's cost).
 
 use cachesim::cluster::router::RouterKind;
 use cachesim::cluster::ClusterConfig;
 use cachesim::config::{resolve, RunOptions};
 use cachesim::engine::sglang::hicache::{HiCacheOptions, StorageBackend};
+use cachesim::engine::sglang::swa::SwaOptions;
 use cachesim::engine::EngineKind;
 use cachesim::sim::{simulate, Keep};
 use cachesim::workload::arrivals::ArrivalOptions;
@@ -140,6 +142,23 @@ fn mooncake_runs(c: &mut Criterion) {
                 b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed)
             });
         }
+    }
+    g.finish();
+    // SGLang's window pool on gpt-oss-20b against the same model with every layer in one pool.
+    let mut g = c.benchmark_group("serve_mooncake_sglang_window");
+    g.sample_size(10);
+    for (pools, disable) in [("one_pool", true), ("window_pool", false)] {
+        let cfg = resolve(&RunOptions {
+            engine: EngineKind::Sglang,
+            model: "gpt-oss-20b".into(),
+            max_total_tokens: Some(262_144),
+            max_running_requests: Some(256),
+            chunked_prefill_size: Some(8192),
+            sglang_swa: SwaOptions { disable, ..Default::default() },
+            ..RunOptions::default()
+        })
+        .unwrap();
+        g.bench_function(pools, |b| b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed));
     }
     g.finish();
 }

@@ -4,11 +4,10 @@
 //! computes; the window pool's slots of a running request's tokens that slid out of its window
 //! are freed as it goes (`mem_cache/common.py` `free_swa_out_of_window_slots`: before each
 //! insert, every `SGLANG_SWA_EVICTION_INTERVAL` = 128 tokens while it decodes, and with the
-//! radix cache off before each prefill chunk too), and the
-//! tree keeps window KV only where a later match can use it ([`tree::swa`]). Every
-//! allocation evicts each pool's shortfall, full leaves first, then the window pool's own walk
-//! (`evict_to_free_tokens` → `evict_for_alloc`); the admission budget reads both pools
-//! ([`PrefixCache::window_usage`]).
+//! radix cache off before each prefill chunk too), and the tree keeps window KV only where a
+//! later match can use it ([`super::tree::swa`]). Every allocation evicts each pool's shortfall, full
+//! leaves first, then the window pool's own walk (`evict_to_free_tokens` → `evict_for_alloc`);
+//! the admission budget reads both pools ([`PrefixCache::window_usage`]).
 //!
 //! A request's slots are counted, not named: its full slots past its locked prefix are its
 //! own, and its window slots from `max(evicted, cached)` on, `evicted` being its window
@@ -44,7 +43,7 @@ struct Req {
     cached: usize,
     /// Where its window lock ends ([`RadixTree::swa_lock`]).
     boundary: Option<usize>,
-    /// Tokens it holds full slots for (whole pages).
+    /// Tokens it holds slots for (its slots are whole pages).
     allocated: usize,
     computed: usize,
     /// Known tokens at admission: the (re-)prefill ends there.
@@ -229,16 +228,6 @@ impl SwaCache {
                 self.reqs.put(req, st);
             }
         }
-    }
-
-    /// The tree (for tests).
-    pub fn tree(&self) -> &RadixTree {
-        &self.tree
-    }
-
-    /// Free window slots.
-    pub fn window_free(&self) -> u64 {
-        self.swa_available()
     }
 }
 

@@ -147,11 +147,12 @@ impl RadixTree {
         self.swa.as_mut().expect("the window component is on")
     }
 
-    /// Live window tokens in unlocked nodes, and in all nodes.
+    /// Live window tokens in unlocked nodes.
     pub fn swa_evictable(&self) -> u64 {
         self.w().evictable
     }
 
+    /// Live window tokens in all nodes.
     pub fn swa_size(&self) -> u64 {
         let w = self.w();
         w.evictable + w.protected
@@ -356,11 +357,6 @@ impl RadixTree {
             freed += len;
         }
         (full, freed)
-    }
-
-    /// Window tokens a delete of the unlocked leaves would free with them: the live ones.
-    pub fn swa_live(&self, n: NodeId) -> bool {
-        self.w().nodes[n as usize].live
     }
 
     /// SGLang's insert of `seq[..len]` (page-aligned) with the window component, for a request
