@@ -7,15 +7,13 @@ rule); one without a `priority` key is sent without a priority.
     python3 gen_traces.py            # writes traces/ beside this file
 """
 
-import json
 import os
 import random
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def arrive_at(step):
-    return int((step - 0.5) * 1000) if step > 0 else 0
+sys.path.insert(0, os.path.dirname(HERE))  # for sglang_common
+from sglang_common import arrive_at, write_traces  # noqa: E402
 
 
 def s_preempt():
@@ -73,8 +71,4 @@ def build(recs, prefix=()):
 
 
 if __name__ == "__main__":
-    os.makedirs(os.path.join(HERE, "traces"), exist_ok=True)
-    for f in (s_preempt, s_prefix, s_chunked, s_retract):
-        with open(os.path.join(HERE, "traces", f.__name__ + ".jsonl"), "w") as out:
-            for rec in f():
-                out.write(json.dumps(rec) + "\n")
+    write_traces(HERE, (s_preempt, s_prefix, s_chunked, s_retract), output_ids=False)

@@ -35,7 +35,7 @@ What is replaced (and nothing else):
      not replaced: with tp size 1 (no process group) SGLang itself skips them.
   2. MHATokenToKVPoolHost's pin_memory default True -> False (pinning needs CUDA).
   3. Scheduler.__init__ is not run (needs a model, torch.distributed, sockets): the object is
-     assembled as in the project's earlier SGLang drivers, with inert stubs for features that
+     assembled by ../sglang_common.py (shared by the SGLang drivers), with inert stubs for features that
      are off (grammar, LoRA, DP attention, metrics, streaming); the forward samples one token
      per row (never EOS) and writes each token's id into the device KV rows it fills, and before
      every forward the driver checks that every prefix row of every scheduled request (device
@@ -69,10 +69,11 @@ Arrival rule (as the sglang-priority goldens): a record with timestamp_ms t is q
 ceil(t / 1000); the driver stops with an error if the engine would go idle with requests still to
 arrive.
 """
-import os, sys, json, math, argparse, time
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-import warnings; warnings.filterwarnings("ignore")
-import logging; logging.disable(logging.WARNING)
+import os, sys, json, argparse, time
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # for sglang_common
+import sglang_common as C
+C.quiet_imports()
+import logging
 class _ErrorCounter(logging.Handler):
     """SGLang's storage threads log and swallow their exceptions (a failed query reads as a miss):
     count every ERROR record, and fail the run if there was any."""
@@ -128,7 +129,6 @@ if A.storage_max_size is not None: EXTRA["max_size"] = A.storage_max_size
 os.environ["SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"] = A.tree_core
 import torch
 from types import SimpleNamespace
-from array import array
 from sglang.srt.runtime_context import get_context
 POOL = A.max_total_tokens; PAGE = A.page_size; LAG = A.copy_lag_steps
 if A.host_tokens is not None:
@@ -259,16 +259,12 @@ _load_native_hash_module()
 _PAR = get_parallel().override(tp_rank=0, pp_rank=0, attn_dcp_rank=0, attn_tp_rank=0, attn_dp_rank=0, attn_cp_rank=0); _PAR.__enter__()
 
 # ---------------------------------------------------------------- pools and tree cache, as kv_cache_builder
-from sglang.srt.managers.scheduler import Scheduler
-from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
-from sglang.srt.sampling.sampling_params import SamplingParams
+from sglang.srt.managers.scheduler import Scheduler  # noqa: F401  (loaded here, before the pools and the tree)
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool, MHATokenToKVPool
 from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
 from sglang.srt.mem_cache.registry import TreeCacheBuildContext, create_tree_cache
 from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
-from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-from sglang.srt.disaggregation.utils import DisaggregationMode
 
 R = A.max_running_requests; CTX = A.context_len
 rtp = ReqToTokenPool(size=R, max_context_len=CTX, device="cpu", enable_memory_saver=False)
@@ -376,81 +372,24 @@ def storage_pending():
 def storage_files():
     return sum(1 for f in os.listdir(STORAGE_DIR) if f.endswith(".bin"))
 
-# ---------------------------------------------------------------- scheduler object (as the earlier drivers)
-s = Scheduler.__new__(Scheduler)
+# ---------------------------------------------------------------- scheduler object (../sglang_common.py)
 mc = SimpleNamespace(vocab_size=1 << 30, is_multimodal=False, is_encoder_decoder=False, context_len=CTX,
                      hf_config=SimpleNamespace(), num_key_value_heads=1, is_hybrid_swa=False,
                      self_opened_think_start_ids=None, think_end_id=None)
-attrs = dict(server_args=sa, schedule_policy=get_schedule().schedule_policy, enable_priority_scheduling=False,
-  abort_on_priority_when_disabled=False, schedule_low_priority_values_first=False,
-  priority_scheduling_preemption_threshold=get_schedule().priority_scheduling_preemption_threshold,
-  enable_lora=False, enable_overlap=False, enable_overlap_mlx=False, enable_pdmux=False,
-  spec_algorithm=SpeculativeAlgorithm.NONE, page_size=PAGE, enable_hierarchical_cache=True, enable_lmcache=False,
-  enable_session_radix_cache=False, enable_hicache_storage=True, enable_unified_cache_external_linker=False,
-  enable_decode_hicache=False, enable_hisparse=False, attn_dp_enabled=False, enable_unified_memory=False,
-  max_new_tokens_limit=None, dllm_config=None, model_config=mc, is_generation=True,
-  tp_worker=tp_worker, req_to_token_pool=rtp, token_to_kv_pool_allocator=alloc, tree_cache=tree,
-  disable_radix_cache=False, max_total_num_tokens=POOL, max_prefill_tokens=get_schedule().max_prefill_tokens,
-  max_running_requests=R, max_req_len=CTX - 1, max_req_input_len=CTX - 2, device="cpu", is_hybrid_swa=False,
-  is_hybrid_ssm=False, sliding_window_size=None, disaggregation_mode=DisaggregationMode.NULL,
-  hisparse_coordinator=None, min_free_slots_delayer=None, decode_offload_manager=None, processed_tokens_counter=0,
-  truncation_align_size=None, max_queued_requests=None, scheduler_stage_metrics=None, require_mlp_sync=False,
-  draft_worker=None,
-)
-for k, v in attrs.items(): setattr(s, k, v)
-s.model_worker = s.tp_worker
-if not get_parallel().pp_max_micro_batch_size:  # as Scheduler.init_model_worker does
-    get_context().override("scheduler.pp_max_micro_batch_size_default", pp_max_micro_batch_size=max(R // get_parallel().pp_size, 1))
-class _NoMetrics:
-    # metrics/logging sink: counters accepted, every report_* call a no-op
-    def __init__(self): self.enable_metrics = False; self.num_retracted_reqs = 0; self.num_generated_tokens = 0; self.forward_ct_decode = 0
-    def __getattr__(self, name): return lambda *a, **k: None
-s.metrics_reporter = _NoMetrics()
-s.init_running_status()
-# init_chunked_prefill, minus its multimodal/transformers-backend check (needs a real ModelConfig)
-s.chunked_prefill_size = get_schedule().chunked_prefill_size
-s.prefill_decode_interval = get_schedule().prefill_decode_interval or 0
-s._prefill_decode_interval_remaining = 0
-s.prefill_decode_interval_min_bs = get_schedule().prefill_decode_interval_min_bs
-s.chunked_req = None; s._pending_chunked_abort_req = None
-s.is_mixed_chunk = s.chunked_prefill_size is not None and get_schedule().enable_mixed_chunk
-s.dynamic_chunk_sizer = None; s.init_schedule_policy()
-s.grammar_manager = SimpleNamespace(has_waiting_grammars=lambda: False)
-s.load_inquirer = SimpleNamespace(_get_num_pending_tokens=lambda chunk_deduct=0: 0)
-s.beam_coordinator = SimpleNamespace(pending_member_rows=lambda b: 0, retire_group=lambda r: None)
-s.dp_attn_adapter = SimpleNamespace(maybe_prepare_mlp_sync_batch=lambda b, need_sync=False: b, maybe_convert_decode_to_extend=lambda b: b)
-s.ngram_embedding_manager = SimpleNamespace(prepare_for_forward=lambda b, chunked_req=None: b)
+s = C.assemble_scheduler(sa, mc, tp_worker, rtp, alloc, tree, page_size=PAGE, max_total_num_tokens=POOL, max_running_requests=R,
+                         max_req_len=CTX - 1, max_req_input_len=CTX - 2, enable_hierarchical_cache=True,
+                         enable_hicache_storage=True)
 
-trace = [json.loads(l) for l in open(A.trace) if l.strip()]
-ARRIVAL = [math.ceil(r.get("timestamp_ms", 0) / 1000) for r in trace]
-if ARRIVAL != sorted(ARRIVAL): sys.exit("the trace's lines are not in arrival order")
-def make_req(i, r):
-    sp = SamplingParams(max_new_tokens=int(r["output_len"]), ignore_eos=not A.no_ignore_eos, temperature=0.0)
-    sp.normalize(None); sp.verify(mc.vocab_size)
-    req = Req(str(i), "", array("q", r["prompt_ids"]), sp, vocab_size=mc.vocab_size)
-    s.init_req_max_new_tokens(req)
-    return req
-ALL = {str(i): make_req(i, r) for i, r in enumerate(trace)}
-NEXT = 0
-def queue_arrivals(step):
-    global NEXT
-    while NEXT < len(trace) and ARRIVAL[NEXT] <= step:
-        s._add_request_to_queue(ALL[str(NEXT)]); NEXT += 1
+trace, ARRIVAL = C.load_trace(A.trace)
+ALL = C.make_requests(s, trace, mc, ignore_eos=not A.no_ignore_eos)
+ARR = C.Arrivals(s, trace, ARRIVAL, ALL); queue_arrivals = ARR.queue
 from sglang.srt.managers.utils import GenerationBatchResult
-s.metrics_collector = None; s.future_map = None
-s.metrics_reporter.num_generated_tokens = 0
-s.output_streamer = SimpleNamespace(stream_output=lambda *a, **k: None)
-s.abort_request = lambda *a, **k: None
-s.init_batch_result_processor()
+C.finish_scheduler(s)
 OUT_BASE = 10_000_000; OUT_STRIDE = 100_000
 import sglang
 
 # ---------------------------------------------------------------- recorders (wrappers that change nothing)
-RETRACTED = []
-_orig_retract = ScheduleBatch.retract_decode
-def _rec_retract(self, *a, **k):
-    out = _orig_retract(self, *a, **k); RETRACTED.extend(r.rid for r in out[0]); return out
-ScheduleBatch.retract_decode = _rec_retract
+RETRACTED = []; C.record_retractions(RETRACTED)
 from sglang.srt.managers.schedule_policy import PrefillAdder
 ADMIT = {}   # rid -> (device prefix at admission, host_hit_length matched, host tokens loaded)
 _orig_add = PrefillAdder.add_one_req
@@ -621,8 +560,7 @@ def check_and_fill(b, is_ext):
         KB[row[lo:hi], 0, 0] = ids[lo:hi]; VB[row[lo:hi], 0, 0] = -ids[lo:hi]
 
 # ---------------------------------------------------------------- run
-out = open(A.out, "w")
-def emit(o): out.write(json.dumps(o, separators=(",", ":")) + "\n")
+out, emit = C.open_jsonl(A.out)
 emit({"type": "config", "sglang_version": sglang.__version__, "torch_version": torch.__version__.split("+")[0],
       "trace": os.path.basename(A.trace), "num_requests": len(trace),
       "max_total_tokens": POOL, "free_tokens_at_start": alloc.available_size(), "max_running_requests": R,
@@ -673,7 +611,7 @@ while step < 10_000_000:
     for rid in retracted: info[rid]["retractions"] += 1; started.discard(rid)
     if b is None:
         s.last_batch = None
-        if NEXT >= len(trace) and not s.waiting_queue and s.running_batch.is_empty() and s.chunked_req is None: break
+        if not ARR.pending() and not s.waiting_queue and s.running_batch.is_empty() and s.chunked_req is None: break
         if retracted: continue
         if storage_pending():
             # Nothing runnable while storage work is outstanding (a request waits for its prefetch):
@@ -687,7 +625,7 @@ while step < 10_000_000:
             # real scheduler would spin until the events complete; the driver lets them complete now.
             for ack in cc.ack_write_queue + cc.ack_load_queue: ack.finish_event.synchronize()
             ACK_WAITS += 1; continue
-        if NEXT < len(trace): sys.exit(f"the engine would go idle at step {step} with requests still to arrive")
+        if ARR.pending(): sys.exit(f"the engine would go idle at step {step} with requests still to arrive")
         sys.exit(f"stuck at step {step}")
     is_ext = b.forward_mode.is_extend()
     rows = []

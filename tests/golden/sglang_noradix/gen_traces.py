@@ -13,28 +13,13 @@ requests arrive every few steps so that the engine never idles between arrivals.
     python3 gen_traces.py            # writes traces/ beside this file
 """
 
-import json
 import os
 import random
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT_BASE, OUT_STRIDE = 10_000_000, 100_000
-
-
-def arrive_at(step):
-    return int((step - 0.5) * 1000) if step > 0 else 0
-
-
-class Ids:
-    """Fresh, never repeated token ids (below the fake model's output ids)."""
-
-    def __init__(self, start):
-        self.next = start
-
-    def take(self, n):
-        out = list(range(self.next, self.next + n))
-        self.next += n
-        return out
+sys.path.insert(0, os.path.dirname(HERE))  # for sglang_common
+from sglang_common import arrive_at, Ids, write_traces  # noqa: E402
 
 
 def build(events):
@@ -114,9 +99,4 @@ def n_decode():
 
 
 if __name__ == "__main__":
-    os.makedirs(os.path.join(HERE, "traces"), exist_ok=True)
-    for f in (n_mixed, n_burst, n_long, n_decode):
-        with open(os.path.join(HERE, "traces", f.__name__ + ".jsonl"), "w") as out:
-            for i, rec in enumerate(f()):
-                rec["output_ids"] = [OUT_BASE + i * OUT_STRIDE + j for j in range(rec["output_len"])]
-                out.write(json.dumps(rec) + "\n")
+    write_traces(HERE, (n_mixed, n_burst, n_long, n_decode))

@@ -32,7 +32,7 @@ What is real SGLang code (pip package sglang 0.5.23):
 
 What is replaced (and nothing else):
   1. Scheduler.__init__ is not run (needs a model, torch.distributed, sockets): the object is
-     assembled as in the project's earlier SGLang drivers, with inert stubs for features that are
+     assembled by ../sglang_common.py (shared by the SGLang drivers), with inert stubs for features that are
      off (grammar, LoRA, DP attention, metrics, streaming), and the attributes Scheduler.__init__ sets
      from build_kv_cache's result for a hybrid-SWA model (is_hybrid_swa, sliding_window_size,
      full_tokens_per_layer, swa_tokens_per_layer; the model runner's prefill_aware_swa = False, as for
@@ -47,10 +47,10 @@ Arrival rule (as the sglang-priority goldens): a record with timestamp_ms t is q
 ceil(t / 1000); the driver stops with an error if the engine would go idle with requests still to
 arrive.
 """
-import os, sys, json, math, argparse, time
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-import warnings; warnings.filterwarnings("ignore")
-import logging; logging.disable(logging.WARNING)
+import os, sys, argparse, time
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # for sglang_common
+import sglang_common as C
+C.quiet_imports()
 ap = argparse.ArgumentParser(description="Drive SGLang's own Scheduler + hybrid-SWA radix cache over a cachesim JSONL trace (see README.md)")
 ap.add_argument("--trace", required=True); ap.add_argument("--out", required=True)
 ap.add_argument("--sliding-window", type=int, default=128,
@@ -78,7 +78,6 @@ A = ap.parse_args(); T0 = time.time()
 os.environ["SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"] = A.tree_core
 import torch
 from types import SimpleNamespace
-from array import array
 from sglang.srt.runtime_context import get_context
 POOL_ARG = A.max_total_tokens; PAGE = A.page_size; W = A.sliding_window
 if A.swa_tokens is not None:
@@ -94,12 +93,10 @@ sa_kw = dict(device="cpu", attention_backend="torch_native", page_size=PAGE,
 if RATIO_ARG is not None: sa_kw["swa_full_tokens_ratio"] = RATIO_ARG
 ov = get_context().override_server_args(**sa_kw)
 sa = ov.install()
-from sglang.srt.runtime_context import get_schedule, get_memory, get_parallel
+from sglang.srt.runtime_context import get_schedule, get_memory
 from sglang.srt.environ import envs
 
-from sglang.srt.managers.scheduler import Scheduler
-from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
-from sglang.srt.sampling.sampling_params import SamplingParams
+from sglang.srt.managers.scheduler import Scheduler  # noqa: F401  (loaded here, before the pools and the tree)
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool, MHATokenToKVPool
 from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
 from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
@@ -109,7 +106,6 @@ from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
 from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-from sglang.srt.disaggregation.utils import DisaggregationMode
 import sglang.srt.mem_cache.common as _mc_common
 
 # ---------------------------------------------------------------- pool sizes, as the KV configurator
@@ -152,86 +148,26 @@ tree = create_tree_cache(TreeCacheBuildContext(server_args=sa, params=params, is
     tp_size=1, tp_rank=0, tp_group=None, full_tokens_per_layer=FULL))
 assert isinstance(tree, UnifiedRadixCache) and tree.supports_swa() and tree.cache_controller is None
 
-# ---------------------------------------------------------------- scheduler object (as the earlier drivers)
-s = Scheduler.__new__(Scheduler)
+# ---------------------------------------------------------------- scheduler object (../sglang_common.py)
 max_req_len = min(CTX - 1, FULL - 1)   # tp_worker.get_worker_info: min(context_len, effective capacity) - 1
-attrs = dict(server_args=sa, schedule_policy=get_schedule().schedule_policy, enable_priority_scheduling=False,
-  abort_on_priority_when_disabled=False, schedule_low_priority_values_first=False,
-  priority_scheduling_preemption_threshold=get_schedule().priority_scheduling_preemption_threshold,
-  enable_lora=False, enable_overlap=False, enable_overlap_mlx=False, enable_pdmux=False,
-  spec_algorithm=SpeculativeAlgorithm.NONE, page_size=PAGE, enable_hierarchical_cache=False, enable_lmcache=False,
-  enable_session_radix_cache=False, enable_hicache_storage=False, enable_unified_cache_external_linker=False,
-  enable_decode_hicache=False, enable_hisparse=False, attn_dp_enabled=False, enable_unified_memory=False,
-  max_new_tokens_limit=None, dllm_config=None, model_config=mc, is_generation=True,
-  tp_worker=tp_worker, req_to_token_pool=rtp, token_to_kv_pool_allocator=alloc, tree_cache=tree,
-  disable_radix_cache=A.disable_radix_cache, max_total_num_tokens=POOL, max_prefill_tokens=get_schedule().max_prefill_tokens,
-  max_running_requests=R, max_req_len=max_req_len, max_req_input_len=max_req_len - 5, device="cpu",
-  # as Scheduler.__init__ from build_kv_cache's result for a hybrid-SWA model
-  is_hybrid_swa=True, sliding_window_size=W, full_tokens_per_layer=FULL, swa_tokens_per_layer=SWA, kv_shard_widening=1,
-  is_hybrid_ssm=False, disaggregation_mode=DisaggregationMode.NULL,
-  hisparse_coordinator=None, min_free_slots_delayer=None, decode_offload_manager=None, processed_tokens_counter=0,
-  truncation_align_size=None, max_queued_requests=None, scheduler_stage_metrics=None, require_mlp_sync=False,
-  draft_worker=None,
-)
-for k, v in attrs.items(): setattr(s, k, v)
-s.model_worker = s.tp_worker
-if not get_parallel().pp_max_micro_batch_size:  # as Scheduler.init_model_worker does
-    get_context().override("scheduler.pp_max_micro_batch_size_default", pp_max_micro_batch_size=max(R // get_parallel().pp_size, 1))
-class _NoMetrics:
-    # metrics/logging sink: counters accepted, every report_* call a no-op
-    def __init__(self): self.enable_metrics = False; self.num_retracted_reqs = 0; self.num_generated_tokens = 0; self.forward_ct_decode = 0
-    def __getattr__(self, name): return lambda *a, **k: None
-s.metrics_reporter = _NoMetrics()
-s.init_running_status()
-# init_chunked_prefill, minus its multimodal/transformers-backend check (needs a real ModelConfig)
-s.chunked_prefill_size = get_schedule().chunked_prefill_size
-s.prefill_decode_interval = get_schedule().prefill_decode_interval or 0
-s._prefill_decode_interval_remaining = 0
-s.prefill_decode_interval_min_bs = get_schedule().prefill_decode_interval_min_bs
-s.chunked_req = None; s._pending_chunked_abort_req = None
-s.is_mixed_chunk = s.chunked_prefill_size is not None and get_schedule().enable_mixed_chunk
-s.dynamic_chunk_sizer = None; s.init_schedule_policy()
-s.grammar_manager = SimpleNamespace(has_waiting_grammars=lambda: False)
-s.load_inquirer = SimpleNamespace(_get_num_pending_tokens=lambda chunk_deduct=0: 0)
-s.beam_coordinator = SimpleNamespace(pending_member_rows=lambda b: 0, retire_group=lambda r: None)
-s.dp_attn_adapter = SimpleNamespace(maybe_prepare_mlp_sync_batch=lambda b, need_sync=False: b, maybe_convert_decode_to_extend=lambda b: b)
-s.ngram_embedding_manager = SimpleNamespace(prepare_for_forward=lambda b, chunked_req=None: b)
+s = C.assemble_scheduler(sa, mc, tp_worker, rtp, alloc, tree, page_size=PAGE, max_total_num_tokens=POOL, max_running_requests=R,
+                         max_req_len=max_req_len, max_req_input_len=max_req_len - 5, disable_radix_cache=A.disable_radix_cache,
+                         # as Scheduler.__init__ from build_kv_cache's result for a hybrid-SWA model
+                         is_hybrid_swa=True, sliding_window_size=W, full_tokens_per_layer=FULL, swa_tokens_per_layer=SWA,
+                         kv_shard_widening=1)
 
-trace = [json.loads(l) for l in open(A.trace) if l.strip()]
-ARRIVAL = [math.ceil(r.get("timestamp_ms", 0) / 1000) for r in trace]
-if ARRIVAL != sorted(ARRIVAL): sys.exit("the trace's lines are not in arrival order")
-def make_req(i, r):
-    sp = SamplingParams(max_new_tokens=int(r["output_len"]), ignore_eos=not A.no_ignore_eos, temperature=0.0)
-    sp.normalize(None); sp.verify(mc.vocab_size)
-    req = Req(str(i), "", array("q", r["prompt_ids"]), sp, vocab_size=mc.vocab_size)
-    s.init_req_max_new_tokens(req)
-    return req
-ALL = {str(i): make_req(i, r) for i, r in enumerate(trace)}
-CLIPPED = {rid: int(trace[int(rid)]["output_len"]) for rid, r in ALL.items()
-           if r.sampling_params.max_new_tokens != int(trace[int(rid)]["output_len"])}
-if CLIPPED: sys.exit(f"SGLang would clip max_new_tokens of requests {sorted(CLIPPED, key=int)} (pool too small for the trace)")
-NEXT = 0
-def queue_arrivals(step):
-    global NEXT
-    while NEXT < len(trace) and ARRIVAL[NEXT] <= step:
-        s._add_request_to_queue(ALL[str(NEXT)]); NEXT += 1
+trace, ARRIVAL = C.load_trace(A.trace)
+ALL = C.make_requests(s, trace, mc, ignore_eos=not A.no_ignore_eos)
+C.check_not_clipped(trace, ALL)
+ARR = C.Arrivals(s, trace, ARRIVAL, ALL); queue_arrivals = ARR.queue
 from sglang.srt.managers.utils import GenerationBatchResult
-s.metrics_collector = None; s.future_map = None
-s.metrics_reporter.num_generated_tokens = 0
-s.output_streamer = SimpleNamespace(stream_output=lambda *a, **k: None)
-s.abort_request = lambda *a, **k: None
 ABORTED = []   # requests the scheduler ends itself (retract_decode's OOM abort): its report to the tokenizer is the sink
-s.send_abort_output = lambda abort_req, req: ABORTED.append(req.rid)
-s.init_batch_result_processor()
+C.finish_scheduler(s, aborted=ABORTED)
 OUT_BASE = 10_000_000; OUT_STRIDE = 100_000
 import sglang
 
 # ---------------------------------------------------------------- recorders (wrappers that change nothing)
-RETRACTED = []
-_orig_retract = ScheduleBatch.retract_decode
-def _rec_retract(self, *a, **k):
-    out = _orig_retract(self, *a, **k); RETRACTED.extend(r.rid for r in out[0]); return out
-ScheduleBatch.retract_decode = _rec_retract
+RETRACTED = []; C.record_retractions(RETRACTED)
 MATCH = {}   # rid -> (full_kv_hit_length, swa_branching_seqlen) of the request's last match
 _orig_match = UnifiedRadixCache.match_prefix
 def _rec_match(self, params, *a, **k):
@@ -328,8 +264,7 @@ def check_and_fill(b, is_ext):
 # ---------------------------------------------------------------- run
 def pools():
     return (alloc.full_available_size(), alloc.swa_available_size(), tree.full_evictable_size(), tree.swa_evictable_size())
-out = open(A.out, "w")
-def emit(o): out.write(json.dumps(o, separators=(",", ":")) + "\n")
+out, emit = C.open_jsonl(A.out)
 emit({"type": "config", "sglang_version": sglang.__version__, "torch_version": torch.__version__.split("+")[0],
       "trace": os.path.basename(A.trace), "num_requests": len(trace),
       "max_total_tokens": POOL, "full_pool_tokens": FULL, "swa_pool_tokens": SWA,
@@ -382,10 +317,10 @@ while step < 10_000_000:
         CARRY["retracted"], CARRY["aborted"] = [], []
     if b is None:
         s.last_batch = None
-        if NEXT >= len(trace) and not s.waiting_queue and s.running_batch.is_empty() and s.chunked_req is None: break
+        if not ARR.pending() and not s.waiting_queue and s.running_batch.is_empty() and s.chunked_req is None: break
         # nothing to run after a retraction / abort: SGLang schedules again; they are reported with the next step
         if retracted or aborted: CARRY["retracted"] += retracted; CARRY["aborted"] += aborted; continue
-        if NEXT < len(trace): sys.exit(f"the engine would go idle at step {step} with requests still to arrive")
+        if ARR.pending(): sys.exit(f"the engine would go idle at step {step} with requests still to arrive")
         sys.exit(f"stuck at step {step}")
     is_ext = b.forward_mode.is_extend()
     rows = []

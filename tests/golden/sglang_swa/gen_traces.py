@@ -17,50 +17,13 @@ Short "filler" requests arrive every few steps so that the engine never idles be
     python3 gen_traces.py            # writes traces/ beside this file
 """
 
-import json
 import os
 import random
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT_BASE, OUT_STRIDE = 10_000_000, 100_000
-
-
-def arrive_at(step):
-    return int((step - 0.5) * 1000) if step > 0 else 0
-
-
-class Ids:
-    """Fresh, never repeated token ids (below the fake model's output ids)."""
-
-    def __init__(self, start):
-        self.next = start
-
-    def take(self, n):
-        out = list(range(self.next, self.next + n))
-        self.next += n
-        return out
-
-
-def build(events):
-    """events: dicts with `step` (arrival), `order` (tie-break) and either `prompt` (a list of ids)
-    or `conv` with `new` user tokens (the first turn's `new` is its whole prompt); conversation
-    prompts are built once the earlier turn's request id is known."""
-    events = sorted(events, key=lambda e: (e["step"], e["order"]))
-    history = {}  # conv -> (prompt so far, rid of the last turn, its output_len)
-    out = []
-    for rid, e in enumerate(events):
-        if "conv" in e:
-            prev = history.get(e["conv"])
-            if prev is None:
-                prompt = list(e["new"])
-            else:
-                p, prid, plen = prev
-                prompt = p + [OUT_BASE + prid * OUT_STRIDE + j for j in range(plen)] + list(e["new"])
-            history[e["conv"]] = (prompt, rid, e["output_len"])
-        else:
-            prompt = list(e["prompt"])
-        out.append({"prompt_ids": prompt, "output_len": e["output_len"], "timestamp_ms": arrive_at(e["step"])})
-    return out
+sys.path.insert(0, os.path.dirname(HERE))  # for sglang_common
+from sglang_common import Ids, build_conversations as build, write_traces  # noqa: E402
 
 
 def fillers(rng, ids, last_step, every, order=1000):
@@ -148,9 +111,4 @@ def w_long():
 
 
 if __name__ == "__main__":
-    os.makedirs(os.path.join(HERE, "traces"), exist_ok=True)
-    for f in (w_conv, w_sibling, w_burst, w_long):
-        with open(os.path.join(HERE, "traces", f.__name__ + ".jsonl"), "w") as out:
-            for i, rec in enumerate(f()):
-                rec["output_ids"] = [OUT_BASE + i * OUT_STRIDE + j for j in range(rec["output_len"])]
-                out.write(json.dumps(rec) + "\n")
+    write_traces(HERE, (w_conv, w_sibling, w_burst, w_long))
