@@ -866,7 +866,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             ranks: layout.parallel.world(),
             pp: layout.parallel.pp,
             disaggregated: o.cluster.pd.is_some(),
-            hybrid: swa.is_some(),
+            window_pool: swa.is_some(),
             host_link_gbps: o.offload.host_link_gbps,
             pcie_gbps: gpu.pcie_gbps,
         },

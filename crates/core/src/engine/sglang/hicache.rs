@@ -112,8 +112,9 @@ pub struct HiCacheMachine {
     pub ranks: u64,
     pub pp: u64,
     pub disaggregated: bool,
-    /// The model has sliding-window or linear layers (SGLang's SWA and Mamba caches).
-    pub hybrid: bool,
+    /// SGLang keeps the model's sliding-window layers in a window pool of their own
+    /// ([`super::swa`]), whose host pool is not modelled.
+    pub window_pool: bool,
     /// `--host-link-gbps`, and the GPU's PCIe rate (bidirectional GB/s) it defaults from.
     pub host_link_gbps: Option<f64>,
     pub pcie_gbps: f64,
@@ -168,7 +169,7 @@ pub fn resolve(o: &HiCacheOptions, m: &HiCacheMachine) -> Result<Option<HostTier
     if m.disaggregated {
         return Err(Error::invalid(flag, "not modelled in a prefill/decode deployment"));
     }
-    if m.hybrid {
+    if m.window_pool {
         return Err(Error::invalid(
             flag,
             "not modelled for models with sliding-window or linear layers (SGLang's SWA and Mamba host pools); \
@@ -340,7 +341,7 @@ mod tests {
             ranks: 1,
             pp: 1,
             disaggregated: false,
-            hybrid: false,
+            window_pool: false,
             host_link_gbps: None,
             pcie_gbps: 128.0,
         }
