@@ -4,6 +4,7 @@
 
 use cachesim::analyze::{AnalyzeOptions, RepetitionOptions, Scope, Unit};
 use cachesim::cache::{CacheSpec, Policy};
+use cachesim::catalog::SsmDtype;
 use cachesim::cluster::pd::{KvLink, PdConfig, PdStyle};
 use cachesim::cluster::router::{CacheAwareFallback, RouterKind, RouterParams};
 use cachesim::cluster::ClusterConfig;
@@ -1527,6 +1528,11 @@ pub struct LayoutArgs {
     /// KV-cache element type (auto = the model's bf16; fp8 halves KV bytes per token).
     #[arg(long, value_enum, default_value = "auto", help_heading = "Big models")]
     pub kv_cache_dtype: KvCacheDtype,
+    /// The recurrent state's element type in a model's linear-attention layers (Qwen3-Next):
+    /// SGLang --mamba-ssm-dtype (default float32), vLLM --mamba-ssm-cache-dtype (default: the
+    /// model's bfloat16). Refused for a model without such layers.
+    #[arg(long, value_enum, alias = "mamba-ssm-cache-dtype", help_heading = "Big models")]
+    pub mamba_ssm_dtype: Option<SsmDtype>,
     /// MoE routing skew in [0, 1): tokens route as though only the hottest (1 − skew) of the
     /// experts were in use, so a step reads fewer distinct experts (0 = uniform).
     #[arg(allow_negative_numbers = true, long, default_value_t = 0.0, help_heading = "Big models")]
@@ -1579,6 +1585,7 @@ impl LayoutArgs {
             moe_a2a_backend: if self.enable_deepep_moe { MoeA2aBackend::Deepep } else { self.moe_a2a_backend },
             deepep_mode: self.deepep_mode,
             two_batch_overlap: self.enable_two_batch_overlap,
+            ssm_dtype: self.mamba_ssm_dtype,
         }
     }
 }

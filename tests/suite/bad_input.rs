@@ -488,6 +488,21 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case { what: "a model file with a window no layer uses", args: &["--model-file", "stray-window.toml"], cut: None },
+    Case {
+        what: "a model file with linear layers and no state shape",
+        args: &["--model-file", "no-linear-state.toml"],
+        cut: None,
+    },
+    Case {
+        what: "a model file with linear layers that share key heads unevenly",
+        args: &["--model-file", "uneven-linear.toml"],
+        cut: None,
+    },
+    Case {
+        what: "an SSM state type for a model without linear layers",
+        args: &["--model", "llama-3.1-8b", "--mamba-ssm-dtype", "float32"],
+        cut: None,
+    },
     Case { what: "priority shares that do not add up", args: &["--priority-mix", "0:0.5,1:0.4"], cut: None },
     Case {
         what: "a priority mix over a trace's own priorities",
@@ -797,6 +812,12 @@ fn scratch(name: &str) -> PathBuf {
     w("head-dim-0.toml", model("head_dim", "0").as_bytes());
     w("no-window.toml", format!("{}attention_pattern = [\"sliding\", \"full\"]\n", model("", "")).as_bytes());
     w("stray-window.toml", format!("{}sliding_window = 128\n", model("", "")).as_bytes());
+    w("no-linear-state.toml", format!("{}attention_pattern = [\"linear\", \"full\"]\n", model("", "")).as_bytes());
+    let linear = "linear_attention = { key_heads = 3, value_heads = 8, key_head_dim = 128, value_head_dim = 128, conv_kernel = 4 }";
+    w(
+        "uneven-linear.toml",
+        format!("{}attention_pattern = [\"linear\", \"full\"]\n{linear}\n", model("", "")).as_bytes(),
+    );
     w("layers-0.toml", model("layers", "0").as_bytes());
     w("kv-heads.toml", model("kv_heads", "64").as_bytes());
     w("params-neg.toml", model("params_b", "-8").as_bytes());

@@ -125,6 +125,27 @@ impl Dtype {
     }
 }
 
+/// The element type of a linear layer's recurrent state (SGLang `--mamba-ssm-dtype`, vLLM
+/// `--mamba-ssm-cache-dtype`); its convolution state stays in the model's 16-bit type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum SsmDtype {
+    #[default]
+    Bfloat16,
+    Float32,
+}
+
+impl SsmDtype {
+    /// Bytes per element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            SsmDtype::Bfloat16 => 2,
+            SsmDtype::Float32 => 4,
+        }
+    }
+}
+
 /// A model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,6 +223,65 @@ pub struct Model {
     /// The chunk of the `chunked` layers, tokens (`config.json` `attention_chunk_size`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_chunk: Option<u64>,
+    /// The shape of the `linear` layers' recurrent state (Qwen3-Next's Gated DeltaNet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_attention: Option<LinearAttention>,
+}
+
+/// A linear-attention layer (Gated DeltaNet, Mamba 2): no KV per token, one fixed state per
+/// sequence — a short convolution window over the mixed query/key/value channels and a
+/// `value_heads × value_head_dim × key_head_dim` recurrent matrix (SGLang `Mamba2StateShape`,
+/// vLLM `MambaStateShapeCalculator.gated_delta_net_state_shape`; `config.json`'s `linear_*` keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinearAttention {
+    /// `linear_num_key_heads` (query and key heads; Mamba 2's `n_groups`).
+    pub key_heads: u64,
+    /// `linear_num_value_heads` (the recurrent state's heads).
+    pub value_heads: u64,
+    /// `linear_key_head_dim` (Mamba 2's `state_size`).
+    pub key_head_dim: u64,
+    /// `linear_value_head_dim` (Mamba 2's `head_dim`).
+    pub value_head_dim: u64,
+    /// `linear_conv_kernel_dim`: the convolution keeps its last `conv_kernel − 1` inputs.
+    pub conv_kernel: u64,
+}
+
+impl LinearAttention {
+    /// Channels of the convolution: queries and keys (`key_heads × key_head_dim` each) and values.
+    pub fn conv_channels(&self) -> u64 {
+        2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim
+    }
+    /// Elements of one layer's convolution state of one sequence over `tp` ranks together
+    /// (`(conv_kernel − 1) × channels`; each rank holds `1/tp` of the channels).
+    pub fn conv_elems(&self) -> u64 {
+        (self.conv_kernel - 1) * self.conv_channels()
+    }
+    /// Elements of one layer's recurrent state of one sequence (all ranks together).
+    pub fn ssm_elems(&self) -> u64 {
+        self.value_heads * self.value_head_dim * self.key_head_dim
+    }
+    /// Bytes of one layer's state of one sequence on one of `tp` ranks, the convolution at
+    /// `conv_bytes` and the recurrent state at `ssm_bytes` per element (heads split over ranks).
+    pub fn state_bytes_per_rank(&self, tp: u64, conv_bytes: u64, ssm_bytes: u64) -> u64 {
+        let tp = tp.max(1);
+        self.conv_elems() / tp * conv_bytes + self.ssm_elems() / tp * ssm_bytes
+    }
+    /// Weights of one layer: the fused query/key/value/gate input projection, the beta/alpha
+    /// projection (two per value head), the convolution and the output projection.
+    pub fn params_per_layer(&self, hidden: u64) -> f64 {
+        let v = (self.value_heads * self.value_head_dim) as f64;
+        let h = hidden as f64;
+        h * (self.conv_channels() as f64 + v)
+            + h * 2.0 * self.value_heads as f64
+            + (self.conv_channels() * self.conv_kernel) as f64
+            + v * h
+    }
+    /// FLOPs of one token through one layer's recurrence (the delta rule's state update and
+    /// read-out: about four multiply-adds per state element), apart from the projections.
+    pub fn flops_per_token(&self) -> f64 {
+        8.0 * self.ssm_elems() as f64
+    }
 }
 
 /// What one layer's attention reads, and so which of its KV a prefix cache must keep.
@@ -214,6 +294,8 @@ pub enum AttentionKind {
     Sliding,
     /// The tokens of its own `attention_chunk`-aligned chunk (Llama 4's local layers).
     Chunked,
+    /// None: a linear-attention layer keeps a fixed state per sequence ([`LinearAttention`]).
+    Linear,
 }
 
 impl AttentionKind {
@@ -223,6 +305,7 @@ impl AttentionKind {
             AttentionKind::Full => "full",
             AttentionKind::Sliding => "sliding",
             AttentionKind::Chunked => "chunked",
+            AttentionKind::Linear => "linear",
         }
     }
 }
@@ -251,9 +334,9 @@ impl Model {
             n => self.attention_pattern[(i % n) as usize],
         }
     }
-    /// Layers of each kind, full first: (full, sliding, chunked).
-    pub fn layers_by_kind(&self) -> [u64; 3] {
-        let mut n = [0; 3];
+    /// Layers of each kind, full first: (full, sliding, chunked, linear).
+    pub fn layers_by_kind(&self) -> [u64; 4] {
+        let mut n = [0; 4];
         for i in 0..self.layers {
             n[self.layer_kind(i) as usize] += 1;
         }
@@ -263,13 +346,21 @@ impl Model {
     pub fn uses(&self, kind: AttentionKind) -> bool {
         self.attention_pattern.contains(&kind)
     }
-    /// Whether some layers attend to less than every earlier token.
+    /// Whether some layers attend to a window of the earlier tokens (sliding or chunked).
     pub fn is_hybrid(&self) -> bool {
-        self.attention_pattern.iter().any(|&k| k != AttentionKind::Full)
+        self.uses(AttentionKind::Sliding) || self.uses(AttentionKind::Chunked)
+    }
+    /// Linear-attention layers (no KV per token; a state per sequence).
+    pub fn linear_layers(&self) -> u64 {
+        self.layers_by_kind()[AttentionKind::Linear as usize]
+    }
+    /// Layers that cache KV per token: `kv_layers`, else every layer but the linear ones.
+    pub fn kv_cache_layers(&self) -> u64 {
+        self.kv_layers.unwrap_or(self.layers - self.linear_layers())
     }
     /// KV-cache bytes per token (all ranks together) at `dtype_bytes` per element.
     pub fn kv_bytes_per_token(&self, dtype_bytes: u64) -> u64 {
-        self.kv_layers.unwrap_or(self.layers) * self.kv_elems_per_layer() * dtype_bytes
+        self.kv_cache_layers() * self.kv_elems_per_layer() * dtype_bytes
     }
     /// Weight bytes in memory: linear weights at `dtype_bytes` (bf16 models) or at the
     /// checkpoint's own width (fp8 models, whose embedding and LM head stay 16-bit).
@@ -317,8 +408,10 @@ impl Model {
             (false, _) => 3,
         };
         let moe_ffn = 3 + if self.shared_experts.unwrap_or(0) > 0 { 2 } else { 0 };
-        let (layers, moe) = (self.text_layers(), self.moe_layers());
-        (layers * attention + (layers - moe) * 2 + moe * moe_ffn + 1) as f64
+        let (layers, moe, linear) = (self.text_layers(), self.moe_layers(), self.linear_layers());
+        // A linear layer: its two input projections, the convolution, the recurrence and the
+        // output projection (SGLang `Qwen3GatedDeltaNet.forward`).
+        ((layers.saturating_sub(linear)) * attention + linear * 5 + (layers - moe) * 2 + moe * moe_ffn + 1) as f64
     }
     /// Parameters of one expert (gate, up and down projections).
     pub fn expert_params(&self) -> f64 {
@@ -328,8 +421,23 @@ impl Model {
     pub fn routed_params(&self) -> f64 {
         self.moe_layers() as f64 * self.experts.unwrap_or(0) as f64 * self.expert_params()
     }
-    /// Attention parameters of one layer: MLA's down/up projections, or Q, K, V and O.
+    /// Attention parameters of one layer, averaged over the layers: a linear layer's
+    /// projections ([`LinearAttention::params_per_layer`]) where it has them, else
+    /// [`Model::softmax_attn_params`].
     pub fn attn_params_per_layer(&self) -> f64 {
+        let linear = self.linear_layers();
+        match self.linear_attention {
+            Some(l) if linear > 0 => {
+                let n = self.layers as f64;
+                (linear as f64 * l.params_per_layer(self.hidden)
+                    + (self.layers - linear) as f64 * self.softmax_attn_params())
+                    / n
+            }
+            _ => self.softmax_attn_params(),
+        }
+    }
+    /// Parameters of one softmax-attention layer: MLA's down/up projections, or Q, K, V and O.
+    pub fn softmax_attn_params(&self) -> f64 {
         let (h, n) = (self.hidden as f64, self.heads as f64);
         match self.kv_lora_rank {
             Some(r) => {
@@ -585,9 +693,11 @@ struct Entry<'a> {
 }
 
 impl Entry<'_> {
-    /// The 1-based line of `key` in this entry's table, else of the table's header (a key left
-    /// to its default), else 1.
+    /// The 1-based line of `key` in this entry's table (of its first part, for a key of an
+    /// inline table such as `linear_attention.key_heads`), else of the table's header (a key
+    /// left to its default), else 1.
     fn line(&self, key: &str) -> u64 {
+        let key = key.split('.').next().unwrap_or(key);
         let header = format!("[[{}]]", self.table);
         let mut seen = 0;
         let mut start = None;
@@ -770,6 +880,49 @@ impl Model {
         }
         if self.is_hybrid() && self.is_mla() {
             return Err(e.fail("attention_pattern", "windowed layers with an MLA latent are not modelled".to_string()));
+        }
+        match (self.uses(AttentionKind::Linear), self.linear_attention) {
+            (true, None) => {
+                return Err(e.fail(
+                    "attention_pattern",
+                    "`linear` layers need `linear_attention` (the shape of their state)".to_string(),
+                ))
+            }
+            (false, Some(_)) => {
+                return Err(e.fail("linear_attention", "no `linear` layer in attention_pattern uses it".to_string()))
+            }
+            (true, Some(l)) => {
+                if self.is_hybrid() || self.is_mla() {
+                    return Err(e.fail(
+                        "attention_pattern",
+                        "linear layers beside windowed layers or an MLA latent are not modelled".to_string(),
+                    ));
+                }
+                if self.linear_layers() == self.layers {
+                    return Err(e.fail(
+                        "attention_pattern",
+                        "every layer linear: a model without a softmax-attention layer is not modelled".to_string(),
+                    ));
+                }
+                e.count("linear_attention.key_heads", l.key_heads, 1, MAX_COUNT, "heads")?;
+                e.count("linear_attention.value_heads", l.value_heads, 1, MAX_COUNT, "heads")?;
+                e.count("linear_attention.key_head_dim", l.key_head_dim, 1, MAX_COUNT, "the width of a key head")?;
+                e.count(
+                    "linear_attention.value_head_dim",
+                    l.value_head_dim,
+                    1,
+                    MAX_COUNT,
+                    "the width of a value head",
+                )?;
+                e.count("linear_attention.conv_kernel", l.conv_kernel, 2, 64, "taps of the short convolution")?;
+                if l.value_heads % l.key_heads != 0 {
+                    return Err(e.fail(
+                        "linear_attention.value_heads",
+                        format!("{} value heads do not share {} key heads evenly", l.value_heads, l.key_heads),
+                    ));
+                }
+            }
+            (false, None) => {}
         }
         Ok(())
     }

@@ -631,7 +631,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     if o.tp == 0 || o.tp > MAX_TP {
         return Err(Error::invalid("--tp", format!("{} must be between 1 and {MAX_TP}", o.tp)));
     }
-    let layout = o.layout.resolve(&model, o.tp)?;
+    crate::engine::linear::check(&model, o.engine, o.layout.ssm_dtype)?;
+    let layout = o.layout.resolve(&model, o.tp, crate::engine::linear::ssm_default(o.engine))?;
     // The heads split over one attention TP group: all of TP, or TP / --dp-size with DP
     // attention (SGLang `dp_attention.compute_dp_attention_world_info`: attn_tp_size = tp / dp).
     let attn_tp = layout.parallel.attn_tp();

@@ -2,7 +2,7 @@
 //! their network, the KV element type, MoE routing skew and speculative decoding — resolved
 //! into the [`Deployment`] the step-time model and the KV sizing use.
 
-use crate::catalog::{self, Dtype, Model};
+use crate::catalog::{self, Dtype, Model, SsmDtype};
 use crate::cost::ep::{DeepEpMode, MoeA2a};
 use crate::cost::parallel::Parallel;
 use crate::cost::spec::{SpecAlgorithm, SpecDecode};
@@ -64,6 +64,8 @@ pub struct LayoutOptions {
     pub deepep_mode: DeepEpMode,
     /// `--enable-two-batch-overlap`.
     pub two_batch_overlap: bool,
+    /// The element type of linear layers' recurrent state; `None`: the engine's default.
+    pub ssm_dtype: Option<SsmDtype>,
 }
 
 impl Default for LayoutOptions {
@@ -84,13 +86,14 @@ impl Default for LayoutOptions {
             moe_a2a_backend: MoeA2aBackend::None,
             deepep_mode: DeepEpMode::Auto,
             two_batch_overlap: false,
+            ssm_dtype: None,
         }
     }
 }
 
 impl LayoutOptions {
     /// The deployment of `model` on `tp` ranks per stage, checked.
-    pub fn resolve(&self, model: &Model, tp: u64) -> Result<Deployment> {
+    pub fn resolve(&self, model: &Model, tp: u64, ssm_default: SsmDtype) -> Result<Deployment> {
         let dp_attention = match (self.dp_attention, self.dp_size) {
             (false, None) => 1,
             (false, Some(_)) => {
@@ -140,6 +143,12 @@ impl LayoutOptions {
             moe_skew: self.moe_skew,
             spec,
             a2a: MoeA2a { deepep: deepep.then_some(self.deepep_mode), two_batch_overlap: self.two_batch_overlap },
+            // Only a model with linear layers has such a state (the echo names it only then).
+            ssm_dtype: if model.linear_layers() > 0 {
+                self.ssm_dtype.unwrap_or(ssm_default)
+            } else {
+                SsmDtype::default()
+            },
         })
     }
 }
@@ -187,21 +196,21 @@ mod tests {
     fn flags_resolve_and_are_checked() {
         let r1 = catalog::model("deepseek-r1", None).unwrap();
         let o = LayoutOptions { pp: 2, nnodes: 2, ..Default::default() };
-        let d = o.resolve(&r1, 8).unwrap();
+        let d = o.resolve(&r1, 8, SsmDtype::default()).unwrap();
         assert_eq!((d.parallel.world(), d.parallel.gpus_per_node()), (16, 8));
         assert_eq!(d.network.as_ref().map(|n| n.name.as_str()), Some("cx7-8x400"));
         assert_eq!(describe(&d), "PP 2 · 2 nodes over cx7-8x400");
         let dp = LayoutOptions { dp_attention: true, ep: true, nnodes: 2, ..Default::default() };
-        assert_eq!(dp.resolve(&r1, 16).unwrap().parallel.dp_attention, 16);
+        assert_eq!(dp.resolve(&r1, 16, SsmDtype::default()).unwrap().parallel.dp_attention, 16);
         let mtp = LayoutOptions { speculative_algorithm: SpecAlgorithm::Mtp, ..Default::default() };
-        assert_eq!(mtp.resolve(&r1, 8).unwrap().spec.unwrap().k, 3);
+        assert_eq!(mtp.resolve(&r1, 8, SsmDtype::default()).unwrap().spec.unwrap().k, 3);
         let l8 = catalog::model("llama-3.1-8b", None).unwrap();
-        assert!(mtp.resolve(&l8, 1).unwrap_err().to_string().contains("MTP module"));
+        assert!(mtp.resolve(&l8, 1, SsmDtype::default()).unwrap_err().to_string().contains("MTP module"));
         let skew = LayoutOptions { moe_skew: 1.0, ..Default::default() };
-        assert!(skew.resolve(&r1, 8).is_err());
+        assert!(skew.resolve(&r1, 8, SsmDtype::default()).is_err());
         let dp_only = LayoutOptions { dp_size: Some(2), ..Default::default() };
-        assert!(dp_only.resolve(&r1, 8).is_err());
-        assert_eq!(describe(&LayoutOptions::default().resolve(&l8, 1).unwrap()), "");
+        assert!(dp_only.resolve(&r1, 8, SsmDtype::default()).is_err());
+        assert_eq!(describe(&LayoutOptions::default().resolve(&l8, 1, SsmDtype::default()).unwrap()), "");
     }
 
     /// `--enable-deepep-moe` (or `--moe-a2a-backend deepep`) implies EP as SGLang's does, needs
@@ -217,16 +226,20 @@ mod tests {
             two_batch_overlap: true,
             ..Default::default()
         };
-        let d = o.resolve(&r1, 32).unwrap();
+        let d = o.resolve(&r1, 32, SsmDtype::default()).unwrap();
         assert!(d.parallel.ep);
         assert_eq!(d.a2a, MoeA2a { deepep: Some(DeepEpMode::Normal), two_batch_overlap: true });
         assert_eq!(
             describe(&d),
             "EP 32 · DP attention 32 · 4 nodes over cx7-8x400 · DeepEP normal · two-batch overlap"
         );
-        let e = LayoutOptions { dp_attention: false, two_batch_overlap: false, ..o.clone() }.resolve(&r1, 32);
+        let e = LayoutOptions { dp_attention: false, two_batch_overlap: false, ..o.clone() }.resolve(
+            &r1,
+            32,
+            SsmDtype::default(),
+        );
         assert!(e.unwrap_err().to_string().contains("--enable-dp-attention"));
-        let e = LayoutOptions { moe_a2a_backend: MoeA2aBackend::None, ..o }.resolve(&r1, 32);
+        let e = LayoutOptions { moe_a2a_backend: MoeA2aBackend::None, ..o }.resolve(&r1, 32, SsmDtype::default());
         assert!(e.unwrap_err().to_string().contains("--enable-two-batch-overlap"));
     }
 }

@@ -25,7 +25,7 @@ impl LocalWindow {
     /// layer attends to every earlier token. The catalog refuses a model mixing both windowed
     /// kinds ([`Model`]'s checks), so one window describes all of its windowed layers.
     pub fn of(model: &Model) -> Option<(LocalWindow, f64)> {
-        let [full, sliding, chunked] = model.layers_by_kind();
+        let [full, sliding, chunked, _] = model.layers_by_kind();
         let (window, local) = match (model.sliding_window, model.attention_chunk) {
             (Some(w), _) if sliding > 0 => (LocalWindow::Sliding(w), sliding),
             (_, Some(c)) if chunked > 0 => (LocalWindow::Chunked(c), chunked),

@@ -21,7 +21,7 @@ mod physics;
 mod sanity;
 pub mod spec;
 
-use crate::catalog::{Dtype, Gpu, Model, Network};
+use crate::catalog::{Dtype, Gpu, Model, Network, SsmDtype};
 pub use local::LocalWindow;
 use parallel::{Links, Parallel};
 use serde::{Deserialize, Serialize};
@@ -326,6 +326,10 @@ pub fn gemm_s(gpu: &Gpu, eff: &Efficiency, [m, k, n]: [u64; 3], dtype: Dtype) ->
     eff.kernel_floor_s + bound_s(2.0 * m * k * n, flops_per_s, weight_bytes, gpu.mem_bw_gbps * 1e9 * eff.mem_bw)
 }
 
+fn is_default<T: Default + PartialEq>(x: &T) -> bool {
+    *x == T::default()
+}
+
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
@@ -379,6 +383,9 @@ pub struct Deployment {
     /// How MoE all-to-alls run under EP with DP attention: DeepEP and two-batch overlap.
     #[serde(skip_serializing_if = "ep::MoeA2a::is_plain")]
     pub a2a: ep::MoeA2a,
+    /// The element type of linear layers' recurrent state (models with `linear` layers).
+    #[serde(skip_serializing_if = "is_default")]
+    pub ssm_dtype: SsmDtype,
 }
 
 impl Deployment {
@@ -386,6 +393,15 @@ impl Deployment {
     pub fn tp(tp: u64) -> Self {
         Self { parallel: Parallel::tp(tp), ..Self::default() }
     }
+}
+
+/// What a model's linear layers cost one rank ([`Roofline`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+struct LinearLoad {
+    /// FLOPs of the recurrences of one token over every linear layer.
+    flops_per_token: f64,
+    /// Bytes of one sequence's state over every linear layer.
+    state_bytes_per_seq: f64,
 }
 
 /// A step's work per rank, in f64 so batches can be split and scaled.
@@ -450,6 +466,10 @@ pub struct Roofline {
     /// The windowed layers' window and their share of the layers ([`LocalWindow::of`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     local: Option<(LocalWindow, f64)>,
+    /// Linear layers: their recurrence's FLOPs per token and the state bytes each sequence's
+    /// step reads and writes back, on one rank ([`Model::linear_attention`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    linear: Option<LinearLoad>,
     /// DeepEP's all-to-all under EP with DP attention ([`ep`]); `None`: the plain all-to-all.
     #[serde(skip)]
     deepep: Option<ep::EpShape>,
@@ -470,6 +490,8 @@ impl Roofline {
         let p = d.parallel;
         let (tp, attn_tp, dp) = (p.tp as f64, p.attn_tp() as f64, p.dp_attention.max(1) as f64);
         let layers = model.text_layers() as f64;
+        // Softmax attention runs in every layer but the linear ones.
+        let attn_layers = (model.text_layers() - model.linear_layers()) as f64;
         let heads = model.heads as f64;
         let (qk, v) = match model.kv_lora_rank {
             Some(_) => (
@@ -481,9 +503,9 @@ impl Roofline {
         // Prefill over expanded heads: QKᵀ (2·qk) and AV (2·v) FLOPs per head per layer per
         // query-key pair. MLA decode attends over the latent with the up-projections absorbed:
         // scores over kv_lora + rope, values over kv_lora.
-        let prefill_flops_per_pair = 2.0 * layers * heads * (qk + v) / tp;
+        let prefill_flops_per_pair = 2.0 * attn_layers * heads * (qk + v) / tp;
         let decode_flops_per_pair = match model.kv_lora_rank {
-            Some(r) => 2.0 * layers * heads * ((r + model.qk_rope_head_dim.unwrap_or(0)) as f64 + r as f64) / tp,
+            Some(r) => 2.0 * attn_layers * heads * ((r + model.qk_rope_head_dim.unwrap_or(0)) as f64 + r as f64) / tp,
             None => prefill_flops_per_pair,
         };
         let kv_bytes = d.kv_dtype.bytes();
@@ -543,6 +565,14 @@ impl Roofline {
             deepgemm_share: if deepep.is_some() && d.a2a.two_batch_overlap { ep::deepgemm_sm_share(gpu) } else { 1.0 },
             head_params: (model.vocab * model.hidden) as f64 / tp,
             local: LocalWindow::of(model),
+            linear: model.linear_attention.filter(|_| model.linear_layers() > 0).map(|l| {
+                let n = model.linear_layers() as f64;
+                LinearLoad {
+                    flops_per_token: n * l.flops_per_token() / tp,
+                    // Each rank keeps its heads' state of its own sequences (1/dp of them).
+                    state_bytes_per_seq: n * l.state_bytes_per_rank(p.attn_tp(), 2, d.ssm_dtype.bytes()) as f64 / dp,
+                }
+            }),
             deepep,
             deployment: d,
             lora: None,
@@ -639,10 +669,14 @@ impl Roofline {
             gemm += moe_layers * bound_s(2.0 * l.tokens * k * params, flops, touched * bytes, bw);
         }
         let kv = self.kv_read_bytes_per_token;
+        // A linear layer reads each sequence's state and writes it back, whatever its context.
+        let linear = self.linear.map_or(0.0, |x| {
+            bound_s(x.flops_per_token * l.tokens, attn_flops, 2.0 * x.state_bytes_per_seq * l.seqs, bw)
+        });
         let prefill_attn = bound_s(self.prefill_flops_per_pair * l.prefill_pairs, attn_flops, l.prefill_ctx * kv, bw);
         let decode_attn =
             bound_s(self.decode_flops_per_pair * l.decode_ctx * l.decode_positions, attn_flops, l.decode_ctx * kv, bw);
-        gemm + prefill_attn + decode_attn + self.floor_s() + self.comm_s(l.tokens)
+        gemm + prefill_attn + decode_attn + linear + self.floor_s() + self.comm_s(l.tokens)
     }
 
     /// The per-kernel floors of one forward pass ([`Model::forward_kernels`]), whatever the
@@ -1101,6 +1135,47 @@ mod tests {
         // Emptied, a batch keeps its window.
         d.clear();
         assert_eq!(d, BatchShape::within(r.local_window()));
+    }
+
+    /// Qwen3-Next's 36 Gated DeltaNet layers cache no KV: only its 12 softmax layers read the
+    /// context (2 KV heads of 256: 24,576 bytes a token in bf16), and each sequence's step reads
+    /// and writes back its state — per layer a 3 × 8,192 convolution window in bf16 and a
+    /// 32 × 128 × 128 matrix at the SSM type — whatever its context.
+    #[test]
+    fn linear_layers_keep_a_state_instead_of_kv() {
+        let h100 = gpu("h100-sxm", None).unwrap();
+        let next = model("qwen3-next-80b-a3b", None).unwrap();
+        assert_eq!((next.linear_layers(), next.kv_cache_layers()), (36, 12));
+        assert_eq!(next.kv_bytes_per_token(2), 12 * 2 * 2 * 256 * 2);
+        let fp32 = Deployment { ssm_dtype: SsmDtype::Float32, ..Deployment::tp(1) };
+        let r = Roofline::deployed(&h100, &next, fp32, Efficiency::default());
+        let l = r.linear.unwrap();
+        assert_eq!(l.state_bytes_per_seq, 36.0 * (3.0 * 8192.0 * 2.0 + 32.0 * 128.0 * 128.0 * 4.0));
+        let r2 = Roofline::deployed(
+            &h100,
+            &next,
+            Deployment { ssm_dtype: SsmDtype::Float32, ..Deployment::tp(2) },
+            Efficiency::default(),
+        );
+        assert_eq!(r2.linear.unwrap().state_bytes_per_seq, l.state_bytes_per_seq / 2.0);
+        // Attention FLOPs per query-key pair over the 12 softmax layers only.
+        assert_eq!(r.prefill_flops_per_pair, 2.0 * 12.0 * 16.0 * 512.0);
+        // A longer context costs only the softmax layers' KV reads; one more sequence costs at
+        // least its state read and written back.
+        let step = |ctx: &[u64]| {
+            let mut b = BatchShape::default();
+            for &c in ctx {
+                b.add(c, 1);
+            }
+            r.step_parts(&b).device_s
+        };
+        let bw = h100.mem_bw_gbps * 1e9 * Efficiency::default().mem_bw;
+        let longer = step(&[100_000]) - step(&[1_000]);
+        assert!((longer - 99_000.0 * 24_576.0 / bw).abs() < 1e-9, "{longer}");
+        assert!(step(&[1_000, 1_000]) - step(&[1_000]) >= 2.0 * l.state_bytes_per_seq / bw * 0.999);
+        // Every layer priced as softmax attention would read 4 × the KV and no state.
+        let bf16 = Roofline::deployed(&h100, &next, Deployment::tp(1), Efficiency::default());
+        assert!(bf16.linear.unwrap().state_bytes_per_seq < l.state_bytes_per_seq / 1.9);
     }
 
     /// Llama 4 Scout's chunked layers (three in four, chunks of 8,192) read back to the start of

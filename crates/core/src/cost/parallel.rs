@@ -103,7 +103,7 @@ impl Parallel {
     /// TP divisor under MLA). GQA: KV heads split over the attention TP ranks, never below one
     /// (`max(1, kv_heads // tp)`). Only the rank's own stage's layers cache KV.
     pub fn kv_bytes_per_token_per_rank(&self, model: &Model, kv_dtype_bytes: u64) -> u64 {
-        let layers = self.stage_layers(model.kv_layers.unwrap_or(model.layers));
+        let layers = self.stage_layers(model.kv_cache_layers());
         let per_layer = if model.is_mla() {
             model.kv_elems_per_layer()
         } else {

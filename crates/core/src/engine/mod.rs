@@ -10,6 +10,7 @@ pub mod flags;
 pub mod frontend;
 pub mod launch;
 pub mod lightllm;
+pub mod linear;
 pub mod sglang;
 pub mod trtllm;
 pub mod version;

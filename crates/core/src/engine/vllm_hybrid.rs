@@ -61,7 +61,7 @@ pub struct Grouping {
 /// or the largest when that is below 1.5× the smallest; each bucket splits into
 /// `⌈n / group_size⌉` groups.
 pub fn grouping(model: &Model) -> Option<Grouping> {
-    let [full, sliding, chunked] = model.layers_by_kind();
+    let [full, sliding, chunked, _] = model.layers_by_kind();
     if sliding == 0 || full == 0 || chunked > 0 {
         return None;
     }

@@ -173,7 +173,7 @@ pub fn resolve(o: &SwaOptions, m: &SwaMachine) -> Result<Option<SwaPlan>> {
     if m.disaggregated {
         return refuse("prefill/decode disaggregation");
     }
-    let [full, sliding, chunked] = m.model.layers_by_kind();
+    let [full, sliding, chunked, _] = m.model.layers_by_kind();
     let window = if m.model.uses(AttentionKind::Chunked) {
         m.model.attention_chunk.expect("the catalog checks a chunked model's chunk")
     } else {
