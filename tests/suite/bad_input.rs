@@ -25,7 +25,7 @@ const CASES: &[Case] = &[
     Case {
         what: "a device that never ends, random bytes",
         args: &["cache", "--trace", "/dev/urandom"],
-        cut: Some("first line:"),
+        cut: Some("hold no trace record:"),
     },
     Case { what: "a missing file", args: &["cache", "--trace", "missing.jsonl"], cut: None },
     Case { what: "a folder", args: &["cache", "--trace", "."], cut: None },
@@ -496,6 +496,36 @@ const CASES: &[Case] = &[
     Case {
         what: "a model file with linear layers that share key heads unevenly",
         args: &["--model-file", "uneven-linear.toml"],
+        cut: None,
+    },
+    Case {
+        what: "a linear-attention model without the hybrid manager",
+        args: &["--model", "qwen3-next-80b-a3b", "--tp", "4", "--disable-hybrid-kv-cache-manager"],
+        cut: None,
+    },
+    Case {
+        what: "a linear-attention model without chunked prefill",
+        args: &["--model", "qwen3-next-80b-a3b", "--tp", "4", "--no-enable-chunked-prefill"],
+        cut: None,
+    },
+    Case {
+        what: "a linear-attention model without prefix caching",
+        args: &["--model", "qwen3-next-80b-a3b", "--tp", "4", "--policy", "none"],
+        cut: None,
+    },
+    Case {
+        what: "a linear-attention model with speculative decoding",
+        args: &["--model", "qwen3-next-80b-a3b", "--tp", "4", "--speculative-algorithm", "mtp"],
+        cut: None,
+    },
+    Case {
+        what: "a linear-attention model on vLLM 0.18",
+        args: &["--model", "qwen3-next-80b-a3b", "--tp", "4", "--engine-version", "vllm@0.18"],
+        cut: None,
+    },
+    Case {
+        what: "a linear-attention model on an engine whose state cache is not modelled",
+        args: &["--model", "qwen3-next-80b-a3b", "--tp", "4", "--engine", "lightllm"],
         cut: None,
     },
     Case {

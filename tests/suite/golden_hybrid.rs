@@ -1,16 +1,18 @@
 //! Differential test against vLLM 0.33.0's hybrid KV cache manager: every schedule in
-//! `tests/golden/vllm_hybrid/schedules` was written by vLLM 0.33.0's own `Scheduler` over a
-//! `KVCacheConfig` with full-attention and sliding-window groups as vLLM's planner builds them
-//! (its `HybridKVCacheCoordinator`, `SlidingWindowManager`, `BlockPool`; only the model's
-//! sampling is the driver's, see that folder's README). Each is replayed through the library with
-//! the settings of its config line (the window, the groups and their order, the pool, the
-//! retention interval, the admission cap), and every step must be composed identically — the
-//! scheduled requests with their new and computed tokens (in order, so every prefix hit),
-//! preemptions, samples, finishes, the blocks in use after scheduling and the queue lengths.
-//! The folder is part of the repository: the test never skips.
+//! `tests/golden/vllm_hybrid/schedules` and `tests/golden/vllm_mamba/schedules` was written by
+//! vLLM 0.33.0's own `Scheduler` over a `KVCacheConfig` with full-attention and sliding-window
+//! or Mamba (linear-attention) groups as vLLM's planner builds them (its
+//! `HybridKVCacheCoordinator`, `SlidingWindowManager`, `MambaManager`, `BlockPool`; only the
+//! model's sampling is the driver's, see those folders' READMEs). Each is replayed through the
+//! library with the settings of its config line (the window, the groups and their order, the
+//! pool, the retention interval, the admission cap, the Mamba prefill checkpoints), and every
+//! step must be composed identically — the scheduled requests with their new and computed tokens
+//! (in order, so every prefix hit and every Mamba split), preemptions, samples, finishes, the
+//! blocks in use after scheduling and the queue lengths. The folders are part of the repository:
+//! the test never skips.
 
 use crate::common::{json_num, request_ids, sorted};
-use cachesim::cache::hybrid::HybridLayout;
+use cachesim::cache::hybrid::{HybridLayout, MambaRules};
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cost::Affine;
 use cachesim::engine::{EngineConfig, EngineVersion};
@@ -21,8 +23,8 @@ use serde_json::Value;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/vllm_hybrid")
+fn dir(folder: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(folder)
 }
 
 /// One step as both sides describe it: (request, new tokens, computed before) in order,
@@ -30,7 +32,7 @@ fn dir() -> PathBuf {
 type Step = (Vec<(u32, u32, u32)>, Vec<u32>, Vec<u32>, Vec<u32>, u64, u32, u32);
 
 /// Replays one schedule; returns the first divergence (empty when identical).
-fn replay(path: &Path) -> String {
+fn replay(dir: &Path, path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str::<Value>(l).unwrap());
     let c = lines.next().unwrap();
@@ -43,16 +45,42 @@ fn replay(path: &Path) -> String {
     assert_eq!(c["enable_partial_hash_hits"].as_bool(), Some(false));
     let block = json_num(&c, "block_size");
     let groups = c["groups"].as_array().unwrap();
-    let sliding: Vec<&Value> = groups.iter().filter(|g| g["kind"] == "sliding_window").collect();
-    let layout = HybridLayout {
-        full_groups: (groups.len() - sliding.len()) as u8,
-        sliding_groups: sliding.len() as u8,
-        sliding_first: groups[0]["kind"] == "sliding_window",
-        window: json_num(&c, "sliding_window") as u32,
-        retention: c["prefix_cache_retention_interval"].as_u64().map(|n| n as u32),
-        admission_cap_blocks: json_num(sliding[0], "max_admission_blocks_per_request") as u32,
+    let of = |kind: &str| groups.iter().filter(|g| g["kind"] == kind).collect::<Vec<&Value>>();
+    let (sliding, mamba) = (of("sliding_window"), of("mamba"));
+    let retention = c["prefix_cache_retention_interval"].as_u64().map(|n| n as u32);
+    let layout = match mamba.first() {
+        None => HybridLayout {
+            full_groups: (groups.len() - sliding.len()) as u8,
+            sliding_groups: sliding.len() as u8,
+            sliding_first: groups[0]["kind"] == "sliding_window",
+            window: json_num(&c, "sliding_window") as u32,
+            retention,
+            admission_cap_blocks: json_num(sliding[0], "max_admission_blocks_per_request") as u32,
+            mamba_groups: 0,
+            mamba: None,
+        },
+        Some(m) => {
+            assert_eq!(c["mamba_cache_mode"].as_str(), Some("align"));
+            HybridLayout {
+                full_groups: (groups.len() - mamba.len()) as u8,
+                sliding_groups: 0,
+                sliding_first: false,
+                window: 0,
+                retention,
+                admission_cap_blocks: 0,
+                mamba_groups: mamba.len() as u8,
+                mamba: Some(MambaRules {
+                    first: groups[0]["kind"] == "mamba",
+                    checkpoint_alignment: m["prefill_checkpoint_alignment"]
+                        .as_u64()
+                        .filter(|_| json_num(m, "num_prefill_checkpoint_blocks") > 0)
+                        .map(|a| a as u32),
+                    max_prefill_tokens: json_num(&c, "max_num_scheduled_tokens") as u32,
+                }),
+            }
+        }
     };
-    let trace = dir().join("traces").join(c["trace"].as_str().unwrap());
+    let trace = dir.join("traces").join(c["trace"].as_str().unwrap());
     let w = cachesim::load_workload(Some(&trace), &ReadOptions::default(), &BuildOptions::default()).unwrap();
     assert_eq!(w.requests.len() as u64, json_num(&c, "num_requests"));
     let cfg = SimConfig {
@@ -78,7 +106,7 @@ fn replay(path: &Path) -> String {
     // the engine is idle, as the driver jumps to the next arrival).
     let cost = Affine { base_s: 1.0, per_prefill_token_s: 0.0, per_decode_seq_s: 0.0, per_ctx_token_s: 0.0 };
     let arrivals: Vec<f64> = serde_json::from_str(
-        &std::fs::read_to_string(dir().join("traces").join(c["arrival_steps"].as_str().unwrap())).unwrap(),
+        &std::fs::read_to_string(dir.join("traces").join(c["arrival_steps"].as_str().unwrap())).unwrap(),
     )
     .unwrap();
     let sends: Vec<(u32, f64)> = arrivals.iter().enumerate().map(|(i, &s)| (i as u32, s + 0.5)).collect();
@@ -130,8 +158,18 @@ fn replay(path: &Path) -> String {
 
 #[test]
 fn every_hybrid_schedule_is_reproduced_step_for_step() {
-    let files = crate::common::files(&dir().join("schedules"), &[".jsonl"]);
+    let dir = dir("vllm_hybrid");
+    let files = crate::common::files(&dir.join("schedules"), &[".jsonl"]);
     assert!(files.len() >= 15, "the golden schedules are in the repository");
-    let report: String = files.iter().map(|f| replay(f)).collect();
+    let report: String = files.iter().map(|f| replay(&dir, f)).collect();
+    assert!(report.is_empty(), "{report}");
+}
+
+#[test]
+fn every_mamba_schedule_is_reproduced_step_for_step() {
+    let dir = dir("vllm_mamba");
+    let files = crate::common::files(&dir.join("schedules"), &[".jsonl"]);
+    assert!(files.len() >= 11, "the golden schedules are in the repository");
+    let report: String = files.iter().map(|f| replay(&dir, f)).collect();
     assert!(report.is_empty(), "{report}");
 }

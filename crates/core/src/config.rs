@@ -727,7 +727,6 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     }
     check_overrides(&o.memory)?;
     let policy = o.policy.unwrap_or(crate::engine::default_policy(o.engine));
-    let flags = engine_flags(o);
     let hybrid = crate::engine::vllm_hybrid::resolve(
         &o.hybrid,
         &crate::engine::vllm_hybrid::HybridMachine {
@@ -739,8 +738,26 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             pp: layout.parallel.pp,
             disaggregated: o.cluster.pd.is_some(),
             offloading: o.offload.size_gib.is_some(),
+            chunked_prefill: o.enable_chunked_prefill != Some(false),
+            speculative: layout.spec.is_some(),
         },
     )?;
+    // A Mamba state raises vLLM's block size until one block of attention holds it.
+    let mamba_block;
+    let flashinfer_gdn = crate::engine::vllm_hybrid::flashinfer_gdn(&gpu, &model);
+    let o = match &hybrid {
+        Some(g) if g.mamba_groups > 0 => {
+            crate::engine::vllm::check_block_size(o.engine, o.block_size)?;
+            let attn_page =
+                layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes) / model.kv_cache_layers();
+            let state = crate::engine::vllm_hybrid::state_bytes(&model, layout.parallel.attn_tp(), layout.ssm_dtype);
+            let b = crate::engine::vllm_hybrid::mamba_block_size(o.block_size, attn_page, state, flashinfer_gdn);
+            mamba_block = RunOptions { block_size: b, ..o.clone() };
+            &mamba_block
+        }
+        _ => o,
+    };
+    let flags = engine_flags(o);
     let swa = crate::engine::sglang::swa::resolve(
         &o.sglang_swa,
         &crate::engine::sglang::swa::SwaMachine {
@@ -757,7 +774,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     let kv_bytes_per_token_per_rank = {
         let all = layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes);
         match (&hybrid, &swa) {
-            (Some(g), _) => all / model.layers * g.layers_per_group,
+            (Some(g), _) => all / model.kv_cache_layers() * g.layers_per_group,
             (None, Some(p)) => p.cell_bytes(all / model.layers),
             (None, None) => all,
         }
@@ -962,14 +979,19 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 .then_some(o.page_size),
             capacity_tokens: Some(capacity),
             hybrid: hybrid.map(|g| {
-                let in_flight = max_num_batched_tokens as u64 * if overlap { 2 } else { 1 };
+                let threshold =
+                    if o.long_prefill_token_threshold > 0 { o.long_prefill_token_threshold } else { u32::MAX };
                 crate::engine::vllm_hybrid::layout(
                     &g,
                     &model,
-                    o.hybrid.retention,
-                    o.block_size,
-                    in_flight,
-                    max_model_len,
+                    &crate::engine::vllm_hybrid::LayoutInputs {
+                        retention: o.hybrid.retention,
+                        block_size: o.block_size,
+                        max_in_flight_tokens: max_num_batched_tokens as u64 * if overlap { 2 } else { 1 },
+                        max_model_len,
+                        max_prefill_tokens: max_num_batched_tokens.min(threshold),
+                        flashinfer: flashinfer_gdn,
+                    },
                 )
             }),
             swa: swa_layout,

@@ -337,6 +337,13 @@ pub trait PrefixCache: Send {
     /// The last step's bookkeeping is done before a scheduling pass reads the cache.
     fn settle(&mut self) {}
 
+    /// The tokens of a chunk of `n` that running request `req`, knowing `num_tokens` tokens,
+    /// may compute in this step: vLLM's prefill split for Mamba groups
+    /// (`Scheduler._mamba_block_aligned_split`); `n` for every other cache.
+    fn align_chunk(&self, _req: ReqId, _num_tokens: usize, n: usize) -> usize {
+        n
+    }
+
     /// A step is about to allocate for request `req` (a decode step, or a prefill chunk), which
     /// holds KV for `kv_tokens` tokens: a window pool frees what slid out of its window (SGLang
     /// `maybe_evict_swa`).

@@ -25,7 +25,9 @@ pub fn check(model: &Model, engine: EngineKind, ssm_dtype: Option<SsmDtype>) -> 
             format!("{} has no linear-attention layer, whose state the flag types", model.name),
         ));
     }
-    if model.linear_layers() > 0 {
+    // vLLM's hybrid manager holds the states (`engine::vllm_hybrid`), which refuses what it does
+    // not model.
+    if model.linear_layers() > 0 && engine != EngineKind::Vllm {
         return Err(Error::invalid(
             "--model",
             format!(

@@ -30,7 +30,11 @@ use crate::vllm_memory::{ProfileRun, VllmMemory};
 /// what the budget leaves (ENGINE_SPEC §2.2, `gpu_worker.py` `determine_available_memory`).
 /// Without chunked prefill (V0's default) the token budget covers a whole prompt.
 pub fn launch(engine: EngineKind, version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Result<Launch> {
-    check_block_size(engine, flags.block_size)?;
+    // A model with linear layers runs at the block size its state raised the given one to,
+    // which `config` checked before raising it.
+    if m.model.linear_layers() == 0 {
+        check_block_size(engine, flags.block_size)?;
+    }
     let chunked = flags.enable_chunked_prefill.unwrap_or(engine == EngineKind::Vllm);
     let (seqs, tokens) = limits(flags, chunked, m.gpu, m.max_model_len)?;
     let run = ProfileRun {
@@ -71,7 +75,7 @@ pub fn block_sizes(engine: EngineKind) -> &'static [u32] {
 }
 
 /// `--block-size` among vLLM's choices, refused with its parser's words otherwise.
-fn check_block_size(engine: EngineKind, block_size: u32) -> Result<()> {
+pub(crate) fn check_block_size(engine: EngineKind, block_size: u32) -> Result<()> {
     let sizes = block_sizes(engine);
     if sizes.contains(&block_size) {
         return Ok(());
@@ -330,7 +334,7 @@ impl VllmV1 {
         let mut i = 0;
         'running: while i < q.running.len() && budget > 0 {
             let id = q.running[i];
-            let n = Self::chunk(&s.reqs[id as usize], threshold, budget);
+            let n = Self::chunk(s, id, threshold, budget);
             if n == 0 {
                 i += 1;
                 continue;
@@ -357,10 +361,13 @@ impl VllmV1 {
         budget
     }
 
-    /// The tokens a running request `r` computes next: what it has not computed, capped by
-    /// `threshold` and the budget left.
-    fn chunk(r: &super::ReqRt, threshold: u32, budget: u32) -> u32 {
-        Self::cap(threshold, r.num_tokens - r.num_computed).min(budget)
+    /// The tokens running request `id` computes next: what it has not computed, capped by
+    /// `threshold` and the budget left, then ended where its cache needs the chunk to end (the
+    /// Mamba split, `_mamba_block_aligned_split`; 0: it waits this step).
+    fn chunk(s: &Step, id: ReqId, threshold: u32, budget: u32) -> u32 {
+        let r = &s.reqs[id as usize];
+        let n = Self::cap(threshold, r.num_tokens - r.num_computed).min(budget);
+        s.cache.align_chunk(id, r.num_tokens as usize, n as usize) as u32
     }
 
     /// Caps a chunk of `n` tokens by `threshold` (0: no cap).
@@ -461,6 +468,8 @@ impl VllmRule for VllmV1 {
 impl VllmV1 {
     /// Forms the step (phases A and B) into `s.out`.
     fn form(&mut self, q: &mut VllmQueues, s: &mut Step) {
+        // `KVCacheManager.new_step_starts`.
+        s.cache.settle();
         let mut budget = self.cfg.max_num_batched_tokens;
         let rules = self.cfg.rules;
         // vLLM 0.33 `Scheduler.schedule`: with one request present (running + waiting, counted
@@ -474,7 +483,7 @@ impl VllmV1 {
             let mut i = 0;
             while i < q.running.len() && budget > 0 {
                 let id = q.running[i];
-                let n = Self::chunk(&s.reqs[id as usize], threshold, budget);
+                let n = Self::chunk(s, id, threshold, budget);
                 if n == 0 {
                     i += 1;
                     continue;

@@ -22,6 +22,8 @@ fn layout(cap: u32) -> HybridLayout {
         window: 32,
         retention: Some(0),
         admission_cap_blocks: cap,
+        mamba_groups: 0,
+        mamba: None,
     }
 }
 
@@ -256,5 +258,135 @@ proptest! {
             paged.finish(req);
         }
         prop_assert_eq!(got, want);
+    }
+}
+
+/// One Mamba group (first) and one full-attention group at block 16, retention 0, prefills split
+/// at the last cacheable boundary (Triton's GDN kernel): vLLM 0.33.0's `MambaManager` in align
+/// mode, as the golden schedules of `tests/golden/vllm_mamba` show it.
+fn mamba_layout(checkpoint_alignment: Option<u32>) -> HybridLayout {
+    HybridLayout {
+        full_groups: 1,
+        sliding_groups: 0,
+        sliding_first: false,
+        window: 0,
+        retention: Some(0),
+        admission_cap_blocks: 0,
+        mamba_groups: 1,
+        mamba: Some(MambaRules { first: true, checkpoint_alignment, max_prefill_tokens: 8192 }),
+    }
+}
+
+const M: usize = 0;
+
+/// Runs request `req` (prompt `prompt`, `len` tokens in all) to its end through the cache as
+/// vLLM's scheduler does with an unlimited budget: admitted with its chunk split, then a chunk
+/// or a decode a step, each step settled; returns the hit and the chunks.
+fn run_mamba(c: &mut HybridCache, req: u32, prompt: usize, len: usize) -> Option<(usize, Vec<usize>)> {
+    let a = c.admit_reserving(req, req, prompt, usize::MAX, prompt)?;
+    let mut chunks = vec![a.allocated_tokens - a.hit_tokens];
+    let mut t = a.allocated_tokens;
+    c.computed(req, t);
+    c.check_invariants();
+    while t < len {
+        c.settle();
+        let known = prompt.max(t + 1);
+        let n = c.align_chunk(req, known, known - t);
+        assert!(n > 0, "an unlimited budget always runs a chunk");
+        assert!(c.grow(req, t + n));
+        if t < prompt {
+            chunks.push(n);
+        }
+        t += n;
+        c.computed(req, t);
+        c.check_invariants();
+    }
+    c.finish(req);
+    c.settle();
+    c.check_invariants();
+    Some((a.hit_tokens, chunks))
+}
+
+#[test]
+fn the_second_sibling_marks_the_junction_and_the_third_hits_it() {
+    // P = 64 tokens; r0 = P + 20, r1 = P + 30, r2 = P + 10 (the golden `shared_prefix`).
+    let p = range(100, 164);
+    let s: Vec<Vec<u32>> = [(20, 0), (30, 1), (10, 2)]
+        .iter()
+        .map(|&(n, i)| [p.clone(), range(1000 * (i + 1), 1000 * (i + 1) + n)].concat())
+        .collect();
+    let mut c = HybridCache::new(Arc::new(TokenStore::from_seqs(&s)), 16, Some(2000), mamba_layout(None));
+    // r0: split at ⌊83 / 16⌋ · 16 = 80, where its state is cached (the replay boundary).
+    assert_eq!(run_mamba(&mut c, 0, 84, 84).unwrap(), (0, vec![80, 4]));
+    // r1: the full-attention hit is P, no state within it: no hit, the junction at 64 stops its
+    // first chunk and caches the state there; the next stops at the replay boundary 80.
+    assert_eq!(run_mamba(&mut c, 1, 94, 94).unwrap(), (0, vec![64, 16, 14]));
+    // r2 starts from r1's state at the junction.
+    assert_eq!(run_mamba(&mut c, 2, 74, 74).unwrap(), (64, vec![10]));
+}
+
+#[test]
+fn a_state_cached_in_this_step_serves_no_other_request_before_the_next() {
+    // Two 64-token prompts sharing 48 tokens: the first caches its state at 48 (its replay
+    // boundary ⌊63 / 16⌋ · 16) in the step that admits it.
+    let p = range(100, 148);
+    let s = vec![[p.clone(), range(1000, 1016)].concat(), [p, range(2000, 2016)].concat()];
+    let mut c = HybridCache::new(Arc::new(TokenStore::from_seqs(&s)), 16, Some(40), mamba_layout(None));
+    let a = c.admit_reserving(0, 0, 64, usize::MAX, 64).unwrap();
+    assert_eq!((a.hit_tokens, a.allocated_tokens), (0, 48));
+    assert_eq!(c.block_table(0, M).unwrap(), &[0, 0, 1]);
+    assert_eq!(c.peek(1, 64), 48);
+    assert!(c.admit_reserving(1, 1, 64, usize::MAX, 64).is_none(), "admitted in the step that cached its state");
+    c.computed(0, 48);
+    c.settle();
+    let b = c.admit_reserving(1, 1, 64, usize::MAX, 64).unwrap();
+    assert_eq!((b.hit_tokens, b.allocated_tokens), (48, 64));
+    // The hit state and the new state, the hit padded with nulls.
+    assert_eq!(c.block_table(1, M).unwrap()[..2], [0, 0]);
+    c.check_invariants();
+}
+
+#[test]
+fn a_chunk_exports_its_checkpoint_from_inside_with_flashinfer() {
+    // With checkpoints every block the 84-token prompt runs whole; the state at 80 is written
+    // from inside the chunk into its own slot and cached, beside the running state at 84.
+    let s = vec![range(100, 184), [range(100, 180), range(900, 910)].concat()];
+    let mut c = HybridCache::new(Arc::new(TokenStore::from_seqs(&s)), 16, Some(2000), mamba_layout(Some(16)));
+    let a = c.admit_reserving(0, 0, 84, usize::MAX, 84).unwrap();
+    assert_eq!(a.allocated_tokens, 84);
+    let t = c.block_table(0, M).unwrap();
+    assert_eq!((t.len(), t[..4].iter().all(|&b| b == 0), t[4] != 0 && t[5] != 0), (6, true, true));
+    assert!(c.is_cached(t[4]) && !c.is_cached(t[5]));
+    c.computed(0, 84);
+    c.finish(0);
+    c.settle();
+    assert_eq!(run_mamba(&mut c, 1, 90, 90).unwrap(), (80, vec![10]));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Mamba groups under any mix of sequences, pool sizes, retentions, checkpoint alignments and
+    /// group orders keep the pool whole, hold at most three states a request, and give every
+    /// block back.
+    #[test]
+    fn mamba_groups_keep_the_pool_consistent(
+        shapes in prop::collection::vec((0u32..3, 0u32..90, 1u32..40), 1..12),
+        order in prop::collection::vec(0usize..12, 1..24),
+        blocks in 24u32..80,
+        retention in prop_oneof![Just(Some(0)), Just(Some(32)), Just(None)],
+        checkpoint in prop_oneof![Just(None), Just(Some(16)), Just(Some(1))],
+        groups in 1u8..4,
+        first in any::<bool>(),
+    ) {
+        let (s, p) = seqs(&shapes);
+        let order: Vec<usize> = order.into_iter().map(|i| i % s.len()).collect();
+        let mut layout = HybridLayout { retention, mamba_groups: groups, ..mamba_layout(checkpoint) };
+        layout.mamba.as_mut().unwrap().first = first;
+        let mut c = HybridCache::new(Arc::new(TokenStore::from_seqs(&s)), 16, Some(blocks), layout);
+        for &r in &order {
+            let _ = run_mamba(&mut c, r as u32, p[r], s[r].len());
+        }
+        prop_assert_eq!(c.free_queue().len() as u32, blocks - 1, "every block back in the queue");
     }
 }
