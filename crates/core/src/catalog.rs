@@ -137,6 +137,13 @@ pub enum SsmDtype {
 }
 
 impl SsmDtype {
+    /// The name the engines' flags take.
+    pub fn name(self) -> &'static str {
+        match self {
+            SsmDtype::Bfloat16 => "bfloat16",
+            SsmDtype::Float32 => "float32",
+        }
+    }
     /// Bytes per element.
     pub fn bytes(self) -> u64 {
         match self {

@@ -745,6 +745,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     // A Mamba state raises vLLM's block size until one block of attention holds it.
     let mamba_block;
     let flashinfer_gdn = crate::engine::vllm_hybrid::flashinfer_gdn(&gpu, &model);
+    let mut block_note = None;
     let o = match &hybrid {
         Some(g) if g.mamba_groups > 0 => {
             crate::engine::vllm::check_block_size(o.engine, o.block_size)?;
@@ -752,6 +753,16 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 layout.parallel.kv_bytes_per_token_per_rank(&model, kv_dtype_bytes) / model.kv_cache_layers();
             let state = crate::engine::vllm_hybrid::state_bytes(&model, layout.parallel.attn_tp(), layout.ssm_dtype);
             let b = crate::engine::vllm_hybrid::mamba_block_size(o.block_size, attn_page, state, flashinfer_gdn);
+            block_note = Some(format!(
+                "{}: block size {} raised to {b} tokens, so that one block of a full-attention layer ({} bytes a \
+                 token on a GPU) holds one sequence's state of a linear layer ({state} bytes, {} recurrence; {}'s \
+                 GDN prefill kernel) (vLLM Platform._align_hybrid_block_size)",
+                model.name,
+                o.block_size,
+                attn_page,
+                layout.ssm_dtype.name(),
+                if flashinfer_gdn { "FlashInfer" } else { "Triton" }
+            ));
             mamba_block = RunOptions { block_size: b, ..o.clone() };
             &mamba_block
         }
@@ -900,7 +911,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
              and the hybrid manager publish none here)",
         ));
     }
-    let mut startup_notes = Vec::new();
+    let mut startup_notes: Vec<String> = block_note.into_iter().collect();
     let swa_layout = match (&swa, window_tokens) {
         (Some(p), Some(tokens)) => {
             crate::engine::sglang::swa::check_pool(p, tokens, o.page_size)?;

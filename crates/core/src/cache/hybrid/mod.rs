@@ -1,8 +1,9 @@
-//! vLLM 0.33's hybrid KV cache manager for models that mix full-attention and sliding-window
-//! layers (gpt-oss, Gemma 3): one block pool and one free queue shared by several KV cache
-//! groups, each with its own block table per request; a prefix hit that every group can serve;
-//! sliding-window blocks released as the window passes them; and, under the default
-//! `prefix_cache_retention_interval` 0, only a few sliding-window blocks ever cached. Each rule
+//! vLLM 0.33's hybrid KV cache manager for models that mix full-attention layers with
+//! sliding-window layers (gpt-oss, Gemma 3) or linear-attention layers (Qwen3-Next): one block
+//! pool and one free queue shared by several KV cache groups, each with its own block table per
+//! request; a prefix hit that every group can serve; sliding-window blocks released as the window
+//! passes them, Mamba states as the sequence moves on; and, under the default
+//! `prefix_cache_retention_interval` 0, only a few sliding-window blocks or states ever cached. Each rule
 //! names its upstream function (files under `vllm/v1/core/`, vLLM 0.33.0); the whole is
 //! described in `docs/engines/hybrid-attention.md`.
 //!
@@ -214,7 +215,7 @@ struct ReqState {
     checkpoint: bool,
 }
 
-/// vLLM 0.33's hybrid KV cache manager over full-attention and sliding-window groups.
+/// vLLM 0.33's hybrid KV cache manager over full-attention and sliding-window or Mamba groups.
 pub struct HybridCache {
     ids: BlockIds,
     block: usize,
