@@ -509,8 +509,8 @@ const CASES: &[Case] = &[
         cut: None,
     },
     Case {
-        what: "a linear-attention model without prefix caching",
-        args: &["--model", "qwen3-next-80b-a3b", "--tp", "4", "--policy", "none"],
+        what: "a linear-attention model on vLLM with a radix tree",
+        args: &["--model", "qwen3-next-80b-a3b", "--tp", "4", "--policy", "radix"],
         cut: None,
     },
     Case {

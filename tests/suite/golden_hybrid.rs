@@ -60,7 +60,8 @@ fn replay(dir: &Path, path: &Path) -> String {
             mamba: None,
         },
         Some(m) => {
-            assert_eq!(c["mamba_cache_mode"].as_str(), Some("align"));
+            let prefix_caching = c["enable_prefix_caching"].as_bool().unwrap();
+            assert_eq!(c["mamba_cache_mode"].as_str(), Some(if prefix_caching { "align" } else { "none" }));
             HybridLayout {
                 full_groups: (groups.len() - mamba.len()) as u8,
                 sliding_groups: 0,
@@ -76,6 +77,7 @@ fn replay(dir: &Path, path: &Path) -> String {
                         .filter(|_| json_num(m, "num_prefill_checkpoint_blocks") > 0)
                         .map(|a| a as u32),
                     max_prefill_tokens: json_num(&c, "max_num_scheduled_tokens") as u32,
+                    prefix_caching,
                 }),
             }
         }
@@ -90,7 +92,7 @@ fn replay(dir: &Path, path: &Path) -> String {
             ..EngineConfig::new(EngineVersion::Vllm033)
         },
         cache: CacheSpec {
-            policy: Policy::Paged,
+            policy: if layout.mamba.is_some_and(|m| !m.prefix_caching) { Policy::None } else { Policy::Paged },
             block_size: Some(block as u32),
             page_size: None,
             capacity_tokens: Some((json_num(&c, "num_gpu_blocks") - 1) * block),
@@ -169,7 +171,7 @@ fn every_hybrid_schedule_is_reproduced_step_for_step() {
 fn every_mamba_schedule_is_reproduced_step_for_step() {
     let dir = dir("vllm_mamba");
     let files = crate::common::files(&dir.join("schedules"), &[".jsonl"]);
-    assert!(files.len() >= 11, "the golden schedules are in the repository");
+    assert!(files.len() >= 12, "the golden schedules are in the repository");
     let report: String = files.iter().map(|f| replay(&dir, f)).collect();
     assert!(report.is_empty(), "{report}");
 }

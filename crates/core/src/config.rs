@@ -733,7 +733,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             engine: o.engine,
             version,
             model: &model,
-            paged: policy == Policy::Paged,
+            policy,
             block_size: o.block_size,
             pp: layout.parallel.pp,
             disaggregated: o.cluster.pd.is_some(),
@@ -744,7 +744,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     )?;
     // A Mamba state raises vLLM's block size until one block of attention holds it.
     let mamba_block;
-    let flashinfer_gdn = crate::engine::vllm_hybrid::flashinfer_gdn(&gpu, &model);
+    // FlashInfer's prefill checkpoints matter only to prefix caching (`mamba_cache_mode` align).
+    let flashinfer_gdn = crate::engine::vllm_hybrid::flashinfer_gdn(&gpu, &model) && policy == Policy::Paged;
     let mut block_note = None;
     let o = match &hybrid {
         Some(g) if g.mamba_groups > 0 => {
@@ -755,13 +756,19 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             let b = crate::engine::vllm_hybrid::mamba_block_size(o.block_size, attn_page, state, flashinfer_gdn);
             block_note = Some(format!(
                 "{}: block size {} raised to {b} tokens, so that one block of a full-attention layer ({} bytes a \
-                 token on a GPU) holds one sequence's state of a linear layer ({state} bytes, {} recurrence; {}'s \
-                 GDN prefill kernel) (vLLM Platform._align_hybrid_block_size)",
+                 token on a GPU) holds one sequence's state of a linear layer ({state} bytes, {} recurrence; {}) \
+                 (vLLM Platform._align_hybrid_block_size)",
                 model.name,
                 o.block_size,
                 attn_page,
                 layout.ssm_dtype.name(),
-                if flashinfer_gdn { "FlashInfer" } else { "Triton" }
+                if flashinfer_gdn {
+                    "FlashInfer's GDN prefill kernel, states checkpointed every 64 tokens"
+                } else if policy == Policy::Paged {
+                    "Triton's GDN prefill kernel"
+                } else {
+                    "prefix caching off"
+                }
             ));
             mamba_block = RunOptions { block_size: b, ..o.clone() };
             &mamba_block
@@ -826,7 +833,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     let async_output_proc = crate::engine::vllm_v0::async_output_proc(o.engine, &flags)?;
     let overlap = crate::engine::overlap(o.engine, &flags)?;
     let (num_gpu_blocks, capacity) = match policy {
-        Policy::Paged => {
+        // vLLM's blocks, the hybrid manager's with prefix caching off too.
+        Policy::Paged | Policy::None if hybrid.is_some() || policy == Policy::Paged => {
             let blocks = crate::engine::vllm_pool::gpu_blocks(vllm, &flags, &machine, &launched)?;
             (Some(blocks), (blocks - 1) * o.block_size as u64)
         }
@@ -985,7 +993,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         },
         cache: CacheSpec {
             policy,
-            block_size: (policy == Policy::Paged).then_some(o.block_size),
+            block_size: (policy == Policy::Paged || hybrid.is_some()).then_some(o.block_size),
             page_size: (policy == Policy::Radix || policy == Policy::None && o.engine == EngineKind::Sglang)
                 .then_some(o.page_size),
             capacity_tokens: Some(capacity),
@@ -1002,6 +1010,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                         max_model_len,
                         max_prefill_tokens: max_num_batched_tokens.min(threshold),
                         flashinfer: flashinfer_gdn,
+                        prefix_caching: policy == Policy::Paged,
                     },
                 )
             }),

@@ -21,3 +21,4 @@ run chunked                  chunked       --num-gpu-blocks 2000 --max-num-seqs 
 run chunked_ckpt_grid        chunked       --num-gpu-blocks 2000 --max-num-seqs 16 --max-num-batched-tokens 32 --mamba-checkpoint grid
 run pressure                 pressure      --num-gpu-blocks 40 --max-num-seqs 8 --max-num-batched-tokens 128 --max-model-len 256
 run pressure_ckpt_grid       pressure      --num-gpu-blocks 40 --max-num-seqs 8 --max-num-batched-tokens 128 --max-model-len 256 --mamba-checkpoint grid
+run no_prefix_caching        shared_prefix --num-gpu-blocks 2000 --no-prefix-caching

@@ -90,7 +90,8 @@ impl CacheSpec {
     /// pages instead of written up front (`dense` = false).
     pub fn build_sized(&self, store: Arc<TokenStore>, seqs: Option<&[SeqId]>, dense: bool) -> Box<dyn PrefixCache> {
         match self.policy {
-            Policy::Paged if self.hybrid.is_some() => Box::new(hybrid::HybridCache::new(
+            // vLLM's hybrid manager, also with prefix caching off for Mamba groups.
+            Policy::Paged | Policy::None if self.hybrid.is_some() => Box::new(hybrid::HybridCache::new(
                 store,
                 self.block_size.unwrap_or(16),
                 self.capacity_tokens

@@ -12,6 +12,7 @@
 
 use super::{EngineKind, EngineVersion};
 use crate::cache::hybrid::{HybridLayout, MambaRules};
+use crate::cache::Policy;
 use crate::catalog::{Arch, AttentionKind, Gpu, Model, SsmDtype};
 use crate::error::{Error, Result};
 
@@ -137,8 +138,8 @@ pub struct HybridMachine<'a> {
     pub engine: EngineKind,
     pub version: EngineVersion,
     pub model: &'a Model,
-    /// The paged cache runs (vLLM's prefix caching model).
-    pub paged: bool,
+    /// The cache: `paged` (vLLM's prefix caching) or `none` (prefix caching off).
+    pub policy: Policy,
     pub block_size: u32,
     pub pp: u64,
     pub disaggregated: bool,
@@ -199,8 +200,11 @@ pub fn resolve(o: &HybridOptions, m: &HybridMachine) -> Result<Option<Grouping>>
                 m.version
             )
         })
-    } else if !m.paged {
-        Some("the hybrid KV cache manager runs only with the paged cache (--policy paged)".to_string())
+    } else if !(m.policy == Policy::Paged || linear && m.policy == Policy::None) {
+        Some(format!(
+            "the hybrid KV cache manager runs only with the paged cache (--policy paged{})",
+            if linear { ", or none: prefix caching off" } else { "" }
+        ))
     } else if m.pp > 1 {
         Some("pipeline stages with the hybrid KV cache manager are not modelled".to_string())
     } else if m.disaggregated {
@@ -257,6 +261,8 @@ pub struct LayoutInputs {
     pub max_prefill_tokens: u32,
     /// FlashInfer's GDN kernel ([`flashinfer_gdn`]): prefill checkpoints every block.
     pub flashinfer: bool,
+    /// Prefix caching is on (`--policy paged`).
+    pub prefix_caching: bool,
 }
 
 /// The cache's view of grouping `g`.
@@ -282,8 +288,9 @@ pub fn layout(g: &Grouping, model: &Model, i: &LayoutInputs) -> HybridLayout {
             first: g.other_first,
             // The checkpoint grid is the cache-hit alignment, the block itself
             // (`get_mamba_prefill_checkpoint_grid`).
-            checkpoint_alignment: i.flashinfer.then_some(i.block_size),
+            checkpoint_alignment: (i.flashinfer && i.prefix_caching).then_some(i.block_size),
             max_prefill_tokens: i.max_prefill_tokens,
+            prefix_caching: i.prefix_caching,
         }),
     }
 }
@@ -331,7 +338,7 @@ mod tests {
             engine: EngineKind::Vllm,
             version: EngineVersion::Vllm033,
             model,
-            paged: true,
+            policy: Policy::Paged,
             block_size: 16,
             pp: 1,
             disaggregated: false,

@@ -106,6 +106,10 @@ pub struct MambaRules {
     /// The split's `max_prefill_tokens`: the step's token budget, capped by
     /// `--long-prefill-token-threshold` when set.
     pub max_prefill_tokens: u32,
+    /// Prefix caching is on (`mamba_cache_mode` "align"); off ("none"), a request holds one state
+    /// block per Mamba group from admission to its end (the Mamba block is `max_model_len`),
+    /// nothing is cached and prefills are not split.
+    pub prefix_caching: bool,
 }
 
 impl HybridLayout {
@@ -113,6 +117,16 @@ impl HybridLayout {
     pub fn describe(&self) -> String {
         let plural = |n: u8| if n == 1 { "" } else { "s" };
         let (other, what) = match self.mamba {
+            Some(m) if !m.prefix_caching => {
+                return format!(
+                    "hybrid without prefix caching: {} Mamba group{} (a state block a request) and {} full-attention \
+                     group{} sharing the blocks",
+                    self.mamba_groups,
+                    plural(self.mamba_groups),
+                    self.full_groups,
+                    plural(self.full_groups)
+                )
+            }
             Some(m) => (
                 format!(
                     "{} Mamba group{} ({})",
@@ -145,6 +159,12 @@ impl HybridLayout {
             Some(n) => format!("{what} kept every {n} tokens"),
         };
         format!("hybrid: {a} + {b} sharing the blocks; {retention}")
+    }
+
+    /// Whether blocks are cached for later hits (always, bar Mamba groups with prefix caching
+    /// off).
+    fn caching(&self) -> bool {
+        self.mamba.is_none_or(|m| m.prefix_caching)
     }
 
     /// Whether the sliding or Mamba groups come before the full-attention ones.
@@ -367,6 +387,9 @@ impl HybridCache {
     fn lookup(&self, seq: SeqId, known: usize) -> (usize, Vec<Vec<u32>>, usize) {
         let groups = self.kind.len();
         let mut hits = vec![Vec::new(); groups];
+        if !self.layout.caching() {
+            return (0, hits, 0);
+        }
         let max_blocks = known.saturating_sub(1) / self.block;
         // Full attention: leading blocks cached in every full group.
         let mut found = Vec::new();
@@ -477,6 +500,10 @@ impl HybridCache {
     /// the hits, at most one state block and a checkpoint's; none at all when the hit's state
     /// was cached in this step (the request waits for the next).
     fn mamba_to_allocate(&self, tokens: usize, have: usize, hits: &[u32], checkpoint: bool) -> i64 {
+        if !self.layout.caching() {
+            // One block of `max_model_len` tokens holds the state all along.
+            return (have == 0) as i64;
+        }
         if let Some(&last) = hits.last() {
             if self.cached_this_step.contains(&self.blk[last as usize].key) {
                 return i64::MAX / 4;
@@ -493,7 +520,9 @@ impl HybridCache {
     /// (`MambaManager._needs_internal_checkpoint`): only a chunk reaching `prefill_end`, and only
     /// where the checkpoint's slot is not already a state.
     fn needs_checkpoint(&self, table: &[u32], start: usize, end: usize, prefill_end: usize) -> bool {
-        let Some(align) = self.layout.mamba.and_then(|m| m.checkpoint_alignment) else { return false };
+        let Some(align) = self.layout.mamba.filter(|m| m.prefix_caching).and_then(|m| m.checkpoint_alignment) else {
+            return false;
+        };
         if end < prefill_end || !checkpoint_valid(start, end, checkpoint_position(end, self.block), self.block, align) {
             return false;
         }
@@ -507,7 +536,7 @@ impl HybridCache {
     /// from inside the chunk) or past the shared-prefix junction, and one starting inside a block
     /// stops at its end. 0: the request waits.
     pub fn split(&self, start: usize, n: usize, prompt: usize, num_tokens: usize, junction: usize) -> usize {
-        let Some(rules) = self.layout.mamba else { return n };
+        let Some(rules) = self.layout.mamba.filter(|m| m.prefix_caching) else { return n };
         let prefill_end = prompt.max(num_tokens.saturating_sub(1));
         if start >= prefill_end {
             return n;
@@ -654,6 +683,10 @@ impl HybridCache {
     /// previous step's state once the state has moved past it. Returns the new `retired`.
     fn remove_passed_states(&mut self, st: &mut ReqState, g: usize, computed: usize) -> usize {
         let mut retired = st.retired;
+        if !self.layout.caching() {
+            // The one block of `max_model_len` tokens is never passed.
+            return retired;
+        }
         let k = (self.skipped(g, computed) / self.block).min(st.tables[g].len());
         if computed > 1 && retired < k {
             let mut out = std::mem::take(&mut self.out_of_window);
@@ -730,6 +763,9 @@ impl HybridCache {
     /// among those and is registered by this walk; `_cache_partial_tail_block` then finds it
     /// keyed and does nothing, hash blocks being cache blocks here.)
     fn cache_blocks(&mut self, req: ReqId, st: &mut ReqState, tokens: usize) {
+        if !self.layout.caching() {
+            return;
+        }
         let full = tokens / self.block;
         let prompt = *self.prompts.get(req).expect("a prompt length is known");
         for g in 0..st.tables.len() {
@@ -772,6 +808,13 @@ impl HybridCache {
         for g in 0..st.tables.len() {
             if self.kind[g] == Kind::Mamba {
                 let prev = st.tables[g].len();
+                if !self.layout.caching() {
+                    if prev == 0 {
+                        let b = self.pop(g);
+                        st.tables[g].push(b);
+                    }
+                    continue;
+                }
                 if want <= prev && !st.checkpoint {
                     continue;
                 }
@@ -814,6 +857,7 @@ impl HybridCache {
             let k = (self.skipped(g, st.computed) / self.block).min(t.len());
             let quiet = want <= t.len() && full <= st.cached[g];
             match self.kind[g] {
+                Kind::Mamba if !self.layout.caching() => !t.is_empty(),
                 Kind::Mamba => {
                     let (_, prefill_end) = self.prefill_end(req, st.known.max(total));
                     quiet
@@ -851,7 +895,7 @@ impl HybridCache {
 impl PrefixCache for HybridCache {
     fn spec(&self) -> CacheSpec {
         CacheSpec {
-            policy: Policy::Paged,
+            policy: if self.layout.caching() { Policy::Paged } else { Policy::None },
             block_size: Some(self.block as u32),
             page_size: None,
             capacity_tokens: self.num_blocks.map(|n| (n as u64 - 1) * self.block as u64),
@@ -1002,7 +1046,11 @@ impl PrefixCache for HybridCache {
         let mut refs = vec![0u32; self.blk.len()];
         for st in self.reqs.live() {
             for (g, t) in st.tables.iter().enumerate() {
-                assert_eq!(t.len(), st.tokens.div_ceil(self.block), "table size of group {g}");
+                if self.kind[g] == Kind::Mamba && !self.layout.caching() {
+                    assert_eq!(t.len(), 1, "one state block a request without prefix caching");
+                } else {
+                    assert_eq!(t.len(), st.tokens.div_ceil(self.block), "table size of group {g}");
+                }
                 let lead = t.iter().take_while(|&&b| b == NULL).count();
                 if self.kind[g] == Kind::Mamba {
                     // The state, the previous step's, a checkpoint.

@@ -273,7 +273,7 @@ fn mamba_layout(checkpoint_alignment: Option<u32>) -> HybridLayout {
         retention: Some(0),
         admission_cap_blocks: 0,
         mamba_groups: 1,
-        mamba: Some(MambaRules { first: true, checkpoint_alignment, max_prefill_tokens: 8192 }),
+        mamba: Some(MambaRules { first: true, checkpoint_alignment, max_prefill_tokens: 8192, prefix_caching: true }),
     }
 }
 
@@ -363,6 +363,27 @@ fn a_chunk_exports_its_checkpoint_from_inside_with_flashinfer() {
     assert_eq!(run_mamba(&mut c, 1, 90, 90).unwrap(), (80, vec![10]));
 }
 
+#[test]
+fn without_prefix_caching_a_request_holds_one_state_block_and_nothing_is_cached() {
+    // `mamba_cache_mode` none (the golden `no_prefix_caching`): the 84-token prompt runs whole,
+    // 6 full-attention blocks and 1 state block; a resend hits nothing.
+    let s = vec![range(100, 184), range(100, 184)];
+    let layout = HybridLayout {
+        mamba: Some(MambaRules { prefix_caching: false, ..mamba_layout(None).mamba.unwrap() }),
+        ..mamba_layout(None)
+    };
+    let mut c = HybridCache::new(Arc::new(TokenStore::from_seqs(&s)), 16, Some(2000), layout);
+    assert_eq!(c.spec().policy, Policy::None);
+    assert_eq!(run_mamba(&mut c, 0, 84, 84).unwrap(), (0, vec![84]));
+    let a = c.admit_reserving(1, 1, 84, usize::MAX, 84).unwrap();
+    assert_eq!((a.hit_tokens, a.allocated_tokens), (0, 84));
+    assert_eq!((c.block_table(1, M).unwrap().len(), c.block_table(1, 1).unwrap().len()), (1, 6));
+    assert!(c.grow(1, 200));
+    assert_eq!(c.block_table(1, M).unwrap().len(), 1);
+    assert!((1..2000).all(|b| !c.is_cached(b)));
+    c.check_invariants();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -378,11 +399,13 @@ proptest! {
         checkpoint in prop_oneof![Just(None), Just(Some(16)), Just(Some(1))],
         groups in 1u8..4,
         first in any::<bool>(),
+        prefix_caching in any::<bool>(),
     ) {
         let (s, p) = seqs(&shapes);
         let order: Vec<usize> = order.into_iter().map(|i| i % s.len()).collect();
         let mut layout = HybridLayout { retention, mamba_groups: groups, ..mamba_layout(checkpoint) };
-        layout.mamba.as_mut().unwrap().first = first;
+        let rules = layout.mamba.as_mut().unwrap();
+        (rules.first, rules.prefix_caching) = (first, prefix_caching);
         let mut c = HybridCache::new(Arc::new(TokenStore::from_seqs(&s)), 16, Some(blocks), layout);
         for &r in &order {
             let _ = run_mamba(&mut c, r as u32, p[r], s[r].len());
