@@ -1,18 +1,8 @@
 #!/bin/bash
-# Regenerates every golden under schedules/ (and the traces). Usage: ./run_all.sh
-# PY defaults to the vLLM 0.33.0 venv; the driver sets PYTHONHASHSEED=0 itself if unset.
-set -e
-cd "$(dirname "$0")"
-PY=${PY:-venv/bin/python}
-python3 make_traces.py
-mkdir -p schedules
-
-run() {  # run <case> <trace> [driver args...]
-  local name=$1 trace=$2
-  shift 2
-  $PY run_vllm_hybrid.py --trace traces/$trace.jsonl --arrival-steps traces/$trace.arrivals.json \
-    --out schedules/$name.jsonl "$@"
-}
+# Regenerates the traces and every golden under schedules/. Usage: ./run_all.sh [extra driver args]
+# PY defaults to venv/bin/python (the vLLM 0.33.0 venv); the driver sets PYTHONHASHSEED=0 itself if unset.
+DRIVER=run_vllm_hybrid.py
+. "$(dirname "$0")/../vllm_cases.sh"  # cd here, PY, traces, run <case> <trace> [driver args...]
 
 # (a) shared prefixes, W=32, 1 SW + 1 full group (sliding layer first, as gpt-oss/Gemma), big pool
 run shared_prefix           shared_prefix --sliding-window 32 --num-gpu-blocks 5000

@@ -1,15 +1,7 @@
 #!/bin/bash
-# Regenerates the traces and every schedule under schedules/. Usage: ./run_all.sh
-set -e
-cd "$(dirname "$0")"
-PY=${PY:-venv/bin/python}
-python3 make_traces.py
-mkdir -p schedules
-run() {  # run <case> <trace> [driver args...]
-  local name=$1 trace=$2; shift 2
-  $PY run_vllm_mamba.py --trace traces/$trace.jsonl --arrival-steps traces/$trace.arrivals.json \
-    --out schedules/$name.jsonl "$@"
-}
+# Regenerates the traces and every schedule under schedules/. Usage: ./run_all.sh [extra driver args]
+DRIVER=run_vllm_mamba.py
+. "$(dirname "$0")/../vllm_cases.sh"  # cd here, PY, traces, run <case> <trace> [driver args...]
 run shared_prefix            shared_prefix --num-gpu-blocks 2000
 run shared_prefix_dense      shared_prefix --num-gpu-blocks 2000 --prefix-cache-retention-interval none
 run shared_prefix_ckpt_grid  shared_prefix --num-gpu-blocks 2000 --mamba-checkpoint grid
