@@ -161,6 +161,28 @@ fn mooncake_runs(c: &mut Criterion) {
         g.bench_function(pools, |b| b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed));
     }
     g.finish();
+    // vLLM's hybrid manager: one KV cache group (Llama), sliding-window groups (gpt-oss) and
+    // Mamba groups (Qwen3-Next, prefix caching on and off), each sized by its own memory.
+    let mut g = c.benchmark_group("serve_mooncake_vllm_hybrid");
+    g.sample_size(10);
+    for (name, model, tp, policy) in [
+        ("one_group", "llama-3.1-8b", 1, None),
+        ("sliding", "gpt-oss-20b", 1, None),
+        ("mamba", "qwen3-next-80b-a3b", 4, None),
+        ("mamba_no_prefix_caching", "qwen3-next-80b-a3b", 4, Some(cachesim::cache::Policy::None)),
+    ] {
+        let cfg = resolve(&RunOptions {
+            model: model.into(),
+            tp,
+            policy,
+            max_num_seqs: Some(256),
+            max_num_batched_tokens: Some(8192),
+            ..RunOptions::default()
+        })
+        .unwrap();
+        g.bench_function(name, |b| b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed));
+    }
+    g.finish();
 }
 
 criterion_group!(benches, whole_runs, mooncake_runs);
