@@ -13,7 +13,7 @@ use crate::common;
 use cachesim::cache::hicache::WritePolicy;
 use cachesim::cache::storage::{Eviction, PrefetchPolicy, StorageConfig, Store};
 use cachesim::cache::swa::SwaLayout;
-use cachesim::cache::Policy;
+use cachesim::cache::{Policy, SglangPool};
 use cachesim::config::{resolve, RunOptions};
 use cachesim::cost::Affine;
 use cachesim::engine::sglang::hicache::HiCacheOptions;
@@ -246,11 +246,11 @@ fn replay_on(
     }
     // The window schedules (tests/golden/sglang_swa) state the window and its pool.
     if flag("is_hybrid_swa") {
-        cfg.cache.swa = Some(SwaLayout {
+        cfg.cache.swa = Some(SglangPool::Window(SwaLayout {
             window: u(&config["swa_retain_window"]) as u32,
             tokens: u(&config["swa_pool_tokens"]),
             sharing: !flag("disable_radix_cache"),
-        });
+        }));
         cfg.cache.page_size = Some(u(&config["page_size"]) as u32);
     }
     if let Some(h) = cfg.engine.hicache.as_mut() {

@@ -972,7 +972,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                     max_model_len,
                 )
             }),
-            swa: swa_layout,
+            swa: swa_layout.map(crate::cache::SglangPool::Window),
         },
         kv_bytes_per_token: model.kv_bytes_per_token(kv_dtype_bytes),
         kv_bytes_per_token_per_rank,
