@@ -17,7 +17,9 @@ pub fn ssm_default(engine: EngineKind) -> SsmDtype {
 }
 
 /// Refuses `--mamba-ssm-dtype` for a model with no linear layer (the flag would change nothing),
-/// and a model with linear layers on an engine whose state cache is not modelled.
+/// and a model with linear layers on an engine whose state cache is not modelled: every engine
+/// but SGLang, whose state pool and radix cache are ([`super::sglang::mamba`], which refuses the
+/// SGLang deployments it does not model).
 pub fn check(model: &Model, engine: EngineKind, ssm_dtype: Option<SsmDtype>) -> Result<()> {
     if ssm_dtype.is_some() && model.linear_layers() == 0 {
         return Err(Error::invalid(
@@ -25,7 +27,7 @@ pub fn check(model: &Model, engine: EngineKind, ssm_dtype: Option<SsmDtype>) -> 
             format!("{} has no linear-attention layer, whose state the flag types", model.name),
         ));
     }
-    if model.linear_layers() > 0 {
+    if model.linear_layers() > 0 && engine != EngineKind::Sglang {
         return Err(Error::invalid(
             "--model",
             format!(

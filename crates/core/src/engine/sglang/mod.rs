@@ -14,6 +14,7 @@
 
 pub mod hicache;
 pub mod launch;
+pub mod mamba;
 pub mod memory;
 pub mod priority;
 pub mod storage_extra;
