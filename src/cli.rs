@@ -453,6 +453,25 @@ pub struct RunArgs {
     /// (SGLang --disable-hybrid-swa-memory).
     #[arg(long, help_heading = "Engine")]
     pub disable_hybrid_swa_memory: bool,
+    /// SGLang 0.5, models with linear-attention layers (Qwen3-Next): how the radix cache gets a
+    /// request's recurrent states (SGLang --mamba-radix-cache-strategy) [default: auto, which is
+    /// extra_buffer under the overlap scheduler or with pages above one token, else no_buffer]
+    /// (docs/engines/sglang-mamba.md).
+    #[arg(long, value_enum, value_name = "STRATEGY", help_heading = "Engine")]
+    pub mamba_radix_cache_strategy: Option<cachesim::engine::sglang::mamba::StrategyFlag>,
+    /// SGLang, models with linear-attention layers: bytes of recurrent-state slots per byte of
+    /// full-attention KV in the memory left for caches (SGLang --mamba-full-memory-ratio)
+    /// [default: 0.9].
+    #[arg(allow_negative_numbers = true, long, value_name = "RATIO", help_heading = "Engine")]
+    pub mamba_full_memory_ratio: Option<f64>,
+    /// SGLang, models with linear-attention layers: recurrent-state slots, instead of what the
+    /// ratio gives (SGLang --max-mamba-cache-size).
+    #[arg(allow_negative_numbers = true, long, value_name = "SLOTS", help_heading = "Engine")]
+    pub max_mamba_cache_size: Option<i64>,
+    /// SGLang, models with linear-attention layers, extra_buffer: tokens between the states a
+    /// decoding request keeps for the tree (SGLang --mamba-track-interval) [default: 256].
+    #[arg(allow_negative_numbers = true, long, value_name = "TOKENS", help_heading = "Engine")]
+    pub mamba_track_interval: Option<i64>,
     /// SGLang (0.5.3 on; sglang@0.5): serve waiting requests by their `priority` (the trace's
     /// key, or --priority-mix), higher values first, then by queue entry; a waiting request
     /// whose priority beats running ones by more than --priority-scheduling-preemption-threshold
@@ -1076,6 +1095,12 @@ impl RunArgs {
             sglang_swa: cachesim::engine::sglang::swa::SwaOptions {
                 ratio: self.swa_full_tokens_ratio,
                 disable: self.disable_hybrid_swa_memory,
+            },
+            sglang_mamba: cachesim::engine::sglang::mamba::MambaOptions {
+                strategy: self.mamba_radix_cache_strategy,
+                full_memory_ratio: self.mamba_full_memory_ratio,
+                max_cache_size: self.max_mamba_cache_size,
+                track_interval: self.mamba_track_interval,
             },
             sglang_priority: cachesim::engine::sglang::priority::PriorityOptions {
                 enable: self.enable_priority_scheduling,

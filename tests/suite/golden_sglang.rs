@@ -13,10 +13,11 @@ use crate::common;
 use cachesim::cache::hicache::WritePolicy;
 use cachesim::cache::storage::{Eviction, PrefetchPolicy, StorageConfig, Store};
 use cachesim::cache::swa::SwaLayout;
-use cachesim::cache::Policy;
+use cachesim::cache::{Policy, SglangPool};
 use cachesim::config::{resolve, RunOptions};
 use cachesim::cost::Affine;
 use cachesim::engine::sglang::hicache::HiCacheOptions;
+use cachesim::engine::sglang::mamba::{MambaOptions, StrategyFlag};
 use cachesim::engine::sglang::priority::{PriorityOptions, RetractionPolicy};
 use cachesim::engine::{EngineKind, EngineVersion, Rules, SchedulePolicy};
 use cachesim::sim::{self, Keep, ScheduledStep, SimConfig};
@@ -68,6 +69,9 @@ struct Step {
     /// Under a window pool (a model with sliding-window layers), its free and evictable
     /// tokens after scheduling.
     window_after_schedule: Option<(u64, u64)>,
+    /// Under a state pool (a model with linear-attention layers), its free slots and its
+    /// evictable states after scheduling.
+    states_after_schedule: Option<(u64, u64)>,
     waiting: u32,
 }
 
@@ -112,6 +116,9 @@ fn golden_step(v: &Value) -> Step {
         window_after_schedule: v["swa_free_tokens_after_schedule"]
             .as_u64()
             .map(|f| (f, u(&v["swa_evictable_tokens_after_schedule"]))),
+        states_after_schedule: v["mamba_free_slots_after_schedule"]
+            .as_u64()
+            .map(|f| (f, u(&v["mamba_evictable_states_after_schedule"]))),
         waiting: u(&v["waiting_after_schedule"]) as u32,
     }
 }
@@ -154,6 +161,9 @@ fn our_steps(schedule: &[ScheduledStep], pool: u64, host_pool: Option<u64>) -> V
                 window_after_schedule: s
                     .window_after_schedule
                     .map(|w| (w.capacity_tokens.expect("a bounded window pool") - w.used_tokens, w.evictable_tokens)),
+                states_after_schedule: s
+                    .states_after_schedule
+                    .map(|m| (m.capacity_tokens.expect("a bounded state pool") - m.used_tokens, m.evictable_tokens)),
                 waiting: s.waiting,
             }
         })
@@ -240,17 +250,42 @@ fn replay_on(
         sglang_priority: if sglang_priority.enable { sglang_priority } else { PriorityOptions::default() },
         ..Default::default()
     };
+    // The state-pool schedules (tests/golden/sglang_mamba) state the pool and its strategy: a
+    // model with linear-attention layers (Qwen3-Next, on 4 GPUs to hold it), the context the
+    // driver gave SGLang.
+    let mut opts = opts;
+    if flag("is_hybrid_ssm") {
+        opts.model = "qwen3-next-80b-a3b".into();
+        opts.tp = 4;
+        opts.max_model_len = Some(u(&config["context_len"]));
+        opts.sglang_mamba = MambaOptions {
+            strategy: Some(match config["mamba_radix_cache_strategy"].as_str() {
+                Some("no_buffer") => StrategyFlag::NoBuffer,
+                Some("extra_buffer") => StrategyFlag::ExtraBuffer,
+                s => panic!("{file}: strategy {s:?}"),
+            }),
+            max_cache_size: Some(u(&config["mamba_cache_size"]) as i64),
+            ..Default::default()
+        };
+    }
     let mut cfg = resolve(&opts).expect("resolve");
+    if flag("is_hybrid_ssm") {
+        let m = cfg.cache.states().expect("a state pool");
+        assert_eq!(m.slots, u(&config["mamba_cache_size"]), "{file}: state slots");
+        assert_eq!(m.track_interval as u64, u(&config["mamba_track_interval"]), "{file}: track interval");
+        assert_eq!(m.cache_chunk as u64, u(&config["mamba_cache_chunk_size"]), "{file}: cache chunk");
+        assert_eq!(cfg.engine.max_num_seqs as u64, u(&config["max_running_requests"]), "{file}: request cap");
+    }
     if let Some(r) = rules {
         cfg.engine.rules = r;
     }
     // The window schedules (tests/golden/sglang_swa) state the window and its pool.
     if flag("is_hybrid_swa") {
-        cfg.cache.swa = Some(SwaLayout {
+        cfg.cache.swa = Some(SglangPool::Window(SwaLayout {
             window: u(&config["swa_retain_window"]) as u32,
             tokens: u(&config["swa_pool_tokens"]),
             sharing: !flag("disable_radix_cache"),
-        });
+        }));
         cfg.cache.page_size = Some(u(&config["page_size"]) as u32);
     }
     if let Some(h) = cfg.engine.hicache.as_mut() {
@@ -651,7 +686,10 @@ fn listed_cases(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
             let mut f = l.split('|');
             let name = f.next().expect("name");
             let trace = f.next().expect("trace");
-            (format!("{name}.jsonl.gz"), dir.join("traces").join(format!("{trace}.jsonl")))
+            // Schedules are gzipped, or (tests/golden/sglang_mamba) plain.
+            let plain = format!("{name}.jsonl");
+            let file = if dir.join("schedules").join(&plain).exists() { plain } else { format!("{plain}.gz") };
+            (file, dir.join("traces").join(format!("{trace}.jsonl")))
         })
         .collect();
     files.sort();
@@ -670,7 +708,9 @@ fn diverging<'a>(dir: &Path, files: impl Iterator<Item = &'a (String, std::path:
 /// set to `value` still matches what the engine wrote.
 fn matches_with(dir: &Path, name: &str, trace: &str, key: &str, value: &Value) -> bool {
     let tmp = tempfile::tempdir().expect("temporary folder");
-    let mut lines = json_lines(&dir.join("schedules").join(format!("{name}.jsonl.gz")));
+    let plain = dir.join("schedules").join(format!("{name}.jsonl"));
+    let mut lines =
+        json_lines(&if plain.exists() { plain } else { dir.join("schedules").join(format!("{name}.jsonl.gz")) });
     assert_ne!(&lines[0][key], value, "{name}: {key} already {value}");
     lines[0][key] = value.clone();
     let path = tmp.path().join(format!("{name}.jsonl"));
@@ -738,6 +778,34 @@ fn assert_reproduced(folder: &str, what: &str, kept: Option<&str>) {
 #[test]
 fn every_window_schedule_is_reproduced() {
     assert_reproduced("sglang_swa", "window", None);
+}
+
+/// SGLang's radix cache for a model with linear-attention layers (`tests/golden/sglang_mamba`,
+/// docs/engines/sglang-mamba.md): every step of every schedule, both strategies, each pool's
+/// free and evictable figures after scheduling included (the state pool's in slots).
+#[test]
+fn every_mamba_schedule_is_reproduced() {
+    assert_reproduced("sglang_mamba", "state-pool", None);
+}
+
+/// The state-pool comparison can fail: a schedule replayed with one slot more (the request cap
+/// unchanged: only the pool's free slots differ), with the other strategy, or with a pool whose
+/// request cap or evictions differ leaves SGLang's.
+#[test]
+fn each_state_pool_setting_changes_its_schedule() {
+    let dir = in_repo("sglang_mamba");
+    let changes: [(&str, &str, &str, Value); 4] = [
+        ("conv_nb", "m_conv", "mamba_cache_size", Value::from(65)),
+        ("sib_nb_c256", "m_sibling", "mamba_radix_cache_strategy", Value::from("extra_buffer")),
+        ("sib_eb_c256", "m_sibling", "mamba_radix_cache_strategy", Value::from("no_buffer")),
+        ("burst_nb_m24", "m_burst", "mamba_cache_size", Value::from(25)),
+    ];
+    for (name, trace, key, value) in changes {
+        assert!(
+            !matches_with(&dir, name, trace, key, &value),
+            "{name} with {key} = {value} still matches SGLang's schedule"
+        );
+    }
 }
 
 /// SGLang with the radix cache off (`tests/golden/sglang_noradix`): requests sent with

@@ -100,6 +100,8 @@ pub struct RunOptions {
     pub hybrid: crate::engine::vllm_hybrid::HybridOptions,
     /// SGLang's window pool (on for gpt-oss and Llama 4).
     pub sglang_swa: crate::engine::sglang::swa::SwaOptions,
+    /// SGLang's recurrent-state pool (on for models with linear-attention layers: Qwen3-Next).
+    pub sglang_mamba: crate::engine::sglang::mamba::MambaOptions,
     /// SGLang's priority scheduling (off by default).
     pub sglang_priority: crate::engine::sglang::priority::PriorityOptions,
     /// vLLM's LoRA serving (off by default).
@@ -233,6 +235,7 @@ impl Default for RunOptions {
             hicache: Default::default(),
             hybrid: Default::default(),
             sglang_swa: Default::default(),
+            sglang_mamba: Default::default(),
             sglang_priority: Default::default(),
             max_queued_requests: None,
             lora: Default::default(),
@@ -520,6 +523,10 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.hybrid.retention.is_some(), "--prefix-cache-retention-interval"),
         (o.sglang_swa.ratio.is_some(), "--swa-full-tokens-ratio"),
         (o.sglang_swa.disable, "--disable-hybrid-swa-memory"),
+        (o.sglang_mamba.strategy.is_some(), "--mamba-radix-cache-strategy"),
+        (o.sglang_mamba.full_memory_ratio.is_some(), "--mamba-full-memory-ratio"),
+        (o.sglang_mamba.max_cache_size.is_some(), "--max-mamba-cache-size"),
+        (o.sglang_mamba.track_interval.is_some(), "--mamba-track-interval"),
         (o.sglang_priority.enable, "--enable-priority-scheduling"),
         (o.sglang_priority.low_values_first, "--schedule-low-priority-values-first"),
         (o.sglang_priority.preemption_threshold.is_some(), "--priority-scheduling-preemption-threshold"),
@@ -825,6 +832,18 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         crate::engine::vllm_pool::check_kv_budget(&flags, &machine)?;
     }
     let launched = crate::engine::start(o.engine, version, &flags, &machine)?;
+    // SGLang's recurrent-state pool for a model with linear layers takes its share of the memory
+    // first, and its slots cap the running requests (docs/engines/sglang-mamba.md).
+    let mamba_machine = crate::engine::sglang::mamba::MambaMachine {
+        engine: o.engine,
+        version,
+        radix: policy == Policy::Radix,
+        page: o.page_size,
+        disaggregated: o.cluster.pd.is_some(),
+        hicache: o.hicache.enable,
+    };
+    let states = crate::engine::sglang::mamba::apply(&o.sglang_mamba, &mamba_machine, launched, &flags, &machine)?;
+    let launched = states.as_ref().map_or(launched, |s| s.launch);
     let vllm_memory = launched.vllm_memory.map(|(m, _)| m);
     let (max_num_seqs, max_num_batched_tokens, chunked_prefill_size) =
         (launched.max_num_seqs, launched.max_num_batched_tokens, launched.chunked_prefill_size);
@@ -931,6 +950,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             Some(crate::cache::swa::SwaLayout { window: p.window, tokens, sharing: p.sharing })
         }
         _ => None,
+    };
+    let swa_layout = match states {
+        Some(s) => {
+            startup_notes.push(s.note);
+            s.layout.map(crate::cache::SglangPool::States)
+        }
+        None => swa_layout.map(crate::cache::SglangPool::Window),
     };
     if model.is_hybrid() && hybrid.is_none() && swa.is_none() {
         startup_notes.push(format!(

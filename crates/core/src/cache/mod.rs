@@ -5,10 +5,13 @@
 //! - [`paged::PagedCache`]: vLLM v1 automatic prefix caching (ENGINE_SPEC §1);
 //! - [`radix::TreeCache::sglang`]: SGLang RadixAttention (§3.2–3.3);
 //! - [`radix::TreeCache::lightllm`]: LightLLM TokenAttention + its radix prompt cache (§4);
+//! - [`swa::SwaCache`], [`mamba::MambaCache`]: SGLang's radix cache for models with
+//!   sliding-window layers and with linear-attention layers ([`SglangPool`]);
 //! - [`NoCache`]: no reuse, the baseline.
 
 pub mod hicache;
 pub mod hybrid;
+pub mod mamba;
 pub mod paged;
 pub mod radix;
 pub mod storage;
@@ -67,10 +70,41 @@ pub struct CacheSpec {
     /// layers ([`hybrid::HybridCache`]); `None`: one group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hybrid: Option<hybrid::HybridLayout>,
-    /// Radix only: SGLang's window pool, for a model with sliding-window layers
-    /// ([`swa::SwaCache`]); `None`: full attention.
+    /// Radix only: SGLang's pool beside the full-attention one for a hybrid model — the window
+    /// pool of a model with sliding-window layers or the state pool of one with linear-attention
+    /// layers ([`SglangPool`]); `None`: full attention. (The field keeps the name it was given
+    /// when the window pool was the only one.)
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub swa: Option<swa::SwaLayout>,
+    pub swa: Option<SglangPool>,
+}
+
+/// SGLang's second pool of a hybrid model, beside its full-attention KV pool (both 0.5.23
+/// `UnifiedRadixCache` components).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum SglangPool {
+    /// Sliding-window layers' KV ([`swa::SwaCache`]).
+    Window(swa::SwaLayout),
+    /// Linear-attention layers' recurrent states ([`mamba::MambaCache`]).
+    States(mamba::MambaLayout),
+}
+
+impl CacheSpec {
+    /// SGLang's window pool, where the spec has one.
+    pub fn window(&self) -> Option<swa::SwaLayout> {
+        match self.swa {
+            Some(SglangPool::Window(w)) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// SGLang's recurrent-state pool, where the spec has one.
+    pub fn states(&self) -> Option<mamba::MambaLayout> {
+        match self.swa {
+            Some(SglangPool::States(m)) => Some(m),
+            _ => None,
+        }
+    }
 }
 
 impl CacheSpec {
@@ -99,11 +133,17 @@ impl CacheSpec {
                 self.hybrid.expect("checked"),
             )),
             Policy::Paged => paged::boxed(store, self.block_size.unwrap_or(16), self.capacity_tokens, seqs, dense),
-            Policy::Radix | Policy::None if self.swa.is_some() => Box::new(swa::SwaCache::new(
+            Policy::Radix | Policy::None if self.window().is_some() => Box::new(swa::SwaCache::new(
                 store,
                 self.page_size.unwrap_or(1),
                 self.capacity_tokens.expect("a window pool sizes its full pool too"),
-                self.swa.expect("checked"),
+                self.window().expect("checked"),
+            )),
+            Policy::Radix if self.states().is_some() => Box::new(mamba::MambaCache::new(
+                store,
+                self.page_size.unwrap_or(1),
+                self.capacity_tokens.expect("a state pool sizes its full pool too"),
+                self.states().expect("checked"),
             )),
             Policy::Radix => {
                 Box::new(radix::TreeCache::sglang(store, self.page_size.unwrap_or(1), self.capacity_tokens))
@@ -355,6 +395,25 @@ pub trait PrefixCache: Send {
         None
     }
 
+    /// The recurrent-state pool of a model with linear-attention layers, where the cache has
+    /// one, in slots (one a state; `used_tokens` counts the tree's and the requests' slots).
+    fn state_usage(&self) -> Option<Usage> {
+        None
+    }
+
+    /// A scheduler pass's admission loop is over: state slots its matches took for requests it
+    /// did not admit go back (SGLang `MambaSlotAllocator.alloc_group_end`, and the free of a
+    /// matched request's copy-on-write slot when `add_one_req` refuses it,
+    /// `managers/scheduler.py` `_get_new_batch_prefill_raw`, 0.5.23). Under a state pool
+    /// [`touch_tiers`](Self::touch_tiers) takes the slot a hit is copied into and
+    /// [`admit`](Self::admit) claims it.
+    fn end_admission(&mut self) {}
+
+    /// A prefill batch of `reqs` is about to allocate its KV: under a state pool each request
+    /// without its state slots gets them, cached states evicted for the shortfall first (SGLang
+    /// `alloc_req_slots` → `ensure_mamba_capacity`, `mem_cache/allocation.py`, 0.5.23).
+    fn bind_states(&mut self, _reqs: &[ReqId]) {}
+
     /// Looks the prefix up as a scheduler pass does (SGLang `match_prefix` on a waiting request:
     /// refreshes recency, splits a partly matched node); pins nothing. Returns the hit and how
     /// many of its tokens are evictable now: what pinning the match would take out of the
@@ -364,7 +423,9 @@ pub trait PrefixCache: Send {
     }
 
     /// [`touch`](Self::touch) that also says how many tokens past the hit the cache's host tier
-    /// holds on the host alone (SGLang HiCache's `host_hit_length`); 0 without one.
+    /// holds on the host alone (SGLang HiCache's `host_hit_length`); 0 without one. The
+    /// scheduler's admission match: under a state pool a hit also takes the slot its state is
+    /// copied into ([`end_admission`](Self::end_admission)).
     fn touch_tiers(&mut self, seq: SeqId, known: usize) -> Touched {
         let (hit, pinned) = self.touch(seq, known);
         Touched { hit, pinned, host: 0, window_pinned: 0 }

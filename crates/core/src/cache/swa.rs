@@ -239,7 +239,11 @@ impl PrefixCache for SwaCache {
             page_size: Some(self.page as u32),
             capacity_tokens: self.full.capacity,
             hybrid: None,
-            swa: Some(SwaLayout { window: self.window as u32, tokens: self.swa_capacity, sharing: self.sharing }),
+            swa: Some(super::SglangPool::Window(SwaLayout {
+                window: self.window as u32,
+                tokens: self.swa_capacity,
+                sharing: self.sharing,
+            })),
         }
     }
 

@@ -246,6 +246,14 @@ pub const TABLE: &[EngineFlag] = &[
     EngineFlag { server_only: &[], flag: "--prefix-cache-retention-interval", engines: &[Vllm], instead: &[] },
     EngineFlag { server_only: &[], flag: "--swa-full-tokens-ratio", engines: SGLANG, instead: &[] },
     EngineFlag { server_only: &[], flag: "--disable-hybrid-swa-memory", engines: SGLANG, instead: &[] },
+    // SGLang `ServerArgs.mamba_radix_cache_strategy` (`arg_groups/fields/exec_.py`),
+    // `mamba_full_memory_ratio`, `max_mamba_cache_size` (`arg_groups/fields/schedule.py`) and
+    // `mamba_track_interval` (0.5.23): its recurrent-state pool. vLLM's Mamba cache is not
+    // modelled here.
+    EngineFlag { server_only: &[], flag: "--mamba-radix-cache-strategy", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--mamba-full-memory-ratio", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--max-mamba-cache-size", engines: SGLANG, instead: &[] },
+    EngineFlag { server_only: &[], flag: "--mamba-track-interval", engines: SGLANG, instead: &[] },
     // vLLM `EngineArgs.enable_lora`, `max_loras`, `max_cpu_loras`, `max_lora_rank` (`LoRAConfig`,
     // `vllm/config/lora.py`) and the OpenAI server's `--lora-modules` (0.33; V0 had them too, not
     // modelled). SGLang's server takes `--enable-lora` and `--max-lora-rank` as well, with

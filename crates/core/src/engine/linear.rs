@@ -17,7 +17,10 @@ pub fn ssm_default(engine: EngineKind) -> SsmDtype {
 }
 
 /// Refuses `--mamba-ssm-dtype` for a model with no linear layer (the flag would change nothing),
-/// and a model with linear layers on an engine whose state cache is not modelled.
+/// and a model with linear layers on an engine whose state cache is not modelled: every engine
+/// but vLLM v1, whose hybrid manager keeps Mamba groups ([`super::vllm_hybrid`]), and SGLang,
+/// whose state pool and radix cache are modelled ([`super::sglang::mamba`]); each refuses the
+/// deployments it does not model.
 pub fn check(model: &Model, engine: EngineKind, ssm_dtype: Option<SsmDtype>) -> Result<()> {
     if ssm_dtype.is_some() && model.linear_layers() == 0 {
         return Err(Error::invalid(
@@ -25,9 +28,9 @@ pub fn check(model: &Model, engine: EngineKind, ssm_dtype: Option<SsmDtype>) -> 
             format!("{} has no linear-attention layer, whose state the flag types", model.name),
         ));
     }
-    // vLLM's hybrid manager holds the states (`engine::vllm_hybrid`), which refuses what it does
-    // not model.
-    if model.linear_layers() > 0 && engine != EngineKind::Vllm {
+    // vLLM's hybrid manager (`engine::vllm_hybrid`) and SGLang's state pool
+    // (`engine::sglang::mamba`) hold the states, each refusing what it does not model.
+    if model.linear_layers() > 0 && !matches!(engine, EngineKind::Vllm | EngineKind::Sglang) {
         return Err(Error::invalid(
             "--model",
             format!(

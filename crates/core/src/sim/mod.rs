@@ -87,6 +87,8 @@ pub struct ScheduledStep {
     pub usage_after_schedule: crate::cache::Usage,
     /// The window pool's, under a model with sliding-window layers (SGLang).
     pub window_after_schedule: Option<crate::cache::Usage>,
+    /// The recurrent-state pool's, in slots, under a model with linear-attention layers (SGLang).
+    pub states_after_schedule: Option<crate::cache::Usage>,
     /// Tokens the cache's host tier holds right after scheduling (`None`: no host tier).
     pub host_tokens_after_schedule: Option<u64>,
     /// Waiting and running requests right after scheduling.

@@ -369,13 +369,16 @@ pub fn config_lines(c: &cachesim_core::config::RunConfig, seed: &str) -> String 
         (None, None) => format!("gpu_memory_utilization {}", c.gpu_memory_utilization),
     };
     let page = match (c.cache.page_size, &c.cache.hybrid) {
-        (Some(p), _) => match c.cache.swa {
-            Some(w) => format!(
+        (Some(p), _) => match (c.cache.window(), c.cache.states()) {
+            (Some(w), _) => format!(
                 " (page {p}; window pool {} tokens, window {})",
                 thousands(w.tokens),
                 thousands(w.window as u64)
             ),
-            None => format!(" (page {p})"),
+            (None, Some(m)) => {
+                format!(" (page {p}; state pool {} slots, {})", thousands(m.slots), m.strategy.name())
+            }
+            (None, None) => format!(" (page {p})"),
         },
         (None, Some(h)) => format!(" ({})", h.describe()),
         (None, None) => String::new(),

@@ -11,6 +11,7 @@
 //! copies only. Without a host tier every node is on the device and the rules above are all.
 
 pub mod host;
+pub mod mamba;
 pub mod swa;
 
 use crate::workload::{SeqId, TokenStore};
@@ -76,6 +77,8 @@ pub struct RadixTree {
     track_dups: bool,
     /// SGLang's sliding-window component ([`swa`]); `None`: full attention only.
     swa: Option<Box<swa::Swa>>,
+    /// SGLang's recurrent-state component ([`mamba`]); `None`: no linear-attention layers.
+    mamba: Option<Box<mamba::Mamba>>,
 }
 
 /// What a lookup found: the device prefix and, past it, the run held on the host alone.
@@ -129,6 +132,7 @@ impl RadixTree {
             dup_clock: 0,
             track_dups: false,
             swa: None,
+            mamba: None,
         }
     }
 
@@ -247,6 +251,9 @@ impl RadixTree {
         if let Some(w) = self.swa.as_mut() {
             w.made(id);
         }
+        if let Some(m) = self.mamba.as_mut() {
+            m.made(id);
+        }
         id
     }
 
@@ -293,6 +300,9 @@ impl RadixTree {
         self.children.insert((upper, lower_key), child);
         if let Some(w) = self.swa.as_mut() {
             w.split(upper, child);
+        }
+        if let Some(m) = self.mamba.as_mut() {
+            m.split(upper);
         }
         upper
     }
@@ -344,6 +354,23 @@ impl RadixTree {
             node = child;
         }
         pos
+    }
+
+    /// Tokens in node `n`'s key.
+    fn len_of(&self, n: NodeId) -> usize {
+        self.nodes[n as usize].len as usize
+    }
+
+    /// Stamps `node` and its ancestors as just used (`_match_post_processor`).
+    fn stamp_path(&mut self, mut node: NodeId) {
+        let now = self.tick();
+        loop {
+            self.set_access(node, now);
+            if node == ROOT {
+                break;
+            }
+            node = self.nodes[node as usize].parent;
+        }
     }
 
     /// Tokens in unlocked nodes on the path from `node` up to the root: what locking `node`
@@ -480,6 +507,9 @@ impl RadixTree {
         if let Some(w) = self.swa.as_mut() {
             w.deleted(n, node.len as u64);
         }
+        if let Some(m) = self.mamba.as_mut() {
+            m.deleted(n);
+        }
         self.children.remove(&(node.parent, node.key));
         self.nodes[n as usize].alive = false;
         self.free_nodes.push(n);
@@ -542,6 +572,7 @@ impl RadixTree {
             assert!(node.alive && node.dup == seq, "duplicate entry {seq} for node {n}");
         }
         self.check_swa();
+        self.check_mamba();
     }
 }
 

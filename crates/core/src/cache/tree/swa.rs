@@ -158,10 +158,6 @@ impl RadixTree {
         w.evictable + w.protected
     }
 
-    fn len_of(&self, n: NodeId) -> usize {
-        self.nodes[n as usize].len as usize
-    }
-
     /// Makes node `n`'s window KV live (`set_component_device_value`): the most recent.
     fn revive(&mut self, n: NodeId) {
         let len = self.len_of(n) as u64;
@@ -189,18 +185,6 @@ impl RadixTree {
                 prev = node;
             }
             seen += self.len_of(node);
-            node = self.nodes[node as usize].parent;
-        }
-    }
-
-    /// Stamps `node` and its ancestors as just used (`_match_post_processor`).
-    fn stamp_path(&mut self, mut node: NodeId) {
-        let now = self.tick();
-        loop {
-            self.set_access(node, now);
-            if node == ROOT {
-                break;
-            }
             node = self.nodes[node as usize].parent;
         }
     }

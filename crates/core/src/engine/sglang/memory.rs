@@ -87,8 +87,13 @@ pub fn sglang_mem_fraction_static(
 /// `mem_fraction_static × memory − weights` over the rank's KV bytes per token (`get_cell_size_per_token`: for MLA the whole latent,
 /// else the rank's KV heads, of the rank's layers).
 pub fn sglang_pool_tokens_per_rank(gpu: &Gpu, weights: f64, kv_bytes_per_token: u64, mem_fraction_static: f64) -> u64 {
-    let memory_bytes = sglang_gpu_mem_mib(gpu) * (1u64 << 20) as f64;
-    ((memory_bytes * mem_fraction_static - weights) / kv_bytes_per_token.max(1) as f64).max(0.0) as u64
+    (sglang_rest_bytes_per_rank(gpu, weights, mem_fraction_static) / kv_bytes_per_token.max(1) as f64).max(0.0) as u64
+}
+
+/// The bytes of one rank left for the caches (`_profile_available_bytes`' `rest_memory`):
+/// `mem_fraction_static × memory − weights`.
+pub fn sglang_rest_bytes_per_rank(gpu: &Gpu, weights: f64, mem_fraction_static: f64) -> f64 {
+    sglang_gpu_mem_mib(gpu) * (1u64 << 20) as f64 * mem_fraction_static - weights
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 
 pub mod hicache;
 pub mod launch;
+pub mod mamba;
 pub mod memory;
 pub mod priority;
 pub mod storage_extra;
@@ -362,7 +363,7 @@ impl Sglang {
             rem_chunk: (self.cfg.chunked_prefill_size > 0).then_some(self.cfg.chunked_prefill_size as i64),
             page: self.page(),
             page_reserve: if rules.sglang_prefill_budget_pages { self.page() } else { 0 },
-            window: cache.spec().swa.map(|l| l.window as u64),
+            window: cache.spec().window().map(|l| l.window as u64),
             window_offset: 0.0,
         };
         let mut plan: Vec<(ReqId, u64)> = Vec::new();
@@ -499,6 +500,8 @@ impl Sglang {
                 Verdict::Other => break,
             }
         }
+        // `alloc_group_end`: state slots matched for requests not admitted go back.
+        cache.end_admission();
         if skipped.is_empty() {
             self.waiting.drain(..taken);
         } else {
@@ -518,6 +521,11 @@ impl Sglang {
         let over = if b.page > 1 { plan.len() as u64 * b.page } else { 0 };
         for &(id, _) in &plan {
             cache.slide_window(id, reqs[id as usize].num_computed as usize, false);
+        }
+        // `alloc_req_slots`: each request's state slots before its KV (a state pool's).
+        if cache.state_usage().is_some() {
+            let ids: Vec<ReqId> = plan.iter().map(|&(id, _)| id).collect();
+            cache.bind_states(&ids);
         }
         cache.ensure_free(plan.iter().map(|&(_, n)| n).sum::<u64>() + over);
         for &(id, n) in &plan {

@@ -437,6 +437,7 @@ impl<'a> Instance<'a> {
             preempted,
             usage_after_schedule: self.cache.usage(),
             window_after_schedule: self.cache.window_usage(),
+            states_after_schedule: self.cache.state_usage(),
             host_tokens_after_schedule: self.cache.host_tokens(),
             waiting: waiting as u32,
             running: running as u32,
