@@ -28,7 +28,14 @@ fn gsp_workload() -> Workload {
 }
 
 fn spec(policy: Policy, capacity: Option<u64>) -> CacheSpec {
-    CacheSpec { policy, block_size: Some(16), page_size: Some(1), capacity_tokens: capacity, hybrid: None, swa: None }
+    CacheSpec {
+        policy,
+        block_size: Some(16),
+        page_size: Some(1),
+        capacity_tokens: capacity,
+        hybrid: None,
+        sglang_pool: None,
+    }
 }
 
 fn cache_ops(c: &mut Criterion) {

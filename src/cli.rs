@@ -1339,7 +1339,7 @@ impl CacheArgs {
                     page_size: None,
                     capacity_tokens: cap,
                     hybrid: None,
-                    swa: None,
+                    sglang_pool: None,
                 };
                 let caches: Vec<CacheSpec> = match policy {
                     Policy::Paged => self.block.iter().map(|&b| CacheSpec { block_size: Some(b), ..spec }).collect(),

@@ -47,7 +47,7 @@ fn spec(role: Role, engine: EngineKind, blocks: u64) -> InstanceSpec<'static> {
             page_size: (policy == Policy::Radix).then_some(1),
             capacity_tokens: Some(blocks * 4),
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         },
         cost: &COST,
     }

@@ -97,7 +97,7 @@ fn replay(dir: &Path, path: &Path) -> String {
             page_size: None,
             capacity_tokens: Some((json_num(&c, "num_gpu_blocks") - 1) * block),
             hybrid: Some(layout),
-            swa: None,
+            sglang_pool: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,

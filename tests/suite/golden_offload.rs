@@ -139,7 +139,7 @@ fn replay(path: &Path) -> String {
             page_size: None,
             capacity_tokens: Some((json_num(c, "num_gpu_blocks") - 1) * block),
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,

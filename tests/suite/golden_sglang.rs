@@ -281,7 +281,7 @@ fn replay_on(
     }
     // The window schedules (tests/golden/sglang_swa) state the window and its pool.
     if flag("is_hybrid_swa") {
-        cfg.cache.swa = Some(SglangPool::Window(SwaLayout {
+        cfg.cache.sglang_pool = Some(SglangPool::Window(SwaLayout {
             window: u(&config["swa_retain_window"]) as u32,
             tokens: u(&config["swa_pool_tokens"]),
             sharing: !flag("disable_radix_cache"),

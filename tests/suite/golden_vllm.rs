@@ -217,7 +217,7 @@ fn replay(dir: &Path, path: &Path) -> String {
             // `num_gpu_blocks` counts the null block, as `--num-gpu-blocks-override` does.
             capacity_tokens: Some((json_num(c, "num_gpu_blocks") - 1) * block),
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,

@@ -10,7 +10,14 @@ use cachesim::workload::{build, BuildOptions, Turns};
 use std::collections::HashMap;
 
 fn spec(policy: Policy, block: u32) -> CacheSpec {
-    CacheSpec { policy, block_size: Some(block), page_size: Some(1), capacity_tokens: None, hybrid: None, swa: None }
+    CacheSpec {
+        policy,
+        block_size: Some(block),
+        page_size: Some(1),
+        capacity_tokens: None,
+        hybrid: None,
+        sglang_pool: None,
+    }
 }
 
 /// vLLM's rules applied to Mooncake hash ids directly: a request may hit the leading full

@@ -257,7 +257,7 @@ fn rate_search_finds_the_analytic_boundary() {
             page_size: None,
             capacity_tokens: None,
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,

@@ -28,7 +28,7 @@ fn run(version: EngineVersion, w: &Workload, seqs: u32, tokens: u32, capacity_to
             page_size: None,
             capacity_tokens: Some(capacity_tokens),
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,

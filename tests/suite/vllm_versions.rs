@@ -30,7 +30,7 @@ fn cfg(version: EngineVersion, policy: Policy, capacity_tokens: u64, budget: u32
             page_size: None,
             capacity_tokens: Some(capacity_tokens),
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,

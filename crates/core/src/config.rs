@@ -951,7 +951,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         }
         _ => None,
     };
-    let swa_layout = match states {
+    let sglang_pool = match states {
         Some(s) => {
             startup_notes.push(s.note);
             s.layout.map(crate::cache::SglangPool::States)
@@ -1040,7 +1040,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                     },
                 )
             }),
-            swa: swa_layout,
+            sglang_pool,
         },
         kv_bytes_per_token: model.kv_bytes_per_token(kv_dtype_bytes),
         kv_bytes_per_token_per_rank,

@@ -420,7 +420,7 @@ mod tests {
             page_size: None,
             capacity_tokens: Some(8),
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         };
         let run = |host_tokens| replay(&w, ReplaySpec { cache: gpu, host_tokens }, ReplayOptions::default(), &|| ());
         let hits = |r: ReplayResult| (r.hit_tokens, r.host_hit_tokens, r.host_evicted_tokens);

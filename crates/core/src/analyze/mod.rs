@@ -183,7 +183,7 @@ pub fn bounds(w: &Workload, kv_bytes_per_token: u64, tick: &(dyn Fn() + Sync)) -
         page_size: Some(1),
         capacity_tokens,
         hybrid: None,
-        swa: None,
+        sglang_pool: None,
     };
     let mut specs = vec![spec(Policy::Radix, None, None)];
     specs.extend(BOUND_BLOCKS.iter().map(|&b| spec(Policy::Paged, Some(b), None)));

@@ -16,7 +16,7 @@ fn all_specs(capacity: Option<u64>) -> Vec<CacheSpec> {
         page_size,
         capacity_tokens: capacity,
         hybrid: None,
-        swa: None,
+        sglang_pool: None,
     };
     vec![
         s(Policy::Paged, Some(1), None),
@@ -398,7 +398,7 @@ proptest! {
             .collect();
         let w = workload(&seqs, &reqs);
         let run = |policy| {
-            let spec = CacheSpec { policy, block_size: Some(1), page_size: Some(1), capacity_tokens: None, hybrid: None, swa: None };
+            let spec = CacheSpec { policy, block_size: Some(1), page_size: Some(1), capacity_tokens: None, hybrid: None, sglang_pool: None };
             replay(&w, spec, ReplayOptions::default(), &|| ())
         };
         let (p, r, t) = (run(Policy::Paged), run(Policy::Radix), run(Policy::Token));

@@ -309,7 +309,7 @@ impl PrefixCache for MambaCache {
             page_size: Some(self.page as u32),
             capacity_tokens: self.full.capacity,
             hybrid: None,
-            swa: Some(SglangPool::States(self.layout)),
+            sglang_pool: Some(SglangPool::States(self.layout)),
         }
     }
 

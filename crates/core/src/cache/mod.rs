@@ -72,27 +72,27 @@ pub struct CacheSpec {
     pub hybrid: Option<hybrid::HybridLayout>,
     /// Radix only: SGLang's pool beside the full-attention one for a hybrid model — the window
     /// pool of a model with sliding-window layers or the state pool of one with linear-attention
-    /// layers ([`SglangPool`]); `None`: full attention. (The field keeps the name it was given
-    /// when the window pool was the only one.)
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub swa: Option<SglangPool>,
+    /// layers ([`SglangPool`]); `None`: full attention. Written as `swa` or `mamba`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub sglang_pool: Option<SglangPool>,
 }
 
 /// SGLang's second pool of a hybrid model, beside its full-attention KV pool (both 0.5.23
 /// `UnifiedRadixCache` components).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
 pub enum SglangPool {
     /// Sliding-window layers' KV ([`swa::SwaCache`]).
+    #[serde(rename = "swa")]
     Window(swa::SwaLayout),
     /// Linear-attention layers' recurrent states ([`mamba::MambaCache`]).
+    #[serde(rename = "mamba")]
     States(mamba::MambaLayout),
 }
 
 impl CacheSpec {
     /// SGLang's window pool, where the spec has one.
     pub fn window(&self) -> Option<swa::SwaLayout> {
-        match self.swa {
+        match self.sglang_pool {
             Some(SglangPool::Window(w)) => Some(w),
             _ => None,
         }
@@ -100,7 +100,7 @@ impl CacheSpec {
 
     /// SGLang's recurrent-state pool, where the spec has one.
     pub fn states(&self) -> Option<mamba::MambaLayout> {
-        match self.swa {
+        match self.sglang_pool {
             Some(SglangPool::States(m)) => Some(m),
             _ => None,
         }
@@ -664,7 +664,7 @@ impl PrefixCache for NoCache {
             page_size: (self.page > 1).then_some(self.page as u32),
             capacity_tokens: self.pool.capacity,
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         }
     }
     fn peek(&self, _seq: SeqId, _known: usize) -> usize {

@@ -236,7 +236,7 @@ impl PrefixCache for TreeCache {
             capacity_tokens: self.pool.capacity,
 
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         }
     }
 

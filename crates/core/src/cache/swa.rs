@@ -239,7 +239,7 @@ impl PrefixCache for SwaCache {
             page_size: Some(self.page as u32),
             capacity_tokens: self.full.capacity,
             hybrid: None,
-            swa: Some(super::SglangPool::Window(SwaLayout {
+            sglang_pool: Some(super::SglangPool::Window(SwaLayout {
                 window: self.window as u32,
                 tokens: self.swa_capacity,
                 sharing: self.sharing,

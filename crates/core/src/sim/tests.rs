@@ -38,7 +38,7 @@ pub(super) fn cfg(seqs: u32, tokens: u32, blocks: Option<u64>) -> SimConfig {
             page_size: None,
             capacity_tokens: blocks.map(|b| (b - 1) * 4),
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,
@@ -308,7 +308,7 @@ pub(super) fn sglang_cfg(running: u32, chunk: u32, capacity: Option<u64>) -> Sim
         page_size: Some(1),
         capacity_tokens: capacity,
         hybrid: None,
-        swa: None,
+        sglang_pool: None,
     };
     c
 }
@@ -383,7 +383,7 @@ fn lightllm_cfg(capacity: Option<u64>) -> SimConfig {
         page_size: None,
         capacity_tokens: capacity,
         hybrid: None,
-        swa: None,
+        sglang_pool: None,
     };
     c
 }

@@ -900,7 +900,7 @@ impl PrefixCache for HybridCache {
             page_size: None,
             capacity_tokens: self.num_blocks.map(|n| (n as u64 - 1) * self.block as u64),
             hybrid: Some(self.layout),
-            swa: None,
+            sglang_pool: None,
         }
     }
 

@@ -589,7 +589,7 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
             capacity_tokens: self.num_blocks.map(|n| (n as u64 - 1) * self.block as u64),
 
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         }
     }
 

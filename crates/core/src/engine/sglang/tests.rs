@@ -97,7 +97,7 @@ fn simulate(w: &Workload, sends: &[(u32, f64)], engine: EngineConfig, pool: u64)
             page_size: Some(1),
             capacity_tokens: Some(pool),
             hybrid: None,
-            swa: None,
+            sglang_pool: None,
         },
         max_concurrency: None,
         request_overhead_s: 0.0,
