@@ -19,8 +19,7 @@
 use super::{NodeId, RadixTree, ROOT};
 use crate::workload::{SeqId, TokenStore};
 
-/// No node (a list end).
-const NIL: NodeId = NodeId::MAX;
+use super::lru::{LruList, NIL};
 
 #[derive(Debug, Clone, Copy)]
 struct StateNode {
@@ -28,20 +27,16 @@ struct StateNode {
     state: bool,
     /// State locks on this node alone (SGLang's MAMBA `lock_ref`, tombstones counted too).
     lock: u32,
-    /// Toward the most recent end, and toward the least recent.
-    newer: NodeId,
-    older: NodeId,
 }
 
-const FRESH: StateNode = StateNode { state: false, lock: 0, newer: NIL, older: NIL };
+const FRESH: StateNode = StateNode { state: false, lock: 0 };
 
 /// The tree's state component.
 #[derive(Debug, Clone)]
 pub struct Mamba {
     nodes: Vec<StateNode>,
-    /// The list's most and least recent nodes (`NIL`: empty).
-    mru: NodeId,
-    lru: NodeId,
+    /// The list of the nodes holding their component's KV or state, most recent first.
+    list: LruList,
     /// States in unlocked and in locked nodes.
     evictable: u64,
     protected: u64,
@@ -61,7 +56,7 @@ pub struct StateFound {
 
 impl Mamba {
     fn new(nodes: usize) -> Self {
-        Self { nodes: vec![FRESH; nodes], mru: NIL, lru: NIL, evictable: 0, protected: 0 }
+        Self { nodes: vec![FRESH; nodes], list: LruList::new(nodes), evictable: 0, protected: 0 }
     }
 
     /// A node was made (or an id reused).
@@ -71,60 +66,37 @@ impl Mamba {
             self.nodes.resize(i + 1, FRESH);
         }
         self.nodes[i] = FRESH;
+        self.list.forget(n);
     }
 
     /// `upper` was split off above a node, which keeps its state, lock and place in the list:
     /// the upper part has neither (`redistribute_on_node_split`).
     pub(super) fn split(&mut self, upper: NodeId) {
         self.nodes[upper as usize] = FRESH;
+        self.list.forget(upper);
     }
 
     /// Unlocked node `n` was deleted with its KV, its state (if any) with it.
     pub(super) fn deleted(&mut self, n: NodeId) {
         debug_assert_eq!(self.nodes[n as usize].lock, 0, "delete of a state-locked node");
         if self.nodes[n as usize].state {
-            self.unlink(n);
+            self.list.unlink(n);
             self.evictable -= 1;
         }
         self.nodes[n as usize] = FRESH;
-    }
-
-    fn unlink(&mut self, n: NodeId) {
-        let StateNode { newer, older, .. } = self.nodes[n as usize];
-        match newer {
-            NIL => self.mru = older,
-            p => self.nodes[p as usize].older = older,
-        }
-        match older {
-            NIL => self.lru = newer,
-            q => self.nodes[q as usize].newer = newer,
-        }
-        let x = &mut self.nodes[n as usize];
-        (x.newer, x.older) = (NIL, NIL);
-    }
-
-    /// Places `n` at the most recent end (`insert_mru`).
-    fn link_mru(&mut self, n: NodeId) {
-        let older = self.mru;
-        self.nodes[n as usize].newer = NIL;
-        self.nodes[n as usize].older = older;
-        self.mru = n;
-        match older {
-            NIL => self.lru = n,
-            q => self.nodes[q as usize].newer = n,
-        }
+        self.list.forget(n);
     }
 
     /// Moves listed node `n` to the most recent end (`reset_node_mru`).
     fn touch(&mut self, n: NodeId) {
-        self.unlink(n);
-        self.link_mru(n);
+        self.list.unlink(n);
+        self.list.link_mru(n);
     }
 
     /// The first unlocked node from `x` toward the most recent end (`get_prev_no_lock`).
     fn unlocked_from(&self, mut x: NodeId) -> NodeId {
         while x != NIL && self.nodes[x as usize].lock > 0 {
-            x = self.nodes[x as usize].newer;
+            x = self.list.newer(x);
         }
         x
     }
@@ -176,7 +148,7 @@ impl RadixTree {
         } else {
             m.evictable += 1;
         }
-        m.link_mru(n);
+        m.list.link_mru(n);
     }
 
     /// SGLang's `match_prefix` with the state component: walks `seq[..len]` (page-aligned),
@@ -288,17 +260,17 @@ impl RadixTree {
     /// tombstone. Returns (full tokens freed, states freed).
     pub fn evict_states(&mut self, k: u64) -> (u64, u64) {
         let (mut full, mut freed) = (0, 0);
-        let mut cursor = self.m().unlocked_from(self.m().lru);
+        let mut cursor = self.m().unlocked_from(self.m().list.lru());
         while freed < k && cursor != NIL {
             let x = cursor;
-            cursor = self.m().unlocked_from(self.m().nodes[x as usize].newer);
+            cursor = self.m().unlocked_from(self.m().list.newer(x));
             if self.is_evictable_leaf(x) {
                 full += self.len_of(x) as u64;
                 self.leaves.remove(&self.leaf_key(x));
                 self.delete(x);
             } else {
                 let m = self.mm();
-                m.unlink(x);
+                m.list.unlink(x);
                 m.nodes[x as usize].state = false;
                 m.evictable -= 1;
             }
@@ -327,11 +299,11 @@ impl RadixTree {
             assert!(x.lock <= n.lock_ref, "state lock above the full lock on node {i}");
         }
         assert_eq!((ev, pr), (m.evictable, m.protected), "state counters");
-        let (mut k, mut x) = (0, m.mru);
+        let (mut k, mut x) = (0, m.list.mru());
         while x != NIL {
             assert!(m.nodes[x as usize].state, "tombstone {x} in the state list");
             k += 1;
-            x = m.nodes[x as usize].older;
+            x = m.list.older(x);
         }
         assert_eq!(k, listed, "state list length");
         assert!(m.nodes[ROOT as usize].lock == 0 && !m.nodes[ROOT as usize].state, "the root holds no state");

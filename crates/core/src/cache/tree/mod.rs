@@ -11,6 +11,7 @@
 //! copies only. Without a host tier every node is on the device and the rules above are all.
 
 pub mod host;
+mod lru;
 pub mod mamba;
 pub mod swa;
 

@@ -18,8 +18,7 @@
 use super::{NodeId, RadixTree, ROOT};
 use crate::workload::{SeqId, TokenStore};
 
-/// No node (a list end).
-const NIL: NodeId = NodeId::MAX;
+use super::lru::{LruList, NIL};
 
 #[derive(Debug, Clone, Copy)]
 struct SwaNode {
@@ -27,12 +26,9 @@ struct SwaNode {
     live: bool,
     /// Window locks (SGLang's SWA `lock_ref`, tombstones counted too).
     lock: u32,
-    /// Toward the most recent end, and toward the least recent.
-    newer: NodeId,
-    older: NodeId,
 }
 
-const FRESH: SwaNode = SwaNode { live: false, lock: 0, newer: NIL, older: NIL };
+const FRESH: SwaNode = SwaNode { live: false, lock: 0 };
 
 /// The tree's window state.
 #[derive(Debug, Clone)]
@@ -40,9 +36,8 @@ pub struct Swa {
     /// `W`: tokens of window KV a match needs and a lock pins (SGLang `swa_retain_window`).
     window: usize,
     nodes: Vec<SwaNode>,
-    /// The list's most and least recent nodes (`NIL`: empty).
-    mru: NodeId,
-    lru: NodeId,
+    /// The list of the nodes holding their component's KV or state, most recent first.
+    list: LruList,
     /// Live window tokens in unlocked and in locked nodes.
     evictable: u64,
     protected: u64,
@@ -62,7 +57,7 @@ pub struct SwaFound {
 
 impl Swa {
     fn new(window: usize, nodes: usize) -> Self {
-        Self { window, nodes: vec![FRESH; nodes], mru: NIL, lru: NIL, evictable: 0, protected: 0 }
+        Self { window, nodes: vec![FRESH; nodes], list: LruList::new(nodes), evictable: 0, protected: 0 }
     }
 
     /// A node was made (or an id reused).
@@ -72,15 +67,17 @@ impl Swa {
             self.nodes.resize(i + 1, FRESH);
         }
         self.nodes[i] = FRESH;
+        self.list.forget(n);
     }
 
     /// `upper` was split off above `child` (`redistribute_on_node_split`, `_split_node`): it
     /// shares the child's state, just older than it in the list.
     pub(super) fn split(&mut self, upper: NodeId, child: NodeId) {
         let c = self.nodes[child as usize];
-        self.nodes[upper as usize] = SwaNode { newer: NIL, older: NIL, ..c };
+        self.nodes[upper as usize] = c;
+        self.list.forget(upper);
         if c.live {
-            self.link_after(child, upper);
+            self.list.link_after(child, upper);
         }
     }
 
@@ -88,45 +85,17 @@ impl Swa {
     pub(super) fn deleted(&mut self, n: NodeId, len: u64) {
         debug_assert_eq!(self.nodes[n as usize].lock, 0, "delete of a window-locked node");
         if self.nodes[n as usize].live {
-            self.unlink(n);
+            self.list.unlink(n);
             self.evictable -= len;
         }
         self.nodes[n as usize] = FRESH;
-    }
-
-    fn unlink(&mut self, n: NodeId) {
-        let SwaNode { newer, older, .. } = self.nodes[n as usize];
-        match newer {
-            NIL => self.mru = older,
-            p => self.nodes[p as usize].older = older,
-        }
-        match older {
-            NIL => self.lru = newer,
-            q => self.nodes[q as usize].newer = newer,
-        }
-        let x = &mut self.nodes[n as usize];
-        (x.newer, x.older) = (NIL, NIL);
-    }
-
-    /// Places `n` just older than `prev`, or at the most recent end (`prev` = `NIL`).
-    fn link_after(&mut self, prev: NodeId, n: NodeId) {
-        let older = if prev == NIL { self.mru } else { self.nodes[prev as usize].older };
-        self.nodes[n as usize].newer = prev;
-        self.nodes[n as usize].older = older;
-        match prev {
-            NIL => self.mru = n,
-            p => self.nodes[p as usize].older = n,
-        }
-        match older {
-            NIL => self.lru = n,
-            q => self.nodes[q as usize].newer = n,
-        }
+        self.list.forget(n);
     }
 
     /// The first unlocked node from `from` toward the most recent end (`get_prev_no_lock`).
     fn unlocked_from(&self, mut x: NodeId) -> NodeId {
         while x != NIL && self.nodes[x as usize].lock > 0 {
-            x = self.nodes[x as usize].newer;
+            x = self.list.newer(x);
         }
         x
     }
@@ -169,7 +138,7 @@ impl RadixTree {
         } else {
             w.evictable += len;
         }
-        w.link_after(NIL, n);
+        w.list.link_after(NIL, n);
     }
 
     /// Moves the live nodes within `W + page` tokens above and at `node` to the most recent
@@ -180,8 +149,8 @@ impl RadixTree {
         while node != ROOT && seen < reach {
             if self.w().nodes[node as usize].live {
                 let w = self.wm();
-                w.unlink(node);
-                w.link_after(prev, node);
+                w.list.unlink(node);
+                w.list.link_after(prev, node);
                 prev = node;
             }
             seen += self.len_of(node);
@@ -323,18 +292,18 @@ impl RadixTree {
     /// full KV too), any other node becomes a tombstone. Returns (full, window) tokens freed.
     pub fn swa_evict(&mut self, tokens: u64) -> (u64, u64) {
         let (mut full, mut freed) = (0, 0);
-        let mut cursor = self.w().unlocked_from(self.w().lru);
+        let mut cursor = self.w().unlocked_from(self.w().list.lru());
         while freed < tokens && cursor != NIL {
             let x = cursor;
             let len = self.len_of(x) as u64;
-            cursor = self.w().unlocked_from(self.w().nodes[x as usize].newer);
+            cursor = self.w().unlocked_from(self.w().list.newer(x));
             if self.is_evictable_leaf(x) {
                 self.leaves.remove(&self.leaf_key(x));
                 self.delete(x);
                 full += len;
             } else {
                 let w = self.wm();
-                w.unlink(x);
+                w.list.unlink(x);
                 w.nodes[x as usize].live = false;
                 w.evictable -= len;
             }
@@ -428,11 +397,11 @@ impl RadixTree {
             assert!(x.lock <= n.lock_ref, "window lock above the full lock on node {i}");
         }
         assert_eq!((ev, pr), (w.evictable, w.protected), "window counters");
-        let (mut k, mut x) = (0, w.mru);
+        let (mut k, mut x) = (0, w.list.mru());
         while x != NIL {
             assert!(w.nodes[x as usize].live, "tombstone {x} in the window list");
             k += 1;
-            x = w.nodes[x as usize].older;
+            x = w.list.older(x);
         }
         assert_eq!(k, listed, "window list length");
     }
