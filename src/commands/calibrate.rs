@@ -8,7 +8,7 @@ use super::calibrate_shared::{kept_notes, parse_weights, write_factors};
 use super::Answer;
 use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
-use cachesim::calibrate::{case, fit, holdout, kernels, silicon, validation};
+use cachesim::calibrate::{case, fit, holdout, kernels, prediction, silicon, validation};
 use cachesim::calibration::profile;
 use cachesim::config::Calibration;
 use clap::Parser;
@@ -150,7 +150,7 @@ fn prepare(c: &case::LoadedCase, data: Option<&Path>, raw: bool, cache: &mut Wor
         .filter(|(k, _)| !c.case.skip_metrics.contains(k))
         .map(|(k, v)| (k.clone(), *v))
         .collect();
-    Ok(fit::Target { case: c.case.case.clone(), cfg, workload, measured, steps: None })
+    Ok(fit::Target { case: c.case.case.clone(), cfg, workload, measured, seeds: c.seeds()?, steps: None })
 }
 
 /// A case's run flags parsed and resolved as `cachesim run` would; `raw` prices steps with the
@@ -678,7 +678,7 @@ fn honest_refits(
     targets: &[(&case::LoadedCase, fit::Target, bool)],
     not_run: &BTreeMap<String, String>,
     infos: &mut [validation::CaseInfo],
-    predicted: &mut [cachesim::metrics::Summary],
+    predicted: &mut [prediction::Prediction],
 ) -> anyhow::Result<String> {
     use cachesim::calibrate::holdout::{Member, Plan, ProfileRef, Rung};
     let mut profiles: Vec<(String, profile::Profile)> = Vec::new();

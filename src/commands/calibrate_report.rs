@@ -61,13 +61,13 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
     };
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let measured = r.metrics.iter().filter(|(k, _)| weights.contains_key(*k)).map(|(k, v)| (k.clone(), *v)).collect();
-    let target = fit::Target { case: name.clone(), cfg, workload, measured, steps: None };
+    let target = fit::Target { case: name.clone(), cfg, workload, measured, seeds: Vec::new(), steps: None };
     let start = cachesim::calibration::factors::FitOptions::default().start;
     let rebuilt = fit::simulate(&target, start)?;
     let mut assumptions = Vec::new();
     let mut differ = Vec::new();
     for k in TOTALS {
-        let (Some(m), Some(p)) = (r.get(k), fit::metric(&rebuilt, k)) else { continue };
+        let (Some(m), Some(p)) = (r.get(k), rebuilt.get(k)) else { continue };
         if m > 0.0 && ((p - m) / m).abs() > TOTALS_TOLERANCE {
             differ.push(format!("{k} {m} in the report, {p} in the rebuilt run"));
         }

@@ -456,14 +456,14 @@ fn shared_output(name: &str) -> PathBuf {
 }
 
 /// `validate --json --csv` over every case with the data, through the command line's held-out
-/// gate at the measured bound (`--max-held-out-error 9.6`, which it must pass): run once per test
+/// gate at the measured bound (`--max-held-out-error 8.5`, which it must pass): run once per test
 /// binary, the tests that read the default validation share it (each full run costs seconds);
 /// its CSV is at [`shared_output`]`("gated.csv")`.
 fn validate_gated() -> &'static serde_json::Value {
     static V: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
     V.get_or_init(|| {
         let csv = shared_output("gated.csv");
-        validate_json(&["--max-held-out-error", "9.6", "--csv", csv.to_str().unwrap()])
+        validate_json(&["--max-held-out-error", "8.5", "--csv", csv.to_str().unwrap()])
     })
 }
 
@@ -515,16 +515,18 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 }
 
 /// CI's fidelity gate, measured with the committed profiles: the published held-out cases (the
-/// 8 req/s points of profiles fitted at 4 req/s and offline) 9.29 % over 12 rows, bound 9.5 %;
-/// with the seed sweep's two held-out rows 6.34 % over 16 rows, bound 6.5 %. (Before the seed
+/// 8 req/s points of profiles fitted at 4 req/s and offline) 7.17 % over 12 rows, bound 7.5 %;
+/// with the seed sweep's two held-out rows 5.21 % over 16 rows, bound 5.5 %. (Before the
+/// published points' unrebuildable ShareGPT samples were predicted by their median over nine
+/// seeds, and their profiles fitted so: 9.29 % and 6.34 %; before the seed
 /// sweep's profile became a step law (`--unknown-hardware`): 8.17 %; before vLLM
 /// 0.6.0's async output processing: 9.9 % and 8.1 %; before SGLang 0.3.0 ran without the
 /// overlap scheduler and vLLM 0.6.0 with multi-step scheduling, which added the vLLM points'
 /// TTFT rows: 7.4 % over 10 and 4.5 % over 14; before the H100 SGLang profile held the H200
 /// per-kernel floor: 11.1 % and 7.2 %.) `validate --max-held-out-error` gates every held-out
 /// row, the 30 TensorRT-LLM points of rows 2, 4, 6, 8 and 10 of each perf-overview table
-/// included (their profiles fitted on the other rows): 9.51 % over 46 rows, bound 9.6 % (9.79 %
-/// before the step law).
+/// included (their profiles fitted on the other rows): 8.20 % over 46 rows, bound 8.5 % (9.51 %
+/// before the seeds, 9.79 % before the step law).
 #[test]
 #[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn held_out_error_stays_under_the_measured_bound() {
@@ -535,10 +537,10 @@ fn held_out_error_stays_under_the_measured_bound() {
     let all: Vec<&str> = PUBLISHED_HELD_OUT.iter().chain(&SEED_HELD_OUT).copied().collect();
     let (published, n) = held_out_median(&v, &PUBLISHED_HELD_OUT);
     assert_eq!(n, 12);
-    assert!(published < 9.5, "published held-out median |error| {published:.2} % (bound 9.5 %)");
+    assert!(published < 7.5, "published held-out median |error| {published:.2} % (bound 7.5 %)");
     let (every, n) = held_out_median(&v, &all);
     assert_eq!(n, 16);
-    assert!(every < 6.5, "held-out median |error| {every:.2} % (bound 6.5 %)");
+    assert!(every < 5.5, "held-out median |error| {every:.2} % (bound 5.5 %)");
     let fitted: Vec<&str> = v["cases"]
         .as_array()
         .unwrap()
@@ -563,9 +565,9 @@ fn held_out_error_stays_under_the_measured_bound() {
         .collect();
     let (gated, n) = held_out_median(&v, &held);
     assert_eq!(n, 16 + 30);
-    // `v` came through the gate at 9.6 % (validate_gated), so it passed; its JSON carries the
+    // `v` came through the gate at 8.5 % (validate_gated), so it passed; its JSON carries the
     // gated figure, and the text run says it after its table.
-    assert!(gated < 9.6, "held-out median |error| {gated:.2} % (bound 9.6 %)");
+    assert!(gated < 8.5, "held-out median |error| {gated:.2} % (bound 8.5 %)");
     let pooled = &v["pooled"];
     assert_eq!((pooled["median_abs_error_pct"].as_f64(), pooled["rows"].as_u64()), (Some(gated), Some(n as u64)));
     let over = "median_e2e_latency_ms, median_tpot_ms, median_ttft_ms, output_throughput";
@@ -596,9 +598,12 @@ fn held_out_error_stays_under_the_measured_bound() {
 /// DeepSeek-R1 ones — MoE — and stand-ins; the TensorRT-LLM points share one page too), so
 /// every such case falls to the kernels rung: the device factors fitted on the H200 kernel steps
 /// (another source), host and communication factors at the priors. Measured over the published
-/// points: output throughput 6.13 % over 64 rows (bound 6.5 %), median TPOT 11.16 % over 8
-/// (bound 11.5 %: the target, 15 %, is met), median TTFT 11.96 % over 8 (bound 12.5 %), median
-/// E2E 37.85 % over 8 (bound 38.5 %). Before the kernels rung, with the priors' device factors
+/// points: output throughput 6.13 % over 64 rows (bound 6.5 %), median TPOT 11.35 % over 8
+/// (bound 11.5 %: the target, 15 %, is met), median TTFT 10.12 % over 8 (bound 10.5 %), median
+/// E2E 22.02 % over 8 (bound 22.5 %). Each ShareGPT point is predicted by its median over the
+/// samples of nine seeds (`workload.seeds`): the sample cannot be rebuilt, and the source's seed
+/// alone gave TPOT 11.16 %, TTFT 11.96 %, E2E 37.85 % (its sample's median output 149 tokens,
+/// where seeds 2 and 3 give 130 and 117). Before the kernels rung, with the priors' device factors
 /// (no kernel floor; and before vLLM V0's async output processing): throughput 12.0 %, TPOT
 /// 21.8 %, TTFT 19.0 %, E2E 12.4 % — their too-fast decode had hidden
 /// that the rebuilt ShareGPT sample's outputs are longer than the real one's (every E2E row is
@@ -629,8 +634,8 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
     for (metric, rows, bound) in [
         ("output_throughput", 64, 6.5),
         ("median_tpot_ms", 8, 11.5),
-        ("median_ttft_ms", 8, 12.5),
-        ("median_e2e_latency_ms", 8, 38.5),
+        ("median_ttft_ms", 8, 10.5),
+        ("median_e2e_latency_ms", 8, 22.5),
     ] {
         let s = &v["held_out_published"][metric];
         let m = s["median_abs_error_pct"].as_f64().unwrap();
@@ -656,6 +661,58 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
             ),
         "{on}"
     );
+}
+
+/// A published ShareGPT point whose sample cannot be rebuilt (`workload.seeds = 9`) is predicted
+/// by each figure's median over its seeds' runs: exactly what `cachesim run --seeds 9` reports
+/// for the same deployment and workload (P001's flags, priced by the profile fitted on it).
+#[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
+fn a_seeded_case_is_predicted_as_run_seeds_reports() {
+    let Some(data) = common::data_dir() else { return };
+    let trace = data.join("traces/sharegpt/sharegpt_v3_head.jsonl.gz");
+    let case = std::fs::read_to_string(crate_dir().join("calibration/cases/P001.toml")).unwrap();
+    assert!(case.contains("\nseed = 1\nseeds = 9\n"), "P001's workload changed: update this test");
+    let run: serde_json::Value = serde_json::from_str(&ok(&[
+        "--gpu",
+        "a100-80gb",
+        "--model",
+        "llama-3.1-8b",
+        "--engine-version",
+        "sglang@0.5",
+        "--disable-overlap-schedule",
+        "--policy",
+        "none",
+        "--mem-fraction-static",
+        "0.88",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--turns",
+        "first",
+        "--dataset-filter",
+        "vllm",
+        "--num-prompts",
+        "1200",
+        "--request-rate",
+        "4",
+        "--report-style",
+        "sglang",
+        "--seed",
+        "1",
+        "--seeds",
+        "9",
+        "--json",
+    ]))
+    .unwrap();
+    let rows: Vec<_> =
+        validate_gated()["rows"].as_array().unwrap().iter().filter(|r| r["case"] == "P001").cloned().collect();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for r in rows {
+        let m = r["metric"].as_str().unwrap();
+        let spread = &run["metrics"][m];
+        assert_eq!(spread["per_seed"].as_array().map(Vec::len), Some(9), "{m}: {spread}");
+        assert_eq!(r["predicted"].as_f64(), spread["median"].as_f64(), "{m}");
+    }
 }
 
 /// The seed sweep: fitted on the 64-sequence row alone (unknown hardware: a step law), the

@@ -323,6 +323,6 @@ mod tests {
             "{}",
             q("h20-sglang")
         );
-        assert_eq!(q("a100-80gb-sglang"), "leave-one-out median |error| 10.6 %");
+        assert_eq!(q("a100-80gb-sglang"), "leave-one-out median |error| 11.0 %");
     }
 }

@@ -57,6 +57,11 @@ pub struct WorkloadSpec {
     /// Seed of the generator, the client's sampling and the arrivals.
     #[serde(default)]
     pub seed: u64,
+    /// A `sharegpt` sample the case cannot rebuild — the source gives no token totals to choose
+    /// a seed by ([`super::totals`]), and its data set or tokenizer differs from the case's — is
+    /// simulated under `seeds` seeds from `seed` on, and each metric predicted by its median over
+    /// them: one seed's sample stands for nothing the real run drew.
+    pub seeds: Option<u32>,
     /// The data set file, relative to the data folder (`--data`, `$CACHESIM_DATA`).
     pub trace: Option<String>,
     /// `--dataset-filter`: whose ShareGPT sampling rules to replay (`vllm`, `sglang`).
@@ -253,7 +258,9 @@ pub fn load(file: &Path) -> Result<LoadedCase> {
             return Err(fail("an expressible case needs workload.num_prompts and workload.request_rate"));
         }
     }
-    Ok(LoadedCase { file: file.to_path_buf(), case, measured })
+    let loaded = LoadedCase { file: file.to_path_buf(), case, measured };
+    loaded.seeds()?;
+    Ok(loaded)
 }
 
 impl LoadedCase {
@@ -267,6 +274,26 @@ impl LoadedCase {
             report::Layout::Vllm | report::Layout::VllmJson => "vllm",
             _ => "sglang",
         }
+    }
+
+    /// The seeds the case is simulated under (`workload.seeds`); empty for one run at its seed.
+    /// Refused: fewer than two, a workload other than a client's ShareGPT sample, and a report
+    /// whose token totals already choose the seed.
+    pub fn seeds(&self) -> Result<Vec<u64>> {
+        let w = &self.case.workload;
+        let Some(n) = w.seeds else { return Ok(Vec::new()) };
+        let fail =
+            |why: &str| Error::Report { path: self.file.clone(), message: format!("workload.seeds = {n}: {why}") };
+        if n < 2 {
+            return Err(fail("give at least 2 seeds (one run is the case's seed alone: leave seeds out)"));
+        }
+        if w.dataset != "sharegpt" {
+            return Err(fail("only a client's ShareGPT sample is drawn by the seed (dataset = \"sharegpt\")"));
+        }
+        if self.measured.metrics.contains_key("total_input_tokens") {
+            return Err(fail("the report's token totals choose the case's seed (a rebuilt sample): leave seeds out"));
+        }
+        crate::seeds::list(w.seed, n).map_err(|e| fail(&e.to_string()))
     }
 
     /// The case's own profile file (`deployment.profile`), resolved against its folder.
@@ -409,5 +436,27 @@ mod tests {
         std::fs::write(&f, body.replace("[deployment]", "deployment = 5\n[x]")).unwrap();
         let e = load(&f).unwrap_err().to_string();
         assert!(e.contains("expected a table") && !e.contains("struct"), "{e}");
+    }
+
+    #[test]
+    fn seeds_are_refused_where_the_seed_draws_no_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("s.toml");
+        let body =
+            "case = \"s\"\nexpressible = true\n\n[measured]\nmedian_ttft_ms = 1.0\n\n[deployment]\ngpu = \"a\"\n\
+                    model = \"b\"\nengine = \"vllm\"\ntopology = \"1\"\n\n[workload]\ndataset = \"sharegpt\"\n\
+                    num_prompts = 10\nrequest_rate = \"4\"\nseed = 3\nseeds = 4\n";
+        std::fs::write(&f, body).unwrap();
+        assert_eq!(load(&f).unwrap().seeds().unwrap(), vec![3, 4, 5, 6]);
+        let refused = |text: String, why: &str| {
+            std::fs::write(&f, text).unwrap();
+            let e = load(&f).unwrap_err().to_string();
+            assert!(e.contains("s.toml") && e.contains(why), "{e}");
+        };
+        refused(body.replace("seeds = 4", "seeds = 1"), "workload.seeds = 1: give at least 2 seeds");
+        refused(body.replace("\"sharegpt\"", "\"random\""), "only a client's ShareGPT sample");
+        refused(body.replace("median_ttft_ms", "total_input_tokens"), "the report's token totals choose");
+        std::fs::write(&f, body.replace("seeds = 4\n", "")).unwrap();
+        assert!(load(&f).unwrap().seeds().unwrap().is_empty());
     }
 }

@@ -10,6 +10,7 @@
 //! Leave-one-out refits without each case and predicts it: the honest error.
 
 use super::kernels::{LoadedSteps, StepSet};
+use super::prediction::Prediction;
 use argmin::core::{CostFunction, Executor, State};
 use argmin::solver::neldermead::NelderMead;
 use cachesim_core::calibration::factors::{
@@ -19,7 +20,6 @@ use cachesim_core::calibration::profile::Residual;
 use cachesim_core::config::RunConfig;
 use cachesim_core::cost::Efficiency;
 use cachesim_core::error::{Error, Result};
-use cachesim_core::metrics::Summary;
 use cachesim_core::workload::Workload;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -34,6 +34,9 @@ pub struct Target {
     pub workload: Arc<Workload>,
     /// Measured metrics by sglang key (the skipped ones already removed).
     pub measured: BTreeMap<String, f64>,
+    /// The seeds a case whose sample cannot be rebuilt is simulated under (`workload.seeds`):
+    /// it is predicted by each metric's median over them. Empty: one run, at `cfg`'s seed.
+    pub seeds: Vec<u64>,
     /// A kernel step case ([`super::kernels`]): its rows are priced by the step-time model
     /// alone, no simulation (`workload` is then a stand-in, unused).
     pub steps: Option<Arc<StepSet>>,
@@ -68,27 +71,32 @@ impl Target {
             cfg,
             workload,
             measured: BTreeMap::new(),
+            seeds: Vec::new(),
             steps: Some(std::sync::Arc::new(set)),
         })
     }
 }
 
-/// Simulates one target with the factors `eff`.
-pub fn simulate(t: &Target, eff: Efficiency) -> Result<Summary> {
-    let mut cfg = t.cfg.clone();
-    cfg.efficiency = eff;
-    let keep = cachesim_core::sim::Keep::default();
-    Ok(cachesim_core::sim::simulate(&t.workload, &cfg, keep)?.summary)
-}
-
-/// The value of a metric in a summary, by sglang key.
-pub fn metric(s: &Summary, key: &str) -> Option<f64> {
-    serde_json::to_value(s).ok()?.get(key)?.as_f64()
+/// Simulates one target with the factors `eff`: its one run, or its runs under each of its
+/// seeds (in parallel) and their medians.
+pub fn simulate(t: &Target, eff: Efficiency) -> Result<Prediction> {
+    let run = |cfg: &RunConfig| -> Result<Prediction> {
+        let mut cfg = cfg.clone();
+        cfg.efficiency = eff;
+        let keep = cachesim_core::sim::Keep::default();
+        Ok(Prediction::of(&cachesim_core::sim::simulate(&t.workload, &cfg, keep)?.summary))
+    };
+    if t.seeds.is_empty() {
+        return run(&t.cfg);
+    }
+    let runs: Vec<Prediction> =
+        t.seeds.par_iter().map(|&s| run(&crate::seeds::with_seed(&t.cfg, s))).collect::<Result<_>>()?;
+    Ok(Prediction::median(&runs))
 }
 
 /// The rows (case, metric, measured, predicted, error %) of the weighted metrics.
 pub fn residuals(targets: &[Target], eff: Efficiency, weights: &BTreeMap<String, f64>) -> Result<Vec<Residual>> {
-    let sums: Vec<Option<Result<Summary>>> =
+    let sums: Vec<Option<Result<Prediction>>> =
         targets.par_iter().map(|t| t.steps.is_none().then(|| simulate(t, eff))).collect();
     let mut rows = Vec::new();
     for (t, s) in targets.iter().zip(sums) {
@@ -101,7 +109,7 @@ pub fn residuals(targets: &[Target], eff: Efficiency, weights: &BTreeMap<String,
             if !weights.contains_key(m) {
                 continue;
             }
-            let predicted = metric(&s, m).unwrap_or(f64::NAN);
+            let predicted = s.get(m).unwrap_or(f64::NAN);
             let error_pct = (predicted - measured) / measured * 100.0;
             rows.push(Residual { case: t.case.clone(), metric: m.clone(), measured, predicted, error_pct });
         }

@@ -1,6 +1,6 @@
 //! Calibration and validation against real benchmark runs: reading the clients' reports
 //! ([`report`]) and the case files of `calibration/cases/` with the validation table
-//! ([`case`], [`validation`]), kernel-level step cases ([`kernels`]), the rows of a measured-points CSV as cases ([`silicon`]), phase points ([`phase`]), fitting step-time profiles ([`fit`]; the
+//! ([`case`], [`validation`]), kernel-level step cases ([`kernels`]), the rows of a measured-points CSV as cases ([`silicon`]), phase points ([`phase`]), what a simulation predicts for a case ([`prediction`]), fitting step-time profiles ([`fit`]; the
 //! profiles themselves are [`cachesim_core::calibration`]), the refits of the honest validation modes ([`holdout`]) and the validation
 //! scatter
 //! ([`plot`]).
@@ -11,6 +11,7 @@ pub mod holdout;
 pub mod kernels;
 pub mod phase;
 pub mod plot;
+pub mod prediction;
 pub mod report;
 pub mod silicon;
 pub mod totals;

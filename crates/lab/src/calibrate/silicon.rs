@@ -438,6 +438,7 @@ impl LoadedSilicon {
                 request_rate: Some("inf".into()),
                 max_concurrency: Some(conc),
                 seed: c.seed,
+                seeds: None,
                 trace: None,
                 filter: None,
                 client: None,

@@ -231,15 +231,14 @@ pub struct Validation {
 }
 
 /// The rows of one case: every metric of [`METRICS`] the report has, against the simulation's
-/// summary serialised with the same keys.
-pub fn compare(case: &LoadedCase, predicted: &cachesim_core::metrics::Summary) -> Vec<Row> {
-    let pred = serde_json::to_value(predicted).unwrap_or_default();
+/// prediction under the same keys.
+pub fn compare(case: &LoadedCase, predicted: &super::prediction::Prediction) -> Vec<Row> {
     METRICS
         .iter()
         .filter(|&&m| !case.case.skip_metrics.iter().any(|s| s == m))
         .filter_map(|&m| {
             let measured = case.measured.get(m)?;
-            let predicted = pred.get(m)?.as_f64()?;
+            let predicted = predicted.get(m)?;
             let error_pct = if measured == 0.0 { 0.0 } else { (predicted - measured) / measured * 100.0 };
             Some(Row {
                 case: case.case.case.clone(),
