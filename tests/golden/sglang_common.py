@@ -1,5 +1,5 @@
 """Code shared by the SGLang golden drivers (sglang-priority, sglang_hicache, sglang_hicache_storage,
-sglang_swa, sglang_noradix). Each driver adds this folder to sys.path and imports it; what each
+sglang_swa, sglang_noradix, sglang_mamba). Each driver adds this folder to sys.path and imports it; what each
 driver builds itself (its pools, its tree cache, its recorders, its step records) stays in the driver.
 
 What is here:
@@ -15,7 +15,9 @@ What is here:
     (a record with timestamp_ms t is queued, through the real Scheduler._add_request_to_queue,
     before step ceil(t / 1000));
   * record_retractions: a wrapper of ScheduleBatch.retract_decode that changes nothing;
-  * open_jsonl: the compact JSON Lines writer.
+  * open_jsonl: the compact JSON Lines writer;
+  * scheduler_args: the argparse flags every driver takes (trace, output, the scheduler's limits
+    and policy, page size, ignore_eos), so that each driver adds only its own.
 """
 import os, sys, json, math
 from types import SimpleNamespace
@@ -207,3 +209,19 @@ def write_traces(folder, makers, output_ids=True):
                 if output_ids:
                     rec["output_ids"] = [OUT_BASE + i * OUT_STRIDE + j for j in range(rec["output_len"])]
                 out.write(json.dumps(rec) + "\n")
+
+
+def scheduler_args(ap, *, max_running_requests=64, pool_help=None):
+    """Adds the flags every driver takes to `ap`: --trace and --out, SGLang's scheduler limits and
+    policy under their server-argument names with the drivers' small defaults, --page-size and
+    --no-ignore-eos (requests stop at max_new_tokens either way: the fake forward samples no EOS)."""
+    ap.add_argument("--trace", required=True); ap.add_argument("--out", required=True)
+    ap.add_argument("--max-total-tokens", type=int, default=4096, help=pool_help)
+    ap.add_argument("--max-running-requests", type=int, default=max_running_requests)
+    ap.add_argument("--chunked-prefill-size", type=int, default=512)
+    ap.add_argument("--max-prefill-tokens", type=int, default=16384)
+    ap.add_argument("--schedule-policy", default="fcfs")
+    ap.add_argument("--schedule-conservativeness", type=float, default=1.0)
+    ap.add_argument("--context-len", type=int, default=1 << 17)
+    ap.add_argument("--page-size", type=int, default=1)
+    ap.add_argument("--no-ignore-eos", action="store_true")

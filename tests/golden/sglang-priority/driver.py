@@ -37,18 +37,7 @@ from types import SimpleNamespace
 from sglang.srt.runtime_context import get_context
 import argparse, time
 ap = argparse.ArgumentParser(description="Drive SGLang's own Scheduler methods over a cachesim JSONL trace (see README.md)")
-ap.add_argument("--trace", required=True); ap.add_argument("--out", required=True)
-ap.add_argument("--max-total-tokens", type=int, default=4096)
-ap.add_argument("--max-running-requests", type=int, default=64)
-ap.add_argument("--chunked-prefill-size", type=int, default=512)
-ap.add_argument("--max-prefill-tokens", type=int, default=16384)
-ap.add_argument("--schedule-policy", default="fcfs")
-ap.add_argument("--schedule-conservativeness", type=float, default=1.0)
-ap.add_argument("--context-len", type=int, default=1 << 17)
-# Additions to the round-1 driver: page size > 1 (PagedTokenToKVPoolAllocator, paged RadixCache) and
-# requests without ignore_eos (the fake forward still never samples an EOS, so they stop at max_new_tokens)
-ap.add_argument("--page-size", type=int, default=1)
-ap.add_argument("--no-ignore-eos", action="store_true")
+C.scheduler_args(ap)
 ap.add_argument("--enable-priority-scheduling", action="store_true")
 ap.add_argument("--schedule-low-priority-values-first", action="store_true")
 ap.add_argument("--priority-scheduling-preemption-threshold", type=int, default=10)

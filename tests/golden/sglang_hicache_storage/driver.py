@@ -81,16 +81,7 @@ class _ErrorCounter(logging.Handler):
     def emit(self, record): _ErrorCounter.n += 1
 logging.getLogger().addHandler(_ErrorCounter(level=logging.ERROR))
 ap = argparse.ArgumentParser(description="Drive SGLang's own Scheduler + HiCache over a cachesim JSONL trace (see README.md)")
-ap.add_argument("--trace", required=True); ap.add_argument("--out", required=True)
-ap.add_argument("--max-total-tokens", type=int, default=4096)
-ap.add_argument("--max-running-requests", type=int, default=64)
-ap.add_argument("--chunked-prefill-size", type=int, default=512)
-ap.add_argument("--max-prefill-tokens", type=int, default=16384)
-ap.add_argument("--schedule-policy", default="fcfs")
-ap.add_argument("--schedule-conservativeness", type=float, default=1.0)
-ap.add_argument("--context-len", type=int, default=1 << 17)
-ap.add_argument("--page-size", type=int, default=1)
-ap.add_argument("--no-ignore-eos", action="store_true")
+C.scheduler_args(ap)
 ap.add_argument("--hicache-ratio", type=float, default=None, help="host pool = ratio x device pool (SGLang's default 2.0)")
 ap.add_argument("--hicache-size", type=int, default=0, help="host pool in GB (SGLang's flag; overrides the ratio)")
 ap.add_argument("--host-tokens", type=int, default=None,

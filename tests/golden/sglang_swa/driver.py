@@ -52,22 +52,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import sglang_common as C
 C.quiet_imports()
 ap = argparse.ArgumentParser(description="Drive SGLang's own Scheduler + hybrid-SWA radix cache over a cachesim JSONL trace (see README.md)")
-ap.add_argument("--trace", required=True); ap.add_argument("--out", required=True)
+C.scheduler_args(ap, pool_help="full-attention pool size (SGLang's --max-total-tokens)")
 ap.add_argument("--sliding-window", type=int, default=128,
                 help="the model's sliding_window_size as SGLang's scheduler and tree see it (gpt-oss: config sliding_window - 1)")
-ap.add_argument("--max-total-tokens", type=int, default=4096, help="full-attention pool size (SGLang's --max-total-tokens)")
 ap.add_argument("--swa-full-tokens-ratio", type=float, default=None, help="SWA pool = int(full pool x ratio); SGLang's default 0.8")
 ap.add_argument("--swa-tokens", type=int, default=None,
                 help="driver convenience: sets --swa-full-tokens-ratio to (N + 0.5) / max_total_tokens, so the SWA pool is N "
                      "tokens (page-aligned down)")
-ap.add_argument("--max-running-requests", type=int, default=64)
-ap.add_argument("--chunked-prefill-size", type=int, default=512)
-ap.add_argument("--max-prefill-tokens", type=int, default=16384)
-ap.add_argument("--schedule-policy", default="fcfs")
-ap.add_argument("--schedule-conservativeness", type=float, default=1.0)
-ap.add_argument("--context-len", type=int, default=1 << 17)
-ap.add_argument("--page-size", type=int, default=1)
-ap.add_argument("--no-ignore-eos", action="store_true")
 ap.add_argument("--disable-radix-cache", action="store_true")
 ap.add_argument("--tree-core", default="rust", choices=["rust", "python"])
 ap.add_argument("--no-check-kv", action="store_true")
