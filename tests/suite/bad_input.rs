@@ -271,6 +271,14 @@ const CASES: &[Case] = &[
     case("a retention interval that is not a number", &["--prefix-cache-retention-interval", "ten"]),
     case("a sliding-window model on vLLM 0.18", &["--model", "gpt-oss-20b", "--engine-version", "vllm@0.18"]),
     case(
+        "a model whose every layer slides on vLLM 0.18",
+        &["--model", "mistral-7b-v0.1", "--engine-version", "vllm@0.18"],
+    ),
+    case(
+        "a window-pool ratio for a model SGLang serves with one pool (every layer slides)",
+        &["--engine", "sglang", "--model", "mistral-7b-v0.1", "--swa-full-tokens-ratio", "0.5"],
+    ),
+    case(
         "a host tier under LightLLM's token pool in `cache`",
         &["cache", "--policy", "paged,token", "--host-capacity-tokens", "1M"],
     ),

@@ -968,6 +968,9 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
                 EngineKind::Vllm if o.hybrid.disable => "--disable-hybrid-kv-cache-manager",
                 EngineKind::Vllm => "vLLM runs chunked-local layers without its hybrid manager by default",
                 EngineKind::Sglang if o.sglang_swa.disable => "--disable-hybrid-swa-memory",
+                EngineKind::Sglang if model.layers_by_kind()[0] == 0 =>
+                    "SGLang gives a window pool only to its is_hybrid_swa_model architectures; a model with no \
+                     full-attention layer, such as Mistral-7B-v0.1, is served with one pool",
                 EngineKind::Sglang if version == EngineVersion::Sglang05 =>
                     "SGLang serves Gemma 2 and 3 with disable_hybrid_swa_memory",
                 EngineKind::Sglang => "the window pool of sglang@0.5.1 (0.4.10's SWARadixCache) is not modelled",

@@ -28,3 +28,12 @@ run wide_window_chunked     wide_window   --sliding-window 128 --num-gpu-blocks 
 # (h) Gemma-like: 3 sliding-window layers, each its own group, + 1 full group
 run gemma_shared_prefix     shared_prefix --sliding-window 32 --num-gpu-blocks 6000 --sw-groups 3
 run gemma_pressure          pressure      --sliding-window 32 --num-gpu-blocks 96 --max-num-seqs 8 --max-num-batched-tokens 256 --max-model-len 512 --sw-groups 3
+# No full-attention layer (Mistral-7B-v0.1's shape): one sliding group, UnitaryKVCacheCoordinator.
+run pure_shared_prefix      shared_prefix --sliding-window 32 --num-gpu-blocks 5000 --no-full-layer
+run pure_shared_prefix_dense shared_prefix --sliding-window 32 --num-gpu-blocks 5000 --no-full-layer --prefix-cache-retention-interval none
+run pure_resend             resend        --sliding-window 32 --num-gpu-blocks 5000 --no-full-layer
+run pure_siblings           siblings      --sliding-window 32 --num-gpu-blocks 5000 --no-full-layer
+run pure_chunked            chunked       --sliding-window 32 --num-gpu-blocks 5000 --no-full-layer --max-num-seqs 16 --max-num-batched-tokens 64
+run pure_pressure           pressure      --sliding-window 32 --num-gpu-blocks 14 --no-full-layer --max-num-seqs 8 --max-num-batched-tokens 256 --max-model-len 512
+run pure_pressure_dense     pressure      --sliding-window 32 --num-gpu-blocks 14 --no-full-layer --max-num-seqs 8 --max-num-batched-tokens 256 --max-model-len 512 --prefix-cache-retention-interval none
+run pure_wide_window        wide_window   --sliding-window 128 --num-gpu-blocks 5000 --no-full-layer

@@ -71,6 +71,12 @@ def parse_args(argv=None):
         "each in its own KV cache group (1 full + K sliding groups, like Gemma 3's 1 + 6)",
     )
     p.add_argument(
+        "--no-full-layer",
+        action="store_true",
+        help="no full-attention layer: every layer slides (Mistral-7B-v0.1's shape); vLLM then runs one "
+        "KV cache group under its UnitaryKVCacheCoordinator",
+    )
+    p.add_argument(
         "--layer-order",
         choices=["sliding-first", "full-first"],
         default="sliding-first",
@@ -94,7 +100,7 @@ def spec_kind(spec):
 def build_scheduler(a):
     from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
-    n_layers = 1 + a.sw_groups
+    n_layers = a.sw_groups + (0 if a.no_full_layer else 1)
     model_dir = C.write_model_config(
         C.driver_model_dir(a, __file__, "tiny-llama-config"), dict(C.TINY_LLAMA, num_hidden_layers=n_layers)
     )
@@ -112,7 +118,7 @@ def build_scheduler(a):
     num_kv_heads = model_config.get_num_kv_heads(vllm_config.parallel_config)
     head_size = model_config.get_head_size()
     dtype = model_config.dtype
-    full_idx = a.sw_groups if a.layer_order == "sliding-first" else 0
+    full_idx = None if a.no_full_layer else a.sw_groups if a.layer_order == "sliding-first" else 0
     specs = {}
     for i in range(n_layers):
         if i == full_idx:
@@ -165,6 +171,7 @@ def main(argv=None):
         sliding_window=a.sliding_window,
         sw_groups=a.sw_groups,
         layer_order=a.layer_order,
+        no_full_layer=a.no_full_layer,
         layers=meta["layers"],
     )
     config.update(C.kv_cache_fields(loop, kvc, meta, groups_desc, retention_mode=True))

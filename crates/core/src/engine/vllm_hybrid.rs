@@ -65,11 +65,26 @@ pub struct Grouping {
 /// manager off unless `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1`, `VllmConfig.__post_init__`).
 /// Layers are bucketed by kind in first-appearance order; `group_size` is the smallest bucket,
 /// or the largest when that is below 1.5× the smallest; each bucket splits into
-/// `⌈n / group_size⌉` groups. (The catalog refuses a model with both sliding and linear layers.)
+/// `⌈n / group_size⌉` groups. (The catalog refuses a model with both sliding and linear layers,
+/// and one with no softmax layer.) A model whose every layer slides (Mistral-7B-v0.1) has one
+/// kind of spec: one group of all its layers, under `UnitaryKVCacheCoordinator` with a
+/// `SlidingWindowManager` (`get_kv_cache_groups`, `get_kv_cache_coordinator`).
 pub fn grouping(model: &Model) -> Option<Grouping> {
     let [full, sliding, chunked, linear] = model.layers_by_kind();
+    if chunked > 0 {
+        return None;
+    }
+    if full == 0 && linear == 0 && sliding > 0 {
+        return Some(Grouping {
+            layers_per_group: sliding,
+            full_groups: 0,
+            sliding_groups: 1,
+            mamba_groups: 0,
+            other_first: true,
+        });
+    }
     let other = sliding + linear;
-    if other == 0 || full == 0 || chunked > 0 {
+    if other == 0 || full == 0 {
         return None;
     }
     let (min, max) = (full.min(other), full.max(other));
@@ -166,7 +181,10 @@ pub fn resolve(o: &HybridOptions, m: &HybridMachine) -> Result<Option<Grouping>>
             ),
         ));
     }
-    let groups = if o.disable || !vllm_v1 { None } else { grouping(m.model) };
+    // A model whose every layer slides keeps its one sliding group with the hybrid manager off:
+    // its specs are uniform, so `unify_hybrid_kv_cache_specs` leaves them as they are.
+    let every_layer_slides = m.model.layers_by_kind()[0] == 0;
+    let groups = if !vllm_v1 || o.disable && !every_layer_slides { None } else { grouping(m.model) };
     match o.retention {
         Some(Retention::Interval(n)) if n != 0 && groups.is_none() => {
             return Err(Error::invalid(
@@ -194,6 +212,8 @@ pub fn resolve(o: &HybridOptions, m: &HybridMachine) -> Result<Option<Grouping>>
                 "{}'s Mamba prefix caching (off by default, its modes all/align) is not modelled, only vllm@0.33's",
                 m.version
             )
+        } else if g.full_groups == 0 {
+            format!("{}'s sliding-window manager is not modelled, only vllm@0.33's", m.version)
         } else {
             format!(
                 "{}'s hybrid KV cache manager (it caches every sliding-window block) is not modelled, only vllm@0.33's",
@@ -219,17 +239,17 @@ pub fn resolve(o: &HybridOptions, m: &HybridMachine) -> Result<Option<Grouping>>
     if let Some(why) = why {
         let rest = if linear {
             "its linear layers keep no KV, so they cannot run as full attention".to_string()
+        } else if g.full_groups == 0 {
+            "vLLM runs it with that manager whatever the flags (its layers' specs are uniform)".to_string()
         } else {
             "--disable-hybrid-kv-cache-manager runs every layer as full attention, as vLLM does then".to_string()
         };
-        return Err(Error::invalid(
-            "--model",
-            format!(
-                "{} mixes {} and full-attention layers: {why}; {rest}",
-                m.model.name,
-                if linear { "linear-attention" } else { "sliding-window" }
-            ),
-        ));
+        let layers = match (linear, g.full_groups) {
+            (true, _) => "mixes linear-attention and full-attention layers",
+            (false, 0) => "has only sliding-window layers",
+            (false, _) => "mixes sliding-window and full-attention layers",
+        };
+        return Err(Error::invalid("--model", format!("{} {layers}: {why}; {rest}", m.model.name)));
     }
     if linear && !m.chunked_prefill {
         // `MambaModelConfig.verify_and_update_config`'s assertion.
@@ -323,6 +343,13 @@ mod tests {
             Grouping { layers_per_group: 12, full_groups: 1, sliding_groups: 0, mamba_groups: 3, other_first: true }
         );
         assert!(grouping(&crate::catalog::model("llama-3.1-8b", None).unwrap()).is_none());
+        // Mistral-7B-v0.1: every layer slides, one group of all 32 (vLLM 0.33.0's
+        // UnitaryKVCacheCoordinator with a SlidingWindowManager, as its golden schedules show).
+        let mistral = crate::catalog::model("mistral-7b-v0.1", None).unwrap();
+        assert_eq!(
+            grouping(&mistral).unwrap(),
+            Grouping { layers_per_group: 32, full_groups: 0, sliding_groups: 1, mamba_groups: 0, other_first: true }
+        );
         // 10 GiB of KV at block 16: vLLM's 27,306 blocks (gpt-oss-20b: 12 layers × 32 KiB pages)
         // and 8,192 (Gemma 3: 10 × 128 KiB).
         let per_layer = |m: &Model| 16 * 2 * m.kv_heads * m.head_dim * 2;
@@ -354,6 +381,14 @@ mod tests {
         assert!(resolve(&with(Retention::Interval(64)), &m(&llama)).is_err());
         let off = HybridOptions { disable: true, retention: None };
         assert!(resolve(&off, &m(&oss)).unwrap().is_none());
+        // Uniform specs stay as they are with the hybrid manager off: an all-sliding model keeps
+        // its sliding group (`unify_hybrid_kv_cache_specs`), and takes a retention interval.
+        let mistral = crate::catalog::model("mistral-7b-v0.1", None).unwrap();
+        assert_eq!(resolve(&off, &m(&mistral)).unwrap().map(|g| g.sliding_groups), Some(1));
+        assert!(resolve(&with(Retention::Interval(64)), &m(&mistral)).unwrap().is_some());
+        let e =
+            resolve(&off, &HybridMachine { version: EngineVersion::Vllm018, ..m(&mistral) }).unwrap_err().to_string();
+        assert!(e.contains("has only sliding-window layers") && e.contains("whatever the flags"), "{e}");
         let older = HybridMachine { version: EngineVersion::newest(EngineKind::Vllm), ..m(&oss) };
         assert!(resolve(&HybridOptions::default(), &older).is_ok());
         assert_eq!("None".parse::<Retention>(), Ok(Retention::Dense));

@@ -149,8 +149,6 @@ impl HybridLayout {
                 "sliding blocks",
             ),
         };
-        let full = format!("{} full-attention group{}", self.full_groups, plural(self.full_groups));
-        let (a, b) = if self.other_first() { (other, full) } else { (full, other) };
         let retention = match self.retention {
             None => {
                 format!("every {} kept", if self.mamba.is_some() { "state at a chunk's end" } else { "sliding block" })
@@ -158,6 +156,11 @@ impl HybridLayout {
             Some(0) => format!("{what} kept at replay and shared-prefix points"),
             Some(n) => format!("{what} kept every {n} tokens"),
         };
+        if self.full_groups == 0 {
+            return format!("one sliding-window group of {} tokens (every layer slides); {retention}", self.window);
+        }
+        let full = format!("{} full-attention group{}", self.full_groups, plural(self.full_groups));
+        let (a, b) = if self.other_first() { (other, full) } else { (full, other) };
         format!("hybrid: {a} + {b} sharing the blocks; {retention}")
     }
 
@@ -302,8 +305,9 @@ impl HybridCache {
         assert!(block > 0, "a positive block size");
         assert!(layout.sliding_groups == 0 || layout.window > 1, "a window of two tokens at least");
         assert!(
-            layout.full_groups > 0 && (layout.sliding_groups > 0) != (layout.mamba_groups > 0),
-            "a hybrid layout has full groups and one other kind"
+            (layout.sliding_groups > 0) != (layout.mamba_groups > 0)
+                && (layout.full_groups > 0 || layout.sliding_groups == 1),
+            "a hybrid layout has full groups and one other kind, or one sliding group alone"
         );
         assert_eq!(layout.mamba.is_some(), layout.mamba_groups > 0, "Mamba groups have their rules");
         let mut free = FreeList::new();
@@ -880,8 +884,11 @@ impl HybridCache {
     /// Releases a request's tables group by group (`coordinator.free`).
     fn free_request(&mut self, req: ReqId) {
         let Some(st) = self.reqs.remove(req) else { return };
-        let full_blocks = st.tables[self.kind.iter().position(|&k| k == Kind::Full).expect("a full group")].len();
-        self.stats.partial_block_waste_tokens += (full_blocks * self.block).saturating_sub(st.tokens) as u64;
+        // A full group's table spans every block; a sliding group's too, its dropped blocks
+        // as nulls (the only group of a model whose every layer slides).
+        let spanning = self.kind.iter().position(|&k| k == Kind::Full).unwrap_or(0);
+        let blocks_spanned = st.tables[spanning].len();
+        self.stats.partial_block_waste_tokens += (blocks_spanned * self.block).saturating_sub(st.tokens) as u64;
         let mut blocks = std::mem::take(&mut self.freeing);
         for t in &st.tables {
             blocks.clear();

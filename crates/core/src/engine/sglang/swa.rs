@@ -120,10 +120,14 @@ impl SwaPlan {
 /// `SGLANG_SWA_EVICTION_INTERVAL`.
 const EVICTION_INTERVAL: u64 = 128;
 
-/// Whether SGLang serves `model` with its hybrid window pools (Gemma 2 and 3 it does not).
+/// Whether SGLang serves `model` with its hybrid window pools: not Gemma 2 and 3, and not a
+/// model without a full-attention layer (Mistral-7B-v0.1: `MistralForCausalLM` is not among
+/// `is_hybrid_swa_model`'s architectures, so one pool holds every layer's KV; the pure-window
+/// cache SGLang has for the architectures listed there, `PureSWARadixCache`, serves none of the
+/// catalog's).
 fn served_hybrid(model: &Model) -> bool {
     let id = format!("{} {}", model.hf_id, model.name).to_ascii_lowercase();
-    model.is_hybrid() && !(id.contains("gemma-2") || id.contains("gemma-3"))
+    model.is_hybrid() && model.layers_by_kind()[0] > 0 && !(id.contains("gemma-2") || id.contains("gemma-3"))
 }
 
 /// Resolves the window pool: `None` for a model SGLang caches as full attention, or an engine
@@ -140,8 +144,8 @@ pub fn resolve(o: &SwaOptions, m: &SwaMachine) -> Result<Option<SwaPlan>> {
         return Err(Error::invalid(
             given,
             format!(
-                "{} has no window pool under SGLang (no sliding-window or chunked layers, or Gemma 2/3, \
-                 which SGLang serves with disable_hybrid_swa_memory): the flag changes nothing",
+                "{} has no window pool under SGLang (no sliding-window or chunked layers, no full-attention \
+                 layer, or Gemma 2/3, which SGLang serves with disable_hybrid_swa_memory): the flag changes nothing",
                 m.model.name
             ),
         ));
@@ -231,9 +235,13 @@ mod tests {
         let scout = catalog::model("llama-4-scout", None).unwrap();
         let p = resolve(&SwaOptions::default(), &machine(&scout)).unwrap().expect("a window pool");
         assert_eq!((p.window, p.full_layers, p.window_layers), (8192, 12, 36));
-        let gemma = catalog::model("gemma-3-27b", None).unwrap();
-        assert_eq!(resolve(&SwaOptions::default(), &machine(&gemma)).unwrap(), None);
-        assert!(resolve(&SwaOptions { ratio: Some(0.5), ..Default::default() }, &machine(&gemma)).is_err());
+        // Gemma 2/3 (disable_hybrid_swa_memory) and an all-sliding Mistral (not a hybrid-SWA
+        // architecture): one pool, the ratio refused.
+        for name in ["gemma-3-27b", "mistral-7b-v0.1"] {
+            let m = catalog::model(name, None).unwrap();
+            assert_eq!(resolve(&SwaOptions::default(), &machine(&m)).unwrap(), None);
+            assert!(resolve(&SwaOptions { ratio: Some(0.5), ..Default::default() }, &machine(&m)).is_err());
+        }
         let off = SwaOptions { disable: true, ..Default::default() };
         assert_eq!(resolve(&off, &machine(&oss)).unwrap(), None);
         assert!(resolve(&SwaOptions { ratio: Some(1.5), ..Default::default() }, &machine(&oss)).is_err());
