@@ -1,8 +1,9 @@
 //! Differential test against vLLM 0.33.0's hybrid KV cache manager: every schedule in
 //! `tests/golden/vllm_hybrid/schedules` and `tests/golden/vllm_mamba/schedules` was written by
 //! vLLM 0.33.0's own `Scheduler` over a `KVCacheConfig` with full-attention and sliding-window
-//! or Mamba (linear-attention) groups as vLLM's planner builds them (its
-//! `HybridKVCacheCoordinator`, `SlidingWindowManager`, `MambaManager`, `BlockPool`; only the
+//! or Mamba (linear-attention) groups as vLLM's planner builds them, or with one sliding-window
+//! group alone (its `HybridKVCacheCoordinator` or `UnitaryKVCacheCoordinator`,
+//! `SlidingWindowManager`, `MambaManager`, `BlockPool`; only the
 //! model's sampling is the driver's, see those folders' READMEs). Each is replayed through the
 //! library with the settings of its config line (the window, the groups and their order, the
 //! pool, the retention interval, the admission cap, the Mamba prefill checkpoints), and every
@@ -174,4 +175,28 @@ fn every_mamba_schedule_is_reproduced_step_for_step() {
     assert!(files.len() >= 12, "the golden schedules are in the repository");
     let report: String = files.iter().map(|f| replay(&dir, f)).collect();
     assert!(report.is_empty(), "{report}");
+}
+
+/// The catalog's all-sliding model end to end on the bundled sample: vLLM 0.33 runs one
+/// sliding-window group of all its layers (the shape of the `pure_*` schedules above) with the
+/// hybrid manager on or off, and a hit needs the window's blocks, so fewer prompt tokens hit than
+/// under full attention; SGLang serves it with one full pool and says so. The figures are those
+/// docs/engines/hybrid-attention.md quotes.
+#[test]
+fn an_all_sliding_model_runs_one_sliding_group_on_vllm_and_one_pool_on_sglang() {
+    use crate::common::{cachesim, ok};
+    let vllm = ok(&["--model", "mistral-7b-v0.1"]);
+    for want in [
+        "KV cache:       paged (one sliding-window group of 4096 tokens (every layer slides); sliding blocks kept at \
+         replay and shared-prefix points) · 472,672 tokens",
+        "83,664 of 104,447 prompt tokens reused (80.10%) · 0 evicted · peak 19,472 tokens",
+    ] {
+        assert!(vllm.contains(want), "{want}\n{vllm}");
+    }
+    assert!(ok(&["--model", "llama-3.1-8b"]).contains("95,216 of 104,447 prompt tokens reused (91.16%)"));
+    assert_eq!(ok(&["--model", "mistral-7b-v0.1", "--disable-hybrid-kv-cache-manager"]), vllm);
+    let sglang = cachesim(&["--model", "mistral-7b-v0.1", "--engine", "sglang"]);
+    let (out, err) = (String::from_utf8_lossy(&sglang.stdout), String::from_utf8_lossy(&sglang.stderr));
+    assert!(sglang.status.success() && out.contains("KV cache:       radix (page 1) ·"), "{out}");
+    assert!(!out.contains("window pool") && err.contains("a model with no full-attention layer"), "{err}");
 }
