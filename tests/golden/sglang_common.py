@@ -17,7 +17,9 @@ What is here:
   * record_retractions: a wrapper of ScheduleBatch.retract_decode that changes nothing;
   * open_jsonl: the compact JSON Lines writer;
   * scheduler_args: the argparse flags every driver takes (trace, output, the scheduler's limits
-    and policy, page size, ignore_eos), so that each driver adds only its own.
+    and policy, page size, ignore_eos), so that each driver adds only its own;
+  * seq_ids / batch_spans / first_bad / TokenRows: the fake forward, whose KV rows hold token ids
+    (a position's K row its token id, its V row minus it), checked on every prefix a batch reads.
 """
 import os, sys, json, math
 from types import SimpleNamespace
@@ -225,3 +227,51 @@ def scheduler_args(ap, *, max_running_requests=64, pool_help=None):
     ap.add_argument("--context-len", type=int, default=1 << 17)
     ap.add_argument("--page-size", type=int, default=1)
     ap.add_argument("--no-ignore-eos", action="store_true")
+
+
+def seq_ids(r):
+    """A request's tokens so far: its prompt, then its outputs."""
+    return list(r.origin_input_ids) + list(r.output_ids)
+
+
+def batch_spans(b, is_ext):
+    """(request, lo, hi) for each request of batch `b`: the positions [lo, hi) its forward computes,
+    an extend's new tokens after its prefix or a decode's one token."""
+    if is_ext:
+        return [(r, int(pl), int(pl) + int(el)) for r, el, pl in zip(b.reqs, b.extend_lens, b.prefix_lens)]
+    spans = []
+    for r in b.reqs:
+        n = len(r.origin_input_ids) + len(r.output_ids)
+        spans.append((r, n - 1, n))
+    return spans
+
+
+def first_bad(got, want):
+    """The first position where two equal-length tensors differ, or -1."""
+    import torch
+    return int((got != want).nonzero()[0]) if not torch.equal(got, want) else -1
+
+
+class TokenRows:
+    """The fake forward over one KV pool (`kv`'s first layer, rows indexed through `rtp`): each
+    computed position's K row gets its token id and its V row minus it; before that, unless `check`
+    is off, the rows of the prefix each request reads must hold its tokens (`checked` counts them),
+    else the run stops naming the step, the request and the first bad position."""
+
+    def __init__(self, kv, rtp, check=True):
+        self.k, self.v = kv.k_buffer[0], kv.v_buffer[0]
+        self.rtp, self.check, self.checked = rtp, check, 0
+
+    def __call__(self, b, is_ext, step):
+        import torch
+        for r, lo, hi in batch_spans(b, is_ext):
+            ids = torch.tensor(seq_ids(r)[:hi], dtype=torch.float64)
+            row = self.rtp.req_to_token[r.kv.req_pool_idx, :hi].to(torch.int64)
+            if self.check and lo > 0:
+                got_k, got_v = self.k[row[:lo], 0, 0], self.v[row[:lo], 0, 0]
+                if not (torch.equal(got_k, ids[:lo]) and torch.equal(got_v, -ids[:lo])):
+                    sys.exit(f"step {step}: request {r.rid}: KV rows of its prefix do not hold its tokens "
+                             f"(first bad position {first_bad(got_k, ids[:lo])})")
+                self.checked += lo
+            self.k[row[lo:hi], 0, 0] = ids[lo:hi]
+            self.v[row[lo:hi], 0, 0] = -ids[lo:hi]

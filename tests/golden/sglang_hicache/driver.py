@@ -251,28 +251,8 @@ def _rec_lc(self, finish_count=None):
 UnifiedRadixCache.loading_check = _rec_lc
 
 # ---------------------------------------------------------------- fake forward: KV rows hold token ids
-KB = kv.k_buffer[0]; VB = kv.v_buffer[0]
-KV_CHECKED = 0
-def seq_ids(r): return list(r.origin_input_ids) + list(r.output_ids)
-def check_and_fill(b, is_ext):
-    global KV_CHECKED
-    if is_ext:
-        spans = [(r, int(pl), int(pl) + int(el)) for r, el, pl in zip(b.reqs, b.extend_lens, b.prefix_lens)]
-    else:
-        spans = []
-        for r in b.reqs:
-            n = len(r.origin_input_ids) + len(r.output_ids)
-            spans.append((r, n - 1, n))
-    for r, lo, hi in spans:
-        ids = torch.tensor(seq_ids(r)[:hi], dtype=torch.float64)
-        row = rtp.req_to_token[r.kv.req_pool_idx, :hi].to(torch.int64)
-        if not A.no_check_kv and lo > 0:
-            got_k = KB[row[:lo], 0, 0]; got_v = VB[row[:lo], 0, 0]
-            if not (torch.equal(got_k, ids[:lo]) and torch.equal(got_v, -ids[:lo])):
-                bad = int((got_k != ids[:lo]).nonzero()[0]) if not torch.equal(got_k, ids[:lo]) else -1
-                sys.exit(f"step {CLOCK.step}: request {r.rid}: KV rows of its prefix do not hold its tokens (first bad position {bad})")
-            KV_CHECKED += lo
-        KB[row[lo:hi], 0, 0] = ids[lo:hi]; VB[row[lo:hi], 0, 0] = -ids[lo:hi]
+ROWS = C.TokenRows(kv, rtp, check=not A.no_check_kv)
+def check_and_fill(b, is_ext): ROWS(b, is_ext, CLOCK.step)
 
 # ---------------------------------------------------------------- run
 out, emit = C.open_jsonl(A.out)
@@ -392,7 +372,7 @@ emit({"type": "summary", "steps": step, "schedule_calls": calls, "requests": len
       "hit_tokens_all_admissions": sum(sum(v["hit_tokens_each_admission"]) for v in info.values()),
       "host_hit_tokens": sum(v["host_hit_tokens"] for v in info.values()),
       "host_match_tokens": sum(sum(v["host_match_tokens_each_admission"]) for v in info.values()),
-      **TOT, "ack_waits": ACK_WAITS_TOTAL, "kv_rows_checked": KV_CHECKED})
+      **TOT, "ack_waits": ACK_WAITS_TOTAL, "kv_rows_checked": ROWS.checked})
 out.close()
 print(f"{A.out}: {step} steps, {len(info) - len(unf)}/{len(info)} finished, host hits {sum(v['host_hit_tokens'] for v in info.values())}, "
       f"{time.time() - T0:.1f}s", file=sys.stderr)

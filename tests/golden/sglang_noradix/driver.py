@@ -168,27 +168,8 @@ def _rec_add(self, req, *a, **k):
 PrefillAdder.add_one_req = _rec_add
 
 # ---------------------------------------------------------------- fake forward: KV rows hold token ids
-KB = kv.k_buffer[0]; VB = kv.v_buffer[0]
-KV_CHECKED = [0]
-def seq_ids(r): return list(r.origin_input_ids) + list(r.output_ids)
-def check_and_fill(b, is_ext):
-    if is_ext:
-        spans = [(r, int(pl), int(pl) + int(el)) for r, el, pl in zip(b.reqs, b.extend_lens, b.prefix_lens)]
-    else:
-        spans = []
-        for r in b.reqs:
-            n = len(r.origin_input_ids) + len(r.output_ids)
-            spans.append((r, n - 1, n))
-    for r, lo, hi in spans:
-        ids = torch.tensor(seq_ids(r)[:hi], dtype=torch.float64)
-        row = rtp.req_to_token[r.kv.req_pool_idx, :hi].to(torch.int64)
-        if not A.no_check_kv and lo > 0:
-            got = KB[row[:lo], 0, 0]
-            if not (torch.equal(got, ids[:lo]) and torch.equal(VB[row[:lo], 0, 0], -ids[:lo])):
-                bad = int((got != ids[:lo]).nonzero()[0]) if not torch.equal(got, ids[:lo]) else -1
-                sys.exit(f"step {CLOCK}: request {r.rid}: KV rows of its prefix do not hold its tokens (first bad position {bad})")
-            KV_CHECKED[0] += lo
-        KB[row[lo:hi], 0, 0] = ids[lo:hi]; VB[row[lo:hi], 0, 0] = -ids[lo:hi]
+ROWS = C.TokenRows(kv, rtp, check=not A.no_check_kv)
+def check_and_fill(b, is_ext): ROWS(b, is_ext, CLOCK)
 
 # ---------------------------------------------------------------- run
 def pools(): return (alloc.available_size(), tree.evictable_size())
@@ -305,7 +286,7 @@ emit({"type": "summary", "steps": step, "schedule_calls": calls, "requests": len
       "ignore_eos_refusals_req_states": REF_TOT.get("req_states", 0),
       "ignore_eos_refusals_other": sum(v for k2, v in REF_TOT.items() if k2.startswith("other:")),
       "default_path_refusals": {k2.split(":", 1)[1]: v for k2, v in sorted(REF_TOT.items()) if k2.startswith("default_path:")},
-      "kv_rows_checked": KV_CHECKED[0]})
+      "kv_rows_checked": ROWS.checked})
 out.close()
 print(f"{A.out}: {step} steps, {len(info) - len(unf)}/{len(info)} finished, "
       f"retractions {sum(v['retractions'] for v in info.values())}, refusals {dict(sorted(REF_TOT.items()))}, "

@@ -218,25 +218,15 @@ KF = kv.full_kv_pool.k_buffer[0]; VF = kv.full_kv_pool.v_buffer[0]
 KS = kv.swa_kv_pool.k_buffer[0]; VS = kv.swa_kv_pool.v_buffer[0]
 MAP = alloc.full_to_swa_index_mapping
 KV_CHECKED = {"full": 0, "swa": 0}
-def seq_ids(r): return list(r.origin_input_ids) + list(r.output_ids)
-def bad_pos(got, want):
-    return int((got != want).nonzero()[0]) if not torch.equal(got, want) else -1
 def check_and_fill(b, is_ext):
-    if is_ext:
-        spans = [(r, int(pl), int(pl) + int(el)) for r, el, pl in zip(b.reqs, b.extend_lens, b.prefix_lens)]
-    else:
-        spans = []
-        for r in b.reqs:
-            n = len(r.origin_input_ids) + len(r.output_ids)
-            spans.append((r, n - 1, n))
-    for r, lo, hi in spans:
-        ids = torch.tensor(seq_ids(r)[:hi], dtype=torch.float64)
+    for r, lo, hi in C.batch_spans(b, is_ext):
+        ids = torch.tensor(C.seq_ids(r)[:hi], dtype=torch.float64)
         row = rtp.req_to_token[r.kv.req_pool_idx, :hi].to(torch.int64)
         if not A.no_check_kv and lo > 0:
             # full layer: every prefix row
             if not (torch.equal(KF[row[:lo], 0, 0], ids[:lo]) and torch.equal(VF[row[:lo], 0, 0], -ids[:lo])):
                 sys.exit(f"step {CLOCK}: request {r.rid}: full-layer KV rows of its prefix do not hold its tokens "
-                         f"(first bad position {bad_pos(KF[row[:lo], 0, 0], ids[:lo])})")
+                         f"(first bad position {C.first_bad(KF[row[:lo], 0, 0], ids[:lo])})")
             KV_CHECKED["full"] += lo
             # SWA layer: the last W prefix rows (what the first new token attends to)
             w0 = max(0, lo - W)
@@ -245,7 +235,7 @@ def check_and_fill(b, is_ext):
                 sys.exit(f"step {CLOCK}: request {r.rid}: a position in [{w0}, {lo}) has no SWA slot")
             if not (torch.equal(KS[srow, 0, 0], ids[w0:lo]) and torch.equal(VS[srow, 0, 0], -ids[w0:lo])):
                 sys.exit(f"step {CLOCK}: request {r.rid}: SWA-layer KV rows of its window do not hold its tokens "
-                         f"(first bad position {w0 + bad_pos(KS[srow, 0, 0], ids[w0:lo])})")
+                         f"(first bad position {w0 + C.first_bad(KS[srow, 0, 0], ids[w0:lo])})")
             KV_CHECKED["swa"] += lo - w0
         KF[row[lo:hi], 0, 0] = ids[lo:hi]; VF[row[lo:hi], 0, 0] = -ids[lo:hi]
         srow = MAP[row[lo:hi]]
