@@ -165,11 +165,15 @@ fn mooncake_runs(c: &mut Criterion) {
     // Mamba groups (Qwen3-Next, prefix caching on and off), each sized by its own memory.
     let mut g = c.benchmark_group("serve_mooncake_vllm_hybrid");
     g.sample_size(10);
-    for (name, model, tp, policy) in [
-        ("one_group", "llama-3.1-8b", 1, None),
-        ("sliding", "gpt-oss-20b", 1, None),
-        ("mamba", "qwen3-next-80b-a3b", 4, None),
-        ("mamba_no_prefix_caching", "qwen3-next-80b-a3b", 4, Some(cachesim::cache::Policy::None)),
+    // The sliding groups' decode stretches coalesce (while no head is refused): `_stepped`
+    // steps every step.
+    let stepped = Keep { every_step: true, ..Keep::default() };
+    for (name, model, tp, policy, keep) in [
+        ("one_group", "llama-3.1-8b", 1, None, Keep::default()),
+        ("sliding", "gpt-oss-20b", 1, None, Keep::default()),
+        ("sliding_stepped", "gpt-oss-20b", 1, None, stepped),
+        ("mamba", "qwen3-next-80b-a3b", 4, None, Keep::default()),
+        ("mamba_no_prefix_caching", "qwen3-next-80b-a3b", 4, Some(cachesim::cache::Policy::None), Keep::default()),
     ] {
         let cfg = resolve(&RunOptions {
             model: model.into(),
@@ -180,7 +184,7 @@ fn mooncake_runs(c: &mut Criterion) {
             ..RunOptions::default()
         })
         .unwrap();
-        g.bench_function(name, |b| b.iter(|| simulate(&w, &cfg, Keep::default()).unwrap().summary.completed));
+        g.bench_function(name, |b| b.iter(|| simulate(&w, &cfg, keep).unwrap().summary.completed));
     }
     g.finish();
 }

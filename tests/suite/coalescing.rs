@@ -95,6 +95,10 @@ fn the_bundled_sample_and_every_output_file_are_the_same_coalesced_or_not() {
         ("seeds", vec!["run", "--request-rate", "8", "--seeds", "3"]),
         // Sliding-window layers priced over the window: the decodes' reads stop growing at it.
         ("sliding", vec!["run", "--model", "gpt-oss-20b", "--disable-hybrid-kv-cache-manager", "--json"]),
+        // vLLM's hybrid manager: sliding groups beside a full one, six of them, or one alone.
+        ("hybrid", vec!["run", "--model", "gpt-oss-20b", "--requests-csv", "{dir}/r.csv", "--json"]),
+        ("hybrid-gemma", vec!["run", "--model", "gemma-3-27b", "--tp", "2", "--json"]),
+        ("hybrid-every-layer", vec!["run", "--model", "mistral-7b-v0.1", "--instances", "2", "--json"]),
     ] {
         same_both_ways(name, &args);
     }
@@ -163,6 +167,15 @@ fn the_real_traces_are_the_same_coalesced_or_not() {
                     "131072",
                     "--json",
                 ][..],
+                &engine,
+            ]
+            .concat(),
+        ),
+        (
+            // vLLM's hybrid manager over a fleet: its stretches run while no head is refused.
+            "mooncake-16-hybrid",
+            [
+                &["--trace", m, "--num-prompts", "3000", "--instances", "16", "--model", "gpt-oss-20b", "--json"][..],
                 &engine,
             ]
             .concat(),

@@ -357,6 +357,13 @@ pub trait PrefixCache: Send {
         false
     }
 
+    /// Whether [`grow_quietly`](Self::grow_quietly) can grow past a refused waiting head (it
+    /// knows what the head's retries would find); `false`: a stretch with a refused head is not
+    /// tried at all, its first growth would end it.
+    fn grows_past_refused(&self) -> bool {
+        true
+    }
+
     /// The engine has computed the request's first `computed_tokens` tokens (end of a step).
     fn computed(&mut self, req: ReqId, computed_tokens: usize);
 
@@ -364,6 +371,16 @@ pub trait PrefixCache: Send {
     /// step skips the calls when not.
     fn tracks_computed(&self) -> bool {
         true
+    }
+
+    /// Whether [`computed`](Self::computed) only records the count for the request's next
+    /// growth, so that a run coalescing decode steps may skip the calls: `grow_quietly` then
+    /// takes each growing request's count to be its total less one, and the stretch's end tells
+    /// the rest (vLLM's hybrid manager releases a window's passed blocks in `allocate_slots`,
+    /// from the count the step before left); `false` where a step's end does more (SGLang's
+    /// tree inserts).
+    fn computed_is_a_count(&self) -> bool {
+        false
     }
 
     /// The request finished: its KV becomes reusable as the engine allows; pins are released.

@@ -1,7 +1,8 @@
 //! Coalesced decode steps change nothing ([`Instance::coalesce`]): hand-computed stretches
 //! (one request decoding alone; a waiting head refused until a finish frees its blocks; an
-//! arrival cutting a stretch), and a property over random workloads, pools, policies, routers
-//! and fleets comparing every field of the run with and without coalescing.
+//! arrival cutting a stretch), and a property over random workloads, pools, policies, routers,
+//! fleets and vLLM's hybrid layouts (sliding-window groups beside full ones, or alone) comparing
+//! every field of the run with and without coalescing.
 
 use super::tests::{cfg, workload};
 use super::*;
@@ -82,6 +83,33 @@ fn an_arrival_cuts_the_stretch_where_the_scheduler_would_see_it() {
     assert!(close(b.first_scheduled_s, start), "{b:?}");
 }
 
+#[test]
+fn a_sliding_window_decode_coalesces_around_its_block_growths() {
+    // Prompt 10, 30 outputs, blocks of 4, window 6, alone: a prefill step and 29 decodes. Each
+    // block boundary and each block the window passes is a growth the stretch performs itself
+    // (`grow_quietly`); with a full group beside the window, and alone.
+    let w = workload(&[((0..10).collect(), 30)]);
+    for full_groups in [1, 0] {
+        let mut c = cfg(8, 1000, Some(40));
+        c.cache.hybrid = Some(crate::cache::hybrid::HybridLayout {
+            full_groups,
+            sliding_groups: 1,
+            sliding_first: true,
+            window: 6,
+            retention: Some(0),
+            admission_cap_blocks: (6 - 1 + 1000u32).div_ceil(4) + 1,
+            mamba_groups: 0,
+            mamba: None,
+        });
+        let r = both(&w, &[(0, 0.0)], &c, 1, RouterKind::RoundRobin, ALL);
+        assert_eq!(r.steps, 30, "full groups {full_groups}");
+        // The prefill and the first decode are the scheduler's; every other decode is formed
+        // inside the stretch (the last left in flight), through every new block, every block
+        // filled and every block the window passes.
+        assert_eq!(r.coalesced_steps, 28, "full groups {full_groups}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
@@ -98,6 +126,12 @@ proptest! {
         n in 1usize..4,
         kind in 0usize..RouterKind::ALL.len(),
         concurrency in prop_oneof![Just(None), (1u32..4).prop_map(Some)],
+        // vLLM's hybrid manager: (full groups, sliding groups, sliding first, window, retention).
+        hybrid in prop_oneof![
+            Just(None),
+            (0u8..2, 1u8..3, any::<bool>(), 2u32..24, prop_oneof![Just(Some(0u32)), Just(None), Just(Some(8))])
+                .prop_map(Some),
+        ],
     ) {
         let specs: Vec<(Vec<u32>, u32)> = reqs
             .iter()
@@ -120,6 +154,21 @@ proptest! {
         c.max_concurrency = concurrency;
         if priority {
             c.engine.scheduling_policy = SchedulingPolicy::Priority;
+        }
+        if let Some((full, sliding, sliding_first, window, retention)) = hybrid {
+            // With no full group, one sliding group alone (a model whose every layer slides).
+            let sliding = if full == 0 { 1 } else { sliding };
+            c.cache.hybrid = Some(crate::cache::hybrid::HybridLayout {
+                full_groups: full,
+                sliding_groups: sliding,
+                sliding_first,
+                window,
+                retention,
+                // `⌈min(W − 1 + in-flight tokens, max_model_len) / bs⌉ + 1`, block 4.
+                admission_cap_blocks: (window - 1 + c.engine.max_num_batched_tokens).div_ceil(4) + 1,
+                mamba_groups: 0,
+                mamba: None,
+            });
         }
         let r = both(&w, &sends, &c, n, RouterKind::ALL[kind], Keep { steps: true, schedule: true, ..Keep::default() });
         prop_assert!(r.coalesced_steps <= r.steps);

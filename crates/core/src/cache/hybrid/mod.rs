@@ -1011,10 +1011,65 @@ impl PrefixCache for HybridCache {
         true
     }
 
+    fn quiet_until(&self, req: ReqId) -> Option<usize> {
+        // A Mamba group's states move with every step: stepped.
+        if self.layout.mamba.is_some() {
+            return None;
+        }
+        // `quiet` for a decode growing to t tokens after t − 1 computed: room in every table
+        // (t ≤ blocks × bs), no block filled (t < (cached + 1) × bs), and a sliding window
+        // past no live block: (t − W) / bs ≤ f, the table's leading nulls, so t < (f + 1) × bs + W.
+        let st = self.reqs.get(req)?;
+        let mut until = usize::MAX;
+        for (g, t) in st.tables.iter().enumerate() {
+            until = until.min(t.len() * self.block).min((st.cached[g] + 1) * self.block - 1);
+            // The window's passed blocks and a hit's skipped ones are the table's leading nulls.
+            let nulls = t.partition_point(|&b| b == NULL);
+            if self.kind[g] == Kind::Sliding && nulls < t.len() {
+                until = until.min((nulls + 1) * self.block + self.layout.window as usize - 1);
+            }
+        }
+        Some(until)
+    }
+
+    fn grow_quietly(&mut self, reqs: &[(ReqId, usize)], refused: Option<ReqId>) -> bool {
+        // A refused waiting head retries against the pool every step (its hits, the admission
+        // gate's count): those steps are stepped.
+        if refused.is_some() || self.layout.mamba.is_some() {
+            return false;
+        }
+        let mut need = 0i64;
+        for &(req, total) in reqs {
+            let Some(st) = self.reqs.get(req) else { return false };
+            need += st.tables.iter().map(|t| total.div_ceil(self.block).saturating_sub(t.len()) as i64).sum::<i64>();
+        }
+        // Short of blocks before the window's releases, the step may preempt: the scheduler's.
+        if need > self.free_len() {
+            return false;
+        }
+        for &(req, total) in reqs {
+            // The count the step before left (the stretch tells the cache no step's end).
+            self.computed(req, total - 1);
+            let grown = self.grow(req, total);
+            debug_assert!(grown, "a checked growth failed");
+        }
+        true
+    }
+
+    fn grows_past_refused(&self) -> bool {
+        false
+    }
+
     fn computed(&mut self, req: ReqId, computed_tokens: usize) {
         if let Some(st) = self.reqs.get_mut(req) {
             st.computed = computed_tokens;
         }
+    }
+
+    fn computed_is_a_count(&self) -> bool {
+        // Read only by the next growth (`remove_skipped`) and the Mamba split; Mamba groups are
+        // never coalesced (`quiet_until`).
+        true
     }
 
     fn settle(&mut self) {

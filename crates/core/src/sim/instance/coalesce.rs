@@ -20,8 +20,9 @@
 //! driver's horizon (the next arrival, failure or autoscaler sync, when another instance may
 //! route to or read this one); and before a step end that would finish a request. Which runs
 //! coalesce: vLLM v1 instances (not under PP, speculative decoding or disaggregation) whose
-//! cache says how it grows (the paged cache with prefix caching on); every other engine, cache
-//! and layout steps as before.
+//! cache says how it grows (the paged cache with prefix caching on; the hybrid manager's
+//! sliding-window groups, while no waiting head is refused); every other engine, cache and
+//! layout steps as before.
 
 use super::{Instance, Role};
 use crate::cache::ReqId;
@@ -54,7 +55,7 @@ impl Instance<'_> {
             && !self.async_out
             && self.spec_extra <= 0.0
             && self.role == Role::Unified
-            && !self.tracks_computed
+            && (!self.tracks_computed || self.cache.computed_is_a_count())
     }
 
     /// The step just formed runs decodes alone and none of its requests finishes at its end:
@@ -116,6 +117,9 @@ impl Instance<'_> {
         }
         debug_assert_eq!(self.busy_until, Some(end), "the step begun is the one in flight");
         let Some((left, refused)) = self.decode_stretch(rt) else { return end };
+        if refused.is_some() && !self.cache.grows_past_refused() {
+            return end;
+        }
         let mut s = std::mem::take(&mut self.stretch);
         s.computed.clear();
         s.generated.clear();
@@ -187,6 +191,10 @@ impl Instance<'_> {
                 r.num_tokens = r.num_computed + 1;
                 r.generated = s.generated[j] + m;
                 r.last_token_s = prev;
+                if self.tracks_computed {
+                    // What step `m`'s end would have told the cache.
+                    self.cache.computed(id, r.num_computed as usize);
+                }
                 let grown = self.cache.grow(id, r.num_tokens as usize);
                 debug_assert!(grown, "a growth within the last block failed");
             }
