@@ -6,6 +6,7 @@
 use crate::error::{Error, Location, RecordError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::OnceLock;
 
 const GPUS: &str = include_str!("../../../models/gpus.toml");
 const MODELS: &str = include_str!("../../../models/models.toml");
@@ -533,14 +534,34 @@ fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
     toml::from_str(text).map_err(|e| Error::invalid(what, crate::messages::toml_error(text, &e)))
 }
 
+/// The built-in GPUs, parsed once per process (a sweep resolves a run per grid point).
+fn gpus() -> &'static [Gpu] {
+    static PARSED: OnceLock<Vec<Gpu>> = OnceLock::new();
+    PARSED.get_or_init(|| parse::<GpuFile>(GPUS, "models/gpus.toml").expect("built-in GPU profiles parse").gpu)
+}
+
+/// The built-in models, parsed once per process.
+fn models() -> &'static [Model] {
+    static PARSED: OnceLock<Vec<Model>> = OnceLock::new();
+    PARSED.get_or_init(|| parse::<ModelFile>(MODELS, "models/models.toml").expect("built-in model profiles parse").model)
+}
+
+/// The built-in networks, parsed once per process.
+fn networks() -> &'static [Network] {
+    static PARSED: OnceLock<Vec<Network>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        parse::<NetworkFile>(NETWORKS, "models/networks.toml").expect("built-in network profiles parse").network
+    })
+}
+
 /// The built-in GPUs.
 pub fn builtin_gpus() -> Vec<Gpu> {
-    parse::<GpuFile>(GPUS, "models/gpus.toml").expect("built-in GPU profiles parse").gpu
+    gpus().to_vec()
 }
 
 /// The built-in models.
 pub fn builtin_models() -> Vec<Model> {
-    parse::<ModelFile>(MODELS, "models/models.toml").expect("built-in model profiles parse").model
+    models().to_vec()
 }
 
 /// A catalog entry's table and its range checks.
@@ -599,7 +620,7 @@ fn checked<T: Checked>(item: T, index: usize, path: &str, text: &str) -> Result<
 }
 
 /// The built-in entry named `name` (any case), checked as a user's file is.
-fn pick<T: Checked>(items: Vec<T>, name: &str, flag: &str, (path, text): (&str, &str)) -> Result<T> {
+fn pick<T: Checked>(items: &[T], name: &str, flag: &str, (path, text): (&str, &str)) -> Result<T> {
     let names: Vec<String> = items.iter().map(|x| x.name().to_string()).collect();
     // The name, in any case; else an alias (a Hugging Face id, a datasheet name, a short name:
     // `h100`); else the one entry the name begins (`l40` for `l40s`, but `a100` is `a100-80gb`
@@ -649,7 +670,7 @@ fn first_in_file<F: serde::de::DeserializeOwned, T: Checked>(
 pub fn gpu(name: &str, file: Option<&Path>) -> Result<Gpu> {
     match file {
         Some(p) => first_in_file(p, "--gpu-file", |f: GpuFile| f.gpu),
-        None => pick(builtin_gpus(), name, "--gpu", ("models/gpus.toml", GPUS)),
+        None => pick(gpus(), name, "--gpu", ("models/gpus.toml", GPUS)),
     }
 }
 
@@ -657,20 +678,20 @@ pub fn gpu(name: &str, file: Option<&Path>) -> Result<Gpu> {
 pub fn model(name: &str, file: Option<&Path>) -> Result<Model> {
     match file {
         Some(p) => first_in_file(p, "--model-file", |f: ModelFile| f.model),
-        None => pick(builtin_models(), name, "--model", ("models/models.toml", MODELS)),
+        None => pick(models(), name, "--model", ("models/models.toml", MODELS)),
     }
 }
 
 /// The built-in networks.
 pub fn builtin_networks() -> Vec<Network> {
-    parse::<NetworkFile>(NETWORKS, "models/networks.toml").expect("built-in network profiles parse").network
+    networks().to_vec()
 }
 
 /// A network by name, or the first entry of a TOML file with `[[network]]` tables.
 pub fn network(name: &str, file: Option<&Path>) -> Result<Network> {
     match file {
         Some(p) => first_in_file(p, "--network-file", |f: NetworkFile| f.network),
-        None => pick(builtin_networks(), name, "--network", ("models/networks.toml", NETWORKS)),
+        None => pick(networks(), name, "--network", ("models/networks.toml", NETWORKS)),
     }
 }
 

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// One row of a fit's residuals or hold-out predictions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -197,8 +198,9 @@ const BUILTIN_KERNELS: (&str, &str) =
 
 /// The built-in kernel-step profile with its file name.
 pub fn builtin_kernels() -> (&'static str, Profile) {
+    static PARSED: OnceLock<Profile> = OnceLock::new();
     let (f, t) = BUILTIN_KERNELS;
-    (f, parse(Path::new(f), t).expect("built-in profiles parse (tested)"))
+    (f, PARSED.get_or_init(|| parse(Path::new(f), t).expect("built-in profiles parse (tested)")).clone())
 }
 
 /// Parses a profile; `path` names the file in errors.
@@ -227,16 +229,27 @@ pub fn to_toml(p: &Profile) -> String {
     toml::to_string(p).unwrap_or_default()
 }
 
+/// The built-in profiles, parsed once per process: every run resolves its calibration, and a
+/// sweep resolves a run per grid point (parsing them each time was most of a small point's
+/// cost).
+fn parsed() -> &'static [(&'static str, Profile)] {
+    static PARSED: OnceLock<Vec<(&'static str, Profile)>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        BUILTIN.iter().map(|(f, t)| (*f, parse(Path::new(f), t).expect("built-in profiles parse (tested)"))).collect()
+    })
+}
+
 /// Every built-in profile with its file name.
 pub fn builtin() -> Vec<(&'static str, Profile)> {
-    BUILTIN.iter().map(|(f, t)| (*f, parse(Path::new(f), t).expect("built-in profiles parse (tested)"))).collect()
+    parsed().to_vec()
 }
 
 /// The built-in profile for a GPU, engine family and model, with its file name.
 pub fn builtin_for(gpu: &str, engine: EngineKind, model: &str) -> Option<(&'static str, Profile)> {
-    builtin()
-        .into_iter()
+    parsed()
+        .iter()
         .find(|(_, p)| p.gpu == gpu && p.engine == family(engine) && p.models.iter().any(|m| m == model))
+        .cloned()
 }
 
 #[cfg(test)]
