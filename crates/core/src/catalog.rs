@@ -543,7 +543,8 @@ fn gpus() -> &'static [Gpu] {
 /// The built-in models, parsed once per process.
 fn models() -> &'static [Model] {
     static PARSED: OnceLock<Vec<Model>> = OnceLock::new();
-    PARSED.get_or_init(|| parse::<ModelFile>(MODELS, "models/models.toml").expect("built-in model profiles parse").model)
+    PARSED
+        .get_or_init(|| parse::<ModelFile>(MODELS, "models/models.toml").expect("built-in model profiles parse").model)
 }
 
 /// The built-in networks, parsed once per process.
