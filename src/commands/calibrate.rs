@@ -14,7 +14,7 @@ use cachesim::config::Calibration;
 use clap::Parser;
 use rayon::prelude::*;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -430,6 +430,26 @@ fn silicon_rows(dir: &Path, globs: Option<&[glob::Pattern]>, data: Option<&Path>
     Ok(out)
 }
 
+/// The silicon rows the built-in profiles were fitted on, less those `selected` holds already
+/// (none when the data folder lacks them).
+fn silicon_training_rows(
+    dir: &Path,
+    data: Option<&Path>,
+    selected: &[case::LoadedCase],
+) -> anyhow::Result<Vec<case::LoadedCase>> {
+    let names: BTreeSet<String> = profile::builtin()
+        .into_iter()
+        .flat_map(|(_, p)| p.fit.cases)
+        .filter(|c| c.contains('/') && !selected.iter().any(|s| s.case.case == *c))
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let globs: Vec<glob::Pattern> =
+        names.iter().map(|n| glob::Pattern::new(&glob::Pattern::escape(n))).collect::<Result<_, _>>()?;
+    Ok(silicon_rows(dir, Some(&globs), data)?.cases)
+}
+
 /// What [`silicon_rows`] found.
 #[derive(Default)]
 struct SiliconRows {
@@ -522,8 +542,12 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<Answer> {
         let p = args.cases.as_deref().unwrap_or_default();
         anyhow::bail!("--cases {p}: no case in {} matches", args.cases_dir.display());
     }
-    // Refits train on cases --cases does not select: those are prepared too.
+    // Refits train on cases --cases does not select: those are prepared too, and so are the
+    // silicon rows a built-in profile was fitted on (a profile lends to other groups as fitted
+    // only where its cases' groups are known).
     let holdout = args.leave_one_out || args.leave_group_out.is_some();
+    let training_rows =
+        if holdout { silicon_training_rows(&args.cases_dir, data.as_deref(), &rows.cases)? } else { Vec::new() };
     let mut v = validation::Validation::default();
     v.not_run.append(&mut rows.not_run);
     let silicon_cases = std::mem::take(&mut rows.cases);
@@ -531,15 +555,17 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<Answer> {
     let mut targets = Vec::new();
     let mut not_run = BTreeMap::new();
     let mut phases = Vec::new();
-    for (c, row) in cases.iter().map(|c| (c, false)).chain(silicon_cases.iter().map(|c| (c, true))) {
-        let chosen = row || selected(c);
+    let silicon = silicon_cases.iter().map(|c| (c, Some(true))).chain(training_rows.iter().map(|c| (c, Some(false))));
+    for (c, row) in cases.iter().map(|c| (c, None)).chain(silicon) {
+        let chosen = row.unwrap_or_else(|| selected(c));
         if !chosen && !holdout {
             continue;
         }
-        if row {
+        if row.is_some() {
             match prepare(c, data.as_deref(), args.uncalibrated, &mut cache) {
-                Ok(t) => targets.push((c, t, true)),
-                Err(e) => rows.refused(c, &e),
+                Ok(t) => targets.push((c, t, chosen)),
+                Err(e) if chosen => rows.refused(c, &e),
+                Err(_) => {}
             }
             continue;
         }
@@ -691,8 +717,8 @@ fn honest_refits(
         };
         let family = profile::family(t.cfg.engine.engine).to_string();
         let class = cachesim::calibration::prior::model_class(&t.cfg.model, t.cfg.deployment.spec.is_some());
-        let case = c.case.case.clone();
-        members.push(Member { case, group, family, class, profile, selected: *chosen });
+        let (case, gpu) = (c.case.case.clone(), t.cfg.gpu.name.clone());
+        members.push(Member { case, group, family, gpu, class, profile, selected: *chosen });
     }
     // Kernel-step cases train nothing here, but a kernel profile fitted outside a group lends
     // its device factors to that group's cases (the kernels rung): their groups must be known.
@@ -705,8 +731,8 @@ fn honest_refits(
         };
         let model = cachesim::catalog::model(&k.case.model, None)?;
         let class = cachesim::calibration::prior::model_class(&model, false);
-        let family = holdout::KERNELS.to_string();
-        members.push(Member { case: k.case.case, group, family, class, profile: Some(pi), selected: false });
+        let (family, gpu) = (holdout::KERNELS.to_string(), k.case.gpu.clone());
+        members.push(Member { case: k.case.case, group, family, gpu, class, profile: Some(pi), selected: false });
     }
     let refs: Vec<ProfileRef> = profiles
         .iter()
@@ -714,6 +740,9 @@ fn honest_refits(
             cases: p.fit.cases.clone(),
             family: p.engine.clone(),
             transferable: p.fit.options().setup_bound_flag().is_none(),
+            gpu: p.gpu.clone(),
+            at_bound: !cachesim::calibration::factors::names_at_bounds(&p.efficiency, &p.fit.fitted, &p.fit.options())
+                .is_empty(),
         })
         .collect();
     let (mode, plans) = match args.leave_group_out {
@@ -764,6 +793,7 @@ fn honest_refits(
             }
             // The priors, fitted on nothing: what `--uncalibrated` prices the case with; or their
             // device factors replaced by a kernel profile's (fitted outside the group).
+            Plan::Transfer { from, .. } => fit::simulate(t, profiles[*from].1.efficiency).map(Some),
             Plan::Prior { device_of: None, .. } => fit::simulate(t, cachesim::cost::Efficiency::default()).map(Some),
             Plan::Prior { device_of: Some(k), .. } => {
                 fit::simulate(t, cachesim::calibration::prior::kernel_device_prior(&profiles[*k].1.efficiency))
@@ -808,6 +838,25 @@ fn honest_refits(
                         )
                     }
                 });
+                if let Some(s) = s {
+                    *pred = s;
+                }
+            }
+            Plan::Transfer { from, .. } => {
+                let (lender, fitted) = (&profiles[*from].1.name, &profiles[*from].1.fit);
+                info.refit = Some(holdout::GROUP_OUT.to_string());
+                info.rung = Some(Rung::Family.name().to_string());
+                let cases = &fitted.cases;
+                let on = if cases.len() <= 3 {
+                    cases.join(", ")
+                } else {
+                    format!("{} cases: {}, …", cases.len(), cases[..2].join(", "))
+                };
+                info.refit_on = Some(format!(
+                    "the {} family's factors as fitted in {lender} (on {on}; outside its group, model class {})",
+                    info.engine,
+                    members_class(&members, &info.case)
+                ));
                 if let Some(s) = s {
                     *pred = s;
                 }

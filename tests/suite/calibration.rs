@@ -593,22 +593,25 @@ fn held_out_error_stays_under_the_measured_bound() {
 
 /// Leave-one-source-out over the published points (issue 15 §5: median |error| at most 15 % on
 /// throughput and TPOT): each case a profile was fitted on is predicted without any case of its
-/// source page. No other page holds a serving case of the same engine family and model class
-/// (the sglang/vLLM Llama points share one page; the only other sglang/vLLM profiles are the H20
-/// DeepSeek-R1 ones — MoE — and stand-ins; the TensorRT-LLM points share one page too), so
-/// every such case falls to the kernels rung: the device factors fitted on the H200 kernel steps
-/// (another source), host and communication factors at the priors. Measured over the published
-/// points: output throughput 6.13 % over 64 rows (bound 6.5 %), median TPOT 11.35 % over 8
-/// (bound 11.5 %: the target, 15 %, is met), median TTFT 10.12 % over 8 (bound 10.5 %), median
-/// E2E 22.02 % over 8 (bound 22.5 %). Each ShareGPT point is predicted by its median over the
-/// samples of nine seeds (`workload.seeds`): the sample cannot be rebuilt, and the source's seed
-/// alone gave TPOT 11.16 %, TTFT 11.96 %, E2E 37.85 % (its sample's median output 149 tokens,
-/// where seeds 2 and 3 give 130 and 117). Before the kernels rung, with the priors' device factors
-/// (no kernel floor; and before vLLM V0's async output processing): throughput 12.0 %, TPOT
-/// 21.8 %, TTFT 19.0 %, E2E 12.4 % — their too-fast decode had hidden
-/// that the rebuilt ShareGPT sample's outputs are longer than the real one's (every E2E row is
-/// 11–78 % too slow while its TPOT is 0–40 % too slow). Before the model class and the prior
-/// rung the family rung trained the Llama points on the DeepSeek runs: TPOT 1222 %.
+/// source page. The SGLang Llama points of the 2024 sglang/vLLM page take the family rung: the
+/// SGLang profile fitted on the silicon sample's Qwen3-32B H100 rows (another source; its host
+/// overheads and per-kernel floor fitted, the device factors the H200 kernel steps') predicts
+/// them as fitted. Every other case falls to the kernels rung: the device factors fitted on the
+/// H200 kernel steps (another source), host and communication factors at the priors — the
+/// page's vLLM points (no other page holds a vLLM V0 run), the TensorRT-LLM points (one page)
+/// and the seed runs. Measured over the published points: output throughput 6.13 % over 64 rows
+/// (bound 6.5 %), median TPOT 3.28 % over 8 (bound 3.5 %), median TTFT 11.75 % over 8 (bound
+/// 12 %), median E2E 14.99 % over 8 (bound 15 %). Before the family rung lent as fitted (all
+/// eight on the kernels rung): TPOT 11.35 %, TTFT 10.12 %, E2E 22.02 % — the four SGLang points
+/// +13 … +40 % too slow in TPOT at the priors' 3 ms host time per step. Each ShareGPT point is
+/// predicted by its median over the samples of nine seeds (`workload.seeds`): the sample cannot
+/// be rebuilt, and the source's seed alone gave TPOT 11.16 %, TTFT 11.96 %, E2E 37.85 % (kernels
+/// rung; its sample's median output 149 tokens, where seeds 2 and 3 give 130 and 117). Before the
+/// kernels rung, with the priors' device factors (no kernel floor; and before vLLM V0's async
+/// output processing): throughput 12.0 %, TPOT 21.8 %, TTFT 19.0 %, E2E 12.4 % — their too-fast
+/// decode had hidden that the rebuilt ShareGPT sample's outputs are longer than the real one's.
+/// Before the model class and the prior rung the family rung trained the Llama points on the
+/// DeepSeek runs: TPOT 1222 %.
 #[test]
 #[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn leave_source_out_published_stays_under_the_measured_bound() {
@@ -633,9 +636,9 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
     assert!(kept.len() > 100 && built_in.lines().count() > kept.len() + 1000, "{} rows", kept.len());
     for (metric, rows, bound) in [
         ("output_throughput", 64, 6.5),
-        ("median_tpot_ms", 8, 11.5),
-        ("median_ttft_ms", 8, 10.5),
-        ("median_e2e_latency_ms", 8, 22.5),
+        ("median_tpot_ms", 8, 3.5),
+        ("median_ttft_ms", 8, 12.0),
+        ("median_e2e_latency_ms", 8, 15.0),
     ] {
         let s = &v["held_out_published"][metric];
         let m = s["median_abs_error_pct"].as_f64().unwrap();
@@ -643,7 +646,7 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
         assert!(m < bound, "published leave-one-source-out {metric}: median |error| {m:.2} % (bound {bound} %)");
     }
     let case = |name: &str| v["cases"].as_array().unwrap().iter().find(|c| c["case"] == name).unwrap().clone();
-    for name in ["P001", "P002", "P049", "P059", "vllm-ttft-64seq-6144btk"] {
+    for name in ["P002", "P049", "P059", "vllm-ttft-64seq-6144btk"] {
         let c = case(name);
         assert_eq!((&c["refit"], &c["rung"]), (&"group-out (kernel device)".into(), &"kernels".into()), "{c}");
     }
@@ -653,14 +656,26 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
         let c = case(name);
         assert_eq!((&c["refit"], &c["rung"]), (&"group-out (kernel device)".into(), &"kernels".into()), "{c}");
     }
-    let on = case("P001")["refit_on"].as_str().unwrap().to_string();
+    let on = case("P002")["refit_on"].as_str().unwrap().to_string();
     assert!(
         on.starts_with("the device factors of h200-kernels (fitted on h200-llama8b-steps, kernel steps outside")
             && on.ends_with(
-                "no transferable sglang profile was fitted on a case of its model class (dense) outside its group"
+                "no transferable vllm-v0 profile was fitted on a case of its model class (dense) outside its group"
             ),
         "{on}"
     );
+    // The SGLang points: the silicon sample's SGLang profile as fitted (no refit), though
+    // `--cases` does not select its rows.
+    for name in ["P001", "P003", "P005", "P007"] {
+        let c = case(name);
+        assert_eq!((&c["refit"], &c["rung"]), (&"group-out".into(), &"family".into()), "{c}");
+        let on = c["refit_on"].as_str().unwrap();
+        assert!(
+            on.starts_with("the sglang family's factors as fitted in h100-sxm-sglang-qwen3 (on 26 cases: aic-h100/")
+                && on.ends_with("; outside its group, model class dense)"),
+            "{on}"
+        );
+    }
 }
 
 /// A published ShareGPT point whose sample cannot be rebuilt (`workload.seeds = 9`) is predicted

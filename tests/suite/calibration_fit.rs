@@ -266,12 +266,12 @@ fn leave_one_out_is_deterministic_and_matches_the_fit_record() {
 }
 
 /// Leave-group-out by GPU: every profile's cases share a GPU, so each GPU's cases are predicted
-/// by the vLLM family's factors fitted on the other GPU's cases of the same model class (dense)
-/// — fit on A100, predict H100. The truth is the same share of peak on both GPUs, so h0 comes
-/// back within 2 % and c0–c2 within 10 % (one H100 load constrains fewer factors). By source
-/// all cases are one group ("seed runs"): no case outside it trains any, so each is priced by
-/// the step-time priors alone — the `--uncalibrated` rows exactly — gated, and no published
-/// point is among them.
+/// by the vLLM family's profile fitted on the other GPU's cases of the same model class (dense),
+/// as fitted — fit on A100, predict H100, and back. The truth is the same share of peak on both
+/// GPUs, so h0 comes back within 2 % and c0–c2 within 10 % (one H100 load constrains fewer
+/// factors). By source all cases are one group ("seed runs"): no case outside it trains any, so
+/// each is priced by the step-time priors alone — the `--uncalibrated` rows exactly — gated, and
+/// no published point is among them.
 #[test]
 fn leave_gpu_out_fits_on_a100_and_predicts_h100() {
     let dir = tempfile::tempdir().unwrap();
@@ -286,11 +286,11 @@ fn leave_gpu_out_fits_on_a100_and_predicts_h100() {
     assert!(cases.iter().all(|c| c["refit"] == "group-out" && c["rung"] == "family"), "{cases:?}");
     assert_eq!(
         cases[3]["refit_on"],
-        "the vllm family's factors (options of h100-sxm) fitted on c0, c1, c2 (outside its group, model class dense)"
+        "the vllm family's factors as fitted in a100-80gb (on c0, c1, c2; outside its group, model class dense)"
     );
     assert_eq!(
         cases[0]["refit_on"],
-        "the vllm family's factors (options of a100-80gb) fitted on h0 (outside its group, model class dense)"
+        "the vllm family's factors as fitted in h100-sxm (on h0; outside its group, model class dense)"
     );
     assert_eq!(v["by_rung"]["family"], v["held_out"]);
     let weighted = ["output_throughput", "median_ttft_ms", "median_tpot_ms", "median_e2e_latency_ms"];

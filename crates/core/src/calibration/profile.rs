@@ -183,6 +183,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ("a100-80gb-sglang.toml", include_str!("../../../../calibration/profiles/a100-80gb-sglang.toml")),
     ("a100-80gb-vllm.toml", include_str!("../../../../calibration/profiles/a100-80gb-vllm.toml")),
     ("h100-sxm-sglang.toml", include_str!("../../../../calibration/profiles/h100-sxm-sglang.toml")),
+    ("h100-sxm-sglang-qwen3.toml", include_str!("../../../../calibration/profiles/h100-sxm-sglang-qwen3.toml")),
     ("h100-sxm-trtllm.toml", include_str!("../../../../calibration/profiles/h100-sxm-trtllm.toml")),
     ("h100-sxm-vllm.toml", include_str!("../../../../calibration/profiles/h100-sxm-vllm.toml")),
     ("h20-sglang.toml", include_str!("../../../../calibration/profiles/h20-sglang.toml")),

@@ -4,7 +4,8 @@
 //! cases, else from the engine family's factors fitted on the other groups' cases of the same
 //! model class, else from the device factors measured at kernel level outside the group with
 //! the host factors at the priors, else from the step-time priors with no fitted factor at all:
-//! the fallback chain of [`leave_group_out`]). This module only plans: it names each case's
+//! the fallback chain of [`leave_group_out`], whose family rung takes a profile of the family
+//! fitted wholly outside the group as fitted before it refits). This module only plans: it names each case's
 //! training cases and the profile whose options the refit reuses; the command runs the fits (in
 //! parallel, each distinct training set once).
 
@@ -66,6 +67,11 @@ pub struct ProfileRef {
     /// Fitted with real hardware bounds: its factors are shares of peak and transfer across GPUs
     /// (a profile fitted with `--unknown-hardware` absorbs a stand-in setup and does not).
     pub transferable: bool,
+    /// The GPU it was fitted for (the family rung prefers a profile of the case's GPU).
+    pub gpu: String,
+    /// A fitted factor of it ended at a bound of its search: it stands in for something the
+    /// model leaves out, so the profile lends nothing as fitted to another group.
+    pub at_bound: bool,
 }
 
 /// A case of the validation run.
@@ -76,6 +82,8 @@ pub struct Member {
     pub group: String,
     /// Its engine family.
     pub family: String,
+    /// Its GPU (catalog name).
+    pub gpu: String,
     /// Its model class ([`cachesim_core::calibration::prior::model_class`]): the family rung trains only on cases of the same.
     pub class: String,
     /// The index of its profile in the planner's profile list; `None`: the raw roofline.
@@ -92,6 +100,11 @@ pub enum Plan {
     /// A refit on `training` (case names, in case order) with the fit options of profile
     /// `options_of`, the training set chosen by `rung`; `mark`: the case's row mark.
     Refit { training: Vec<String>, options_of: usize, rung: Rung, mark: &'static str },
+    /// The family rung without a refit: profile `from` — of the case's engine family, fitted
+    /// with real hardware bounds on cases all outside the group and all of the case's model
+    /// class, no factor at a bound of its search — predicts it with its factors as fitted (marked [`GROUP_OUT`]); `options_of`: the
+    /// case's own profile.
+    Transfer { from: usize, options_of: usize },
     /// No serving case outside its group can train it: the step-time priors predict it, no
     /// factor fitted on any serving case; `options_of`: its own profile, named in its profile
     /// line only. `device_of`: a kernel-step profile ([`KERNELS`]) whose every case lies outside
@@ -130,11 +143,14 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
 ///
 /// 1. [`Rung::Profile`] — its profile refitted on its cases outside the group (same GPU and
 ///    engine family);
-/// 2. [`Rung::Family`] — a transferable profile: the engine family's factors fitted on the
-///    cases of the other groups, of the same model class ([`cachesim_core::calibration::prior::model_class`]), that a
-///    transferable profile of that family was fitted on (efficiencies are shares of peak, so
+/// 2. [`Rung::Family`] — the engine family's factors from other groups, of the same model class
+///    ([`cachesim_core::calibration::prior::model_class`]; efficiencies are shares of peak, so
 ///    they transfer across GPUs; a class's factors absorb what the roofline leaves out of it —
-///    expert routing, MLA, speculative steps — so they do not transfer across classes);
+///    expert routing, MLA, speculative steps — so they do not transfer across classes): a
+///    transferable profile of the family every case of which lies outside the group and is of
+///    the class, and no factor of which ended at a bound of its search, as fitted ([`Plan::Transfer`]: the one fitted for the case's GPU if any, else
+///    the one fitted on the most cases, else the first); else a refit on the cases of the other
+///    groups, of the class, that a transferable profile of the family was fitted on;
 /// 3. [`Rung::Kernels`] — [`Plan::Prior`] with `device_of`: the device factors (GEMM, HBM and
 ///    attention efficiency, the per-kernel floor) of a kernel-step profile ([`KERNELS`]: steps
 ///    timed on a GPU with no serving engine) all of whose cases lie outside the group, the host
@@ -175,6 +191,22 @@ pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Ve
             continue;
         } else if !training.is_empty() {
             plans.push(Plan::Refit { training, options_of: pi, rung: Rung::Profile, mark: GROUP_OUT });
+            continue;
+        }
+        // A transferable profile of the family fitted wholly outside the group, on the class.
+        let outside = |q: &ProfileRef| {
+            q.cases.iter().all(|c| {
+                members.iter().any(|o| o.case == *c && o.group != m.group && o.family == m.family && o.class == m.class)
+            })
+        };
+        let lender = profiles
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| q.transferable && !q.at_bound && q.family == p.family && !q.cases.is_empty())
+            .filter(|(_, q)| outside(q))
+            .min_by_key(|(qi, q)| (q.gpu != m.gpu, std::cmp::Reverse(q.cases.len()), *qi));
+        if let Some((from, _)) = lender.filter(|_| p.transferable) {
+            plans.push(Plan::Transfer { from, options_of: pi });
             continue;
         }
         // The cases of the family's transferable profiles, outside the group, of the class.
@@ -226,12 +258,13 @@ mod tests {
     use super::*;
 
     fn m(case: &str, group: &str, family: &str, profile: Option<usize>) -> Member {
-        let class = "dense".into();
-        Member { case: case.into(), group: group.into(), family: family.into(), class, profile, selected: true }
+        let (class, gpu) = ("dense".into(), String::new());
+        Member { case: case.into(), group: group.into(), family: family.into(), gpu, class, profile, selected: true }
     }
 
     fn p(cases: &[&str], family: &str, transferable: bool) -> ProfileRef {
-        ProfileRef { cases: cases.iter().map(|c| c.to_string()).collect(), family: family.into(), transferable }
+        let cases = cases.iter().map(|c| c.to_string()).collect();
+        ProfileRef { cases, family: family.into(), transferable, gpu: String::new(), at_bound: false }
     }
 
     /// Two A100 cases and one held-out case of profile 0, two H100 cases of profile 1, one
@@ -280,24 +313,19 @@ mod tests {
         );
     }
 
-    /// By GPU every profile's cases share the group: the vLLM A100 cases are predicted from the
-    /// H100 cases and the other way round; the lone H100 sglang case, with no sglang case
-    /// outside its group, and the stand-in (its factors do not transfer) fall to the priors.
+    /// By GPU every profile's cases share the group: the vLLM A100 cases are predicted by the
+    /// H100 profile as fitted and the other way round; the lone H100 sglang case, with no sglang
+    /// case outside its group, and the stand-in (its factors do not transfer) fall to the priors.
     #[test]
     fn leave_gpu_out_by_hand() {
         let (members, profiles) = set();
-        let family = |t: &[&str], pi| Plan::Refit {
-            training: t.iter().map(|c| c.to_string()).collect(),
-            options_of: pi,
-            rung: Rung::Family,
-            mark: GROUP_OUT,
-        };
+        let transfer = |from, options_of| Plan::Transfer { from, options_of };
         let want = [
-            family(&["h1", "h2"], 0),
-            family(&["h1", "h2"], 0),
-            family(&["h1", "h2"], 0),
-            family(&["a1", "a2"], 1),
-            family(&["a1", "a2"], 1),
+            transfer(1, 0),
+            transfer(1, 0),
+            transfer(1, 0),
+            transfer(0, 1),
+            transfer(0, 1),
             Plan::Prior { options_of: 2, device_of: None },
             Plan::Keep,
             Plan::Prior { options_of: 3, device_of: None },
@@ -315,6 +343,7 @@ mod tests {
             case: "k1".into(),
             group: "h200".into(),
             family: KERNELS.into(),
+            gpu: "h200".into(),
             class: "dense".into(),
             profile: Some(4),
             selected: false,
@@ -382,6 +411,7 @@ mod tests {
             case: case.into(),
             group: group.into(),
             family: family.into(),
+            gpu: String::new(),
             class: class.into(),
             profile: Some(profile),
             selected: true,
@@ -409,16 +439,62 @@ mod tests {
             mark: GROUP_OUT,
         };
         let prior = |pi| Plan::Prior { options_of: pi, device_of: None };
+        let transfer = |from, options_of| Plan::Transfer { from, options_of };
         assert_eq!(
             leave_group_out(&members, &profiles).unwrap(),
-            [family(&["d2"], 0), family(&["d1"], 1), prior(2), prior(3), prior(4), prior(5)]
+            [transfer(1, 0), transfer(0, 1), prior(2), prior(3), prior(4), prior(5)]
         );
         members.push(mk("e2", "page4", "vllm", "MoE", 6));
         profiles.push(p(&["e2"], "vllm", true));
         let plans = leave_group_out(&members, &profiles).unwrap();
-        assert_eq!((&plans[2], &plans[6]), (&family(&["e2"], 2), &family(&["e1"], 6)));
-        assert_eq!(plans[0], family(&["d2"], 0), "the MoE cases do not train a dense one");
+        assert_eq!((&plans[2], &plans[6]), (&transfer(6, 2), &transfer(2, 6)));
+        assert_eq!(plans[0], transfer(1, 0), "the MoE cases do not lend to a dense one");
+        // A profile fitted partly inside the group lends nothing as fitted: the family's cases
+        // outside the group are refitted with the case's own profile's options.
+        profiles[1].cases.push("d1".into());
+        let plans = leave_group_out(&members, &profiles).unwrap();
+        assert_eq!(plans[0], family(&["d2"], 0));
         assert_eq!(Rung::Prior.name(), "prior");
+    }
+
+    /// Of several profiles that could lend as fitted, the one of the case's GPU, else the one
+    /// fitted on the most cases, else the first.
+    #[test]
+    fn the_family_rung_prefers_the_cases_gpu_then_the_most_cases() {
+        let mk = |case: &str, group: &str, gpu: &str, profile| Member {
+            case: case.into(),
+            group: group.into(),
+            family: "sglang".into(),
+            gpu: gpu.into(),
+            class: "dense".into(),
+            profile: Some(profile),
+            selected: true,
+        };
+        let members = vec![
+            mk("x", "page1", "h100", 0),
+            mk("a1", "page2", "a100", 1),
+            mk("a2", "page2", "a100", 1),
+            mk("a3", "page2", "a100", 1),
+            mk("h1", "page3", "h100", 2),
+            mk("b1", "page4", "b200", 3),
+        ];
+        let q = |cases: &[&str], gpu: &str| ProfileRef { gpu: gpu.into(), ..p(cases, "sglang", true) };
+        let mut profiles =
+            vec![q(&["x"], "h100"), q(&["a1", "a2", "a3"], "a100"), q(&["h1"], "h100"), q(&["b1"], "b200")];
+        assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Transfer { from: 2, options_of: 0 });
+        profiles[2].gpu = "h200".into();
+        assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Transfer { from: 1, options_of: 0 });
+        profiles[1].cases.truncate(1);
+        assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Transfer { from: 1, options_of: 0 });
+        // A profile with a factor at a bound lends nothing as fitted; nor does a stand-in (not
+        // transferable), whose case borrows nothing either.
+        profiles[2].at_bound = true;
+        assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Transfer { from: 1, options_of: 0 });
+        profiles[2].at_bound = false;
+        profiles[1].transferable = false;
+        assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Transfer { from: 2, options_of: 0 });
+        profiles[0].transferable = false;
+        assert!(matches!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Prior { .. }));
     }
 
     #[test]
