@@ -207,6 +207,9 @@ impl Stats {
     }
 }
 
+/// Gap runs [`TokenLog`] lets wait before it sorts them into its histogram (16 bytes each).
+const PENDING: usize = 1 << 18;
+
 /// Collects token times while the simulation runs, without storing them per request or per
 /// step: the inter-token gaps as a histogram of exact values, the output tokens as counts per
 /// 1-second bucket once the buckets' origin is known. Its memory follows the number of distinct
@@ -250,8 +253,9 @@ impl TokenLog {
         }
         self.pending.push(std::mem::take(&mut self.run));
         // Merging costs about the histogram's size: done when as many runs wait, so each run
-        // costs O(log) and memory stays within twice the distinct values (plus 4,096).
-        if self.pending.len() >= self.itl.len().max(4096) {
+        // costs O(log) and memory stays within twice the distinct values (plus `PENDING`: a
+        // run of a few thousand requests sorts its gaps once, at the end).
+        if self.pending.len() >= self.itl.len().max(PENDING) {
             self.merge_pending();
         }
     }
@@ -259,7 +263,20 @@ impl TokenLog {
     /// Merges the waiting runs into the histogram: the runs sorted, then one linear merge of two
     /// sorted lists (sorting the whole histogram again costs 10 % more of a 16-instance run).
     fn merge_pending(&mut self) {
-        self.pending.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        // Gaps are never negative (a later token's time less an earlier one's), so their bits
+        // order them as numbers: a fifth faster than `total_cmp`.
+        debug_assert!(self.pending.iter().all(|r| r.0.is_sign_positive()), "a negative gap");
+        self.pending.sort_unstable_by_key(|r| r.0.to_bits());
+        if self.itl.is_empty() {
+            // Nothing to merge with: equal values (by bits) become one entry in place.
+            self.pending.dedup_by(|b, a| {
+                let same = a.0.to_bits() == b.0.to_bits();
+                a.1 += if same { b.1 } else { 0 };
+                same
+            });
+            std::mem::swap(&mut self.itl, &mut self.pending);
+            return;
+        }
         let mut merged: Vec<(f64, u64)> = Vec::with_capacity(self.itl.len() + self.pending.len());
         let (mut a, mut b) = (self.itl.iter().peekable(), self.pending.iter().peekable());
         while let Some(&(v, c)) = match (a.peek(), b.peek()) {

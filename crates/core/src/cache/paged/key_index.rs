@@ -9,7 +9,8 @@ use super::IndexWord;
 /// Keys per chunk of a sparse map (512 bytes of 16-bit words: about one request's run of keys).
 const CHUNK: usize = 256;
 
-/// Key → carrier, `W::NONE` for a key no block carries: one word per key, or (when
+/// Key → carrier, `W::NONE` for a key no block has carried (an entry may also name a block that
+/// no longer carries the key: the cache checks the block's own key): one word per key, or (when
 /// [`IndexWord::SPARSE`], decided at compile time so the dense map pays nothing for it) chunks.
 pub(super) struct KeyIndex<W> {
     dense: Vec<W>,

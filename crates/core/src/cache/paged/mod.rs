@@ -331,13 +331,13 @@ impl<W: IndexWord> PagedCache<W> {
     fn extend_hits(&self, seq: SeqId, max_blocks: usize, hits: &mut Vec<u32>) -> usize {
         let mut free = 0;
         for key in self.ids.ids(seq, hits.len(), max_blocks) {
-            match self.index.get(key).unpack() {
-                NONE => break,
-                b => {
-                    hits.push(b);
-                    free += self.blk[b as usize].queued() as usize;
-                }
+            // The entry may be stale (see `uncache`): a hit only where the block still answers.
+            let b = self.index.get(key).unpack();
+            if !self.answers(b, key) {
+                break;
             }
+            hits.push(b);
+            free += self.blk[b as usize].queued() as usize;
         }
         free
     }
@@ -391,11 +391,14 @@ impl<W: IndexWord> PagedCache<W> {
             e.push((key, false));
         }
         if self.blk[b as usize].first {
-            // The next duplicate, if any, becomes the answer.
+            // The next duplicate, if any, becomes the answer. With none, the entry is left
+            // pointing at `b`, stale: every reader checks that its block still answers the key
+            // (`answers`), so an eviction — most of a full pool's allocations — writes nothing
+            // to the index, whose entries are scattered over the run's distinct blocks.
             if next != NIL {
                 self.blk[next as usize].first = true;
+                self.index.set(key, W::pack(next));
             }
-            self.index.set(key, W::pack(if next == NIL { NONE } else { next }));
         } else {
             let mut p = self.index.get(key).unpack();
             debug_assert_ne!(p, NONE, "a cached block's key is indexed");
@@ -415,22 +418,21 @@ impl<W: IndexWord> PagedCache<W> {
                 w.dirty = true;
             }
         }
-        self.blk[b as usize].key = key;
         if let Some(e) = self.events.as_mut() {
             e.push((key, true));
         }
-        match self.index.get(key).unpack() {
-            NONE => {
-                self.index.set(key, W::pack(b));
-                self.blk[b as usize].first = true;
+        let mut p = self.index.get(key).unpack();
+        if self.answers(p, key) {
+            while self.blk[p as usize].dup_next != NIL {
+                p = self.blk[p as usize].dup_next;
             }
-            mut p => {
-                while self.blk[p as usize].dup_next != NIL {
-                    p = self.blk[p as usize].dup_next;
-                }
-                self.blk[p as usize].dup_next = b;
-            }
+            self.blk[p as usize].dup_next = b;
+        } else {
+            // No carrier (the entry is empty or stale).
+            self.index.set(key, W::pack(b));
+            self.blk[b as usize].first = true;
         }
+        self.blk[b as usize].key = key;
     }
 
     fn note_peak(&mut self) {
@@ -805,7 +807,7 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
         assert_eq!(in_use + self.list_len, minted as u64 - 1, "blocks not conserved");
         let cached_free = released.iter().filter(|&&b| self.is_cached(b)).count() as u64;
         assert_eq!(cached_free, self.cached_free, "cached free count");
-        let heads = self.index.carried().into_iter().map(|(k, b)| (k, b.unpack()));
+        let heads = self.index.carried().into_iter().map(|(k, b)| (k, b.unpack())).filter(|&(k, b)| self.answers(b, k));
         let mut chained = 0;
         for (h, first) in heads {
             let mut b = first;
