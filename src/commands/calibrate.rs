@@ -834,7 +834,7 @@ fn honest_refits(
                         format!(
                             "the device factors of {kname} (fitted on {}, kernel steps outside its group), host and \
                              communication factors at the priors: {name} was fitted on its group and {why}",
-                            kfit.cases.join(", ")
+                            kfit.cases_named()
                         )
                     }
                 });
@@ -846,12 +846,7 @@ fn honest_refits(
                 let (lender, fitted) = (&profiles[*from].1.name, &profiles[*from].1.fit);
                 info.refit = Some(holdout::GROUP_OUT.to_string());
                 info.rung = Some(Rung::Family.name().to_string());
-                let cases = &fitted.cases;
-                let on = if cases.len() <= 3 {
-                    cases.join(", ")
-                } else {
-                    format!("{} cases: {}, …", cases.len(), cases[..2].join(", "))
-                };
+                let on = fitted.cases_named();
                 info.refit_on = Some(format!(
                     "the {} family's factors as fitted in {lender} (on {on}; outside its group, model class {})",
                     info.engine,

@@ -157,7 +157,7 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
             let how = if prof.fit.cases.is_empty() {
                 "not fitted".to_string()
             } else {
-                format!("fitted on {}; {}", prof.fit.cases.join(", "), prof.quality())
+                format!("fitted on {}; {}", prof.fit.cases_named(), prof.quality())
             };
             if prof.efficiency.law.is_some() && speculative {
                 return Err(Error::invalid(
@@ -177,7 +177,7 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
                 format!(
                     "{} (calibration/profiles/{file}, fitted on {}; {})",
                     prof.name,
-                    prof.fit.cases.join(", "),
+                    prof.fit.cases_named(),
                     prof.quality()
                 ),
             ),

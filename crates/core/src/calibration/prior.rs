@@ -63,7 +63,7 @@ pub fn device_prior(gpu: &Gpu) -> (Efficiency, DeviceSource, String) {
     } else {
         DeviceSource::Borrowed
     };
-    let what = format!("{} (calibration/profiles/{file}, fitted on {})", k.name, k.fit.cases.join(", "));
+    let what = format!("{} (calibration/profiles/{file}, fitted on {})", k.name, k.fit.cases_named());
     let words = match source {
         DeviceSource::Measured => format!("device: measured on this GPU, {what}"),
         DeviceSource::Family => {

@@ -83,6 +83,15 @@ pub struct FitInfo {
 }
 
 impl FitInfo {
+    /// The cases fitted on, for a line of text: every name up to three, else the count and the
+    /// first two (a profile fitted on a silicon sample names dozens of rows).
+    pub fn cases_named(&self) -> String {
+        match self.cases.len() {
+            0..=3 => self.cases.join(", "),
+            n => format!("{n} cases: {}, …", self.cases[..2].join(", ")),
+        }
+    }
+
     /// The options a profile was fitted with, from its `fit` record: its weights, `max_iters` and
     /// `unknown_hardware` and `wide_bounds` (for a record written before those were kept, the flags
     /// of its `command`: `--max-iters N`, `--unknown-hardware`, `--wide-bounds`; absent, the

@@ -357,7 +357,7 @@ impl LoadedSteps {
         };
         let (eff, calibration) = match (&used, uncalibrated) {
             (Some((p, path)), false) => {
-                (p.efficiency, format!("{} ({}, fitted on {})", p.name, path.display(), p.fit.cases.join(", ")))
+                (p.efficiency, format!("{} ({}, fitted on {})", p.name, path.display(), p.fit.cases_named()))
             }
             (_, true) => (Efficiency::default(), "none (raw roofline, --uncalibrated)".to_string()),
             (None, false) => (Efficiency::default(), "none (raw roofline: the case names no profile)".to_string()),
