@@ -743,6 +743,8 @@ fn honest_refits(
             gpu: p.gpu.clone(),
             at_bound: !cachesim::calibration::factors::names_at_bounds(&p.efficiency, &p.fit.fitted, &p.fit.options())
                 .is_empty(),
+            measured: p.fit.residuals.iter().map(|r| r.metric.clone()).collect::<BTreeSet<_>>().into_iter().collect(),
+            weighted: p.fit.options().weights.into_iter().filter(|(_, w)| *w > 0.0).map(|(m, _)| m).collect(),
         })
         .collect();
     let (mode, plans) = match args.leave_group_out {

@@ -596,14 +596,16 @@ fn held_out_error_stays_under_the_measured_bound() {
 /// source page. The SGLang Llama points of the 2024 sglang/vLLM page take the family rung: the
 /// SGLang profile fitted on the silicon sample's Qwen3-32B H100 rows (another source; its host
 /// overheads and per-kernel floor fitted, the device factors the H200 kernel steps') predicts
-/// them as fitted. Every other case falls to the kernels rung: the device factors fitted on the
-/// H200 kernel steps (another source), host and communication factors at the priors — the
-/// page's vLLM points (no other page holds a vLLM V0 run), the TensorRT-LLM points (one page)
-/// and the seed runs. Measured over the published points: output throughput 6.13 % over 64 rows
-/// (bound 6.5 %), median TPOT 3.28 % over 8 (bound 3.5 %), median TTFT 11.75 % over 8 (bound
-/// 12 %), median E2E 14.99 % over 8 (bound 15 %). Before the family rung lent as fitted (all
-/// eight on the kernels rung): TPOT 11.35 %, TTFT 10.12 %, E2E 22.02 % — the four SGLang points
-/// +13 … +40 % too slow in TPOT at the priors' 3 ms host time per step. Each ShareGPT point is
+/// them as fitted; the TensorRT-LLM points of NVIDIA's perf overview likewise take the
+/// TensorRT-LLM profile fitted on the sample's Qwen3-32B FP8 H100 TPOTs. Every other case falls
+/// to the kernels rung: the device factors fitted on the H200 kernel steps (another source), host
+/// and communication factors at the priors — the page's vLLM points (no other page holds a vLLM
+/// V0 run) and the seed runs. Measured over the published points: output throughput 5.20 % over
+/// 64 rows (bound 5.5 %), median TPOT 3.28 % over 8 (bound 3.5 %), median TTFT 11.75 % over 8
+/// (bound 12 %), median E2E 14.99 % over 8 (bound 15 %). Before the family rung lent as fitted
+/// (every one on the kernels rung): throughput 6.13 %, TPOT 11.35 %, TTFT 10.12 %, E2E 22.02 % —
+/// the four SGLang points +13 … +40 % too slow in TPOT at the priors' 3 ms host time per step.
+/// Each ShareGPT point is
 /// predicted by its median over the samples of nine seeds (`workload.seeds`): the sample cannot
 /// be rebuilt, and the source's seed alone gave TPOT 11.16 %, TTFT 11.96 %, E2E 37.85 % (kernels
 /// rung; its sample's median output 149 tokens, where seeds 2 and 3 give 130 and 117). Before the
@@ -635,7 +637,7 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
     );
     assert!(kept.len() > 100 && built_in.lines().count() > kept.len() + 1000, "{} rows", kept.len());
     for (metric, rows, bound) in [
-        ("output_throughput", 64, 6.5),
+        ("output_throughput", 64, 5.5),
         ("median_tpot_ms", 8, 3.5),
         ("median_ttft_ms", 8, 12.0),
         ("median_e2e_latency_ms", 8, 15.0),
@@ -646,7 +648,7 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
         assert!(m < bound, "published leave-one-source-out {metric}: median |error| {m:.2} % (bound {bound} %)");
     }
     let case = |name: &str| v["cases"].as_array().unwrap().iter().find(|c| c["case"] == name).unwrap().clone();
-    for name in ["P002", "P049", "P059", "vllm-ttft-64seq-6144btk"] {
+    for name in ["P002", "vllm-ttft-64seq-6144btk"] {
         let c = case(name);
         assert_eq!((&c["refit"], &c["rung"]), (&"group-out (kernel device)".into(), &"kernels".into()), "{c}");
     }
@@ -673,6 +675,17 @@ fn leave_source_out_published_stays_under_the_measured_bound() {
         assert!(
             on.starts_with("the sglang family's factors as fitted in h100-sxm-sglang-qwen3 (on 26 cases: aic-h100/")
                 && on.ends_with("; outside its group, model class dense)"),
+            "{on}"
+        );
+    }
+    // The TensorRT-LLM points, on the H100 and on the H200 (no TensorRT-LLM profile of the H200
+    // is fitted outside their page: the one fitted on the most cases lends).
+    for name in ["P049", "P059"] {
+        let c = case(name);
+        assert_eq!((&c["refit"], &c["rung"]), (&"group-out".into(), &"family".into()), "{c}");
+        let on = c["refit_on"].as_str().unwrap();
+        assert!(
+            on.starts_with("the trtllm family's factors as fitted in h100-sxm-trtllm-qwen3 (on 35 cases: aic-h100/"),
             "{on}"
         );
     }
@@ -817,6 +830,7 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
         p.fit.held,
         [
             "comm_bw: no case runs tensor parallel",
+            "comm_latency_s: no case runs tensor parallel",
             "kernel_floor_s: no kernel step case: kept at the start's 0.00 µs",
             "eager_layer_launch_s: no eager kernel step row (serving runs never use it)"
         ]

@@ -194,8 +194,8 @@ fn fit_on_step_rows_recovers_known_factors() {
         assert!((got / want - 1.0).abs() < 0.03, "{name}: {got} vs {want}");
     }
     // Host overheads and collectives are not constrained by step rows: held at the start.
-    assert_eq!((e.step_overhead_s, e.per_seq_overhead_s, e.comm_bw), (0.003, 15e-6, 0.7));
-    assert_eq!(f.held.len(), 3, "{:?}", f.held);
+    assert_eq!((e.step_overhead_s, e.per_seq_overhead_s, e.comm_bw, e.comm_latency_s), (0.003, 15e-6, 0.7, 1e-5));
+    assert_eq!(f.held.len(), 4, "{:?}", f.held);
     // A factor named in `hold` keeps its start value and is said so; an unknown name is an error.
     let mut start = o.start;
     start.mem_bw = 0.5;

@@ -31,6 +31,7 @@ pub const FACTORS: &[Factor] = &[
     Factor { name: "step_overhead_s", lo: 1e-4, hi: 0.03 },
     Factor { name: "per_seq_overhead_s", lo: 1e-7, hi: 3e-4 },
     Factor { name: "comm_bw", lo: 0.1, hi: 1.0 },
+    Factor { name: "comm_latency_s", lo: 1e-6, hi: 1e-4 },
     Factor { name: "kernel_floor_s", lo: 1e-6, hi: 1e-4 },
     Factor { name: "eager_layer_launch_s", lo: 1e-5, hi: 5e-3 },
 ];
@@ -45,6 +46,7 @@ pub const WIDE_FACTORS: &[Factor] = &[
     Factor { name: "step_overhead_s", lo: 1e-4, hi: 1.0 },
     Factor { name: "per_seq_overhead_s", lo: 1e-7, hi: 0.01 },
     Factor { name: "comm_bw", lo: 0.01, hi: 1.0 },
+    Factor { name: "comm_latency_s", lo: 1e-7, hi: 1e-3 },
     Factor { name: "kernel_floor_s", lo: 1e-7, hi: 1e-3 },
     Factor { name: "eager_layer_launch_s", lo: 1e-6, hi: 0.05 },
 ];
@@ -84,6 +86,7 @@ pub fn get(e: &Efficiency, name: &str) -> f64 {
         "step_overhead_s" => e.step_overhead_s,
         "per_seq_overhead_s" => e.per_seq_overhead_s,
         "comm_bw" => e.comm_bw,
+        "comm_latency_s" => e.comm_latency_s,
         "kernel_floor_s" => e.kernel_floor_s,
         "eager_layer_launch_s" => e.eager_layer_launch_s,
         law => {
@@ -107,6 +110,7 @@ pub fn set(e: &mut Efficiency, name: &str, v: f64) {
         "step_overhead_s" => e.step_overhead_s = v,
         "per_seq_overhead_s" => e.per_seq_overhead_s = v,
         "comm_bw" => e.comm_bw = v,
+        "comm_latency_s" => e.comm_latency_s = v,
         "kernel_floor_s" => e.kernel_floor_s = v,
         "eager_layer_launch_s" => e.eager_layer_launch_s = v,
         law => {
@@ -127,7 +131,9 @@ pub fn value_text(e: &Efficiency, name: &str) -> String {
     let v = get(e, name);
     match name {
         "step_overhead_s" | "step_s" => format!("{:.3} ms per step", v * 1e3),
-        "per_seq_overhead_s" | "kernel_floor_s" | "eager_layer_launch_s" => format!("{:.2} µs", v * 1e6),
+        "per_seq_overhead_s" | "kernel_floor_s" | "eager_layer_launch_s" | "comm_latency_s" => {
+            format!("{:.2} µs", v * 1e6)
+        }
         "per_prefill_token_s" | "per_decode_seq_s" | "per_ctx_token_s" => format!("{:.4} µs", v * 1e6),
         _ => format!("{v:.3}"),
     }
@@ -140,6 +146,7 @@ pub fn factor_text(e: &Efficiency, name: &str) -> String {
         "gemm_flops" | "attn_flops" => "of peak FLOPS",
         "mem_bw" => "of HBM bandwidth",
         "comm_bw" => "of link bandwidth",
+        "comm_latency_s" => "per collective",
         "step_s" => "(device)",
         "per_seq_overhead_s" => "per sequence",
         "kernel_floor_s" => "per kernel",

@@ -249,7 +249,7 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
                         true => return true,
                         false => format!("held at the start's {} (--factors)", value_text(&o.start, n)),
                     },
-                    "comm_bw" if !tp => "no case runs tensor parallel".to_string(),
+                    "comm_bw" | "comm_latency_s" if !tp => "no case runs tensor parallel".to_string(),
                     "step_overhead_s" | "per_seq_overhead_s" if !serving => {
                         "only kernel step cases, which time the device alone".to_string()
                     }

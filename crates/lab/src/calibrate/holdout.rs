@@ -72,6 +72,10 @@ pub struct ProfileRef {
     /// A fitted factor of it ended at a bound of its search: it stands in for something the
     /// model leaves out, so the profile lends nothing as fitted to another group.
     pub at_bound: bool,
+    /// The metrics its cases measured (its fit's residual rows), and those its fit weighs: a
+    /// refit with its options trains only on profiles' cases that measured one of the latter.
+    pub measured: Vec<String>,
+    pub weighted: Vec<String>,
 }
 
 /// A case of the validation run.
@@ -150,7 +154,8 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
 ///    transferable profile of the family every case of which lies outside the group and is of
 ///    the class, and no factor of which ended at a bound of its search, as fitted ([`Plan::Transfer`]: the one fitted for the case's GPU if any, else
 ///    the one fitted on the most cases, else the first); else a refit on the cases of the other
-///    groups, of the class, that a transferable profile of the family was fitted on;
+///    groups, of the class, that a transferable profile of the family was fitted on and whose
+///    cases measured a metric the case's own profile's fit weighs;
 /// 3. [`Rung::Kernels`] — [`Plan::Prior`] with `device_of`: the device factors (GEMM, HBM and
 ///    attention efficiency, the per-kernel floor) of a kernel-step profile ([`KERNELS`]: steps
 ///    timed on a GPU with no serving engine) all of whose cases lie outside the group, the host
@@ -213,6 +218,7 @@ pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Ve
         let pool: BTreeSet<&str> = profiles
             .iter()
             .filter(|q| q.transferable && q.family == p.family)
+            .filter(|q| q.measured.iter().any(|m| p.weighted.contains(m)))
             .flat_map(|q| q.cases.iter().map(String::as_str))
             .collect();
         let family: Vec<String> = members
@@ -264,7 +270,16 @@ mod tests {
 
     fn p(cases: &[&str], family: &str, transferable: bool) -> ProfileRef {
         let cases = cases.iter().map(|c| c.to_string()).collect();
-        ProfileRef { cases, family: family.into(), transferable, gpu: String::new(), at_bound: false }
+        let measured = vec!["output_throughput".to_string()];
+        ProfileRef {
+            cases,
+            family: family.into(),
+            transferable,
+            gpu: String::new(),
+            at_bound: false,
+            weighted: measured.clone(),
+            measured,
+        }
     }
 
     /// Two A100 cases and one held-out case of profile 0, two H100 cases of profile 1, one
@@ -454,6 +469,9 @@ mod tests {
         profiles[1].cases.push("d1".into());
         let plans = leave_group_out(&members, &profiles).unwrap();
         assert_eq!(plans[0], family(&["d2"], 0));
+        // Nor does a refit train on cases that measured none of the metrics its options weigh.
+        profiles[0].weighted = vec!["median_tpot_ms".into()];
+        assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], prior(0));
         assert_eq!(Rung::Prior.name(), "prior");
     }
 
