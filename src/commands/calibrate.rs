@@ -805,7 +805,10 @@ fn honest_refits(
         })
         .collect();
     for (((p, info), s), pred) in plans.iter().zip(infos.iter_mut()).zip(sims).zip(predicted.iter_mut()) {
-        let s = s.with_context(|| format!("case {}", info.case))?;
+        // Keep and NoTraining simulate nothing: their row keeps its own profile's prediction.
+        if let Some(s) = s.with_context(|| format!("case {}", info.case))? {
+            *pred = s;
+        }
         match p {
             Plan::Keep => {}
             Plan::NoTraining(why) => info.refit = Some(why.to_string()),
@@ -840,23 +843,16 @@ fn honest_refits(
                         )
                     }
                 });
-                if let Some(s) = s {
-                    *pred = s;
-                }
             }
             Plan::Transfer { from, .. } => {
-                let (lender, fitted) = (&profiles[*from].1.name, &profiles[*from].1.fit);
+                let (lender, on) = (&profiles[*from].1.name, profiles[*from].1.fit.cases_named());
                 info.refit = Some(holdout::GROUP_OUT.to_string());
                 info.rung = Some(Rung::Family.name().to_string());
-                let on = fitted.cases_named();
                 info.refit_on = Some(format!(
                     "the {} family's factors as fitted in {lender} (on {on}; outside its group, model class {})",
                     info.engine,
                     members_class(&members, &info.case)
                 ));
-                if let Some(s) = s {
-                    *pred = s;
-                }
             }
             Plan::Refit { training, options_of, rung, mark } => {
                 let name = &profiles[*options_of].1.name;
@@ -873,9 +869,6 @@ fn honest_refits(
                     ),
                     _ => format!("{name} refitted on {on}"),
                 });
-                if let Some(s) = s {
-                    *pred = s;
-                }
             }
         }
     }

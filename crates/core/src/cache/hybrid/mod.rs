@@ -1034,10 +1034,9 @@ impl PrefixCache for HybridCache {
 
     fn grow_quietly(&mut self, reqs: &[(ReqId, usize)], refused: Option<ReqId>) -> bool {
         // A refused waiting head retries against the pool every step (its hits, the admission
-        // gate's count): those steps are stepped.
-        if refused.is_some() || self.layout.mamba.is_some() {
-            return false;
-        }
+        // gate's count): no stretch is tried then (`grows_past_refused`), nor with Mamba groups
+        // (`quiet_until`).
+        debug_assert!(refused.is_none() && self.layout.mamba.is_none(), "a stretch the cache refuses");
         let mut need = 0i64;
         for &(req, total) in reqs {
             let Some(st) = self.reqs.get(req) else { return false };
