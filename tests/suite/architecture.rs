@@ -460,6 +460,26 @@ fn crates_point_down() {
     }
 }
 
+/// crates/core-unit compiles the core's own source with its unit tests: the same source, the same
+/// features and the same dependencies, and the core itself builds no unit tests of its own.
+#[test]
+fn the_core_unit_tests_build_the_core_itself() {
+    let manifest =
+        |p: &str| -> toml::Table { toml::from_str(&std::fs::read_to_string(repo().join(p)).unwrap()).unwrap() };
+    let (core, unit) = (manifest("crates/core/Cargo.toml"), manifest("crates/core-unit/Cargo.toml"));
+    for table in ["features", "dependencies"] {
+        assert_eq!(core[table], unit[table], "crates/core-unit's [{table}] differ from the core's");
+    }
+    assert_eq!(unit["lib"]["path"].as_str(), Some("../core/src/lib.rs"));
+    assert_eq!(core["lib"].get("test").and_then(|t| t.as_bool()), Some(false), "the core builds its unit tests itself");
+    let root = manifest("Cargo.toml");
+    let default_members = root["workspace"]["default-members"].as_array().unwrap();
+    assert!(
+        default_members.iter().any(|m| m.as_str() == Some("crates/core-unit")),
+        "`cargo test` would skip the core's unit tests"
+    );
+}
+
 /// One module style: a module with children is a folder with `mod.rs`, never `x.rs` beside `x/`.
 #[test]
 fn one_module_style() {
