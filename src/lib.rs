@@ -11,7 +11,7 @@ pub mod deployment;
 
 pub use cachesim_core::{
     analyze, cache, calibration, catalog, cluster, config, cost, engine, error, layout, load_workload, messages,
-    metrics, read_trace, replay, sim, text, tokenize, trace, vllm_memory, workload, Error, Result, SAMPLE_TRACE,
+    metrics, read_trace, replay, sim, table, text, tokenize, trace, vllm_memory, workload, Error, Result, SAMPLE_TRACE,
     SAMPLE_TRACE_NAME,
 };
 pub use cachesim_lab::{calibrate, output, plan, plot, report, saturation, seeds, sweep, trust};

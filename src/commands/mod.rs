@@ -186,18 +186,14 @@ pub fn spinner(msg: &str) -> ProgressBar {
 }
 
 /// Writes `rows` as CSV to a temporary file that becomes `path` when `files` is committed.
-pub fn write_csv<T: serde::Serialize>(
+pub fn write_csv<T: cachesim::table::TableRow>(
     files: &mut cachesim::output::Outputs,
     path: &std::path::Path,
     rows: &[T],
 ) -> anyhow::Result<()> {
     let tmp = files.stage(path)?;
-    let mut w = csv::Writer::from_path(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
-    for r in rows {
-        w.serialize(r).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    w.flush().with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    let mut file = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", path.display()))?;
+    T::write_csv(rows, &mut file).with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod messages;
 pub mod metrics;
 pub mod replay;
 pub mod sim;
+pub mod table;
 pub mod text;
 pub mod tokenize;
 pub mod trace;

@@ -55,6 +55,8 @@ pub struct Residual {
     pub priced_by: String,
 }
 
+cachesim_core::table_rows!(Residual);
+
 /// What makes two deployments near for their errors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Near {

@@ -134,6 +134,8 @@ pub struct CsvRow {
     pub profile: String,
 }
 
+cachesim_core::table_rows!(CsvRow);
+
 /// A case's role in `v`: `fitted` (its profile was fitted on it), `held-out` (a fitted profile
 /// matches it but was not fitted on it), `raw` (no fitted profile matches: the raw roofline),
 /// or its [`CaseInfo::refit`] mark; empty for a case `v` does not list.

@@ -194,6 +194,8 @@ pub struct PdRequestRow {
     pub transfer_bytes: u64,
 }
 
+cachesim_core::table_rows!(PdRequestRow);
+
 /// The rows of a disaggregated run's completed requests, in completion order. Decode
 /// instances are numbered after the prefill instances, as in the instance table.
 pub fn pd_rows(
