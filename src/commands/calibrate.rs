@@ -736,15 +736,24 @@ fn honest_refits(
     }
     let refs: Vec<ProfileRef> = profiles
         .iter()
-        .map(|(_, p)| ProfileRef {
-            cases: p.fit.cases.clone(),
-            family: p.engine.clone(),
-            transferable: p.fit.options().setup_bound_flag().is_none(),
-            gpu: p.gpu.clone(),
-            at_bound: !cachesim::calibration::factors::names_at_bounds(&p.efficiency, &p.fit.fitted, &p.fit.options())
-                .is_empty(),
-            measured: p.fit.residuals.iter().map(|r| r.metric.clone()).collect::<BTreeSet<_>>().into_iter().collect(),
-            weighted: p.fit.options().weights.into_iter().filter(|(_, w)| *w > 0.0).map(|(m, _)| m).collect(),
+        .map(|(_, p)| {
+            let o = p.fit.options();
+            ProfileRef {
+                cases: p.fit.cases.clone(),
+                family: p.engine.clone(),
+                transferable: o.setup_bound_flag().is_none(),
+                gpu: p.gpu.clone(),
+                at_bound: !cachesim::calibration::factors::names_at_bounds(&p.efficiency, &p.fit.fitted, &o).is_empty(),
+                measured: p
+                    .fit
+                    .residuals
+                    .iter()
+                    .map(|r| r.metric.clone())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+                weighted: o.weights.into_iter().filter(|(_, w)| *w > 0.0).map(|(m, _)| m).collect(),
+            }
         })
         .collect();
     let (mode, plans) = match args.leave_group_out {

@@ -605,8 +605,7 @@ fn held_out_error_stays_under_the_measured_bound() {
 /// (bound 12 %), median E2E 14.99 % over 8 (bound 15 %). Before the family rung lent as fitted
 /// (every one on the kernels rung): throughput 6.13 %, TPOT 11.35 %, TTFT 10.12 %, E2E 22.02 % —
 /// the four SGLang points +13 … +40 % too slow in TPOT at the priors' 3 ms host time per step.
-/// Each ShareGPT point is
-/// predicted by its median over the samples of nine seeds (`workload.seeds`): the sample cannot
+/// Each ShareGPT point is predicted by its median over the samples of nine seeds (`workload.seeds`): the sample cannot
 /// be rebuilt, and the source's seed alone gave TPOT 11.16 %, TTFT 11.96 %, E2E 37.85 % (kernels
 /// rung; its sample's median output 149 tokens, where seeds 2 and 3 give 130 and 117). Before the
 /// kernels rung, with the priors' device factors (no kernel floor; and before vLLM V0's async

@@ -197,11 +197,8 @@ pub fn parse(text: &str) -> Result<Vec<Residual>, csv::Error> {
 
 /// The table as CSV.
 pub fn write(rows: &[Residual]) -> Result<String, csv::Error> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for r in rows {
-        w.serialize(r)?;
-    }
-    let bytes = w.into_inner().map_err(|e| e.into_error())?;
+    let mut bytes = Vec::new();
+    cachesim_core::table::TableRow::write_csv(rows, &mut bytes)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
