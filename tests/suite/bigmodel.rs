@@ -62,13 +62,21 @@ fn vllm_tp8_pp2_runs_end_to_end() {
     // Weights per GPU: (671 B at 1 byte + embedding and LM head at 2) / 16.
     let weights: f64 = (671e9 + 2.0 * 129_280.0 * 7168.0) / 16.0;
     assert_eq!(u(&c["vllm_memory"]["weights_bytes"]), weights.round() as u64);
-    // vLLM's blocks: the KV budget over 16 tokens × 35,712 B.
+    // vLLM 0.8's V0 (the file says why): prefix caching off, so the pool is the KV budget over
+    // 35,712 B a token, split between the two virtual engines.
     let kv = u(&c["vllm_memory"]["kv_cache_bytes"]);
-    assert_eq!(u(&c["num_gpu_blocks"]), kv / (16 * 35_712));
+    assert_eq!(u(&c["kv_capacity_tokens"]), kv / 35_712);
+    assert_eq!(c["cache"]["policy"], "none");
     assert_eq!(c["deployment"]["parallel"]["pp"], 2);
-    // No async scheduling with pipeline parallelism, as the 2025 releases ran it (the file says
-    // why; vllm@0.33 alone would turn it on).
-    assert_eq!(c["engine"]["overlap"], false);
+    let e = &c["engine"];
+    assert_eq!((e["engine"].as_str(), e["version"].as_str()), (Some("vllm-v0"), Some("VllmV008")));
+    assert_eq!(u(&e["virtual_engines"]), 2);
+    // V0's defaults for an MLA model: 256 sequences, no chunked prefill, a budget of
+    // max_model_len (163,840); no async output processing under PP.
+    assert_eq!((u(&e["max_num_seqs"]), u(&e["max_num_batched_tokens"])), (256, 163_840));
+    assert_eq!((e["enable_chunked_prefill"].as_bool(), e["async_output_proc"].as_bool()), (Some(false), Some(false)));
+    assert_eq!(e["overlap"], false);
+    assert!(run(&args, &[]).contains("2 virtual engines (a scheduler, the limits above and 1/2 of the KV blocks each)"));
 }
 
 #[test]

@@ -733,7 +733,16 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         return Err(Error::invalid("--gpu-memory-utilization", format!("{util} is above 1")));
     }
     check_overrides(&o.memory)?;
-    let policy = o.policy.unwrap_or(crate::engine::default_policy(o.engine));
+    // SGLang 0.4.3.post2 under EAGLE/NEXTN: one request per prefill batch, no radix cache, no
+    // chunked prefill (`ServerArgs.__post_init__` overrides both).
+    let prefill_only_one_req = o.engine == EngineKind::Sglang
+        && version.rules().sglang_spec_one_prefill
+        && matches!(o.layout.speculative_algorithm, SpecAlgorithm::Mtp | SpecAlgorithm::Eagle);
+    let policy = if prefill_only_one_req {
+        Policy::None
+    } else {
+        o.policy.unwrap_or(crate::engine::default_policy(o.engine, version))
+    };
     let hybrid = crate::engine::vllm_hybrid::resolve(
         &o.hybrid,
         &crate::engine::vllm_hybrid::HybridMachine {
@@ -782,7 +791,10 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         }
         _ => o,
     };
-    let flags = engine_flags(o);
+    let mut flags = engine_flags(o);
+    if prefill_only_one_req {
+        flags.chunked_prefill_size = Some(-1);
+    }
     let swa = crate::engine::sglang::swa::resolve(
         &o.sglang_swa,
         &crate::engine::sglang::swa::SwaMachine {
@@ -850,6 +862,8 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     let (kv_tokens, mem_fraction_static) = (launched.kv_tokens, launched.mem_fraction_static);
     let num_scheduler_steps = crate::engine::vllm_v0::scheduler_steps(o.engine, &flags)?;
     let async_output_proc = crate::engine::vllm_v0::async_output_proc(o.engine, &flags)?;
+    let virtual_engines =
+        crate::engine::vllm_v0::virtual_engines(o.engine, &flags, num_scheduler_steps, o.cluster.pd.is_some())?;
     let overlap = crate::engine::overlap(o.engine, &flags)?;
     let (num_gpu_blocks, capacity) = match policy {
         // vLLM's blocks, the hybrid manager's with prefix caching off too.
@@ -994,7 +1008,13 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             rules: version.rules(),
             max_num_seqs,
             max_num_batched_tokens,
-            enable_chunked_prefill: o.enable_chunked_prefill.unwrap_or(o.engine == EngineKind::Vllm),
+            enable_chunked_prefill: crate::engine::vllm::chunked_prefill(
+                o.engine,
+                version,
+                &flags,
+                &model,
+                max_model_len,
+            ),
             long_prefill_token_threshold: o.long_prefill_token_threshold,
             scheduling_policy: o.scheduling_policy,
             chunked_prefill_size,
@@ -1006,6 +1026,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             overlap,
             num_scheduler_steps,
             async_output_proc,
+            virtual_engines,
             offload,
             hicache_storage: crate::engine::sglang::hicache::resolve_storage(
                 &o.hicache,
@@ -1018,6 +1039,12 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             sglang_priority,
             max_queued_requests: o.max_queued_requests,
             abort_on_priority_when_disabled: o.sglang_priority.abort_when_disabled,
+            prefill_only_one_req,
+            decode_graphs: if prefill_only_one_req {
+                crate::engine::DecodeGraphs::Exact043
+            } else {
+                crate::engine::DecodeGraphs::Padded
+            },
             lora,
         },
         cache: CacheSpec {
@@ -1215,6 +1242,79 @@ mod tests {
         let c = resolve(&RunOptions { engine: EngineKind::VllmV0, ..Default::default() }).unwrap();
         assert_eq!(c.engine.max_num_batched_tokens, 131_072);
         assert!(!c.engine.enable_chunked_prefill);
+    }
+
+    /// vllm-v0@0.8: `EngineArgs._set_default_args_v0`'s defaults, and V0's virtual engines under
+    /// pipeline parallelism (refused beside multi-step scheduling).
+    #[test]
+    fn vllm_v0_08_defaults_and_virtual_engines() {
+        let v08 = RunOptions {
+            engine: EngineKind::VllmV0,
+            engine_version: Some(EngineVersion::VllmV008),
+            ..Default::default()
+        };
+        // Llama-3.1-8B (128K context, no MLA) on an H100: chunked prefill on with the 2,048-token
+        // budget, 256 sequences (no device class), prefix caching off, one scheduler.
+        let c = resolve(&v08).unwrap();
+        assert!(c.engine.enable_chunked_prefill);
+        assert_eq!((c.engine.max_num_seqs, c.engine.max_num_batched_tokens), (256, 2048));
+        assert_eq!((c.cache.policy, c.engine.virtual_engines), (Policy::None, 1));
+        // vllm-v0@0.9 keeps the device class, no chunking and prefix caching.
+        let c9 = resolve(&RunOptions { engine: EngineKind::VllmV0, ..Default::default() }).unwrap();
+        assert_eq!(
+            (c9.engine.max_num_seqs, c9.engine.enable_chunked_prefill, c9.cache.policy),
+            (1024, false, Policy::Paged)
+        );
+        // A 32K context does not chunk.
+        let short = resolve(&RunOptions { max_model_len: Some(32768), ..v08.clone() }).unwrap();
+        assert!(!short.engine.enable_chunked_prefill);
+        assert_eq!(short.engine.max_num_batched_tokens, 32768);
+        // DeepSeek-R1 (MLA) on 16 H200s, TP 8 × PP 2: no chunking, a budget of max_model_len,
+        // two virtual engines.
+        let ds = RunOptions {
+            model: "deepseek-r1".into(),
+            gpu: "h200".into(),
+            tp: 8,
+            layout: LayoutOptions { pp: 2, nnodes: 2, ..Default::default() },
+            ..v08
+        };
+        let c = resolve(&ds).unwrap();
+        assert!(!c.engine.enable_chunked_prefill);
+        assert_eq!((c.engine.max_num_seqs, c.engine.max_num_batched_tokens), (256, 163_840));
+        assert_eq!(c.engine.virtual_engines, 2);
+        assert!(c.engine.settings_line().contains("2 virtual engines"), "{}", c.engine.settings_line());
+        let e = resolve(&RunOptions { num_scheduler_steps: Some(4), ..ds }).unwrap_err().to_string();
+        assert!(e.contains("virtual engines") && e.contains("not modelled"), "{e}");
+    }
+
+    /// sglang@0.4.3 under EAGLE/NEXTN: one request per prefill batch, no radix cache, no chunked
+    /// prefill, no 48-request default (0.4.3.post2 `ServerArgs.__post_init__`); without
+    /// speculation, or under sglang@0.5, none of that.
+    #[test]
+    fn sglang_043_speculative_settings() {
+        let spec = LayoutOptions {
+            speculative_algorithm: SpecAlgorithm::Eagle,
+            num_speculative_tokens: Some(3),
+            spec_acceptance_rate: vec![0.8],
+            ..Default::default()
+        };
+        let o = RunOptions {
+            engine: EngineKind::Sglang,
+            engine_version: Some(EngineVersion::Sglang043),
+            layout: spec.clone(),
+            ..Default::default()
+        };
+        let c = resolve(&o).unwrap();
+        assert!(c.engine.prefill_only_one_req);
+        assert_eq!((c.cache.policy, c.engine.chunked_prefill_size), (Policy::None, 0));
+        assert!(c.engine.max_num_seqs > 48, "{}", c.engine.max_num_seqs);
+        assert!(c.engine.settings_line().contains("one request per prefill batch"));
+        let plain = resolve(&RunOptions { layout: LayoutOptions::default(), ..o.clone() }).unwrap();
+        assert!(!plain.engine.prefill_only_one_req);
+        assert_eq!((plain.cache.policy, plain.engine.chunked_prefill_size), (Policy::Radix, 8192));
+        let newer = resolve(&RunOptions { engine_version: Some(EngineVersion::Sglang05), ..o }).unwrap();
+        assert!(!newer.engine.prefill_only_one_req);
+        assert_eq!(newer.engine.max_num_seqs, 48);
     }
 
     #[test]

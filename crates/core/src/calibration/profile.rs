@@ -314,18 +314,18 @@ mod tests {
         let a100 = Some(("a100-80gb-vllm.toml", vec!["P002".to_string(), "P010".to_string()]));
         assert_eq!(pick("a100-80gb", EngineKind::VllmV0, "llama-3.1-8b"), a100);
         assert_eq!(pick("a100-80gb", EngineKind::Vllm, "llama-3.1-8b"), None);
-        assert_eq!(pick("h20", EngineKind::VllmV0, "deepseek-r1"), None);
+        let h20v = Some(("h20-vllm.toml", vec!["h20-dsr1-vllm-tp8pp2".to_string()]));
+        assert_eq!(pick("h20", EngineKind::VllmV0, "deepseek-r1"), h20v);
+        assert_eq!(pick("h20", EngineKind::Vllm, "deepseek-r1"), None);
         let h20s = Some(("h20-sglang.toml", vec!["h20-dsr1-sglang-tp16-mtp".to_string()]));
         assert_eq!(pick("h20", EngineKind::Sglang, "deepseek-r1"), h20s);
-        let h20v = Some(("h20-vllm.toml", vec!["h20-dsr1-vllm-tp8pp2".to_string()]));
-        assert_eq!(pick("h20", EngineKind::Vllm, "deepseek-r1"), h20v);
         assert_eq!(pick("v100", EngineKind::Sglang, "llama-3.2-11b"), None);
         assert_eq!(pick("h20", EngineKind::Vllm, "llama-3.1-8b"), None);
         assert_eq!(pick("h20", EngineKind::Lightllm, "deepseek-r1"), None);
     }
 
     /// A fitted factor within 1 % of a bound of its search is named, with the side: the H20
-    /// SGLang profile has five, the A100 SGLang one none; the widened bounds of `--wide-bounds`
+    /// SGLang profile has seven, the A100 SGLang one none; the widened bounds of `--wide-bounds`
     /// move the lower ones.
     #[test]
     fn factors_at_a_bound_are_named() {
@@ -342,7 +342,7 @@ mod tests {
         let q = |name: &str| all.iter().find(|(_, p)| p.name == name).unwrap().1.quality();
         assert!(
             q("h20-sglang").ends_with(
-                "no leave-one-out; at a bound of its search: gemm_flops, mem_bw, step_overhead_s, per_seq_overhead_s, comm_bw"
+                "no leave-one-out; at a bound of its search: gemm_flops, attn_flops, mem_bw, step_overhead_s, per_seq_overhead_s, comm_bw, comm_latency_s"
             ),
             "{}",
             q("h20-sglang")

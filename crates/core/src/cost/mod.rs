@@ -174,6 +174,13 @@ pub trait CostModel: Send + Sync {
         1
     }
 
+    /// Host seconds to launch one step's kernels eagerly, without a CUDA graph: a step run so
+    /// takes the larger of its device time and this (the host launches asynchronously). 0: the
+    /// model does not price eager steps.
+    fn eager_step_launch_s(&self) -> f64 {
+        0.0
+    }
+
     /// Seconds the step spends in each pipeline stage, host work in the first; one stage
     /// (the whole step) without PP.
     fn pipeline_stages(&self, batch: &BatchShape, overlap: bool) -> Vec<f64> {
@@ -287,10 +294,11 @@ pub struct Efficiency {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub kernel_floor_s: f64,
     /// Host seconds plain PyTorch takes to launch one layer's kernels eagerly (no CUDA graph).
-    /// Only the kernel-step cases' eager rows use it ([`crate::calibrate::kernels`]): there a
-    /// step takes the larger of the device time and layers × this, as the host launches
-    /// asynchronously. Serving runs price their host time with `step_overhead_s` instead and
-    /// never read it (0 = unused).
+    /// The kernel-step cases' eager rows use it ([`crate::calibrate::kernels`]), and a serving
+    /// run's decode batches that its engine runs without a graph
+    /// ([`crate::engine::DecodeGraphs`]): such a step takes the larger of the device time and
+    /// layers × this, as the host launches asynchronously. Other serving steps price their host
+    /// time with `step_overhead_s` and never read it (0 = unused).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub eager_layer_launch_s: f64,
     /// A measured step law that replaces the roofline's device time ([`StepLaw`]); `None` (the
@@ -826,6 +834,10 @@ impl CostModel for Roofline {
 
     fn in_flight_batches(&self) -> usize {
         self.deployment.parallel.pp.max(1) as usize
+    }
+
+    fn eager_step_launch_s(&self) -> f64 {
+        self.eager_launch_s()
     }
 
     fn local_window(&self) -> Option<LocalWindow> {

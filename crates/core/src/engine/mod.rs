@@ -132,6 +132,10 @@ pub struct EngineConfig {
     /// decoding): a batch's outputs are processed during the next batch, so a request whose
     /// last token came rides one more batch (docs/engines/multistep.md).
     pub async_output_proc: bool,
+    /// vLLM V0 under pipeline parallelism: one scheduler per stage, each over its share of the
+    /// KV blocks, with a batch each in flight (`LLMEngine`'s virtual engines; 1 = one scheduler).
+    #[serde(skip_serializing_if = "is_one")]
+    pub virtual_engines: u32,
     /// vLLM v1's CPU KV offloading (`--kv-offloading-size`); `None`: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offload: Option<vllm_offload::OffloadConfig>,
@@ -151,9 +155,48 @@ pub struct EngineConfig {
     /// with a priority is aborted.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub abort_on_priority_when_disabled: bool,
+    /// SGLang `prefill_only_one_req`: a prefill batch admits one request (0.4.3.post2 under
+    /// EAGLE/NEXTN speculative decoding, `Rules::sglang_spec_one_prefill`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub prefill_only_one_req: bool,
+    /// Which decode batches run as CUDA graphs; the others launch eagerly
+    /// ([`crate::cost::CostModel::eager_step_launch_s`]).
+    #[serde(skip_serializing_if = "DecodeGraphs::is_padded")]
+    pub decode_graphs: DecodeGraphs,
     /// vLLM's LoRA serving (`--enable-lora`); `None`: off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lora: Option<vllm_lora::LoraConfig>,
+}
+
+/// Which decode batches an engine runs as CUDA graphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecodeGraphs {
+    /// Every decode batch (padded up to a captured size): cachesim's assumption elsewhere.
+    Padded,
+    /// SGLang 0.4.3.post2 under EAGLE/NEXTN: padding off (`disable_cuda_graph_padding`), so only
+    /// batches of exactly a captured size — 1 to 32, 64, 128
+    /// (`cuda_graph_runner.py` `get_batch_sizes_to_capture`), at most `cuda_graph_max_bs` 160 —
+    /// run as graphs (`CudaGraphRunner.can_run`); any other decode batch runs eagerly.
+    Exact043,
+}
+
+impl DecodeGraphs {
+    fn is_padded(&self) -> bool {
+        *self == DecodeGraphs::Padded
+    }
+
+    /// Whether a decode batch of `seqs` sequences runs as a graph.
+    pub fn captures(self, seqs: u32) -> bool {
+        match self {
+            DecodeGraphs::Padded => true,
+            DecodeGraphs::Exact043 => (1..=32).contains(&seqs) || seqs == 64 || seqs == 128,
+        }
+    }
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 fn on_off(on: bool) -> &'static str {
@@ -190,12 +233,15 @@ impl EngineConfig {
             overlap: false,
             num_scheduler_steps: 1,
             async_output_proc: false,
+            virtual_engines: 1,
             offload: None,
             hicache: None,
             hicache_storage: None,
             sglang_priority: None,
             max_queued_requests: None,
             abort_on_priority_when_disabled: false,
+            prefill_only_one_req: false,
+            decode_graphs: DecodeGraphs::Padded,
             lora: None,
         }
     }
@@ -229,10 +275,15 @@ impl EngineConfig {
                 e.schedule_conservativeness,
                 on_off(e.overlap)
             ) + &e.sglang_priority.map(|p| p.describe()).unwrap_or_default()
+                + if e.prefill_only_one_req {
+                    " · one request per prefill batch, no radix cache or chunked prefill, eager decode outside the captured graph sizes (EAGLE/NEXTN in 0.4.3.post2)"
+                } else {
+                    ""
+                }
                 + &e.hicache.map(|h| format!(" · {}", h.describe())).unwrap_or_default()
                 + &e.hicache_storage.map(|st| format!(" · {}", st.describe())).unwrap_or_default(),
             EngineKind::VllmV0 => format!(
-                "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark{} · async output processing {}",
+                "Engine:         {} (legacy V0) · max_num_seqs {} · max_num_batched_tokens {} · {} · 1% block watermark{} · async output processing {}{}",
                 e.version,
                 e.max_num_seqs,
                 e.max_num_batched_tokens,
@@ -242,7 +293,15 @@ impl EngineConfig {
                 } else {
                     String::new()
                 },
-                on_off(e.async_output_proc)
+                on_off(e.async_output_proc),
+                if e.virtual_engines > 1 {
+                    format!(
+                        " · {} virtual engines (a scheduler, the limits above and 1/{} of the KV blocks each)",
+                        e.virtual_engines, e.virtual_engines
+                    )
+                } else {
+                    String::new()
+                }
             ),
             EngineKind::Lightllm => format!(
                 "Engine:         {} · running_max_req_size {} · batch_max_tokens {} · chunked_prefill_size {} · peak-footprint admission",
@@ -847,9 +906,13 @@ pub fn scheduler(cfg: &EngineConfig, store: std::sync::Arc<crate::workload::Toke
 }
 
 /// The prefix cache an engine runs unless told: vLLM's and TensorRT-LLM's paged blocks, SGLang's
-/// radix tree, LightLLM's token pool.
-pub fn default_policy(engine: EngineKind) -> crate::cache::Policy {
+/// radix tree, LightLLM's token pool; none under vLLM 0.8's V0 defaults (prefix caching off,
+/// `Rules::vllm_v0_arg_defaults`).
+pub fn default_policy(engine: EngineKind, version: EngineVersion) -> crate::cache::Policy {
     use crate::cache::Policy;
+    if version.rules().vllm_v0_arg_defaults {
+        return Policy::None;
+    }
     match engine {
         EngineKind::Vllm | EngineKind::VllmV0 | EngineKind::Trtllm => Policy::Paged,
         EngineKind::Sglang => Policy::Radix,

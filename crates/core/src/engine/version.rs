@@ -17,10 +17,16 @@ pub enum EngineVersion {
     Vllm018,
     /// vLLM V0 as vLLM 0.9 had it, its last era (`--engine vllm-v0`; ENGINE_SPEC §2.3).
     VllmV0,
+    /// vLLM V0 as vLLM 0.8 ran it (0.8.0–0.8.5, spring 2025: the engine 0.8 falls back to for
+    /// pipeline parallelism without Ray), with V0's own defaults (`Rules::vllm_v0_arg_defaults`).
+    VllmV008,
     /// SGLang 0.5 (0.5.23's scheduling code).
     Sglang05,
     /// SGLang through 0.5.1 (2025): 0.4.10's scheduling code, which 0.5.1 keeps for every rule here.
     Sglang051,
+    /// SGLang 0.4.3.post2 (February 2025, the release that brought DeepSeek's MTP as NEXTN): its
+    /// speculative-decoding settings (`Rules::sglang_spec_one_prefill`), 0.4.10's rules otherwise.
+    Sglang043,
     /// LightLLM's main branch at fc72ffab (2025-07-11; package version 1.0.1, but its router
     /// differs from the v1.0.1 tag's, which paused one request per step by id).
     LightllmMain2507,
@@ -101,6 +107,19 @@ pub struct Rules {
     /// running request still needs to complete; the first that does not fit stops admission, and
     /// nothing is ever preempted. vLLM reserves only the known tokens.
     pub trtllm_reserve_to_completion: bool,
+    /// vLLM 0.8's `EngineArgs._set_default_args_v0` (`vllm/engine/arg_utils.py`, 0.8.0–0.8.5):
+    /// `max_num_seqs` 256 on every GPU (no device classes); chunked prefill off unless asked
+    /// for, except for a model over 32K context without MLA, sliding window or speculative
+    /// decoding (then on, with `SchedulerConfig`'s 2,048-token budget); MLA models never chunk
+    /// (their budget `max(max_model_len, 2048)`); prefix caching off unless asked for. The
+    /// vllm-v0@0.9 bundle keeps cachesim's earlier V0 defaults (device classes, caching on).
+    pub vllm_v0_arg_defaults: bool,
+    /// SGLang 0.4.3.post2 `ServerArgs.__post_init__` (`python/sglang/srt/server_args.py`): under
+    /// EAGLE or NEXTN (MTP) speculative decoding, `prefill_only_one_req` (a prefill batch admits
+    /// one request, `Scheduler.get_new_batch_prefill`), the radix cache and chunked prefill off,
+    /// and no `max_running_requests` default; from 0.4.3.post3 the running default is 32 (48
+    /// from 0.4.5) and from 0.4.3.post4 prefill batches are whole again.
+    pub sglang_spec_one_prefill: bool,
 }
 
 impl Rules {
@@ -125,12 +144,14 @@ impl Rules {
 
 impl EngineVersion {
     /// Every bundle, newest first within an engine.
-    pub const ALL: [EngineVersion; 7] = [
+    pub const ALL: [EngineVersion; 9] = [
         EngineVersion::Vllm033,
         EngineVersion::Vllm018,
         EngineVersion::VllmV0,
+        EngineVersion::VllmV008,
         EngineVersion::Sglang05,
         EngineVersion::Sglang051,
+        EngineVersion::Sglang043,
         EngineVersion::LightllmMain2507,
         EngineVersion::Trtllm10,
     ];
@@ -141,8 +162,10 @@ impl EngineVersion {
             EngineVersion::Vllm033 => "vllm@0.33",
             EngineVersion::Vllm018 => "vllm@0.18",
             EngineVersion::VllmV0 => "vllm-v0@0.9",
+            EngineVersion::VllmV008 => "vllm-v0@0.8",
             EngineVersion::Sglang05 => "sglang@0.5",
             EngineVersion::Sglang051 => "sglang@0.5.1",
+            EngineVersion::Sglang043 => "sglang@0.4.3",
             EngineVersion::LightllmMain2507 => "lightllm@main-2025-07",
             EngineVersion::Trtllm10 => "trtllm@1.0",
         }
@@ -165,6 +188,12 @@ impl EngineVersion {
                 "the V0 engine of vLLM 0.9, its last release (vllm/core/scheduler.py; --engine vllm-v0): whole \
                  prompts first, 1% block watermark; limits by GPU class as in 0.9 (1024 or 256 sequences)"
             }
+            EngineVersion::VllmV008 => {
+                "the V0 engine of vLLM 0.8 (spring 2025; what 0.8 runs under pipeline parallelism without Ray): \
+                 V0's own defaults (EngineArgs._set_default_args_v0): 256 sequences, no chunked prefill for MLA \
+                 models (budget max(max_model_len, 2048)), chunked prefill for other models over 32K context, \
+                 prefix caching off; one scheduler per pipeline stage (virtual engines)"
+            }
             EngineVersion::Sglang05 => {
                 "default for sglang: 0.5.23's scheduling code: running ignore_eos requests reserve their \
                  outputs in full; one page reserved per admitted request; long prompts cut to the chunk; \
@@ -176,6 +205,11 @@ impl EngineVersion {
                 "SGLang through 0.5.1 (0.4.10's scheduling code, 2025): every reservation scaled by new_token_ratio; \
                  a prompt over the input budget ends the batch; eviction of the whole request; retraction \
                  until 20 tokens per request are free; memory reserve fixed by GPU size"
+            }
+            EngineVersion::Sglang043 => {
+                "SGLang 0.4.3.post2 (February 2025, DeepSeek MTP as NEXTN): under EAGLE/NEXTN speculative decoding \
+                 one request per prefill batch (prefill_only_one_req), no radix cache, no chunked prefill, \
+                 no max_running_requests default; 0.4.10's rules otherwise"
             }
             EngineVersion::LightllmMain2507 => {
                 "default for lightllm: main at fc72ffab (2025-07-11), pauses one request per _can_decode check"
@@ -193,8 +227,8 @@ impl EngineVersion {
     pub fn engine(self) -> EngineKind {
         match self {
             EngineVersion::Vllm033 | EngineVersion::Vllm018 => EngineKind::Vllm,
-            EngineVersion::VllmV0 => EngineKind::VllmV0,
-            EngineVersion::Sglang05 | EngineVersion::Sglang051 => EngineKind::Sglang,
+            EngineVersion::VllmV0 | EngineVersion::VllmV008 => EngineKind::VllmV0,
+            EngineVersion::Sglang05 | EngineVersion::Sglang051 | EngineVersion::Sglang043 => EngineKind::Sglang,
             EngineVersion::LightllmMain2507 => EngineKind::Lightllm,
             EngineVersion::Trtllm10 => EngineKind::Trtllm,
         }
@@ -224,15 +258,18 @@ impl EngineVersion {
             sglang_waiting_prefix_refresh: true,
             sglang_match_waiting_whole: true,
             trtllm_reserve_to_completion: false,
+            vllm_v0_arg_defaults: false,
+            sglang_spec_one_prefill: false,
         };
         match self {
             EngineVersion::Vllm033 => newest,
-            EngineVersion::Vllm018 | EngineVersion::VllmV0 => Rules {
+            EngineVersion::Vllm018 | EngineVersion::VllmV0 | EngineVersion::VllmV008 => Rules {
                 vllm_reserve_full_isl: false,
                 vllm_free_unhashed_first: false,
                 vllm_long_prefill_uncapped_alone: false,
                 gpu_memory_utilization: 0.9,
                 vllm_cudagraph_memory_estimate: false,
+                vllm_v0_arg_defaults: self == EngineVersion::VllmV008,
                 ..newest
             },
             EngineVersion::Sglang05 | EngineVersion::LightllmMain2507 => newest,
@@ -240,7 +277,7 @@ impl EngineVersion {
             EngineVersion::Trtllm10 => {
                 Rules { trtllm_reserve_to_completion: true, gpu_memory_utilization: 0.9, ..newest }
             }
-            EngineVersion::Sglang051 => Rules {
+            EngineVersion::Sglang051 | EngineVersion::Sglang043 => Rules {
                 sglang_ignore_eos_full_reserve: false,
                 sglang_prefill_budget_pages: false,
                 sglang_truncate_to_chunk: false,
@@ -251,6 +288,7 @@ impl EngineVersion {
                 sglang_cap_running_by_tokens: false,
                 sglang_waiting_prefix_refresh: false,
                 sglang_match_waiting_whole: false,
+                sglang_spec_one_prefill: self == EngineVersion::Sglang043,
                 ..newest
             },
         }
@@ -309,7 +347,7 @@ mod tests {
     fn memory_defaults_per_bundle() {
         let r = EngineVersion::Vllm033.rules();
         assert_eq!((r.gpu_memory_utilization, r.vllm_cudagraph_memory_estimate), (0.92, true));
-        for old in [EngineVersion::Vllm018, EngineVersion::VllmV0] {
+        for old in [EngineVersion::Vllm018, EngineVersion::VllmV0, EngineVersion::VllmV008] {
             let r = old.rules();
             assert_eq!((r.gpu_memory_utilization, r.vllm_cudagraph_memory_estimate), (0.9, false), "{old}");
         }

@@ -21,7 +21,8 @@ use super::vllm_lora::{LoraStats, Resident, Scheduled};
 use super::vllm_offload::{Connector, Lookup, OffloadStats, Waiting};
 use super::{Admission, EngineConfig, EngineKind, EngineVersion, SchedulingPolicy, Step, VllmQueues, VllmRule};
 use crate::cache::ReqId;
-use crate::catalog::Gpu;
+use crate::catalog::Model;
+use crate::cost::spec::SpecAlgorithm;
 use crate::error::{Error, Result};
 use crate::vllm_memory::{ProfileRun, VllmMemory};
 
@@ -35,8 +36,9 @@ pub fn launch(engine: EngineKind, version: EngineVersion, flags: &EngineFlags, m
     if m.model.linear_layers() == 0 {
         check_block_size(engine, flags.block_size)?;
     }
-    let chunked = flags.enable_chunked_prefill.unwrap_or(engine == EngineKind::Vllm);
-    let (seqs, tokens) = limits(flags, chunked, m.gpu, m.max_model_len)?;
+    let chunked = chunked_prefill(engine, version, flags, m.model, m.max_model_len);
+    let large = m.gpu.vllm_large() && !version.rules().vllm_v0_arg_defaults;
+    let (seqs, tokens) = limits(flags, chunked, large, m.max_model_len)?;
     let run = ProfileRun {
         max_num_batched_tokens: tokens,
         max_num_seqs: seqs,
@@ -91,9 +93,29 @@ pub(crate) fn check_block_size(engine: EngineKind, block_size: u32) -> Result<()
     ))
 }
 
-/// vLLM serve's limits by device class, then its post-processing (ENGINE_SPEC §2.2).
-fn limits(flags: &EngineFlags, chunked: bool, gpu: &Gpu, max_model_len: u64) -> Result<(u32, u32)> {
-    let (seqs_default, tokens_default) = if gpu.vllm_large() { (1024, 8192) } else { (256, 2048) };
+/// Whether chunked prefill is on: `--enable-chunked-prefill` if given, else vLLM v1 always and
+/// V0 never — but under vLLM 0.8's V0 defaults (`Rules::vllm_v0_arg_defaults`,
+/// `EngineArgs._set_default_args_v0`) a model over 32K context chunks unless it has an MLA
+/// latent, sliding-window layers or a speculative draft.
+pub fn chunked_prefill(
+    engine: EngineKind,
+    version: EngineVersion,
+    flags: &EngineFlags,
+    model: &Model,
+    max_model_len: u64,
+) -> bool {
+    flags.enable_chunked_prefill.unwrap_or_else(|| match engine {
+        EngineKind::VllmV0 if version.rules().vllm_v0_arg_defaults => {
+            max_model_len > 32768 && !model.is_mla() && !model.is_hybrid() && flags.speculative == SpecAlgorithm::None
+        }
+        _ => engine == EngineKind::Vllm,
+    })
+}
+
+/// vLLM serve's limits by device class (`large`: 1,024 sequences and 8,192 tokens), then its
+/// post-processing (ENGINE_SPEC §2.2).
+fn limits(flags: &EngineFlags, chunked: bool, large: bool, max_model_len: u64) -> Result<(u32, u32)> {
+    let (seqs_default, tokens_default) = if large { (1024, 8192) } else { (256, 2048) };
     let mut max_num_seqs = flags.max_num_seqs.unwrap_or(seqs_default);
     let mut max_num_batched_tokens = flags.max_num_batched_tokens.unwrap_or(tokens_default);
     if flags.max_num_batched_tokens.is_none() {

@@ -64,6 +64,35 @@ pub fn async_output_proc(engine: EngineKind, flags: &EngineFlags) -> Result<bool
         && flags.speculative == SpecAlgorithm::None)
 }
 
+/// vLLM V0's virtual engines under pipeline parallelism (`LLMEngine.__init__`: one `Scheduler`
+/// per stage, each over `num_gpu_blocks // pipeline_parallel_size` blocks; the instance runs
+/// them, `crate::sim` `virtual_engines`): `pp` for V0, 1 for the other engines (vLLM v1 keeps one
+/// scheduler and a batch queue instead). Refused where cachesim does not model them together:
+/// multi-step scheduling and prefill/decode disaggregation.
+pub fn virtual_engines(
+    engine: EngineKind,
+    flags: &EngineFlags,
+    scheduler_steps: u32,
+    disaggregated: bool,
+) -> Result<u32> {
+    if engine != EngineKind::VllmV0 || flags.pp <= 1 {
+        return Ok(1);
+    }
+    if scheduler_steps > 1 {
+        return Err(Error::invalid(
+            "--num-scheduler-steps",
+            "multi-step scheduling with pipeline parallelism (V0's virtual engines) is not modelled",
+        ));
+    }
+    if disaggregated {
+        return Err(Error::invalid(
+            "--pipeline-parallel-size",
+            "vLLM V0 under pipeline parallelism (virtual engines) is not modelled in a disaggregated deployment",
+        ));
+    }
+    Ok(flags.pp.min(u32::MAX as u64) as u32)
+}
+
 /// `block_manager` watermark: the share of the pool admission keeps free.
 const WATERMARK: f64 = 0.01;
 

@@ -1,11 +1,13 @@
 //! Big-model deployments in the event loop, by hand: speculative decoding (a decode step
 //! yields the expected tokens per step, dealt out deterministically, in one chunk) and vLLM's
 //! pipeline-parallel batches in flight (a request in flight sits out the next batch; stages
-//! overlap).
+//! overlap), and vLLM V0's virtual engines under PP (a scheduler each over half of the blocks,
+//! a batch each in flight).
 
 use super::tests::{cfg, workload, COST};
 use super::*;
 use crate::cost::{BatchShape, StepTime};
+use crate::engine::{EngineConfig, EngineVersion};
 
 /// The affine test model, claiming `tokens` tokens per decode step.
 struct Speculative(f64);
@@ -44,6 +46,15 @@ fn decode_steps_yield_several_tokens_in_one_chunk() {
     assert_eq!(run(&w, &[(0, 0.0)], &cfg(8, 1000, None), &COST, Keep::default()).steps, 10);
 }
 
+/// The affine test model, one batch in flight.
+struct Sequential;
+
+impl CostModel for Sequential {
+    fn step_parts(&self, b: &BatchShape) -> StepTime {
+        COST.step_parts(b)
+    }
+}
+
 /// The affine test model split over two equal pipeline stages, two batches in flight.
 struct TwoStages;
 
@@ -78,13 +89,57 @@ fn pipeline_batches_overlap_and_requests_in_flight_sit_out() {
     assert_eq!(r.steps, 6);
     assert!(r.schedule.iter().all(|s| s.items.len() == 1), "{:?}", r.schedule);
     // One batch in flight at a time (the same model, no pipelining) takes longer.
-    struct Sequential;
-    impl CostModel for Sequential {
-        fn step_parts(&self, b: &BatchShape) -> StepTime {
-            COST.step_parts(b)
-        }
-    }
     let seq = run(&w, &[(0, 0.0), (1, 0.0)], &cfg(8, 10, None), &Sequential, Keep::default());
     let last = |r: &SimResult| r.records.iter().map(|x| x.last_token_s).fold(0.0, f64::max);
     assert!(last(&seq) > last(&r), "{} vs {}", last(&seq), last(&r));
+}
+
+/// `cfg` for vLLM V0 without chunked prefill, with `ves` virtual engines.
+fn v0(seqs: u32, tokens: u32, blocks: Option<u64>, ves: u32) -> SimConfig {
+    let mut c = cfg(seqs, tokens, blocks);
+    c.engine = EngineConfig {
+        enable_chunked_prefill: false,
+        virtual_engines: ves,
+        ..EngineConfig {
+            max_num_seqs: seqs,
+            max_num_batched_tokens: tokens,
+            ..EngineConfig::new(EngineVersion::VllmV0)
+        }
+    };
+    c
+}
+
+#[test]
+fn v0_virtual_engines_split_requests_and_pipeline_their_batches() {
+    // A, B, C: prompts of 10, 2 outputs each, all at 0. A joins virtual engine 0, B engine 1 (0
+    // has one unfinished), C engine 0 (a tie: the lower index). Engine 0 prefills A and C (20
+    // tokens, 0.030 s: stages 0–0.015, 0.015–0.030); engine 1 prefills B behind it (0.020 s:
+    // 0.015–0.025, 0.030–0.040). A and C's first tokens at 0.030; engine 0 decodes them (0.014 s:
+    // 0.030–0.037, then stage 2 after B, 0.040–0.047); B's first token at 0.040, its decode
+    // (0.012 s) 0.040–0.046, 0.047–0.053.
+    let w = workload(&[((0..10).collect(), 2), ((100..110).collect(), 2), ((200..210).collect(), 2)]);
+    let keep = Keep { tokens: true, schedule: true, ..Keep::default() };
+    let arrivals = [(0, 0.0), (1, 0.0), (2, 0.0)];
+    let r = run(&w, &arrivals, &v0(8, 100, None, 2), &TwoStages, keep);
+    let at = |r: &SimResult, id: u32| -> Vec<f64> {
+        r.tokens.iter().filter(|t| t.id == id).map(|t| (t.time_s * 1000.0).round()).collect()
+    };
+    assert_eq!(at(&r, 0), [30.0, 47.0]);
+    assert_eq!(at(&r, 2), [30.0, 47.0]);
+    assert_eq!(at(&r, 1), [40.0, 53.0]);
+    assert_eq!(r.steps, 4);
+    let batches: Vec<Vec<u32>> = r.schedule.iter().map(|s| s.items.iter().map(|i| i.0).collect()).collect();
+    assert_eq!(batches, [vec![0, 2], vec![1], vec![0, 2], vec![1]]);
+    // Each engine holds half of the pool: with 8 usable blocks of 4 tokens, engine 0 has 4, room
+    // for one request of 10 + 2 tokens at a time, so C waits for A to finish; one scheduler over
+    // all 8 blocks (no virtual engines) prefills two at once, A and B.
+    let half = run(&w, &arrivals, &v0(8, 100, Some(9), 2), &TwoStages, keep);
+    assert!(at(&half, 2)[0] >= at(&half, 0)[1], "C {:?} after A {:?}", at(&half, 2), at(&half, 0));
+    // Engine 0 prefills A alone (0.020 s: 0–0.010, 0.010–0.020), engine 1 B behind it
+    // (0.010–0.020, 0.020–0.030).
+    assert_eq!(at(&half, 0)[0], 20.0);
+    assert_eq!(at(&half, 1)[0], 30.0);
+    let one = run(&w, &arrivals, &v0(8, 100, Some(9), 1), &Sequential, keep);
+    assert_eq!(at(&one, 0)[0], at(&one, 1)[0], "one scheduler prefills A and B together");
+    assert!(at(&one, 2)[0] > at(&one, 0)[0]);
 }

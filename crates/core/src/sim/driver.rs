@@ -138,13 +138,13 @@ pub struct Fleet<'p> {
 
 /// The metric `m` of one instance now, as its engine's gauge reads.
 fn metric(x: &Instance, m: ScaleMetric) -> f64 {
-    let (waiting, running) = x.sched.queued();
+    let (waiting, running) = x.queued();
     match m {
         ScaleMetric::Waiting => waiting as f64,
         ScaleMetric::Running => running as f64,
         ScaleMetric::InFlight => (waiting + running) as f64,
         ScaleMetric::KvUsage => {
-            let u = x.cache.usage();
+            let u = x.kv_usage();
             // An unbounded cache (tests of the schedulers alone) is never full.
             u.capacity_tokens.map_or(0.0, |c| (u.used_tokens - u.evictable_tokens) as f64 / c.max(1) as f64)
         }
@@ -251,7 +251,7 @@ pub fn drive(
     let make = |i: usize| {
         let mut x = Instance::new(w, specs[i], used.as_deref(), specs.len() == 1);
         if event_delay.is_some() {
-            let logs = x.cache.log_kv_events();
+            let logs = x.log_kv_events();
             debug_assert!(logs, "configuration refuses KV events for a cache without them");
         }
         x
@@ -410,7 +410,7 @@ pub fn drive(
             // when nothing else is planned to arrive yet.
             if any_arrived && client.next_event().is_none() {
                 load.last_send_s = now;
-                load.backlog_at_last_send = inst.iter().map(|x| x.sched.queued().0 as u32).sum();
+                load.backlog_at_last_send = inst.iter().map(|x| x.queued().0 as u32).sum();
             }
             if finished.is_empty() {
                 break;
@@ -436,7 +436,7 @@ pub fn drive(
                 Begun::Busy(end) => {
                     if let Some(delay) = event_delay {
                         // Published when the step ends (`update_from_output`), read `delay` later.
-                        inst[i].cache.take_kv_events(&mut kv_events);
+                        inst[i].take_kv_events(&mut kv_events);
                         if !kv_events.is_empty() {
                             if let Some(e) = router.kv_index() {
                                 e.receive(i, end + delay, &kv_events);

@@ -15,25 +15,25 @@ impl InstanceView for View<'_, '_> {
         self.0.len()
     }
     fn cached_prefix(&self, i: usize, seq: SeqId, known: usize) -> usize {
-        self.0[i].cache.peek(seq, known)
+        self.0[i].peek(seq, known)
     }
     fn held_tokens(&self, i: usize) -> u64 {
-        let u = self.0[i].cache.usage();
+        let u = self.0[i].kv_usage();
         u.used_tokens - u.evictable_tokens
     }
     fn queued(&self, i: usize) -> u32 {
-        let (w, r) = self.0[i].sched.queued();
+        let (w, r) = self.0[i].queued();
         (w + r) as u32
     }
     fn cached_blocks(&self, i: usize) -> u64 {
         let x = &self.0[i];
-        x.cache.usage().used_tokens / x.block_tokens
+        x.kv_usage().used_tokens / x.block_tokens
     }
     fn available(&self, i: usize) -> bool {
         !self.0[i].down && !self.0[i].draining
     }
     fn waiting(&self, i: usize) -> u32 {
-        self.0[i].sched.waiting_metric() as u32
+        self.0[i].waiting_metric() as u32
     }
     fn kv_usage(&self, i: usize) -> f64 {
         match self.0[i].capacity {

@@ -19,6 +19,7 @@ use cachesim_core::calibration::factors::{
 use cachesim_core::calibration::profile::Residual;
 use cachesim_core::config::RunConfig;
 use cachesim_core::cost::Efficiency;
+use cachesim_core::engine::DecodeGraphs;
 use cachesim_core::error::{Error, Result};
 use cachesim_core::workload::Workload;
 use rayon::prelude::*;
@@ -214,7 +215,10 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     let serving = targets.iter().any(|t| t.steps.is_none());
     let steps: Vec<&StepSet> = targets.iter().filter_map(|t| t.steps.as_deref()).collect();
     let tp = targets.iter().any(|t| t.cfg.tp > 1 && t.steps.as_ref().is_none_or(|s| !s.rank));
-    let eager = steps.iter().any(|s| s.rows.iter().any(|r| r.eager && o.weights.contains_key(r.metric)));
+    // Eager launches are timed by the kernel steps' eager rows, and by a serving run whose engine
+    // runs some decode batches without a CUDA graph (`DecodeGraphs`).
+    let eager = steps.iter().any(|s| s.rows.iter().any(|r| r.eager && o.weights.contains_key(r.metric)))
+        || targets.iter().any(|t| t.steps.is_none() && t.cfg.engine.decode_graphs != DecodeGraphs::Padded);
     // Attention runs in every serving step and kernel step, never in a GEMM row.
     let attention =
         serving || steps.iter().any(|s| s.rows.iter().any(|r| r.gemm.is_none() && o.weights.contains_key(r.metric)));

@@ -31,8 +31,10 @@ pub fn launch(version: EngineVersion, flags: &EngineFlags, m: &Machine) -> Resul
     // EAGLE-style speculation (EAGLE, EAGLE3, NEXTN = MTP) sets max_running_requests to
     // 48 when it is not given (sglang python/sglang/srt/server_args.py
     // `ServerArgs.__post_init__` in 0.4.x, `_handle_speculative_decoding` in 0.5.x).
+    // 0.4.3.post2 set none (`Rules::sglang_spec_one_prefill`).
     let max_running_requests =
-        flags.max_running_requests.or(matches!(flags.speculative, SpecAlgorithm::Mtp | SpecAlgorithm::Eagle)
+        flags.max_running_requests.or((matches!(flags.speculative, SpecAlgorithm::Mtp | SpecAlgorithm::Eagle)
+            && !rules.sglang_spec_one_prefill)
             .then_some(EAGLE_MAX_RUNNING_REQUESTS));
     if let Some(r) = max_running_requests {
         // A default decode-graph batch above the user's running limit is cut to it.

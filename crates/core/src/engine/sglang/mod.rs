@@ -499,6 +499,9 @@ impl Sglang {
                 }
                 Verdict::Other => break,
             }
+            if self.cfg.prefill_only_one_req {
+                break;
+            }
         }
         // `alloc_group_end`: state slots matched for requests not admitted go back.
         cache.end_admission();

@@ -126,6 +126,23 @@ fn a_prompt_over_the_input_budget_is_cut_to_the_chunk() {
     assert_eq!(old.schedule[1].items, vec![(1, 400, 0)], "B alone, whole, in the next prefill");
 }
 
+/// `prefill_only_one_req` (0.4.3.post2 under EAGLE/NEXTN, `Scheduler.get_new_batch_prefill`):
+/// each prefill batch admits one request, and prefills run before any decode while one can be
+/// formed. A, B, C (prompts of 10, 2 outputs) at 0: three one-request prefills, then one decode
+/// of the three; without the rule one prefill of all three, then the decode.
+#[test]
+fn one_request_per_prefill_batch() {
+    let w = workload(&[(toks(0, 10), 2), (toks(100, 10), 2), (toks(200, 10), 2)]);
+    let sends = [(0, 0.0), (1, 0.0), (2, 0.0)];
+    let one = EngineConfig { prefill_only_one_req: true, ..cfg(SchedulePolicy::Fcfs) };
+    let r = simulate(&w, &sends, one, 100_000);
+    let batches: Vec<Vec<u32>> = r.schedule.iter().map(|s| s.items.iter().map(|i| i.0).collect()).collect();
+    assert_eq!(batches, [vec![0], vec![1], vec![2], vec![0, 1, 2]]);
+    let all = simulate(&w, &sends, cfg(SchedulePolicy::Fcfs), 100_000);
+    let batches: Vec<Vec<u32>> = all.schedule.iter().map(|s| s.items.iter().map(|i| i.0).collect()).collect();
+    assert_eq!(batches, [vec![0, 1, 2], vec![0, 1, 2]]);
+}
+
 /// `PrefillAdder._lock_node` (0.4.10 and 0.5.23): a waiting request is checked with its matched
 /// prefix pinned, so its cached tokens no longer count as room. A (40 prompt tokens, 1 output)
 /// finishes and leaves 40 evictable tokens in an 80-token pool; B = A's prompt + 30 tokens with

@@ -17,6 +17,7 @@
 mod async_out;
 mod coalesce;
 mod multistep;
+mod virtual_engines;
 
 use super::{Keep, LoadStats, ScheduledStep, StepRecord, TokenRecord, KV_FULL_SHARE};
 use crate::cache::{CacheSpec, PrefixCache, ReqId};
@@ -175,6 +176,8 @@ pub struct Instance<'a> {
     stretch: coalesce::Stretch,
     /// Steps formed inside coalesced stretches.
     pub coalesced_steps: u64,
+    /// vLLM V0's virtual engines under PP (none otherwise).
+    ves: virtual_engines::VirtualEngines,
 }
 
 impl<'a> Instance<'a> {
@@ -182,8 +185,14 @@ impl<'a> Instance<'a> {
     /// sends, so only their blocks are numbered; `alone`: the only instance, which will touch
     /// most of its cache's content index).
     pub fn new(w: &Workload, spec: InstanceSpec<'a>, used: Option<&[SeqId]>, alone: bool) -> Self {
-        let mut cache = spec.cache.build_sized(w.store.clone(), used, alone);
-        cache.follow(&spec.engine.rules.cache_rules(spec.engine.engine));
+        let n_ves = spec.engine.virtual_engines as usize;
+        let cache_spec = if n_ves > 1 { virtual_engines::share(spec.cache, n_ves) } else { spec.cache };
+        let make_cache = || {
+            let mut cache = cache_spec.build_sized(w.store.clone(), used, alone);
+            cache.follow(&spec.engine.rules.cache_rules(spec.engine.engine));
+            cache
+        };
+        let mut cache = make_cache();
         if let Some(h) = spec.engine.hicache {
             let attached = cache.attach_host_tier(h);
             debug_assert!(attached, "config::resolve allows HiCache on the radix cache alone");
@@ -197,7 +206,13 @@ impl<'a> Instance<'a> {
             block_tokens: spec.cache.block_size.or(spec.cache.page_size).unwrap_or(1).max(1) as u64,
             engine: spec.engine,
             cost: spec.cost,
-            capacity: spec.cache.capacity_tokens,
+            capacity: spec.cache.capacity_tokens.map(|c| {
+                if n_ves > 1 {
+                    cache_spec.capacity_tokens.unwrap_or(c) * n_ves as u64
+                } else {
+                    c
+                }
+            }),
             tracks_computed: cache.tracks_computed(),
             cache,
             sched: scheduler(&spec.engine, w.store.clone()),
@@ -214,7 +229,7 @@ impl<'a> Instance<'a> {
             max_in_flight: if spec.engine.engine == EngineKind::Vllm {
                 spec.cost.in_flight_batches().max(1)
             } else {
-                1
+                n_ves.max(1)
             },
             queued: VecDeque::new(),
             stage_free: Vec::new(),
@@ -233,6 +248,9 @@ impl<'a> Instance<'a> {
             retired_lora: None,
             stretch: coalesce::Stretch::default(),
             coalesced_steps: 0,
+            ves: virtual_engines::VirtualEngines::new(n_ves, || {
+                (scheduler(&spec.engine, w.store.clone()), make_cache())
+            }),
         }
     }
 
@@ -245,7 +263,7 @@ impl<'a> Instance<'a> {
             self.load.busy_s -= (end - now).max(0.0);
         }
         let old = std::mem::replace(self, fresh);
-        let mut cache = old.cache.stats();
+        let mut cache = old.live_cache_stats();
         if let Some(before) = &old.retired_cache {
             cache.merge(before);
         }
@@ -264,12 +282,12 @@ impl<'a> Instance<'a> {
 
     /// Holds nothing: no batch in flight, no request waiting or running.
     pub fn is_empty(&self) -> bool {
-        self.busy_until.is_none() && self.sched.queued() == (0, 0)
+        self.busy_until.is_none() && self.queued() == (0, 0)
     }
 
     /// The cache counters over every life of the instance.
     pub fn cache_stats(&self) -> crate::cache::CacheStats {
-        let mut s = self.cache.stats();
+        let mut s = self.live_cache_stats();
         if let Some(before) = &self.retired_cache {
             s.merge(before);
         }
@@ -314,6 +332,7 @@ impl<'a> Instance<'a> {
 
     /// Request `id` (its state `r`) arrived at `now`: it joins the waiting queue.
     pub fn enqueue(&mut self, id: ReqId, r: &ReqRt, now: f64) {
+        self.activate_for_arrival();
         self.sched.enqueue(id, r.priority, now);
     }
 
@@ -329,10 +348,17 @@ impl<'a> Instance<'a> {
     /// requests still to arrive, as a decode instance's pre-allocations: the head then waits).
     pub fn begin_step(&mut self, now: f64, rt: &mut [ReqRt], keep: Keep, may_reject: bool) -> Begun {
         debug_assert!(self.can_schedule());
-        if self.busy_until.is_some() {
-            return self.begin_queued(now, rt, keep);
+        let mut form = |x: &mut Self| {
+            if x.busy_until.is_some() {
+                x.begin_queued(now, rt, keep)
+            } else {
+                x.begin_step_alone(now, rt, keep, false, may_reject)
+            }
+        };
+        if self.has_virtual_engines() {
+            return self.begin_on_free_engine(form);
         }
-        self.begin_step_alone(now, rt, keep, false, may_reject)
+        form(self)
     }
 
     /// Forms and prices a step into `self.batch`; `queued`: behind batches in flight (the
@@ -431,11 +457,11 @@ impl<'a> Instance<'a> {
     /// The record of a step just formed: its `items` (request, new tokens, computed before)
     /// and the requests `preempted` forming it, with the cache and queues as they are now.
     fn composed(&self, items: impl Iterator<Item = (ReqId, u32, u32)>, preempted: Vec<ReqId>) -> ScheduledStep {
-        let (waiting, running) = self.sched.queued();
+        let (waiting, running) = self.queued();
         ScheduledStep {
             items: items.collect(),
             preempted,
-            usage_after_schedule: self.cache.usage(),
+            usage_after_schedule: self.kv_usage(),
             window_after_schedule: self.cache.window_usage(),
             states_after_schedule: self.cache.state_usage(),
             host_tokens_after_schedule: self.cache.host_tokens(),
@@ -445,10 +471,15 @@ impl<'a> Instance<'a> {
         }
     }
 
-    /// A batch's price: the cost model's step time, 0 with no sequence.
+    /// A batch's price: the cost model's step time, 0 with no sequence; a decode batch the
+    /// engine runs without a CUDA graph takes at least the eager launch of its kernels.
     fn price(&self, b: &BatchShape) -> f64 {
         if b.seqs == 0 {
             0.0
+        } else if b.prefill_tokens == 0 && !self.engine.decode_graphs.captures(b.seqs) {
+            let p = self.cost.step_parts(b);
+            crate::cost::StepTime { device_s: p.device_s.max(self.cost.eager_step_launch_s()), ..p }
+                .total(self.engine.overlap)
         } else {
             self.cost.step_time(b, self.engine.overlap)
         }
@@ -459,7 +490,7 @@ impl<'a> Instance<'a> {
     fn account(&mut self, now: f64, dt: f64, keep: Keep) {
         self.stats.steps += self.batch.steps() as u64;
         let held = {
-            let u = self.cache.usage();
+            let u = self.kv_usage();
             u.used_tokens - u.evictable_tokens
         };
         self.stats.peak_kv_tokens = self.stats.peak_kv_tokens.max(held);
@@ -468,7 +499,7 @@ impl<'a> Instance<'a> {
             self.load.kv_full_s += dt;
         }
         if keep.steps {
-            let (waiting, running) = self.sched.queued();
+            let (waiting, running) = self.queued();
             let b = &self.batch;
             self.timeline.push(StepRecord {
                 start_s: now,
@@ -551,6 +582,7 @@ impl<'a> Instance<'a> {
     /// request that computed its last known token — more in one chunk for a decoding request
     /// under speculative decoding — finished requests' KV freed.
     pub fn end_step(&mut self, rt: &mut [ReqRt], out: &mut Sink<'_>) {
+        self.activate_ending();
         let end = self.busy_until.take().expect("a step is running");
         if self.async_out {
             self.deliver_pending(rt, out, end);
