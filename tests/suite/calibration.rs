@@ -456,14 +456,14 @@ fn shared_output(name: &str) -> PathBuf {
 }
 
 /// `validate --json --csv` over every case with the data, through the command line's held-out
-/// gate at the measured bound (`--max-held-out-error 8.5`, which it must pass): run once per test
+/// gate at the measured bound (`--max-held-out-error 6.5`, which it must pass): run once per test
 /// binary, the tests that read the default validation share it (each full run costs seconds);
 /// its CSV is at [`shared_output`]`("gated.csv")`.
 fn validate_gated() -> &'static serde_json::Value {
     static V: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
     V.get_or_init(|| {
         let csv = shared_output("gated.csv");
-        validate_json(&["--max-held-out-error", "8.5", "--csv", csv.to_str().unwrap()])
+        validate_json(&["--max-held-out-error", "6.5", "--csv", csv.to_str().unwrap()])
     })
 }
 
@@ -525,8 +525,9 @@ fn held_out_median(v: &serde_json::Value, held: &[&str]) -> (f64, usize) {
 /// TTFT rows: 7.4 % over 10 and 4.5 % over 14; before the H100 SGLang profile held the H200
 /// per-kernel floor: 11.1 % and 7.2 %.) `validate --max-held-out-error` gates every held-out
 /// row, the 30 TensorRT-LLM points of rows 2, 4, 6, 8 and 10 of each perf-overview table
-/// included (their profiles fitted on the other rows): 8.20 % over 46 rows, bound 8.5 % (9.51 %
-/// before the seeds, 9.79 % before the step law).
+/// included (their profiles fitted on the other rows): 6.10 % over 46 rows, bound 6.5 % (8.20 %
+/// before their profiles were refitted with the collective latency free, 9.51 % before the seeds,
+/// 9.79 % before the step law).
 #[test]
 #[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn held_out_error_stays_under_the_measured_bound() {
@@ -565,9 +566,9 @@ fn held_out_error_stays_under_the_measured_bound() {
         .collect();
     let (gated, n) = held_out_median(&v, &held);
     assert_eq!(n, 16 + 30);
-    // `v` came through the gate at 8.5 % (validate_gated), so it passed; its JSON carries the
+    // `v` came through the gate at 6.5 % (validate_gated), so it passed; its JSON carries the
     // gated figure, and the text run says it after its table.
-    assert!(gated < 8.5, "held-out median |error| {gated:.2} % (bound 8.5 %)");
+    assert!(gated < 6.5, "held-out median |error| {gated:.2} % (bound 6.5 %)");
     let pooled = &v["pooled"];
     assert_eq!((pooled["median_abs_error_pct"].as_f64(), pooled["rows"].as_u64()), (Some(gated), Some(n as u64)));
     let over = "median_e2e_latency_ms, median_tpot_ms, median_ttft_ms, output_throughput";

@@ -1,7 +1,7 @@
 //! Coalesced decode steps print the same bytes: the README's and the guides' run commands (the
 //! bundled sample, every output file, clusters under each router, failures, autoscaling, PD, a
-//! pipeline-parallel deployment, sliding-window and chunked attention, the Mooncake and ShareGPT
-//! traces) run with and without `--no-step-coalescing`, and their stdout and every file they
+//! pipeline-parallel deployment, sliding-window and chunked attention, TensorRT-LLM, the Mooncake
+//! and ShareGPT traces) run with and without `--no-step-coalescing`, and their stdout and every file they
 //! write are compared byte for byte. The golden schedules are compared both ways in `golden_vllm.rs`, random workloads in
 //! the core's `sim::coalesce_tests`.
 
@@ -98,6 +98,9 @@ fn the_bundled_sample_and_every_output_file_are_the_same_coalesced_or_not() {
         // vLLM's hybrid manager: sliding groups beside a full one, six of them, or one alone.
         ("hybrid", vec!["run", "--model", "gpt-oss-20b", "--requests-csv", "{dir}/r.csv", "--json"]),
         ("hybrid-gemma", vec!["run", "--model", "gemma-3-27b", "--tp", "2", "--json"]),
+        // TensorRT-LLM: requests take their blocks to completion; a small pool refuses heads.
+        ("trtllm", vec!["run", "--engine", "trtllm", "--requests-csv", "{dir}/r.csv", "--json"]),
+        ("trtllm-small-pool", vec!["run", "--engine", "trtllm", "--num-gpu-blocks-override", "300", "--json"]),
         ("hybrid-every-layer", vec!["run", "--model", "mistral-7b-v0.1", "--instances", "2", "--json"]),
     ] {
         same_both_ways(name, &args);
@@ -123,6 +126,11 @@ fn the_real_traces_are_the_same_coalesced_or_not() {
     ];
     for (name, args) in [
         ("mooncake-1000", [&["--trace", m, "--num-prompts", "1000", "--json"][..], &engine].concat()),
+        (
+            // TensorRT-LLM with block reuse on Mooncake's shared prefixes, heads refused for room.
+            "mooncake-trtllm",
+            [&["--trace", m, "--num-prompts", "1000", "--engine", "trtllm", "--json"][..], &engine].concat(),
+        ),
         (
             "mooncake-16-kv",
             [

@@ -417,6 +417,11 @@ impl VllmRule for VllmV1 {
             Some(head) if self.cfg.enable_chunked_prefill && !self.cfg.rules.trtllm_reserve_to_completion => {
                 Admission::Refused(head)
             }
+            // TensorRT-LLM's GUARANTEED_NO_EVICT: running requests took their blocks to completion
+            // at admission, so decode steps allocate nothing and the room a waiting request is
+            // checked against changes only when one finishes; the step budget and the running
+            // count stay as they are while the same decodes run.
+            Some(head) if self.cfg.rules.trtllm_reserve_to_completion => Admission::Refused(head),
             Some(_) => Admission::Open,
         }
     }

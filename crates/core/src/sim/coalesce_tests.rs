@@ -1,8 +1,9 @@
 //! Coalesced decode steps change nothing ([`Instance::coalesce`]): hand-computed stretches
 //! (one request decoding alone; a waiting head refused until a finish frees its blocks; an
-//! arrival cutting a stretch), and a property over random workloads, pools, policies, routers,
-//! fleets and vLLM's hybrid layouts (sliding-window groups beside full ones, or alone) comparing
-//! every field of the run with and without coalescing.
+//! arrival cutting a stretch; TensorRT-LLM's refused head), and a property over random
+//! workloads, pools, policies, routers, fleets, vLLM's hybrid layouts (sliding-window groups
+//! beside full ones, or alone) and TensorRT-LLM's admission, comparing every field of the run
+//! with and without coalescing.
 
 use super::tests::{cfg, workload};
 use super::*;
@@ -73,6 +74,25 @@ fn a_refused_head_waits_through_the_stretch_and_enters_at_the_finish() {
 }
 
 #[test]
+fn tensorrt_llm_stretches_run_with_the_head_refused_for_room_to_completion() {
+    // TensorRT-LLM's GUARANTEED_NO_EVICT: A (12 prompt, 8 out) takes 20 tokens' blocks (5 of
+    // 4) at admission; B (16 prompt, 4 out) needs 5 more of the 7 usable and is refused until A
+    // finishes. A's decodes allocate nothing, so they run as one stretch.
+    let w = workload(&[((0..12).collect(), 8), ((100..116).collect(), 4)]);
+    let mut c = cfg(8, 1000, Some(8));
+    c.engine = crate::engine::EngineConfig {
+        max_num_seqs: 8,
+        max_num_batched_tokens: 1000,
+        enable_chunked_prefill: false,
+        ..crate::engine::EngineConfig::new(crate::engine::EngineVersion::Trtllm10)
+    };
+    let r = both(&w, &[(0, 0.0), (1, 0.001)], &c, 1, RouterKind::RoundRobin, ALL);
+    assert!(r.coalesced_steps > 0, "the stretch ran with the head refused");
+    let (a, b) = (r.records.iter().find(|x| x.id == 0).unwrap(), r.records.iter().find(|x| x.id == 1).unwrap());
+    assert!(b.first_scheduled_s >= a.last_token_s, "B entered when A finished: {a:?} {b:?}");
+}
+
+#[test]
 fn an_arrival_cuts_the_stretch_where_the_scheduler_would_see_it() {
     // B arrives while A decodes, with room to enter: the step after its arrival admits it.
     let w = workload(&[((0..10).collect(), 40), ((100..104).collect(), 3)]);
@@ -132,6 +152,8 @@ proptest! {
             (0u8..2, 1u8..3, any::<bool>(), 2u32..24, prop_oneof![Just(Some(0u32)), Just(None), Just(Some(8))])
                 .prop_map(Some),
         ],
+        // TensorRT-LLM's admission to completion instead of vLLM's (FCFS, one KV group).
+        trtllm in any::<bool>(),
     ) {
         let specs: Vec<(Vec<u32>, u32)> = reqs
             .iter()
@@ -169,6 +191,14 @@ proptest! {
                 mamba_groups: 0,
                 mamba: None,
             });
+        }
+        if trtllm && hybrid.is_none() && !priority {
+            c.engine = crate::engine::EngineConfig {
+                max_num_seqs: c.engine.max_num_seqs,
+                max_num_batched_tokens: c.engine.max_num_batched_tokens,
+                enable_chunked_prefill: false,
+                ..crate::engine::EngineConfig::new(crate::engine::EngineVersion::Trtllm10)
+            };
         }
         let r = both(&w, &sends, &c, n, RouterKind::ALL[kind], Keep { steps: true, schedule: true, ..Keep::default() });
         prop_assert!(r.coalesced_steps <= r.steps);

@@ -19,10 +19,12 @@
 //! inadmissible otherwise, since the stretch only takes blocks), or starts at or after the
 //! driver's horizon (the next arrival, failure or autoscaler sync, when another instance may
 //! route to or read this one); and before a step end that would finish a request. Which runs
-//! coalesce: vLLM v1 instances (not under PP, speculative decoding or disaggregation) whose
-//! cache says how it grows (the paged cache with prefix caching on; the hybrid manager's
-//! sliding-window groups, while no waiting head is refused); every other engine, cache and
-//! layout steps as before.
+//! coalesce: vLLM v1 and TensorRT-LLM instances (not under PP, speculative decoding or
+//! disaggregation) whose cache says how it grows (the paged cache with prefix caching on; the
+//! hybrid manager's sliding-window groups, while no waiting head is refused); every other
+//! engine, cache and layout steps as before. TensorRT-LLM's requests take their blocks to
+//! completion when admitted, so its stretches allocate nothing and its refused head stays
+//! refused until a finish ends the stretch.
 
 use super::{Instance, Role};
 use crate::cache::ReqId;
@@ -47,10 +49,11 @@ pub(super) struct Stretch {
 }
 
 impl Instance<'_> {
-    /// Whether this instance's steps can be coalesced at all: vLLM v1, one batch at a time,
-    /// whole requests, no speculative tokens, a cache that computes nothing after a step.
+    /// Whether this instance's steps can be coalesced at all: vLLM v1 (or TensorRT-LLM, which
+    /// forms its batch by the same rule), one batch at a time, whole requests, no speculative
+    /// tokens, a cache that computes nothing after a step.
     fn coalesces(&self) -> bool {
-        self.engine.engine == EngineKind::Vllm
+        matches!(self.engine.engine, EngineKind::Vllm | EngineKind::Trtllm)
             && self.max_in_flight == 1
             && !self.async_out
             && self.spec_extra <= 0.0
