@@ -69,7 +69,7 @@ pub(super) fn share(spec: CacheSpec, n: usize) -> CacheSpec {
 impl Instance<'_> {
     /// Whether the instance runs several virtual engines.
     pub(super) fn has_virtual_engines(&self) -> bool {
-        self.ves.len() > 0
+        !self.ves.parked.is_empty()
     }
 
     /// Makes virtual engine `k` the active one (its scheduler and cache the instance's).
@@ -145,6 +145,9 @@ impl Instance<'_> {
 
     /// Requests waiting and running, over every virtual engine.
     pub fn queued(&self) -> (usize, usize) {
+        if !self.has_virtual_engines() {
+            return self.sched.queued();
+        }
         let mut q = (0, 0);
         self.each_engine(|s, _| {
             let (w, r) = s.queued();
@@ -162,6 +165,9 @@ impl Instance<'_> {
 
     /// KV use over every virtual engine's cache.
     pub fn kv_usage(&self) -> Usage {
+        if !self.has_virtual_engines() {
+            return self.cache.usage();
+        }
         let mut u = Usage { used_tokens: 0, evictable_tokens: 0, capacity_tokens: Some(0) };
         self.each_engine(|_, c| {
             let x = c.usage();
