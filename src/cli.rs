@@ -1171,20 +1171,24 @@ impl RunArgs {
 /// included) for an engine that does not have it ([`cachesim::engine::flags::TABLE`]).
 pub fn refuse_foreign_flags(m: &clap::ArgMatches, run: &RunArgs) -> Result<(), cachesim::Error> {
     use clap::CommandFactory;
-    let cmd = CaseRun::command();
-    let given = cmd
-        .get_arguments()
-        .filter(|a| m.try_contains_id(a.get_id().as_str()).unwrap_or(false))
-        .filter(|a| m.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine))
-        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
-        .collect::<Vec<_>>();
+    // (id, `--long`) of every run flag, built once: a sweep checks every grid point.
+    static FLAGS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    let flags = FLAGS.get_or_init(|| {
+        let cmd = CaseRun::command();
+        cmd.get_arguments().filter_map(|a| a.get_long().map(|l| (a.get_id().to_string(), format!("--{l}")))).collect()
+    });
+    let given = flags
+        .iter()
+        .filter(|(id, _)| m.try_contains_id(id).unwrap_or(false))
+        .filter(|(id, _)| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|(_, long)| long.as_str());
     if run.lora_assignment.is_some() && run.lora_modules.is_empty() {
         return Err(cachesim::Error::invalid(
             "--lora-assignment",
             "says how requests draw one of --lora-modules: give the adapters with --lora-modules",
         ));
     }
-    cachesim::engine::flags::refuse_foreign(run.options().engine, given.iter().map(String::as_str))
+    cachesim::engine::flags::refuse_foreign(run.options().engine, given)
 }
 
 /// `--num-prompts`: a count of requests, at least 1 (a run of none measures nothing).

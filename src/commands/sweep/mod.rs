@@ -30,6 +30,9 @@ pub const NOT_IN_GRID: [&str; 5] = ["json", "requests_csv", "timeline_csv", "tok
 /// parsed by clap exactly as `cachesim run` parses them, so any run flag can be a knob.
 pub struct RunFlags {
     cmd: clap::Command,
+    /// The same command, built once and parsed with in turn (a clone per point cost a third
+    /// of a sweep's set-up).
+    parser: std::sync::Mutex<clap::Command>,
     /// (argument id, its `--long=value` words on the base command line).
     base: Vec<(String, Vec<String>)>,
 }
@@ -55,7 +58,7 @@ impl RunFlags {
             };
             base.push((id.to_string(), words));
         }
-        let mut flags = Self { cmd, base };
+        let mut flags = Self::with(cmd, base);
         for s in file.map(|f| f.run.as_slice()).unwrap_or_default() {
             let f = file.expect("settings come from a file");
             let field = format!("run.{}", s.knob);
@@ -77,7 +80,11 @@ impl RunFlags {
     /// has them — as a sweep's base.
     pub fn from_words(base: Vec<(String, Vec<String>)>) -> Self {
         use clap::CommandFactory;
-        Self { cmd: PointCli::command(), base }
+        Self::with(PointCli::command(), base)
+    }
+
+    fn with(cmd: clap::Command, base: Vec<(String, Vec<String>)>) -> Self {
+        Self { parser: std::sync::Mutex::new(cmd.clone()), cmd, base }
     }
 
     /// The run flag a knob names: its long name or an alias, `_` read as `-`.
@@ -171,7 +178,8 @@ impl RunFlags {
             self.base.iter().filter(|(id, _)| !set.contains(&id.as_str())).flat_map(|(_, w)| w.clone()).collect();
         argv.extend(extra);
         let described = point.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        let m = self.cmd.clone().try_get_matches_from(&argv).map_err(|e| {
+        let parsed = self.parser.lock().unwrap_or_else(|p| p.into_inner()).try_get_matches_from_mut(&argv);
+        let m = parsed.map_err(|e| {
             if point.is_empty() {
                 first_line(&e)
             } else {

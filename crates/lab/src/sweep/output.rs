@@ -67,7 +67,13 @@ pub fn rank(rows: &[Row], key: &str, ascending: bool) -> Vec<usize> {
     keys.extend(TABLE_METRICS.iter().filter(|m| **m != key).map(|m| (*m, smaller_is_better(m))));
     let values: Vec<Option<Vec<f64>>> = rows
         .iter()
-        .map(|r| r.outcome.as_ref().ok().map(|s| keys.iter().map(|(k, _)| metric(s, k).unwrap_or(f64::NAN)).collect()))
+        .map(|r| {
+            r.outcome.as_ref().ok().map(|s| {
+                let all = metrics(s);
+                let value = |k: &str| all.iter().find(|(m, _)| m == k).and_then(|(_, v)| v.as_f64());
+                keys.iter().map(|(k, _)| value(k).unwrap_or(f64::NAN)).collect()
+            })
+        })
         .collect();
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| match (&values[a], &values[b]) {

@@ -100,6 +100,9 @@ impl<W: IndexWord> PagedCache<W> {
         self.blk.resize(self.blk.len() + fresh as usize, Blk { state: 1, ..FRESH });
         self.fresh_next += fresh;
         let (mut head, mut evicted, mask) = (self.head, 0u64, self.ring.len() as u32 - 1);
+        // Most evictions touch nothing but the block: no event to log, no duplicate carrying
+        // its key, not a watched hit (the index entry is left stale, see `uncache`).
+        let (quiet, gen) = (self.events.is_none(), self.watch_gen);
         let start = out.len();
         out.resize(start + n - fresh as usize, 0);
         for slot in &mut out[start..] {
@@ -111,11 +114,18 @@ impl<W: IndexWord> PagedCache<W> {
                     break b;
                 }
             };
-            if self.blk[b as usize].key != NO_KEY {
-                self.uncache(b);
+            let r = self.blk[b as usize];
+            if r.key != NO_KEY {
+                if quiet && r.first && r.dup_next == NIL && r.watch_gen != gen {
+                    self.blk[b as usize] = Blk { key: NO_KEY, state: 1, first: false, ..r };
+                } else {
+                    self.uncache(b);
+                    self.blk[b as usize].state = 1;
+                }
                 evicted += 1;
+            } else {
+                self.blk[b as usize].state = 1;
             }
-            self.blk[b as usize].state = 1;
             *slot = b;
         }
         self.head = head;

@@ -164,6 +164,10 @@ struct ReqState {
     tokens: usize,
 }
 
+/// Emptied block tables kept for reuse at most (admissions between two finishes rarely need
+/// more; the rest are dropped).
+const SPARE_TABLES: usize = 64;
+
 /// vLLM v1 block pool + prefix cache; `W` is the index's word ([`IndexWord`]).
 pub struct PagedCache<W: IndexWord = u32> {
     store: Arc<TokenStore>,
@@ -211,6 +215,9 @@ pub struct PagedCache<W: IndexWord = u32> {
     watch_gen: u16,
     next_gen: u16,
     cached_free: u64,
+    /// Block tables of finished requests, emptied, kept for the next admissions (a table grows
+    /// to hundreds of blocks: reusing one spares its allocations and regrowth).
+    spare: Vec<Vec<u32>>,
     stats: CacheStats,
 }
 
@@ -288,6 +295,7 @@ impl<W: IndexWord> PagedCache<W> {
             watch_gen: NO_GEN,
             next_gen: 1,
             cached_free: 0,
+            spare: Vec::new(),
             stats: CacheStats::default(),
         }
     }
@@ -371,6 +379,7 @@ impl<W: IndexWord> PagedCache<W> {
         self.next_gen - 1
     }
 
+    #[inline(never)]
     fn uncache(&mut self, b: u32) {
         if self.is_watched(b) {
             // A watched hit is evicted: the hits end before it.
@@ -421,6 +430,12 @@ impl<W: IndexWord> PagedCache<W> {
         if let Some(e) = self.events.as_mut() {
             e.push((key, true));
         }
+        self.register_quietly(b, key);
+    }
+
+    /// [`register`](Self::register) without its watch and events: the index and the blocks.
+    #[inline(always)]
+    fn register_quietly(&mut self, b: u32, key: u32) {
         let mut p = self.index.get(key).unpack();
         if self.answers(p, key) {
             while self.blk[p as usize].dup_next != NIL {
@@ -448,8 +463,16 @@ impl<W: IndexWord> PagedCache<W> {
             return cached;
         }
         let ids = std::mem::take(&mut self.ids);
-        for (&b, key) in blocks[cached..full].iter().zip(ids.ids(seq, cached, full)) {
-            self.register(b, key);
+        let keys = ids.ids(seq, cached, full);
+        if self.watch.is_none() && self.events.is_none() {
+            // No watched lookup to mark and no event to log: the map and the blocks alone.
+            for (&b, key) in blocks[cached..full].iter().zip(keys) {
+                self.register_quietly(b, key);
+            }
+        } else {
+            for (&b, key) in blocks[cached..full].iter().zip(keys) {
+                self.register(b, key);
+            }
         }
         self.ids = ids;
         full
@@ -495,7 +518,7 @@ impl<W: IndexWord> PagedCache<W> {
         }
         let mut hits = match self.parked.remove(req) {
             Some(p) if p.seq == seq => p.hits,
-            _ => Vec::new(),
+            _ => self.spare.pop().unwrap_or_default(),
         };
         let mut st = ReqState { seq, blocks: Vec::new(), cached_blocks: 0, tokens: 0 };
         let max_blocks = known.saturating_sub(1) / self.block;
@@ -744,7 +767,11 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
     }
 
     fn finish(&mut self, req: ReqId) {
-        self.free_request(req);
+        let mut table = self.free_request(req).blocks;
+        if self.spare.len() < SPARE_TABLES {
+            table.clear();
+            self.spare.push(table);
+        }
         self.parked.remove(req);
     }
 

@@ -34,6 +34,55 @@ use crate::sim::{Keep, TokenRecord};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// Steps a growth is usually due within (a block's tokens at most): kept in buckets by step.
+const WHEEL: u32 = 64;
+
+/// The steps at which the batch's requests next grow, each a batch index: a bucket per step
+/// for the next [`WHEEL`] steps (a growth is due within a block's tokens, most often 16), a
+/// heap for any later. [`take`](Due::take) hands out a step's growths in batch order, as the
+/// stepped path grows them.
+#[derive(Default)]
+struct Due {
+    wheel: Vec<Vec<u32>>,
+    far: BinaryHeap<Reverse<(u32, u32)>>,
+}
+
+impl Due {
+    /// Empties it.
+    fn clear(&mut self) {
+        self.wheel.resize_with(WHEEL as usize, Vec::new);
+        self.wheel.iter_mut().for_each(Vec::clear);
+        self.far.clear();
+    }
+
+    /// Request `j` grows at step `at`, after step `now`.
+    fn push(&mut self, now: u32, at: u32, j: u32) {
+        debug_assert!(at > now, "a growth due before the step that plans it");
+        if at - now < WHEEL {
+            self.wheel[(at % WHEEL) as usize].push(j);
+        } else {
+            self.far.push(Reverse((at, j)));
+        }
+    }
+
+    /// The requests growing at step `at` (every earlier step taken), in batch order, into `out`.
+    fn take(&mut self, at: u32, out: &mut Vec<u32>) {
+        out.clear();
+        // A bucket holds only this step's: an entry of a later step with the same remainder
+        // was due `WHEEL` or more steps after its push, so went to the heap.
+        out.append(&mut self.wheel[(at % WHEEL) as usize]);
+        while let Some(&Reverse((t, j))) = self.far.peek() {
+            if t != at {
+                debug_assert!(t > at, "a growth passed over");
+                break;
+            }
+            self.far.pop();
+            out.push(j);
+        }
+        out.sort_unstable();
+    }
+}
+
 /// Buffers of a stretch, kept with the instance so a stretch allocates nothing once warm.
 #[derive(Default)]
 pub(super) struct Stretch {
@@ -41,8 +90,8 @@ pub(super) struct Stretch {
     /// step ended, and outputs sampled by then.
     computed: Vec<u32>,
     generated: Vec<u32>,
-    /// (step, batch index) of each request's next growth that allocates or registers a block.
-    due: BinaryHeap<Reverse<(u32, u32)>>,
+    /// Each request's next growth that allocates or registers a block, by step.
+    due: Due,
     /// The growths of one step, and whose they are.
     grows: Vec<(ReqId, usize)>,
     growing: Vec<u32>,
@@ -137,7 +186,7 @@ impl Instance<'_> {
             s.computed.push(r.num_computed);
             s.generated.push(r.generated);
             // Step m grows the request to computed + m + 1 tokens.
-            s.due.push(Reverse(((quiet - r.num_computed as usize) as u32, j as u32)));
+            s.due.push(0, (quiet - r.num_computed as usize) as u32, j as u32);
         }
         let mut shape = self.batch.shape;
         debug_assert_eq!(
@@ -151,16 +200,10 @@ impl Instance<'_> {
         while m + 2 <= left && end < horizon {
             let next = m + 1;
             s.grows.clear();
-            s.growing.clear();
-            while let Some(&Reverse((at, j))) = s.due.peek() {
-                if at != next {
-                    debug_assert!(at > next, "a growth passed over");
-                    break;
-                }
-                s.due.pop();
+            s.due.take(next, &mut s.growing);
+            for &j in &s.growing {
                 let id = self.batch.items[j as usize].0;
                 s.grows.push((id, (s.computed[j as usize] + next + 1) as usize));
-                s.growing.push(j);
             }
             if !s.grows.is_empty() && !self.cache.grow_quietly(&s.grows, refused) {
                 break; // step `next` is the scheduler's to form
@@ -170,7 +213,7 @@ impl Instance<'_> {
                 let quiet = self.cache.quiet_until(id).expect("a running request");
                 let at = (quiet - s.computed[j as usize] as usize) as u32;
                 debug_assert!(at > next, "a growth leaves room for the next token");
-                s.due.push(Reverse((at, j)));
+                s.due.push(next, at, j);
             }
             self.end_quietly(m, end, prev, &s, rt, keep, log, tokens);
             shape.advance_decodes(s.computed.iter().map(|&c| (c + next) as u64));
