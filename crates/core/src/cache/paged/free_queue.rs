@@ -104,29 +104,19 @@ impl<W: IndexWord> PagedCache<W> {
         // its key, not a watched hit (the index entry is left stale, see `uncache`).
         let (quiet, gen) = (self.events.is_none(), self.watch_gen);
         let start = out.len();
+        debug_assert!(self.list_len >= (n - fresh as usize) as u64, "pop from an empty free queue");
         out.resize(start + n - fresh as usize, 0);
-        for slot in &mut out[start..] {
-            let b = loop {
-                debug_assert_ne!(head, self.tail, "pop from an empty free queue");
-                let b = self.ring[(head & mask) as usize];
-                head = head.wrapping_add(1);
-                if b != GONE {
-                    break b;
-                }
-            };
-            let r = self.blk[b as usize];
-            if r.key != NO_KEY {
-                if quiet && r.first && r.dup_next == NIL && r.watch_gen != gen {
-                    self.blk[b as usize] = Blk { key: NO_KEY, state: 1, first: false, ..r };
-                } else {
-                    self.uncache(b);
-                    self.blk[b as usize].state = 1;
-                }
-                evicted += 1;
-            } else {
+        let mut i = start;
+        while i < out.len() {
+            let popped = pop_ring(&mut self.blk, &self.ring, head, mask, (quiet, gen), &mut out[i..]);
+            (head, evicted, i) = (popped.head, evicted + popped.evicted, i + popped.done);
+            if popped.slow {
+                // `out[i]` left the ring but still carries its key: the whole eviction.
+                let b = out[i];
+                self.uncache(b);
                 self.blk[b as usize].state = 1;
+                (evicted, i) = (evicted + 1, i + 1);
             }
-            *slot = b;
         }
         self.head = head;
         self.list_len -= (n - fresh as usize) as u64;
@@ -170,24 +160,9 @@ impl<W: IndexWord> PagedCache<W> {
         if ordered && self.tail.wrapping_sub(self.head) as usize + blocks.len() > self.ring.len() {
             self.make_room(blocks.len());
         }
-        let (mut tail, mut cached, mut watched) = (self.tail, 0u64, 0usize);
         let (gen, mask) = (self.watch_gen, self.ring.len() as u32 - 1);
-        let (blk, ring) = (&mut self.blk[..], &mut self.ring[..]);
-        for b in blocks {
-            let r = &mut blk[b as usize];
-            debug_assert!(!r.queued() && r.state > 0, "releasing a free block");
-            r.state -= 1;
-            if r.state == 0 {
-                watched += (r.watch_gen == gen) as usize;
-                cached += (r.key != NO_KEY) as u64;
-                r.state = IN_QUEUE;
-                if ordered {
-                    r.state |= tail & mask;
-                    ring[(tail & mask) as usize] = b;
-                }
-                tail = tail.wrapping_add(1);
-            }
-        }
+        let (tail, cached, watched) =
+            release_ring(&mut self.blk, &mut self.ring, blocks, self.tail, mask, gen, ordered);
         self.list_len += tail.wrapping_sub(self.tail) as u64;
         self.tail = tail;
         self.cached_free += cached;
@@ -208,4 +183,80 @@ impl<W: IndexWord> PagedCache<W> {
         self.front.extend_from_slice(blocks);
         self.list_len += blocks.len() as u64;
     }
+}
+
+/// What [`pop_ring`] did: the ring's new head, the blocks it evicted and handed out, and
+/// whether it stopped at a block needing the whole eviction ([`PagedCache::uncache`]), left in
+/// the slot after the ones done.
+struct Popped {
+    head: u32,
+    evicted: u64,
+    done: usize,
+    slow: bool,
+}
+
+/// Pops ring blocks into `out` from `head` (every one still in the ring), evicting those whose
+/// eviction touches the block alone (`quiet`: no events kept; not stamped with the watch's
+/// `gen`; no duplicate); stops after handing out a block that needs more. The loop over plain
+/// slices keeps the pool's records and the ring in registers.
+fn pop_ring(
+    blk: &mut [Blk],
+    ring: &[u32],
+    mut head: u32,
+    mask: u32,
+    (quiet, gen): (bool, u16),
+    out: &mut [u32],
+) -> Popped {
+    let mut evicted = 0;
+    for (done, slot) in out.iter_mut().enumerate() {
+        let b = loop {
+            let b = ring[(head & mask) as usize];
+            head = head.wrapping_add(1);
+            if b != GONE {
+                break b;
+            }
+        };
+        *slot = b;
+        let r = &mut blk[b as usize];
+        if r.key != NO_KEY {
+            if !(quiet && r.first && r.dup_next == NIL && r.watch_gen != gen) {
+                return Popped { head, evicted, done, slow: true };
+            }
+            (r.key, r.first) = (NO_KEY, false);
+            evicted += 1;
+        }
+        r.state = 1;
+    }
+    Popped { head, evicted, done: out.len(), slow: false }
+}
+
+/// Drops a reference on each of `blocks`, in order; a block left without one joins the ring at
+/// `tail` (when `ordered`). Returns the new tail, and how many of the blocks queued are cached
+/// and stamped with the watch's `gen`.
+fn release_ring(
+    blk: &mut [Blk],
+    ring: &mut [u32],
+    blocks: impl Iterator<Item = u32>,
+    mut tail: u32,
+    mask: u32,
+    gen: u16,
+    ordered: bool,
+) -> (u32, u64, usize) {
+    let (mut cached, mut watched) = (0u64, 0usize);
+    for b in blocks {
+        let r = &mut blk[b as usize];
+        debug_assert!(!r.queued() && r.state > 0, "releasing a free block");
+        r.state -= 1;
+        if r.state == 0 {
+            watched += (r.watch_gen == gen) as usize;
+            cached += (r.key != NO_KEY) as u64;
+            r.state = IN_QUEUE;
+            if ordered {
+                r.state |= tail & mask;
+                ring[(tail & mask) as usize] = b;
+            }
+            tail = tail.wrapping_add(1);
+        }
+    }
+    (tail, cached, watched)
 }

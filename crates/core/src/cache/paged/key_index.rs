@@ -58,6 +58,12 @@ impl<W: IndexWord> KeyIndex<W> {
         slot.get_or_insert_with(|| Box::new([W::NONE; CHUNK]))[key as usize % CHUNK] = w;
     }
 
+    /// The map as one word per key, where it is kept so (not [`IndexWord::SPARSE`]).
+    #[inline]
+    pub(super) fn dense_mut(&mut self) -> Option<&mut [W]> {
+        (!W::SPARSE).then_some(&mut self.dense[..])
+    }
+
     /// Every key some block carries, with its carrier, in key order.
     pub(super) fn carried(&self) -> Vec<(u32, W)> {
         let dense = self.dense.iter().enumerate().filter(|(_, &w)| w != W::NONE).map(|(k, &w)| (k as u32, w));

@@ -166,7 +166,7 @@ struct ReqState {
 
 /// Emptied block tables kept for reuse at most (admissions between two finishes rarely need
 /// more; the rest are dropped).
-const SPARE_TABLES: usize = 64;
+const SPARE_TABLES: usize = 16;
 
 /// vLLM v1 block pool + prefix cache; `W` is the index's word ([`IndexWord`]).
 pub struct PagedCache<W: IndexWord = u32> {
@@ -430,12 +430,6 @@ impl<W: IndexWord> PagedCache<W> {
         if let Some(e) = self.events.as_mut() {
             e.push((key, true));
         }
-        self.register_quietly(b, key);
-    }
-
-    /// [`register`](Self::register) without its watch and events: the index and the blocks.
-    #[inline(always)]
-    fn register_quietly(&mut self, b: u32, key: u32) {
         let mut p = self.index.get(key).unpack();
         if self.answers(p, key) {
             while self.blk[p as usize].dup_next != NIL {
@@ -464,11 +458,10 @@ impl<W: IndexWord> PagedCache<W> {
         }
         let ids = std::mem::take(&mut self.ids);
         let keys = ids.ids(seq, cached, full);
-        if self.watch.is_none() && self.events.is_none() {
+        let quiet = self.watch.is_none() && self.events.is_none();
+        if let Some(index) = self.index.dense_mut().filter(|_| quiet) {
             // No watched lookup to mark and no event to log: the map and the blocks alone.
-            for (&b, key) in blocks[cached..full].iter().zip(keys) {
-                self.register_quietly(b, key);
-            }
+            register_dense(&mut self.blk, index, &blocks[cached..full], keys);
         } else {
             for (&b, key) in blocks[cached..full].iter().zip(keys) {
                 self.register(b, key);
@@ -701,11 +694,15 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
     fn grow_ahead(&mut self, req: ReqId, total_tokens: usize, lookahead: usize) -> bool {
         let want = total_tokens + lookahead;
         let held = self.reqs.get(req).expect("request admitted").blocks.len();
-        if want.div_ceil(self.block).saturating_sub(held) as u64 > self.free_len() {
+        // (A growth within the blocks held needs no division: most steps' decodes.)
+        if want > held * self.block && (want.div_ceil(self.block) - held) as u64 > self.free_len() {
             return false;
         }
         let grown = self.grow(req, total_tokens);
         debug_assert!(grown, "fewer blocks than were checked free");
+        if lookahead == 0 {
+            return grown; // `grow` sized the table for `want`
+        }
         let st = self.reqs.get_mut(req).expect("request admitted");
         let extra = want.div_ceil(self.block).saturating_sub(st.blocks.len());
         st.tokens = st.tokens.max(want);
@@ -868,3 +865,23 @@ mod key_index;
 mod reference;
 #[cfg(test)]
 mod tests;
+
+/// [`PagedCache::register`] for a run of blocks with no watch and no events, over a dense map
+/// (`index`, one word per key): plain slices, so the loop keeps the pool and the map in
+/// registers (most of a run's registrations are these).
+fn register_dense<W: IndexWord>(blk: &mut [Blk], index: &mut [W], blocks: &[u32], keys: impl Iterator<Item = u32>) {
+    for (&b, key) in blocks.iter().zip(keys) {
+        let mut p = index[key as usize].unpack();
+        if blk[p as usize].key == key && blk[p as usize].first {
+            while blk[p as usize].dup_next != NIL {
+                p = blk[p as usize].dup_next;
+            }
+            blk[p as usize].dup_next = b;
+            blk[b as usize].key = key;
+        } else {
+            // No carrier (the entry is empty or stale).
+            index[key as usize] = W::pack(b);
+            (blk[b as usize].key, blk[b as usize].first) = (key, true);
+        }
+    }
+}

@@ -56,6 +56,7 @@ impl Due {
     }
 
     /// Request `j` grows at step `at`, after step `now`.
+    #[inline]
     fn push(&mut self, now: u32, at: u32, j: u32) {
         debug_assert!(at > now, "a growth due before the step that plans it");
         if at - now < WHEEL {
