@@ -953,6 +953,20 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         ));
     }
     let mut startup_notes: Vec<String> = block_note.into_iter().collect();
+    let overridden: Vec<&str> = [
+        (o.policy.is_some_and(|p| p != Policy::None), "--policy"),
+        (o.chunked_prefill_size.is_some_and(|c| c > 0), "--chunked-prefill-size"),
+    ]
+    .into_iter()
+    .filter_map(|(given, flag)| (given && prefill_only_one_req).then_some(flag))
+    .collect();
+    if !overridden.is_empty() {
+        startup_notes.push(format!(
+            "{} overridden: {version} with speculative decoding turns the radix cache and chunked prefill off \
+             and prefills one request per batch (SGLang 0.4.3.post2, ServerArgs.__post_init__ under EAGLE/NEXTN)",
+            overridden.join(" and ")
+        ));
+    }
     let swa_layout = match (&swa, window_tokens) {
         (Some(p), Some(tokens)) => {
             crate::engine::sglang::swa::check_pool(p, tokens, o.page_size)?;
@@ -1312,6 +1326,13 @@ mod tests {
         let plain = resolve(&RunOptions { layout: LayoutOptions::default(), ..o.clone() }).unwrap();
         assert!(!plain.engine.prefill_only_one_req);
         assert_eq!((plain.cache.policy, plain.engine.chunked_prefill_size), (Policy::Radix, 8192));
+        assert!(notes(&o, &c).is_empty(), "{:?}", notes(&o, &c));
+        // Given explicitly, the settings SGLang overrides are overridden, and the run says so.
+        let explicit = RunOptions { policy: Some(Policy::Radix), chunked_prefill_size: Some(4096), ..o.clone() };
+        let e = resolve(&explicit).unwrap();
+        assert_eq!((e.cache.policy, e.engine.chunked_prefill_size), (Policy::None, 0));
+        let said = notes(&explicit, &e);
+        assert!(said.iter().any(|n| n.starts_with("--policy and --chunked-prefill-size overridden")), "{said:?}");
         let newer = resolve(&RunOptions { engine_version: Some(EngineVersion::Sglang05), ..o }).unwrap();
         assert!(!newer.engine.prefill_only_one_req);
         assert_eq!(newer.engine.max_num_seqs, 48);
