@@ -186,6 +186,12 @@ pub trait CostModel: Send + Sync {
     fn pipeline_stages(&self, batch: &BatchShape, overlap: bool) -> Vec<f64> {
         vec![self.step_time(batch, overlap)]
     }
+
+    /// A pricer of `batch`'s decode steps as its context grows, giving exactly
+    /// [`CostModel::step_time`]; `None` (the default) where the model has none for this batch.
+    fn decode_pricer(&self, _batch: &BatchShape, _overlap: bool) -> Option<DecodePricer> {
+        None
+    }
 }
 
 /// Device `per_prefill_token × prefill tokens + per_decode_seq × decode seqs + per_ctx_token ×
@@ -410,6 +416,53 @@ struct LinearLoad {
     flops_per_token: f64,
     /// Bytes of one sequence's state over every linear layer.
     state_bytes_per_seq: f64,
+}
+
+/// The terms of a forward pass's compute that do not depend on the decode context, in the
+/// order [`Roofline::compute_on_s`] adds them: the GEMMs plus the prefill attention, then (after
+/// the decode attention) the linear layers, the kernel floors and the collectives.
+#[derive(Debug, Clone, Copy)]
+struct ComputeTerms {
+    head: f64,
+    linear: f64,
+    floor: f64,
+    comm: f64,
+}
+
+/// Device seconds of the decoding sequences' attention: their context's FLOPs or its KV reads.
+fn decode_attn_s(flops_per_pair: f64, attn_flops: f64, kv_bytes_per_token: f64, bw: f64, l: &Load) -> f64 {
+    bound_s(flops_per_pair * l.decode_ctx * l.decode_positions, attn_flops, l.decode_ctx * kv_bytes_per_token, bw)
+}
+
+/// The price of the decode steps of a coalesced stretch: the same sequences step after step,
+/// only their context growing. Everything but the decode attention is computed once;
+/// [`DecodePricer::step_time`] then does the roofline's own additions in its own order, so
+/// it gives the very bits [`CostModel::step_time`] gives for the batch at that context.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodePricer {
+    terms: ComputeTerms,
+    load: Load,
+    lora_s: f64,
+    host_s: f64,
+    decode_flops_per_pair: f64,
+    attn_flops: f64,
+    kv_read_bytes_per_token: f64,
+    bw: f64,
+    overlap: bool,
+}
+
+impl DecodePricer {
+    /// [`CostModel::step_time`] of the batch when its decodes read `decode_ctx_tokens` in all.
+    pub fn step_time(&self, decode_ctx_tokens: u64) -> f64 {
+        let l = Load { decode_ctx: decode_ctx_tokens as f64, ..self.load };
+        let t = &self.terms;
+        let decode_attn =
+            decode_attn_s(self.decode_flops_per_pair, self.attn_flops, self.kv_read_bytes_per_token, self.bw, &l);
+        let forward = t.head + decode_attn + t.linear + t.floor + t.comm;
+        // As `Roofline::stages` and `step_parts`: the LoRA kernels, one stage, summed.
+        let device_s: f64 = std::iter::once((forward + self.lora_s) / 1.0).sum();
+        StepTime { device_s, host_s: self.host_s }.total(self.overlap)
+    }
 }
 
 /// A step's work per rank, in f64 so batches can be split and scaled.
@@ -667,6 +720,15 @@ impl Roofline {
         if l.seqs <= 0.0 {
             return 0.0;
         }
+        let t = self.compute_terms(l, gemm_share);
+        let (attn_flops, bw) = (self.attn_peak * self.eff.attn_flops, self.bw * self.eff.mem_bw);
+        let decode_attn = decode_attn_s(self.decode_flops_per_pair, attn_flops, self.kv_read_bytes_per_token, bw, l);
+        t.head + decode_attn + t.linear + t.floor + t.comm
+    }
+
+    /// The terms of [`Roofline::compute_on_s`] other than the decode attention, which alone
+    /// depends on the decoding sequences' context.
+    fn compute_terms(&self, l: &Load, gemm_share: f64) -> ComputeTerms {
         let e = &self.eff;
         let flops = self.gemm_peak * e.gemm_flops * gemm_share;
         let bw = self.bw * e.mem_bw;
@@ -682,9 +744,32 @@ impl Roofline {
             bound_s(x.flops_per_token * l.tokens, attn_flops, 2.0 * x.state_bytes_per_seq * l.seqs, bw)
         });
         let prefill_attn = bound_s(self.prefill_flops_per_pair * l.prefill_pairs, attn_flops, l.prefill_ctx * kv, bw);
-        let decode_attn =
-            bound_s(self.decode_flops_per_pair * l.decode_ctx * l.decode_positions, attn_flops, l.decode_ctx * kv, bw);
-        gemm + prefill_attn + decode_attn + linear + self.floor_s() + self.comm_s(l.tokens)
+        ComputeTerms { head: gemm + prefill_attn, linear, floor: self.floor_s(), comm: self.comm_s(l.tokens) }
+    }
+
+    /// [`CostModel::decode_pricer`] where it can be exact: one forward pass (no pipeline split,
+    /// no speculation, no DeepEP, no measured law, no windowed layers), a batch of decodes alone.
+    fn pricer(&self, b: &BatchShape, overlap: bool) -> Option<DecodePricer> {
+        let plain = self.eff.law.is_none()
+            && self.deployment.spec.is_none()
+            && self.deepep.is_none()
+            && self.local.is_none()
+            && self.deployment.parallel.pp.max(1) == 1;
+        if !plain || b.seqs == 0 || b.prefill_tokens > 0 || b.decode_seqs != b.seqs {
+            return None;
+        }
+        let l = self.load(b, 1.0);
+        Some(DecodePricer {
+            terms: self.compute_terms(&l, 1.0),
+            load: l,
+            lora_s: self.lora_s(b),
+            host_s: self.step_parts(b).host_s,
+            decode_flops_per_pair: self.decode_flops_per_pair,
+            attn_flops: self.attn_peak * self.eff.attn_flops,
+            kv_read_bytes_per_token: self.kv_read_bytes_per_token,
+            bw: self.bw * self.eff.mem_bw,
+            overlap,
+        })
     }
 
     /// The per-kernel floors of one forward pass ([`Model::forward_kernels`]), whatever the
@@ -844,6 +929,10 @@ impl CostModel for Roofline {
         self.local.map(|l| l.0)
     }
 
+    fn decode_pricer(&self, b: &BatchShape, overlap: bool) -> Option<DecodePricer> {
+        self.pricer(b, overlap)
+    }
+
     fn pipeline_stages(&self, b: &BatchShape, overlap: bool) -> Vec<f64> {
         let parts = self.step_parts(b);
         let mut stages = self.stage_times(b);
@@ -861,6 +950,44 @@ mod tests {
 
     fn h100_8b(tp: u64) -> Roofline {
         Roofline::new(&gpu("h100-sxm", None).unwrap(), &model("llama-3.1-8b", None).unwrap(), tp, Efficiency::default())
+    }
+
+    /// A stretch's pricer gives the very bits of `step_time` at every context, for dense and
+    /// MoE/MLA models, one GPU and TP, with per-kernel floors and host time, overlapped or not;
+    /// it declines batches and deployments it cannot price exactly.
+    #[test]
+    fn the_decode_pricer_is_exact() {
+        let eff = Efficiency { kernel_floor_s: 9e-6, per_seq_overhead_s: 4e-5, ..Efficiency::default() };
+        let (h100, h20) = (gpu("h100-sxm", None).unwrap(), gpu("h20", None).unwrap());
+        let models = [
+            Roofline::new(&h100, &model("llama-3.1-8b", None).unwrap(), 1, eff),
+            Roofline::new(&h100, &model("llama-3.1-70b", None).unwrap(), 4, eff),
+            Roofline::deployed(&h20, &model("deepseek-r1", None).unwrap(), Deployment::tp(8), eff),
+        ];
+        for r in &models {
+            for (seqs, ctx0) in [(1u32, 0u64), (7, 5_000), (256, 1_234_567)] {
+                let mut b = BatchShape::default();
+                for i in 0..seqs {
+                    b.add(ctx0 / seqs as u64 + i as u64, 1);
+                }
+                for overlap in [false, true] {
+                    let p = r.decode_pricer(&b, overlap).expect("a plain decode batch");
+                    let mut s = b;
+                    for _ in 0..40 {
+                        assert_eq!(p.step_time(s.decode_ctx_tokens).to_bits(), r.step_time(&s, overlap).to_bits());
+                        s.advance_decodes(std::iter::empty());
+                    }
+                }
+            }
+        }
+        let mut prefill = BatchShape::default();
+        prefill.add(0, 512);
+        assert!(models[0].decode_pricer(&prefill, false).is_none(), "a prefill is not a decode stretch");
+        let pp = Deployment { parallel: Parallel { pp: 2, ..Parallel::tp(1) }, ..Deployment::default() };
+        let staged = Roofline::deployed(&h100, &model("llama-3.1-8b", None).unwrap(), pp, eff);
+        let mut one = BatchShape::default();
+        one.add(100, 1);
+        assert!(staged.decode_pricer(&one, false).is_none(), "pipeline stages are priced step by step");
     }
 
     #[test]

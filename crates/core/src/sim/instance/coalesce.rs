@@ -196,6 +196,12 @@ impl Instance<'_> {
             "the first step's decodes read from the contexts the stretch starts at"
         );
         let (mut m, mut end, mut prev) = (0u32, end, f64::NAN);
+        let mut held = None;
+        // The steps' price with what does not change in the stretch computed once, where the
+        // cost model can (a step launched eagerly is priced by `price` as before).
+        let pricer = (shape.prefill_tokens == 0 && self.engine.decode_graphs.captures(shape.seqs))
+            .then(|| self.cost.decode_pricer(&shape, self.engine.overlap))
+            .flatten();
         // Step m + 1 is formed at step m's end when that end finishes nobody and comes before
         // the horizon.
         while m + 2 <= left && end < horizon {
@@ -224,8 +230,17 @@ impl Instance<'_> {
                 self.composition = Some(self.composed(items, Vec::new()));
             }
             // As `begin_step` prices it: the batch, then its (empty) second pass.
-            let dt = self.price(&shape) + self.price(&self.batch.second_pass);
-            self.account(end, dt, keep);
+            let step = pricer.map_or_else(|| self.price(&shape), |p| p.step_time(shape.decode_ctx_tokens));
+            debug_assert_eq!(step.to_bits(), self.price(&shape).to_bits(), "the stretch's pricer is exact");
+            let dt = step + self.price(&self.batch.second_pass);
+            // The KV held changes only where a growth allocated (nothing else touches this
+            // instance's cache during a stretch).
+            let kv = match held {
+                Some(kv) if s.grows.is_empty() => kv,
+                _ => self.held_kv_tokens(),
+            };
+            held = Some(kv);
+            self.account_held(end, dt, keep, kv);
             self.coalesced_steps += 1;
             (prev, end, m) = (end, end + dt, next);
         }

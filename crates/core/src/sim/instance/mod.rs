@@ -488,11 +488,19 @@ impl<'a> Instance<'a> {
     /// Books the batch just formed at `now`, busy for `dt`: its steps, the KV held (and its
     /// peak), busy and KV-full time, and its timeline record when kept.
     fn account(&mut self, now: f64, dt: f64, keep: Keep) {
+        let held = self.held_kv_tokens();
+        self.account_held(now, dt, keep, held);
+    }
+
+    /// KV tokens held by requests (the cache's use less what it could evict).
+    fn held_kv_tokens(&self) -> u64 {
+        let u = self.kv_usage();
+        u.used_tokens - u.evictable_tokens
+    }
+
+    /// [`account`](Self::account) with the KV held already known.
+    fn account_held(&mut self, now: f64, dt: f64, keep: Keep, held: u64) {
         self.stats.steps += self.batch.steps() as u64;
-        let held = {
-            let u = self.kv_usage();
-            u.used_tokens - u.evictable_tokens
-        };
         self.stats.peak_kv_tokens = self.stats.peak_kv_tokens.max(held);
         self.load.busy_s += dt;
         if self.capacity.is_some_and(|c| c > 0 && held as f64 >= KV_FULL_SHARE * c as f64) {
