@@ -6,7 +6,9 @@
 //! the stretch's last step in flight, so the driver sees one step end where it would have seen
 //! many. Every figure is computed as the stepped run computes it, in the same order where order
 //! matters: each step is priced from its own shape (the decodes' context grows by the batch
-//! size a step: the same integers), its end time is the previous end plus its price (the same
+//! size a step: the same integers; through the cost model's
+//! [`DecodePricer`](crate::cost::DecodePricer) where it has one, which computes the terms that
+//! do not change once a stretch and gives the same bits), its end time is the previous end plus its price (the same
 //! additions), every gap is the same subtraction, and the cache's allocations and
 //! registrations happen at the steps and in the order they would
 //! ([`PrefixCache::grow_quietly`](crate::cache::PrefixCache::grow_quietly)). The stepped path
