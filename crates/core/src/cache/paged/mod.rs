@@ -430,18 +430,7 @@ impl<W: IndexWord> PagedCache<W> {
         if let Some(e) = self.events.as_mut() {
             e.push((key, true));
         }
-        let mut p = self.index.get(key).unpack();
-        if self.answers(p, key) {
-            while self.blk[p as usize].dup_next != NIL {
-                p = self.blk[p as usize].dup_next;
-            }
-            self.blk[p as usize].dup_next = b;
-        } else {
-            // No carrier (the entry is empty or stale).
-            self.index.set(key, W::pack(b));
-            self.blk[b as usize].first = true;
-        }
-        self.blk[b as usize].key = key;
+        register_in(&mut self.blk, &mut self.index, b, key);
     }
 
     fn note_peak(&mut self) {
@@ -866,22 +855,57 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
+/// A key map as [`register_in`] reads and writes it: the index ([`KeyIndex`]), or its dense
+/// words as a plain slice.
+trait KeyMap<W> {
+    fn get(&self, key: u32) -> W;
+    fn set(&mut self, key: u32, w: W);
+}
+
+impl<W: IndexWord> KeyMap<W> for KeyIndex<W> {
+    #[inline]
+    fn get(&self, key: u32) -> W {
+        KeyIndex::get(self, key)
+    }
+    #[inline]
+    fn set(&mut self, key: u32, w: W) {
+        KeyIndex::set(self, key, w)
+    }
+}
+
+impl<W: IndexWord> KeyMap<W> for [W] {
+    #[inline]
+    fn get(&self, key: u32) -> W {
+        self[key as usize]
+    }
+    #[inline]
+    fn set(&mut self, key: u32, w: W) {
+        self[key as usize] = w;
+    }
+}
+
+/// Block `b` now carries `key`: the map's answer if no block answers the key (its entry is
+/// empty or stale), else the last of the key's duplicates.
+#[inline(always)]
+fn register_in<W: IndexWord, M: KeyMap<W> + ?Sized>(blk: &mut [Blk], index: &mut M, b: u32, key: u32) {
+    let mut p = index.get(key).unpack();
+    if blk[p as usize].key == key && blk[p as usize].first {
+        while blk[p as usize].dup_next != NIL {
+            p = blk[p as usize].dup_next;
+        }
+        blk[p as usize].dup_next = b;
+        blk[b as usize].key = key;
+    } else {
+        index.set(key, W::pack(b));
+        (blk[b as usize].key, blk[b as usize].first) = (key, true);
+    }
+}
+
 /// [`PagedCache::register`] for a run of blocks with no watch and no events, over a dense map
 /// (`index`, one word per key): plain slices, so the loop keeps the pool and the map in
 /// registers (most of a run's registrations are these).
 fn register_dense<W: IndexWord>(blk: &mut [Blk], index: &mut [W], blocks: &[u32], keys: impl Iterator<Item = u32>) {
     for (&b, key) in blocks.iter().zip(keys) {
-        let mut p = index[key as usize].unpack();
-        if blk[p as usize].key == key && blk[p as usize].first {
-            while blk[p as usize].dup_next != NIL {
-                p = blk[p as usize].dup_next;
-            }
-            blk[p as usize].dup_next = b;
-            blk[b as usize].key = key;
-        } else {
-            // No carrier (the entry is empty or stale).
-            index[key as usize] = W::pack(b);
-            (blk[b as usize].key, blk[b as usize].first) = (key, true);
-        }
+        register_in(blk, index, b, key);
     }
 }

@@ -8,9 +8,9 @@
 //! matters: each step is priced from its own shape (the decodes' context grows by the batch
 //! size a step: the same integers; through the cost model's
 //! [`DecodePricer`](crate::cost::DecodePricer) where it has one, which computes the terms that
-//! do not change once a stretch and gives the same bits), its end time is the previous end plus its price (the same
-//! additions), every gap is the same subtraction, and the cache's allocations and
-//! registrations happen at the steps and in the order they would
+//! do not change once a stretch and gives the same bits), its end time is the previous end
+//! plus its price (the same additions), every gap is the same subtraction, and the cache's
+//! allocations and registrations happen at the steps and in the order they would
 //! ([`PrefixCache::grow_quietly`](crate::cache::PrefixCache::grow_quietly)). The stepped path
 //! is kept ([`Keep::every_step`], `--no-step-coalescing`) and the test suite runs the golden
 //! schedules and the examples both ways and compares every byte.
