@@ -70,7 +70,7 @@ impl RunFlags {
                 continue;
             }
             let words = words(arg, &s.knob, &s.value).map_err(|e| f.error(s.line, &field, &e))?;
-            flags.cmd.clone().try_get_matches_from(&words).map_err(|e| f.error(s.line, &field, &first_line(&e)))?;
+            flags.parse(&words).map_err(|e| f.error(s.line, &field, &first_line(&e)))?;
             flags.base.push((id, words));
         }
         Ok(flags)
@@ -85,6 +85,11 @@ impl RunFlags {
 
     fn with(cmd: clap::Command, base: Vec<(String, Vec<String>)>) -> Self {
         Self { parser: std::sync::Mutex::new(cmd.clone()), cmd, base }
+    }
+
+    /// Parses run-flag words with the command built once.
+    fn parse(&self, argv: &[String]) -> Result<clap::ArgMatches, clap::Error> {
+        self.parser.lock().unwrap_or_else(|p| p.into_inner()).try_get_matches_from_mut(argv)
     }
 
     /// The run flag a knob names: its long name or an alias, `_` read as `-`.
@@ -178,8 +183,7 @@ impl RunFlags {
             self.base.iter().filter(|(id, _)| !set.contains(&id.as_str())).flat_map(|(_, w)| w.clone()).collect();
         argv.extend(extra);
         let described = point.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
-        let parsed = self.parser.lock().unwrap_or_else(|p| p.into_inner()).try_get_matches_from_mut(&argv);
-        let m = parsed.map_err(|e| {
+        let m = self.parse(&argv).map_err(|e| {
             if point.is_empty() {
                 first_line(&e)
             } else {

@@ -747,6 +747,14 @@ impl Roofline {
         ComputeTerms { head: gemm + prefill_attn, linear, floor: self.floor_s(), comm: self.comm_s(l.tokens) }
     }
 
+    /// Host seconds of a step of `b` (not empty): the step's overhead and each sequence's.
+    fn host_s(&self, b: &BatchShape) -> f64 {
+        let e = &self.eff;
+        // With DP attention every group's scheduler prepares its own sequences in parallel.
+        let dp = self.deployment.parallel.dp_attention.max(1) as f64;
+        e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64 / dp
+    }
+
     /// [`CostModel::decode_pricer`] where it can be exact: one forward pass (no pipeline split,
     /// no speculation, no DeepEP, no measured law, no windowed layers), a batch of decodes alone.
     fn pricer(&self, b: &BatchShape, overlap: bool) -> Option<DecodePricer> {
@@ -763,7 +771,7 @@ impl Roofline {
             terms: self.compute_terms(&l, 1.0),
             load: l,
             lora_s: self.lora_s(b),
-            host_s: self.step_parts(b).host_s,
+            host_s: self.host_s(b),
             decode_flops_per_pair: self.decode_flops_per_pair,
             attn_flops: self.attn_peak * self.eff.attn_flops,
             kv_read_bytes_per_token: self.kv_read_bytes_per_token,
@@ -904,13 +912,7 @@ impl CostModel for Roofline {
         if b.seqs == 0 {
             return StepTime::default();
         }
-        let e = &self.eff;
-        // With DP attention every group's scheduler prepares its own sequences in parallel.
-        let dp = self.deployment.parallel.dp_attention.max(1) as f64;
-        StepTime {
-            device_s: self.stages(b).sum(),
-            host_s: e.step_overhead_s + e.per_seq_overhead_s * b.seqs as f64 / dp,
-        }
+        StepTime { device_s: self.stages(b).sum(), host_s: self.host_s(b) }
     }
 
     fn tokens_per_step(&self) -> f64 {

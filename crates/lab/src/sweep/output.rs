@@ -39,7 +39,12 @@ pub fn metric_keys() -> Vec<String> {
 
 /// One metric of a summary as a number; `None` for an unknown key.
 pub fn metric(s: &Summary, key: &str) -> Option<f64> {
-    metrics(s).into_iter().find(|(k, _)| k == key).and_then(|(_, v)| v.as_f64())
+    metric_in(&metrics(s), key)
+}
+
+/// One metric of [`metrics`]' list as a number; `None` for an unknown key.
+fn metric_in(all: &[(String, serde_json::Value)], key: &str) -> Option<f64> {
+    all.iter().find(|(k, _)| k == key).and_then(|(_, v)| v.as_f64())
 }
 
 /// Checks `key` is a metric key, naming the valid ones otherwise.
@@ -70,8 +75,7 @@ pub fn rank(rows: &[Row], key: &str, ascending: bool) -> Vec<usize> {
         .map(|r| {
             r.outcome.as_ref().ok().map(|s| {
                 let all = metrics(s);
-                let value = |k: &str| all.iter().find(|(m, _)| m == k).and_then(|(_, v)| v.as_f64());
-                keys.iter().map(|(k, _)| value(k).unwrap_or(f64::NAN)).collect()
+                keys.iter().map(|(k, _)| metric_in(&all, k).unwrap_or(f64::NAN)).collect()
             })
         })
         .collect();
