@@ -353,9 +353,12 @@ pub struct Connector {
     unstarted: usize,
     /// Requests finished since the last step was formed.
     finished: Vec<ReqId>,
-    /// Buffers: an offer's chunk keys, and those of them held and ready.
+    /// Buffers: an offer's chunk keys, those of them held and ready, those to store and those
+    /// accessed (key, position).
     keys: Vec<u32>,
     ready: Vec<u32>,
+    new: Vec<(u32, u32)>,
+    accessed: Vec<(u32, u32)>,
     pub stats: OffloadStats,
 }
 
@@ -376,6 +379,8 @@ impl Connector {
             finished: Vec::new(),
             keys: Vec::new(),
             ready: Vec::new(),
+            new: Vec::new(),
+            accessed: Vec::new(),
             stats: OffloadStats::default(),
         }
     }
@@ -564,7 +569,9 @@ impl Connector {
         // One look at each offered chunk: those the tier lacks are to store; those and the ones
         // held and ready are accesses (those still being stored are not); the ready ones are
         // what the store must not evict.
-        let (mut new, mut accessed) = (Vec::new(), Vec::new());
+        let (mut new, mut accessed) = (std::mem::take(&mut self.new), std::mem::take(&mut self.accessed));
+        new.clear();
+        accessed.clear();
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
         for (&k, pos) in offered.iter().zip(from..) {
@@ -580,7 +587,8 @@ impl Connector {
                 Some(_) => {}
             }
         }
-        self.access(id, accessed.into_iter());
+        self.access(id, accessed.iter().copied());
+        self.accessed = accessed;
         let stored = new.is_empty() || {
             let rank = match self.req(id).rank {
                 0 => self.tier.fresh_rank(),
@@ -591,12 +599,12 @@ impl Connector {
         };
         self.ready = ready;
         self.keys = offered;
-        if !stored {
-            return; // offered again when the request is next scheduled
+        if stored {
+            self.req(id).next_stored = to;
         }
-        self.req(id).next_stored = to;
-        if !new.is_empty() {
-            let keys = new.into_iter().map(|(k, _)| k).collect();
+        // Not stored: offered again when the request is next scheduled.
+        if stored && !new.is_empty() {
+            let keys = new.iter().map(|&(k, _)| k).collect();
             let job = Job {
                 req: id,
                 keys,
@@ -608,6 +616,7 @@ impl Connector {
             self.stores.push_back(job);
             self.unstarted += 1;
         }
+        self.new = new;
     }
 
     /// Request `id` finished (its blocks freed): its last stores and re-ranking come with the next

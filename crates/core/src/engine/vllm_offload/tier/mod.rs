@@ -23,6 +23,7 @@ pub mod reference;
 
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound::{Excluded, Unbounded};
 
 /// A chunk's rank: (request rank, `u32::MAX` − position), smallest evicted first; a rank given
 /// at a finish has position part 0.
@@ -124,13 +125,8 @@ fn usable(
     false
 }
 
-/// Where the next victim comes from.
-#[derive(Clone, Copy)]
-enum Source {
-    Finished,
-    Provisional(u64),
-    Unlisted,
-}
+/// No eviction candidate (above every packed `(rank, key)`: request ranks stay below `u64::MAX`).
+const NONE: u128 = u128::MAX;
 
 impl HostTier {
     /// A tier of `capacity` chunks.
@@ -245,64 +241,89 @@ impl HostTier {
         }
     }
 
-    /// The smallest-ranked ready chunk not in `protected` (sorted), from where it stands;
-    /// passes over the list entries that no longer stand or whose chunk is not ready now
-    /// (moving a ready protected one to the exact set).
-    fn victim(&mut self, protected: &[u32]) -> Option<(Rank, u32, Source)> {
+    /// The finish queue's first standing, ready chunk not in `protected` (sorted), passing over
+    /// the entries before it that no longer stand or whose chunk is not ready now (moving a
+    /// ready protected one to the exact set).
+    fn finished_victim(&mut self, protected: &[u32]) -> Option<(Rank, u32)> {
         let (entries, unlisted) = (&mut self.entries, &mut self.unlisted);
-        // The finish queue's first standing, ready, unprotected entry.
         while let Some(&(r, key)) = self.finished.front() {
             if usable(entries, unlisted, protected, r, key) {
-                break;
+                return Some((r, key));
             }
             self.finished.pop_front();
         }
-        // The provisional stacks' first standing, ready, unprotected top.
-        let mut prov = None;
+        None
+    }
+
+    /// The provisional stacks' first standing, ready top not in `protected`, from the stack of
+    /// the smallest request rank on (stacks emptied on the way are dropped).
+    fn provisional_victim(&mut self, protected: &[u32]) -> Option<(Rank, u32)> {
+        let (entries, unlisted) = (&mut self.entries, &mut self.unlisted);
         while let Some(mut stack) = self.provisional.first_entry() {
-            let major = *stack.key();
             while let Some(&(r, key)) = stack.get().last() {
                 if usable(entries, unlisted, protected, r, key) {
-                    break;
+                    return Some((r, key));
                 }
                 stack.get_mut().pop();
             }
-            match stack.get().last() {
-                Some(&(r, key)) => {
-                    prov = Some((r, key, Source::Provisional(major)));
-                    break;
-                }
-                None => {
-                    stack.remove();
-                }
-            }
+            stack.remove();
         }
-        let fin = self.finished.front().map(|&(r, key)| (r, key, Source::Finished));
-        let is_protected = |k: &u32| protected.binary_search(k).is_ok();
-        let side = self.unlisted.iter().find(|(_, k)| !is_protected(k)).map(|&(r, key)| (r, key, Source::Unlisted));
-        [fin, prov, side].into_iter().flatten().min_by_key(|&(r, key, _)| (r, key))
+        None
     }
 
-    /// Evicts the chunk `victim` found.
-    fn evict(&mut self, (r, key, from): (Rank, u32, Source)) {
-        match from {
-            Source::Finished => {
+    /// The exact set's smallest chunk not in `protected` above `after` (everything up to `after`
+    /// having been evicted or protected).
+    fn unlisted_victim(&self, protected: &[u32], after: Option<(Rank, u32)>) -> Option<(Rank, u32)> {
+        let is_protected = |k: &u32| protected.binary_search(k).is_ok();
+        let mut from = match after {
+            Some(a) => self.unlisted.range((Excluded(a), Unbounded)),
+            None => self.unlisted.range(..),
+        };
+        from.find(|(_, k)| !is_protected(k)).copied()
+    }
+
+    /// Evicts the `n` smallest-ranked ready chunks not in `protected` (sorted; at least `n` such
+    /// are held). Each list's candidate stays its best until it is the one evicted: evicting
+    /// another chunk changes no entry of it, and what passing over entries adds to the exact set
+    /// is protected, so the set's candidate is searched from the last one it gave.
+    fn evict_smallest(&mut self, n: usize, protected: &[u32]) {
+        if n == 0 {
+            return;
+        }
+        // Candidates packed as `(rank, key)` in one ordered word, [`NONE`] where a list offers
+        // none: picking the smallest is three compares, not a search over tuples.
+        let word = |c: Option<(Rank, u32)>| {
+            c.map_or(NONE, |((major, pos), key)| (major as u128) << 64 | (pos as u128) << 32 | key as u128)
+        };
+        let mut fin = word(self.finished_victim(protected));
+        let mut prov = word(self.provisional_victim(protected));
+        let mut side = word(self.unlisted_victim(protected, None));
+        for _ in 0..n {
+            let best = fin.min(prov).min(side);
+            assert!(best != NONE, "room was counted");
+            let victim = (((best >> 64) as u64, (best >> 32) as u32), best as u32);
+            if best == fin {
                 self.finished.pop_front();
-            }
-            Source::Provisional(major) => {
-                let stack = self.provisional.get_mut(&major).expect("the victim's stack");
-                stack.pop();
-                if stack.is_empty() {
-                    self.provisional.remove(&major);
+            } else if best == prov {
+                let mut stack = self.provisional.first_entry().expect("the victim's stack");
+                stack.get_mut().pop();
+                if stack.get().is_empty() {
+                    stack.remove();
                 }
+            } else {
+                self.unlisted.remove(&victim);
             }
-            Source::Unlisted => {
-                self.unlisted.remove(&(r, key));
+            self.entries.remove(&victim.1);
+            self.ready -= 1;
+            self.stats.evicted_chunks += 1;
+            if best == fin {
+                fin = word(self.finished_victim(protected));
+            } else if best == prov {
+                prov = word(self.provisional_victim(protected));
+            } else {
+                side = word(self.unlisted_victim(protected, Some(victim)));
             }
         }
-        self.entries.remove(&key);
-        self.ready -= 1;
-        self.stats.evicted_chunks += 1;
     }
 
     /// Places the chunks `new` (none held; each a key and its position in a request ranked
@@ -331,13 +352,11 @@ impl HostTier {
             return false;
         }
         protected.sort_unstable();
-        for _ in free..new.len() {
-            let v = self.victim(protected).expect("room was counted");
-            self.evict(v);
-        }
+        self.evict_smallest(new.len().saturating_sub(free), protected);
+        let stack = self.provisional.entry(major).or_default();
+        stack.reserve(new.len());
         for &(key, pos) in new {
             let r = rank(major, pos);
-            let stack = self.provisional.entry(major).or_default();
             // A stack holds positions in increasing order; an earlier position (a preempted
             // request storing again what was evicted) waits in the exact set once ready.
             let listed = stack.last().is_none_or(|&(top, _)| top > r);
