@@ -195,9 +195,31 @@ proptest! {
             t.check_invariants();
             prop_assert_eq!(t.stats, r.stats);
             prop_assert_eq!(
-                snapshot(t.entries.iter().map(|(&k, e)| (k, e.state, e.rank))),
+                snapshot(t.entries.iter().map(|(&k, e)| (k, e.state(), e.rank()))),
                 snapshot(r.entries())
             );
         }
     }
+}
+
+/// The packed entry keeps every field apart: a rank past 32 bits, the largest pin count, and the
+/// listed flag set and cleared under each state.
+#[test]
+fn an_entry_packs_its_fields_apart() {
+    let ranks = [(0, 0), (1, u32::MAX), ((7u64 << 32) | 5, 3), (u64::MAX - 1, u32::MAX - 9)];
+    let states = [State::Storing, State::Ready, State::Loading(1), State::Loading(LISTED - 2)];
+    for r in ranks {
+        for s in states {
+            for listed in [false, true] {
+                let mut e = Entry::new(s, r, listed);
+                assert_eq!((e.rank(), e.state(), e.listed()), (r, s, listed));
+                e.set_listed(!listed);
+                assert_eq!((e.rank(), e.state(), e.listed()), (r, s, !listed));
+                e.set_state(State::Ready);
+                e.set_rank((r.0 ^ 1, r.1));
+                assert_eq!((e.rank(), e.state(), e.listed()), ((r.0 ^ 1, r.1), State::Ready, !listed));
+            }
+        }
+    }
+    assert_eq!(std::mem::size_of::<(u32, Entry)>(), 20, "a map slot of 20 bytes");
 }
