@@ -563,48 +563,83 @@ pub trait PrefixCache: Send {
     fn check_invariants(&self);
 }
 
-/// Per-request state of a cache, indexed by request id (dense: ids are workload indices).
+/// Per-request state of a cache, by request id: the live requests' states side by side, and
+/// one word per request id saying where its state is. Ids are workload indices, so the words
+/// grow with the trace (4 bytes an id) but the states only with what the cache holds: each
+/// instance of a fleet sees a share of the ids, and a state per id of the whole trace cost each
+/// one tens of megabytes on a day's trace.
 #[derive(Debug)]
-pub struct ReqSlots<T>(Vec<Option<T>>);
+pub struct ReqSlots<T> {
+    /// Per request id: 1 + the place of its state in `states`, 0 for none.
+    at: Vec<u32>,
+    states: Vec<T>,
+    /// The request id of each state.
+    ids: Vec<ReqId>,
+}
 
 impl<T> Default for ReqSlots<T> {
     fn default() -> Self {
-        Self(Vec::new())
+        Self { at: Vec::new(), states: Vec::new(), ids: Vec::new() }
     }
 }
 
 impl<T> ReqSlots<T> {
+    /// The place of `req`'s state, if it has one.
+    #[inline]
+    fn place(&self, req: ReqId) -> Option<usize> {
+        match self.at.get(req as usize) {
+            Some(&p) if p > 0 => Some(p as usize - 1),
+            _ => None,
+        }
+    }
     /// Takes the state of an admitted request out (put it back with [`put`](Self::put)).
     pub fn take(&mut self, req: ReqId) -> T {
         self.remove(req).expect("request not admitted")
     }
-    /// Takes a request's state out, if it has one.
+    /// Takes a request's state out, if it has one (the last state moves to its place).
     pub fn remove(&mut self, req: ReqId) -> Option<T> {
-        self.0.get_mut(req as usize).and_then(Option::take)
+        let i = self.place(req)?;
+        self.at[req as usize] = 0;
+        let st = self.states.swap_remove(i);
+        self.ids.swap_remove(i);
+        if let Some(&moved) = self.ids.get(i) {
+            self.at[moved as usize] = i as u32 + 1;
+        }
+        Some(st)
     }
     /// Stores a request's state.
     pub fn put(&mut self, req: ReqId, st: T) {
-        let i = req as usize;
-        if self.0.len() <= i {
-            self.0.resize_with(i + 1, || None);
+        if let Some(i) = self.place(req) {
+            self.states[i] = st;
+            return;
         }
-        self.0[i] = Some(st);
+        let r = req as usize;
+        if self.at.len() <= r {
+            self.at.resize(r + 1, 0);
+        }
+        self.states.push(st);
+        self.ids.push(req);
+        self.at[r] = u32::try_from(self.states.len()).expect("fewer live requests than 2^32");
     }
     /// The state of a live request, to change in place.
+    #[inline]
     pub fn get_mut(&mut self, req: ReqId) -> Option<&mut T> {
-        self.0.get_mut(req as usize)?.as_mut()
+        let i = self.place(req)?;
+        Some(&mut self.states[i])
     }
     /// The state of a live request.
+    #[inline]
     pub fn get(&self, req: ReqId) -> Option<&T> {
-        self.0.get(req as usize)?.as_ref()
+        let i = self.place(req)?;
+        Some(&self.states[i])
     }
     /// Whether the request holds state now.
     pub fn is_live(&self, req: ReqId) -> bool {
-        self.get(req).is_some()
+        self.place(req).is_some()
     }
-    /// Every live request's state.
+    /// Every live request's state (in no particular order).
     pub fn live(&self) -> impl Iterator<Item = &T> {
-        self.0.iter().flatten()
+        self.states.iter()
     }
 }
 
@@ -742,3 +777,36 @@ mod conformance;
 
 #[cfg(test)]
 mod hicache_tests;
+
+#[cfg(test)]
+mod req_slots_tests {
+    use super::ReqSlots;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        /// The slots hold what a plain map holds after any puts and removals: each request's
+        /// own state, found by its id, whatever states moved into the places of removed ones.
+        #[test]
+        fn slots_hold_what_a_map_holds(ops in prop::collection::vec((any::<bool>(), 0u32..40, any::<u16>()), 1..200)) {
+            let (mut slots, mut map) = (ReqSlots::default(), BTreeMap::new());
+            for (put, id, v) in ops {
+                if put {
+                    slots.put(id, v);
+                    map.insert(id, v);
+                } else {
+                    prop_assert_eq!(slots.remove(id), map.remove(&id));
+                }
+                for id in 0..40 {
+                    prop_assert_eq!(slots.get(id), map.get(&id));
+                    prop_assert_eq!(slots.is_live(id), map.contains_key(&id));
+                }
+                let mut live: Vec<u16> = slots.live().copied().collect();
+                live.sort_unstable();
+                let mut want: Vec<u16> = map.values().copied().collect();
+                want.sort_unstable();
+                prop_assert_eq!(live, want);
+            }
+        }
+    }
+}
