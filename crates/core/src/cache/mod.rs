@@ -570,16 +570,15 @@ pub trait PrefixCache: Send {
 /// one tens of megabytes on a day's trace.
 #[derive(Debug)]
 pub struct ReqSlots<T> {
-    /// Per request id: 1 + the place of its state in `states`, 0 for none.
+    /// Per request id: 1 + the place of its state in `live`, 0 for none.
     at: Vec<u32>,
-    states: Vec<T>,
-    /// The request id of each state.
-    ids: Vec<ReqId>,
+    /// Each live request's id and state.
+    live: Vec<(ReqId, T)>,
 }
 
 impl<T> Default for ReqSlots<T> {
     fn default() -> Self {
-        Self { at: Vec::new(), states: Vec::new(), ids: Vec::new() }
+        Self { at: Vec::new(), live: Vec::new() }
     }
 }
 
@@ -600,9 +599,8 @@ impl<T> ReqSlots<T> {
     pub fn remove(&mut self, req: ReqId) -> Option<T> {
         let i = self.place(req)?;
         self.at[req as usize] = 0;
-        let st = self.states.swap_remove(i);
-        self.ids.swap_remove(i);
-        if let Some(&moved) = self.ids.get(i) {
+        let (_, st) = self.live.swap_remove(i);
+        if let Some(&(moved, _)) = self.live.get(i) {
             self.at[moved as usize] = i as u32 + 1;
         }
         Some(st)
@@ -610,28 +608,27 @@ impl<T> ReqSlots<T> {
     /// Stores a request's state.
     pub fn put(&mut self, req: ReqId, st: T) {
         if let Some(i) = self.place(req) {
-            self.states[i] = st;
+            self.live[i].1 = st;
             return;
         }
         let r = req as usize;
         if self.at.len() <= r {
             self.at.resize(r + 1, 0);
         }
-        self.states.push(st);
-        self.ids.push(req);
-        self.at[r] = u32::try_from(self.states.len()).expect("fewer live requests than 2^32");
+        self.live.push((req, st));
+        self.at[r] = u32::try_from(self.live.len()).expect("fewer live requests than 2^32");
     }
     /// The state of a live request, to change in place.
     #[inline]
     pub fn get_mut(&mut self, req: ReqId) -> Option<&mut T> {
         let i = self.place(req)?;
-        Some(&mut self.states[i])
+        Some(&mut self.live[i].1)
     }
     /// The state of a live request.
     #[inline]
     pub fn get(&self, req: ReqId) -> Option<&T> {
         let i = self.place(req)?;
-        Some(&self.states[i])
+        Some(&self.live[i].1)
     }
     /// Whether the request holds state now.
     pub fn is_live(&self, req: ReqId) -> bool {
@@ -639,7 +636,7 @@ impl<T> ReqSlots<T> {
     }
     /// Every live request's state (in no particular order).
     pub fn live(&self) -> impl Iterator<Item = &T> {
-        self.states.iter()
+        self.live.iter().map(|(_, st)| st)
     }
 }
 

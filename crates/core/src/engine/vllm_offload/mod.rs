@@ -354,11 +354,12 @@ pub struct Connector {
     /// Requests finished since the last step was formed.
     finished: Vec<ReqId>,
     /// Buffers: an offer's chunk keys, those of them held and ready, those to store and those
-    /// accessed (key, position).
+    /// accessed (key, position), and the chunks an access reaches first.
     keys: Vec<u32>,
     ready: Vec<u32>,
     new: Vec<(u32, u32)>,
     accessed: Vec<(u32, u32)>,
+    first_access: Vec<(u32, u32)>,
     pub stats: OffloadStats,
 }
 
@@ -381,6 +382,7 @@ impl Connector {
             ready: Vec::new(),
             new: Vec::new(),
             accessed: Vec::new(),
+            first_access: Vec::new(),
             stats: OffloadStats::default(),
         }
     }
@@ -539,6 +541,8 @@ impl Connector {
     /// (`_record_request_cache_access`, `on_request_access`).
     fn access(&mut self, id: ReqId, keys: impl Iterator<Item = (u32, u32)>) {
         let mut st = std::mem::take(self.req(id));
+        let mut first = std::mem::take(&mut self.first_access);
+        first.clear();
         for (key, pos) in keys {
             let p = pos as usize;
             if st.seen.len() <= p {
@@ -548,11 +552,15 @@ impl Connector {
                 continue;
             }
             st.seen[p] = key;
+            first.push((key, pos));
+        }
+        if !first.is_empty() {
             if st.rank == 0 {
                 st.rank = self.tier.fresh_rank();
             }
-            self.tier.raise(key, st.rank, pos);
+            self.tier.raise_all(&first, st.rank);
         }
+        self.first_access = first;
         *self.req(id) = st;
     }
 

@@ -356,25 +356,22 @@ impl HostTier {
             let best = fin.min(prov).min(side);
             assert!(best != NONE, "room was counted");
             let victim = (((best >> 64) as u64, (best >> 32) as u32), best as u32);
+            self.entries.remove(&victim.1);
+            self.ready -= 1;
+            self.stats.evicted_chunks += 1;
+            // Out of its list, and the list's next candidate.
             if best == fin {
                 self.finished.pop_front();
+                fin = word(self.finished_victim(protected));
             } else if best == prov {
                 let mut stack = self.provisional.first_entry().expect("the victim's stack");
                 stack.get_mut().pop();
                 if stack.get().is_empty() {
                     stack.remove();
                 }
-            } else {
-                self.unlisted.remove(&victim);
-            }
-            self.entries.remove(&victim.1);
-            self.ready -= 1;
-            self.stats.evicted_chunks += 1;
-            if best == fin {
-                fin = word(self.finished_victim(protected));
-            } else if best == prov {
                 prov = word(self.provisional_victim(protected));
             } else {
+                self.unlisted.remove(&victim);
                 side = word(self.unlisted_victim(protected, Some(victim)));
             }
         }
@@ -429,25 +426,38 @@ impl HostTier {
     /// `LRUCachePolicy.on_request_access`): a held chunk takes the rank `(major, −pos)` when that
     /// is above its own.
     pub fn raise(&mut self, key: u32, major: u64, pos: u32) {
-        let r = rank(major, pos);
-        let Some(e) = self.entries.get_mut(&key) else { return };
-        if e.rank() >= r {
-            return;
-        }
+        self.raise_all(&[(key, pos)], major);
+    }
+
+    /// [`HostTier::raise`] for each of `keys` (key, position) in order, the request's
+    /// provisional stack found once.
+    pub fn raise_all(&mut self, keys: &[(u32, u32)], major: u64) {
+        let (entries, unlisted) = (&mut self.entries, &mut self.unlisted);
         let stack = self.provisional.entry(major).or_default();
-        let listed = stack.last().is_none_or(|&(top, _)| top > r);
-        if listed {
-            stack.push((r, key));
+        for &(key, pos) in keys {
+            let r = rank(major, pos);
+            let Some(e) = entries.get_mut(&key) else { continue };
+            if e.rank() >= r {
+                continue;
+            }
+            let listed = stack.last().is_none_or(|&(top, _)| top > r);
+            if listed {
+                stack.push((r, key));
+            }
+            let (old, ready) = (e.rank(), e.state() == State::Ready);
+            if ready && !e.listed() {
+                unlisted.remove(&(old, key));
+            }
+            if ready && !listed {
+                unlisted.insert((r, key));
+            }
+            e.set_rank(r);
+            e.set_listed(listed);
         }
-        let (old, ready) = (e.rank(), e.state() == State::Ready);
-        if ready && !e.listed() {
-            self.unlisted.remove(&(old, key));
+        // No stack is kept empty (an access that raised nothing leaves none).
+        if stack.is_empty() {
+            self.provisional.remove(&major);
         }
-        if ready && !listed {
-            self.unlisted.insert((r, key));
-        }
-        e.set_rank(r);
-        e.set_listed(listed);
     }
 
     /// `keys`' stores ended: they are readable (`complete_store`).
