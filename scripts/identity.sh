@@ -124,6 +124,7 @@ if need_data "data-folder cases"; then
   case_ data-sharegpt-run --trace "$T" --turns first --num-prompts 300 --request-rate 8 --json
   case_ data-mooncake-cluster --trace "$DATA/traces/mooncake/conversation_trace.jsonl" --num-prompts 2000 --block 16 --num-gpu-blocks-override 16384 --max-num-seqs 256 --max-num-batched-tokens 8192 --instances 4 --router kv-aware
   case_ data-mooncake-offload --trace "$DATA/traces/mooncake/conversation_trace.jsonl" --num-prompts 3000 --block 16 --num-gpu-blocks-override 8192 --max-num-seqs 256 --max-num-batched-tokens 8192 --kv-offloading-size 32 --json
+  case_ data-mooncake-lmcache --trace "$DATA/traces/mooncake/conversation_trace.jsonl" --num-prompts 3000 --block 16 --num-gpu-blocks-override 8192 --max-num-seqs 256 --max-num-batched-tokens 8192 --engine-version vllm@0.18 --kv-offloading-size 32 --kv-offloading-backend lmcache --json
   case_ data-h20-vllm run --deployment calibration/deployments/h20-dsr1-vllm-tp8pp2.toml --trace "$T" --turns first --num-prompts 200 --request-rate inf --calibration none
   case_ data-h20-sglang run --deployment calibration/deployments/h20-dsr1-sglang-tp16-mtp.toml --trace "$T" --turns first --num-prompts 200 --request-rate inf --calibration none
   case_ data-cache cache --trace "$DATA/traces/mooncake/conversation_trace.jsonl" --policy all --block 16,512 --json

@@ -313,11 +313,13 @@ pub struct RunArgs {
     /// instance's GPUs (vLLM --kv-offloading-size, vllm@0.33; off by default). Full prompt
     /// blocks are copied to host memory as they are computed; a waiting request whose prefix
     /// the GPU cache lost but the host tier holds loads it instead of computing it, waiting for
-    /// the copy (docs/engines/kv-offloading.md).
+    /// the copy. With --kv-offloading-backend lmcache (vllm@0.18): LMCache's CPU backend
+    /// (docs/engines/kv-offloading.md).
     #[arg(allow_negative_numbers = true, long, value_name = "GIB", help_heading = "Engine")]
     pub kv_offloading_size: Option<f64>,
-    /// vLLM --kv-offloading-backend: `native` (vLLM's own CPU offloading, the default); `lmcache`
-    /// is not modelled yet.
+    /// vLLM --kv-offloading-backend: `native` (vLLM's own CPU offloading, the default, vllm@0.33);
+    /// `lmcache` (LMCache's connector with its CPU backend in 256-token chunks, loads and saves
+    /// synchronous, as vLLM up to 0.22 starts it: --engine-version vllm@0.18).
     #[arg(long, value_enum, help_heading = "Engine")]
     pub kv_offloading_backend: Option<cachesim::engine::vllm_offload::OffloadBackend>,
     /// With --kv-offloading-size or --enable-hierarchical-cache: GB/s each way between one GPU

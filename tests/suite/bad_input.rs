@@ -196,7 +196,10 @@ const CASES: &[Case] = &[
     case("CPU KV offloading larger than any server", &["--kv-offloading-size", "1e9"]),
     case("CPU KV offloading on SGLang", &["--engine", "sglang", "--kv-offloading-size", "16"]),
     case("CPU KV offloading on vLLM 0.18", &["--engine-version", "vllm@0.18", "--kv-offloading-size", "16"]),
-    case("the LMCache offloading backend", &["--kv-offloading-size", "16", "--kv-offloading-backend", "lmcache"]),
+    case(
+        "the LMCache offloading backend on vLLM 0.33",
+        &["--kv-offloading-size", "16", "--kv-offloading-backend", "lmcache"],
+    ),
     case("an offloading backend without a size", &["--kv-offloading-backend", "native"]),
     case("a host link without offloading", &["--host-link-gbps", "50"]),
     case("a host link of 0 GB/s", &["--kv-offloading-size", "16", "--host-link-gbps", "0"]),

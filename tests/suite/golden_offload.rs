@@ -16,7 +16,7 @@
 use crate::common::{json_num, request_ids, sorted};
 use cachesim::cache::{CacheSpec, Policy};
 use cachesim::cost::Affine;
-use cachesim::engine::vllm_offload::OffloadConfig;
+use cachesim::engine::vllm_offload::{OffloadBackend, OffloadConfig};
 use cachesim::engine::{EngineConfig, EngineVersion};
 use cachesim::sim::{self, Keep, ScheduledStep, SimConfig};
 use cachesim::trace::ReadOptions;
@@ -120,9 +120,11 @@ fn replay(path: &Path) -> String {
             max_num_seqs: json_num(c, "max_num_seqs") as u32,
             max_num_batched_tokens: json_num(c, "max_num_batched_tokens") as u32,
             offload: Some(OffloadConfig {
+                backend: OffloadBackend::Native,
                 size_gib: c["kv_offloading_size_gib"].as_f64().unwrap(),
                 chunks: json_num(c, "cpu_num_chunks"),
                 chunk_tokens: block as u32,
+                block_tokens: block as u32,
                 chunk_bytes_per_rank: json_num(c, "gpu_bytes_per_block"),
                 // Lag 0: a copy takes no time. Lag 1: a little (1 µs), less than any step.
                 link_bytes_per_s: if lag == 0 {

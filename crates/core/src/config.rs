@@ -919,6 +919,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
             block_size: o.block_size,
             kv_bytes_per_token_per_rank,
             ranks: if model.is_mla() { layout.parallel.pp } else { layout.parallel.world() },
+            world: layout.parallel.world(),
             pp: layout.parallel.pp,
             disaggregated: o.cluster.pd.is_some(),
             pcie_gbps: gpu.pcie_gbps,

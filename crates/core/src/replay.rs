@@ -285,9 +285,11 @@ fn host_tier(w: &Workload, spec: &ReplaySpec) -> Option<Host> {
     assert_eq!(spec.cache.policy, Policy::Paged, "a host tier sits under the paged or the radix cache");
     let block = spec.cache.block_size.unwrap_or(16).max(1);
     let cfg = OffloadConfig {
+        backend: crate::engine::vllm_offload::OffloadBackend::Native,
         size_gib: 0.0,
         chunks: tokens / block as u64,
         chunk_tokens: block,
+        block_tokens: block,
         chunk_bytes_per_rank: 1,
         link_bytes_per_s: f64::INFINITY,
     };

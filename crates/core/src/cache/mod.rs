@@ -11,6 +11,7 @@
 
 pub mod hicache;
 pub mod hybrid;
+pub(crate) mod lru;
 pub mod mamba;
 pub mod paged;
 pub mod radix;

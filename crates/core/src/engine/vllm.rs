@@ -18,7 +18,8 @@
 
 use super::launch::{EngineFlags, Launch, Machine, Started};
 use super::vllm_lora::{LoraStats, Resident, Scheduled};
-use super::vllm_offload::{Connector, Lookup, OffloadStats, Waiting};
+use super::vllm_offload::lmcache::Lmcache;
+use super::vllm_offload::{Connector, Lookup, OffloadBackend, OffloadStats, Waiting};
 use super::{Admission, EngineConfig, EngineKind, EngineVersion, SchedulingPolicy, Step, VllmQueues, VllmRule};
 use crate::cache::ReqId;
 use crate::catalog::Model;
@@ -201,10 +202,11 @@ fn format_gib(bytes: f64) -> String {
     format!("{:.2}", bytes / (1u64 << 30) as f64)
 }
 
-/// The v1 rule, with its KV connector when CPU offloading is on.
+/// The v1 rule, with its KV connector when CPU offloading is on: vLLM's own, or LMCache's.
 pub struct VllmV1 {
     cfg: EngineConfig,
     offload: Option<Connector>,
+    lmcache: Option<Lmcache>,
     /// Waiting requests passed by in the step being formed, from the waiting queue and from
     /// those holding KV blocks (`step_skipped_waiting`, `step_skipped_kv_holding`).
     skipped: Vec<ReqId>,
@@ -222,9 +224,14 @@ pub struct VllmV1 {
 impl VllmV1 {
     /// The rule under `cfg`'s limits.
     pub fn new(cfg: EngineConfig) -> Self {
+        let (offload, lmcache) = match cfg.offload {
+            Some(o) if o.backend == OffloadBackend::Lmcache => (None, Some(Lmcache::new(o))),
+            o => (o.map(Connector::new), None),
+        };
         Self {
             cfg,
-            offload: cfg.offload.map(Connector::new),
+            offload,
+            lmcache,
             skipped: Vec::new(),
             skipped_holding: Vec::new(),
             lora: cfg.lora.map(|l| (Resident::new(l), Scheduled::default())),
@@ -285,6 +292,9 @@ impl VllmV1 {
     /// (scheduled from its loaded tokens, passed by, or admitted to load), `Some(false)` when the
     /// waiting head should be scheduled as usual, `None` when admission stops.
     fn offload_turn(&mut self, q: &mut VllmQueues, s: &mut Step, threshold: u32, budget: &mut u32) -> Option<bool> {
+        if self.lmcache.is_some() {
+            return self.lmcache_turn(q, s, threshold, budget);
+        }
         let Some(c) = self.offload.as_mut() else { return Some(false) };
         if let Some(&id) = q.holding.front() {
             if c.waiting(id) == Waiting::Loading {
@@ -345,6 +355,40 @@ impl VllmV1 {
                 Some(true)
             }
         }
+    }
+
+    /// Phase B's turn for the waiting head under LMCache (vLLM 0.22 `Scheduler.schedule` with
+    /// `LMCacheConnectorV1`): looked up past its GPU hit, it is admitted with the hit loaded
+    /// synchronously — counted computed at once, its blocks allocated and registered with the
+    /// step's chunk — and scheduled in this step. `Some(false)`: no load, schedule it as usual.
+    fn lmcache_turn(&mut self, q: &mut VllmQueues, s: &mut Step, threshold: u32, budget: &mut u32) -> Option<bool> {
+        let lm = self.lmcache.as_mut().expect("checked");
+        let id = q.waiting_head()?;
+        let r = s.reqs[id as usize];
+        let known = r.num_tokens as usize;
+        let gpu_hit = s.cache.peek(r.seq, known);
+        let ext = lm.lookup(id, &r, gpu_hit, s.cache);
+        if ext == 0 {
+            return Some(false);
+        }
+        let computed = gpu_hit + ext;
+        let left = (known - computed) as u32;
+        if !self.cfg.enable_chunked_prefill && Self::cap(threshold, left) > *budget {
+            return None;
+        }
+        let n = Self::cap(threshold, left).min(*budget);
+        let a = s.cache.admit_external(id, r.seq, known, ext + n as usize, self.reserve(&r))?;
+        debug_assert_eq!(a.hit_tokens, gpu_hit, "the cache's hit moved under the lookup");
+        s.cache.loaded(id, computed + n as usize);
+        let lm = self.lmcache.as_mut().expect("checked");
+        s.out.load_s += lm.admitted(id, gpu_hit, ext);
+        s.reqs[id as usize].admitted_with(computed, s.now);
+        q.pop_waiting();
+        q.running.push(id);
+        self.undefer(id);
+        s.out.push(id, &s.reqs[id as usize], n);
+        *budget -= n;
+        Some(true)
     }
 
     /// Phase A under the priority policy (vLLM 0.33 `Scheduler.schedule`): a running request
@@ -448,7 +492,11 @@ impl VllmRule for VllmV1 {
                 }
             }
             s.out.shape.lora_adapters = self.batch_loras.len() as u32;
-            s.out.load_s = resident.apply(&self.batch_loras);
+            s.out.load_s += resident.apply(&self.batch_loras);
+        }
+        if let Some(lm) = self.lmcache.as_mut() {
+            // `wait_for_save`: the batch's new full prompt chunks, saved after the forward.
+            s.out.load_s += lm.save(&s.out.items, s.reqs, s.cache);
         }
         if let Some(c) = self.offload.as_mut() {
             // `build_connector_meta`: this step's stores, and the flushes its preemptions need.
@@ -460,6 +508,9 @@ impl VllmRule for VllmV1 {
 
     fn finished(&mut self, id: ReqId) {
         self.undefer(id);
+        if let Some(lm) = self.lmcache.as_mut() {
+            lm.finished(id);
+        }
         if let Some(c) = self.offload.as_mut() {
             c.finished(id);
         }
@@ -476,7 +527,10 @@ impl VllmRule for VllmV1 {
     }
 
     fn offload_stats(&self) -> Option<OffloadStats> {
-        self.offload.as_ref().map(Connector::stats)
+        match &self.lmcache {
+            Some(lm) => Some(lm.stats),
+            None => self.offload.as_ref().map(Connector::stats),
+        }
     }
 
     fn lora_stats(&self) -> Option<LoraStats> {
@@ -568,6 +622,10 @@ impl VllmV1 {
             }
             let n = (a.allocated_tokens - a.hit_tokens) as u32;
             s.reqs[id as usize].admitted_with(a.hit_tokens, s.now);
+            if let Some(lm) = self.lmcache.as_mut() {
+                // `update_state_after_alloc`: its kept lookup is cleared.
+                lm.admitted(id, a.hit_tokens, 0);
+            }
             q.pop_waiting();
             q.running.push(id);
             self.undefer(id);

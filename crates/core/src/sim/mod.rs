@@ -323,6 +323,8 @@ mod faults_tests;
 #[cfg(test)]
 mod hicache_tests;
 #[cfg(test)]
+mod lmcache_tests;
+#[cfg(test)]
 mod lora_tests;
 #[cfg(test)]
 mod multistep_tests;

@@ -11,7 +11,15 @@ use crate::engine::vllm_offload::OffloadConfig;
 
 /// The tier: `chunks` chunks of 4 tokens, 1 ms to copy one each way.
 fn tier(chunks: u64) -> OffloadConfig {
-    OffloadConfig { size_gib: 1.0, chunks, chunk_tokens: 4, chunk_bytes_per_rank: 1000, link_bytes_per_s: 1e6 }
+    OffloadConfig {
+        backend: crate::engine::vllm_offload::OffloadBackend::Native,
+        size_gib: 1.0,
+        chunks,
+        chunk_tokens: 4,
+        block_tokens: 4,
+        chunk_bytes_per_rank: 1000,
+        link_bytes_per_s: 1e6,
+    }
 }
 
 /// `cfg` with `blocks` GPU blocks (the null block included) and, when `chunks` is set, the tier.

@@ -19,7 +19,7 @@
 use super::{NodeId, RadixTree, ROOT};
 use crate::workload::{SeqId, TokenStore};
 
-use super::lru::{LruList, NIL};
+use crate::cache::lru::{LruList, NIL};
 
 #[derive(Debug, Clone, Copy)]
 struct StateNode {

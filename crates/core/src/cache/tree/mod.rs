@@ -11,7 +11,6 @@
 //! copies only. Without a host tier every node is on the device and the rules above are all.
 
 pub mod host;
-mod lru;
 pub mod mamba;
 pub mod swa;
 

@@ -35,6 +35,7 @@
 //! loads (`sync_load_budget_bytes`, off by default), chunks larger than a GPU block
 //! (`block_size` in the connector's extra config) and the ARC policy.
 
+pub mod lmcache;
 pub mod tier;
 
 use crate::cache::{PrefixCache, ReqId};
@@ -52,19 +53,25 @@ pub enum OffloadBackend {
     /// vLLM's own CPU offloading (`OffloadingConnector`, the default since 0.14).
     #[default]
     Native,
-    /// The LMCache connector (not modelled yet: refused).
+    /// The LMCache connector with its local CPU backend, as vLLM up to 0.22 starts it
+    /// ([`lmcache`]).
     Lmcache,
 }
 
 /// The host tier of one instance, resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct OffloadConfig {
+    /// Which connector keeps the tier.
+    pub backend: OffloadBackend,
     /// `--kv-offloading-size`: GiB of host memory over all the instance's ranks.
     pub size_gib: f64,
     /// Chunks the tier holds (each rank the same number).
     pub chunks: u64,
-    /// Tokens per chunk (the GPU block).
+    /// Tokens per chunk (the GPU block natively; 256 under LMCache).
     pub chunk_tokens: u32,
+    /// Tokens per GPU block (the run's `--block-size`, echoed elsewhere).
+    #[serde(skip)]
+    pub block_tokens: u32,
     /// One chunk's bytes on one rank (its GPU block's KV on that rank).
     pub chunk_bytes_per_rank: u64,
     /// Each direction of one rank's host link, bytes per second.
@@ -79,8 +86,12 @@ impl OffloadConfig {
 
     /// The run report's words for the tier.
     pub fn describe(&self) -> String {
+        let what = match self.backend {
+            OffloadBackend::Native => "CPU offloading",
+            OffloadBackend::Lmcache => "LMCache CPU backend",
+        };
         format!(
-            "CPU offloading {} GiB ({} chunks of {} tokens, host link {:.1} GB/s each way)",
+            "{what} {} GiB ({} chunks of {} tokens, host link {:.1} GB/s each way)",
             self.size_gib,
             self.chunks,
             self.chunk_tokens,
@@ -139,6 +150,8 @@ pub struct TierMachine {
     /// Ranks that each hold a copy of the tier's chunks' share: TP × PP, or PP alone for MLA
     /// (one latent copy over TP, counted once since vLLM 0.27).
     pub ranks: u64,
+    /// TP × PP: LMCache's size is split over every rank, MLA or not.
+    pub world: u64,
     pub pp: u64,
     pub disaggregated: bool,
     /// The GPU's PCIe rate, bidirectional GB/s as datasheets state it.
@@ -177,24 +190,32 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
     if size > MAX_SIZE_GIB {
         return Err(Error::invalid(flag, format!("{size} GiB is more host memory than any server holds")));
     }
-    if o.backend == Some(OffloadBackend::Lmcache) {
-        return Err(Error::invalid(
-            "--kv-offloading-backend",
-            "lmcache: the LMCache connector is not modelled yet (native, vLLM's own CPU offloading, is)",
-        ));
-    }
     if m.engine != crate::engine::EngineKind::Vllm {
         return Err(Error::invalid(flag, format!("a vLLM v1 flag: not a flag of --engine {}", m.engine.name())));
     }
-    if m.version != crate::engine::EngineVersion::Vllm033 {
-        return Err(Error::invalid(
-            flag,
-            format!(
-                "not modelled for {}: before vLLM 0.21 a request's stores complete only when it finishes and \
-                 its GPU blocks are held until then; cachesim models vLLM 0.33's offloading (--engine-version vllm@0.33)",
-                m.version
-            ),
-        ));
+    let backend = o.backend.unwrap_or_default();
+    match (backend, m.version) {
+        (OffloadBackend::Native, crate::engine::EngineVersion::Vllm033) => {}
+        (OffloadBackend::Native, v) => {
+            return Err(Error::invalid(
+                flag,
+                format!(
+                    "not modelled for {v}: before vLLM 0.21 a request's stores complete only when it finishes and \
+                     its GPU blocks are held until then; cachesim models vLLM 0.33's offloading (--engine-version vllm@0.33)"
+                ),
+            ))
+        }
+        (OffloadBackend::Lmcache, crate::engine::EngineVersion::Vllm018) => {}
+        (OffloadBackend::Lmcache, v) => {
+            return Err(Error::invalid(
+                "--kv-offloading-backend",
+                format!(
+                    "lmcache is not modelled for {v}: from vLLM 0.23 the flag starts LMCacheMPConnector, which talks to a \
+                     separate LMCache server whose size --kv-offloading-size does not set; --engine-version vllm@0.18 \
+                     models LMCache inside the engine, as vLLM up to 0.22 starts it"
+                ),
+            ))
+        }
     }
     if !m.paged {
         return Err(Error::invalid(
@@ -212,9 +233,30 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
         ));
     }
     let link_bytes_per_s = host_link_bytes_per_s(o.host_link_gbps, m.pcie_gbps)?;
-    let chunk_bytes = m.kv_bytes_per_token_per_rank * m.block_size as u64;
-    let per_chunk = chunk_bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES * m.ranks.max(1);
     let bytes = size * (1u64 << 30) as f64;
+    let (chunk_tokens, chunk_bytes, per_chunk) = match backend {
+        OffloadBackend::Native => {
+            let chunk_bytes = m.kv_bytes_per_token_per_rank * m.block_size as u64;
+            (m.block_size, chunk_bytes, chunk_bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES * m.ranks.max(1))
+        }
+        OffloadBackend::Lmcache => {
+            let chunk = lmcache::CHUNK_TOKENS;
+            if !chunk.is_multiple_of(m.block_size) {
+                return Err(Error::invalid(
+                    "--kv-offloading-backend",
+                    format!(
+                        "lmcache: its {chunk}-token chunks are not a whole number of {}-token GPU blocks \
+                         (--block-size must divide {chunk})",
+                        m.block_size
+                    ),
+                ));
+            }
+            // `lmcache.max_local_cpu_size` = the size over TP × PP ranks, each rank's chunk
+            // rounded up to the allocator's alignment.
+            let chunk_bytes = m.kv_bytes_per_token_per_rank * chunk as u64;
+            (chunk, chunk_bytes, chunk_bytes.div_ceil(lmcache::ALIGN_BYTES) * lmcache::ALIGN_BYTES * m.world.max(1))
+        }
+    };
     let chunks = (bytes / per_chunk as f64).floor() as u64;
     if chunks == 0 {
         return Err(Error::invalid(
@@ -223,9 +265,11 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
         ));
     }
     Ok(Some(OffloadConfig {
+        backend,
         size_gib: size,
         chunks: chunks.min(u32::MAX as u64),
-        chunk_tokens: m.block_size,
+        chunk_tokens,
+        block_tokens: m.block_size,
         chunk_bytes_per_rank: chunk_bytes,
         link_bytes_per_s,
     }))

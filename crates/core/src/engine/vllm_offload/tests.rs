@@ -12,6 +12,7 @@ fn machine() -> TierMachine {
         block_size: 16,
         kv_bytes_per_token_per_rank: 131_072,
         ranks: 1,
+        world: 1,
         pp: 1,
         disaggregated: false,
         pcie_gbps: 128.0,
@@ -30,7 +31,7 @@ fn chunks_are_the_size_over_a_block_on_every_rank() {
     assert!((c.link_bytes_per_s - 55.68e9).abs() < 1.0);
     assert!((c.copy_s(1) - (2 << 20) as f64 / 55.68e9).abs() < 1e-15);
     // TP 4: each rank holds a quarter of a token's KV, the size is over all four.
-    let tp4 = TierMachine { kv_bytes_per_token_per_rank: 32_768, ranks: 4, ..machine() };
+    let tp4 = TierMachine { kv_bytes_per_token_per_rank: 32_768, ranks: 4, world: 4, ..machine() };
     assert_eq!(resolve(&sized(16.0), &tp4).unwrap().unwrap().chunks, 8192);
     // A chunk's bytes are rounded up to a 4 KiB page: 16 × 100 bytes take 4,096.
     let odd = TierMachine { kv_bytes_per_token_per_rank: 100, ..machine() };
@@ -49,18 +50,44 @@ fn what_vllm_or_cachesim_refuses_is_refused() {
     assert!(err(sized(1e9), machine()).contains("more host memory than any server"));
     assert!(err(sized(0.001), machine()).contains("hold no chunk"));
     let lmcache = OffloadOptions { backend: Some(OffloadBackend::Lmcache), ..sized(8.0) };
-    assert!(err(lmcache, machine()).contains("LMCache connector is not modelled"));
+    assert!(err(lmcache, machine()).contains("starts LMCacheMPConnector"));
+    let old = TierMachine { version: EngineVersion::Vllm018, ..machine() };
+    assert!(err(lmcache, TierMachine { block_size: 48, ..old }).contains("--block-size must divide 256"));
     let alone = OffloadOptions { backend: Some(OffloadBackend::Native), ..Default::default() };
     assert!(err(alone, machine()).contains("turns nothing on"));
     let link = OffloadOptions { host_link_gbps: Some(10.0), ..Default::default() };
     assert!(err(link, machine()).contains("give --kv-offloading-size"));
     let bad_link = OffloadOptions { host_link_gbps: Some(0.0), ..sized(1.0) };
     assert!(err(bad_link, machine()).contains("--host-link-gbps") || err(bad_link, machine()).contains("above 0"));
-    let old = TierMachine { version: EngineVersion::Vllm018, ..machine() };
     assert!(err(sized(8.0), old).contains("not modelled for vllm@0.18"));
     assert!(err(sized(8.0), TierMachine { paged: false, ..machine() }).contains("prefix caching"));
     assert!(err(sized(8.0), TierMachine { pp: 2, ..machine() }).contains("pipeline parallelism"));
     assert!(err(sized(8.0), TierMachine { disaggregated: true, ..machine() }).contains("prefill/decode"));
     let sglang = TierMachine { engine: EngineKind::Sglang, version: EngineVersion::Sglang05, ..machine() };
     assert!(err(sized(8.0), sglang).contains("not a flag of --engine sglang"));
+}
+
+/// LMCache (vLLM 0.22's `--kv-offloading-backend lmcache`): `max_local_cpu_size` is the size over
+/// TP × PP ranks — an MLA model's too, whose latent KV one rank stores — in chunks of 256 tokens,
+/// each rank's rounded up to 4 KiB.
+#[test]
+fn lmcache_chunks_are_the_size_over_every_rank() {
+    let lm = |gib: f64| OffloadOptions { backend: Some(OffloadBackend::Lmcache), ..sized(gib) };
+    let old = TierMachine { version: EngineVersion::Vllm018, ..machine() };
+    let c = resolve(&lm(16.0), &old).unwrap().unwrap();
+    // 16 GiB / (256 tokens × 128 KiB) = 512 chunks of 32 MiB.
+    assert_eq!(
+        (c.backend, c.chunks, c.chunk_tokens, c.chunk_bytes_per_rank),
+        (OffloadBackend::Lmcache, 512, 256, 32 << 20)
+    );
+    assert!(c.describe().starts_with("LMCache CPU backend 16 GiB (512 chunks of 256 tokens"), "{}", c.describe());
+    let tp4 = TierMachine { kv_bytes_per_token_per_rank: 32_768, ranks: 4, world: 4, ..old };
+    assert_eq!(resolve(&lm(16.0), &tp4).unwrap().unwrap().chunks, 512);
+    // MLA over TP 4: the native tier counts one latent copy (ranks 1), LMCache splits the size.
+    let mla = TierMachine { kv_bytes_per_token_per_rank: 70_272, ranks: 1, world: 4, ..old };
+    let per_rank = (70_272u64 * 256).div_ceil(4096) * 4096;
+    assert_eq!(resolve(&lm(64.0), &mla).unwrap().unwrap().chunks, (16u64 << 30) / per_rank);
+    // 256 × 100 bytes take 28,672 (seven 4 KiB pages).
+    let odd = TierMachine { kv_bytes_per_token_per_rank: 100, ..old };
+    assert_eq!(resolve(&lm(1.0), &odd).unwrap().unwrap().chunks, (1 << 30) / 28_672);
 }

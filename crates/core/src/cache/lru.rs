@@ -1,13 +1,14 @@
-//! An intrusive least-recently-used list over the tree's node ids, for the components that keep
-//! an eviction order of their own beside the tree's (SGLang 0.5.23 `UnifiedTreeCore`'s
-//! `lru_lists[component]`: the window component's and the state component's): a node is unlinked,
-//! placed at the most recent end or just older than another node, and walked either way, each in
-//! O(1) a step.
+//! An intrusive least-recently-used list over dense `u32` ids: a node is unlinked, placed at the
+//! most recent end or just older than another node, and walked either way, each in O(1) a step.
+//! The radix tree's components that keep an eviction order of their own beside the tree's use it
+//! over node ids (SGLang 0.5.23 `UnifiedTreeCore`'s `lru_lists[component]`: the window
+//! component's and the state component's), LMCache's CPU backend over its chunk slots.
 
-use super::NodeId;
+/// A node: a dense id the caller owns.
+pub type NodeId = u32;
 
 /// No node (a list end).
-pub(super) const NIL: NodeId = NodeId::MAX;
+pub(crate) const NIL: NodeId = NodeId::MAX;
 
 /// A node's neighbours: toward the most recent end, and toward the least recent.
 #[derive(Debug, Clone, Copy)]
@@ -20,7 +21,7 @@ const UNLINKED: Links = Links { newer: NIL, older: NIL };
 
 /// The list: per node id its neighbours, and both ends.
 #[derive(Debug, Clone)]
-pub(super) struct LruList {
+pub(crate) struct LruList {
     links: Vec<Links>,
     mru: NodeId,
     lru: NodeId,
@@ -28,12 +29,12 @@ pub(super) struct LruList {
 
 impl LruList {
     /// An empty list over `nodes` ids.
-    pub(super) fn new(nodes: usize) -> Self {
+    pub(crate) fn new(nodes: usize) -> Self {
         Self { links: vec![UNLINKED; nodes], mru: NIL, lru: NIL }
     }
 
     /// Node id `n` (new, or reused) is not in the list.
-    pub(super) fn forget(&mut self, n: NodeId) {
+    pub(crate) fn forget(&mut self, n: NodeId) {
         let i = n as usize;
         if self.links.len() <= i {
             self.links.resize(i + 1, UNLINKED);
@@ -42,27 +43,27 @@ impl LruList {
     }
 
     /// The most recent node (`NIL`: empty).
-    pub(super) fn mru(&self) -> NodeId {
+    pub(crate) fn mru(&self) -> NodeId {
         self.mru
     }
 
     /// The least recent node (`NIL`: empty).
-    pub(super) fn lru(&self) -> NodeId {
+    pub(crate) fn lru(&self) -> NodeId {
         self.lru
     }
 
     /// The node just more recent than listed node `n` (`NIL`: `n` is the most recent).
-    pub(super) fn newer(&self, n: NodeId) -> NodeId {
+    pub(crate) fn newer(&self, n: NodeId) -> NodeId {
         self.links[n as usize].newer
     }
 
     /// The node just less recent than listed node `n` (`NIL`: `n` is the least recent).
-    pub(super) fn older(&self, n: NodeId) -> NodeId {
+    pub(crate) fn older(&self, n: NodeId) -> NodeId {
         self.links[n as usize].older
     }
 
     /// Takes listed node `n` out.
-    pub(super) fn unlink(&mut self, n: NodeId) {
+    pub(crate) fn unlink(&mut self, n: NodeId) {
         let Links { newer, older } = self.links[n as usize];
         match newer {
             NIL => self.mru = older,
@@ -76,7 +77,7 @@ impl LruList {
     }
 
     /// Places `n` just older than `prev`, or at the most recent end (`prev` = `NIL`).
-    pub(super) fn link_after(&mut self, prev: NodeId, n: NodeId) {
+    pub(crate) fn link_after(&mut self, prev: NodeId, n: NodeId) {
         let older = if prev == NIL { self.mru } else { self.links[prev as usize].older };
         self.links[n as usize] = Links { newer: prev, older };
         match prev {
@@ -90,7 +91,7 @@ impl LruList {
     }
 
     /// Places `n` at the most recent end (`insert_mru`).
-    pub(super) fn link_mru(&mut self, n: NodeId) {
+    pub(crate) fn link_mru(&mut self, n: NodeId) {
         self.link_after(NIL, n);
     }
 }
