@@ -41,6 +41,7 @@ pub struct Rules {
     pub walk_unchanged: bool,
 }
 
+#[derive(Clone, Copy)]
 struct ReqState {
     seq: SeqId,
     /// Locked node ending the request's cached prefix.
@@ -297,26 +298,26 @@ impl PrefixCache for TreeCache {
         Some(Admitted { hit_tokens: hit, allocated_tokens: hit + new })
     }
 
+    // The state is copied out and written back in place (not taken out and put back, which
+    // moves the live states around): these run for every scheduled request each step.
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
-        let mut st = self.reqs.take(req);
-        let ok =
-            total_tokens <= st.allocated || self.alloc(self.slots_for(total_tokens) - self.slots_for(st.allocated));
+        let allocated = self.reqs.get(req).expect("request admitted").allocated;
+        let ok = total_tokens <= allocated || self.alloc(self.slots_for(total_tokens) - self.slots_for(allocated));
         if ok {
-            st.allocated = st.allocated.max(total_tokens);
+            self.reqs.get_mut(req).expect("request admitted").allocated = allocated.max(total_tokens);
         }
-        self.reqs.put(req, st);
         ok
     }
 
     fn computed(&mut self, req: ReqId, computed_tokens: usize) {
-        let mut st = self.reqs.take(req);
+        let mut st = *self.reqs.get(req).expect("request admitted");
         debug_assert!(computed_tokens <= st.allocated, "computed tokens without slots");
         st.computed = st.computed.max(computed_tokens);
         let chunk = computed_tokens < st.prefill_end;
         if self.rules.insert_after_prefill && computed_tokens <= st.prefill_end && !(chunk && self.checkpoint_chunks) {
             self.insert(&mut st, req, computed_tokens);
         }
-        self.reqs.put(req, st);
+        *self.reqs.get_mut(req).expect("request admitted") = st;
     }
 
     fn finish(&mut self, req: ReqId) {
