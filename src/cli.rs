@@ -322,6 +322,20 @@ pub struct RunArgs {
     /// synchronous, as vLLM up to 0.22 starts it: --engine-version vllm@0.18).
     #[arg(long, value_enum, help_heading = "Engine")]
     pub kv_offloading_backend: Option<cachesim::engine::vllm_offload::OffloadBackend>,
+    /// With --kv-offloading-backend lmcache: tokens per LMCache chunk (LMCache chunk_size,
+    /// LMCACHE_CHUNK_SIZE; default 256), a whole number of GPU blocks.
+    #[arg(allow_negative_numbers = true, long, value_name = "TOKENS", help_heading = "Engine")]
+    pub lmcache_chunk_size: Option<u32>,
+    /// With --kv-offloading-backend lmcache: GiB of local disk for each GPU's LMCache, a second
+    /// backend behind the CPU one (LMCache max_local_disk_size with local_disk; off by default).
+    /// Saved chunks are written through to it in the background; a chunk only the disk holds is
+    /// read before its load's copy to the GPU.
+    #[arg(allow_negative_numbers = true, long, value_name = "GIB", help_heading = "Engine")]
+    pub lmcache_max_local_disk_size: Option<f64>,
+    /// With --lmcache-max-local-disk-size: GB/s one GPU's LMCache disk reads and writes at
+    /// (default 5, a local NVMe drive; an assumption).
+    #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Engine")]
+    pub lmcache_disk_gbps: Option<f64>,
     /// With --kv-offloading-size or --enable-hierarchical-cache: GB/s each way between one GPU
     /// and host memory, which prices the host tier's copies (default: the GPU's PCIe rate per
     /// direction × 0.87, the share a pinned copy achieves).
@@ -1075,6 +1089,9 @@ impl RunArgs {
                 size_gib: self.kv_offloading_size,
                 backend: self.kv_offloading_backend,
                 host_link_gbps: self.host_link_gbps,
+                lmcache_chunk_size: self.lmcache_chunk_size,
+                lmcache_disk_gib: self.lmcache_max_local_disk_size,
+                lmcache_disk_gbps: self.lmcache_disk_gbps,
             },
             hicache: cachesim::engine::sglang::hicache::HiCacheOptions {
                 enable: self.enable_hierarchical_cache,

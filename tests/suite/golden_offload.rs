@@ -132,6 +132,7 @@ fn replay(path: &Path) -> String {
                 } else {
                     json_num(c, "gpu_bytes_per_block") as f64 * 1e6
                 },
+                disk: None,
             }),
             ..EngineConfig::new(EngineVersion::Vllm033)
         },

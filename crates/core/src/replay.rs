@@ -292,6 +292,7 @@ fn host_tier(w: &Workload, spec: &ReplaySpec) -> Option<Host> {
         block_tokens: block,
         chunk_bytes_per_rank: 1,
         link_bytes_per_s: f64::INFINITY,
+        disk: None,
     };
     let rt = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
     Some(Host { conn: Connector::new(cfg), rt, now: 0.0 })

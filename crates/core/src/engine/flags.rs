@@ -223,6 +223,11 @@ pub const TABLE: &[EngineFlag] = &[
         instead: &[(Sglang, "--enable-hierarchical-cache")],
     },
     EngineFlag { server_only: &[], flag: "--kv-offloading-backend", engines: &[Vllm], instead: &[] },
+    // LMCache's own settings (`lmcache/v1/config.py` `chunk_size`, `max_local_disk_size`, 0.5.6);
+    // `--lmcache-disk-gbps` is cachesim's price of its disk.
+    EngineFlag { server_only: &[], flag: "--lmcache-chunk-size", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--lmcache-max-local-disk-size", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--lmcache-disk-gbps", engines: &[Vllm], instead: &[] },
     EngineFlag { server_only: &[], flag: "--host-link-gbps", engines: &[Vllm, Sglang], instead: &[] },
     EngineFlag {
         server_only: &[],

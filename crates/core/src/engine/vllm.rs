@@ -367,7 +367,7 @@ impl VllmV1 {
         let r = s.reqs[id as usize];
         let known = r.num_tokens as usize;
         let gpu_hit = s.cache.peek(r.seq, known);
-        let ext = lm.lookup(id, &r, gpu_hit, s.cache);
+        let ext = lm.lookup(id, &r, gpu_hit, s.cache, s.now);
         if ext == 0 {
             return Some(false);
         }
@@ -520,6 +520,9 @@ impl VllmRule for VllmV1 {
         if let Some(c) = self.offload.as_mut() {
             c.priced(now, end);
         }
+        if let Some(lm) = self.lmcache.as_mut() {
+            lm.priced(now, end);
+        }
     }
 
     fn next_copy_end(&self) -> Option<f64> {
@@ -528,7 +531,7 @@ impl VllmRule for VllmV1 {
 
     fn offload_stats(&self) -> Option<OffloadStats> {
         match &self.lmcache {
-            Some(lm) => Some(lm.stats),
+            Some(lm) => Some(lm.stats()),
             None => self.offload.as_ref().map(Connector::stats),
         }
     }

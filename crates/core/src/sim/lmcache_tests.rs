@@ -2,11 +2,12 @@
 //! affine step-time model (0.01 s a step, 1 ms a prefill token, 2 ms a decode), 4-token blocks,
 //! 8-token chunks and 1 ms to copy a chunk either way: a prefix the GPU lost loaded before the
 //! forward of the step that admits it, the saves after each forward, a hit of every prompt token
-//! keeping the last one to compute, and a backend too small to keep the prefix.
+//! keeping the last one to compute, a backend too small to keep the prefix, and the prefix read
+//! back from the local disk behind it.
 
 use super::tests::{cfg, workload, COST};
 use super::*;
-use crate::engine::vllm_offload::{OffloadBackend, OffloadConfig};
+use crate::engine::vllm_offload::{DiskConfig, OffloadBackend, OffloadConfig};
 use crate::engine::EngineVersion;
 
 /// `cfg` as vLLM 0.18 with `blocks` GPU blocks (the null block included) and an LMCache backend
@@ -24,6 +25,7 @@ fn lmcache(blocks: u64, chunks: Option<u64>) -> SimConfig {
         block_tokens: 4,
         chunk_bytes_per_rank: 1000,
         link_bytes_per_s: 1e6,
+        disk: None,
     });
     c
 }
@@ -96,4 +98,33 @@ fn a_backend_too_small_loses_the_prefix() {
     let h = r.offload.expect("the backend's figures");
     assert_eq!((h.host_hit_tokens, h.loads), (0, 0));
     assert_eq!((h.tier.stored_chunks, h.tier.evicted_chunks, h.tier.peak_chunks), (10, 4, 6));
+}
+
+/// The same with a local disk of 32 chunks at 2 ms a chunk behind the 6-chunk CPU backend: A's
+/// chunks, written through at the end of A's step (done by 0.032), are evicted from the CPU by
+/// F's save but read back from disk for B (4 ms), then copied to the GPU (2 ms) before B's
+/// forward of 4 tokens (0.014 s).
+#[test]
+fn a_prefix_the_cpu_lost_is_read_back_from_disk() {
+    let (w, sends) = after_a(500..504);
+    let mut c = lmcache(13, Some(6));
+    if let Some(o) = c.engine.offload.as_mut() {
+        o.disk = Some(DiskConfig { size_gib: 1.0, chunks: 32, bytes_per_s: 5e5 });
+    }
+    let r = run(&w, &sends, &c, &COST, Keep::default());
+    let b = rec(&r, 2);
+    assert!(close(b.ttft_s(), 0.020), "{b:?}");
+    assert_eq!(b.cached_prompt_tokens, 16);
+    let h = r.offload.expect("the backend's figures");
+    assert_eq!((h.host_hit_tokens, h.loads, h.loaded_chunks), (16, 1, 2));
+    // The CPU: A's 2 and F's 6 saved; A's 2 evicted by F, then 2 of F's by A's read back.
+    assert_eq!((h.tier.stored_chunks, h.tier.evicted_chunks), (8, 4));
+    let d = h.disk.expect("the disk's figures");
+    assert_eq!((d.read_chunks, d.written_chunks, d.skipped_writes, d.evicted_chunks, d.peak_chunks), (2, 8, 0, 0, 8));
+    assert!(close(d.read_s, 0.004) && close(d.write_s, 0.016), "{d:?}");
+    // A and F are unchanged by the disk: its writes do not hold their steps.
+    let plain = run(&w, &sends, &lmcache(13, Some(6)), &COST, Keep::default());
+    for id in [0, 1] {
+        assert!(close(rec(&r, id).latency_s(), rec(&plain, id).latency_s()));
+    }
 }

@@ -19,6 +19,7 @@ fn tier(chunks: u64) -> OffloadConfig {
         block_tokens: 4,
         chunk_bytes_per_rank: 1000,
         link_bytes_per_s: 1e6,
+        disk: None,
     }
 }
 

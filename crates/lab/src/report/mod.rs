@@ -461,6 +461,19 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
             h.load_s,
             h.store_s
         );
+        if let Some(d) = &h.disk {
+            let _ = writeln!(
+                s,
+                "LMCache disk:   {} chunks read for loads ({:.2} s) · {} chunks written ({:.2} s), {} writes skipped, {} chunks evicted · peak {} chunks",
+                thousands(d.read_chunks),
+                d.read_s,
+                thousands(d.written_chunks),
+                d.write_s,
+                thousands(d.skipped_writes),
+                thousands(d.evicted_chunks),
+                thousands(d.peak_chunks)
+            );
+        }
     }
     if let Some(h) = &o.sim.hicache {
         let _ = writeln!(

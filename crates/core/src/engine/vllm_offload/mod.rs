@@ -76,7 +76,25 @@ pub struct OffloadConfig {
     pub chunk_bytes_per_rank: u64,
     /// Each direction of one rank's host link, bytes per second.
     pub link_bytes_per_s: f64,
+    /// LMCache's local disk backend, if on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<DiskConfig>,
 }
+
+/// LMCache's local disk backend, resolved (`--lmcache-max-local-disk-size`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DiskConfig {
+    /// GiB of disk for each rank (LMCache's `max_local_disk_size`, read by every worker).
+    pub size_gib: f64,
+    /// Chunks it holds (each rank the same number).
+    pub chunks: u64,
+    /// One rank's disk reads and writes, bytes per second.
+    pub bytes_per_s: f64,
+}
+
+/// The rate of a local disk when none is given: a local NVMe drive, as for SGLang's file
+/// storage backend (an assumption).
+pub const DEFAULT_DISK_GBPS: f64 = 5.0;
 
 impl OffloadConfig {
     /// Seconds to copy `chunks` chunks one way.
@@ -90,8 +108,16 @@ impl OffloadConfig {
             OffloadBackend::Native => "CPU offloading",
             OffloadBackend::Lmcache => "LMCache CPU backend",
         };
+        let disk = self.disk.map_or(String::new(), |d| {
+            format!(
+                " · LMCache local disk {} GiB a GPU ({} chunks, {:.1} GB/s)",
+                d.size_gib,
+                d.chunks,
+                d.bytes_per_s / 1e9
+            )
+        });
         format!(
-            "{what} {} GiB ({} chunks of {} tokens, host link {:.1} GB/s each way)",
+            "{what} {} GiB ({} chunks of {} tokens, host link {:.1} GB/s each way){disk}",
             self.size_gib,
             self.chunks,
             self.chunk_tokens,
@@ -110,6 +136,12 @@ pub struct OffloadOptions {
     /// `--host-link-gbps`: GB/s each way between one GPU and host memory; `None`: the GPU's
     /// PCIe rate per direction × [`HOST_LINK_EFFICIENCY`].
     pub host_link_gbps: Option<f64>,
+    /// `--lmcache-chunk-size` (tokens); `None`: [`lmcache::CHUNK_TOKENS`].
+    pub lmcache_chunk_size: Option<u32>,
+    /// `--lmcache-max-local-disk-size` (GiB a rank); `None`: no disk backend.
+    pub lmcache_disk_gib: Option<f64>,
+    /// `--lmcache-disk-gbps`; `None`: [`DEFAULT_DISK_GBPS`].
+    pub lmcache_disk_gbps: Option<f64>,
 }
 
 /// The share of a PCIe link's per-direction rate a pinned copy-engine copy achieves: NVIDIA's
@@ -161,6 +193,23 @@ pub struct TierMachine {
 /// The tier `o` asks for on `m`, or `None`; refuses what vLLM 0.33 refuses and what cachesim
 /// does not model, saying which.
 pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConfig>> {
+    if o.backend != Some(OffloadBackend::Lmcache) {
+        for (given, flag) in [
+            (o.lmcache_chunk_size.is_some(), "--lmcache-chunk-size"),
+            (o.lmcache_disk_gib.is_some(), "--lmcache-max-local-disk-size"),
+            (o.lmcache_disk_gbps.is_some(), "--lmcache-disk-gbps"),
+        ] {
+            if given {
+                return Err(Error::invalid(flag, "an LMCache setting: give --kv-offloading-backend lmcache too"));
+            }
+        }
+    }
+    if o.lmcache_disk_gbps.is_some() && o.lmcache_disk_gib.is_none() {
+        return Err(Error::invalid(
+            "--lmcache-disk-gbps",
+            "prices LMCache's local disk: give --lmcache-max-local-disk-size too",
+        ));
+    }
     let Some(size) = o.size_gib else {
         if o.backend.is_some() {
             return Err(Error::invalid(
@@ -240,13 +289,13 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
             (m.block_size, chunk_bytes, chunk_bytes.div_ceil(PAGE_BYTES) * PAGE_BYTES * m.ranks.max(1))
         }
         OffloadBackend::Lmcache => {
-            let chunk = lmcache::CHUNK_TOKENS;
-            if !chunk.is_multiple_of(m.block_size) {
+            let chunk = o.lmcache_chunk_size.unwrap_or(lmcache::CHUNK_TOKENS);
+            if chunk == 0 || chunk > 1 << 20 || !chunk.is_multiple_of(m.block_size) {
                 return Err(Error::invalid(
-                    "--kv-offloading-backend",
+                    "--lmcache-chunk-size",
                     format!(
-                        "lmcache: its {chunk}-token chunks are not a whole number of {}-token GPU blocks \
-                         (--block-size must divide {chunk})",
+                        "{chunk}: cachesim keys an LMCache chunk by its last GPU block, so it must be a whole number \
+                         of {}-token blocks (--block-size), at most 1048576 tokens",
                         m.block_size
                     ),
                 ));
@@ -264,6 +313,34 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
             format!("{size} GiB hold no chunk: one is {per_chunk} bytes over the instance's GPUs"),
         ));
     }
+    let disk = match o.lmcache_disk_gib {
+        None => None,
+        Some(gib) => {
+            let flag = "--lmcache-max-local-disk-size";
+            if !(gib.is_finite() && gib > 0.0 && gib <= MAX_SIZE_GIB) {
+                return Err(Error::invalid(
+                    flag,
+                    format!(
+                        "{gib} must be a size in GiB above 0 (0 starts no disk backend) and at most {MAX_SIZE_GIB}"
+                    ),
+                ));
+            }
+            let gbps = o.lmcache_disk_gbps.unwrap_or(DEFAULT_DISK_GBPS);
+            if !(gbps.is_finite() && gbps > 0.0 && gbps <= 10_000.0) {
+                return Err(Error::invalid(
+                    "--lmcache-disk-gbps",
+                    format!("{gbps} must be a rate above 0 and at most 10000 GB/s"),
+                ));
+            }
+            // Every worker reads the setting whole; its chunks are the CPU allocator's size.
+            let aligned = chunk_bytes.div_ceil(lmcache::ALIGN_BYTES) * lmcache::ALIGN_BYTES;
+            let chunks = (gib * (1u64 << 30) as f64 / aligned as f64).floor() as u64;
+            if chunks == 0 {
+                return Err(Error::invalid(flag, format!("{gib} GiB hold no chunk: one is {aligned} bytes a GPU")));
+            }
+            Some(DiskConfig { size_gib: gib, chunks: chunks.min(u32::MAX as u64), bytes_per_s: gbps * 1e9 })
+        }
+    };
     Ok(Some(OffloadConfig {
         backend,
         size_gib: size,
@@ -272,6 +349,7 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
         block_tokens: m.block_size,
         chunk_bytes_per_rank: chunk_bytes,
         link_bytes_per_s,
+        disk,
     }))
 }
 
@@ -292,6 +370,9 @@ pub struct OffloadStats {
     pub store_s: f64,
     /// The tier's own counters.
     pub tier: tier::TierStats,
+    /// LMCache's local disk backend, if on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<lmcache::DiskStats>,
 }
 
 impl OffloadStats {
@@ -308,6 +389,11 @@ impl OffloadStats {
         self.tier.refused_stores += o.tier.refused_stores;
         self.tier.evicted_chunks += o.tier.evicted_chunks;
         self.tier.peak_chunks = self.tier.peak_chunks.max(o.tier.peak_chunks);
+        match (&mut self.disk, &o.disk) {
+            (Some(a), Some(b)) => a.merge(b),
+            (None, Some(b)) => self.disk = Some(*b),
+            _ => {}
+        }
     }
 }
 

@@ -52,7 +52,7 @@ fn what_vllm_or_cachesim_refuses_is_refused() {
     let lmcache = OffloadOptions { backend: Some(OffloadBackend::Lmcache), ..sized(8.0) };
     assert!(err(lmcache, machine()).contains("starts LMCacheMPConnector"));
     let old = TierMachine { version: EngineVersion::Vllm018, ..machine() };
-    assert!(err(lmcache, TierMachine { block_size: 48, ..old }).contains("--block-size must divide 256"));
+    assert!(err(lmcache, TierMachine { block_size: 48, ..old }).contains("whole number of 48-token blocks"));
     let alone = OffloadOptions { backend: Some(OffloadBackend::Native), ..Default::default() };
     assert!(err(alone, machine()).contains("turns nothing on"));
     let link = OffloadOptions { host_link_gbps: Some(10.0), ..Default::default() };
@@ -90,4 +90,28 @@ fn lmcache_chunks_are_the_size_over_every_rank() {
     // 256 × 100 bytes take 28,672 (seven 4 KiB pages).
     let odd = TierMachine { kv_bytes_per_token_per_rank: 100, ..old };
     assert_eq!(resolve(&lm(1.0), &odd).unwrap().unwrap().chunks, (1 << 30) / 28_672);
+}
+
+/// LMCache's chunk size and local disk: sized, and refused where they mean nothing.
+#[test]
+fn lmcache_settings_are_sized_or_refused() {
+    let old = TierMachine { version: EngineVersion::Vllm018, ..machine() };
+    let lm = OffloadOptions { backend: Some(OffloadBackend::Lmcache), ..sized(16.0) };
+    let c = resolve(&OffloadOptions { lmcache_chunk_size: Some(64), ..lm }, &old).unwrap().unwrap();
+    assert_eq!((c.chunk_tokens, c.chunks), (64, 2048));
+    // 100 GiB of disk a GPU, in chunks of 256 × 128 KiB; 5 GB/s unless given.
+    let d = resolve(&OffloadOptions { lmcache_disk_gib: Some(100.0), ..lm }, &old).unwrap().unwrap().disk.unwrap();
+    assert_eq!((d.chunks, d.bytes_per_s), (3200, 5e9));
+    let fast = OffloadOptions { lmcache_disk_gib: Some(100.0), lmcache_disk_gbps: Some(12.5), ..lm };
+    assert_eq!(resolve(&fast, &old).unwrap().unwrap().disk.unwrap().bytes_per_s, 12.5e9);
+    let err = |o: OffloadOptions| resolve(&o, &old).unwrap_err().to_string();
+    assert!(err(OffloadOptions { lmcache_chunk_size: Some(100), ..lm }).contains("whole number of 16-token blocks"));
+    assert!(err(OffloadOptions { lmcache_chunk_size: Some(0), ..lm }).contains("--lmcache-chunk-size"));
+    assert!(err(OffloadOptions { lmcache_disk_gib: Some(0.0), ..lm }).contains("starts no disk backend"));
+    assert!(err(OffloadOptions { lmcache_disk_gib: Some(0.001), ..lm }).contains("hold no chunk"));
+    assert!(err(OffloadOptions { lmcache_disk_gbps: Some(5.0), ..lm }).contains("give --lmcache-max-local-disk-size"));
+    let bad_rate = OffloadOptions { lmcache_disk_gib: Some(1.0), lmcache_disk_gbps: Some(-1.0), ..lm };
+    assert!(err(bad_rate).contains("--lmcache-disk-gbps"));
+    let native = OffloadOptions { lmcache_disk_gib: Some(1.0), ..sized(16.0) };
+    assert!(resolve(&native, &machine()).unwrap_err().to_string().contains("give --kv-offloading-backend lmcache"));
 }

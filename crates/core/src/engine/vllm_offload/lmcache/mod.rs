@@ -2,12 +2,12 @@
 //! `--kv-offloading-backend lmcache` (`vllm/config/vllm.py`
 //! `VllmConfig._post_init_kv_transfer_config`: `LMCacheConnectorV1`, `kv_both`, the extra config
 //! replaced by `lmcache.local_cpu = True` and `lmcache.max_local_cpu_size` = the size over TP × PP
-//! ranks), with LMCache 0.5.6's defaults (`lmcache/v1/config.py`: 256-token chunks, no partial
-//! chunk saved, no decode tokens saved, no layerwise pipelining, no asynchronous loading, LRU).
+//! ranks), with LMCache 0.5.6's defaults (`lmcache/v1/config.py`: 256-token chunks unless
+//! `--lmcache-chunk-size` says otherwise, no partial chunk saved, no decode tokens saved, no layerwise pipelining, no asynchronous loading, LRU).
 //! Paths below are LMCache's; `ADAPTER` is `integration/vllm/vllm_v1_adapter.py`
 //! (`LMCacheConnectorV1Impl`). docs/engines/kv-offloading.md gives each rule with its source.
 //!
-//! - **Keys**: a chunk is 256 prompt tokens, keyed by its prefix (`v1/token_database.py`
+//! - **Keys**: a chunk is 256 prompt tokens (`chunk_size`), keyed by its prefix (`v1/token_database.py`
 //!   `ChunkedTokenDatabase`: each chunk's hash chains the one before); only full chunks are
 //!   looked up or stored. Here a chunk's key is the content key of its last GPU block.
 //! - **Lookup** (`ADAPTER.get_num_new_matched_tokens`, `v1/cache_engine.py` `LMCacheEngine.lookup`):
@@ -31,23 +31,63 @@
 //!   its slot back without refreshing the held one (`LocalCPUBackend.submit_put_task`).
 //! - **Recency** (`storage_backend/cache_policy/lru.py`): refreshed only by a lookup hit; a load or
 //!   a store of a held key leaves it.
+//! - **Local disk** (`--lmcache-max-local-disk-size`; `storage_backend/local_disk_backend.py`,
+//!   `storage_manager.py`): a second backend behind the CPU one, written through — each chunk a
+//!   save copies is also written to disk, asynchronously (the save does not wait), one write at a
+//!   time at the disk's rate, its CPU copy pinned until the write ends; a chunk the disk holds is
+//!   only refreshed, one being written is skipped, and one the disk has no unpinned room for is
+//!   not written. A lookup counts the CPU's leading chunks, then the disk's from the first chunk
+//!   the CPU lacks; a chunk only the disk holds is read synchronously with the load, before the
+//!   copy to the GPU, and put back into the CPU backend.
 //!
-//! Not modelled: the pin timeout (300 s) of a request looked up and never admitted, chunk sizes
-//! other than 256 tokens, partial chunks (`save_unfull_chunk`), layerwise and asynchronous modes,
-//! the disk and remote backends, and vLLM 0.23 on, where the flag starts `LMCacheMPConnector`
-//! against a separate LMCache server whose size the flag does not set.
+//! Not modelled: the pin timeout (300 s) of a request looked up and never admitted, partial
+//! chunks (`save_unfull_chunk`), layerwise and asynchronous modes, the remote backends, and vLLM
+//! 0.23 on, where the flag starts `LMCacheMPConnector` against a separate LMCache server whose
+//! size the flag does not set.
 
-use super::{OffloadConfig, OffloadStats};
-use crate::cache::lru::{LruList, NIL};
+use super::{DiskConfig, OffloadConfig, OffloadStats};
 use crate::cache::{PrefixCache, ReqId, ReqSlots};
 use crate::engine::ReqRt;
-use rustc_hash::FxHashMap;
+use backend::Backend;
+use rustc_hash::FxHashSet;
+use serde::Serialize;
+use std::collections::VecDeque;
+
+pub mod backend;
 
 /// LMCache's default `chunk_size`, in tokens.
 pub const CHUNK_TOKENS: u32 = 256;
 
-/// LMCache's CPU allocator rounds each allocation up to this many bytes (`ALIGN_BYTES`).
+/// LMCache's allocator rounds each chunk's bytes up to this many (`ALIGN_BYTES`).
 pub const ALIGN_BYTES: u64 = 4096;
+
+/// The local disk backend's figures over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct DiskStats {
+    /// Chunks read from disk for loads, and the seconds the reads took.
+    pub read_chunks: u64,
+    pub read_s: f64,
+    /// Chunks written, and the seconds the disk spent writing.
+    pub written_chunks: u64,
+    pub write_s: f64,
+    /// Writes not made: no unpinned room on the disk.
+    pub skipped_writes: u64,
+    pub evicted_chunks: u64,
+    pub peak_chunks: u64,
+}
+
+impl DiskStats {
+    /// Adds another instance's figures (the peak is the largest instance's).
+    pub fn merge(&mut self, o: &DiskStats) {
+        self.read_chunks += o.read_chunks;
+        self.read_s += o.read_s;
+        self.written_chunks += o.written_chunks;
+        self.write_s += o.write_s;
+        self.skipped_writes += o.skipped_writes;
+        self.evicted_chunks += o.evicted_chunks;
+        self.peak_chunks = self.peak_chunks.max(o.peak_chunks);
+    }
+}
 
 /// A request's connector state: its kept lookup and its save tracker (`RequestTracker`).
 #[derive(Debug, Clone, Default)]
@@ -56,8 +96,10 @@ struct ReqState {
     looked_up: Option<u32>,
     /// The hit of its last lookup (`LoadSpec.lmcache_cached_tokens`): where its saves start.
     hit: u32,
-    /// Keys its lookup pinned, released when it is next scheduled.
-    pinned: Vec<u32>,
+    /// Keys its lookup pinned, in the CPU backend (its leading chunks) and on disk (the rest),
+    /// released when it is next scheduled.
+    pinned_cpu: Vec<u32>,
+    pinned_disk: Vec<u32>,
     /// Whether its tracker exists (it was scheduled once), the tokens it holds, the saved mark,
     /// and whether it is decoding.
     tracked: Option<u32>,
@@ -65,11 +107,19 @@ struct ReqState {
     decoding: bool,
 }
 
-/// A slot of the CPU backend: the key it holds and the pins on it.
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    key: u32,
-    pins: u32,
+/// The local disk backend and its writes.
+#[derive(Debug)]
+struct Disk {
+    cfg: DiskConfig,
+    store: Backend,
+    /// Chunks saved in the step being formed, written through when it ends.
+    to_write: Vec<u32>,
+    /// Writes in flight: (end, key, disk slot), in the order they end.
+    writing: VecDeque<(f64, u32, u32)>,
+    in_flight: FxHashSet<u32>,
+    /// When the disk is next free.
+    free_at: f64,
+    stats: DiskStats,
 }
 
 /// The LMCache connector of one instance.
@@ -78,37 +128,51 @@ pub struct Lmcache {
     cfg: OffloadConfig,
     /// GPU blocks per chunk.
     blocks_per_chunk: usize,
-    /// Held chunks: key → slot.
-    held: FxHashMap<u32, u32>,
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    /// Held slots, most recent first.
-    lru: LruList,
+    cpu: Backend,
+    disk: Option<Disk>,
     reqs: ReqSlots<ReqState>,
     /// Buffers: chunk keys, and the slots a save took.
     keys: Vec<u32>,
     taken: Vec<u32>,
-    pub stats: OffloadStats,
+    stats: OffloadStats,
 }
 
 impl Lmcache {
-    /// An empty backend under `cfg` (chunks of a whole number of GPU blocks).
+    /// Empty backends under `cfg` (chunks of a whole number of GPU blocks).
     pub fn new(cfg: OffloadConfig) -> Self {
         let block_size = cfg.block_tokens;
         debug_assert!(cfg.chunk_tokens.is_multiple_of(block_size), "a chunk is whole GPU blocks");
-        let n = cfg.chunks as usize;
         Self {
             cfg,
             blocks_per_chunk: (cfg.chunk_tokens / block_size) as usize,
-            held: FxHashMap::default(),
-            slots: Vec::with_capacity(n.min(1 << 20)),
-            free: Vec::new(),
-            lru: LruList::new(0),
+            cpu: Backend::new(cfg.chunks),
+            disk: cfg.disk.map(|d| Disk {
+                cfg: d,
+                store: Backend::new(d.chunks),
+                to_write: Vec::new(),
+                writing: VecDeque::new(),
+                in_flight: FxHashSet::default(),
+                free_at: 0.0,
+                stats: DiskStats::default(),
+            }),
             reqs: ReqSlots::default(),
             keys: Vec::new(),
             taken: Vec::new(),
             stats: OffloadStats::default(),
         }
+    }
+
+    /// The figures so far.
+    pub fn stats(&self) -> OffloadStats {
+        let mut s = self.stats;
+        s.tier.evicted_chunks = self.cpu.evicted;
+        s.tier.peak_chunks = self.cpu.peak;
+        s.disk = self.disk.as_ref().map(|d| DiskStats {
+            evicted_chunks: d.store.evicted,
+            peak_chunks: d.store.peak,
+            ..d.stats
+        });
+        s
     }
 
     /// The keys of `r`'s full chunks `from..to` into `keys`.
@@ -133,20 +197,37 @@ impl Lmcache {
         self.reqs.get_mut(id).expect("just put")
     }
 
-    /// Looks waiting request `id` (nothing computed, GPU hit `gpu_hit` tokens) up: the tokens it
-    /// loads past the GPU hit (0: none; it is scheduled as usual).
-    pub fn lookup(&mut self, id: ReqId, r: &ReqRt, gpu_hit: usize, cache: &dyn PrefixCache) -> usize {
+    /// The disk writes ended by `now` land: their chunks readable, their CPU copies unpinned.
+    fn settle(&mut self, now: f64) {
+        let Some(d) = self.disk.as_mut() else { return };
+        while let Some(&(end, key, slot)) = d.writing.front() {
+            if end > now {
+                break;
+            }
+            d.writing.pop_front();
+            d.in_flight.remove(&key);
+            d.store.put(slot, key);
+            self.cpu.unpin(key);
+        }
+    }
+
+    /// Looks waiting request `id` (nothing computed, GPU hit `gpu_hit` tokens) up at `now`: the
+    /// tokens it loads past the GPU hit (0: none; it is scheduled as usual).
+    pub fn lookup(&mut self, id: ReqId, r: &ReqRt, gpu_hit: usize, cache: &dyn PrefixCache, now: f64) -> usize {
         let hit = match self.state(id).looked_up {
             Some(h) => h,
             None => {
+                self.settle(now);
                 let mut keys = std::mem::take(&mut self.keys);
                 let last = (r.num_tokens / self.cfg.chunk_tokens) as usize;
                 self.chunk_keys(cache, r, 0, last, &mut keys);
-                let hits = self.hit_chunks(&mut keys);
-                let hit = hits as u32 * self.cfg.chunk_tokens;
+                let (on_cpu, on_disk) = self.hit_chunks(&keys);
+                keys.truncate(on_cpu + on_disk);
+                let hit = keys.len() as u32 * self.cfg.chunk_tokens;
                 let st = self.state(id);
                 st.looked_up = Some(hit);
-                st.pinned.extend_from_slice(&keys);
+                st.pinned_cpu.extend_from_slice(&keys[..on_cpu]);
+                st.pinned_disk.extend_from_slice(&keys[on_cpu..]);
                 self.keys = keys;
                 hit
             }
@@ -159,23 +240,41 @@ impl Lmcache {
         need.max(0) as usize
     }
 
-    /// The leading chunks of `keys` held (`LMCacheEngine.lookup` with `pin`), `keys` cut to
-    /// them: each pinned, then moved to the most recent end from the last to the first
+    /// The leading chunks of `keys` held (`LMCacheEngine.lookup` with `pin`,
+    /// `StorageManager.batched_contains`): the CPU backend's run, then the disk's from the first
+    /// chunk the CPU lacks. Each hit is pinned where it was found, then every hit is moved to
+    /// the most recent end of each backend holding it, from the last to the first
     /// (`touch_cache`).
-    fn hit_chunks(&mut self, keys: &mut Vec<u32>) -> usize {
-        let hits = keys.iter().take_while(|k| self.held.contains_key(k)).count();
-        keys.truncate(hits);
-        for &k in keys.iter().rev() {
-            let s = self.held[&k];
-            self.slots[s as usize].pins += 1;
-            self.lru.unlink(s);
-            self.lru.link_mru(s);
+    fn hit_chunks(&mut self, keys: &[u32]) -> (usize, usize) {
+        let on_cpu = keys.iter().take_while(|&&k| self.cpu.contains(k)).count();
+        let on_disk =
+            self.disk.as_ref().map_or(0, |d| keys[on_cpu..].iter().take_while(|&&k| d.store.contains(k)).count());
+        for &k in &keys[..on_cpu] {
+            self.cpu.pin(k);
         }
-        hits
+        let disk = self.disk.as_mut();
+        if let Some(d) = disk {
+            for &k in &keys[on_cpu..on_cpu + on_disk] {
+                d.store.pin(k);
+            }
+            for &k in keys[..on_cpu + on_disk].iter().rev() {
+                if d.store.contains(k) {
+                    d.store.touch(k);
+                }
+            }
+        }
+        for &k in keys[..on_cpu + on_disk].iter().rev() {
+            if self.cpu.contains(k) {
+                self.cpu.touch(k);
+            }
+        }
+        (on_cpu, on_disk)
     }
 
     /// Waiting request `id` was admitted (`update_state_after_alloc`), loading `external` tokens
-    /// past its GPU hit of `gpu_hit` (0: none): the load's seconds, spent before the forward.
+    /// past its GPU hit of `gpu_hit` (0: none): the load's seconds, spent before the forward —
+    /// the chunks only the disk holds read first (and put back into the CPU backend), then every
+    /// loaded chunk copied to the GPU.
     pub fn admitted(&mut self, id: ReqId, gpu_hit: usize, external: usize) -> f64 {
         let chunk = self.cfg.chunk_tokens as usize;
         let st = self.state(id);
@@ -183,27 +282,46 @@ impl Lmcache {
         if external == 0 {
             return 0.0;
         }
-        let hit = st.hit as usize;
-        let chunks = hit / chunk - gpu_hit / chunk;
+        let (hit, on_cpu) = (st.hit as usize / chunk, st.pinned_cpu.len());
+        let first = gpu_hit / chunk;
+        let mut read_s = 0.0;
+        if let Some(d) = self.disk.as_mut() {
+            let st = self.reqs.get(id).expect("live");
+            let from_disk = &st.pinned_disk[first.saturating_sub(on_cpu)..];
+            read_s = from_disk.len() as f64 * self.cfg.chunk_bytes_per_rank as f64 / d.cfg.bytes_per_s;
+            d.stats.read_chunks += from_disk.len() as u64;
+            d.stats.read_s += read_s;
+            for &k in from_disk {
+                if let Some(s) = self.cpu.take_slot() {
+                    self.cpu.put(s, k);
+                }
+            }
+        }
+        let chunks = hit - first;
         self.unpin(id);
         let t = self.cfg.copy_s(chunks);
         self.stats.host_hit_tokens += external as u64;
         self.stats.loads += 1;
         self.stats.loaded_chunks += chunks as u64;
         self.stats.load_s += t;
-        t
+        read_s + t
     }
 
     fn unpin(&mut self, id: ReqId) {
         let Some(st) = self.reqs.get_mut(id) else { return };
-        let pinned = std::mem::take(&mut st.pinned);
-        for k in &pinned {
-            let s = self.held[k];
-            self.slots[s as usize].pins -= 1;
+        let (cpu, disk) = (std::mem::take(&mut st.pinned_cpu), std::mem::take(&mut st.pinned_disk));
+        for &k in &cpu {
+            self.cpu.unpin(k);
         }
-        let mut pinned = pinned;
-        pinned.clear();
-        self.reqs.get_mut(id).expect("live").pinned = pinned;
+        if let Some(d) = self.disk.as_mut() {
+            for &k in &disk {
+                d.store.unpin(k);
+            }
+        }
+        let st = self.reqs.get_mut(id).expect("live");
+        (st.pinned_cpu, st.pinned_disk) = (cpu, disk);
+        st.pinned_cpu.clear();
+        st.pinned_disk.clear();
     }
 
     /// The step formed schedules `items` (request, tokens), `reqs` as they stand before it
@@ -243,8 +361,7 @@ impl Lmcache {
         t
     }
 
-    /// Saves `r`'s chunks `from..to` (`LMCacheEngine.store`): a slot for each in order, then
-    /// the puts. Returns the chunks copied.
+    /// Saves `r`'s chunks `from..to` (`LMCacheEngine.store`). Returns the chunks copied.
     fn store(&mut self, cache: &dyn PrefixCache, r: &ReqRt, from: usize, to: usize) -> usize {
         let mut keys = std::mem::take(&mut self.keys);
         self.chunk_keys(cache, r, from, to, &mut keys);
@@ -253,13 +370,14 @@ impl Lmcache {
         copied
     }
 
-    /// Saves the chunks `keys` in order: a slot for each until none can be had, then the puts
-    /// (a key held already gives its slot back). Returns the chunks copied.
+    /// Saves the chunks `keys` in order: a CPU slot for each until none can be had, then the
+    /// puts (a key held already gives its slot back); the copied ones are written through to
+    /// disk when the step ends. Returns the chunks copied.
     fn store_keys(&mut self, keys: &[u32]) -> usize {
         let mut taken = std::mem::take(&mut self.taken);
         taken.clear();
         for _ in keys {
-            match self.take_slot() {
+            match self.cpu.take_slot() {
                 Some(s) => taken.push(s),
                 None => {
                     // "Local cpu memory under pressure": the rest are not saved.
@@ -269,44 +387,45 @@ impl Lmcache {
             }
         }
         for (&k, &s) in keys.iter().zip(&taken) {
-            if self.held.contains_key(&k) {
-                self.free.push(s);
-                continue;
+            if self.cpu.put(s, k) {
+                self.stats.tier.stored_chunks += 1;
             }
-            self.slots[s as usize] = Slot { key: k, pins: 0 };
-            self.held.insert(k, s);
-            self.lru.link_mru(s);
-            self.stats.tier.stored_chunks += 1;
         }
-        self.stats.tier.peak_chunks = self.stats.tier.peak_chunks.max(self.held.len() as u64);
         let copied = taken.len();
+        if let Some(d) = self.disk.as_mut() {
+            d.to_write.extend_from_slice(&keys[..copied]);
+        }
         self.taken = taken;
         copied
     }
 
-    /// A slot for a chunk being saved: a free one, else the least recent unpinned chunk's
-    /// (evicted), else none.
-    fn take_slot(&mut self) -> Option<u32> {
-        if let Some(s) = self.free.pop() {
-            return Some(s);
+    /// The step formed at `now` runs until `end` (`None`: no forward): its saves' disk writes
+    /// are submitted then (`LocalDiskBackend.submit_put_task`), each after the one before.
+    pub fn priced(&mut self, now: f64, end: Option<f64>) {
+        let at = end.unwrap_or(now);
+        self.settle(at);
+        let Some(d) = self.disk.as_mut() else { return };
+        let per = self.cfg.chunk_bytes_per_rank as f64 / d.cfg.bytes_per_s;
+        for k in std::mem::take(&mut d.to_write) {
+            if d.store.contains(k) {
+                d.store.touch(k);
+                continue;
+            }
+            if d.in_flight.contains(&k) {
+                continue;
+            }
+            let Some(slot) = d.store.take_slot() else {
+                d.stats.skipped_writes += 1;
+                continue;
+            };
+            let done = d.free_at.max(at) + per;
+            d.free_at = done;
+            d.writing.push_back((done, k, slot));
+            d.in_flight.insert(k);
+            d.stats.written_chunks += 1;
+            d.stats.write_s += per;
+            self.cpu.pin(k);
         }
-        if (self.slots.len() as u64) < self.cfg.chunks {
-            let s = self.slots.len() as u32;
-            self.slots.push(Slot { key: 0, pins: 0 });
-            self.lru.forget(s);
-            return Some(s);
-        }
-        let mut s = self.lru.lru();
-        while s != NIL && self.slots[s as usize].pins > 0 {
-            s = self.lru.newer(s);
-        }
-        if s == NIL {
-            return None;
-        }
-        self.lru.unlink(s);
-        self.held.remove(&self.slots[s as usize].key);
-        self.stats.tier.evicted_chunks += 1;
-        Some(s)
     }
 
     /// Request `id` finished: its tracker goes (its pins went when it was scheduled).
@@ -315,28 +434,13 @@ impl Lmcache {
         self.reqs.remove(id);
     }
 
-    /// Chunks held now.
-    pub fn len(&self) -> usize {
-        self.held.len()
-    }
-
-    /// Whether no chunk is held.
-    pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
-    }
-
-    /// Checks the backend's bookkeeping; panics when broken (tests).
+    /// Checks the backends' bookkeeping; panics when broken (tests).
     pub fn check_invariants(&self) {
-        assert!(self.slots.len() as u64 <= self.cfg.chunks, "over capacity");
-        assert_eq!(self.held.len() + self.free.len(), self.slots.len(), "a slot lost");
-        let mut listed = 0;
-        let mut s = self.lru.mru();
-        while s != NIL {
-            assert_eq!(self.held.get(&self.slots[s as usize].key), Some(&s), "a listed slot not held");
-            listed += 1;
-            s = self.lru.older(s);
+        self.cpu.check_invariants(0);
+        if let Some(d) = &self.disk {
+            d.store.check_invariants(d.writing.len());
+            assert_eq!(d.in_flight.len(), d.writing.len(), "a write not counted");
         }
-        assert_eq!(listed, self.held.len(), "a held chunk not listed");
     }
 }
 

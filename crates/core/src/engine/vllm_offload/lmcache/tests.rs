@@ -14,18 +14,20 @@ fn backend(chunks: u64) -> Lmcache {
         block_tokens: 4,
         chunk_bytes_per_rank: 1000,
         link_bytes_per_s: 1e6,
+        disk: None,
     })
 }
 
+/// The CPU backend's chunks, most recent first.
 fn held(lm: &Lmcache) -> Vec<u32> {
-    // Most recent first.
-    let mut out = Vec::new();
-    let mut s = lm.lru.mru();
-    while s != NIL {
-        out.push(lm.slots[s as usize].key);
-        s = lm.lru.older(s);
-    }
-    out
+    lm.cpu.order()
+}
+
+/// A lookup's hits in the CPU backend (pinned), `keys` cut to them.
+fn hit_cpu(lm: &mut Lmcache, keys: &mut Vec<u32>) -> usize {
+    let (on_cpu, on_disk) = lm.hit_chunks(keys);
+    keys.truncate(on_cpu + on_disk);
+    on_cpu + on_disk
 }
 
 #[test]
@@ -35,17 +37,16 @@ fn a_lookup_hit_is_the_only_refresh() {
     assert_eq!(held(&lm), vec![3, 2, 1]);
     // A lookup of [1, 2, 9]: two leading hits, pinned, moved up last chunk first.
     let mut keys = vec![1, 2, 9];
-    assert_eq!(lm.hit_chunks(&mut keys), 2);
+    assert_eq!(hit_cpu(&mut lm, &mut keys), 2);
     assert_eq!(keys, vec![1, 2]);
     assert_eq!(held(&lm), vec![1, 2, 3]);
     for k in [1, 2] {
-        let s = lm.held[&k];
-        lm.slots[s as usize].pins -= 1;
+        lm.cpu.unpin(k);
     }
     // Saving a held key again refreshes nothing; a new one evicts the least recent.
     assert_eq!(lm.store_keys(&[4]), 1);
     assert_eq!(held(&lm), vec![4, 1, 2]);
-    assert_eq!((lm.stats.tier.stored_chunks, lm.stats.tier.evicted_chunks), (4, 1));
+    assert_eq!((lm.stats().tier.stored_chunks, lm.stats().tier.evicted_chunks), (4, 1));
     lm.check_invariants();
 }
 
@@ -54,16 +55,16 @@ fn eviction_passes_pinned_chunks_and_a_save_stops_when_nothing_is_free() {
     let mut lm = backend(3);
     lm.store_keys(&[1, 2, 3]);
     let mut keys = vec![1];
-    lm.hit_chunks(&mut keys);
+    hit_cpu(&mut lm, &mut keys);
     // Order now 1 (pinned), 3, 2: the save of two evicts 2, then 3.
     assert_eq!(lm.store_keys(&[4, 5]), 2);
     assert_eq!(held(&lm), vec![5, 4, 1]);
     // Pin the rest: a save of two finds no slot at all, and is cut short (counted once).
     let mut keys = vec![1, 5, 4];
-    lm.hit_chunks(&mut keys);
+    hit_cpu(&mut lm, &mut keys);
     assert_eq!(lm.store_keys(&[6, 7]), 0);
-    assert_eq!(lm.stats.tier.refused_stores, 1);
-    assert_eq!(lm.len(), 3);
+    assert_eq!(lm.stats().tier.refused_stores, 1);
+    assert_eq!(lm.cpu.len(), 3);
     lm.check_invariants();
 }
 
@@ -75,14 +76,14 @@ fn a_held_key_saved_again_takes_a_slot_first() {
     lm.store_keys(&[1, 2]);
     assert_eq!(lm.store_keys(&[2, 3]), 2);
     assert_eq!(held(&lm), vec![3, 2]);
-    assert_eq!((lm.stats.tier.stored_chunks, lm.stats.tier.evicted_chunks), (4, 2));
+    assert_eq!((lm.stats().tier.stored_chunks, lm.stats().tier.evicted_chunks), (4, 2));
     // With room, the held key's slot is given back and the key keeps its place.
     let mut lm = backend(4);
     lm.store_keys(&[1, 2]);
     assert_eq!(lm.store_keys(&[1, 3]), 2);
     assert_eq!(held(&lm), vec![3, 2, 1]);
-    assert_eq!((lm.stats.tier.stored_chunks, lm.stats.tier.evicted_chunks), (3, 0));
-    assert_eq!(lm.free.len(), 1);
+    assert_eq!((lm.stats().tier.stored_chunks, lm.stats().tier.evicted_chunks), (3, 0));
+    assert_eq!(lm.cpu.free_slots(), 1);
     lm.check_invariants();
 }
 
@@ -154,23 +155,78 @@ proptest::proptest! {
                 0 => proptest::prop_assert_eq!(lm.store_keys(&keys), plain.store(&keys)),
                 1 => {
                     let want = plain.hit(&keys);
-                    proptest::prop_assert_eq!(lm.hit_chunks(&mut keys), want);
+                    proptest::prop_assert_eq!(hit_cpu(&mut lm, &mut keys), want);
                     pinned.push(keys);
                 }
                 _ => {
                     if let Some(keys) = pinned.pop() {
                         plain.unpin(&keys);
-                        for k in &keys {
-                            let s = lm.held[k];
-                            lm.slots[s as usize].pins -= 1;
+                        for &k in &keys {
+                            lm.cpu.unpin(k);
                         }
                     }
                 }
             }
             lm.check_invariants();
             proptest::prop_assert_eq!(held(&lm), plain.held.iter().map(|&(k, _)| k).collect::<Vec<_>>());
-            let t = lm.stats.tier;
+            let t = lm.stats().tier;
             proptest::prop_assert_eq!((t.stored_chunks, t.evicted_chunks, t.refused_stores), (plain.stored, plain.evicted, plain.refused));
         }
     }
+}
+
+/// A backend of `chunks` CPU slots and `disk` disk slots, 1 ms to write or read a chunk.
+fn with_disk(chunks: u64, disk: u64) -> Lmcache {
+    let mut lm = backend(chunks);
+    lm.cfg.disk = Some(DiskConfig { size_gib: 1.0, chunks: disk, bytes_per_s: 1e6 });
+    Lmcache::new(lm.cfg)
+}
+
+/// Saves are written through to disk when their step ends, one write after another, each
+/// chunk's CPU copy pinned until its write ends; a lookup counts the CPU's leading chunks, then
+/// the disk's, and a chunk still being written is on neither.
+#[test]
+fn saves_are_written_through_and_a_lookup_reads_on_past_the_cpu() {
+    let mut lm = with_disk(2, 3);
+    assert_eq!(lm.store_keys(&[1, 2]), 2);
+    lm.priced(0.0, Some(1.0));
+    let d = lm.disk.as_ref().expect("disk");
+    assert_eq!(
+        d.writing.iter().map(|&(end, k, _)| (k, (end * 1e6).round() as u64)).collect::<Vec<_>>(),
+        vec![(1, 1_001_000), (2, 1_002_000)]
+    );
+    // Both CPU copies are pinned by their writes: a save finds no slot.
+    assert_eq!(lm.store_keys(&[3]), 0);
+    assert_eq!(lm.stats().tier.refused_stores, 1);
+    // Chunk 1's write ends: its CPU copy may go.
+    lm.settle(1.0015);
+    assert_eq!(lm.store_keys(&[3]), 1);
+    assert_eq!(held(&lm), vec![3, 2]);
+    lm.priced(1.0015, Some(1.002));
+    lm.check_invariants();
+    // 1 and 2 on disk, 3 still being written (until 1.003).
+    assert_eq!(lm.hit_chunks(&[1, 2, 3]), (0, 2));
+    assert_eq!(lm.disk.as_ref().expect("disk").store.order(), vec![1, 2]);
+    assert_eq!(lm.hit_chunks(&[2, 3]), (2, 0), "the CPU backend holds both");
+    let d = lm.stats().disk.expect("disk");
+    assert_eq!((d.written_chunks, d.skipped_writes, d.peak_chunks), (3, 0, 2));
+    assert!((d.write_s - 0.003).abs() < 1e-12);
+}
+
+/// A chunk the disk holds is refreshed, not written again; one with no unpinned room is not
+/// written at all.
+#[test]
+fn a_write_through_refreshes_or_skips() {
+    let mut lm = with_disk(4, 1);
+    lm.store_keys(&[1]);
+    lm.priced(0.0, Some(0.0));
+    lm.settle(1.0);
+    // The disk is full with chunk 1, pinned by a lookup: chunk 2's write is skipped.
+    assert_eq!(lm.hit_chunks(&[1]), (1, 0));
+    lm.disk.as_mut().expect("disk").store.pin(1);
+    lm.store_keys(&[1, 2]);
+    lm.priced(1.0, Some(1.0));
+    let d = lm.stats().disk.expect("disk");
+    assert_eq!((d.written_chunks, d.skipped_writes, d.evicted_chunks), (1, 1, 0));
+    lm.check_invariants();
 }
