@@ -366,8 +366,13 @@ impl VllmV1 {
         let id = q.waiting_head()?;
         let r = s.reqs[id as usize];
         let known = r.num_tokens as usize;
+        // No chunk held: nothing to load, whatever the GPU holds (its walk is skipped).
+        let hit = lm.lookup(id, &r, s.cache, s.now);
+        if hit == 0 {
+            return Some(false);
+        }
         let gpu_hit = s.cache.peek(r.seq, known);
-        let ext = lm.lookup(id, &r, gpu_hit, s.cache, s.now);
+        let ext = Lmcache::need(hit, gpu_hit, r.num_tokens);
         if ext == 0 {
             return Some(false);
         }

@@ -606,6 +606,30 @@ impl<W: IndexWord> PrefixCache for PagedCache<W> {
     }
 
     fn peek(&self, seq: SeqId, known: usize) -> usize {
+        // The watched request's sequence (one refused admission, asked about again each step
+        // while it waits): its hits are current up to the last event; extend them if a miss
+        // may have turned into a hit.
+        let max_blocks = known.saturating_sub(1) / self.block;
+        if let Some(w) = self.watch.as_ref().filter(|w| w.seq == seq && w.max_blocks == max_blocks) {
+            let mut n = w.hits.len();
+            if w.dirty {
+                n += self
+                    .ids
+                    .ids(seq, n, max_blocks)
+                    .take_while(|&k| self.answers(self.index.get(k).unpack(), k))
+                    .count();
+            }
+            debug_assert_eq!(
+                n,
+                {
+                    let mut h = Vec::new();
+                    self.walk(seq, known, &mut h);
+                    h.len()
+                },
+                "watched hits stale"
+            );
+            return n * self.block;
+        }
         let mut hits = Vec::new();
         self.walk(seq, known, &mut hits);
         hits.len() * self.block

@@ -177,15 +177,32 @@ impl Lmcache {
 
     /// The keys of `r`'s full chunks `from..to` into `keys`.
     fn chunk_keys(&self, cache: &dyn PrefixCache, r: &ReqRt, from: usize, to: usize, keys: &mut Vec<u32>) {
+        self.chunk_keys_while(cache, r, from, to, keys, |_| true);
+    }
+
+    /// [`Self::chunk_keys`] up to the first chunk `keep` refuses.
+    fn chunk_keys_while(
+        &self,
+        cache: &dyn PrefixCache,
+        r: &ReqRt,
+        from: usize,
+        to: usize,
+        keys: &mut Vec<u32>,
+        mut keep: impl FnMut(u32) -> bool,
+    ) {
         keys.clear();
         let per = self.blocks_per_chunk;
         let mut i = 0;
         let keyed = cache.visit_block_keys(r.seq, from * per, to * per, &mut |k| {
             i += 1;
-            if i % per == 0 {
+            if i % per != 0 {
+                return true;
+            }
+            let kept = keep(k);
+            if kept {
                 keys.push(k);
             }
-            true
+            kept
         });
         debug_assert!(keyed, "the paged cache keys its blocks");
     }
@@ -211,18 +228,24 @@ impl Lmcache {
         }
     }
 
-    /// Looks waiting request `id` (nothing computed, GPU hit `gpu_hit` tokens) up at `now`: the
-    /// tokens it loads past the GPU hit (0: none; it is scheduled as usual).
-    pub fn lookup(&mut self, id: ReqId, r: &ReqRt, gpu_hit: usize, cache: &dyn PrefixCache, now: f64) -> usize {
+    /// Looks waiting request `id` up at `now` (or takes the lookup it keeps): the tokens of its
+    /// leading chunks held.
+    pub fn lookup(&mut self, id: ReqId, r: &ReqRt, cache: &dyn PrefixCache, now: f64) -> u32 {
         let hit = match self.state(id).looked_up {
             Some(h) => h,
             None => {
                 self.settle(now);
                 let mut keys = std::mem::take(&mut self.keys);
                 let last = (r.num_tokens / self.cfg.chunk_tokens) as usize;
-                self.chunk_keys(cache, r, 0, last, &mut keys);
+                // The chunks walked only as far as they are held: the CPU's run, then the disk's.
+                let (cpu, disk) = (&self.cpu, self.disk.as_ref().map(|d| &d.store));
+                let mut on_cpu = true;
+                self.chunk_keys_while(cache, r, 0, last, &mut keys, |k| {
+                    on_cpu = on_cpu && cpu.contains(k);
+                    on_cpu || disk.is_some_and(|d| d.contains(k))
+                });
                 let (on_cpu, on_disk) = self.hit_chunks(&keys);
-                keys.truncate(on_cpu + on_disk);
+                debug_assert_eq!(on_cpu + on_disk, keys.len(), "the walk stopped at the first miss");
                 let hit = keys.len() as u32 * self.cfg.chunk_tokens;
                 let st = self.state(id);
                 st.looked_up = Some(hit);
@@ -233,8 +256,15 @@ impl Lmcache {
             }
         };
         self.state(id).hit = hit;
+        hit
+    }
+
+    /// The tokens a request of `num_tokens` known tokens with a GPU hit of `gpu_hit` loads for
+    /// a lookup hit of `hit` (`get_num_new_matched_tokens`): one fewer when the hit is every
+    /// known token; none when that is not past the GPU hit.
+    pub fn need(hit: u32, gpu_hit: usize, num_tokens: u32) -> usize {
         let mut need = hit as i64 - gpu_hit as i64;
-        if hit == r.num_tokens {
+        if hit == num_tokens {
             need -= 1;
         }
         need.max(0) as usize
@@ -309,6 +339,9 @@ impl Lmcache {
 
     fn unpin(&mut self, id: ReqId) {
         let Some(st) = self.reqs.get_mut(id) else { return };
+        if st.pinned_cpu.is_empty() && st.pinned_disk.is_empty() {
+            return;
+        }
         let (cpu, disk) = (std::mem::take(&mut st.pinned_cpu), std::mem::take(&mut st.pinned_disk));
         for &k in &cpu {
             self.cpu.unpin(k);
@@ -333,6 +366,10 @@ impl Lmcache {
         for &(id, n) in items {
             let r = &reqs[id as usize];
             let st = self.state(id);
+            if st.decoding {
+                // Saves nothing again, and holds no pin (they went at its first step).
+                continue;
+            }
             let tracked = match st.tracked {
                 None => {
                     st.saved = st.hit;
