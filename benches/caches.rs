@@ -63,7 +63,7 @@ fn cache_ops(c: &mut Criterion) {
     for (label, policy) in
         [("paged_block16_evicting_host_tier", Policy::Paged), ("radix_evicting_hicache", Policy::Radix)]
     {
-        let tiered = ReplaySpec { cache: spec(policy, Some(32_768)), host_tokens: Some(65_536) };
+        let tiered = ReplaySpec { cache: spec(policy, Some(32_768)), host_tokens: Some(65_536), lmcache_chunk: None };
         g.bench_function(label, |b| b.iter(|| replay(&w, tiered, ReplayOptions { inflight: 4 }, &|| ())));
     }
     g.finish();

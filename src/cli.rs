@@ -1264,13 +1264,24 @@ pub struct CacheArgs {
     /// G), replayed without timing. Under --policy paged it is vLLM's CPU KV offloading
     /// (--kv-offloading-size, vllm@0.33): each request loads the chunks the host holds past its
     /// GPU hit, stores its full prompt chunks, and is re-ranked in the host's LRU when it
-    /// finishes. Under --policy radix it is SGLang's HiCache (--enable-hierarchical-cache,
+    /// finishes (or LMCache's CPU backend, with --kv-offloading-backend lmcache). Under --policy
+    /// radix it is SGLang's HiCache (--enable-hierarchical-cache,
     /// write_through): computed nodes are written to the host, evicted ones stay matchable there,
     /// and a host run of 10 tokens or more is loaded back. Several values give a
     /// hit-ratio-vs-host-memory table (`host hit` is the share loaded from the host). Needs
     /// --policy paged or radix.
     #[arg(allow_negative_numbers = true, long, value_delimiter = ',', value_parser = parse_host_tokens)]
     pub host_capacity_tokens: Vec<u64>,
+    /// With --host-capacity-tokens under --policy paged: `native` (vLLM's own CPU offloading,
+    /// the default) or `lmcache` (LMCache's CPU backend, in chunks of --lmcache-chunk-size
+    /// tokens: a request loads the leading chunks held past its GPU hit and saves its full prompt
+    /// chunks once computed; as vLLM up to 0.22 runs it, --engine-version vllm@0.18).
+    #[arg(long, value_enum)]
+    pub kv_offloading_backend: Option<cachesim::engine::vllm_offload::OffloadBackend>,
+    /// With --kv-offloading-backend lmcache: tokens per LMCache chunk (default 256), a whole
+    /// number of every --block size.
+    #[arg(allow_negative_numbers = true, long, value_name = "TOKENS")]
+    pub lmcache_chunk_size: Option<u32>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -1349,6 +1360,7 @@ impl CacheArgs {
                 ));
             }
         }
+        let lmcache_chunk = self.lmcache_chunk()?;
         let hosts: Vec<Option<u64>> = match self.host_capacity_tokens.as_slice() {
             [] => vec![None],
             h => h.iter().map(|&t| Some(t)).collect(),
@@ -1370,11 +1382,55 @@ impl CacheArgs {
                     Policy::Token | Policy::None => vec![spec],
                 };
                 for cache in caches {
-                    out.extend(hosts.iter().map(|&host_tokens| ReplaySpec { cache, host_tokens }));
+                    let lmcache_chunk = lmcache_chunk.filter(|_| policy == Policy::Paged);
+                    out.extend(hosts.iter().map(|&host_tokens| ReplaySpec { cache, host_tokens, lmcache_chunk }));
                 }
             }
         }
         Ok(out)
+    }
+}
+
+impl CacheArgs {
+    /// LMCache's chunk under the paged cache's host tier, if asked for; refuses what means
+    /// nothing here.
+    fn lmcache_chunk(&self) -> Result<Option<u32>, cachesim::Error> {
+        use cachesim::engine::vllm_offload::{lmcache::CHUNK_TOKENS, OffloadBackend};
+        if self.kv_offloading_backend != Some(OffloadBackend::Lmcache) {
+            if self.lmcache_chunk_size.is_some() {
+                return Err(cachesim::Error::invalid(
+                    "--lmcache-chunk-size",
+                    "an LMCache setting: give --kv-offloading-backend lmcache too",
+                ));
+            }
+            if self.kv_offloading_backend.is_some() && self.host_capacity_tokens.is_empty() {
+                return Err(cachesim::Error::invalid(
+                    "--kv-offloading-backend",
+                    "chooses the host tier's connector: give --host-capacity-tokens too",
+                ));
+            }
+            return Ok(None);
+        }
+        if self.host_capacity_tokens.is_empty() {
+            return Err(cachesim::Error::invalid(
+                "--kv-offloading-backend",
+                "chooses the host tier's connector: give --host-capacity-tokens too",
+            ));
+        }
+        if self.policy.0.iter().any(|&p| p != Policy::Paged) {
+            return Err(cachesim::Error::invalid(
+                "--kv-offloading-backend",
+                "lmcache sits under vLLM's paged cache: pass --policy paged",
+            ));
+        }
+        let chunk = self.lmcache_chunk_size.unwrap_or(CHUNK_TOKENS);
+        if let Some(b) = self.block.iter().find(|&&b| b == 0 || chunk == 0 || !chunk.is_multiple_of(b)) {
+            return Err(cachesim::Error::invalid(
+                "--lmcache-chunk-size",
+                format!("{chunk}: an LMCache chunk is keyed by its last block, so it must be a whole number of {b}-token blocks"),
+            ));
+        }
+        Ok(Some(chunk))
     }
 }
 

@@ -10,10 +10,13 @@
 //! CPU offloading connector ([`Connector`]) as a run drives it, with copies that take no time — a
 //! request looks past its GPU hit for chunks the host holds and loads them, its full prompt
 //! chunks are stored after it is computed, and it is re-ranked in the host's LRU when it
-//! finishes — so the replay says how much host memory buys how much hit ratio.
+//! finishes — so the replay says how much host memory buys how much hit ratio. With
+//! [`ReplaySpec::lmcache_chunk`] the tier is LMCache's CPU backend instead ([`Lmcache`]): chunks of
+//! that many tokens, looked up past the GPU hit, loaded, and saved after the prompt is computed.
 
 use crate::cache::{CacheSpec, Policy, PrefixCache, ReqId};
-use crate::engine::vllm_offload::{Connector, Lookup, OffloadConfig};
+use crate::engine::vllm_offload::lmcache::Lmcache;
+use crate::engine::vllm_offload::{Connector, Lookup, OffloadBackend, OffloadConfig, OffloadStats};
 use crate::engine::ReqRt;
 use crate::workload::Workload;
 use rayon::prelude::*;
@@ -27,11 +30,14 @@ pub struct ReplaySpec {
     /// Host tier capacity in tokens — vLLM's CPU offloading (chunks of one block) under the
     /// paged cache, SGLang's HiCache (`write_through`) under the radix cache; `None`: none.
     pub host_tokens: Option<u64>,
+    /// Under the paged cache: the host tier is LMCache's CPU backend with chunks of this many
+    /// tokens (a whole number of blocks) instead of vLLM's own; `None`: vLLM's.
+    pub lmcache_chunk: Option<u32>,
 }
 
 impl From<CacheSpec> for ReplaySpec {
     fn from(cache: CacheSpec) -> Self {
-        Self { cache, host_tokens: None }
+        Self { cache, host_tokens: None, lmcache_chunk: None }
     }
 }
 
@@ -95,10 +101,16 @@ enum Status {
     Done,
 }
 
+/// The connector a replay's host tier runs.
+enum HostConn {
+    Native(Connector),
+    Lmcache(Lmcache),
+}
+
 /// The host tier of a replay: the connector, the requests as it reads them, and a clock that
 /// advances one second a call so every copy has ended by the next.
 struct Host {
-    conn: Connector,
+    conn: HostConn,
     rt: Vec<ReqRt>,
     now: f64,
 }
@@ -107,9 +119,67 @@ impl Host {
     /// The connector's step boundary: what was submitted starts (and, taking no time, ends);
     /// the next step sees it.
     fn tick(&mut self) {
-        self.conn.priced(self.now, None);
-        self.now += 1.0;
-        self.conn.begin(self.now);
+        match &mut self.conn {
+            HostConn::Native(c) => {
+                c.priced(self.now, None);
+                self.now += 1.0;
+                c.begin(self.now);
+            }
+            HostConn::Lmcache(l) => {
+                l.priced(self.now, None);
+                self.now += 1.0;
+            }
+        }
+    }
+
+    /// Request `i`'s prompt of `prompt` tokens is computed: its full prompt chunks are offered
+    /// for storing (vLLM's) or saved (LMCache's).
+    fn computed(&mut self, i: ReqId, prompt: u32, cache: &dyn PrefixCache) {
+        let from = self.rt[i as usize].num_computed;
+        match &mut self.conn {
+            HostConn::Native(c) => {
+                c.plan_stores(&[(i, prompt - from)], &self.rt, cache);
+            }
+            HostConn::Lmcache(l) => {
+                l.save(&[(i, prompt - from)], &self.rt, cache);
+            }
+        }
+        self.rt[i as usize].num_computed = prompt;
+        self.tick();
+    }
+
+    /// Request `i` finished: vLLM's connector offers its remaining prompt chunks and re-ranks
+    /// its accesses; LMCache drops its tracker.
+    fn finished(&mut self, i: ReqId, cache: &dyn PrefixCache) {
+        match &mut self.conn {
+            HostConn::Native(c) => {
+                c.finished(i);
+                c.plan_stores(&[], &self.rt, cache);
+            }
+            HostConn::Lmcache(l) => l.finished(i),
+        }
+        self.tick();
+    }
+
+    fn config(&self) -> OffloadConfig {
+        match &self.conn {
+            HostConn::Native(c) => c.config(),
+            HostConn::Lmcache(l) => l.config(),
+        }
+    }
+
+    fn stats(&self) -> OffloadStats {
+        match &self.conn {
+            HostConn::Native(c) => c.stats(),
+            HostConn::Lmcache(l) => l.stats(),
+        }
+    }
+
+    fn check_invariants(&self) {
+        match &self.conn {
+            HostConn::Native(c) => c.check_invariants(),
+            HostConn::Lmcache(l) => l.check_invariants(),
+        }
     }
 }
 
@@ -142,11 +212,7 @@ impl Run<'_> {
             if let Some(hits) = self.try_admit(i) {
                 self.cache.computed(i, prompt);
                 if let Some(h) = self.host.as_mut() {
-                    // Its full prompt chunks are offered for storing once computed.
-                    let from = h.rt[i as usize].num_computed;
-                    h.conn.plan_stores(&[(i, r.prompt_len - from)], &h.rt, self.cache.as_ref());
-                    h.rt[i as usize].num_computed = r.prompt_len;
-                    h.tick();
+                    h.computed(i, r.prompt_len, self.cache.as_ref());
                 }
                 self.status[i as usize] = Status::Running;
                 self.inflight.push_back(i);
@@ -177,8 +243,35 @@ impl Run<'_> {
             return Some((a.hit_tokens - host, host));
         };
         let req = h.rt[i as usize];
+        let conn = match &mut h.conn {
+            HostConn::Native(c) => c,
+            HostConn::Lmcache(l) => {
+                // No chunk held: the usual admission, whatever the GPU holds.
+                let hit = l.lookup(i, &req, self.cache.as_ref(), h.now);
+                let gpu = if hit == 0 { 0 } else { self.cache.peek(r.seq, prompt) };
+                let ext = if hit == 0 { 0 } else { Lmcache::need(hit, gpu, req.num_tokens) };
+                if ext == 0 {
+                    let a = self.cache.admit(i, r.seq, prompt, usize::MAX)?;
+                    l.admitted(i, a.hit_tokens, 0);
+                    h.rt[i as usize].num_computed = a.hit_tokens as u32;
+                    return Some((a.hit_tokens, 0));
+                }
+                // Loaded at admission, counted computed at once, then the rest of the prompt.
+                let a = self.cache.admit_external(i, r.seq, prompt, ext, 0)?;
+                debug_assert_eq!(a.hit_tokens, gpu, "the cache's hit moved under the lookup");
+                self.cache.loaded(i, gpu + ext);
+                l.admitted(i, gpu, ext);
+                h.rt[i as usize].num_computed = (gpu + ext) as u32;
+                if !self.cache.grow(i, prompt) {
+                    self.cache.preempt(i);
+                    h.rt[i as usize].preempted();
+                    return None;
+                }
+                return Some((gpu, ext));
+            }
+        };
         let gpu = self.cache.peek(r.seq, prompt);
-        let ext = match h.conn.lookup(i, &req, gpu, self.cache.as_ref()) {
+        let ext = match conn.lookup(i, &req, gpu, self.cache.as_ref()) {
             Lookup::Load(n) => n,
             Lookup::Defer => {
                 debug_assert!(false, "every copy ends before the next lookup");
@@ -192,9 +285,10 @@ impl Run<'_> {
         }
         let a = self.cache.admit_external(i, r.seq, prompt, ext, 0)?;
         debug_assert_eq!(a.hit_tokens, gpu, "the cache's hit moved under the lookup");
-        h.conn.start_load(i, &req, gpu, ext, self.cache.as_ref());
+        conn.start_load(i, &req, gpu, ext, self.cache.as_ref());
         h.tick();
-        let (computed, _) = h.conn.land(i, &req, self.cache.as_mut());
+        let HostConn::Native(conn) = &mut h.conn else { unreachable!("matched above") };
+        let (computed, _) = conn.land(i, &req, self.cache.as_mut());
         h.rt[i as usize].num_computed = computed;
         if !self.cache.grow(i, prompt) {
             // Its prompt does not fit beside what it loaded: it gives its blocks back.
@@ -229,10 +323,7 @@ impl Run<'_> {
         }
         self.cache.finish(i);
         if let Some(h) = self.host.as_mut() {
-            // Its remaining prompt chunks are offered and its accesses re-ranked.
-            h.conn.finished(i);
-            h.conn.plan_stores(&[], &h.rt, self.cache.as_ref());
-            h.tick();
+            h.finished(i, self.cache.as_ref());
         }
         self.status[i as usize] = Status::Done;
         self.inflight.retain(|&j| j != i);
@@ -278,24 +369,34 @@ impl Run<'_> {
     }
 }
 
-/// The host tier of `spec` under the paged cache: vLLM's connector over chunks of one block,
-/// copies taking no time. (Under the radix cache the tier is the cache's own: [`attach_hicache`].)
+/// The host tier of `spec` under the paged cache: vLLM's connector over chunks of one block, or
+/// LMCache's CPU backend over its chunks, copies taking no time. (Under the radix cache the tier
+/// is the cache's own: [`attach_hicache`].)
 fn host_tier(w: &Workload, spec: &ReplaySpec) -> Option<Host> {
     let tokens = spec.host_tokens.filter(|_| spec.cache.policy != Policy::Radix)?;
     assert_eq!(spec.cache.policy, Policy::Paged, "a host tier sits under the paged or the radix cache");
     let block = spec.cache.block_size.unwrap_or(16).max(1);
+    let (backend, chunk) = match spec.lmcache_chunk {
+        Some(c) => (OffloadBackend::Lmcache, c),
+        None => (OffloadBackend::Native, block),
+    };
+    assert!(chunk.is_multiple_of(block), "an LMCache chunk is whole blocks (checked by the caller)");
     let cfg = OffloadConfig {
-        backend: crate::engine::vllm_offload::OffloadBackend::Native,
+        backend,
         size_gib: 0.0,
-        chunks: tokens / block as u64,
-        chunk_tokens: block,
+        chunks: tokens / chunk as u64,
+        chunk_tokens: chunk,
         block_tokens: block,
         chunk_bytes_per_rank: 1,
         link_bytes_per_s: f64::INFINITY,
         disk: None,
     };
     let rt = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
-    Some(Host { conn: Connector::new(cfg), rt, now: 0.0 })
+    let conn = match backend {
+        OffloadBackend::Native => HostConn::Native(Connector::new(cfg)),
+        OffloadBackend::Lmcache => HostConn::Lmcache(Lmcache::new(cfg)),
+    };
+    Some(Host { conn, rt, now: 0.0 })
 }
 
 /// Puts SGLang's HiCache under a radix cache (`write_through`, copies taking no time), when
@@ -356,7 +457,7 @@ pub fn replay(
     if cfg!(debug_assertions) {
         run.cache.check_invariants();
         if let Some(h) = &run.host {
-            h.conn.check_invariants();
+            h.check_invariants();
         }
     }
     let stats = run.cache.stats();
@@ -364,7 +465,7 @@ pub fn replay(
     // radix cache's own tier.
     let host: Option<(u64, u64)> = match (&run.host, run.cache.host_tier_stats()) {
         (Some(h), _) => {
-            let (c, s) = (h.conn.config(), h.conn.stats());
+            let (c, s) = (h.config(), h.stats());
             Some((c.chunks * c.chunk_tokens as u64, s.tier.evicted_chunks * c.chunk_tokens as u64))
         }
         (None, Some(s)) => Some((spec.host_tokens.unwrap_or(0), s.host_evicted_tokens)),
@@ -425,7 +526,9 @@ mod tests {
             hybrid: None,
             sglang_pool: None,
         };
-        let run = |host_tokens| replay(&w, ReplaySpec { cache: gpu, host_tokens }, ReplayOptions::default(), &|| ());
+        let run = |host_tokens| {
+            replay(&w, ReplaySpec { cache: gpu, host_tokens, lmcache_chunk: None }, ReplayOptions::default(), &|| ())
+        };
         let hits = |r: ReplayResult| (r.hit_tokens, r.host_hit_tokens, r.host_evicted_tokens);
         assert_eq!(hits(run(None)), (0, None, None));
         assert_eq!(hits(run(Some(0))), (0, Some(0), Some(0)));
@@ -433,5 +536,16 @@ mod tests {
         let r = run(Some(16));
         assert_eq!(hits(r), (8, Some(8), Some(0)));
         assert_eq!((r.prompt_tokens, r.host_capacity_tokens, r.host_hit_ratio), (24, Some(16), Some(1.0 / 3.0)));
+        // LMCache in 8-token chunks: A's one chunk saved, evicted by B's from a one-chunk tier;
+        // kept in a two-chunk one, where A again hits every token and so loads one fewer (the
+        // last is computed), and saves nothing (its chunk is held).
+        let lm = |host_tokens| {
+            let spec = ReplaySpec { cache: gpu, host_tokens, lmcache_chunk: Some(8) };
+            replay(&w, spec, ReplayOptions::default(), &|| ())
+        };
+        assert_eq!(hits(lm(Some(8))), (0, Some(0), Some(16)));
+        let r = lm(Some(16));
+        assert_eq!(hits(r), (7, Some(7), Some(0)));
+        assert_eq!(r.host_capacity_tokens, Some(16));
     }
 }

@@ -3,13 +3,15 @@
 //! `VllmConfig._post_init_kv_transfer_config`: `LMCacheConnectorV1`, `kv_both`, the extra config
 //! replaced by `lmcache.local_cpu = True` and `lmcache.max_local_cpu_size` = the size over TP × PP
 //! ranks), with LMCache 0.5.6's defaults (`lmcache/v1/config.py`: 256-token chunks unless
-//! `--lmcache-chunk-size` says otherwise, no partial chunk saved, no decode tokens saved, no layerwise pipelining, no asynchronous loading, LRU).
-//! Paths below are LMCache's; `ADAPTER` is `integration/vllm/vllm_v1_adapter.py`
-//! (`LMCacheConnectorV1Impl`). docs/engines/kv-offloading.md gives each rule with its source.
+//! `--lmcache-chunk-size` says otherwise, no partial chunk saved, no decode tokens saved, no
+//! layerwise pipelining, no asynchronous loading, LRU). Paths below are LMCache's; `ADAPTER` is
+//! `integration/vllm/vllm_v1_adapter.py` (`LMCacheConnectorV1Impl`).
+//! docs/engines/kv-offloading.md gives each rule with its source.
 //!
-//! - **Keys**: a chunk is 256 prompt tokens (`chunk_size`), keyed by its prefix (`v1/token_database.py`
-//!   `ChunkedTokenDatabase`: each chunk's hash chains the one before); only full chunks are
-//!   looked up or stored. Here a chunk's key is the content key of its last GPU block.
+//! - **Keys**: a chunk is 256 prompt tokens (`chunk_size`), keyed by its prefix
+//!   (`v1/token_database.py` `ChunkedTokenDatabase`: each chunk's hash chains the one before);
+//!   only full chunks are looked up or stored. Here a chunk's key is the content key of its last
+//!   GPU block.
 //! - **Lookup** (`ADAPTER.get_num_new_matched_tokens`, `v1/cache_engine.py` `LMCacheEngine.lookup`):
 //!   the leading chunks held, stopping at the first miss, over every known token; each hit chunk
 //!   is pinned and moved to the most recent end, the first chunk last. The result is kept for the
@@ -160,6 +162,11 @@ impl Lmcache {
             taken: Vec::new(),
             stats: OffloadStats::default(),
         }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> OffloadConfig {
+        self.cfg
     }
 
     /// The figures so far.
