@@ -59,11 +59,14 @@ fn cache_ops(c: &mut Criterion) {
     g.bench_function("radix_evicting", |b| {
         b.iter(|| replay(&w, spec(Policy::Radix, Some(32_768)), ReplayOptions { inflight: 4 }, &|| ()))
     });
-    // The same with a 64k-token host tier: every eviction keeps a host copy, hits load it back.
-    for (label, policy) in
-        [("paged_block16_evicting_host_tier", Policy::Paged), ("radix_evicting_hicache", Policy::Radix)]
-    {
-        let tiered = ReplaySpec { cache: spec(policy, Some(32_768)), host_tokens: Some(65_536), lmcache_chunk: None };
+    // The same with a 64k-token host tier: every eviction keeps a host copy, hits load it back
+    // (vLLM's own tier, LMCache's CPU backend in 256-token chunks, SGLang's HiCache).
+    for (label, policy, lmcache_chunk) in [
+        ("paged_block16_evicting_host_tier", Policy::Paged, None),
+        ("paged_block16_evicting_lmcache", Policy::Paged, Some(256)),
+        ("radix_evicting_hicache", Policy::Radix, None),
+    ] {
+        let tiered = ReplaySpec { cache: spec(policy, Some(32_768)), host_tokens: Some(65_536), lmcache_chunk };
         g.bench_function(label, |b| b.iter(|| replay(&w, tiered, ReplayOptions { inflight: 4 }, &|| ())));
     }
     g.finish();
