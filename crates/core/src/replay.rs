@@ -141,7 +141,7 @@ impl Host {
                 c.plan_stores(&[(i, prompt - from)], &self.rt, cache);
             }
             HostConn::Lmcache(l) => {
-                l.save(&[(i, prompt - from)], &self.rt, cache);
+                l.save(&[(i, prompt - from)], &self.rt, cache, self.now);
             }
         }
         self.rt[i as usize].num_computed = prompt;

@@ -501,7 +501,7 @@ impl VllmRule for VllmV1 {
         }
         if let Some(lm) = self.lmcache.as_mut() {
             // `wait_for_save`: the batch's new full prompt chunks, saved after the forward.
-            s.out.load_s += lm.save(&s.out.items, s.reqs, s.cache);
+            s.out.load_s += lm.save(&s.out.items, s.reqs, s.cache, s.now);
         }
         if let Some(c) = self.offload.as_mut() {
             // `build_connector_meta`: this step's stores, and the flushes its preemptions need.

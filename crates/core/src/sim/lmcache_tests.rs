@@ -9,6 +9,7 @@ use super::tests::{cfg, workload, COST};
 use super::*;
 use crate::engine::vllm_offload::{DiskConfig, OffloadBackend, OffloadConfig};
 use crate::engine::EngineVersion;
+use proptest::prelude::*;
 
 /// `cfg` as vLLM 0.18 with `blocks` GPU blocks (the null block included) and an LMCache backend
 /// of `chunks` 8-token chunks.
@@ -126,5 +127,54 @@ fn a_prefix_the_cpu_lost_is_read_back_from_disk() {
     let plain = run(&w, &sends, &lmcache(13, Some(6)), &COST, Keep::default());
     for id in [0, 1] {
         assert!(close(rec(&r, id).latency_s(), rec(&plain, id).latency_s()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Any workload of shared prefixes (so requests load what others saved, and preempted ones
+    /// come back and load again), GPU pool, step budget, CPU backend and disk: every request
+    /// completes, the backends' bookkeeping holds at every step (checked in `priced` under debug
+    /// assertions), and the figures add up — a load's chunks cover what it brings back, and
+    /// nothing is held beyond capacity.
+    #[test]
+    fn lmcache_runs_keep_their_books(
+        reqs in proptest::collection::vec((0u32..4, 1u32..40, 1u32..30, 0.0f64..1.0), 1..20),
+        blocks in 6u64..40,
+        seqs in 1u32..6,
+        tokens in 8u32..64,
+        cpu in 1u64..12,
+        disk in prop_oneof![Just(None), (1u64..16, 1e5f64..1e7).prop_map(Some)],
+    ) {
+        let specs: Vec<(Vec<u32>, u32)> = reqs
+            .iter()
+            .enumerate()
+            .map(|(i, &(prefix, len, out, _))| {
+                let shared = (0..8 * prefix).map(|t| 10_000 + t);
+                (shared.chain((0..len).map(|t| i as u32 * 100 + t)).collect(), out)
+            })
+            .collect();
+        let w = workload(&specs);
+        let mut sends: Vec<(u32, f64)> = reqs.iter().enumerate().map(|(i, r)| (i as u32, r.3)).collect();
+        sends.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let mut c = lmcache(blocks, Some(cpu));
+        c.engine.max_num_seqs = seqs;
+        c.engine.max_num_batched_tokens = tokens.max(seqs);
+        if let Some(o) = c.engine.offload.as_mut() {
+            o.disk = disk.map(|(chunks, rate)| DiskConfig { size_gib: 1.0, chunks, bytes_per_s: rate });
+        }
+        let r = run(&w, &sends, &c, &COST, Keep::default());
+        let h = r.offload.expect("the backend's figures");
+        prop_assert_eq!(r.records.len() as u64 + r.failed, reqs.len() as u64);
+        // A load copies whole chunks from the one holding the GPU hit's end: at most a chunk
+        // (and the last token, recomputed) more than the tokens it brings back.
+        prop_assert!(h.host_hit_tokens <= h.loaded_chunks * 8, "{h:?}");
+        prop_assert!(h.loaded_chunks * 8 <= h.host_hit_tokens + 9 * h.loads, "{h:?}");
+        prop_assert!(h.loaded_chunks >= h.loads && h.tier.peak_chunks <= cpu, "{h:?}");
+        prop_assert!(h.tier.stored_chunks <= h.tier.evicted_chunks + cpu, "{h:?}");
+        if let (Some(d), Some((chunks, _))) = (h.disk, disk) {
+            prop_assert!(d.peak_chunks <= chunks && d.read_chunks <= h.loaded_chunks, "{d:?}");
+        }
     }
 }

@@ -117,6 +117,11 @@ impl Backend {
         true
     }
 
+    /// Pins on held chunks, all together.
+    pub fn pins(&self) -> u64 {
+        self.held.values().map(|&s| self.slots[s as usize].pins as u64).sum()
+    }
+
     /// Gives slot `s` back unused.
     pub fn give_back(&mut self, s: u32) {
         self.free.push(s);

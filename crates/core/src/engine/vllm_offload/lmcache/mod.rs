@@ -114,8 +114,8 @@ struct ReqState {
 struct Disk {
     cfg: DiskConfig,
     store: Backend,
-    /// Chunks saved in the step being formed, written through when it ends.
-    to_write: Vec<u32>,
+    /// Writes submitted by the step being formed (key, disk slot): they start when it ends.
+    unstarted: Vec<(u32, u32)>,
     /// Writes in flight: (end, key, disk slot), in the order they end.
     writing: VecDeque<(f64, u32, u32)>,
     in_flight: FxHashSet<u32>,
@@ -151,7 +151,7 @@ impl Lmcache {
             disk: cfg.disk.map(|d| Disk {
                 cfg: d,
                 store: Backend::new(d.chunks),
-                to_write: Vec::new(),
+                unstarted: Vec::new(),
                 writing: VecDeque::new(),
                 in_flight: FxHashSet::default(),
                 free_at: 0.0,
@@ -367,7 +367,8 @@ impl Lmcache {
     /// The step formed schedules `items` (request, tokens), `reqs` as they stand before it
     /// computes: each request's pins released and its new full prompt chunks saved after the
     /// forward (`wait_for_save`, in batch order). Returns the saves' seconds.
-    pub fn save(&mut self, items: &[(ReqId, u32)], reqs: &[ReqRt], cache: &dyn PrefixCache) -> f64 {
+    pub fn save(&mut self, items: &[(ReqId, u32)], reqs: &[ReqRt], cache: &dyn PrefixCache, now: f64) -> f64 {
+        self.settle(now);
         let chunk = self.cfg.chunk_tokens;
         let mut chunks = 0;
         for &(id, n) in items {
@@ -436,21 +437,18 @@ impl Lmcache {
             }
         }
         let copied = taken.len();
-        if let Some(d) = self.disk.as_mut() {
-            d.to_write.extend_from_slice(&keys[..copied]);
-        }
         self.taken = taken;
+        self.write_through(&keys[..copied]);
         copied
     }
 
-    /// The step formed at `now` runs until `end` (`None`: no forward): its saves' disk writes
-    /// are submitted then (`LocalDiskBackend.submit_put_task`), each after the one before.
-    pub fn priced(&mut self, now: f64, end: Option<f64>) {
-        let at = end.unwrap_or(now);
-        self.settle(at);
+    /// The chunks `keys`, just put in the CPU backend, submitted to disk
+    /// (`LocalDiskBackend.submit_put_task`): a chunk the disk holds is moved up, one being
+    /// written is skipped, one the disk has no unpinned room for is not written; the others'
+    /// CPU copies are pinned until their writes end, which start when the step ends.
+    fn write_through(&mut self, keys: &[u32]) {
         let Some(d) = self.disk.as_mut() else { return };
-        let per = self.cfg.chunk_bytes_per_rank as f64 / d.cfg.bytes_per_s;
-        for k in std::mem::take(&mut d.to_write) {
+        for &k in keys {
             if d.store.contains(k) {
                 d.store.touch(k);
                 continue;
@@ -462,13 +460,29 @@ impl Lmcache {
                 d.stats.skipped_writes += 1;
                 continue;
             };
-            let done = d.free_at.max(at) + per;
-            d.free_at = done;
-            d.writing.push_back((done, k, slot));
             d.in_flight.insert(k);
-            d.stats.written_chunks += 1;
-            d.stats.write_s += per;
+            d.unstarted.push((k, slot));
             self.cpu.pin(k);
+        }
+    }
+
+    /// The step formed at `now` runs until `end` (`None`: no forward): the disk writes its saves
+    /// submitted start then, each after the one before.
+    pub fn priced(&mut self, now: f64, end: Option<f64>) {
+        let at = end.unwrap_or(now);
+        if let Some(d) = self.disk.as_mut() {
+            let per = self.cfg.chunk_bytes_per_rank as f64 / d.cfg.bytes_per_s;
+            for (k, slot) in std::mem::take(&mut d.unstarted) {
+                let done = d.free_at.max(at) + per;
+                d.free_at = done;
+                d.writing.push_back((done, k, slot));
+                d.stats.written_chunks += 1;
+                d.stats.write_s += per;
+            }
+        }
+        self.settle(at);
+        if cfg!(debug_assertions) {
+            self.check_invariants();
         }
     }
 
@@ -478,12 +492,20 @@ impl Lmcache {
         self.reqs.remove(id);
     }
 
-    /// Checks the backends' bookkeeping; panics when broken (tests).
+    /// Checks the backends' bookkeeping; panics when broken (tests, and every step of a debug
+    /// build). Every pin is a lookup's not yet released or a disk write's in flight.
     pub fn check_invariants(&self) {
         self.cpu.check_invariants(0);
+        let lookups: usize = self.reqs.live().map(|st| st.pinned_cpu.len()).sum();
+        let writes = self.disk.as_ref().map_or(0, |d| d.writing.len() + d.unstarted.len());
+        assert_eq!(self.cpu.pins(), (lookups + writes) as u64, "a CPU pin without its owner");
         if let Some(d) = &self.disk {
-            d.store.check_invariants(d.writing.len());
-            assert_eq!(d.in_flight.len(), d.writing.len(), "a write not counted");
+            let lookups: usize = self.reqs.live().map(|st| st.pinned_disk.len()).sum();
+            assert_eq!(d.store.pins(), lookups as u64, "a disk pin without its owner");
+        }
+        if let Some(d) = &self.disk {
+            d.store.check_invariants(d.writing.len() + d.unstarted.len());
+            assert_eq!(d.in_flight.len(), d.writing.len() + d.unstarted.len(), "a write not counted");
         }
     }
 }

@@ -23,10 +23,14 @@ fn held(lm: &Lmcache) -> Vec<u32> {
     lm.cpu.order()
 }
 
-/// A lookup's hits in the CPU backend (pinned), `keys` cut to them.
-fn hit_cpu(lm: &mut Lmcache, keys: &mut Vec<u32>) -> usize {
+/// A lookup's hits (pinned, the pins kept as request `id`'s, as a lookup keeps them), `keys`
+/// cut to them.
+fn look(lm: &mut Lmcache, id: u32, keys: &mut Vec<u32>) -> usize {
     let (on_cpu, on_disk) = lm.hit_chunks(keys);
     keys.truncate(on_cpu + on_disk);
+    let st = lm.state(id);
+    st.pinned_cpu.extend_from_slice(&keys[..on_cpu]);
+    st.pinned_disk.extend_from_slice(&keys[on_cpu..]);
     on_cpu + on_disk
 }
 
@@ -37,12 +41,10 @@ fn a_lookup_hit_is_the_only_refresh() {
     assert_eq!(held(&lm), vec![3, 2, 1]);
     // A lookup of [1, 2, 9]: two leading hits, pinned, moved up last chunk first.
     let mut keys = vec![1, 2, 9];
-    assert_eq!(hit_cpu(&mut lm, &mut keys), 2);
+    assert_eq!(look(&mut lm, 0, &mut keys), 2);
     assert_eq!(keys, vec![1, 2]);
     assert_eq!(held(&lm), vec![1, 2, 3]);
-    for k in [1, 2] {
-        lm.cpu.unpin(k);
-    }
+    lm.unpin(0);
     // Saving a held key again refreshes nothing; a new one evicts the least recent.
     assert_eq!(lm.store_keys(&[4]), 1);
     assert_eq!(held(&lm), vec![4, 1, 2]);
@@ -55,13 +57,13 @@ fn eviction_passes_pinned_chunks_and_a_save_stops_when_nothing_is_free() {
     let mut lm = backend(3);
     lm.store_keys(&[1, 2, 3]);
     let mut keys = vec![1];
-    hit_cpu(&mut lm, &mut keys);
+    look(&mut lm, 0, &mut keys);
     // Order now 1 (pinned), 3, 2: the save of two evicts 2, then 3.
     assert_eq!(lm.store_keys(&[4, 5]), 2);
     assert_eq!(held(&lm), vec![5, 4, 1]);
     // Pin the rest: a save of two finds no slot at all, and is cut short (counted once).
     let mut keys = vec![1, 5, 4];
-    hit_cpu(&mut lm, &mut keys);
+    look(&mut lm, 1, &mut keys);
     assert_eq!(lm.store_keys(&[6, 7]), 0);
     assert_eq!(lm.stats().tier.refused_stores, 1);
     assert_eq!(lm.cpu.len(), 3);
@@ -155,15 +157,13 @@ proptest::proptest! {
                 0 => proptest::prop_assert_eq!(lm.store_keys(&keys), plain.store(&keys)),
                 1 => {
                     let want = plain.hit(&keys);
-                    proptest::prop_assert_eq!(hit_cpu(&mut lm, &mut keys), want);
+                    proptest::prop_assert_eq!(look(&mut lm, pinned.len() as u32, &mut keys), want);
                     pinned.push(keys);
                 }
                 _ => {
                     if let Some(keys) = pinned.pop() {
                         plain.unpin(&keys);
-                        for &k in &keys {
-                            lm.cpu.unpin(k);
-                        }
+                        lm.unpin(pinned.len() as u32);
                     }
                 }
             }
@@ -205,9 +205,11 @@ fn saves_are_written_through_and_a_lookup_reads_on_past_the_cpu() {
     lm.priced(1.0015, Some(1.002));
     lm.check_invariants();
     // 1 and 2 on disk, 3 still being written (until 1.003).
-    assert_eq!(lm.hit_chunks(&[1, 2, 3]), (0, 2));
+    assert_eq!(look(&mut lm, 0, &mut vec![1, 2, 3]), 2);
+    assert_eq!(lm.state(0).pinned_disk, vec![1, 2]);
     assert_eq!(lm.disk.as_ref().expect("disk").store.order(), vec![1, 2]);
-    assert_eq!(lm.hit_chunks(&[2, 3]), (2, 0), "the CPU backend holds both");
+    assert_eq!(look(&mut lm, 1, &mut vec![2, 3]), 2);
+    assert_eq!(lm.state(1).pinned_cpu, vec![2, 3], "the CPU backend holds both");
     let d = lm.stats().disk.expect("disk");
     assert_eq!((d.written_chunks, d.skipped_writes, d.peak_chunks), (3, 0, 2));
     assert!((d.write_s - 0.003).abs() < 1e-12);
@@ -222,8 +224,9 @@ fn a_write_through_refreshes_or_skips() {
     lm.priced(0.0, Some(0.0));
     lm.settle(1.0);
     // The disk is full with chunk 1, pinned by a lookup: chunk 2's write is skipped.
-    assert_eq!(lm.hit_chunks(&[1]), (1, 0));
+    assert_eq!(look(&mut lm, 0, &mut vec![1]), 1);
     lm.disk.as_mut().expect("disk").store.pin(1);
+    lm.state(0).pinned_disk.push(1);
     lm.store_keys(&[1, 2]);
     lm.priced(1.0, Some(1.0));
     let d = lm.stats().disk.expect("disk");
