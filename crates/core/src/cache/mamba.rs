@@ -70,6 +70,7 @@ pub struct MambaLayout {
     pub track_interval: u32,
 }
 
+#[derive(Clone, Copy)]
 struct Req {
     seq: SeqId,
     /// Locked node ending the request's cached prefix (its full path and its state).
@@ -290,13 +291,20 @@ impl MambaCache {
         self.held -= u64::from(st.working) + u64::from(st.tracks);
     }
 
+    /// Runs `f` on a copy of request `req`'s state, written back in place — not taken out and
+    /// put back, which would move the live states around on calls made every step; `None` when
+    /// it holds none.
+    fn with_req<T>(&mut self, req: ReqId, f: impl FnOnce(&mut Self, &mut Req) -> T) -> Option<T> {
+        let mut st = *self.reqs.get(req)?;
+        let out = f(self, &mut st);
+        *self.reqs.get_mut(req).expect("still live") = st;
+        Some(out)
+    }
+
     /// The deferred insert of a request whose prefill ended and which runs on.
     fn settle_pending(&mut self) {
         if let Some(req) = self.pending.take() {
-            if let Some(mut st) = self.reqs.remove(req) {
-                self.checkpoint_insert(&mut st);
-                self.reqs.put(req, st);
-            }
+            self.with_req(req, |c, st| c.checkpoint_insert(st));
         }
     }
 }
@@ -374,34 +382,31 @@ impl PrefixCache for MambaCache {
             self.evict_states(need - free);
         }
         for &r in reqs {
-            if let Some(mut st) = self.reqs.remove(r) {
-                self.grant(&mut st);
-                self.reqs.put(r, st);
-            }
+            self.with_req(r, |c, st| c.grant(st));
         }
     }
 
     fn grow(&mut self, req: ReqId, total_tokens: usize) -> bool {
         self.settle_pending();
-        let mut st = self.reqs.take(req);
-        let need = self.missing(&st);
-        if need > 0 {
-            let free = self.free_slots();
-            if free < need {
-                self.evict_states(need - free);
+        self.with_req(req, |c, st| {
+            let need = c.missing(st);
+            if need > 0 {
+                let free = c.free_slots();
+                if free < need {
+                    c.evict_states(need - free);
+                }
+                if !c.grant(st) {
+                    return false;
+                }
             }
-            if !self.grant(&mut st) {
-                self.reqs.put(req, st);
-                return false;
+            let ok =
+                total_tokens <= st.allocated || c.alloc((c.slots_for(total_tokens) - c.slots_for(st.allocated)) as u64);
+            if ok {
+                st.allocated = st.allocated.max(total_tokens);
             }
-        }
-        let ok = total_tokens <= st.allocated
-            || self.alloc((self.slots_for(total_tokens) - self.slots_for(st.allocated)) as u64);
-        if ok {
-            st.allocated = st.allocated.max(total_tokens);
-        }
-        self.reqs.put(req, st);
-        ok
+            ok
+        })
+        .expect("request admitted")
     }
 
     fn computed(&mut self, req: ReqId, computed_tokens: usize) {
@@ -469,13 +474,13 @@ impl PrefixCache for MambaCache {
 
     fn checkpoint(&mut self, req: ReqId) {
         self.settle_pending();
-        let Some(mut st) = self.reqs.remove(req) else { return };
         // A chunk that computed nothing since its last insert inserts nothing
         // (`get_next_batch_to_run`: `extend_end > prefix_len`).
-        if st.computed <= st.prefill_end && st.computed != st.inserted_at {
-            self.checkpoint_insert(&mut st);
-        }
-        self.reqs.put(req, st);
+        self.with_req(req, |c, st| {
+            if st.computed <= st.prefill_end && st.computed != st.inserted_at {
+                c.checkpoint_insert(st);
+            }
+        });
     }
 
     fn settle(&mut self) {
