@@ -7,7 +7,7 @@
 
 use super::tests::{cfg, workload, COST};
 use super::*;
-use crate::engine::vllm_offload::{DiskConfig, OffloadBackend, OffloadConfig};
+use crate::engine::vllm_offload::DiskConfig;
 use crate::engine::EngineVersion;
 use proptest::prelude::*;
 
@@ -15,19 +15,10 @@ use proptest::prelude::*;
 /// of `chunks` 8-token chunks.
 fn lmcache(blocks: u64, chunks: Option<u64>) -> SimConfig {
     let mut c = cfg(16, 1000, Some(blocks));
-    c.engine = EngineConfig { ..EngineConfig::new(EngineVersion::Vllm018) };
+    c.engine = EngineConfig::new(EngineVersion::Vllm018);
     c.engine.max_num_seqs = 16;
     c.engine.max_num_batched_tokens = 1000;
-    c.engine.offload = chunks.map(|chunks| OffloadConfig {
-        backend: OffloadBackend::Lmcache,
-        size_gib: 1.0,
-        chunks,
-        chunk_tokens: 8,
-        block_tokens: 4,
-        chunk_bytes_per_rank: 1000,
-        link_bytes_per_s: 1e6,
-        disk: None,
-    });
+    c.engine.offload = chunks.map(crate::engine::vllm_offload::lmcache::scenario_config);
     c
 }
 

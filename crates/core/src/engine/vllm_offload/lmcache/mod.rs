@@ -510,5 +510,21 @@ impl Lmcache {
     }
 }
 
+/// The scenarios' configuration (tests): `chunks` CPU chunks of 8 tokens over 4-token blocks,
+/// 1 ms to copy one, no disk.
+#[cfg(test)]
+pub(crate) fn scenario_config(chunks: u64) -> OffloadConfig {
+    OffloadConfig {
+        backend: super::OffloadBackend::Lmcache,
+        size_gib: 1.0,
+        chunks,
+        chunk_tokens: 8,
+        block_tokens: 4,
+        chunk_bytes_per_rank: 1000,
+        link_bytes_per_s: 1e6,
+        disk: None,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -6,16 +6,7 @@ use super::*;
 
 /// A backend of `chunks` slots (8-token chunks of 4-token blocks).
 fn backend(chunks: u64) -> Lmcache {
-    Lmcache::new(OffloadConfig {
-        backend: super::super::OffloadBackend::Lmcache,
-        size_gib: 1.0,
-        chunks,
-        chunk_tokens: 8,
-        block_tokens: 4,
-        chunk_bytes_per_rank: 1000,
-        link_bytes_per_s: 1e6,
-        disk: None,
-    })
+    Lmcache::new(scenario_config(chunks))
 }
 
 /// The CPU backend's chunks, most recent first.
