@@ -592,7 +592,8 @@ pub struct RunArgs {
     /// Step-time factors: the fitted profile of calibration/profiles/ matching the GPU, engine
     /// family and model (default), else the composed prior — the device factors measured on
     /// the H200 kernel steps (this GPU's, its architecture family's prior, or borrowed, as the
-    /// echo says) with the priors' host and communication time; `kernels` for that prior even
+    /// echo says) with the engine's own host time, per-kernel floor and collective latency where
+    /// a profile of its family fitted them alone (else the priors'); `kernels` for that prior even
     /// where a profile matches (what `validate --leave-group-out` falls back to), `none` for the
     /// raw roofline, or a profile FILE (`cachesim calibrate --fit --out`).
     #[arg(long, value_name = "none|kernels|FILE", help_heading = "Engine")]
@@ -2163,12 +2164,12 @@ pub struct ValidateArgs {
     /// on the family's cases of the same model class (dense or MoE/MLA, speculative decoding or
     /// not) outside the group, since a class's factors absorb what the roofline leaves out of
     /// it (expert routing, MLA, draft-and-verify steps) and do not transfer to another; (c) the
-    /// composed prior `run` falls back to: the device factors of the kernel steps when measured
-    /// outside the group, the priors' host and communication time, rows marked `group-out
-    /// (kernel device)`; (d) the step-time priors alone, fitted on nothing (as
-    /// --uncalibrated), rows marked `group-out (prior)`. Every rung holds out every factor: all
-    /// are in the mode's summary and the gate; the summary is printed again over the published
-    /// points alone and per rung.
+    /// device factors of the kernel steps when measured outside the group, the priors' host and
+    /// communication time, rows marked `group-out (kernel device)`; (d) the step-time priors
+    /// alone, fitted on nothing (as --uncalibrated), rows marked `group-out (prior)`. Every rung
+    /// holds out every factor: all are in the mode's summary and the gate; the summary is
+    /// printed again over the published points alone and per rung. A case no profile matches
+    /// keeps the composed prior `run` gives it, without any engine piece fitted on its group.
     #[arg(long, value_enum, value_name = "gpu|source")]
     pub leave_group_out: Option<GroupBy>,
     /// Fail (exit status 1) when the median |error| of the honest predictions (held out; with

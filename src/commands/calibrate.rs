@@ -794,10 +794,30 @@ fn honest_refits(
     let fits =
         fits.into_iter().collect::<cachesim::Result<Vec<_>>>().with_context(|| format!("{mode}: a refit failed"))?;
     let chosen: Vec<&fit::Target> = targets.iter().filter(|(_, _, s)| *s).map(|(_, t, _)| t).collect();
+    let chosen_members: Vec<&Member> = members.iter().filter(|m| m.selected).collect();
+    // A case no profile matches is priced by the composed prior: its engine piece must not have
+    // been fitted on the case's group (else the piece's factors saw it), nor on cases whose
+    // group is not known here.
+    let group_of: HashMap<&str, &str> = members.iter().map(|m| (m.case.as_str(), m.group.as_str())).collect();
+    let outside = |m: &Member, p: &profile::Profile| {
+        p.fit.cases.iter().all(|c| group_of.get(c.as_str()).is_some_and(|g| *g != m.group))
+    };
     let sims: Vec<_> = plans
         .par_iter()
         .zip(&chosen)
-        .map(|(p, t)| match p {
+        .zip(&chosen_members)
+        .map(|((p, t), m)| match p {
+            // (only where the run took the composed prior: not under `--calibration none`)
+            Plan::Keep if m.profile.is_none() && cachesim::config::composed_prior_echo(&t.cfg.calibration) => {
+                let e = t.cfg.engine.engine;
+                match cachesim::calibration::prior::engine_piece(e, |_| true) {
+                    Some((_, piece)) if !outside(m, &piece) => {
+                        let (eff, _) = cachesim::calibration::prior::composed_from(&t.cfg.gpu, e, |p| outside(m, p));
+                        fit::simulate(t, eff).map(Some)
+                    }
+                    _ => Ok(None),
+                }
+            }
             Plan::Refit { training, options_of, rung, .. } => {
                 let j = jobs.iter().position(|k| (&k.0, k.1, k.2) == (training, *options_of, *rung)).expect("planned");
                 fit::simulate(t, fits[j].efficiency).map(Some)
@@ -814,11 +834,20 @@ fn honest_refits(
         })
         .collect();
     for (((p, info), s), pred) in plans.iter().zip(infos.iter_mut()).zip(sims).zip(predicted.iter_mut()) {
-        // Keep and NoTraining simulate nothing: their row keeps its own profile's prediction.
-        if let Some(s) = s.with_context(|| format!("case {}", info.case))? {
+        // NoTraining simulates nothing and Keep only a case with no profile whose engine piece
+        // saw its group: the others keep their own profile's (or the composed prior's) prediction.
+        let s = s.with_context(|| format!("case {}", info.case))?;
+        let repriced = s.is_some();
+        if let Some(s) = s {
             *pred = s;
         }
         match p {
+            Plan::Keep if repriced => {
+                info.refit_on = Some(format!(
+                    "the composed prior without the {} engine pieces fitted on its group (or on cases not run here)",
+                    info.engine
+                ))
+            }
             Plan::Keep => {}
             Plan::NoTraining(why) => info.refit = Some(why.to_string()),
             Plan::Prior { options_of, device_of } => {

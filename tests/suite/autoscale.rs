@@ -1,14 +1,15 @@
 //! Autoscaling through the binary: the bundled sample at fifty times its load on a fleet that
 //! starts with one instance — the autoscaling table and `autoscaling` in `--json`, every request
-//! sent completing or failing (one lost at a short drain timeout), the sync CSV and the figure,
+//! sent completing or failing (three lost at a short drain timeout), the sync CSV and the figure,
 //! the same bytes at one and two threads, the smallest fixed fleet attaining as much
 //! (`--compare-fixed`), `--goodput` as `vllm bench serve` prints it, and the refusals.
 
 use crate::common::{fails, ok, ok_at_threads};
 
 /// Fifty times the sample's load, one instance at first, up to four; syncs every 0.2 s, cold
-/// starts of 0.5 s, scale-downs held 1 s, drains cut at 0.05 s.
-const BASE: [&str; 24] = [
+/// starts of 0.5 s, scale-downs held 1 s, drains cut at 0.05 s; steps priced by the raw roofline
+/// (`--calibration none`), so that the scaler's story does not move when a profile is refitted.
+const BASE: [&str; 26] = [
     "--time-scale",
     "0.02",
     "--instances",
@@ -31,6 +32,8 @@ const BASE: [&str; 24] = [
     "1",
     "--drain-timeout-s",
     "0.05",
+    "--calibration",
+    "none",
     "--goodput",
     "ttft:100",
 ];
@@ -49,11 +52,11 @@ fn the_fleet_grows_and_shrinks_and_every_request_is_accounted_for() {
         (Some(3), Some(2), Some(4)),
         "{a}"
     );
-    // One drain was cut at its timeout: the request it held failed.
-    assert_eq!((a["stopped_at_timeout"].as_u64(), a["lost"].as_u64()), (Some(1), Some(1)));
-    assert_eq!(d["failed_reasons"]["scaled_down"].as_u64(), Some(1));
+    // Both drains were cut at their timeout: the three requests they held failed.
+    assert_eq!((a["stopped_at_timeout"].as_u64(), a["lost"].as_u64()), (Some(2), Some(3)));
+    assert_eq!(d["failed_reasons"]["scaled_down"].as_u64(), Some(3));
     let sent = d["requests_sent"].as_u64().unwrap();
-    assert_eq!(d["completed"].as_u64().unwrap() + 1, sent);
+    assert_eq!(d["completed"].as_u64().unwrap() + 3, sent);
     // Every sync within the bounds; the first scale-up waits for the load.
     let syncs = a["syncs"].as_array().unwrap();
     for s in syncs {
@@ -90,7 +93,7 @@ fn the_text_report_the_sync_csv_and_the_figure() {
         .collect();
     let out = ok(&args);
     let table = out.split("= Autoscaling =").nth(1).expect("the autoscaling table");
-    assert!(table.contains("3 instances started (0 cancelled before serving), 2 drained (1 stopped at the 0.05 s drain timeout, 1 requests lost); cold start 0.5 s"), "{table}");
+    assert!(table.contains("3 instances started (0 cancelled before serving), 2 drained (2 stopped at the 0.05 s drain timeout, 3 requests lost); cold start 0.5 s"), "{table}");
     assert!(table.contains("Goodput ttft:100: "), "{table}");
     assert!(out.contains("Request goodput (req/s):"), "{out}");
     let rows = std::fs::read_to_string(&csv).unwrap();

@@ -881,9 +881,10 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
     assert!(text.contains("\nStep time:      roofline · calibration prior (no fitted profile for h100-sxm / vllm / llama-3.1-8b): device: the Hopper family's prior, measured on an h200: h200-kernels"), "{text}");
     let err = fails(&["run", "--calibration", dir.path().join("missing.toml").to_str().unwrap()]);
     assert!(err.contains("missing.toml"), "{err}");
-    // `kernels`: the composed prior — the kernel steps' device factors (the per-kernel floor
-    // among them), the priors' host time — even where a fitted profile matches; for an MoE model
-    // the echo says its own kernels are not measured.
+    // `kernels`: the composed prior — the kernel steps' device factors, and SGLang's engine
+    // piece (its host time, per-kernel floor and collective latency as fitted on the H100
+    // Qwen3-32B silicon rows with those device factors held) — even where a fitted profile
+    // matches; for an MoE model the echo says its own kernels are not measured.
     let kernels = json(&["--calibration", "kernels"]);
     let echo = kernels["config"]["calibration"].as_str().unwrap();
     assert!(
@@ -892,8 +893,16 @@ fn fit_is_deterministic_and_run_uses_the_profile() {
         ),
         "{echo}"
     );
-    assert!(kernels["config"]["efficiency"]["kernel_floor_s"].as_f64().unwrap() > 0.0);
-    assert_eq!(kernels["config"]["efficiency"]["step_overhead_s"], 0.003);
+    assert!(echo.contains("; engine: sglang's own factors, fitted on 26 cases: aic-h100/"), "{echo}");
+    let (_, piece) =
+        cachesim::calibration::prior::engine_piece(cachesim::engine::EngineKind::Sglang, |_| true).unwrap();
+    assert_eq!(piece.name, "h100-sxm-sglang-qwen3");
+    let e = &kernels["config"]["efficiency"];
+    // (serde_json's default float parsing may differ from the exact value by an ulp)
+    let near = |k: &str, v: f64| assert!((e[k].as_f64().unwrap() / v - 1.0).abs() < 1e-12, "{k}: {e}");
+    near("step_overhead_s", piece.efficiency.step_overhead_s);
+    near("kernel_floor_s", piece.efficiency.kernel_floor_s);
+    near("gemm_flops", cachesim::calibration::profile::builtin_kernels().1.efficiency.gemm_flops);
     let moe = ok(&[
         "run",
         "--model",

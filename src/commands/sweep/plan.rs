@@ -107,13 +107,27 @@ pub(super) fn calibration<'a>(
     run: &cli::RunArgs,
     cfgs: impl IntoIterator<Item = &'a cachesim::config::RunConfig>,
 ) -> anyhow::Result<String> {
-    use cachesim::calibration::profile;
+    use cachesim::calibration::{prior, profile};
+    // The composed prior in words, with the engine pieces it takes for `engines`.
+    let composed = |engines: &[cachesim::engine::EngineKind]| {
+        let mut host: Vec<String> = Vec::new();
+        for &e in engines {
+            let h = match prior::engine_piece(e, |_| true) {
+                Some((_, p)) => format!("{}'s host time from {}", profile::family(e), p.name),
+                None => format!("{}'s host time at the priors", profile::family(e)),
+            };
+            if !host.contains(&h) {
+                host.push(h);
+            }
+        }
+        format!("the composed prior (the H200 kernel steps' device factors; {})", host.join(", "))
+    };
+    let cfgs: Vec<_> = cfgs.into_iter().collect();
     Ok(match run.options().calibration {
         cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
         cachesim::config::Calibration::Kernels => {
-            "kernels (the composed prior: the H200 kernel steps' device factors, the priors' host time) for every \
-             configuration"
-                .to_string()
+            let engines: Vec<_> = cfgs.iter().map(|c| c.engine.engine).collect();
+            format!("kernels ({}) for every configuration", composed(&engines))
         }
         cachesim::config::Calibration::File(f) => {
             let p = profile::read(&f)?;
@@ -121,23 +135,30 @@ pub(super) fn calibration<'a>(
         }
         cachesim::config::Calibration::Auto => {
             let mut names: Vec<String> = Vec::new();
-            for c in cfgs {
-                if let Some((_, p)) = profile::builtin_for(&c.gpu.name, c.engine.engine, &c.model.name) {
-                    let name = format!("{} ({})", p.name, p.quality());
-                    if !names.contains(&name) {
-                        names.push(name);
+            let mut unmatched = Vec::new();
+            for c in &cfgs {
+                match profile::builtin_for(&c.gpu.name, c.engine.engine, &c.model.name) {
+                    Some((_, p)) => {
+                        let name = format!("{} ({})", p.name, p.quality());
+                        if !names.contains(&name) {
+                            names.push(name);
+                        }
                     }
+                    None => unmatched.push(c.engine.engine),
                 }
             }
             if names.is_empty() {
-                "the composed prior (the H200 kernel steps' device factors, the priors' host time) for every \
-                 configuration: no fitted profile matches their GPU, engine family and model"
-                    .to_string()
+                format!(
+                    "{} for every configuration: no fitted profile matches their GPU, engine family and model",
+                    composed(&unmatched)
+                )
+            } else if unmatched.is_empty() {
+                format!("fitted profile per configuration: {}", names.join(", "))
             } else {
                 format!(
-                    "fitted profile per configuration where one matches its GPU, engine family and model, else \
-                     the composed prior (the H200 kernel steps' device factors, the priors' host time); profiles \
-                     that apply: {}",
+                    "fitted profile per configuration where one matches its GPU, engine family and model, else {}; \
+                     profiles that apply: {}",
+                    composed(&unmatched),
                     names.join(", ")
                 )
             }

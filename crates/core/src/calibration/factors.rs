@@ -36,6 +36,20 @@ pub const FACTORS: &[Factor] = &[
     Factor { name: "eager_layer_launch_s", lo: 1e-5, hi: 5e-3 },
 ];
 
+/// The factors that belong to the serving engine rather than to the device, so that a fit of
+/// them alone on one GPU's serving runs — the device factors held at a kernel-step profile's —
+/// transfers to any GPU ([`crate::calibration::prior::engine_piece`]): host time per step and
+/// per scheduled sequence (the engine's scheduler, input preparation and sampler), the
+/// per-kernel floor (how many kernels a layer launches: an engine's fused kernels against
+/// plain PyTorch's) and the latency of one collective (the engine's all-reduce: a custom
+/// one-shot kernel or NCCL's).
+pub const ENGINE_FACTORS: &[&str] = &["step_overhead_s", "per_seq_overhead_s", "kernel_floor_s", "comm_latency_s"];
+
+/// The factors that are shares of the device's peaks: GEMM and attention FLOPS, HBM and link
+/// bandwidth. An engine piece ([`ENGINE_FACTORS`]) is fitted with these held at a kernel-step
+/// profile's.
+pub const DEVICE_FACTORS: &[&str] = &["gemm_flops", "attn_flops", "mem_bw", "comm_bw"];
+
 /// The bounds of `--wide-bounds`: for a run whose GPU and model are known but whose engine runs
 /// far from their physics (the V100 seed run: an unstated worker engine, a vision model run
 /// eagerly), the factors may leave the physical ranges.

@@ -5,8 +5,11 @@
 //! each piece said with where its numbers come from. `cachesim run` falls back to it, never to
 //! the bare roofline; `--calibration kernels` asks for it.
 
+use crate::calibration::factors::{self, DEVICE_FACTORS, ENGINE_FACTORS};
+use crate::calibration::profile::Profile;
 use crate::catalog::{Gpu, Model};
 use crate::cost::Efficiency;
+use crate::engine::EngineKind;
 
 /// A model's class for the family rung of [`leave_group_out`]: `dense` or `MoE` (routed experts
 /// or an MLA latent cache: DeepSeek-V3/R1), with `, speculative` when the run drafts tokens. A
@@ -79,16 +82,64 @@ pub fn device_prior(gpu: &Gpu) -> (Efficiency, DeviceSource, String) {
     (kernel_device_prior(&k.efficiency), source, words)
 }
 
-/// The composed prior for `gpu`: the device piece ([`device_prior`]), the host (per step, per
-/// sequence) and communication factors at the priors of [`Efficiency::default`], and the
-/// pieces in words for the run's echo.
-pub fn composed(gpu: &Gpu) -> (Efficiency, String) {
-    let (e, _, device) = device_prior(gpu);
+/// The engine piece for a run of `engine`: a built-in profile of the engine's family whose fit
+/// freed only engine factors ([`ENGINE_FACTORS`]: host time per step and per sequence, the
+/// per-kernel floor, the collective latency) with every device factor ([`DEVICE_FACTORS`]) held
+/// at the kernel-step profile's, and for which `usable` holds — the first in file order. Those
+/// factors measure the engine (its scheduler and sampler, the kernels it launches per layer,
+/// its all-reduce), not the GPU or the model they were fitted on, so they stand for it on any
+/// GPU and model: fitted on the H100 Qwen3-32B rows of AIConfigurator's silicon sample, they
+/// bring the Blackwell and the other models' TPOTs of the sample nearer
+/// (docs/validation/silicon.md, "The engine piece"). `None` when the family has none.
+pub fn engine_piece(engine: EngineKind, usable: impl Fn(&Profile) -> bool) -> Option<(&'static str, Profile)> {
+    let (_, k) = crate::calibration::profile::builtin_kernels();
+    let family = crate::calibration::profile::family(engine);
+    crate::calibration::profile::builtin().into_iter().find(|(_, p)| {
+        p.engine == family
+            && !p.fit.only.is_empty()
+            && p.fit.only.iter().all(|f| ENGINE_FACTORS.contains(&f.as_str()))
+            && DEVICE_FACTORS.iter().all(|f| factors::get(&p.efficiency, f) == factors::get(&k.efficiency, f))
+            && usable(p)
+    })
+}
+
+/// The composed prior for a run of `engine` on `gpu` ([`composed_from`] with every engine
+/// piece usable).
+pub fn composed(gpu: &Gpu, engine: EngineKind) -> (Efficiency, String) {
+    composed_from(gpu, engine, |_| true)
+}
+
+/// The composed prior for a run of `engine` on `gpu`: the device piece ([`device_prior`]); the
+/// engine piece ([`engine_piece`], among the profiles `usable` admits) where the engine's family
+/// has one, else the host factors at the priors of [`Efficiency::default`]; the link share at
+/// its prior; and the pieces in words for the run's echo.
+pub fn composed_from(gpu: &Gpu, engine: EngineKind, usable: impl Fn(&Profile) -> bool) -> (Efficiency, String) {
+    let (mut e, _, device) = device_prior(gpu);
+    let host = match engine_piece(engine, usable) {
+        Some((file, p)) => {
+            for f in &p.fit.only {
+                factors::set(&mut e, f, factors::get(&p.efficiency, f));
+            }
+            let values: Vec<String> = p.fit.only.iter().map(|f| factors::factor_text(&e, f)).collect();
+            format!(
+                "engine: {}'s own factors, fitted on {} served on an {} with the device factors held at the \
+                 kernel steps' ({}, calibration/profiles/{file}): {}",
+                p.engine,
+                p.fit.cases_named(),
+                p.gpu,
+                p.name,
+                values.join(", ")
+            )
+        }
+        None => format!(
+            "host: the priors ({:.2} ms per step, {:.1} µs per sequence; no serving run of {} fitted)",
+            e.step_overhead_s * 1e3,
+            e.per_seq_overhead_s * 1e6,
+            crate::calibration::profile::family(engine)
+        ),
+    };
     let words = format!(
-        "{device}; host: the priors ({:.2} ms per step, {:.1} µs per sequence; no serving run fitted); \
-         communication: the priors ({:.2} of link bandwidth, {:.0} µs per collective)",
-        e.step_overhead_s * 1e3,
-        e.per_seq_overhead_s * 1e6,
+        "{device}; {host}; communication: {:.2} of link bandwidth (the prior), {:.1} µs per collective",
         e.comm_bw,
         e.comm_latency_s * 1e6
     );
@@ -120,9 +171,51 @@ mod tests {
         );
         let custom = Gpu { arch: None, name: "mine".into(), ..g("h200") };
         assert_eq!(device_prior(&custom).1, DeviceSource::Borrowed);
-        let (c, words) = composed(&g("h100-sxm"));
+        let (c, words) = composed(&g("h100-sxm"), EngineKind::Lightllm);
         assert_eq!(c, e);
         assert!(words.contains("; host: the priors (3.00 ms per step, 15.0 µs per sequence"), "{words}");
+    }
+
+    /// vLLM v1, SGLang and TensorRT-LLM each have an engine piece (fitted on the H100 Qwen3-32B
+    /// silicon rows with the kernel steps' device factors held); vLLM V0 and LightLLM have none,
+    /// nor does a profile that freed a device factor (the published points' profiles). The
+    /// composed prior takes the piece's fitted factors and keeps the device's; a piece `usable`
+    /// refuses is passed over, leaving the priors' host time.
+    #[test]
+    fn the_engine_piece_is_the_engines_own_fit() {
+        let names = |e| engine_piece(e, |_| true).map(|(_, p)| p.name);
+        assert_eq!(names(EngineKind::Vllm).as_deref(), Some("h100-sxm-vllm-qwen3"));
+        assert_eq!(names(EngineKind::Sglang).as_deref(), Some("h100-sxm-sglang-qwen3"));
+        assert_eq!(names(EngineKind::Trtllm).as_deref(), Some("h100-sxm-trtllm-qwen3"));
+        assert_eq!(names(EngineKind::VllmV0), None);
+        assert_eq!(names(EngineKind::Lightllm), None);
+        let b200 = crate::catalog::gpu("b200", None).unwrap();
+        let (device, _, _) = device_prior(&b200);
+        let (_, piece) = engine_piece(EngineKind::Sglang, |_| true).unwrap();
+        let (e, words) = composed(&b200, EngineKind::Sglang);
+        assert_eq!(
+            (e.gemm_flops, e.mem_bw, e.attn_flops, e.comm_bw),
+            (device.gemm_flops, device.mem_bw, device.attn_flops, device.comm_bw)
+        );
+        assert_eq!(
+            (e.step_overhead_s, e.per_seq_overhead_s, e.kernel_floor_s),
+            (piece.efficiency.step_overhead_s, piece.efficiency.per_seq_overhead_s, piece.efficiency.kernel_floor_s)
+        );
+        // SGLang's piece did not fit the collective latency: the prior's stays.
+        assert_eq!(e.comm_latency_s, Efficiency::default().comm_latency_s);
+        assert!(
+            words.contains("; engine: sglang's own factors, fitted on 26 cases: aic-h100/")
+                && words.contains("µs per kernel"),
+            "{words}"
+        );
+        let (none, words) = composed_from(&b200, EngineKind::Sglang, |p| p.name != "h100-sxm-sglang-qwen3");
+        assert_eq!(none, device);
+        assert!(
+            words.contains(
+                "; host: the priors (3.00 ms per step, 15.0 µs per sequence; no serving run of sglang fitted)"
+            ),
+            "{words}"
+        );
     }
 
     /// The device factors come from the kernel profile, the rest from the priors.

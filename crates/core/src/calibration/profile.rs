@@ -196,6 +196,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ("h100-sxm-trtllm.toml", include_str!("../../../../calibration/profiles/h100-sxm-trtllm.toml")),
     ("h100-sxm-trtllm-qwen3.toml", include_str!("../../../../calibration/profiles/h100-sxm-trtllm-qwen3.toml")),
     ("h100-sxm-vllm.toml", include_str!("../../../../calibration/profiles/h100-sxm-vllm.toml")),
+    ("h100-sxm-vllm-qwen3.toml", include_str!("../../../../calibration/profiles/h100-sxm-vllm-qwen3.toml")),
     ("h20-sglang.toml", include_str!("../../../../calibration/profiles/h20-sglang.toml")),
     ("h20-vllm.toml", include_str!("../../../../calibration/profiles/h20-vllm.toml")),
     ("v100-vllm.toml", include_str!("../../../../calibration/profiles/v100-vllm.toml")),

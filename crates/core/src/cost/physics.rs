@@ -15,7 +15,11 @@ const ROUNDING: f64 = 1.0 - 1e-12;
 
 /// Every set of factors a run can be priced with, with where it comes from.
 fn calibrations(gpu: &Gpu) -> Vec<(String, Efficiency)> {
-    let mut all = vec![("none".to_string(), Efficiency::default()), ("prior".to_string(), prior::composed(gpu).0)];
+    use crate::engine::EngineKind::*;
+    let mut all = vec![("none".to_string(), Efficiency::default())];
+    for e in [Vllm, VllmV0, Sglang, Lightllm, Trtllm] {
+        all.push((format!("prior ({e:?})"), prior::composed(gpu, e).0));
+    }
     all.extend(profile::builtin().into_iter().map(|(f, p)| (f.to_string(), p.efficiency)));
     all
 }
