@@ -1476,8 +1476,8 @@ fn parse_policies(s: &str) -> Result<Policies, String> {
     Ok(Policies(out))
 }
 
-/// `--dram-price`: a finite number of USD per GiB-hour, at least 0.
-fn parse_dram_price(s: &str) -> Result<f64, String> {
+/// `--dram-price`, `--ssd-price`: a finite number of USD per GiB-hour, at least 0.
+fn parse_gib_hour_price(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("`{s}` is not a price in USD per GiB-hour (a finite number >= 0, e.g. 0.005)")),
@@ -2026,12 +2026,19 @@ pub struct PlanArgs {
     /// built in. Repeatable.
     #[arg(long, value_name = "GPU=USD_PER_HOUR,…", value_parser = parse_prices, help_heading = "Deployment")]
     pub gpu_price: Vec<cachesim::plan::deploy::Prices>,
-    /// Host memory in USD per GiB-hour, for the host KV tier of each instance
-    /// (--kv-offloading-size, also as a grid axis: kv-offloading-size=unset,64,256): the plan's
-    /// cost adds instances × size × price. Needed by a priced plan with a host tier (0 prices
+    /// Host memory in USD per GiB-hour, for the host KV tiers of each instance
+    /// (--kv-offloading-size, also as a grid axis: kv-offloading-size=unset,64,256; HiCache's
+    /// host pool; the segment each instance adds to a Mooncake store): the plan's cost adds
+    /// instances × size × price. Needed by a priced plan with a host tier (0 prices
     /// memory you already have).
-    #[arg(allow_negative_numbers = true, long, value_name = "USD_PER_GIB_HOUR", value_parser = parse_dram_price, help_heading = "Deployment")]
+    #[arg(allow_negative_numbers = true, long, value_name = "USD_PER_GIB_HOUR", value_parser = parse_gib_hour_price, help_heading = "Deployment")]
     pub dram_price: Option<f64>,
+    /// Disk in USD per GiB-hour, for the disk KV tiers of each instance (LMCache's
+    /// --lmcache-max-local-disk-size on every rank; HiCache's file store at its max_size; also
+    /// as a grid axis): the plan's cost adds instances × disk × price. Needed by a priced plan
+    /// with a disk tier (0 prices disk you already have).
+    #[arg(allow_negative_numbers = true, long, value_name = "USD_PER_GIB_HOUR", value_parser = parse_gib_hour_price, help_heading = "Deployment")]
+    pub ssd_price: Option<f64>,
     /// Curves in the --plot figure: the best N configurations (cheapest N deployments).
     #[arg(allow_negative_numbers = true, long, default_value_t = 4, value_name = "N", help_heading = "Plan")]
     pub top: usize,

@@ -234,6 +234,96 @@ fn host_tiers_are_priced_axes() {
     assert!(err.contains("has a default; name it instead"), "{err}");
 }
 
+/// Disk KV tiers priced by --ssd-price beside the host memory --dram-price prices: LMCache's
+/// local disk is its size on every rank (TP 2: twice the flag), HiCache's file store its
+/// `max_size` on every rank, and a Mooncake store's segment is host memory; each deployment's
+/// cost is GPUs × price + host GiB × the DRAM price + disk GiB × the SSD price. A disk tier
+/// without --ssd-price, an unbounded file store and --ssd-price without a target are refused.
+#[test]
+fn disk_tiers_are_priced_axes() {
+    let base = [
+        "plan",
+        "--num-prompts",
+        "40",
+        "--slo",
+        "ttft_p99=400",
+        "--target-rate",
+        "4",
+        "--instances",
+        "1..2",
+        "--gpu-price",
+        "h100-sxm=3.5",
+        "--dram-price",
+        "0.005",
+    ];
+    let priced = |extra: &[&str]| -> Vec<Value> {
+        let args: Vec<&str> = base.iter().chain(extra).chain(&["--ssd-price", "0.0001", "--json"]).copied().collect();
+        let doc: Value = serde_json::from_str(&ok(&args)).unwrap();
+        assert_eq!(doc["ssd_price_usd_per_gib_hour"], 0.0001);
+        doc["results"].as_array().unwrap().clone()
+    };
+    let check = |r: &Value, host_per_instance: f64, disk_per_instance: f64| {
+        let (c, n) = (&r["cost"], r["instances"].as_u64().expect("the SLO is met") as f64);
+        let (host, disk) = (c["host_gib"].as_f64().unwrap_or(0.0), c["disk_gib"].as_f64().unwrap_or(0.0));
+        assert!((host - n * host_per_instance).abs() < 1e-9, "{c}");
+        assert_eq!(disk, n * disk_per_instance, "{c}");
+        let gpus = c["gpus"].as_f64().unwrap();
+        let usd = gpus * 3.5 + host * 0.005 + disk * 0.0001;
+        assert!((c["usd_per_hour"].as_f64().unwrap() - usd).abs() < 1e-9, "{c}");
+    };
+    let lmcache = [
+        "--tp",
+        "2",
+        "--engine-version",
+        "vllm@0.18",
+        "--kv-offloading-backend",
+        "lmcache",
+        "--kv-offloading-size",
+        "8",
+        "--grid",
+        "lmcache-max-local-disk-size=unset,16",
+    ];
+    for r in priced(&lmcache) {
+        let disk = match r["knobs"]["lmcache-max-local-disk-size"].as_str().unwrap() {
+            "unset" => 0.0,
+            size => 2.0 * size.parse::<f64>().unwrap(),
+        };
+        check(&r, 8.0, disk);
+    }
+    let hicache = ["--engine", "sglang", "--tp", "2", "--max-total-tokens", "3000", "--enable-hierarchical-cache"];
+    let host_pool =
+        priced(&hicache)[0]["cost"]["host_gib"].as_f64().unwrap() / priced(&hicache)[0]["instances"].as_f64().unwrap();
+    let file: Vec<&str> = hicache
+        .iter()
+        .chain(&[
+            "--hicache-storage-backend",
+            "file",
+            "--hicache-storage-backend-extra-config",
+            r#"{"max_size":"2Gi"}"#,
+        ])
+        .copied()
+        .collect();
+    check(&priced(&file)[0], host_pool, 4.0);
+    let mooncake: Vec<&str> = hicache.iter().chain(&["--hicache-storage-backend", "mooncake"]).copied().collect();
+    check(&priced(&mooncake)[0], host_pool + 4.0, 0.0);
+    // The refusals.
+    let disk_no_price: Vec<&str> =
+        base.iter().chain(&lmcache[..8]).chain(&["--lmcache-max-local-disk-size", "16"]).copied().collect();
+    let err = fails(&disk_no_price);
+    assert!(err.contains("--lmcache-max-local-disk-size in a priced plan needs --ssd-price USD_PER_GIB_HOUR"), "{err}");
+    let unbounded: Vec<&str> = base
+        .iter()
+        .chain(&hicache)
+        .chain(&["--hicache-storage-backend", "file", "--ssd-price", "0.0001"])
+        .copied()
+        .collect();
+    let err = fails(&unbounded);
+    assert!(err.contains("--hicache-storage-backend file without a max_size cannot be priced"), "{err}");
+    let no_target = ["plan", "--num-prompts", "4", "--slo", "ttft_p99=60", "--ssd-price", "0.01"];
+    assert!(fails(&no_target).contains("--ssd-price prices deployments at a --target-rate"));
+    assert!(fails(&["plan", "--slo", "ttft_p99=60", "--target-rate", "10", "--ssd-price", "nan"]).contains("GiB-hour"));
+}
+
 #[test]
 fn list_flags_are_grid_axes() {
     let base = ["sweep", "--num-prompts", "6", "--request-rate", "20"];

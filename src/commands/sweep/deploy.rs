@@ -12,7 +12,7 @@ use super::plan::{at_values, calibration, describe, table, Plan};
 use super::{plural, Progress};
 use crate::cli;
 use crate::commands::Answer;
-use cachesim::plan::deploy::{cost, smallest, Cost, HostMemory, Prices};
+use cachesim::plan::deploy::{cost, smallest, Cost, Prices, TierMemory};
 use cachesim::plan::Trial;
 use serde::Serialize;
 use std::fmt::Write;
@@ -99,11 +99,17 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         let cfg = cachesim::config::resolve(&a.options());
         if let (Ok(c), true) = (&cfg, priced) {
             prices.of(&c.gpu.name)?;
-            if (c.engine.offload.is_some() || c.engine.hicache.is_some()) && args.dram_price.is_none() {
+            let tiers = Tiers::of(c)?;
+            if let (Some(flag), None) = (tiers.host_flag, args.dram_price) {
                 anyhow::bail!(
-                    "{} in a priced plan needs --dram-price USD_PER_GIB_HOUR: host memory is not free \
-                     (--dram-price 0 prices memory you already have)",
-                    if c.engine.offload.is_some() { "--kv-offloading-size" } else { "--enable-hierarchical-cache" }
+                    "{flag} in a priced plan needs --dram-price USD_PER_GIB_HOUR: host memory is not free \
+                     (--dram-price 0 prices memory you already have)"
+                );
+            }
+            if let (Some(flag), None) = (tiers.disk_flag, args.ssd_price) {
+                anyhow::bail!(
+                    "{flag} in a priced plan needs --ssd-price USD_PER_GIB_HOUR: disk is not free \
+                     (--ssd-price 0 prices disk you already have)"
                 );
             }
         }
@@ -148,8 +154,8 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
             // prefill and decode pools together, or 1).
             let own = [cfg.cluster.total_instances() as u64];
             let gpus_per_instance = cfg.deployment.parallel.world();
-            let host_gib_per_instance = cfg.engine.offload.map_or(0.0, |o| o.size_gib)
-                + cfg.engine.hicache.map_or(0.0, |h| h.host_gib(gpus_per_instance));
+            // (an unpriced plan sizes an unbounded store too: it reports no GiB for it)
+            let tiers = Tiers::of(&cfg).unwrap_or_default();
             let eval_at = |slo: &cachesim::plan::Slo, n: u64| -> cachesim::Result<(bool, Trial)> {
                 let cfg = match &counts {
                     Some(_) => {
@@ -168,11 +174,15 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                     d.tried = s.tried;
                     if let Some((n, t)) = s.found {
                         let price = prices.of(&d.gpu).unwrap_or(0.0);
-                        let host = HostMemory {
-                            gib: n as f64 * host_gib_per_instance,
+                        let host = TierMemory {
+                            gib: n as f64 * tiers.host_gib,
                             usd_per_gib_hour: args.dram_price.unwrap_or(0.0),
                         };
-                        d.cost = Some(cost(n * gpus_per_instance, price, host, t.output_throughput));
+                        let disk = TierMemory {
+                            gib: n as f64 * tiers.disk_gib,
+                            usd_per_gib_hour: args.ssd_price.unwrap_or(0.0),
+                        };
+                        d.cost = Some(cost(n * gpus_per_instance, price, host, disk, t.output_throughput));
                         d.instances = Some(n);
                         d.at_target = Some(t);
                     }
@@ -275,6 +285,9 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         if let Some(p) = args.dram_price {
             doc["dram_price_usd_per_gib_hour"] = p.into();
         }
+        if let Some(p) = args.ssd_price {
+            doc["ssd_price_usd_per_gib_hour"] = p.into();
+        }
         stdout.push_str(&serde_json::to_string_pretty(&doc)?);
         stdout.push('\n');
         return Ok(Answer::text(stdout));
@@ -282,13 +295,16 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
     write!(stdout, "{}", plan.header(&w, &search, &calibration_text))?;
     let mut head: Vec<String> = knobs.clone();
     let money: &[&str] = if priced { &["$/hour", "$/M out tok"] } else { &[] };
-    // The host tiers' memory, where a deployment has one.
+    // The host tiers' memory and the disk tiers', where a deployment has one.
     let tiered = found.iter().any(|d| d.cost.is_some_and(|c| c.host_gib > 0.0));
+    let disked = found.iter().any(|d| d.cost.is_some_and(|c| c.disk_gib > 0.0));
     let host: &[&str] = if tiered { &["host GiB"] } else { &[] };
+    let disk: &[&str] = if disked { &["disk GiB"] } else { &[] };
     head.extend(
         ["instances", "if off", "GPUs"]
             .iter()
             .chain(host)
+            .chain(disk)
             .chain(money)
             .chain(&["output tok/s", "sims"])
             .map(|s| s.to_string()),
@@ -310,6 +326,9 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
                     cells.extend([d.instances.unwrap_or(0).to_string(), off, c.gpus.to_string()]);
                     if tiered {
                         cells.push(format!("{}", (c.host_gib * 100.0).round() / 100.0));
+                    }
+                    if disked {
+                        cells.push(format!("{}", (c.disk_gib * 100.0).round() / 100.0));
                     }
                     if priced {
                         cells.extend([
@@ -369,4 +388,57 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         writeln!(stdout, "Plot:           {}", p.display())?;
     }
     Ok(Answer::text(stdout))
+}
+
+/// The memory one instance's KV tiers take beyond its GPUs, and the flags that ask for them: host
+/// memory (vLLM's offloading or LMCache's CPU backend, HiCache's host pool, the segment an
+/// instance adds to a Mooncake store) and disk (LMCache's local disk on each rank, HiCache's
+/// file store at its `max_size`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Tiers {
+    host_gib: f64,
+    disk_gib: f64,
+    host_flag: Option<&'static str>,
+    disk_flag: Option<&'static str>,
+}
+
+impl Tiers {
+    /// The tiers of `c`; an unbounded file store cannot be priced and is refused.
+    fn of(c: &cachesim::config::RunConfig) -> anyhow::Result<Self> {
+        use cachesim::cache::storage::Eviction;
+        let ranks = c.deployment.parallel.world();
+        let mut t = Tiers::default();
+        if let Some(o) = &c.engine.offload {
+            t.host_gib += o.size_gib;
+            t.host_flag = Some("--kv-offloading-size");
+            if let Some(d) = &o.disk {
+                // `max_local_disk_size` is read whole by every worker.
+                t.disk_gib += d.size_gib * ranks as f64;
+                t.disk_flag = Some("--lmcache-max-local-disk-size");
+            }
+        }
+        if let Some(h) = &c.engine.hicache {
+            t.host_gib += h.host_gib(ranks);
+            t.host_flag = t.host_flag.or(Some("--enable-hierarchical-cache"));
+        }
+        if let Some(st) = &c.engine.hicache_storage {
+            let Some(gib) = st.store_gib() else {
+                anyhow::bail!(
+                    "--hicache-storage-backend file without a max_size cannot be priced: an unbounded store \
+                     takes as much disk as it is given (set max_size in --hicache-storage-backend-extra-config)"
+                );
+            };
+            match st.eviction {
+                Eviction::Mooncake => {
+                    t.host_gib += gib;
+                    t.host_flag = t.host_flag.or(Some("--hicache-storage-backend mooncake"));
+                }
+                Eviction::File => {
+                    t.disk_gib += gib;
+                    t.disk_flag = t.disk_flag.or(Some("--hicache-storage-backend file"));
+                }
+            }
+        }
+        Ok(t)
+    }
 }

@@ -172,8 +172,10 @@ pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
     if !args.gpu_price.is_empty() {
         anyhow::bail!("--gpu-price prices deployments at a --target-rate; give one");
     }
-    if args.dram_price.is_some() {
-        anyhow::bail!("--dram-price prices deployments at a --target-rate; give one");
+    for (flag, given) in [("--dram-price", args.dram_price.is_some()), ("--ssd-price", args.ssd_price.is_some())] {
+        if given {
+            anyhow::bail!("{flag} prices deployments at a --target-rate; give one");
+        }
     }
     let (slo, opts, shape) = (&plan.slo, plan.opts, plan.shape);
     let (knobs, points) = plan.setup.points(&args.grid, None, plan.refused)?;

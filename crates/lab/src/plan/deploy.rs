@@ -69,11 +69,15 @@ impl Prices {
 pub struct Cost {
     /// GPUs in all: instances × GPUs per instance.
     pub gpus: u64,
-    /// Host memory of the KV tiers in all (instances × `--kv-offloading-size`), GiB; absent
-    /// without one.
+    /// Host memory of the KV tiers in all (instances × `--kv-offloading-size`, HiCache's host
+    /// pool, the segment each instance adds to a Mooncake store), GiB; absent without one.
     #[serde(skip_serializing_if = "is_zero")]
     pub host_gib: f64,
-    /// GPUs and host memory together.
+    /// Disk of the KV tiers in all (instances × LMCache's local disk over the instance's ranks,
+    /// HiCache's file store at its `max_size`), GiB; absent without one.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub disk_gib: f64,
+    /// GPUs, host memory and disk together.
     pub usd_per_hour: f64,
     /// USD per million output tokens at the throughput served; `None` without output.
     pub usd_per_million_output_tokens: Option<f64>,
@@ -83,19 +87,26 @@ fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
 
-/// The host memory of a deployment's KV tiers and its price (`--dram-price`, USD per GiB-hour).
+/// The memory of one kind a deployment's KV tiers take and its price, USD per GiB-hour: host
+/// memory (`--dram-price`) or disk (`--ssd-price`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct HostMemory {
+pub struct TierMemory {
     pub gib: f64,
     pub usd_per_gib_hour: f64,
 }
 
-/// The cost of `gpus` GPUs at `usd_per_gpu_hour` each and of `host` memory, serving
-/// `output_tok_s` output tokens/s.
-pub fn cost(gpus: u64, usd_per_gpu_hour: f64, host: HostMemory, output_tok_s: f64) -> Cost {
-    let usd_per_hour = gpus as f64 * usd_per_gpu_hour + host.gib * host.usd_per_gib_hour;
+impl TierMemory {
+    fn usd_per_hour(self) -> f64 {
+        self.gib * self.usd_per_gib_hour
+    }
+}
+
+/// The cost of `gpus` GPUs at `usd_per_gpu_hour` each, of `host` memory and of `disk`,
+/// serving `output_tok_s` output tokens/s.
+pub fn cost(gpus: u64, usd_per_gpu_hour: f64, host: TierMemory, disk: TierMemory, output_tok_s: f64) -> Cost {
+    let usd_per_hour = gpus as f64 * usd_per_gpu_hour + host.usd_per_hour() + disk.usd_per_hour();
     let per_m = (output_tok_s > 0.0).then(|| usd_per_hour / (output_tok_s * 3600.0) * 1e6);
-    Cost { gpus, host_gib: host.gib, usd_per_hour, usd_per_million_output_tokens: per_m }
+    Cost { gpus, host_gib: host.gib, disk_gib: disk.gib, usd_per_hour, usd_per_million_output_tokens: per_m }
 }
 
 /// The bisection's answer: the smallest count meeting the SLO with its evaluation, and every
@@ -152,13 +163,19 @@ mod tests {
             assert!(bad.parse::<Prices>().is_err(), "{bad}");
         }
         // 4 instances × TP2 = 8 GPUs at 3.50 $/h = 28 $/h; 2000 tok/s = 7.2 M tok/h → 3.888… $/M.
-        let c = cost(8, 3.5, HostMemory::default(), 2000.0);
+        let none = TierMemory::default();
+        let c = cost(8, 3.5, none, none, 2000.0);
         assert_eq!((c.gpus, c.usd_per_hour), (8, 28.0));
         assert!((c.usd_per_million_output_tokens.unwrap() - 28.0 / 7.2).abs() < 1e-12);
-        assert_eq!(cost(1, 1.0, HostMemory::default(), 0.0).usd_per_million_output_tokens, None);
+        assert_eq!(cost(1, 1.0, none, none, 0.0).usd_per_million_output_tokens, None);
         // With 4 × 256 GiB of host KV tier at 0.005 $/GiB-hour: 28 + 5.12 = 33.12 $/h.
-        let c = cost(8, 3.5, HostMemory { gib: 1024.0, usd_per_gib_hour: 0.005 }, 2000.0);
-        assert_eq!((c.host_gib, c.usd_per_hour), (1024.0, 33.12));
+        let c = cost(8, 3.5, TierMemory { gib: 1024.0, usd_per_gib_hour: 0.005 }, none, 2000.0);
+        assert_eq!((c.host_gib, c.disk_gib, c.usd_per_hour), (1024.0, 0.0, 33.12));
+        // And 4 × 2 TiB of disk at 0.0001 $/GiB-hour: + 0.8192 $/h.
+        let disk = TierMemory { gib: 8192.0, usd_per_gib_hour: 0.0001 };
+        let c = cost(8, 3.5, TierMemory { gib: 1024.0, usd_per_gib_hour: 0.005 }, disk, 2000.0);
+        assert_eq!((c.host_gib, c.disk_gib), (1024.0, 8192.0));
+        assert!((c.usd_per_hour - 33.9392).abs() < 1e-12);
     }
 
     #[test]

@@ -92,6 +92,10 @@ pub struct StorageConfig {
     /// One store for every instance of the run (Mooncake's; each adds its `max_pages`), or one
     /// store each.
     pub shared: bool,
+    /// Bytes one page takes in the store over the instance (each rank's share, times the ranks
+    /// that store one: one for MLA); 0 where unknown (a store built in a test).
+    #[serde(skip)]
+    pub page_bytes: f64,
 }
 
 impl StorageConfig {
@@ -126,7 +130,14 @@ impl StorageConfig {
             max_pages: None,
             eviction: Eviction::File,
             shared: false,
+            page_bytes: 0.0,
         }
+    }
+
+    /// GiB the instance's part of the store takes (its `max_pages` pages; Mooncake's: the
+    /// segment it adds); `None` for an unbounded store.
+    pub fn store_gib(&self) -> Option<f64> {
+        self.max_pages.map(|p| p as f64 * self.page_bytes / (1u64 << 30) as f64)
     }
 }
 

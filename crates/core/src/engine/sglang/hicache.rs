@@ -289,6 +289,7 @@ pub fn resolve_storage(
         latency_s: latency_ms / 1e3,
         pages_per_s,
         read_pages_per_s: pages_per_s,
+        page_bytes: page_bytes * copies.max(1) as f64,
         ..defaults
     };
     Ok(Some(match backend {
@@ -407,6 +408,8 @@ mod tests {
         let s = resolve_storage(&mooncake, Some(&host), 16, 2).unwrap().unwrap();
         assert_eq!((s.max_pages, s.eviction, s.shared), (Some(1024), Eviction::Mooncake, true));
         assert!((s.pages_per_s - 21.75e9 / (16.0 * 131_072.0)).abs() < 1e-6);
+        // What the instance adds to the store: its segment.
+        assert_eq!(s.store_gib(), Some(4.0));
         let big = HiCacheOptions { mooncake_segment_bytes: Some(parse_segment_size("64gb").unwrap()), ..mooncake };
         assert_eq!(resolve_storage(&big, Some(&host), 16, 2).unwrap().unwrap().max_pages, Some(16_384));
         let tiny = HiCacheOptions { mooncake_segment_bytes: Some(1000), ..mooncake };
@@ -431,12 +434,16 @@ mod tests {
         let s = resolve_storage(&file, Some(&host), 16, 1).unwrap().unwrap();
         assert_eq!((s.threshold, s.retry_interval, s.retry_max, s.max_pages), (256, 8, 8, None));
         assert!((s.timeout_per_page_s - 16.0 / 1024.0 * 0.25).abs() < 1e-15);
+        assert_eq!(s.store_gib(), None, "an unbounded store");
         let extra =
             parse(r#"{"prefetch_threshold": 8, "prefetch_timeout_per_ki_token": 1, "max_size": "1Gi"}"#).unwrap();
         let o = HiCacheOptions { extra: Some(extra), retry_interval: Some(0), retry_max: Some(2), ..file };
         let s = resolve_storage(&o, Some(&host), 16, 1).unwrap().unwrap();
         // The threshold is at least a page; 1 GiB over 16 × 128 KiB pages: 512 of them.
         assert_eq!((s.threshold, s.retry_interval, s.retry_max, s.max_pages), (16, 0, 2, Some(512)));
+        assert_eq!(s.store_gib(), Some(1.0), "one rank's max_size");
+        let two = resolve_storage(&o, Some(&host), 16, 2).unwrap().unwrap();
+        assert_eq!((two.max_pages, two.store_gib()), (Some(512), Some(2.0)), "each rank's files");
         assert!((s.timeout_per_page_s - 16.0 / 1024.0).abs() < 1e-15);
         let tiny = HiCacheOptions { extra: Some(parse(r#"{"max_size": 1000}"#).unwrap()), ..file };
         assert!(resolve_storage(&tiny, Some(&host), 16, 1).unwrap_err().to_string().contains("holds no page"));
