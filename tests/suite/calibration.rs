@@ -1063,3 +1063,37 @@ fn no_profile_makes_batch_one_tpot_exceed_the_loaded_one() {
         assert!(one <= loaded, "{file} ({layout:?}): batch-1 TPOT {one:.2} ms above the loaded {loaded:.2} ms");
     }
 }
+
+/// A silicon row no profile matches takes the composed prior with its engine's piece, fitted on
+/// H100 rows of the same sample: predicting a B200 row, leave-one-GPU-out keeps the piece (it
+/// was fitted on another group), leave-one-source-out prices the row without it (the piece saw
+/// its source) and says so.
+#[test]
+#[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
+fn the_engine_piece_is_held_out_with_its_group() {
+    let Some(data) = common::data_dir() else { return };
+    let row = "aic-b200/2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp8_agg_1024x1024_c16_tp4_ep1_637";
+    let tpot = |mode: &[&str]| -> (f64, serde_json::Value) {
+        let args: Vec<&str> = ["validate", "--data", data.to_str().unwrap(), "--cases", row, "--json"]
+            .iter()
+            .chain(mode)
+            .copied()
+            .collect();
+        let d: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+        let r = d["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "median_tpot_ms").unwrap();
+        (r["predicted"].as_f64().unwrap(), d["cases"][0].clone())
+    };
+    let (default, case) = tpot(&[]);
+    assert!(
+        case["calibration"].as_str().unwrap().contains("; engine: vllm's own factors, fitted on 18 cases"),
+        "{case}"
+    );
+    let (by_gpu, case) = tpot(&["--leave-group-out", "gpu"]);
+    assert_eq!(by_gpu, default, "{case}");
+    let (by_source, case) = tpot(&["--leave-group-out", "source"]);
+    assert!(by_source > default * 1.05, "the priors' host time is slower: {by_source} against {default}");
+    assert!(
+        case["refit_on"].as_str().unwrap_or_default().starts_with("the composed prior without the vllm engine pieces"),
+        "{case}"
+    );
+}

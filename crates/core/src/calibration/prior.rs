@@ -1,9 +1,11 @@
 //! What a run is priced with when no fitted calibration profile can stand for it: a model's
-//! class (fitted factors transfer only within one) and the composed prior ([`composed`]): the
-//! device factors measured on the GPU, else on a GPU of its architecture family, else borrowed
-//! across families ([`device_prior`]), with the host and communication factors at the priors —
-//! each piece said with where its numbers come from. `cachesim run` falls back to it, never to
-//! the bare roofline; `--calibration kernels` asks for it.
+//! class (a profile's device factors transfer only within one) and the composed prior
+//! ([`composed`]): the device factors measured on the GPU, else on a GPU of its architecture
+//! family, else borrowed across families ([`device_prior`]); the engine's own host time,
+//! per-kernel floor and collective latency where a profile of its family fitted those alone
+//! ([`engine_piece`]), else the priors' — each piece said with where its numbers come from.
+//! `cachesim run` falls back to it, never to the bare roofline; `--calibration kernels` asks
+//! for it.
 
 use crate::calibration::factors::{self, DEVICE_FACTORS, ENGINE_FACTORS};
 use crate::calibration::profile::Profile;
@@ -115,8 +117,10 @@ pub fn composed(gpu: &Gpu, engine: EngineKind) -> (Efficiency, String) {
 /// its prior; and the pieces in words for the run's echo.
 pub fn composed_from(gpu: &Gpu, engine: EngineKind, usable: impl Fn(&Profile) -> bool) -> (Efficiency, String) {
     let (mut e, _, device) = device_prior(gpu);
+    let mut fitted_latency = false;
     let host = match engine_piece(engine, usable) {
         Some((file, p)) => {
+            fitted_latency = p.fit.only.iter().any(|f| f == "comm_latency_s");
             for f in &p.fit.only {
                 factors::set(&mut e, f, factors::get(&p.efficiency, f));
             }
@@ -138,11 +142,10 @@ pub fn composed_from(gpu: &Gpu, engine: EngineKind, usable: impl Fn(&Profile) ->
             crate::calibration::profile::family(engine)
         ),
     };
-    let words = format!(
-        "{device}; {host}; communication: {:.2} of link bandwidth (the prior), {:.1} µs per collective",
-        e.comm_bw,
-        e.comm_latency_s * 1e6
-    );
+    let mut words = format!("{device}; {host}; communication: {:.2} of link bandwidth (the prior)", e.comm_bw);
+    if !fitted_latency {
+        words += &format!(", {:.1} µs per collective (the prior)", e.comm_latency_s * 1e6);
+    }
     (e, words)
 }
 
