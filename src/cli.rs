@@ -584,6 +584,14 @@ pub struct RunArgs {
     /// generator seeded with --seed, as the clients do [default: the client --report-style names].
     #[arg(long, value_enum, help_heading = "Load")]
     pub arrival_process: Option<ArrivalProcess>,
+    /// How the client counts the inter-token latency of a streamed chunk that carries several
+    /// tokens (a speculative step's accepted drafts and its new token): chunk (one entry per
+    /// chunk: `vllm bench serve`, sglang bench_serving up to 0.4.3.post2) or token (the gap
+    /// divided over the chunk's tokens: sglang bench_serving's native backend from
+    /// 0.4.3.post3). TPOT is the same either way [default: token with --report-style sglang and
+    /// --engine sglang, else chunk].
+    #[arg(long, value_enum, help_heading = "Load")]
+    pub client_itl: Option<cachesim::metrics::ItlCount>,
     /// Milliseconds from a request's send to the engine's scheduler (HTTP, parsing,
     /// tokenisation); adds to TTFT and E2E latency, not to TPOT [default: 10, read off published
     /// low-load SGLang TTFTs].
@@ -1017,6 +1025,14 @@ impl RunArgs {
             },
             max_concurrency: self.max_concurrency,
             request_overhead_ms: self.request_overhead_ms,
+            client_itl: self.client_itl.unwrap_or(
+                match (self.report_style, self.engine.or(self.engine_version.map(EngineVersion::engine))) {
+                    // sglang bench_serving's `--backend sglang` reads the engine's native
+                    // /generate stream, whose chunks it divides per token.
+                    (ReportStyle::Sglang, Some(EngineKind::Sglang)) => cachesim::metrics::ItlCount::Token,
+                    _ => cachesim::metrics::ItlCount::Chunk,
+                },
+            ),
             layout: self.layout.options(),
             calibration: match &self.calibration {
                 None => cachesim::config::Calibration::Auto,

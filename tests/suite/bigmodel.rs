@@ -154,3 +154,30 @@ fn big_model_flags_are_checked() {
     let err = common::fails(&["--model", "deepseek-r1", "--gpu", "a100-40gb", "--tp", "8"]);
     assert!(err.contains("does not fit"), "{err}");
 }
+
+/// A speculative step streams its drafts and its token in one chunk. sglang bench_serving (the
+/// default `--report-style`) divides the chunk's gap over its tokens when it reads SGLang's
+/// native stream, from 0.4.3.post3 on; `--client-itl chunk` counts one gap per chunk, as
+/// `vllm bench serve` and older clients do. TPOT and throughput do not depend on it; the echo
+/// names the rule only where it divides, and a vLLM run counts chunks by default.
+#[test]
+fn the_client_counts_a_speculative_chunk_as_it_does() {
+    let run = |extra: &[&str]| -> Value {
+        let base = ["--engine", "sglang", "--speculative-algorithm", "eagle", "--num-speculative-tokens", "3"];
+        let args: Vec<&str> =
+            base.iter().chain(&["--spec-acceptance-rate", "0.8", "--json"]).chain(extra).copied().collect();
+        serde_json::from_str(&common::ok(&args)).unwrap()
+    };
+    let (token, chunk) = (run(&[]), run(&["--client-itl", "chunk"]));
+    assert_eq!(token["config"]["client_itl"], "token");
+    assert!(chunk["config"].get("client_itl").is_none());
+    for k in ["median_tpot_ms", "mean_tpot_ms", "output_throughput", "mean_ttft_ms"] {
+        assert_eq!(token[k], chunk[k], "{k}");
+    }
+    // About 1 + 0.8 + 0.64 + 0.51 = 2.95 tokens a chunk: the per-token mean ITL is the chunks'
+    // gaps over all their tokens.
+    let ratio = chunk["mean_itl_ms"].as_f64().unwrap() / token["mean_itl_ms"].as_f64().unwrap();
+    assert!((2.6..3.2).contains(&ratio), "{ratio}");
+    let vllm: Value = serde_json::from_str(&common::ok(&["--json"])).unwrap();
+    assert!(vllm["config"].get("client_itl").is_none());
+}

@@ -1097,3 +1097,21 @@ fn the_engine_piece_is_held_out_with_its_group() {
         "{case}"
     );
 }
+
+/// The H20 SGLang seed report comes from sglang bench_serving before 0.4.3.post3 (no "P95 ITL"
+/// row): its case runs with `--client-itl chunk`, the count that client made; a report of the
+/// current layout would not.
+#[test]
+fn an_older_sglang_report_counts_chunks() {
+    let cases = cachesim::calibrate::case::load_dir(std::path::Path::new("calibration/cases")).unwrap();
+    let h20 = cases.iter().find(|c| c.case.case == "h20-dsr1-sglang-tp16-mtp").unwrap();
+    assert!(h20.chunk_itl() && h20.measured.get("p95_itl_ms").is_none());
+    let mut newer = h20.clone();
+    newer.measured.metrics.insert("p95_itl_ms".into(), 1.0);
+    assert!(!newer.chunk_itl());
+    // The run's arguments name the data set, so they need the data folder.
+    let Some(data) = common::data_dir() else { return };
+    let args = h20.run_args(Some(&data)).unwrap();
+    assert!(args.windows(2).any(|w| w == ["--client-itl", "chunk"]), "{args:?}");
+    assert!(!newer.run_args(Some(&data)).unwrap().iter().any(|a| a == "--client-itl"));
+}

@@ -65,6 +65,7 @@ fn run(
         max_concurrency: None,
         request_overhead_s: 0.0,
         limits: None,
+        itl: cachesim::metrics::ItlCount::Chunk,
     };
     match pd {
         None => {

@@ -79,6 +79,8 @@ pub struct RunOptions {
     pub max_concurrency: Option<u32>,
     /// Send-to-engine delay per request, ms; `None` = [`DEFAULT_REQUEST_OVERHEAD_MS`].
     pub request_overhead_ms: Option<f64>,
+    /// How the client counts a multi-token chunk's inter-token latency (`--client-itl`).
+    pub client_itl: crate::metrics::ItlCount,
     /// Pipeline, expert and DP-attention parallelism, nodes, KV dtype, speculative decoding.
     pub layout: LayoutOptions,
     /// Which step-time factors price the steps.
@@ -236,6 +238,7 @@ impl Default for RunOptions {
             arrivals: ArrivalOptions::default(),
             max_concurrency: None,
             request_overhead_ms: None,
+            client_itl: crate::metrics::ItlCount::Chunk,
             layout: LayoutOptions::default(),
             calibration: Calibration::Auto,
             cluster: ClusterConfig::default(),
@@ -312,6 +315,10 @@ pub struct RunConfig {
     /// tokenisation). Every client-measured latency (TTFT, E2E) includes it; TPOT and ITL do
     /// not. A plain number so calibration can fit it.
     pub request_overhead_ms: f64,
+    /// How the client counts a chunk of several tokens' inter-token latency (echoed only where
+    /// it divides the gap over them).
+    #[serde(skip_serializing_if = "crate::metrics::ItlCount::is_chunk")]
+    pub client_itl: crate::metrics::ItlCount,
     pub efficiency: Efficiency,
     /// Which profile set [`RunConfig::efficiency`], in words.
     pub calibration: String,
@@ -1116,6 +1123,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         arrivals: o.arrivals,
         max_concurrency: o.max_concurrency,
         request_overhead_ms,
+        client_itl: o.client_itl,
         efficiency,
         calibration,
         cluster: ClusterConfig {

@@ -207,6 +207,21 @@ impl Stats {
     }
 }
 
+/// How the benchmark client counts the inter-token latency of a streamed chunk that carries
+/// several tokens (a speculative step's accepted drafts with its new token, docs/engines/clients.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum ItlCount {
+    /// One entry per chunk, the gap since the request's previous chunk (`vllm bench serve`;
+    /// sglang `bench_serving.py` up to 0.4.3.post2).
+    #[default]
+    Chunk,
+    /// The gap divided over the chunk's new tokens, one entry each (sglang `bench_serving.py`
+    /// from 0.4.3.post3, PR #3988: `async_request_sglang_generate`'s `adjust_itl`).
+    Token,
+}
+
 /// Gap runs [`TokenLog`] lets wait before it sorts them into its histogram (16 bytes each).
 const PENDING: usize = 1 << 18;
 
@@ -230,9 +245,33 @@ pub struct TokenLog {
     /// order, buckets below 0 left out.
     bins: Option<(f64, Vec<(f64, u64)>)>,
     total: u64,
+    /// How a chunk of several tokens counts ([`TokenLog::chunk`]).
+    counting: ItlCount,
+}
+
+impl ItlCount {
+    /// One entry per chunk (what serde leaves out of the echo).
+    pub fn is_chunk(&self) -> bool {
+        *self == ItlCount::Chunk
+    }
 }
 
 impl TokenLog {
+    /// An empty log whose client counts a multi-token chunk's gap as `itl` says.
+    pub fn counting(itl: ItlCount) -> Self {
+        TokenLog { counting: itl, ..TokenLog::default() }
+    }
+
+    /// A chunk of `tokens` tokens arrived `gap` after the request's previous one: one gap, or
+    /// (`ItlCount::Token`) `tokens` gaps of `gap / tokens`.
+    #[inline]
+    pub fn chunk(&mut self, gap: f64, tokens: u64) {
+        match self.counting {
+            ItlCount::Token if tokens > 1 => self.gaps_of(gap / tokens as f64, tokens),
+            _ => self.gap(gap),
+        }
+    }
+
     /// A token arrived at `t`; `prev` is the same request's previous token time.
     pub fn token(&mut self, t: f64, prev: Option<f64>) {
         if let Some(p) = prev {
@@ -572,6 +611,21 @@ impl Summary {
 
 #[cfg(test)]
 mod tests {
+
+    /// A chunk of three tokens 0.3 s after the previous one: one gap of 0.3 s per chunk, or three
+    /// of 0.1 s per token; a chunk of one token counts the same either way.
+    #[test]
+    fn a_chunk_counts_as_its_client_counts_it() {
+        let mut chunk = TokenLog::counting(ItlCount::Chunk);
+        let mut token = TokenLog::counting(ItlCount::Token);
+        for log in [&mut chunk, &mut token] {
+            log.chunk(0.3, 3);
+            log.chunk(0.25, 1);
+        }
+        assert_eq!(chunk.gaps().to_vec(), [(0.25, 1), (0.3, 1)]);
+        assert_eq!(token.gaps().to_vec(), [(0.09999999999999999, 3), (0.25, 1)]);
+        assert_eq!(TokenLog::default().counting, ItlCount::Chunk);
+    }
     use super::*;
 
     #[test]

@@ -311,7 +311,7 @@ pub fn drive(
     let mut finished: Vec<ReqId> = Vec::new();
     let mut handoff: Vec<ReqId> = Vec::new();
     let mut first_tokens: Vec<ReqId> = Vec::new();
-    let mut log = TokenLog::default();
+    let mut log = TokenLog::counting(front.itl);
     let mut origin = Origin::new(n);
     let mut records = Vec::with_capacity(sends.len());
     let mut tokens = Vec::new();

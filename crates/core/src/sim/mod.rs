@@ -204,6 +204,8 @@ pub struct Front {
     pub max_concurrency: Option<u32>,
     pub request_overhead_s: f64,
     pub limits: Option<RequestLimits>,
+    /// How the client counts a multi-token chunk's inter-token latency.
+    pub itl: crate::metrics::ItlCount,
 }
 
 impl Front {
@@ -214,6 +216,7 @@ impl Front {
             max_concurrency: cfg.max_concurrency,
             request_overhead_s: cfg.request_overhead_s,
             limits: cfg.limits,
+            itl: crate::metrics::ItlCount::Chunk,
         }
     }
 }
@@ -261,6 +264,7 @@ pub fn simulate_with_progress(
         max_concurrency: cfg.max_concurrency,
         request_overhead_s: cfg.request_overhead_ms / 1e3,
         limits: Some(cfg.request_limits()),
+        itl: cfg.client_itl,
     };
     let cost = cfg.cost();
     let cl = &cfg.cluster;

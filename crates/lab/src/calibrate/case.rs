@@ -374,7 +374,20 @@ impl LoadedCase {
             a.extend(["--max-concurrency".into(), c.to_string()]);
         }
         a.extend(["--seed".into(), w.seed.to_string(), "--report-style".into(), self.report_style().to_string()]);
+        if self.chunk_itl() {
+            a.extend(["--client-itl".into(), "chunk".into()]);
+        }
         Ok(a)
+    }
+
+    /// Whether the report's client counted one inter-token latency per streamed chunk where
+    /// `--report-style sglang` would divide a chunk's gap over its tokens: sglang bench_serving
+    /// began dividing at 0.4.3.post3 (PR #3988), the release that added the "P95 ITL" row, so a
+    /// printed sglang report without that row comes from an older client (docs/engines/clients.md §5).
+    pub fn chunk_itl(&self) -> bool {
+        self.report_style() == "sglang"
+            && matches!(self.measured.layout, report::Layout::Sglang | report::Layout::SglangOld)
+            && self.measured.get("p95_itl_ms").is_none()
     }
 
     /// The case's workload when it is generated (`random`); `None` for a data set file, which

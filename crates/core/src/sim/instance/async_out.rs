@@ -86,7 +86,7 @@ impl Instance<'_> {
     ) {
         let r = &mut rt[id as usize];
         if !r.last_token_s.is_nan() {
-            out.log.gap(t - r.last_token_s);
+            out.log.chunk(t - r.last_token_s, m as u64);
         }
         out.log.count(t, m);
         if out.keep.tokens {

@@ -653,13 +653,13 @@ impl<'a> Instance<'a> {
             }
             if !prefill_only {
                 // The accepted drafts' KV is computed: they join the sequence with the new token,
-                // all in one chunk (one inter-token gap, as the clients count chunks).
+                // all in one chunk (one inter-token gap, or one per token, as the client counts).
                 r.num_computed += drafts;
                 r.num_tokens += drafts;
                 r.generated += 1 + drafts;
                 sampled += 1 + drafts;
                 if !r.last_token_s.is_nan() {
-                    out.log.gap(end - r.last_token_s);
+                    out.log.chunk(end - r.last_token_s, 1 + drafts as u64);
                 }
                 if out.keep.tokens {
                     for t in 0..=drafts {
