@@ -60,13 +60,16 @@ fn cache_ops(c: &mut Criterion) {
         b.iter(|| replay(&w, spec(Policy::Radix, Some(32_768)), ReplayOptions { inflight: 4 }, &|| ()))
     });
     // The same with a 64k-token host tier: every eviction keeps a host copy, hits load it back
-    // (vLLM's own tier, LMCache's CPU backend in 256-token chunks, SGLang's HiCache).
-    for (label, policy, lmcache_chunk) in [
-        ("paged_block16_evicting_host_tier", Policy::Paged, None),
-        ("paged_block16_evicting_lmcache", Policy::Paged, Some(256)),
-        ("radix_evicting_hicache", Policy::Radix, None),
+    // (vLLM's own tier, LMCache's CPU backend in 256-token chunks, with its local disk of 256k
+    // tokens below it, SGLang's HiCache).
+    for (label, policy, lmcache_chunk, disk_tokens) in [
+        ("paged_block16_evicting_host_tier", Policy::Paged, None, None),
+        ("paged_block16_evicting_lmcache", Policy::Paged, Some(256), None),
+        ("paged_block16_evicting_lmcache_disk", Policy::Paged, Some(256), Some(262_144)),
+        ("radix_evicting_hicache", Policy::Radix, None, None),
     ] {
-        let tiered = ReplaySpec { cache: spec(policy, Some(32_768)), host_tokens: Some(65_536), lmcache_chunk };
+        let cache = spec(policy, Some(32_768));
+        let tiered = ReplaySpec { cache, host_tokens: Some(65_536), lmcache_chunk, disk_tokens };
         g.bench_function(label, |b| b.iter(|| replay(&w, tiered, ReplayOptions { inflight: 4 }, &|| ())));
     }
     g.finish();

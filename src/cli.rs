@@ -1299,6 +1299,13 @@ pub struct CacheArgs {
     /// number of every --block size.
     #[arg(allow_negative_numbers = true, long, value_name = "TOKENS")]
     pub lmcache_chunk_size: Option<u32>,
+    /// With --kv-offloading-backend lmcache: LMCache's local disk backend below its CPU backend,
+    /// in tokens, comma-separated (0 for none; e.g. 0,16M,64M): saved chunks are written
+    /// through to it, a lookup reads on past the CPU's chunks, and a chunk only the disk holds is
+    /// read back for the load (reads and writes taking no time here). With --host-capacity-tokens
+    /// a hit-ratio table over both (`disk hit` is the share read from the disk).
+    #[arg(allow_negative_numbers = true, long, value_delimiter = ',', value_parser = parse_host_tokens)]
+    pub disk_capacity_tokens: Vec<u64>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -1382,6 +1389,17 @@ impl CacheArgs {
             [] => vec![None],
             h => h.iter().map(|&t| Some(t)).collect(),
         };
+        if !self.disk_capacity_tokens.is_empty() && lmcache_chunk.is_none() {
+            return Err(cachesim::Error::invalid(
+                "--disk-capacity-tokens",
+                "LMCache's local disk sits under its CPU backend: give --kv-offloading-backend lmcache and \
+                 --host-capacity-tokens too",
+            ));
+        }
+        let disks: Vec<Option<u64>> = match self.disk_capacity_tokens.as_slice() {
+            [] => vec![None],
+            d => d.iter().map(|&t| Some(t)).collect(),
+        };
         let mut out = Vec::new();
         for &cap in &self.capacity_tokens {
             for &policy in &self.policy.0 {
@@ -1400,7 +1418,14 @@ impl CacheArgs {
                 };
                 for cache in caches {
                     let lmcache_chunk = lmcache_chunk.filter(|_| policy == Policy::Paged);
-                    out.extend(hosts.iter().map(|&host_tokens| ReplaySpec { cache, host_tokens, lmcache_chunk }));
+                    for &host_tokens in &hosts {
+                        out.extend(disks.iter().map(|&disk_tokens| ReplaySpec {
+                            cache,
+                            host_tokens,
+                            lmcache_chunk,
+                            disk_tokens,
+                        }));
+                    }
                 }
             }
         }

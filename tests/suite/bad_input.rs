@@ -244,6 +244,10 @@ const CASES: &[Case] = &[
     case("an LMCache flag on SGLang", &["--engine", "sglang", "--lmcache-chunk-size", "256"]),
     case("a cache replay's LMCache without a host tier", &["cache", "--kv-offloading-backend", "lmcache"]),
     case(
+        "a cache replay's disk without LMCache",
+        &["cache", "--policy", "paged", "--host-capacity-tokens", "1M", "--disk-capacity-tokens", "16M"],
+    ),
+    case(
         "a cache replay's LMCache under the radix cache",
         &["cache", "--policy", "radix", "--host-capacity-tokens", "1M", "--kv-offloading-backend", "lmcache"],
     ),

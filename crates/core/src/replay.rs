@@ -33,11 +33,13 @@ pub struct ReplaySpec {
     /// Under the paged cache: the host tier is LMCache's CPU backend with chunks of this many
     /// tokens (a whole number of blocks) instead of vLLM's own; `None`: vLLM's.
     pub lmcache_chunk: Option<u32>,
+    /// Under LMCache's CPU backend: its local disk backend, in tokens (whole chunks); `None`: none.
+    pub disk_tokens: Option<u64>,
 }
 
 impl From<CacheSpec> for ReplaySpec {
     fn from(cache: CacheSpec) -> Self {
-        Self { cache, host_tokens: None, lmcache_chunk: None }
+        Self { cache, host_tokens: None, lmcache_chunk: None, disk_tokens: None }
     }
 }
 
@@ -92,6 +94,16 @@ pub struct ReplayResult {
     /// Tokens of the chunks the host tier evicted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_evicted_tokens: Option<u64>,
+    /// LMCache's local disk capacity in tokens (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_capacity_tokens: Option<u64>,
+    /// Of `host_hit_tokens`, those read from the disk (chunks the CPU backend no longer held) at
+    /// the admissions that stood.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_hit_tokens: Option<u64>,
+    /// disk_hit_tokens / prompt_tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_hit_ratio: Option<f64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -113,6 +125,8 @@ struct Host {
     conn: HostConn,
     rt: Vec<ReqRt>,
     now: f64,
+    /// Tokens the last admission attempt read from LMCache's disk.
+    disk_read: u64,
 }
 
 impl Host {
@@ -192,6 +206,7 @@ struct Run<'a> {
     readmit: VecDeque<ReqId>,
     hit_tokens: u64,
     host_hit_tokens: u64,
+    disk_hit_tokens: u64,
     prompt_tokens: u64,
     ratio_sum: f64,
     requests: u64,
@@ -246,6 +261,7 @@ impl Run<'_> {
         let conn = match &mut h.conn {
             HostConn::Native(c) => c,
             HostConn::Lmcache(l) => {
+                h.disk_read = 0;
                 // No chunk held: the usual admission, whatever the GPU holds.
                 let hit = l.lookup(i, &req, self.cache.as_ref(), h.now);
                 let gpu = if hit == 0 { 0 } else { self.cache.peek(r.seq, prompt) };
@@ -260,7 +276,12 @@ impl Run<'_> {
                 let a = self.cache.admit_external(i, r.seq, prompt, ext, 0)?;
                 debug_assert_eq!(a.hit_tokens, gpu, "the cache's hit moved under the lookup");
                 self.cache.loaded(i, gpu + ext);
+                let read = |l: &Lmcache| l.stats().disk.map_or(0, |d| d.read_chunks);
+                let before = read(l);
                 l.admitted(i, gpu, ext);
+                // The chunks read from disk lie within the load (its last may lose a token).
+                let chunk = l.config().chunk_tokens as u64;
+                h.disk_read = ((read(l) - before) * chunk).min(ext as u64);
                 h.rt[i as usize].num_computed = (gpu + ext) as u32;
                 if !self.cache.grow(i, prompt) {
                     self.cache.preempt(i);
@@ -359,6 +380,7 @@ impl Run<'_> {
                 let hit = (gpu + host) as u64;
                 self.hit_tokens += hit;
                 self.host_hit_tokens += host as u64;
+                self.disk_hit_tokens += self.host.as_ref().map_or(0, |h| h.disk_read);
                 self.ratio_sum += hit as f64 / prompt.max(1) as f64;
             }
             None => {
@@ -389,14 +411,21 @@ fn host_tier(w: &Workload, spec: &ReplaySpec) -> Option<Host> {
         block_tokens: block,
         chunk_bytes_per_rank: 1,
         link_bytes_per_s: f64::INFINITY,
-        disk: None,
+        // LMCache's disk, its reads and writes taking no time.
+        disk: spec.disk_tokens.filter(|&t| backend == OffloadBackend::Lmcache && t >= chunk as u64).map(|t| {
+            crate::engine::vllm_offload::DiskConfig {
+                size_gib: 0.0,
+                chunks: t / chunk as u64,
+                bytes_per_s: f64::INFINITY,
+            }
+        }),
     };
     let rt = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
     let conn = match backend {
         OffloadBackend::Native => HostConn::Native(Connector::new(cfg)),
         OffloadBackend::Lmcache => HostConn::Lmcache(Lmcache::new(cfg)),
     };
-    Some(Host { conn, rt, now: 0.0 })
+    Some(Host { conn, rt, now: 0.0, disk_read: 0 })
 }
 
 /// Puts SGLang's HiCache under a radix cache (`write_through`, copies taking no time), when
@@ -434,6 +463,7 @@ pub fn replay(
         readmit: VecDeque::new(),
         hit_tokens: 0,
         host_hit_tokens: 0,
+        disk_hit_tokens: 0,
         prompt_tokens: 0,
         ratio_sum: 0.0,
         requests: 0,
@@ -471,6 +501,14 @@ pub fn replay(
         (None, Some(s)) => Some((spec.host_tokens.unwrap_or(0), s.host_evicted_tokens)),
         (None, None) => None,
     };
+    // LMCache's disk: its whole chunks (none below one chunk).
+    let disk_tokens = match &run.host {
+        Some(h) if spec.disk_tokens.is_some() => {
+            let c = h.config();
+            Some(c.disk.map_or(0, |d| d.chunks * c.chunk_tokens as u64))
+        }
+        _ => None,
+    };
     let spec = run.cache.spec();
     ReplayResult {
         policy: spec.policy.name(),
@@ -492,6 +530,9 @@ pub fn replay(
         host_hit_tokens: host.map(|_| run.host_hit_tokens),
         host_hit_ratio: host.map(|_| run.host_hit_tokens as f64 / run.prompt_tokens.max(1) as f64),
         host_evicted_tokens: host.map(|(_, evicted)| evicted),
+        disk_capacity_tokens: disk_tokens,
+        disk_hit_tokens: disk_tokens.map(|_| run.disk_hit_tokens),
+        disk_hit_ratio: disk_tokens.map(|_| run.disk_hit_tokens as f64 / run.prompt_tokens.max(1) as f64),
     }
 }
 
@@ -527,7 +568,8 @@ mod tests {
             sglang_pool: None,
         };
         let run = |host_tokens| {
-            replay(&w, ReplaySpec { cache: gpu, host_tokens, lmcache_chunk: None }, ReplayOptions::default(), &|| ())
+            let spec = ReplaySpec { cache: gpu, host_tokens, lmcache_chunk: None, disk_tokens: None };
+            replay(&w, spec, ReplayOptions::default(), &|| ())
         };
         let hits = |r: ReplayResult| (r.hit_tokens, r.host_hit_tokens, r.host_evicted_tokens);
         assert_eq!(hits(run(None)), (0, None, None));
@@ -539,13 +581,26 @@ mod tests {
         // LMCache in 8-token chunks: A's one chunk saved, evicted by B's from a one-chunk tier;
         // kept in a two-chunk one, where A again hits every token and so loads one fewer (the
         // last is computed), and saves nothing (its chunk is held).
-        let lm = |host_tokens| {
-            let spec = ReplaySpec { cache: gpu, host_tokens, lmcache_chunk: Some(8) };
+        let lm_disk = |host_tokens, disk_tokens| {
+            let spec = ReplaySpec { cache: gpu, host_tokens, lmcache_chunk: Some(8), disk_tokens };
             replay(&w, spec, ReplayOptions::default(), &|| ())
         };
+        let lm = |host_tokens| lm_disk(host_tokens, None);
         assert_eq!(hits(lm(Some(8))), (0, Some(0), Some(16)));
         let r = lm(Some(16));
         assert_eq!(hits(r), (7, Some(7), Some(0)));
-        assert_eq!(r.host_capacity_tokens, Some(16));
+        assert_eq!((r.host_capacity_tokens, r.disk_capacity_tokens, r.disk_hit_tokens), (Some(16), None, None));
+        // A one-chunk CPU backend over a two-chunk disk: A's chunk, written through to the disk
+        // and evicted from the CPU by B's, is read back from the disk for A's second turn — the
+        // same 7 tokens as the two-chunk CPU backend, all of them from the disk. A disk of less
+        // than a chunk holds nothing.
+        let r = lm_disk(Some(8), Some(16));
+        assert_eq!(hits(r), (7, Some(7), Some(16)));
+        assert_eq!(
+            (r.disk_capacity_tokens, r.disk_hit_tokens, r.disk_hit_ratio),
+            (Some(16), Some(7), Some(7.0 / 24.0))
+        );
+        let r = lm_disk(Some(8), Some(7));
+        assert_eq!((hits(r), r.disk_capacity_tokens, r.disk_hit_tokens), ((0, Some(0), Some(16)), Some(0), Some(0)));
     }
 }

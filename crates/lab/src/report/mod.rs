@@ -72,13 +72,20 @@ pub fn trace_summary_sent(t: &TraceInfo, sent: usize) -> String {
 pub fn cache_table(results: &[ReplayResult]) -> String {
     // The host tier's columns appear only when a replay has one.
     let tiered = results.iter().any(|r| r.host_capacity_tokens.is_some());
+    let disked = results.iter().any(|r| r.disk_capacity_tokens.is_some());
     let mut header = vec!["policy", "block", "page", "capacity"];
     if tiered {
         header.push("host");
     }
+    if disked {
+        header.push("disk");
+    }
     header.extend(["requests", "prompt tok", "hit tok", "hit ratio"]);
     if tiered {
         header.extend(["host hit", "host evicted"]);
+    }
+    if disked {
+        header.push("disk hit");
     }
     header.extend(["req hit", "evicted tok", "peak used", "block waste", "preempt", "unfit"]);
     let dash = || "-".to_string();
@@ -94,6 +101,9 @@ pub fn cache_table(results: &[ReplayResult]) -> String {
             if tiered {
                 row.push(r.host_capacity_tokens.map_or_else(dash, thousands));
             }
+            if disked {
+                row.push(r.disk_capacity_tokens.map_or_else(dash, thousands));
+            }
             row.extend([
                 thousands(r.requests),
                 thousands(r.prompt_tokens),
@@ -103,6 +113,9 @@ pub fn cache_table(results: &[ReplayResult]) -> String {
             if tiered {
                 row.push(r.host_hit_ratio.map_or_else(dash, |h| format!("{:.2}%", h * 100.0)));
                 row.push(r.host_evicted_tokens.map_or_else(dash, thousands));
+            }
+            if disked {
+                row.push(r.disk_hit_ratio.map_or_else(dash, |h| format!("{:.2}%", h * 100.0)));
             }
             row.extend([
                 format!("{:.2}%", r.mean_request_hit_ratio * 100.0),
