@@ -180,4 +180,14 @@ fn the_client_counts_a_speculative_chunk_as_it_does() {
     assert!((2.6..3.2).contains(&ratio), "{ratio}");
     let vllm: Value = serde_json::from_str(&common::ok(&["--json"])).unwrap();
     assert!(vllm["config"].get("client_itl").is_none());
+    // The text report's `Client:` line says how, where chunks carry several tokens.
+    let base = ["--engine", "sglang", "--speculative-algorithm", "eagle", "--spec-acceptance-rate", "0.8"];
+    let client = |extra: &[&str]| -> String {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        common::ok(&args).lines().find(|l| l.starts_with("Client:")).unwrap().to_string()
+    };
+    assert!(client(&[]).ends_with(" · ITL per token (a chunk's gap over its tokens)"), "{}", client(&[]));
+    assert!(client(&["--client-itl", "chunk"]).ends_with(" · ITL per streamed chunk"));
+    let plain = common::ok(&["--engine", "sglang"]);
+    assert!(!plain.lines().find(|l| l.starts_with("Client:")).unwrap().contains("ITL"));
 }

@@ -416,9 +416,15 @@ pub fn config_lines(c: &cachesim_core::config::RunConfig, seed: &str) -> String 
         Some(cachesim_core::workload::arrivals::Rate::Inf) => "all at once".into(),
         None => "at the trace's times (at once if it has none)".into(),
     };
+    // How a speculative step's chunk counts in the ITL figures, where chunks carry several tokens.
+    let itl = match (c.deployment.spec.is_some(), c.client_itl) {
+        (true, cachesim_core::metrics::ItlCount::Token) => " · ITL per token (a chunk's gap over its tokens)",
+        (true, cachesim_core::metrics::ItlCount::Chunk) => " · ITL per streamed chunk",
+        (false, _) => "",
+    };
     let _ = writeln!(
         s,
-        "Client:         sends {arrivals} · {seed} · request overhead {} ms (send → scheduler)",
+        "Client:         sends {arrivals} · {seed} · request overhead {} ms (send → scheduler){itl}",
         c.request_overhead_ms
     );
     if let Some(f) = &c.faults {
