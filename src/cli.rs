@@ -964,8 +964,9 @@ pub struct RunArgs {
 impl RunArgs {
     /// Library options.
     pub fn options(&self) -> RunOptions {
+        let engine = self.engine.or(self.engine_version.map(EngineVersion::engine)).unwrap_or(EngineKind::Vllm);
         RunOptions {
-            engine: self.engine.or(self.engine_version.map(EngineVersion::engine)).unwrap_or(EngineKind::Vllm),
+            engine,
             engine_version: self.engine_version,
             model: self.model.clone(),
             model_file: self.model_file.clone(),
@@ -1025,14 +1026,12 @@ impl RunArgs {
             },
             max_concurrency: self.max_concurrency,
             request_overhead_ms: self.request_overhead_ms,
-            client_itl: self.client_itl.unwrap_or(
-                match (self.report_style, self.engine.or(self.engine_version.map(EngineVersion::engine))) {
-                    // sglang bench_serving's `--backend sglang` reads the engine's native
-                    // /generate stream, whose chunks it divides per token.
-                    (ReportStyle::Sglang, Some(EngineKind::Sglang)) => cachesim::metrics::ItlCount::Token,
-                    _ => cachesim::metrics::ItlCount::Chunk,
-                },
-            ),
+            client_itl: self.client_itl.unwrap_or(match (self.report_style, engine) {
+                // sglang bench_serving's `--backend sglang` reads the engine's native /generate
+                // stream, whose chunks it divides per token.
+                (ReportStyle::Sglang, EngineKind::Sglang) => cachesim::metrics::ItlCount::Token,
+                _ => cachesim::metrics::ItlCount::Chunk,
+            }),
             layout: self.layout.options(),
             calibration: match &self.calibration {
                 None => cachesim::config::Calibration::Auto,
@@ -1438,6 +1437,12 @@ impl CacheArgs {
     /// nothing here.
     fn lmcache_chunk(&self) -> Result<Option<u32>, cachesim::Error> {
         use cachesim::engine::vllm_offload::{lmcache::CHUNK_TOKENS, OffloadBackend};
+        if self.kv_offloading_backend.is_some() && self.host_capacity_tokens.is_empty() {
+            return Err(cachesim::Error::invalid(
+                "--kv-offloading-backend",
+                "chooses the host tier's connector: give --host-capacity-tokens too",
+            ));
+        }
         if self.kv_offloading_backend != Some(OffloadBackend::Lmcache) {
             if self.lmcache_chunk_size.is_some() {
                 return Err(cachesim::Error::invalid(
@@ -1445,19 +1450,7 @@ impl CacheArgs {
                     "an LMCache setting: give --kv-offloading-backend lmcache too",
                 ));
             }
-            if self.kv_offloading_backend.is_some() && self.host_capacity_tokens.is_empty() {
-                return Err(cachesim::Error::invalid(
-                    "--kv-offloading-backend",
-                    "chooses the host tier's connector: give --host-capacity-tokens too",
-                ));
-            }
             return Ok(None);
-        }
-        if self.host_capacity_tokens.is_empty() {
-            return Err(cachesim::Error::invalid(
-                "--kv-offloading-backend",
-                "chooses the host tier's connector: give --host-capacity-tokens too",
-            ));
         }
         if self.policy.0.iter().any(|&p| p != Policy::Paged) {
             return Err(cachesim::Error::invalid(

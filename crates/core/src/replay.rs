@@ -125,8 +125,21 @@ struct Host {
     conn: HostConn,
     rt: Vec<ReqRt>,
     now: f64,
-    /// Tokens the last admission attempt read from LMCache's disk.
-    disk_read: u64,
+}
+
+/// A first admission's hit: tokens the GPU held, tokens loaded from the host tier, and of those
+/// the ones read from LMCache's disk.
+#[derive(Clone, Copy)]
+struct Hits {
+    gpu: usize,
+    host: usize,
+    disk: usize,
+}
+
+impl Hits {
+    fn of(gpu: usize, host: usize) -> Self {
+        Hits { gpu, host, disk: 0 }
+    }
 }
 
 impl Host {
@@ -218,9 +231,9 @@ struct Run<'a> {
 
 impl Run<'_> {
     /// Admits `i`, finishing the oldest in-flight requests while memory is short.
-    /// Returns the hit (GPU, host), or `None` when the prompt does not fit even in an empty
+    /// Returns its [`Hits`], or `None` when the prompt does not fit even in an empty
     /// window.
-    fn admit(&mut self, i: ReqId) -> Option<(usize, usize)> {
+    fn admit(&mut self, i: ReqId) -> Option<Hits> {
         let r = self.w.requests[i as usize];
         let prompt = r.prompt_len as usize;
         loop {
@@ -240,10 +253,10 @@ impl Run<'_> {
         }
     }
 
-    /// One admission attempt of `i` with its whole prompt: (GPU hit, host hit), or `None` (and
+    /// One admission attempt of `i` with its whole prompt: its [`Hits`], or `None` (and
     /// nothing held) when memory is short. With a host tier the request first looks past its GPU
     /// hit for chunks the host holds, loads them, and is then grown to its prompt.
-    fn try_admit(&mut self, i: ReqId) -> Option<(usize, usize)> {
+    fn try_admit(&mut self, i: ReqId) -> Option<Hits> {
         let r = self.w.requests[i as usize];
         let prompt = r.prompt_len as usize;
         let Some(h) = self.host.as_mut() else {
@@ -255,13 +268,12 @@ impl Run<'_> {
             let before = loaded(self.cache.as_ref());
             let a = self.cache.admit(i, r.seq, prompt, usize::MAX)?;
             let host = loaded(self.cache.as_ref()) - before;
-            return Some((a.hit_tokens - host, host));
+            return Some(Hits::of(a.hit_tokens - host, host));
         };
         let req = h.rt[i as usize];
         let conn = match &mut h.conn {
             HostConn::Native(c) => c,
             HostConn::Lmcache(l) => {
-                h.disk_read = 0;
                 // No chunk held: the usual admission, whatever the GPU holds.
                 let hit = l.lookup(i, &req, self.cache.as_ref(), h.now);
                 let gpu = if hit == 0 { 0 } else { self.cache.peek(r.seq, prompt) };
@@ -270,7 +282,7 @@ impl Run<'_> {
                     let a = self.cache.admit(i, r.seq, prompt, usize::MAX)?;
                     l.admitted(i, a.hit_tokens, 0);
                     h.rt[i as usize].num_computed = a.hit_tokens as u32;
-                    return Some((a.hit_tokens, 0));
+                    return Some(Hits::of(a.hit_tokens, 0));
                 }
                 // Loaded at admission, counted computed at once, then the rest of the prompt.
                 let a = self.cache.admit_external(i, r.seq, prompt, ext, 0)?;
@@ -281,14 +293,8 @@ impl Run<'_> {
                 l.admitted(i, gpu, ext);
                 // The chunks read from disk lie within the load (its last may lose a token).
                 let chunk = l.config().chunk_tokens as u64;
-                h.disk_read = ((read(l) - before) * chunk).min(ext as u64);
-                h.rt[i as usize].num_computed = (gpu + ext) as u32;
-                if !self.cache.grow(i, prompt) {
-                    self.cache.preempt(i);
-                    h.rt[i as usize].preempted();
-                    return None;
-                }
-                return Some((gpu, ext));
+                let disk = (((read(l) - before) * chunk) as usize).min(ext);
+                return grown(self.cache.as_mut(), h, i, prompt, gpu + ext).then_some(Hits { gpu, host: ext, disk });
             }
         };
         let gpu = self.cache.peek(r.seq, prompt);
@@ -302,7 +308,7 @@ impl Run<'_> {
         if ext == 0 {
             let a = self.cache.admit(i, r.seq, prompt, usize::MAX)?;
             h.rt[i as usize].num_computed = 0;
-            return Some((a.hit_tokens, 0));
+            return Some(Hits::of(a.hit_tokens, 0));
         }
         let a = self.cache.admit_external(i, r.seq, prompt, ext, 0)?;
         debug_assert_eq!(a.hit_tokens, gpu, "the cache's hit moved under the lookup");
@@ -310,14 +316,7 @@ impl Run<'_> {
         h.tick();
         let HostConn::Native(conn) = &mut h.conn else { unreachable!("matched above") };
         let (computed, _) = conn.land(i, &req, self.cache.as_mut());
-        h.rt[i as usize].num_computed = computed;
-        if !self.cache.grow(i, prompt) {
-            // Its prompt does not fit beside what it loaded: it gives its blocks back.
-            self.cache.preempt(i);
-            h.rt[i as usize].preempted();
-            return None;
-        }
-        Some((gpu, ext))
+        grown(self.cache.as_mut(), h, i, prompt, computed as usize).then_some(Hits::of(gpu, ext))
     }
 
     /// Generates `i`'s output and finishes it; preempts younger requests if it cannot grow.
@@ -376,11 +375,11 @@ impl Run<'_> {
         self.prompt_tokens += prompt;
         self.requests += 1;
         match self.admit(i) {
-            Some((gpu, host)) => {
+            Some(Hits { gpu, host, disk }) => {
                 let hit = (gpu + host) as u64;
                 self.hit_tokens += hit;
                 self.host_hit_tokens += host as u64;
-                self.disk_hit_tokens += self.host.as_ref().map_or(0, |h| h.disk_read);
+                self.disk_hit_tokens += disk as u64;
                 self.ratio_sum += hit as f64 / prompt.max(1) as f64;
             }
             None => {
@@ -389,6 +388,19 @@ impl Run<'_> {
             }
         }
     }
+}
+
+/// Request `i`, its load landed with `computed` tokens counted computed, grows to its prompt of
+/// `prompt` tokens; false when the prompt does not fit beside what it loaded (it gives its blocks
+/// back).
+fn grown(cache: &mut dyn PrefixCache, h: &mut Host, i: ReqId, prompt: usize, computed: usize) -> bool {
+    h.rt[i as usize].num_computed = computed as u32;
+    if cache.grow(i, prompt) {
+        return true;
+    }
+    cache.preempt(i);
+    h.rt[i as usize].preempted();
+    false
 }
 
 /// The host tier of `spec` under the paged cache: vLLM's connector over chunks of one block, or
@@ -425,7 +437,7 @@ fn host_tier(w: &Workload, spec: &ReplaySpec) -> Option<Host> {
         OffloadBackend::Native => HostConn::Native(Connector::new(cfg)),
         OffloadBackend::Lmcache => HostConn::Lmcache(Lmcache::new(cfg)),
     };
-    Some(Host { conn, rt, now: 0.0, disk_read: 0 })
+    Some(Host { conn, rt, now: 0.0 })
 }
 
 /// Puts SGLang's HiCache under a radix cache (`write_through`, copies taking no time), when

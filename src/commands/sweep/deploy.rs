@@ -12,7 +12,7 @@ use super::plan::{at_values, calibration, describe, table, Plan};
 use super::{plural, Progress};
 use crate::cli;
 use crate::commands::Answer;
-use cachesim::plan::deploy::{cost, smallest, Cost, Prices, TierMemory};
+use cachesim::plan::deploy::{cost, smallest, Cost, Prices, TierMemory, Tiers};
 use cachesim::plan::Trial;
 use serde::Serialize;
 use std::fmt::Write;
@@ -99,7 +99,12 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         let cfg = cachesim::config::resolve(&a.options());
         if let (Ok(c), true) = (&cfg, priced) {
             prices.of(&c.gpu.name)?;
-            let tiers = Tiers::of(c)?;
+            let Some(tiers) = Tiers::of(c) else {
+                anyhow::bail!(
+                    "--hicache-storage-backend file without a max_size cannot be priced: an unbounded store \
+                     takes as much disk as it is given (set max_size in --hicache-storage-backend-extra-config)"
+                );
+            };
             if let (Some(flag), None) = (tiers.host_flag, args.dram_price) {
                 anyhow::bail!(
                     "{flag} in a priced plan needs --dram-price USD_PER_GIB_HOUR: host memory is not free \
@@ -388,57 +393,4 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         writeln!(stdout, "Plot:           {}", p.display())?;
     }
     Ok(Answer::text(stdout))
-}
-
-/// The memory one instance's KV tiers take beyond its GPUs, and the flags that ask for them: host
-/// memory (vLLM's offloading or LMCache's CPU backend, HiCache's host pool, the segment an
-/// instance adds to a Mooncake store) and disk (LMCache's local disk on each rank, HiCache's
-/// file store at its `max_size`).
-#[derive(Debug, Clone, Copy, Default)]
-struct Tiers {
-    host_gib: f64,
-    disk_gib: f64,
-    host_flag: Option<&'static str>,
-    disk_flag: Option<&'static str>,
-}
-
-impl Tiers {
-    /// The tiers of `c`; an unbounded file store cannot be priced and is refused.
-    fn of(c: &cachesim::config::RunConfig) -> anyhow::Result<Self> {
-        use cachesim::cache::storage::Eviction;
-        let ranks = c.deployment.parallel.world();
-        let mut t = Tiers::default();
-        if let Some(o) = &c.engine.offload {
-            t.host_gib += o.size_gib;
-            t.host_flag = Some("--kv-offloading-size");
-            if let Some(d) = &o.disk {
-                // `max_local_disk_size` is read whole by every worker.
-                t.disk_gib += d.size_gib * ranks as f64;
-                t.disk_flag = Some("--lmcache-max-local-disk-size");
-            }
-        }
-        if let Some(h) = &c.engine.hicache {
-            t.host_gib += h.host_gib(ranks);
-            t.host_flag = t.host_flag.or(Some("--enable-hierarchical-cache"));
-        }
-        if let Some(st) = &c.engine.hicache_storage {
-            let Some(gib) = st.store_gib() else {
-                anyhow::bail!(
-                    "--hicache-storage-backend file without a max_size cannot be priced: an unbounded store \
-                     takes as much disk as it is given (set max_size in --hicache-storage-backend-extra-config)"
-                );
-            };
-            match st.eviction {
-                Eviction::Mooncake => {
-                    t.host_gib += gib;
-                    t.host_flag = t.host_flag.or(Some("--hicache-storage-backend mooncake"));
-                }
-                Eviction::File => {
-                    t.disk_gib += gib;
-                    t.disk_flag = t.disk_flag.or(Some("--hicache-storage-backend file"));
-                }
-            }
-        }
-        Ok(t)
-    }
 }

@@ -169,10 +169,12 @@ pub(super) fn calibration<'a>(
 /// `cachesim plan` without `--target-rate`: the highest rate each configuration sustains.
 pub fn rates(args: &cli::PlanArgs, plan: &Plan) -> anyhow::Result<Answer> {
     use rayon::prelude::*;
-    if !args.gpu_price.is_empty() {
-        anyhow::bail!("--gpu-price prices deployments at a --target-rate; give one");
-    }
-    for (flag, given) in [("--dram-price", args.dram_price.is_some()), ("--ssd-price", args.ssd_price.is_some())] {
+    let prices = [
+        ("--gpu-price", !args.gpu_price.is_empty()),
+        ("--dram-price", args.dram_price.is_some()),
+        ("--ssd-price", args.ssd_price.is_some()),
+    ];
+    for (flag, given) in prices {
         if given {
             anyhow::bail!("{flag} prices deployments at a --target-rate; give one");
         }

@@ -1,7 +1,8 @@
 //! Deployments at a target rate (`cachesim plan --target-rate R`): GPU prices the user gives
-//! (`--gpu-price h100-sxm=3.50,…`, USD per GPU-hour; none are built in; `--dram-price` per GiB-hour
-//! of host KV tier), the cost of a deployment (instances × GPUs per instance × price, plus
-//! instances × host tier × DRAM price) per hour and per million output tokens,
+//! (`--gpu-price h100-sxm=3.50,…`, USD per GPU-hour; none are built in; `--dram-price` and
+//! `--ssd-price` per GiB-hour of host and disk KV tier, [`Tiers`]), the cost of a deployment
+//! (instances × GPUs per instance × price, plus instances × each tier × its price) per hour and
+//! per million output tokens,
 //! and the smallest instance count meeting the SLO, found by bisection over the candidate
 //! counts: more instances of the same configuration never serve a given rate worse, so the
 //! counts that meet the SLO form a suffix of the sorted list, and about log2(n) + 1 simulations
@@ -107,6 +108,55 @@ pub fn cost(gpus: u64, usd_per_gpu_hour: f64, host: TierMemory, disk: TierMemory
     let usd_per_hour = gpus as f64 * usd_per_gpu_hour + host.usd_per_hour() + disk.usd_per_hour();
     let per_m = (output_tok_s > 0.0).then(|| usd_per_hour / (output_tok_s * 3600.0) * 1e6);
     Cost { gpus, host_gib: host.gib, disk_gib: disk.gib, usd_per_hour, usd_per_million_output_tokens: per_m }
+}
+
+/// The memory one instance's KV tiers take beyond its GPUs, and the flags that ask for them: host
+/// memory (vLLM's offloading or LMCache's CPU backend, HiCache's host pool, the segment an
+/// instance adds to a Mooncake store) and disk (LMCache's local disk on each rank, HiCache's
+/// file store at its `max_size`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Tiers {
+    pub host_gib: f64,
+    pub disk_gib: f64,
+    /// The flag that asks for the first host tier, and for the first disk tier.
+    pub host_flag: Option<&'static str>,
+    pub disk_flag: Option<&'static str>,
+}
+
+impl Tiers {
+    /// The tiers of `c`; `None` with an unbounded file store, which no size prices.
+    pub fn of(c: &cachesim_core::config::RunConfig) -> Option<Self> {
+        use cachesim_core::cache::storage::Eviction;
+        let ranks = c.deployment.parallel.world();
+        let mut t = Tiers::default();
+        if let Some(o) = &c.engine.offload {
+            t.host_gib += o.size_gib;
+            t.host_flag = Some("--kv-offloading-size");
+            if let Some(d) = &o.disk {
+                // `max_local_disk_size` is read whole by every worker.
+                t.disk_gib += d.size_gib * ranks as f64;
+                t.disk_flag = Some("--lmcache-max-local-disk-size");
+            }
+        }
+        if let Some(h) = &c.engine.hicache {
+            t.host_gib += h.host_gib(ranks);
+            t.host_flag = t.host_flag.or(Some("--enable-hierarchical-cache"));
+        }
+        if let Some(st) = &c.engine.hicache_storage {
+            let gib = st.store_gib()?;
+            match st.eviction {
+                Eviction::Mooncake => {
+                    t.host_gib += gib;
+                    t.host_flag = t.host_flag.or(Some("--hicache-storage-backend mooncake"));
+                }
+                Eviction::File => {
+                    t.disk_gib += gib;
+                    t.disk_flag = t.disk_flag.or(Some("--hicache-storage-backend file"));
+                }
+            }
+        }
+        Some(t)
+    }
 }
 
 /// The bisection's answer: the smallest count meeting the SLO with its evaluation, and every

@@ -502,8 +502,6 @@ impl Lmcache {
         if let Some(d) = &self.disk {
             let lookups: usize = self.reqs.live().map(|st| st.pinned_disk.len()).sum();
             assert_eq!(d.store.pins(), lookups as u64, "a disk pin without its owner");
-        }
-        if let Some(d) = &self.disk {
             d.store.check_invariants(d.writing.len() + d.unstarted.len());
             assert_eq!(d.in_flight.len(), d.writing.len() + d.unstarted.len(), "a write not counted");
         }
