@@ -716,7 +716,7 @@ fn honest_refits(
             _ => holdout::source_page(c.case.published.as_ref().map(|p| p.source_url.as_str())),
         };
         let family = profile::family(t.cfg.engine.engine).to_string();
-        let class = cachesim::calibration::prior::model_class(&t.cfg.model, t.cfg.deployment.spec.is_some());
+        let class = t.cfg.model_class();
         let (case, gpu) = (c.case.case.clone(), t.cfg.gpu.name.clone());
         members.push(Member { case, group, family, gpu, class, profile, selected: *chosen });
     }
@@ -795,9 +795,9 @@ fn honest_refits(
         fits.into_iter().collect::<cachesim::Result<Vec<_>>>().with_context(|| format!("{mode}: a refit failed"))?;
     let chosen: Vec<&fit::Target> = targets.iter().filter(|(_, _, s)| *s).map(|(_, t, _)| t).collect();
     let chosen_members: Vec<&Member> = members.iter().filter(|m| m.selected).collect();
-    // A case no profile matches is priced by the composed prior: its engine piece must not have
-    // been fitted on the case's group (else the piece's factors saw it), nor on cases whose
-    // group is not known here.
+    // A case no profile matches is priced by the composed prior: its device and engine pieces
+    // must not have been fitted on the case's group (else the pieces' factors saw it), nor on
+    // cases whose group is not known here.
     let group_of: HashMap<&str, &str> = members.iter().map(|m| (m.case.as_str(), m.group.as_str())).collect();
     let outside = |m: &Member, p: &profile::Profile| {
         p.fit.cases.iter().all(|c| group_of.get(c.as_str()).is_some_and(|g| *g != m.group))
@@ -809,13 +809,14 @@ fn honest_refits(
         .map(|((p, t), m)| match p {
             // (only where the run took the composed prior: not under `--calibration none`)
             Plan::Keep if m.profile.is_none() && cachesim::config::composed_prior_echo(&t.cfg.calibration) => {
-                let e = t.cfg.engine.engine;
-                match cachesim::calibration::prior::engine_piece(e, |_| true) {
-                    Some((_, piece)) if !outside(m, &piece) => {
-                        let (eff, _) = cachesim::calibration::prior::composed_from(&t.cfg.gpu, e, |p| outside(m, p));
-                        fit::simulate(t, eff).map(Some)
-                    }
-                    _ => Ok(None),
+                use cachesim::calibration::prior;
+                let (gpu, e) = (&t.cfg.gpu, t.cfg.engine.engine);
+                let class = t.cfg.model_class();
+                let held = prior::composed_from(gpu, e, &class, |p| outside(m, p)).efficiency;
+                if held == prior::composed(gpu, e, &class).efficiency {
+                    Ok(None)
+                } else {
+                    fit::simulate(t, held).map(Some)
                 }
             }
             Plan::Refit { training, options_of, rung, .. } => {
@@ -834,8 +835,8 @@ fn honest_refits(
         })
         .collect();
     for (((p, info), s), pred) in plans.iter().zip(infos.iter_mut()).zip(sims).zip(predicted.iter_mut()) {
-        // NoTraining simulates nothing and Keep only a case with no profile whose engine piece
-        // saw its group: the others keep their own profile's (or the composed prior's) prediction.
+        // NoTraining simulates nothing and Keep only a case with no profile whose device or
+        // engine piece saw its group: the others keep their own profile's (or the composed prior's) prediction.
         let s = s.with_context(|| format!("case {}", info.case))?;
         let repriced = s.is_some();
         if let Some(s) = s {
@@ -844,7 +845,8 @@ fn honest_refits(
         match p {
             Plan::Keep if repriced => {
                 info.refit_on = Some(format!(
-                    "the composed prior without the {} engine pieces fitted on its group (or on cases not run here)",
+                    "the composed prior without the device pieces and {} engine pieces fitted on its group (or on \
+                     cases not run here)",
                     info.engine
                 ))
             }

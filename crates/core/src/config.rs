@@ -148,16 +148,17 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
     let speculative = o.layout.speculative_algorithm != SpecAlgorithm::None;
     // The composed prior, with what its kernel steps leave unmeasured for this model.
     let prior = || {
-        let (e, words) = crate::calibration::prior::composed(gpu, o.engine);
         let class = crate::calibration::prior::model_class(model, speculative);
-        let caveat = match class.as_str() {
-            "dense" => String::new(),
-            _ => format!(
+        let c = crate::calibration::prior::composed(gpu, o.engine, &class);
+        let caveat = if c.kernel_device && class != "dense" {
+            format!(
                 " (the kernel steps are dense Llama: {} is {class}, whose own kernels are not measured)",
                 model.name
-            ),
+            )
+        } else {
+            String::new()
         };
-        (e, format!("{words}{caveat}"))
+        (c.efficiency, format!("{}{caveat}", c.words))
     };
     Ok(match &o.calibration {
         Calibration::Kernels => {
@@ -342,6 +343,12 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// The model's class for calibration ([`crate::calibration::prior::model_class`]): dense or
+    /// MoE, and whether it decodes speculatively.
+    pub fn model_class(&self) -> String {
+        crate::calibration::prior::model_class(&self.model, self.deployment.spec.is_some())
+    }
+
     /// The step-time model of this configuration.
     pub fn cost(&self) -> Roofline {
         let r = Roofline::deployed(&self.gpu, &self.model, self.deployment.clone(), self.efficiency);

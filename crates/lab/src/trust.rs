@@ -111,7 +111,7 @@ impl Near {
             arch: cfg.gpu.arch.map(|a| format!("{a:?}").to_lowercase()).unwrap_or_default(),
             engine: cachesim_core::calibration::profile::family(cfg.engine.engine).to_string(),
             version: cfg.engine.version.name().to_string(),
-            class: cachesim_core::calibration::prior::model_class(&cfg.model, cfg.deployment.spec.is_some()),
+            class: cfg.model_class(),
             regime: Regime::of(cfg, w.timed()),
         }
     }

@@ -108,26 +108,36 @@ pub(super) fn calibration<'a>(
     cfgs: impl IntoIterator<Item = &'a cachesim::config::RunConfig>,
 ) -> anyhow::Result<String> {
     use cachesim::calibration::{prior, profile};
-    // The composed prior in words, with the engine pieces it takes for `engines`.
-    let composed = |engines: &[cachesim::engine::EngineKind]| {
+    // The composed prior in words, with the device and engine pieces it takes for `cfgs`.
+    let composed = |cfgs: &[&cachesim::config::RunConfig]| {
+        let mut device: Vec<String> = Vec::new();
         let mut host: Vec<String> = Vec::new();
-        for &e in engines {
+        for c in cfgs {
+            let e = c.engine.engine;
+            let class = c.model_class();
+            let d = match prior::device_piece(&c.gpu, &class, |_| true) {
+                Some(d) if !prior::composed(&c.gpu, e, &class).kernel_device => {
+                    format!("{}'s device factors from {}", c.gpu.name, d.profile.name)
+                }
+                _ => "the H200 kernel steps' device factors".to_string(),
+            };
             let h = match prior::engine_piece(e, |_| true) {
                 Some((_, p)) => format!("{}'s host time from {}", profile::family(e), p.name),
                 None => format!("{}'s host time at the priors", profile::family(e)),
             };
-            if !host.contains(&h) {
-                host.push(h);
+            for (list, x) in [(&mut device, d), (&mut host, h)] {
+                if !list.contains(&x) {
+                    list.push(x);
+                }
             }
         }
-        format!("the composed prior (the H200 kernel steps' device factors; {})", host.join(", "))
+        format!("the composed prior ({}; {})", device.join(", "), host.join(", "))
     };
     let cfgs: Vec<_> = cfgs.into_iter().collect();
     Ok(match run.options().calibration {
         cachesim::config::Calibration::None => "none (raw roofline, --calibration none)".to_string(),
         cachesim::config::Calibration::Kernels => {
-            let engines: Vec<_> = cfgs.iter().map(|c| c.engine.engine).collect();
-            format!("kernels ({}) for every configuration", composed(&engines))
+            format!("kernels ({}) for every configuration", composed(&cfgs))
         }
         cachesim::config::Calibration::File(f) => {
             let p = profile::read(&f)?;
@@ -144,7 +154,7 @@ pub(super) fn calibration<'a>(
                             names.push(name);
                         }
                     }
-                    None => unmatched.push(c.engine.engine),
+                    None => unmatched.push(*c),
                 }
             }
             if names.is_empty() {

@@ -189,6 +189,7 @@ pub fn family(e: EngineKind) -> &'static str {
 
 /// The profiles of `calibration/profiles/`, built in: (file name, text).
 const BUILTIN: &[(&str, &str)] = &[
+    ("b200-trtllm-llama70b.toml", include_str!("../../../../calibration/profiles/b200-trtllm-llama70b.toml")),
     ("a100-80gb-sglang.toml", include_str!("../../../../calibration/profiles/a100-80gb-sglang.toml")),
     ("a100-80gb-vllm.toml", include_str!("../../../../calibration/profiles/a100-80gb-vllm.toml")),
     ("h100-sxm-sglang.toml", include_str!("../../../../calibration/profiles/h100-sxm-sglang.toml")),
@@ -254,6 +255,11 @@ fn parsed() -> &'static [(&'static str, Profile)] {
 /// Every built-in profile with its file name.
 pub fn builtin() -> Vec<(&'static str, Profile)> {
     parsed().to_vec()
+}
+
+/// The built-in profiles with their file names, borrowed: for lookups that keep none of them.
+pub fn builtin_iter() -> impl Iterator<Item = &'static (&'static str, Profile)> {
+    parsed().iter()
 }
 
 /// The built-in profile for a GPU, engine family and model, with its file name.

@@ -14,11 +14,11 @@ use proptest::prelude::*;
 const ROUNDING: f64 = 1.0 - 1e-12;
 
 /// Every set of factors a run can be priced with, with where it comes from.
-fn calibrations(gpu: &Gpu) -> Vec<(String, Efficiency)> {
+fn calibrations(gpu: &Gpu, class: &str) -> Vec<(String, Efficiency)> {
     use crate::engine::EngineKind::*;
     let mut all = vec![("none".to_string(), Efficiency::default())];
     for e in [Vllm, VllmV0, Sglang, Lightllm, Trtllm] {
-        all.push((format!("prior ({e:?})"), prior::composed(gpu, e).0));
+        all.push((format!("prior ({e:?})"), prior::composed(gpu, e, class).efficiency));
     }
     all.extend(profile::builtin().into_iter().map(|(f, p)| (f.to_string(), p.efficiency)));
     all
@@ -44,7 +44,7 @@ fn deployment(g: usize, m: usize, tp_log: u32, c: usize) -> (Gpu, Model, u64, Ro
     let models = builtin_models();
     let (gpu, model) = (gpus[g % gpus.len()].clone(), models[m % models.len()].clone());
     let tp = 1u64 << tp_log;
-    let cals = calibrations(&gpu);
+    let cals = calibrations(&gpu, &prior::model_class(&model, false));
     let (name, eff) = &cals[c % cals.len()];
     let r = Roofline::new(&gpu, &model, tp, *eff);
     let what = format!("{} on {} × {}, TP {tp}, calibration {name}", model.name, gpu.name, gpu.description);

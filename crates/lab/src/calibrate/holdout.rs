@@ -141,6 +141,18 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
         .collect()
 }
 
+/// How far a profile fitted on GPU `fitted` is from a case on GPU `case`: 0 the same GPU, 1 one
+/// of its architecture family ([`cachesim_core::calibration::prior::closeness`]), 2 any other (or
+/// a GPU the catalog does not know).
+fn gpu_distance(fitted: &str, case: &str) -> u8 {
+    use cachesim_core::calibration::prior::{closeness, DeviceSource};
+    match cachesim_core::catalog::gpu(case, None).map(|g| closeness(fitted, &g)) {
+        _ if fitted == case => 0,
+        Ok(DeviceSource::Family) => 1,
+        _ => 2,
+    }
+}
+
 /// Leave-group-out: a case whose profile was fitted on no case of its group keeps its
 /// prediction; else it is predicted by the first rung of this chain that applies (each
 /// training case a member of the run, in case order):
@@ -153,7 +165,8 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
 ///    expert routing, MLA, speculative steps — so they do not transfer across classes): a
 ///    transferable profile of the family every case of which lies outside the group and is of
 ///    the class, and no factor of which ended at a bound of its search, as fitted ([`Plan::Transfer`]: the one fitted for the case's GPU if any, else
-///    the one fitted on the most cases, else the first); else a refit on the cases of the other
+///    for a GPU of its architecture family, else the one fitted on the most cases, else the
+///    first); else a refit on the cases of the other
 ///    groups, of the class, that a transferable profile of the family was fitted on and whose
 ///    cases measured a metric the case's own profile's fit weighs;
 /// 3. [`Rung::Kernels`] — [`Plan::Prior`] with `device_of`: the device factors (GEMM, HBM and
@@ -209,7 +222,7 @@ pub fn leave_group_out(members: &[Member], profiles: &[ProfileRef]) -> Result<Ve
             .enumerate()
             .filter(|(_, q)| q.transferable && !q.at_bound && q.family == p.family && !q.cases.is_empty())
             .filter(|(_, q)| outside(q))
-            .min_by_key(|(qi, q)| (q.gpu != m.gpu, std::cmp::Reverse(q.cases.len()), *qi));
+            .min_by_key(|(qi, q)| (gpu_distance(&q.gpu, &m.gpu), std::cmp::Reverse(q.cases.len()), *qi));
         if let Some((from, _)) = lender.filter(|_| p.transferable) {
             plans.push(Plan::Transfer { from, options_of: pi });
             continue;
@@ -475,10 +488,10 @@ mod tests {
         assert_eq!(Rung::Prior.name(), "prior");
     }
 
-    /// Of several profiles that could lend as fitted, the one of the case's GPU, else the one
-    /// fitted on the most cases, else the first.
+    /// Of several profiles that could lend as fitted, the one of the case's GPU, else one of its
+    /// architecture family, else the one fitted on the most cases, else the first.
     #[test]
-    fn the_family_rung_prefers_the_cases_gpu_then_the_most_cases() {
+    fn the_family_rung_prefers_the_cases_gpu_then_its_family_then_the_most_cases() {
         let mk = |case: &str, group: &str, gpu: &str, profile| Member {
             case: case.into(),
             group: group.into(),
@@ -501,6 +514,8 @@ mod tests {
             vec![q(&["x"], "h100"), q(&["a1", "a2", "a3"], "a100"), q(&["h1"], "h100"), q(&["b1"], "b200")];
         assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Transfer { from: 2, options_of: 0 });
         profiles[2].gpu = "h200".into();
+        assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Transfer { from: 2, options_of: 0 });
+        profiles[2].gpu = "b300".into();
         assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Transfer { from: 1, options_of: 0 });
         profiles[1].cases.truncate(1);
         assert_eq!(leave_group_out(&members, &profiles).unwrap()[0], Plan::Transfer { from: 1, options_of: 0 });
