@@ -2,8 +2,8 @@
 //! (one request decoding alone; a waiting head refused until a finish frees its blocks; an
 //! arrival cutting a stretch; TensorRT-LLM's refused head), and a property over random
 //! workloads, pools, policies, routers, fleets, vLLM's hybrid layouts (sliding-window groups
-//! beside full ones, or alone) and TensorRT-LLM's admission, comparing every field of the run
-//! with and without coalescing.
+//! beside full ones, or alone), TensorRT-LLM's admission and LMCache's CPU and disk backends,
+//! comparing every field of the run with and without coalescing.
 
 use super::tests::{cfg, workload};
 use super::*;
@@ -60,6 +60,18 @@ fn a_request_decoding_alone_runs_its_decodes_as_one_stretch() {
     assert_eq!(r.tokens.len(), 6);
     assert_eq!(r.timeline.len(), 6);
     assert_eq!(r.schedule.iter().map(|s| s.items[0].2).collect::<Vec<_>>(), [0, 10, 11, 12, 13, 14]);
+}
+
+/// With LMCache's CPU backend the same request's decodes coalesce as without it: a decoding
+/// request saves nothing.
+#[test]
+fn an_lmcache_tier_leaves_the_decodes_to_one_stretch() {
+    let w = workload(&[((0..10).collect(), 6)]);
+    let mut c = cfg(8, 1000, None);
+    c.engine.offload = Some(crate::engine::vllm_offload::lmcache::scenario_config(4));
+    let r = both(&w, &[(0, 0.0)], &c, 1, RouterKind::RoundRobin, ALL);
+    assert_eq!((r.steps, r.coalesced_steps), (6, 4));
+    assert_eq!(r.offload.expect("the backend's figures").tier.stored_chunks, 1, "the prompt's full chunk");
 }
 
 #[test]
@@ -154,6 +166,11 @@ proptest! {
         ],
         // TensorRT-LLM's admission to completion instead of vLLM's (FCFS, one KV group).
         trtllm in any::<bool>(),
+        // LMCache's CPU backend (chunks of 8 tokens), and its local disk (chunks, bytes/s).
+        lmcache in prop_oneof![
+            Just(None),
+            (1u64..12, prop_oneof![Just(None), (1u64..16, 1e5f64..1e7).prop_map(Some)]).prop_map(Some),
+        ],
     ) {
         let specs: Vec<(Vec<u32>, u32)> = reqs
             .iter()
@@ -199,6 +216,15 @@ proptest! {
                 enable_chunked_prefill: false,
                 ..crate::engine::EngineConfig::new(crate::engine::EngineVersion::Trtllm10)
             };
+        }
+        if let (Some((cpu, disk)), None, false) = (lmcache, hybrid, trtllm) {
+            let mut o = crate::engine::vllm_offload::lmcache::scenario_config(cpu);
+            o.disk = disk.map(|(chunks, rate)| crate::engine::vllm_offload::DiskConfig {
+                size_gib: 1.0,
+                chunks,
+                bytes_per_s: rate,
+            });
+            c.engine.offload = Some(o);
         }
         let r = both(&w, &sends, &c, n, RouterKind::ALL[kind], Keep { steps: true, schedule: true, ..Keep::default() });
         prop_assert!(r.coalesced_steps <= r.steps);

@@ -23,7 +23,9 @@
 //! route to or read this one); and before a step end that would finish a request. Which runs
 //! coalesce: vLLM v1 and TensorRT-LLM instances (not under PP, speculative decoding or
 //! disaggregation) whose cache says how it grows (the paged cache with prefix caching on; the
-//! hybrid manager's sliding-window groups, while no waiting head is refused); every other
+//! hybrid manager's sliding-window groups, while no waiting head is refused), with no KV tier or
+//! LMCache's (a decoding request saves nothing, and its disk writes settle by their end times
+//! whenever it is next called; vLLM's own tier may land a copy at any step); every other
 //! engine, cache and layout steps as before. TensorRT-LLM's requests take their blocks to
 //! completion when admitted, so its stretches allocate nothing and its refused head stays
 //! refused until a finish ends the stretch.
