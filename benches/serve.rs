@@ -5,7 +5,8 @@
 //! docs/performance.md (all 12,031 requests and the first 1,000), loaded once as in a sweep of many runs,
 //! and what loading it costs; and the whole trace on 16 instances behind each router. The
 //! Mooncake runs are timed both with coalesced decode stretches (the default) and with every
-//! engine step an event of its own (`_stepped`); and SGLang with HiCache on the whole trace: the
+//! engine step an event of its own (`_stepped`); vLLM's KV tiers on the whole trace (its own,
+//! and none, LMCache's CPU backend and LMCache's with a local disk); and SGLang with HiCache on the whole trace: the
 //! device tier alone, with the host tier, and with the storage tier under it, at pages of 1 and
 //! 64 tokens (the tiers' cost); and SGLang on gpt-oss-20b with its window pool and with every
 //! layer in one pool (the window pool's cost).
@@ -15,7 +16,8 @@ use cachesim::cluster::ClusterConfig;
 use cachesim::config::{resolve, RunOptions};
 use cachesim::engine::sglang::hicache::{HiCacheOptions, StorageBackend};
 use cachesim::engine::sglang::swa::SwaOptions;
-use cachesim::engine::EngineKind;
+use cachesim::engine::vllm_offload::{OffloadBackend, OffloadOptions};
+use cachesim::engine::{EngineKind, EngineVersion};
 use cachesim::sim::{simulate, Keep};
 use cachesim::workload::arrivals::ArrivalOptions;
 use cachesim::workload::gen::{self, GspSpec, DEFAULT_VOCAB};
@@ -114,6 +116,47 @@ fn mooncake_runs(c: &mut Criterion) {
         .unwrap();
         let name = clap::ValueEnum::to_possible_value(&router).unwrap().get_name().to_string();
         for (path, keep) in [("", Keep::default()), ("_stepped", Keep { every_step: true, ..Keep::default() })] {
+            g.bench_function(format!("{name}{path}"), |b| {
+                b.iter(|| simulate(&w, &cfg, keep).unwrap().summary.completed)
+            });
+        }
+    }
+    g.finish();
+    // vLLM's KV tiers on the whole trace (128 GiB of host memory): its own (vLLM 0.33, against
+    // `all_12031` above), and, under vLLM 0.18, none, LMCache's CPU backend and LMCache's with a
+    // 1 TiB local disk behind it — LMCache's both coalesced and stepped (vLLM's own tier is
+    // always stepped).
+    let mut g = c.benchmark_group("serve_mooncake_vllm_kv_tiers");
+    g.sample_size(10);
+    let tiers: [(&str, EngineVersion, Option<OffloadBackend>, Option<f64>); 4] = [
+        ("native_vllm033", EngineVersion::Vllm033, Some(OffloadBackend::Native), None),
+        ("none_vllm018", EngineVersion::Vllm018, None, None),
+        ("lmcache_vllm018", EngineVersion::Vllm018, Some(OffloadBackend::Lmcache), None),
+        ("lmcache_disk_vllm018", EngineVersion::Vllm018, Some(OffloadBackend::Lmcache), Some(1024.0)),
+    ];
+    for (name, version, backend, disk) in tiers {
+        let cfg = resolve(&RunOptions {
+            engine_version: Some(version),
+            block_size: 16,
+            num_gpu_blocks_override: Some(16_384),
+            max_num_seqs: Some(256),
+            max_num_batched_tokens: Some(8192),
+            offload: OffloadOptions {
+                size_gib: backend.map(|_| 128.0),
+                backend,
+                lmcache_disk_gib: disk,
+                ..OffloadOptions::default()
+            },
+            ..RunOptions::default()
+        })
+        .unwrap();
+        let paths: &[(&str, Keep)] = match backend {
+            Some(OffloadBackend::Lmcache) => {
+                &[("", Keep::default()), ("_stepped", Keep { every_step: true, ..Keep::default() })]
+            }
+            _ => &[("", Keep::default())],
+        };
+        for &(path, keep) in paths {
             g.bench_function(format!("{name}{path}"), |b| {
                 b.iter(|| simulate(&w, &cfg, keep).unwrap().summary.completed)
             });
