@@ -92,13 +92,13 @@ pub fn closeness(measured_on: &str, gpu: &Gpu) -> DeviceSource {
 }
 
 /// A device piece fitted on serving runs ([`device_piece`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct DevicePiece {
     /// Its profile's file name and the profile.
     pub file: &'static str,
-    pub profile: Profile,
+    pub profile: &'static Profile,
     /// The engine piece it was fitted with ([`engine_piece`]): its engine factors held there.
-    pub engine: Profile,
+    pub engine: &'static Profile,
     /// How close the GPU it was fitted on is to the run's.
     pub source: DeviceSource,
 }
@@ -148,7 +148,7 @@ pub fn device_piece(gpu: &Gpu, class: &str, usable: impl Fn(&Profile) -> bool) -
         };
         let source = closeness(&p.gpu, gpu);
         if source != DeviceSource::Borrowed && best.as_ref().is_none_or(|b| source < b.source) {
-            best = Some(DevicePiece { file, profile: p.clone(), engine: engine.clone(), source });
+            best = Some(DevicePiece { file, profile: p, engine, source });
         }
     }
     best
