@@ -604,9 +604,10 @@ impl StorageTier {
                 }
                 self.due_bits[w] |= 1 << b;
             }
-            // Found in queue order.
+            // Found from the queue's tail (requests with a retry are mostly the latest queued),
+            // then put in queue order.
             let mut order: Vec<ReqId> = Vec::with_capacity(due.len());
-            for &id in waiting {
+            for &id in waiting.iter().rev() {
                 let (w, b) = (id as usize / 64, id % 64);
                 if self.due_bits.get(w).is_some_and(|x| x >> b & 1 == 1) {
                     order.push(id);
@@ -615,6 +616,7 @@ impl StorageTier {
                     }
                 }
             }
+            order.reverse();
             for &(id, _) in due.iter() {
                 self.due_bits[id as usize / 64] = 0;
             }
