@@ -150,7 +150,7 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
     let prior = || {
         let class = crate::calibration::prior::model_class(model, speculative);
         let c = crate::calibration::prior::composed(gpu, o.engine, &class);
-        let caveat = if c.kernel_device && class != "dense" {
+        let caveat = if c.kernel_device() && class != "dense" {
             format!(
                 " (the kernel steps are dense Llama: {} is {class}, whose own kernels are not measured)",
                 model.name

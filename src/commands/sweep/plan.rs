@@ -115,11 +115,9 @@ pub(super) fn calibration<'a>(
         for c in cfgs {
             let e = c.engine.engine;
             let class = c.model_class();
-            let d = match prior::device_piece(&c.gpu, &class, |_| true) {
-                Some(d) if !prior::composed(&c.gpu, e, &class).kernel_device => {
-                    format!("{}'s device factors from {}", c.gpu.name, d.profile.name)
-                }
-                _ => "the H200 kernel steps' device factors".to_string(),
+            let d = match prior::composed(&c.gpu, e, &class).device {
+                Some(d) => format!("{}'s device factors from {}", c.gpu.name, d.profile.name),
+                None => "the H200 kernel steps' device factors".to_string(),
             };
             let h = match prior::engine_piece(e, |_| true) {
                 Some((_, p)) => format!("{}'s host time from {}", profile::family(e), p.name),

@@ -92,7 +92,7 @@ pub fn closeness(measured_on: &str, gpu: &Gpu) -> DeviceSource {
 }
 
 /// A device piece fitted on serving runs ([`device_piece`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DevicePiece {
     /// Its profile's file name and the profile.
     pub file: &'static str,
@@ -184,9 +184,16 @@ pub struct Composed {
     pub efficiency: Efficiency,
     /// The pieces in words, for the run's echo.
     pub words: String,
-    /// Whether the device factors are the kernel steps' ([`device_prior`]: dense Llama kernels,
-    /// whatever the run's class), not a device piece of the run's class.
-    pub kernel_device: bool,
+    /// The device piece of the run's class it took ([`device_piece`]); `None`: the kernel steps'
+    /// device factors ([`device_prior`]: dense Llama kernels, whatever the run's class).
+    pub device: Option<DevicePiece>,
+}
+
+impl Composed {
+    /// Whether the device factors are the kernel steps', not a device piece of the run's class.
+    pub fn kernel_device(&self) -> bool {
+        self.device.is_none()
+    }
 }
 
 /// The composed prior for a run of `engine` on `gpu` for a model of `class` ([`model_class`];
@@ -205,7 +212,6 @@ pub fn composed_from(gpu: &Gpu, engine: EngineKind, class: &str, usable: impl Fn
     let (mut e, kernels_source, mut device) = device_prior(gpu);
     let mut floor_ratio = 1.0;
     let piece = device_piece(gpu, class, &usable).filter(|d| d.source < kernels_source);
-    let kernel_device = piece.is_none();
     if let Some(d) = piece {
         for f in DEVICE_FACTORS {
             factors::set(&mut e, f, factors::get(&d.profile.efficiency, f));
@@ -284,7 +290,7 @@ pub fn composed_from(gpu: &Gpu, engine: EngineKind, class: &str, usable: impl Fn
     if !fitted_latency {
         words += &format!(", {:.1} µs per collective (the prior)", e.comm_latency_s * 1e6);
     }
-    Composed { efficiency: e, words, kernel_device }
+    Composed { efficiency: e, words, device: piece }
 }
 
 #[cfg(test)]
@@ -312,9 +318,10 @@ mod tests {
         );
         let custom = Gpu { arch: None, name: "mine".into(), ..g("h200") };
         assert_eq!(device_prior(&custom).1, DeviceSource::Borrowed);
-        let Composed { efficiency: c, words, kernel_device } = composed(&g("h100-sxm"), EngineKind::Lightllm, "dense");
+        let lightllm = composed(&g("h100-sxm"), EngineKind::Lightllm, "dense");
+        assert!(lightllm.kernel_device());
+        let Composed { efficiency: c, words, .. } = lightllm;
         assert_eq!(c, e);
-        assert!(kernel_device);
         assert!(words.contains("; host: the priors (3.00 ms per step, 15.0 µs per sequence"), "{words}");
     }
 
@@ -335,8 +342,9 @@ mod tests {
         let (device, _, _) = device_prior(&b200);
         let (_, piece) = engine_piece(EngineKind::Sglang, |_| true).unwrap();
         // (an MoE model: the B200's device piece is fitted on dense ones)
-        let Composed { efficiency: e, words, kernel_device } = composed(&b200, EngineKind::Sglang, "MoE");
-        assert!(kernel_device);
+        let moe = composed(&b200, EngineKind::Sglang, "MoE");
+        assert!(moe.kernel_device());
+        let Composed { efficiency: e, words, .. } = moe;
         assert_eq!(
             (e.gemm_flops, e.mem_bw, e.attn_flops, e.comm_bw),
             (device.gemm_flops, device.mem_bw, device.attn_flops, device.comm_bw)
@@ -386,7 +394,7 @@ mod tests {
 
         let (_, vllm) = engine_piece(EngineKind::Vllm, |_| true).unwrap();
         let c = composed(&g("b200"), EngineKind::Vllm, "dense");
-        assert!(!c.kernel_device);
+        assert!(!c.kernel_device());
         let (e, p) = (&c.efficiency, &d.profile.efficiency);
         assert_eq!(
             (e.gemm_flops, e.mem_bw, e.attn_flops, e.comm_bw),
@@ -423,10 +431,10 @@ mod tests {
         // Held out: the piece itself, or the engine piece it was fitted through.
         for refused in ["b200-trtllm-llama70b", "h100-sxm-trtllm-qwen3"] {
             let c = composed_from(&g("b200"), EngineKind::Vllm, "dense", |p| p.name != refused);
-            assert!(c.kernel_device && c.efficiency.gemm_flops == k.gemm_flops, "{refused}");
+            assert!(c.kernel_device() && c.efficiency.gemm_flops == k.gemm_flops, "{refused}");
         }
-        assert!(composed(&g("b200"), EngineKind::Vllm, "MoE").kernel_device);
-        assert!(composed(&g("h200"), EngineKind::Vllm, "dense").kernel_device);
+        assert!(composed(&g("b200"), EngineKind::Vllm, "MoE").kernel_device());
+        assert!(composed(&g("h200"), EngineKind::Vllm, "dense").kernel_device());
     }
 
     /// The device factors come from the kernel profile, the rest from the priors.

@@ -146,10 +146,12 @@ pub fn leave_one_out(members: &[Member], profiles: &[ProfileRef]) -> Vec<Plan> {
 /// a GPU the catalog does not know).
 fn gpu_distance(fitted: &str, case: &str) -> u8 {
     use cachesim_core::calibration::prior::{closeness, DeviceSource};
-    match cachesim_core::catalog::gpu(case, None).map(|g| closeness(fitted, &g)) {
-        _ if fitted == case => 0,
-        Ok(DeviceSource::Family) => 1,
-        _ => 2,
+    if fitted == case {
+        0
+    } else if cachesim_core::catalog::gpu(case, None).is_ok_and(|g| closeness(fitted, &g) == DeviceSource::Family) {
+        1
+    } else {
+        2
     }
 }
 
