@@ -892,7 +892,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     let async_output_proc = crate::engine::vllm_v0::async_output_proc(o.engine, &flags)?;
     let virtual_engines =
         crate::engine::vllm_v0::virtual_engines(o.engine, &flags, num_scheduler_steps, o.cluster.pd.is_some())?;
-    let overlap = crate::engine::overlap(o.engine, &flags)?;
+    let overlap = crate::engine::overlap(o.engine, version, &flags)?;
     let (num_gpu_blocks, capacity) = match policy {
         // vLLM's blocks, the hybrid manager's with prefix caching off too.
         Policy::Paged | Policy::None if hybrid.is_some() || policy == Policy::Paged => {
@@ -1565,6 +1565,28 @@ mod tests {
         assert!(ngram_running > 48 && !ngram_overlap);
         let (plain_running, plain_overlap) = run(SpecAlgorithm::None, None, None);
         assert!(plain_running > 48 && plain_overlap);
+    }
+
+    /// vLLM 0.18 runs its host-side n-gram proposer synchronously (async scheduling off by
+    /// default, `--async-scheduling` refused: `VllmConfig.__post_init__`); 0.33's V2 model runner
+    /// drafts n-grams on the GPU and keeps it on. EAGLE/MTP keep it on in both.
+    #[test]
+    fn vllm_async_scheduling_with_speculation_by_release() {
+        let run = |version, algo, overlap: Option<bool>| {
+            let rate = if algo == SpecAlgorithm::None { Vec::new() } else { vec![0.7] };
+            let layout =
+                LayoutOptions { speculative_algorithm: algo, spec_acceptance_rate: rate, ..Default::default() };
+            let o = RunOptions { engine_version: Some(version), layout, overlap, ..Default::default() };
+            resolve(&o).map(|c| c.engine.overlap)
+        };
+        assert!(!run(EngineVersion::Vllm018, SpecAlgorithm::Ngram, None).unwrap());
+        assert!(!run(EngineVersion::Vllm018, SpecAlgorithm::Ngram, Some(false)).unwrap());
+        let e = run(EngineVersion::Vllm018, SpecAlgorithm::Ngram, Some(true)).unwrap_err().to_string();
+        assert!(e.contains("--async-scheduling") && e.contains("vllm@0.18") && e.contains("NGram GPU"), "{e}");
+        assert!(run(EngineVersion::Vllm018, SpecAlgorithm::Eagle, None).unwrap());
+        assert!(run(EngineVersion::Vllm018, SpecAlgorithm::None, None).unwrap());
+        assert!(run(EngineVersion::Vllm033, SpecAlgorithm::Ngram, None).unwrap());
+        assert!(run(EngineVersion::Vllm033, SpecAlgorithm::Ngram, Some(true)).unwrap());
     }
 
     #[test]

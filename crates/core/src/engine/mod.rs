@@ -936,15 +936,31 @@ pub fn default_max_model_len(engine: EngineKind, model: &crate::catalog::Model) 
 }
 
 /// Whether the engine overlaps scheduling with the forward pass (`--async-scheduling`): vLLM
-/// v1, SGLang and TensorRT-LLM by default; refused for the engines that cannot.
-pub fn overlap(engine: EngineKind, flags: &launch::EngineFlags) -> crate::error::Result<bool> {
+/// v1, SGLang and TensorRT-LLM by default, each off where its release turns it off for the
+/// speculative method; refused for the engines that cannot, and where the release refuses it.
+pub fn overlap(engine: EngineKind, version: EngineVersion, flags: &launch::EngineFlags) -> crate::error::Result<bool> {
     use crate::cost::spec::SpecAlgorithm;
     use crate::error::Error;
+    // vLLM 0.18's host-side n-gram proposer runs synchronously (`Rules::vllm_sync_with_host_ngram`).
+    let vllm_sync = engine == EngineKind::Vllm
+        && version.rules().vllm_sync_with_host_ngram
+        && flags.speculative == SpecAlgorithm::Ngram;
     Ok(match (engine, flags.overlap) {
         // SGLang turns its overlap schedule off under speculative decoding (EAGLE/MTP and n-gram:
         // server_args.py `_handle_speculative_decoding`, 0.4.x–0.5.x; only the opt-in
         // SGLANG_ENABLE_SPEC_V2 beta keeps it, which `--async-scheduling` then states).
         (EngineKind::Sglang, None) if flags.speculative != SpecAlgorithm::None => false,
+        (EngineKind::Vllm, None) if vllm_sync => false,
+        (EngineKind::Vllm, Some(true)) if vllm_sync => {
+            return Err(Error::invalid(
+                "--async-scheduling",
+                format!(
+                    "{version} refuses it with n-gram speculative decoding: \"Currently, async scheduling is only \
+                     supported with EAGLE/MTP/Draft Model/NGram GPU kind of speculative decoding\" \
+                     (vllm/config/vllm.py, VllmConfig.__post_init__); vllm@0.33 drafts n-grams on the GPU and allows it"
+                ),
+            ))
+        }
         // TensorRT-LLM's PyTorch backend overlaps by default (`disable_overlap_scheduler` False).
         (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, None) => true,
         (EngineKind::Vllm | EngineKind::Sglang | EngineKind::Trtllm, Some(on)) => on,

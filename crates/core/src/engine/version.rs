@@ -120,6 +120,13 @@ pub struct Rules {
     /// and no `max_running_requests` default; from 0.4.3.post3 the running default is 32 (48
     /// from 0.4.5) and from 0.4.3.post4 prefill batches are whole again.
     pub sglang_spec_one_prefill: bool,
+    /// vLLM `VllmConfig.__post_init__` (`vllm/config/vllm.py`, 0.18.0): async scheduling, on by
+    /// default, is turned off for a speculative method outside EAGLE/MTP, `ngram_gpu` and
+    /// `draft_model` — the host-side `ngram` prompt lookup among them — and `--async-scheduling`
+    /// with it is refused. 0.33.0 runs the V2 model runner by default
+    /// (`VllmConfig.use_v2_model_runner`), which drafts `ngram` on the GPU
+    /// (`v1/worker/gpu/spec_decode/__init__.py`) and keeps async scheduling on.
+    pub vllm_sync_with_host_ngram: bool,
 }
 
 impl Rules {
@@ -260,6 +267,7 @@ impl EngineVersion {
             trtllm_reserve_to_completion: false,
             vllm_v0_arg_defaults: false,
             sglang_spec_one_prefill: false,
+            vllm_sync_with_host_ngram: false,
         };
         match self {
             EngineVersion::Vllm033 => newest,
@@ -270,6 +278,7 @@ impl EngineVersion {
                 gpu_memory_utilization: 0.9,
                 vllm_cudagraph_memory_estimate: false,
                 vllm_v0_arg_defaults: self == EngineVersion::VllmV008,
+                vllm_sync_with_host_ngram: true,
                 ..newest
             },
             EngineVersion::Sglang05 | EngineVersion::LightllmMain2507 => newest,

@@ -299,7 +299,7 @@ pub fn resolve(
     if p.pp > 1 {
         return refuse("pipeline parallelism (each stage's share of the linear layers)");
     }
-    let overlap = crate::engine::overlap(m.engine, flags)?;
+    let overlap = crate::engine::overlap(m.engine, m.version, flags)?;
     let page = m.page.max(1);
     let flag = "--mamba-radix-cache-strategy";
     if !m.radix {
