@@ -221,6 +221,59 @@ pub fn bounds_runs() -> usize {
     BOUND_BLOCKS.len() + 1 + 2 * CAPACITY_FRACTIONS.len()
 }
 
+/// A block-hashed trace's (Mooncake's) block references, counted as NVIDIA Dynamo's recipes
+/// count them (`recipes/qwen3-32b/README.md`: "cache efficiency … of N total block references,
+/// R were repeats (reusable with infinite cache)"): every hash id of every request in trace
+/// order, a reference to an id seen in an earlier request being a repeat. A trace block of
+/// 512 tokens weighs as much as a request's partial last block here; the token-weighted bound
+/// of the paged replays ([`Bounds`]) does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BlockReferences {
+    /// Hash ids over all requests.
+    pub references: u64,
+    /// Distinct hash ids.
+    pub distinct: u64,
+    /// References to an id an earlier request held: `references − distinct`.
+    pub repeats: u64,
+    /// Distinct ids that more than one request holds.
+    pub shared: u64,
+}
+
+impl BlockReferences {
+    /// Counts a Mooncake trace's references, in record order.
+    pub fn count(trace: &crate::trace::mooncake::MooncakeTrace) -> Self {
+        // Per id: requests holding it, saturating at 2 (0 unseen, 1 one, 2 several), and the
+        // last record that counted it, so an id twice in one request counts once for sharing.
+        let n = trace.hash_ids.iter().copied().max().map_or(0, |m| m as usize + 1);
+        let (mut holders, mut last) = (vec![0u8; n], vec![u32::MAX; n]);
+        let (mut references, mut distinct) = (0u64, 0u64);
+        for (k, r) in trace.records.iter().enumerate() {
+            for &id in trace.ids(r) {
+                let i = id as usize;
+                references += 1;
+                if holders[i] == 0 {
+                    distinct += 1;
+                }
+                if last[i] != k as u32 {
+                    last[i] = k as u32;
+                    holders[i] = (holders[i] + 1).min(2);
+                }
+            }
+        }
+        let shared = holders.iter().filter(|&&h| h == 2).count() as u64;
+        BlockReferences { references, distinct, repeats: references - distinct, shared }
+    }
+
+    /// Repeats over references (Dynamo's "cache efficiency").
+    pub fn repeat_share(&self) -> f64 {
+        if self.references == 0 {
+            0.0
+        } else {
+            self.repeats as f64 / self.references as f64
+        }
+    }
+}
+
 /// Options of `cachesim analyze`.
 #[derive(Debug, Clone, Copy)]
 pub struct AnalyzeOptions {
@@ -243,6 +296,9 @@ pub struct Analysis {
     pub repetition: Repetition,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounds: Option<Bounds>,
+    /// A block-hashed trace's block references ([`BlockReferences`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_references: Option<BlockReferences>,
 }
 
 /// Characters of a prefix shown in reports.
@@ -263,6 +319,10 @@ pub fn run(file: TraceFile, build: &BuildOptions, opts: &AnalyzeOptions, tick: &
             format!("the {} trace {} carries no text: use --unit tokens", file.format, file.path.display()),
         ));
     }
+    let block_references = match &file.records {
+        crate::trace::Records::Mooncake(t) => Some(BlockReferences::count(t)),
+        _ => None,
+    };
     let needs_workload = opts.bounds || texts.is_none();
     let w = if needs_workload { Some(crate::workload::build(file, build)?) } else { None };
     let repetition = match (r.unit, texts) {
@@ -295,7 +355,7 @@ pub fn run(file: TraceFile, build: &BuildOptions, opts: &AnalyzeOptions, tick: &
         (Some(w), true) => Some(bounds(w, opts.kv_bytes_per_token, tick)),
         _ => None,
     };
-    Ok(Analysis { trace: w.map(|w| w.info), repetition, bounds })
+    Ok(Analysis { trace: w.map(|w| w.info), repetition, bounds, block_references })
 }
 
 #[cfg(test)]
@@ -305,6 +365,22 @@ mod tests {
 
     fn opts(min_count: usize, min_len: usize) -> RepetitionOptions {
         RepetitionOptions { min_count, min_len, unit: Unit::Chars, scope: Scope::Conversation }
+    }
+
+    /// Three requests: ids 1 2 3, then 1 2 4 4 (4 twice in one request), then 5 1: 9
+    /// references, 5 distinct, 4 repeats; ids 1 and 2 are held by several requests, 4 by one.
+    #[test]
+    fn block_references_by_hand() {
+        let jsonl = br#"{"timestamp": 0, "input_length": 1536, "output_length": 1, "hash_ids": [1, 2, 3]}
+{"timestamp": 1, "input_length": 2048, "output_length": 1, "hash_ids": [1, 2, 4, 4]}
+{"timestamp": 2, "input_length": 1024, "output_length": 1, "hash_ids": [5, 1]}
+"#;
+        let t = crate::trace::mooncake::parse(jsonl, false, &mut Default::default()).unwrap();
+        let b = BlockReferences::count(&t);
+        assert_eq!(b, BlockReferences { references: 9, distinct: 5, repeats: 4, shared: 2 });
+        assert!((b.repeat_share() - 4.0 / 9.0).abs() < 1e-15);
+        let empty = crate::trace::mooncake::parse(b"", false, &mut Default::default()).unwrap();
+        assert_eq!(BlockReferences::count(&empty).repeat_share(), 0.0);
     }
 
     #[test]

@@ -182,6 +182,22 @@ pub fn analysis_text(a: &Analysis) -> String {
                 writeln!(s, "  {:>7}  {:>8}  \"{}\"", thousands(p.count as u64), thousands(p.length as u64), p.text);
         }
     }
+    if let Some(b) = &a.block_references {
+        let _ = writeln!(s, "\nBlock references (the trace's hash ids, in order):");
+        let _ = writeln!(
+            s,
+            "  references           {}  ({} distinct; {} held by more than one request)",
+            thousands(b.references),
+            thousands(b.distinct),
+            thousands(b.shared)
+        );
+        let _ = writeln!(
+            s,
+            "  repeats              {}  {}  (reusable with unlimited KV: Dynamo's \"cache efficiency\")",
+            thousands(b.repeats),
+            pct(b.repeat_share())
+        );
+    }
     if let Some(b) = &a.bounds {
         let _ = writeln!(s, "\nWhat a cache could gain (tokens, one request at a time, unlimited KV;");
         let _ = writeln!(s, "paged block 1 equals the radix tree there):");
