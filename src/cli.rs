@@ -728,6 +728,32 @@ pub struct RunArgs {
     /// --kv-event-delay-ms after their step, 0 by default; in no default profile: 0).
     #[arg(allow_negative_numbers = true, long, default_value_t = 0.0, value_name = "W", help_heading = "Router")]
     pub precise_prefix_cache_scorer_weight: f64,
+    /// llm-d: weight of a second approximate prefix-cache scorer over its own producer, sized to
+    /// the servers' CPU offloading tier as llm-d's tiered-prefix-cache guide configures it
+    /// (16-token blocks, --cpu-lru-capacity-per-server blocks an endpoint; in no default
+    /// profile: 0, no such producer).
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.0, value_name = "W", help_heading = "Router")]
+    pub cpu_prefix_cache_scorer_weight: f64,
+    /// llm-d: the CPU-tier producer's LRU of block hashes per endpoint (its
+    /// `lruCapacityPerServer`; the guide's 82,000 for 200 GiB of Qwen3-32B).
+    #[arg(allow_negative_numbers = true, long, default_value_t = cachesim::cluster::router::epp::DEFAULT_LRU_BLOCKS,
+          value_name = "BLOCKS", help_heading = "Router")]
+    pub cpu_lru_capacity_per_server: u32,
+    /// llm-d: the approximate prefix producers' `maxPrefixTokensToMatch`: the prompt's leading
+    /// tokens they hash [default: 256 blocks].
+    #[arg(allow_negative_numbers = true, long, value_name = "TOKENS", help_heading = "Router")]
+    pub max_prefix_tokens_to_match: Option<u32>,
+    /// llm-d: the endpoint picker's release: 520af478 (May 2026: the approximate prefix
+    /// producers hash blocks of the engines' block size, or 16 tokens) or 44582a8f4 (llm-d-router
+    /// from 2026-06-02: those blocks floored at 64 tokens) [default: 520af478].
+    #[arg(long, value_enum, value_name = "COMMIT", help_heading = "Router")]
+    pub epp_release: Option<cachesim::cluster::router::EppRelease>,
+    /// llm-d: weight of the no-hit LRU scorer: a request no endpoint holds a block of goes to
+    /// the endpoint least recently given such a request (1 → 0 in that order); any other
+    /// request scores 0.5 everywhere (in no default profile: 0; llm-d's optimized-baseline
+    /// guide: 2).
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.0, value_name = "W", help_heading = "Router")]
+    pub no_hit_lru_scorer_weight: f64,
     /// llm-d: milliseconds between two scrapes of an endpoint's queue, KV and LoRA metrics, which
     /// the scorers read however old (the EPP's --refresh-metrics-interval; 0: always fresh).
     #[arg(allow_negative_numbers = true, long, default_value_t = 50.0, value_name = "MS", help_heading = "Router")]
@@ -1066,7 +1092,12 @@ impl RunArgs {
                         prefix: self.prefix_cache_scorer_weight,
                         lora: self.lora_affinity_scorer_weight,
                         precise: self.precise_prefix_cache_scorer_weight,
+                        cpu_prefix: self.cpu_prefix_cache_scorer_weight,
+                        no_hit_lru: self.no_hit_lru_scorer_weight,
                     },
+                    max_prefix_tokens_to_match: self.max_prefix_tokens_to_match,
+                    cpu_lru_capacity_per_server: self.cpu_lru_capacity_per_server,
+                    epp_release: self.epp_release.unwrap_or_default(),
                     refresh_metrics_interval_ms: self.refresh_metrics_interval_ms,
                     kv_event_delay_ms: self.kv_event_delay_ms,
                     predicted_latency: cachesim::cluster::router::epp_latency::LatencyFlags {

@@ -477,6 +477,11 @@ const CASES: &[Case] = &[
     case("an adapter drawing rule without adapters", &["--lora-assignment", "round-robin"]),
     case("a negative scorer weight", &["--instances", "2", "--router", "llm-d", "--queue-scorer-weight", "-1"]),
     case("a metrics scrape interval that is not a number", &["--refresh-metrics-interval-ms", "nan"]),
+    case("an llm-d scorer weight for another router", &["--instances", "2", "--no-hit-lru-scorer-weight", "2"]),
+    case(
+        "a CPU-tier prefix producer's size without the producer",
+        &["--instances", "2", "--router", "llm-d", "--cpu-lru-capacity-per-server", "82000"],
+    ),
     case(
         "an SLO header for a router that reads none",
         &["--instances", "2", "--router", "llm-d", "--slo-ttft-ms", "500"],

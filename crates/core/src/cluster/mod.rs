@@ -107,6 +107,38 @@ impl ClusterConfig {
         positive("--lora-affinity-scorer-weight", w.lora)?;
         positive("--refresh-metrics-interval-ms", p.refresh_metrics_interval_ms)?;
         positive("--precise-prefix-cache-scorer-weight", w.precise)?;
+        positive("--cpu-prefix-cache-scorer-weight", w.cpu_prefix)?;
+        positive("--no-hit-lru-scorer-weight", w.no_hit_lru)?;
+        count("--cpu-lru-capacity-per-server", p.cpu_lru_capacity_per_server as u64)?;
+        if let Some(t) = p.max_prefix_tokens_to_match {
+            count("--max-prefix-tokens-to-match", t as u64)?;
+        }
+        // The EPP's settings mean nothing to another router (nor to llm-d-predicted-latency,
+        // which replaces the weighted scorers: below).
+        let llm_d = [self.router, self.decode_router]
+            .iter()
+            .any(|r| matches!(r, RouterKind::LlmD | RouterKind::LlmDPredictedLatency));
+        let epp_flag = w.first_set().or_else(|| {
+            [
+                (p.max_prefix_tokens_to_match.is_some(), "--max-prefix-tokens-to-match"),
+                (
+                    !router::epp::is_default_lru_capacity(&p.cpu_lru_capacity_per_server),
+                    "--cpu-lru-capacity-per-server",
+                ),
+                (!p.epp_release.is_default(), "--epp-release"),
+            ]
+            .into_iter()
+            .find_map(|(set, flag)| set.then_some(flag))
+        });
+        if let (Some(flag), false) = (epp_flag, llm_d) {
+            return Err(Error::invalid(flag, "sets llm-d's endpoint picker and means nothing without --router llm-d"));
+        }
+        if !router::epp::is_default_lru_capacity(&p.cpu_lru_capacity_per_server) && w.cpu_prefix == 0.0 {
+            return Err(Error::invalid(
+                "--cpu-lru-capacity-per-server",
+                "sizes the CPU-tier prefix producer, which runs only with --cpu-prefix-cache-scorer-weight above 0",
+            ));
+        }
         if let Some(d) = p.kv_event_delay_ms {
             positive("--kv-event-delay-ms", d)?;
             let reads = self.router == RouterKind::KvAware || (self.router == RouterKind::LlmD && w.precise > 0.0);
@@ -159,7 +191,8 @@ impl ClusterConfig {
                 "--router",
                 "llm-d-predicted-latency replaces the scorers whose weights are set (--queue-scorer-weight, \
                  --kv-cache-utilization-scorer-weight, --prefix-cache-scorer-weight, --lora-affinity-scorer-weight, \
-                 --precise-prefix-cache-scorer-weight): they mean nothing with it",
+                 --precise-prefix-cache-scorer-weight, --cpu-prefix-cache-scorer-weight, --no-hit-lru-scorer-weight): \
+                 they mean nothing with it",
             ));
         }
         let latency_router = [self.router, self.decode_router].contains(&RouterKind::LlmDPredictedLatency);

@@ -25,6 +25,19 @@
 //!   `BlockRemoved`) fill an index per endpoint; the score is the prompt's leading blocks the
 //!   index holds over all its full blocks (the normalisation at 520af478; v0.8.0 normalised
 //!   min-max). The events arrive `--kv-event-delay-ms` after their step ends (0 by default);
+//! - **a second approximate prefix cache** (llm-d's tiered-prefix-cache guide,
+//!   `guides/tiered-prefix-cache/cpu/router/tiered-prefix-cache-cpu.values.yaml`: a second
+//!   `approx-prefix-cache-producer` with `autoTune: false` and its own `prefix-cache-scorer`):
+//!   the same producer with the default 16-token blocks and an LRU of `lruCapacityPerServer`
+//!   blocks per endpoint (`--cpu-lru-capacity-per-server`, default 31,250), which the guide
+//!   sizes to the servers' CPU offloading tier; `--max-prefix-tokens-to-match` caps both
+//!   producers' blocks (`maxPrefixTokensToMatch`; unset, 256 blocks);
+//! - **no-hit LRU** (`scheduling/scorer/nohitlru`): for a cold request — no producer matched a
+//!   block on any candidate — the endpoints that never took a cold request score
+//!   `1 − k/(n − 1)` in candidate order (k = 0, 1, …), the others `1 − (never + p)/(n − 1)`
+//!   (at least 0) with p their place among the endpoints that took one, least recently first;
+//!   the endpoint picked for a cold request becomes the most recent (`PreRequest`). A request
+//!   with a match scores 0.5 everywhere;
 //! - **LoRA affinity** (`scheduling/scorer/loraaffinity`): 1 when the request's adapter is among
 //!   the endpoint's running adapters, else 0.8 when running + waiting adapters are fewer than
 //!   its `max_lora`, else 0.6 when the adapter waits there, else 0 (vLLM's
@@ -56,8 +69,13 @@ use rand::SeedableRng;
 const CHARS_PER_TOKEN: u32 = 4;
 /// `maxPrefixBlocksToMatch`.
 const MAX_BLOCKS: usize = 256;
-/// The per-endpoint LRU size when the endpoint's pool is not known (`lruCapacityPerServer`).
-const DEFAULT_LRU_BLOCKS: usize = 31_250;
+/// The per-endpoint LRU size when the endpoint's pool is not known or the producer is not
+/// auto-tuned (`defaultLRUCapacityPerServer`).
+pub const DEFAULT_LRU_BLOCKS: u32 = 31_250;
+/// Tokens per block of a producer that is not auto-tuned (`defaultBlockSizeTokens`).
+const DEFAULT_BLOCK_TOKENS: u32 = 16;
+/// Endpoints the no-hit LRU scorer tracks (`defaultLRUSize`).
+const NO_HIT_LRU_SIZE: usize = 1024;
 
 /// Scorer weights (a weight of 0 leaves the scorer out).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -68,12 +86,17 @@ pub struct EppWeights {
     pub lora: f64,
     /// The precise prefix-cache scorer's (in no default profile: 0).
     pub precise: f64,
+    /// The second approximate prefix-cache scorer's, over the CPU-tier producer (0: no such
+    /// producer).
+    pub cpu_prefix: f64,
+    /// The no-hit LRU scorer's (in no default profile: 0).
+    pub no_hit_lru: f64,
 }
 
 impl Default for EppWeights {
     /// The built-in default profile's.
     fn default() -> Self {
-        EppWeights { queue: 2.0, kv_cache: 2.0, prefix: 3.0, lora: 0.0, precise: 0.0 }
+        EppWeights { queue: 2.0, kv_cache: 2.0, prefix: 3.0, lora: 0.0, precise: 0.0, cpu_prefix: 0.0, no_hit_lru: 0.0 }
     }
 }
 
@@ -82,10 +105,31 @@ impl EppWeights {
     pub fn is_default(&self) -> bool {
         *self == Self::default()
     }
+
+    /// The flag of the first weight set otherwise than the default profile's.
+    pub fn first_set(&self) -> Option<&'static str> {
+        let d = Self::default();
+        [
+            (self.queue != d.queue, "--queue-scorer-weight"),
+            (self.kv_cache != d.kv_cache, "--kv-cache-utilization-scorer-weight"),
+            (self.prefix != d.prefix, "--prefix-cache-scorer-weight"),
+            (self.lora != d.lora, "--lora-affinity-scorer-weight"),
+            (self.precise != d.precise, "--precise-prefix-cache-scorer-weight"),
+            (self.cpu_prefix != d.cpu_prefix, "--cpu-prefix-cache-scorer-weight"),
+            (self.no_hit_lru != d.no_hit_lru, "--no-hit-lru-scorer-weight"),
+        ]
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
+    }
 }
 
 /// The EPP's default scrape interval, ms.
 pub const DEFAULT_REFRESH_MS: f64 = 50.0;
+
+/// Whether `blocks` is the default `lruCapacityPerServer`.
+pub fn is_default_lru_capacity(blocks: &u32) -> bool {
+    *blocks == DEFAULT_LRU_BLOCKS
+}
 
 /// Whether `ms` is the default scrape interval.
 pub fn is_default_interval(ms: &f64) -> bool {
@@ -122,20 +166,101 @@ fn endpoints<'a>(
         .map(move |i| (i, scraped[i].metrics(), matched[i] as f64 / blocks))
 }
 
-/// The EPP for `n` endpoints.
-pub struct Epp {
-    weights: EppWeights,
-    chars_per_token: u32,
-    /// Tokens per hashed block (the engines' block size).
+/// One approximate prefix producer (`requestcontrol/dataproducer/approximateprefix`): the
+/// prompt's chained block hashes, and per endpoint an LRU of the hashes the EPP sent to it.
+struct Producer {
+    /// Tokens per hashed block.
     block_tokens: u32,
-    interval_s: f64,
-    rng: rand::rngs::StdRng,
-    scraped: Vec<Scraped>,
-    next_scrape: Vec<f64>,
+    /// Most blocks hashed (`maxPrefixTokensToMatch` / block, else `maxPrefixBlocksToMatch`).
+    max_blocks: usize,
+    /// Per-endpoint LRU size; `None`: the endpoint's pool in blocks (`autoTune`).
+    capacity: Option<usize>,
     /// Per endpoint, the block hashes sent to it (created at its first pick).
     index: Vec<Option<BlockIndex>>,
     hashes: Vec<u64>,
     matched: Vec<u32>,
+}
+
+impl Producer {
+    fn new(block_tokens: u32, max_tokens: Option<u32>, capacity: Option<usize>, n: usize) -> Self {
+        let block_tokens = block_tokens.max(1);
+        Producer {
+            block_tokens,
+            max_blocks: max_tokens.map_or(MAX_BLOCKS, |t| (t / block_tokens).max(1) as usize),
+            capacity,
+            index: (0..n).map(|_| None).collect(),
+            hashes: Vec::new(),
+            matched: vec![0; n],
+        }
+    }
+
+    /// Hashes `a`'s prompt ([`Self::hashes`]; nothing when it is shorter than one block) and
+    /// counts per endpoint the blocks of the longest run some endpoint holds ([`Self::matched`]).
+    fn observe(&mut self, a: &Arrival<'_>, chars_per_token: u32) {
+        self.hashes.clear();
+        let block_chars = self.block_tokens * CHARS_PER_TOKEN;
+        let total_chars = a.prompt_len as u64 * chars_per_token as u64;
+        if total_chars >= block_chars as u64 {
+            let mut parent = 0u64;
+            for c in chunks(a.store, a.seq, a.prompt_len, chars_per_token, block_chars, false).take(self.max_blocks) {
+                parent = mix(parent.rotate_left(17) ^ c.key);
+                self.hashes.push(parent);
+            }
+        }
+        self.matched.fill(0);
+        for &h in &self.hashes {
+            let mut any = false;
+            for (i, idx) in self.index.iter().enumerate() {
+                if idx.as_ref().is_some_and(|x| x.peek(h).is_some()) {
+                    self.matched[i] += 1;
+                    any = true;
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+
+    /// Endpoint `i`'s score: its matched blocks over the prompt's.
+    fn score(&self, i: usize) -> f64 {
+        self.matched[i] as f64 / self.hashes.len().max(1) as f64
+    }
+
+    /// PreRequest: the prompt's blocks recorded for the endpoint chosen, in block order.
+    fn record(&mut self, instance: usize, view: &dyn InstanceView, now: f64) {
+        if self.hashes.is_empty() {
+            return;
+        }
+        let capacity = self.capacity;
+        let idx = self.index[instance].get_or_insert_with(|| {
+            let pool = view.pool_blocks(instance) as usize;
+            let blocks = capacity.unwrap_or(if pool > 0 { pool } else { DEFAULT_LRU_BLOCKS as usize });
+            BlockIndex::new(blocks, f64::INFINITY, 1)
+        });
+        for &h in &self.hashes {
+            idx.add(h, 0, now);
+        }
+    }
+}
+
+/// The EPP for `n` endpoints.
+pub struct Epp {
+    weights: EppWeights,
+    chars_per_token: u32,
+    interval_s: f64,
+    rng: rand::rngs::StdRng,
+    scraped: Vec<Scraped>,
+    next_scrape: Vec<f64>,
+    /// The approximate prefix producer auto-tuned to the engines' pool and block size.
+    prefix: Producer,
+    /// The second producer, for the CPU tier (with `--cpu-prefix-cache-scorer-weight`).
+    cpu: Option<Producer>,
+    /// The no-hit LRU scorer's endpoints, least recently picked for a cold request first.
+    cold_picks: Vec<usize>,
+    /// Scratch: the no-hit LRU scores by endpoint, the candidates up.
+    no_hit: Vec<f64>,
+    up: Vec<usize>,
     order: Vec<(usize, f64)>,
     /// The precise scorer's: the endpoints' KV events as its indexer receives them.
     events: Option<KvEvents>,
@@ -151,14 +276,19 @@ impl Epp {
         Epp {
             weights: p.epp_weights,
             chars_per_token: p.chars_per_token.max(1),
-            block_tokens: p.kv_block_size.max(1),
             interval_s: p.refresh_metrics_interval_ms / 1e3,
             rng: rand::rngs::StdRng::seed_from_u64(p.seed),
             scraped: vec![Scraped::default(); n],
             next_scrape: vec![0.0; n],
-            index: (0..n).map(|_| None).collect(),
-            hashes: Vec::new(),
-            matched: vec![0; n],
+            prefix: Producer::new(p.epp_release.block_tokens(p.kv_block_size), p.max_prefix_tokens_to_match, None, n),
+            cpu: (p.epp_weights.cpu_prefix > 0.0).then(|| {
+                let capacity = Some(p.cpu_lru_capacity_per_server.max(1) as usize);
+                let block = p.epp_release.block_tokens(DEFAULT_BLOCK_TOKENS);
+                Producer::new(block, p.max_prefix_tokens_to_match, capacity, n)
+            }),
+            cold_picks: Vec::new(),
+            no_hit: vec![0.0; n],
+            up: Vec::with_capacity(n),
             order: Vec::with_capacity(n),
             events: (p.epp_weights.precise > 0.0).then(|| KvEvents::new(p.kv_event_delay_ms.unwrap_or(0.0), n)),
             keys: Vec::new(),
@@ -187,7 +317,8 @@ impl Epp {
     }
 
     /// What a routing decision reads first: the scrapes due, and the approximate prefix
-    /// producer's match of `a`'s prompt (for its scorer, or for the latency profile).
+    /// producers' match of `a`'s prompt (for their scorers, the no-hit LRU scorer or the
+    /// latency profile).
     fn observe(&mut self, a: &Arrival<'_>, view: &dyn InstanceView) {
         for i in 0..self.scraped.len() {
             if view.available(i) {
@@ -195,43 +326,38 @@ impl Epp {
             }
         }
         if self.weights.prefix > 0.0 || self.latency.is_some() {
-            self.hash_prompt(a);
-            self.match_prefix();
+            self.prefix.observe(a, self.chars_per_token);
         } else {
-            self.hashes.clear();
-            self.matched.fill(0);
+            self.prefix.hashes.clear();
+            self.prefix.matched.fill(0);
+        }
+        if let Some(cpu) = self.cpu.as_mut() {
+            cpu.observe(a, self.chars_per_token);
         }
     }
 
-    /// The prompt's chained block hashes ([`Self::hashes`]).
-    fn hash_prompt(&mut self, a: &Arrival<'_>) {
-        self.hashes.clear();
-        let block_chars = self.block_tokens * CHARS_PER_TOKEN;
-        let total_chars = a.prompt_len as u64 * self.chars_per_token as u64;
-        if total_chars < block_chars as u64 {
+    /// The no-hit LRU scores of the candidates `up` for a request that is `cold`, into `out`
+    /// (indexed by endpoint).
+    fn no_hit_scores(&self, cold: bool, up: &[usize], out: &mut [f64]) {
+        if !cold {
+            up.iter().for_each(|&i| out[i] = 0.5);
             return;
         }
-        let mut parent = 0u64;
-        for c in chunks(a.store, a.seq, a.prompt_len, self.chars_per_token, block_chars, false).take(MAX_BLOCKS) {
-            parent = mix(parent.rotate_left(17) ^ c.key);
-            self.hashes.push(parent);
+        if up.len() == 1 {
+            out[up[0]] = 1.0;
+            return;
         }
-    }
-
-    /// Blocks of the longest run some endpoint holds, per endpoint, into `matched`.
-    fn match_prefix(&mut self) {
-        self.matched.fill(0);
-        for &h in &self.hashes {
-            let mut any = false;
-            for (i, idx) in self.index.iter().enumerate() {
-                if idx.as_ref().is_some_and(|x| x.peek(h).is_some()) {
-                    self.matched[i] += 1;
-                    any = true;
+        let n = (up.len() - 1) as f64;
+        let never = up.iter().filter(|i| !self.cold_picks.contains(i)).count();
+        let mut k = 0;
+        for &i in up {
+            out[i] = match self.cold_picks.iter().position(|&j| j == i) {
+                Some(p) => (1.0 - (never + p) as f64 / n).max(0.0),
+                None => {
+                    k += 1;
+                    1.0 - (k - 1) as f64 / n
                 }
-            }
-            if !any {
-                break;
-            }
+            };
         }
     }
 
@@ -258,8 +384,8 @@ impl Router for Epp {
             return true;
         }
         self.observe(a, view);
-        let blocks = self.hashes.len().max(1) as f64;
-        let up = endpoints(&self.scraped, &self.matched, blocks, view);
+        let blocks = self.prefix.hashes.len().max(1) as f64;
+        let up = endpoints(&self.scraped, &self.prefix.matched, blocks, view);
         self.latency.as_mut().is_none_or(|l| l.admits(a.now, a.prompt_len as f64, class, up))
     }
 
@@ -267,36 +393,53 @@ impl Router for Epp {
         let n = self.scraped.len();
         self.observe(a, view);
         let w = self.weights;
-        let up = || (0..n).filter(|&i| view.available(i));
+        self.up.clear();
+        self.up.extend((0..n).filter(|&i| view.available(i)));
         let (min_q, max_q) =
-            up().map(|i| self.scraped[i].waiting).fold((u32::MAX, 0), |(lo, hi), q| (lo.min(q), hi.max(q)));
-        let blocks = self.hashes.len().max(1) as f64;
+            self.up.iter().map(|&i| self.scraped[i].waiting).fold((u32::MAX, 0), |(lo, hi), q| (lo.min(q), hi.max(q)));
+        let blocks = self.prefix.hashes.len().max(1) as f64;
         if let Some(e) = self.events.as_mut() {
             view.block_keys(a.seq, a.prompt_len, &mut self.keys);
             e.catch_up(a.now);
+        }
+        // Cold: no producer matched a block on any candidate (the no-hit LRU scorer's test).
+        let matched_any = |p: &Producer, up: &[usize]| up.iter().any(|&i| p.matched[i] > 0);
+        let cold = !matched_any(&self.prefix, &self.up) && !self.cpu.as_ref().is_some_and(|c| matched_any(c, &self.up));
+        if w.no_hit_lru > 0.0 {
+            let mut scores = std::mem::take(&mut self.no_hit);
+            scores.resize(n, 0.0);
+            self.no_hit_scores(cold, &self.up, &mut scores);
+            self.no_hit = scores;
         }
         self.order.clear();
         let mut narrowed = false;
         if let Some(l) = self.latency.as_mut() {
             let class = a.priority.unwrap_or(0);
-            let up = endpoints(&self.scraped, &self.matched, blocks, view);
+            let up = endpoints(&self.scraped, &self.prefix.matched, blocks, view);
             let (i, affinity) = l.pick(a.now, a.prompt_len as f64, class, up, &mut self.rng);
             l.dispatch(a.id, i, a.prompt_len as f64, class, a.now);
             self.order.push((i, 0.0));
             narrowed = affinity;
         }
-        for i in up().filter(|_| self.latency.is_none()) {
+        for &i in self.up.iter().filter(|_| self.latency.is_none()) {
             let s = &self.scraped[i];
             let queue = if max_q == min_q { 1.0 } else { (max_q - s.waiting) as f64 / (max_q - min_q) as f64 };
             let kv = (1.0 - s.kv_usage).clamp(0.0, 1.0);
-            let prefix = self.matched[i] as f64 / blocks;
+            let prefix = self.prefix.score(i);
+            let cpu = self.cpu.as_ref().map_or(0.0, |c| c.score(i));
+            let no_hit = if w.no_hit_lru > 0.0 { self.no_hit[i] } else { 0.0 };
             let lora = if w.lora > 0.0 { self.lora_score(i, a.lora) } else { 0.0 };
             let precise = match &self.events {
                 Some(e) if !self.keys.is_empty() => e.overlap(i, &self.keys) as f64 / self.keys.len() as f64,
                 _ => 0.0,
             };
-            let total =
-                w.queue * queue + w.kv_cache * kv + w.prefix * prefix + w.lora * lora + w.precise * precise.min(1.0);
+            let total = w.queue * queue
+                + w.kv_cache * kv
+                + w.prefix * prefix
+                + w.cpu_prefix * cpu
+                + w.no_hit_lru * no_hit
+                + w.lora * lora
+                + w.precise * precise.min(1.0);
             self.order.push((i, total));
         }
         // The max-score picker: shuffle, then a stable sort by total, highest first.
@@ -305,18 +448,22 @@ impl Router for Epp {
             self.order.sort_by(|x, y| y.1.total_cmp(&x.1));
         }
         let instance = self.order.first().map_or(0, |&(i, _)| i);
-        let matched = self.matched[instance];
-        // PreRequest: the prompt's blocks recorded for the endpoint chosen, in block order.
-        if !self.hashes.is_empty() {
-            let idx = self.index[instance].get_or_insert_with(|| {
-                let pool = view.pool_blocks(instance) as usize;
-                BlockIndex::new(if pool > 0 { pool } else { DEFAULT_LRU_BLOCKS }, f64::INFINITY, 1)
-            });
-            for &h in &self.hashes {
-                idx.add(h, 0, a.now);
-            }
+        let matched = self.prefix.matched[instance];
+        // PreRequest: each producer records the prompt's blocks for the endpoint chosen; the
+        // no-hit LRU scorer makes it the most recent after a cold request.
+        self.prefix.record(instance, view, a.now);
+        if let Some(c) = self.cpu.as_mut() {
+            c.record(instance, view, a.now);
         }
-        let block_chars = (self.block_tokens * CHARS_PER_TOKEN) as u64;
+        if w.no_hit_lru > 0.0 && cold {
+            self.cold_picks.retain(|&j| j != instance);
+            if self.cold_picks.len() == NO_HIT_LRU_SIZE {
+                self.cold_picks.remove(0);
+            }
+            self.cold_picks.push(instance);
+        }
+        let block_tokens = self.prefix.block_tokens as u64;
+        let block_chars = block_tokens * CHARS_PER_TOKEN as u64;
         let predicted = (matched as u64 * block_chars / self.chars_per_token as u64).min(a.prompt_len as u64);
         let held = self.events.as_ref().map_or(0, |e| e.overlap(instance, &self.keys));
         let basis = match &self.latency {
@@ -325,7 +472,7 @@ impl Router for Epp {
             None if matched > 0 || held > 0 => Basis::Prefix,
             None => Basis::Load,
         };
-        let predicted = predicted.max((held * self.block_tokens as u64).min(a.prompt_len as u64));
+        let predicted = predicted.max((held * block_tokens).min(a.prompt_len as u64));
         Decision { instance, basis, predicted_hit_tokens: predicted }
     }
 
@@ -417,8 +564,21 @@ mod tests {
         let mut r = Epp::new(params(w, 50.0), 3);
         assert_eq!(route(&mut r, &store, 0, 0.0, 0, &v), 1);
         // Queue alone: the empty queue.
-        let mut q =
-            Epp::new(params(EppWeights { queue: 1.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0, precise: 0.0 }, 50.0), 3);
+        let mut q = Epp::new(
+            params(
+                EppWeights {
+                    queue: 1.0,
+                    kv_cache: 0.0,
+                    prefix: 0.0,
+                    lora: 0.0,
+                    precise: 0.0,
+                    cpu_prefix: 0.0,
+                    no_hit_lru: 0.0,
+                },
+                50.0,
+            ),
+            3,
+        );
         assert_eq!(route(&mut q, &store, 0, 0.0, 0, &v), 0);
     }
 
@@ -429,7 +589,15 @@ mod tests {
         let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
         let loras = vec![(vec![1], vec![], 2), (vec![1], vec![7], 2), (vec![7, 3], vec![], 2)];
         let v = Fleet { waiting: vec![0; 3], usage: vec![0.0; 3], loras };
-        let only = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, lora: 1.0, precise: 0.0 };
+        let only = EppWeights {
+            queue: 0.0,
+            kv_cache: 0.0,
+            prefix: 0.0,
+            lora: 1.0,
+            precise: 0.0,
+            cpu_prefix: 0.0,
+            no_hit_lru: 0.0,
+        };
         let r = {
             let mut r = Epp::new(params(only, 50.0), 3);
             assert_eq!(route(&mut r, &store, 0, 0.0, 7, &v), 2);
@@ -445,7 +613,15 @@ mod tests {
     fn metrics_are_as_stale_as_the_last_scrape() {
         let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
         let mut v = Fleet { waiting: vec![0, 5], usage: vec![0.0; 2], loras: vec![Default::default(); 2] };
-        let queue = EppWeights { queue: 1.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0, precise: 0.0 };
+        let queue = EppWeights {
+            queue: 1.0,
+            kv_cache: 0.0,
+            prefix: 0.0,
+            lora: 0.0,
+            precise: 0.0,
+            cpu_prefix: 0.0,
+            no_hit_lru: 0.0,
+        };
         let mut r = Epp::new(params(queue, 50.0), 2);
         assert_eq!(route(&mut r, &store, 0, 0.0, 0, &v), 0);
         v.waiting = vec![9, 0];
@@ -465,7 +641,15 @@ mod tests {
     fn the_precise_scorer_reads_kv_events() {
         let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
         let v = Fleet { waiting: vec![0; 3], usage: vec![0.0; 3], loras: vec![Default::default(); 3] };
-        let w = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, lora: 0.0, precise: 1.0 };
+        let w = EppWeights {
+            queue: 0.0,
+            kv_cache: 0.0,
+            prefix: 0.0,
+            lora: 0.0,
+            precise: 1.0,
+            cpu_prefix: 0.0,
+            no_hit_lru: 0.0,
+        };
         let p = RouterParams { kv_event_delay_ms: Some(20.0), ..params(w, 50.0) };
         let mut r = Epp::new(p, 3);
         assert_eq!(r.kv_index().map(|e| e.delay_s()), Some(0.02));
@@ -498,8 +682,89 @@ mod tests {
         for k in 1..20 {
             assert_eq!(route(&mut r, &store, 1, k as f64, 0, &v), first, "the shared 4 blocks of 6 win");
         }
-        r.hash_prompt(&Arrival { id: 2, seq: 2, prompt_len: 3, store: &store, now: 0.0, lora: 0, priority: None });
-        assert!(r.hashes.is_empty());
+        r.prefix
+            .observe(&Arrival { id: 2, seq: 2, prompt_len: 3, store: &store, now: 0.0, lora: 0, priority: None }, 4);
+        assert!(r.prefix.hashes.is_empty());
+    }
+
+    /// The no-hit LRU scorer alone, four idle endpoints, prompts no producer matches (the prefix
+    /// scorer off): the never-used endpoints in index order first, then the least recently
+    /// picked; after two cold picks (0, then 1) the never-used 2 and 3 score 1 and 2/3, the used
+    /// 0 and 1 score 1/3 and 0. A prompt the producer matches scores 0.5 everywhere and leaves
+    /// the order alone.
+    #[test]
+    fn no_hit_lru_spreads_cold_requests_least_recent_first() {
+        let store = TokenStore::from_seqs(&[(0..64).collect::<Vec<u32>>(), (100..164).collect()]);
+        let v = Fleet { waiting: vec![0; 4], usage: vec![0.0; 4], loras: vec![Default::default(); 4] };
+        let w = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, no_hit_lru: 1.0, ..EppWeights::default() };
+        let mut r = Epp::new(params(w, 50.0), 4);
+        let picks: Vec<usize> = (0..8).map(|k| route(&mut r, &store, 0, k as f64, 0, &v)).collect();
+        assert_eq!(picks, [0, 1, 2, 3, 0, 1, 2, 3], "round the endpoints, least recent first");
+        let mut scores = vec![0.0; 4];
+        r.cold_picks = vec![0, 1];
+        r.no_hit_scores(true, &[0, 1, 2, 3], &mut scores);
+        let want = [1.0 - 2.0 / 3.0, 0.0, 1.0, 1.0 - 1.0 / 3.0];
+        assert_eq!(scores, want);
+        r.no_hit_scores(false, &[0, 1, 2, 3], &mut scores);
+        assert_eq!(scores, [0.5; 4]);
+        r.no_hit_scores(true, &[2], &mut scores);
+        assert_eq!(scores[2], 1.0, "a lone candidate");
+        // With the prefix producer on, the second prompt of the same blocks is warm: it follows
+        // the first and the cold order does not move.
+        let w = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 1.0, no_hit_lru: 1.0, ..EppWeights::default() };
+        let mut r = Epp::new(params(w, 50.0), 4);
+        let first = route(&mut r, &store, 0, 0.0, 0, &v);
+        assert_eq!(route(&mut r, &store, 0, 1.0, 0, &v), first);
+        assert_eq!(r.cold_picks, [first]);
+        assert_ne!(route(&mut r, &store, 1, 2.0, 0, &v), first, "another cold prompt goes elsewhere");
+    }
+
+    /// The CPU-tier producer: an LRU of `--cpu-lru-capacity-per-server` blocks of 16 tokens per
+    /// endpoint, scored beside the GPU producer. Two 64-token prompts (4 blocks each) with
+    /// nothing in common: with a capacity of 4 blocks, recording the second on the same endpoint
+    /// evicts the first, so it scores 0 there again; with room for both it keeps 1.
+    #[test]
+    fn the_cpu_producer_keeps_what_its_lru_holds() {
+        let store = TokenStore::from_seqs(&[(0..64).collect::<Vec<u32>>(), (100..164).collect()]);
+        let v = Fleet { waiting: vec![0; 2], usage: vec![0.0; 2], loras: vec![Default::default(); 2] };
+        let w = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, cpu_prefix: 1.0, ..EppWeights::default() };
+        let arrival =
+            |seq: u32| Arrival { id: seq, seq, prompt_len: 64, store: &store, now: 0.0, lora: 0, priority: None };
+        for (capacity, kept) in [(4, 0.0), (8, 1.0)] {
+            let p = RouterParams { cpu_lru_capacity_per_server: capacity, ..params(w, 50.0) };
+            let mut r = Epp::new(p, 2);
+            let cpu = r.cpu.as_mut().unwrap();
+            cpu.observe(&arrival(0), 4);
+            assert_eq!(cpu.hashes.len(), 4);
+            cpu.record(0, &v, 0.0);
+            cpu.observe(&arrival(1), 4);
+            cpu.record(0, &v, 0.0);
+            cpu.observe(&arrival(0), 4);
+            assert_eq!((cpu.score(0), cpu.score(1)), (kept, 0.0), "capacity {capacity}");
+        }
+    }
+
+    /// llm-d-router 44582a8f4 floors the producers' blocks at 64 tokens: a 64-token prompt is
+    /// one block there and four at 520af478; `--max-prefix-tokens-to-match` caps the blocks.
+    #[test]
+    fn the_release_sets_the_block_floor() {
+        let store = TokenStore::from_seqs(&[(0..64).collect::<Vec<u32>>()]);
+        let a = Arrival { id: 0, seq: 0, prompt_len: 64, store: &store, now: 0.0, lora: 0, priority: None };
+        let blocks = |release, max: Option<u32>| {
+            let p = RouterParams {
+                epp_release: release,
+                max_prefix_tokens_to_match: max,
+                ..params(EppWeights::default(), 50.0)
+            };
+            let mut r = Epp::new(p, 1);
+            r.prefix.observe(&a, 4);
+            r.prefix.hashes.len()
+        };
+        use crate::cluster::router::EppRelease;
+        assert_eq!(blocks(EppRelease::May2026, None), 4);
+        assert_eq!(blocks(EppRelease::June2026, None), 1);
+        assert_eq!(blocks(EppRelease::May2026, Some(32)), 2);
+        assert_eq!(blocks(EppRelease::May2026, Some(8)), 1, "at least one block");
     }
 
     /// The predicted-latency profile learns which endpoint is slow. Endpoint 0 has 8 requests

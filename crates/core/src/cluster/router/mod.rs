@@ -117,6 +117,39 @@ pub enum CacheAwareFallback {
     SmallestTree,
 }
 
+/// Which release of llm-d's endpoint picker the approximate prefix producers follow
+/// (`--epp-release`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum EppRelease {
+    /// llm-d-inference-scheduler 520af478 (May 2026): blocks of the engines' size (auto-tuned)
+    /// or 16 tokens.
+    #[default]
+    #[cfg_attr(feature = "clap", value(name = "520af478"))]
+    #[serde(rename = "520af478")]
+    May2026,
+    /// llm-d-router from 44582a8f4 (2026-06-02): the block size floored at 64 tokens
+    /// (`approximateprefix/plugin.go` `GetBlockSize`, `minBlockSizeTokens`), auto-tuned or not.
+    #[cfg_attr(feature = "clap", value(name = "44582a8f4"))]
+    #[serde(rename = "44582a8f4")]
+    June2026,
+}
+
+impl EppRelease {
+    /// The producers' block size for a configured or auto-tuned `tokens`.
+    pub fn block_tokens(self, tokens: u32) -> u32 {
+        match self {
+            EppRelease::May2026 => tokens.max(1),
+            EppRelease::June2026 => tokens.max(64),
+        }
+    }
+
+    /// Whether this is the default release.
+    pub fn is_default(&self) -> bool {
+        *self == EppRelease::default()
+    }
+}
+
 /// Router knobs (named as the real routers' flags; each field says its flag and default).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RouterParams {
@@ -174,6 +207,18 @@ pub struct RouterParams {
     /// Echoed when set otherwise.
     #[serde(skip_serializing_if = "epp::EppWeights::is_default")]
     pub epp_weights: epp::EppWeights,
+    /// llm-d: `maxPrefixTokensToMatch` of the approximate prefix producers
+    /// (`--max-prefix-tokens-to-match`); `None`: `maxPrefixBlocksToMatch`'s 256 blocks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_prefix_tokens_to_match: Option<u32>,
+    /// llm-d: `lruCapacityPerServer` of the CPU-tier producer, in 16-token blocks
+    /// (`--cpu-lru-capacity-per-server`, default 31,250). Echoed when set otherwise.
+    #[serde(skip_serializing_if = "epp::is_default_lru_capacity")]
+    pub cpu_lru_capacity_per_server: u32,
+    /// llm-d: the endpoint picker's release (`--epp-release`, default 520af478). Echoed when set
+    /// otherwise.
+    #[serde(skip_serializing_if = "EppRelease::is_default")]
+    pub epp_release: EppRelease,
     /// llm-d: milliseconds between two scrapes of an endpoint's metrics
     /// (`--refresh-metrics-interval-ms`, the EPP's `--refresh-metrics-interval`, default 50 ms).
     /// Echoed when set otherwise.
@@ -211,6 +256,9 @@ impl Default for RouterParams {
             overlap_score_weight: 1.0,
             kv_block_size: 16,
             epp_weights: epp::EppWeights::default(),
+            max_prefix_tokens_to_match: None,
+            cpu_lru_capacity_per_server: epp::DEFAULT_LRU_BLOCKS,
+            epp_release: EppRelease::May2026,
             refresh_metrics_interval_ms: epp::DEFAULT_REFRESH_MS,
             kv_event_delay_ms: None,
             predicted_latency: epp_latency::LatencyFlags::default(),
