@@ -721,6 +721,8 @@ pub trait VllmRule: Send {
     fn next_copy_end(&self) -> Option<f64> {
         None
     }
+    /// [`Scheduler::coalesced`] under this rule.
+    fn coalesced(&mut self, _steps: u32) {}
     /// [`Scheduler::offload_stats`] under this rule.
     fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
         None
@@ -786,6 +788,10 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
 
     fn next_copy_end(&self) -> Option<f64> {
         self.rule.next_copy_end()
+    }
+
+    fn coalesced(&mut self, steps: u32) {
+        self.rule.coalesced(steps);
     }
 
     fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
@@ -868,6 +874,10 @@ pub trait Scheduler: Send {
     fn next_copy_end(&self) -> Option<f64> {
         None
     }
+    /// `steps` steps were formed after the one in flight by a coalesced stretch, each the same
+    /// decodes as the one before ([`Self::admission`] said no waiting request could enter):
+    /// the engine accounts for the steps it did not form. The default keeps nothing per step.
+    fn coalesced(&mut self, _steps: u32) {}
     /// The KV offloading tier's figures, for an engine that has one.
     fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
         None

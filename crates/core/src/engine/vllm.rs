@@ -458,9 +458,21 @@ impl VllmRule for VllmV1 {
     /// whole prompt is checked against the budget first, and this does not say).
     fn admission(&self, q: &VllmQueues, decodes: u32) -> Admission {
         let budget = self.cfg.max_num_batched_tokens.saturating_sub(decodes);
+        let full = budget == 0 || q.running.len() >= self.cfg.max_num_seqs as usize;
+        // vLLM's own tier: a request whose store was refused offers again at its next step, and
+        // unless the batch is full phase B checks a holding request's load (it may have landed)
+        // and looks the waiting head up at every step. With no copy in flight no chunk is being
+        // stored or loaded, so the lookup cannot defer and gives the same answer until a step
+        // stores again; the head is then refused or admitted by its blocks as without the tier.
+        if let Some(c) = &self.offload {
+            let head_looked_up = q.waiting_head().is_some() && !c.no_copies_in_flight();
+            if !c.offers_nothing() || (!full && (!q.holding.is_empty() || head_looked_up)) {
+                return Admission::Open;
+            }
+        }
         match q.waiting_head() {
             None => Admission::Closed,
-            Some(_) if budget == 0 || q.running.len() >= self.cfg.max_num_seqs as usize => Admission::Closed,
+            Some(_) if full => Admission::Closed,
             // The LoRA rule may pass the head by and admit a later request.
             Some(_) if self.lora.is_some() => Admission::Open,
             Some(head) if self.cfg.enable_chunked_prefill && !self.cfg.rules.trtllm_reserve_to_completion => {
@@ -532,6 +544,12 @@ impl VllmRule for VllmV1 {
 
     fn next_copy_end(&self) -> Option<f64> {
         self.offload.as_ref().and_then(Connector::next_copy_end)
+    }
+
+    fn coalesced(&mut self, steps: u32) {
+        if let Some(c) = self.offload.as_mut() {
+            c.skip_steps(steps);
+        }
     }
 
     fn offload_stats(&self) -> Option<OffloadStats> {

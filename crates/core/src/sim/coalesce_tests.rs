@@ -74,6 +74,35 @@ fn an_lmcache_tier_leaves_the_decodes_to_one_stretch() {
     assert_eq!(r.offload.expect("the backend's figures").tier.stored_chunks, 1, "the prompt's full chunk");
 }
 
+/// With vLLM's own tier a lone request's decodes coalesce as without it: its prompt's two full
+/// chunks are stored after its prefill (the copy seen during the stretch is seen at the next
+/// step formed), and nothing waits.
+#[test]
+fn a_native_tier_leaves_a_lone_requests_decodes_to_one_stretch() {
+    let w = workload(&[((0..10).collect(), 6)]);
+    let mut c = cfg(8, 1000, None);
+    c.engine.offload = Some(super::offload_tests::tier(8));
+    let r = both(&w, &[(0, 0.0)], &c, 1, RouterKind::RoundRobin, ALL);
+    assert_eq!((r.steps, r.coalesced_steps), (6, 4));
+    assert_eq!(r.offload.expect("the tier's figures").tier.stored_chunks, 2, "the prompt's full chunks");
+}
+
+/// A request refused for room while the tier is on: while A's prompt chunks are being stored
+/// the waiting B's lookup could defer, so those steps are the scheduler's; once the copy is
+/// seen, B's lookup gives the same answer at every step and A's decodes coalesce around it.
+#[test]
+fn a_native_tier_coalesces_past_a_refused_head_once_its_copies_are_seen() {
+    // 6 blocks of 4 (5 usable, 20 tokens): A (12 prompt, 8 out) grows to 5 blocks; B (12
+    // prompt) waits for room until A finishes.
+    let w = workload(&[((0..12).collect(), 8), ((100..112).collect(), 2)]);
+    let mut c = cfg(8, 1000, Some(6));
+    c.engine.offload = Some(super::offload_tests::tier(16));
+    let r = both(&w, &[(0, 0.0), (1, 0.02)], &c, 1, RouterKind::RoundRobin, ALL);
+    let (a, b) = (r.records.iter().find(|x| x.id == 0).unwrap(), r.records.iter().find(|x| x.id == 1).unwrap());
+    assert!(b.first_scheduled_s >= a.last_token_s, "B entered when A finished: {a:?} {b:?}");
+    assert!(r.coalesced_steps > 0 && r.coalesced_steps < r.steps - 3, "{} of {}", r.coalesced_steps, r.steps);
+}
+
 #[test]
 fn a_refused_head_waits_through_the_stretch_and_enters_at_the_finish() {
     // 8 blocks of 4 (7 usable, 28 tokens): A (12 prompt, 8 out) takes 3 blocks and grows to
@@ -171,6 +200,8 @@ proptest! {
             Just(None),
             (1u64..12, prop_oneof![Just(None), (1u64..16, 1e5f64..1e7).prop_map(Some)]).prop_map(Some),
         ],
+        // vLLM's own CPU tier (chunks of one 4-token block; 1 ms a copy), when LMCache is not drawn.
+        native in prop_oneof![Just(None), (1u64..48).prop_map(Some)],
     ) {
         let specs: Vec<(Vec<u32>, u32)> = reqs
             .iter()
@@ -225,6 +256,9 @@ proptest! {
                 bytes_per_s: rate,
             });
             c.engine.offload = Some(o);
+        }
+        if let (None, Some(chunks), None, false) = (lmcache, native, hybrid, trtllm) {
+            c.engine.offload = Some(super::offload_tests::tier(chunks));
         }
         let r = both(&w, &sends, &c, n, RouterKind::ALL[kind], Keep { steps: true, schedule: true, ..Keep::default() });
         prop_assert!(r.coalesced_steps <= r.steps);

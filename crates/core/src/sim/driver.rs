@@ -19,7 +19,6 @@ use crate::cluster::faults::FaultPlan;
 use crate::cluster::planner::{EngineModel, Engines, Limits};
 use crate::cluster::router::{Arrival, Basis, Router};
 use crate::engine::frontend::{self, FailReason, Verdict};
-use crate::engine::vllm_offload::OffloadBackend;
 use crate::engine::ReqRt;
 use crate::metrics::TokenLog;
 use crate::workload::{SeqId, Workload};
@@ -274,11 +273,6 @@ pub fn drive(
         && disagg.is_none()
         // A coalesced stretch's steps would publish their KV events at its end.
         && event_delay.is_none()
-        // A stretch skips the scheduler's calls into a KV tier: vLLM's own may land a copy that
-        // lets a request in at any step; LMCache's does nothing for a decoding request
-        // (`Lmcache::save` passes it by) and settles its disk writes by their end times whenever
-        // it is next called.
-        && specs.iter().all(|s| s.engine.offload.as_ref().is_none_or(|o| o.backend == OffloadBackend::Lmcache))
         && (specs.len() == 1 || !(keep.tokens || client.sends_on_completion()));
     let mut assigned: Vec<u32> = vec![u32::MAX; n];
     let mut routing = RouterStats::default();

@@ -10,7 +10,7 @@ use super::*;
 use crate::engine::vllm_offload::OffloadConfig;
 
 /// The tier: `chunks` chunks of 4 tokens, 1 ms to copy one each way.
-fn tier(chunks: u64) -> OffloadConfig {
+pub(super) fn tier(chunks: u64) -> OffloadConfig {
     OffloadConfig {
         backend: crate::engine::vllm_offload::OffloadBackend::Native,
         size_gib: 1.0,

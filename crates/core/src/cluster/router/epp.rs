@@ -546,6 +546,17 @@ mod tests {
         }
     }
 
+    /// Every scorer off.
+    const ZERO: EppWeights = EppWeights {
+        queue: 0.0,
+        kv_cache: 0.0,
+        prefix: 0.0,
+        lora: 0.0,
+        precise: 0.0,
+        cpu_prefix: 0.0,
+        no_hit_lru: 0.0,
+    };
+
     fn params(w: EppWeights, interval_ms: f64) -> RouterParams {
         RouterParams { epp_weights: w, refresh_metrics_interval_ms: interval_ms, ..RouterParams::default() }
     }
@@ -564,21 +575,7 @@ mod tests {
         let mut r = Epp::new(params(w, 50.0), 3);
         assert_eq!(route(&mut r, &store, 0, 0.0, 0, &v), 1);
         // Queue alone: the empty queue.
-        let mut q = Epp::new(
-            params(
-                EppWeights {
-                    queue: 1.0,
-                    kv_cache: 0.0,
-                    prefix: 0.0,
-                    lora: 0.0,
-                    precise: 0.0,
-                    cpu_prefix: 0.0,
-                    no_hit_lru: 0.0,
-                },
-                50.0,
-            ),
-            3,
-        );
+        let mut q = Epp::new(params(EppWeights { queue: 1.0, ..ZERO }, 50.0), 3);
         assert_eq!(route(&mut q, &store, 0, 0.0, 0, &v), 0);
     }
 
@@ -589,15 +586,7 @@ mod tests {
         let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
         let loras = vec![(vec![1], vec![], 2), (vec![1], vec![7], 2), (vec![7, 3], vec![], 2)];
         let v = Fleet { waiting: vec![0; 3], usage: vec![0.0; 3], loras };
-        let only = EppWeights {
-            queue: 0.0,
-            kv_cache: 0.0,
-            prefix: 0.0,
-            lora: 1.0,
-            precise: 0.0,
-            cpu_prefix: 0.0,
-            no_hit_lru: 0.0,
-        };
+        let only = EppWeights { lora: 1.0, ..ZERO };
         let r = {
             let mut r = Epp::new(params(only, 50.0), 3);
             assert_eq!(route(&mut r, &store, 0, 0.0, 7, &v), 2);
@@ -613,15 +602,7 @@ mod tests {
     fn metrics_are_as_stale_as_the_last_scrape() {
         let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
         let mut v = Fleet { waiting: vec![0, 5], usage: vec![0.0; 2], loras: vec![Default::default(); 2] };
-        let queue = EppWeights {
-            queue: 1.0,
-            kv_cache: 0.0,
-            prefix: 0.0,
-            lora: 0.0,
-            precise: 0.0,
-            cpu_prefix: 0.0,
-            no_hit_lru: 0.0,
-        };
+        let queue = EppWeights { queue: 1.0, ..ZERO };
         let mut r = Epp::new(params(queue, 50.0), 2);
         assert_eq!(route(&mut r, &store, 0, 0.0, 0, &v), 0);
         v.waiting = vec![9, 0];
@@ -641,15 +622,7 @@ mod tests {
     fn the_precise_scorer_reads_kv_events() {
         let store = TokenStore::from_seqs(&[vec![1u32, 2, 3]]);
         let v = Fleet { waiting: vec![0; 3], usage: vec![0.0; 3], loras: vec![Default::default(); 3] };
-        let w = EppWeights {
-            queue: 0.0,
-            kv_cache: 0.0,
-            prefix: 0.0,
-            lora: 0.0,
-            precise: 1.0,
-            cpu_prefix: 0.0,
-            no_hit_lru: 0.0,
-        };
+        let w = EppWeights { precise: 1.0, ..ZERO };
         let p = RouterParams { kv_event_delay_ms: Some(20.0), ..params(w, 50.0) };
         let mut r = Epp::new(p, 3);
         assert_eq!(r.kv_index().map(|e| e.delay_s()), Some(0.02));
@@ -696,7 +669,7 @@ mod tests {
     fn no_hit_lru_spreads_cold_requests_least_recent_first() {
         let store = TokenStore::from_seqs(&[(0..64).collect::<Vec<u32>>(), (100..164).collect()]);
         let v = Fleet { waiting: vec![0; 4], usage: vec![0.0; 4], loras: vec![Default::default(); 4] };
-        let w = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, no_hit_lru: 1.0, ..EppWeights::default() };
+        let w = EppWeights { no_hit_lru: 1.0, ..ZERO };
         let mut r = Epp::new(params(w, 50.0), 4);
         let picks: Vec<usize> = (0..8).map(|k| route(&mut r, &store, 0, k as f64, 0, &v)).collect();
         assert_eq!(picks, [0, 1, 2, 3, 0, 1, 2, 3], "round the endpoints, least recent first");
@@ -711,7 +684,7 @@ mod tests {
         assert_eq!(scores[2], 1.0, "a lone candidate");
         // With the prefix producer on, the second prompt of the same blocks is warm: it follows
         // the first and the cold order does not move.
-        let w = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 1.0, no_hit_lru: 1.0, ..EppWeights::default() };
+        let w = EppWeights { prefix: 1.0, no_hit_lru: 1.0, ..ZERO };
         let mut r = Epp::new(params(w, 50.0), 4);
         let first = route(&mut r, &store, 0, 0.0, 0, &v);
         assert_eq!(route(&mut r, &store, 0, 1.0, 0, &v), first);
@@ -727,7 +700,7 @@ mod tests {
     fn the_cpu_producer_keeps_what_its_lru_holds() {
         let store = TokenStore::from_seqs(&[(0..64).collect::<Vec<u32>>(), (100..164).collect()]);
         let v = Fleet { waiting: vec![0; 2], usage: vec![0.0; 2], loras: vec![Default::default(); 2] };
-        let w = EppWeights { queue: 0.0, kv_cache: 0.0, prefix: 0.0, cpu_prefix: 1.0, ..EppWeights::default() };
+        let w = EppWeights { cpu_prefix: 1.0, ..ZERO };
         let arrival =
             |seq: u32| Arrival { id: seq, seq, prompt_len: 64, store: &store, now: 0.0, lora: 0, priority: None };
         for (capacity, kept) in [(4, 0.0), (8, 1.0)] {

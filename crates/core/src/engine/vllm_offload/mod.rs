@@ -439,6 +439,8 @@ struct ReqState {
     /// The chunks it accessed (stored, offered while held and ready, or loaded), by position
     /// (`UNSEEN` where not): re-ranked when it finishes.
     seen: Vec<u32>,
+    /// Its last offer could not be stored: it offers those chunks again at its next step.
+    refused: bool,
 }
 
 /// No chunk accessed at this position.
@@ -483,6 +485,8 @@ pub struct Connector {
     unstarted: usize,
     /// Requests finished since the last step was formed.
     finished: Vec<ReqId>,
+    /// Requests whose last offer was refused (they offer again when next scheduled).
+    refused: u32,
     /// Buffers: an offer's chunk keys, those of them held and ready, those to store and those
     /// accessed (key, position), and the chunks an access reaches first.
     keys: Vec<u32>,
@@ -508,6 +512,7 @@ impl Connector {
             last_empty: true,
             unstarted: 0,
             finished: Vec::new(),
+            refused: 0,
             keys: Vec::new(),
             ready: Vec::new(),
             new: Vec::new(),
@@ -660,6 +665,7 @@ impl Connector {
             self.offer(id, r, r.num_computed.min(r.prompt_len), cache);
             // The chunks it accessed, head to tail (`on_request_finished`).
             let mut st = std::mem::take(self.req(id));
+            self.refused -= st.refused as u32;
             st.seen.retain(|&k| k != UNSEEN);
             self.tier.finished(&st.seen, st.rank);
         }
@@ -740,6 +746,14 @@ impl Connector {
         if stored {
             self.req(id).next_stored = to;
         }
+        // Counted while refused: it offers again at its next step.
+        let st = self.req(id);
+        match (st.refused, stored) {
+            (false, false) => self.refused += 1,
+            (true, true) => self.refused -= 1,
+            _ => {}
+        }
+        self.req(id).refused = !stored;
         // Not stored: offered again when the request is next scheduled.
         if stored && !new.is_empty() {
             let keys = new.iter().map(|&(k, _)| k).collect();
@@ -792,6 +806,28 @@ impl Connector {
             self.formed += 1;
         }
         self.last_empty = !own_forward;
+    }
+
+    /// Whether steps that schedule the running requests' decodes alone, and no waiting request,
+    /// would offer nothing: no request offers its chunks again after a refused store.
+    pub fn offers_nothing(&self) -> bool {
+        self.refused == 0
+    }
+
+    /// Whether no copy is in flight (or done and not yet seen): no chunk is being stored or
+    /// loaded, so a lookup cannot defer and the tier does not change until a step stores again.
+    pub fn no_copies_in_flight(&self) -> bool {
+        self.loads.is_empty() && self.stores.is_empty()
+    }
+
+    /// `steps` steps with a forward, each scheduling decodes alone, were formed and priced
+    /// without calling the connector (a coalesced stretch): they submitted no copy, and the
+    /// copies they would have seen complete at their polls are seen at the next step formed,
+    /// in the same order, since nothing reads the tier in between.
+    pub fn skip_steps(&mut self, steps: u32) {
+        debug_assert!(self.finished.is_empty() && self.unstarted == 0, "a stretch's steps carry no news");
+        self.formed += steps as u64;
+        self.last_empty = false;
     }
 
     /// When the next copy in flight ends (for an engine with nothing else to run: it steps empty

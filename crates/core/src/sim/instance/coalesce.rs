@@ -23,9 +23,12 @@
 //! route to or read this one); and before a step end that would finish a request. Which runs
 //! coalesce: vLLM v1 and TensorRT-LLM instances (not under PP, speculative decoding or
 //! disaggregation) whose cache says how it grows (the paged cache with prefix caching on; the
-//! hybrid manager's sliding-window groups, while no waiting head is refused), with no KV tier or
+//! hybrid manager's sliding-window groups, while no waiting head is refused), with no KV tier,
 //! LMCache's (a decoding request saves nothing, and its disk writes settle by their end times
-//! whenever it is next called; vLLM's own tier may land a copy at any step); every other
+//! whenever it is next called) or vLLM's own while no request waits or holds a load and none
+//! offers again after a refused store (a copy seen complete in a stretch is seen at the next
+//! step formed instead, since nothing reads the tier in between: the steps skipped are counted
+//! for its polls, [`Scheduler::coalesced`](crate::engine::Scheduler::coalesced)); every other
 //! engine, cache and layout steps as before. TensorRT-LLM's requests take their blocks to
 //! completion when admitted, so its stretches allocate nothing and its refused head stays
 //! refused until a finish ends the stretch.
@@ -265,6 +268,7 @@ impl Instance<'_> {
                 debug_assert!(grown, "a growth within the last block failed");
             }
             self.busy_until = Some(end);
+            self.sched.coalesced(m);
         }
         self.stretch = s;
         end
