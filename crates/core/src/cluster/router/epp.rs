@@ -337,8 +337,8 @@ impl Epp {
     }
 
     /// The no-hit LRU scores of the candidates `up` for a request that is `cold`, into `out`
-    /// (indexed by endpoint).
-    fn no_hit_scores(&self, cold: bool, up: &[usize], out: &mut [f64]) {
+    /// (indexed by endpoint), `cold_picks` the endpoints given a cold request, least recent first.
+    fn no_hit_scores(cold_picks: &[usize], cold: bool, up: &[usize], out: &mut [f64]) {
         if !cold {
             up.iter().for_each(|&i| out[i] = 0.5);
             return;
@@ -348,10 +348,10 @@ impl Epp {
             return;
         }
         let n = (up.len() - 1) as f64;
-        let never = up.iter().filter(|i| !self.cold_picks.contains(i)).count();
+        let never = up.iter().filter(|i| !cold_picks.contains(i)).count();
         let mut k = 0;
         for &i in up {
-            out[i] = match self.cold_picks.iter().position(|&j| j == i) {
+            out[i] = match cold_picks.iter().position(|&j| j == i) {
                 Some(p) => (1.0 - (never + p) as f64 / n).max(0.0),
                 None => {
                     k += 1;
@@ -404,12 +404,11 @@ impl Router for Epp {
         }
         // Cold: no producer matched a block on any candidate (the no-hit LRU scorer's test).
         let matched_any = |p: &Producer, up: &[usize]| up.iter().any(|&i| p.matched[i] > 0);
-        let cold = !matched_any(&self.prefix, &self.up) && !self.cpu.as_ref().is_some_and(|c| matched_any(c, &self.up));
+        let cold = w.no_hit_lru > 0.0
+            && !matched_any(&self.prefix, &self.up)
+            && !self.cpu.as_ref().is_some_and(|c| matched_any(c, &self.up));
         if w.no_hit_lru > 0.0 {
-            let mut scores = std::mem::take(&mut self.no_hit);
-            scores.resize(n, 0.0);
-            self.no_hit_scores(cold, &self.up, &mut scores);
-            self.no_hit = scores;
+            Self::no_hit_scores(&self.cold_picks, cold, &self.up, &mut self.no_hit);
         }
         self.order.clear();
         let mut narrowed = false;
@@ -455,7 +454,7 @@ impl Router for Epp {
         if let Some(c) = self.cpu.as_mut() {
             c.record(instance, view, a.now);
         }
-        if w.no_hit_lru > 0.0 && cold {
+        if cold {
             self.cold_picks.retain(|&j| j != instance);
             if self.cold_picks.len() == NO_HIT_LRU_SIZE {
                 self.cold_picks.remove(0);
@@ -675,12 +674,12 @@ mod tests {
         assert_eq!(picks, [0, 1, 2, 3, 0, 1, 2, 3], "round the endpoints, least recent first");
         let mut scores = vec![0.0; 4];
         r.cold_picks = vec![0, 1];
-        r.no_hit_scores(true, &[0, 1, 2, 3], &mut scores);
+        Epp::no_hit_scores(&r.cold_picks, true, &[0, 1, 2, 3], &mut scores);
         let want = [1.0 - 2.0 / 3.0, 0.0, 1.0, 1.0 - 1.0 / 3.0];
         assert_eq!(scores, want);
-        r.no_hit_scores(false, &[0, 1, 2, 3], &mut scores);
+        Epp::no_hit_scores(&r.cold_picks, false, &[0, 1, 2, 3], &mut scores);
         assert_eq!(scores, [0.5; 4]);
-        r.no_hit_scores(true, &[2], &mut scores);
+        Epp::no_hit_scores(&r.cold_picks, true, &[2], &mut scores);
         assert_eq!(scores[2], 1.0, "a lone candidate");
         // With the prefix producer on, the second prompt of the same blocks is warm: it follows
         // the first and the cold order does not move.
