@@ -336,6 +336,22 @@ pub struct RunArgs {
     /// (default 5, a local NVMe drive; an assumption).
     #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Engine")]
     pub lmcache_disk_gbps: Option<f64>,
+    /// With --kv-offloading-backend lmcache: LMCache's own server as a remote backend behind the
+    /// CPU one (LMCache remote_url, LMCACHE_REMOTE_URL; lm://HOST:PORT, the server
+    /// `lmcache_server HOST PORT`; off by default). Saved chunks are put to it in the background;
+    /// a lookup asks it for the chunks the local backends lack, one round trip each, and a chunk
+    /// only it holds is read with the load. The instances of a run share it: a prefix one
+    /// computes, another finds.
+    #[arg(long, value_name = "URL", help_heading = "Engine")]
+    pub lmcache_remote_url: Option<String>,
+    /// With --lmcache-remote-url: µs of one round trip to LMCache's server (default 100; an
+    /// assumption: TCP between hosts of one cluster, through LMCache's Python client and server).
+    #[arg(allow_negative_numbers = true, long, value_name = "US", help_heading = "Engine")]
+    pub lmcache_remote_rtt_us: Option<f64>,
+    /// With --lmcache-remote-url: GB/s of one GPU's socket to LMCache's server (default 12.5, a
+    /// 100 Gb/s link; an assumption).
+    #[arg(allow_negative_numbers = true, long, value_name = "GBPS", help_heading = "Engine")]
+    pub lmcache_remote_gbps: Option<f64>,
     /// With --kv-offloading-size or --enable-hierarchical-cache: GB/s each way between one GPU
     /// and host memory, which prices the host tier's copies (default: the GPU's PCIe rate per
     /// direction × 0.87, the share a pinned copy achieves).
@@ -1139,6 +1155,9 @@ impl RunArgs {
                 lmcache_chunk_size: self.lmcache_chunk_size,
                 lmcache_disk_gib: self.lmcache_max_local_disk_size,
                 lmcache_disk_gbps: self.lmcache_disk_gbps,
+                lmcache_remote_url: self.lmcache_remote_url.clone(),
+                lmcache_remote_rtt_us: self.lmcache_remote_rtt_us,
+                lmcache_remote_gbps: self.lmcache_remote_gbps,
             },
             hicache: cachesim::engine::sglang::hicache::HiCacheOptions {
                 enable: self.enable_hierarchical_cache,

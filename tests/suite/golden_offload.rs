@@ -133,6 +133,7 @@ fn replay(path: &Path) -> String {
                     json_num(c, "gpu_bytes_per_block") as f64 * 1e6
                 },
                 disk: None,
+                remote: None,
             }),
             ..EngineConfig::new(EngineVersion::Vllm033)
         },

@@ -539,6 +539,9 @@ pub fn engine_specific_flags(o: &RunOptions) -> Vec<&'static str> {
         (o.offload.lmcache_chunk_size.is_some(), "--lmcache-chunk-size"),
         (o.offload.lmcache_disk_gib.is_some(), "--lmcache-max-local-disk-size"),
         (o.offload.lmcache_disk_gbps.is_some(), "--lmcache-disk-gbps"),
+        (o.offload.lmcache_remote_url.is_some(), "--lmcache-remote-url"),
+        (o.offload.lmcache_remote_rtt_us.is_some(), "--lmcache-remote-rtt-us"),
+        (o.offload.lmcache_remote_gbps.is_some(), "--lmcache-remote-gbps"),
         (o.hicache.enable, "--enable-hierarchical-cache"),
         (o.hicache.ratio.is_some(), "--hicache-ratio"),
         (o.hicache.size_gb.is_some(), "--hicache-size"),
@@ -936,7 +939,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     // The host link prices whichever host tier is on: under HiCache, not vLLM's offloading.
     let offload_flags = crate::engine::vllm_offload::OffloadOptions {
         host_link_gbps: o.offload.host_link_gbps.filter(|_| !o.hicache.enable),
-        ..o.offload
+        ..o.offload.clone()
     };
     let offload = crate::engine::vllm_offload::resolve(
         &offload_flags,

@@ -280,7 +280,7 @@ impl Run<'_> {
                 let ext = if hit == 0 { 0 } else { Lmcache::need(hit, gpu, req.num_tokens) };
                 if ext == 0 {
                     let a = self.cache.admit(i, r.seq, prompt, usize::MAX)?;
-                    l.admitted(i, a.hit_tokens, 0);
+                    l.admitted(i, a.hit_tokens, 0, h.now);
                     h.rt[i as usize].num_computed = a.hit_tokens as u32;
                     return Some(Hits::of(a.hit_tokens, 0));
                 }
@@ -290,7 +290,7 @@ impl Run<'_> {
                 self.cache.loaded(i, gpu + ext);
                 let read = |l: &Lmcache| l.stats().disk.map_or(0, |d| d.read_chunks);
                 let before = read(l);
-                l.admitted(i, gpu, ext);
+                l.admitted(i, gpu, ext, h.now);
                 // The chunks read from disk lie within the load (its last may lose a token).
                 let chunk = l.config().chunk_tokens as u64;
                 let disk = (((read(l) - before) * chunk) as usize).min(ext);
@@ -431,6 +431,7 @@ fn host_tier(w: &Workload, spec: &ReplaySpec) -> Option<Host> {
                 bytes_per_s: f64::INFINITY,
             }
         }),
+        remote: None,
     };
     let rt = w.requests.iter().map(|r| ReqRt::new(r.seq, r.prompt_len, r.output_len)).collect();
     let conn = match backend {

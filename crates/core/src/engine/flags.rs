@@ -223,11 +223,15 @@ pub const TABLE: &[EngineFlag] = &[
         instead: &[(Sglang, "--enable-hierarchical-cache")],
     },
     EngineFlag { server_only: &[], flag: "--kv-offloading-backend", engines: &[Vllm], instead: &[] },
-    // LMCache's own settings (`lmcache/v1/config.py` `chunk_size`, `max_local_disk_size`, 0.5.6);
-    // `--lmcache-disk-gbps` is cachesim's price of its disk.
+    // LMCache's own settings (`lmcache/v1/config.py` `chunk_size`, `max_local_disk_size`,
+    // `remote_url`, 0.5.6); `--lmcache-disk-gbps` and `--lmcache-remote-{rtt-us,gbps}` are
+    // cachesim's prices of its disk and its remote server.
     EngineFlag { server_only: &[], flag: "--lmcache-chunk-size", engines: &[Vllm], instead: &[] },
     EngineFlag { server_only: &[], flag: "--lmcache-max-local-disk-size", engines: &[Vllm], instead: &[] },
     EngineFlag { server_only: &[], flag: "--lmcache-disk-gbps", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--lmcache-remote-url", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--lmcache-remote-rtt-us", engines: &[Vllm], instead: &[] },
+    EngineFlag { server_only: &[], flag: "--lmcache-remote-gbps", engines: &[Vllm], instead: &[] },
     EngineFlag { server_only: &[], flag: "--host-link-gbps", engines: &[Vllm, Sglang], instead: &[] },
     EngineFlag {
         server_only: &[],

@@ -727,6 +727,10 @@ pub trait VllmRule: Send {
     fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
         None
     }
+    /// [`Scheduler::lmcache_server_swap`] under this rule.
+    fn lmcache_server_swap(&mut self, _server: &mut vllm_offload::lmcache::remote::LmServer) -> bool {
+        false
+    }
     /// [`Scheduler::lora_stats`] under this rule.
     fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
         None
@@ -796,6 +800,10 @@ impl<R: VllmRule> Scheduler for Vllm<R> {
 
     fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
         self.rule.offload_stats()
+    }
+
+    fn lmcache_server_swap(&mut self, server: &mut vllm_offload::lmcache::remote::LmServer) -> bool {
+        self.rule.lmcache_server_swap(server)
     }
 
     fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {
@@ -881,6 +889,11 @@ pub trait Scheduler: Send {
     /// The KV offloading tier's figures, for an engine that has one.
     fn offload_stats(&self) -> Option<vllm_offload::OffloadStats> {
         None
+    }
+    /// Swaps LMCache's remote server with `server` (one shared by the instances of a run is
+    /// lent to each for its scheduler pass); whether the engine has one to swap with.
+    fn lmcache_server_swap(&mut self, _server: &mut vllm_offload::lmcache::remote::LmServer) -> bool {
+        false
     }
     /// The LoRA adapters' loads, for an engine serving them.
     fn lora_stats(&self) -> Option<vllm_lora::LoraStats> {

@@ -368,6 +368,8 @@ impl VllmV1 {
         let known = r.num_tokens as usize;
         // No chunk held: nothing to load, whatever the GPU holds (its walk is skipped).
         let hit = lm.lookup(id, &r, s.cache, s.now);
+        // The remote server's round trips block the scheduler before the step's forward.
+        s.out.load_s += lm.take_wait();
         if hit == 0 {
             return Some(false);
         }
@@ -386,7 +388,7 @@ impl VllmV1 {
         debug_assert_eq!(a.hit_tokens, gpu_hit, "the cache's hit moved under the lookup");
         s.cache.loaded(id, computed + n as usize);
         let lm = self.lmcache.as_mut().expect("checked");
-        s.out.load_s += lm.admitted(id, gpu_hit, ext);
+        s.out.load_s += lm.admitted(id, gpu_hit, ext, s.now);
         s.reqs[id as usize].admitted_with(computed, s.now);
         q.pop_waiting();
         q.running.push(id);
@@ -552,6 +554,10 @@ impl VllmRule for VllmV1 {
         }
     }
 
+    fn lmcache_server_swap(&mut self, server: &mut super::vllm_offload::lmcache::remote::LmServer) -> bool {
+        self.lmcache.as_mut().is_some_and(|lm| lm.server_swap(server))
+    }
+
     fn offload_stats(&self) -> Option<OffloadStats> {
         match &self.lmcache {
             Some(lm) => Some(lm.stats()),
@@ -650,7 +656,7 @@ impl VllmV1 {
             s.reqs[id as usize].admitted_with(a.hit_tokens, s.now);
             if let Some(lm) = self.lmcache.as_mut() {
                 // `update_state_after_alloc`: its kept lookup is cleared.
-                lm.admitted(id, a.hit_tokens, 0);
+                lm.admitted(id, a.hit_tokens, 0, s.now);
             }
             q.pop_waiting();
             q.running.push(id);

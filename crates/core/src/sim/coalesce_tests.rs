@@ -195,10 +195,16 @@ proptest! {
         ],
         // TensorRT-LLM's admission to completion instead of vLLM's (FCFS, one KV group).
         trtllm in any::<bool>(),
-        // LMCache's CPU backend (chunks of 8 tokens), and its local disk (chunks, bytes/s).
+        // LMCache's CPU backend (chunks of 8 tokens), its local disk (chunks, bytes/s) and its
+        // remote server (round trip, bytes/s).
         lmcache in prop_oneof![
             Just(None),
-            (1u64..12, prop_oneof![Just(None), (1u64..16, 1e5f64..1e7).prop_map(Some)]).prop_map(Some),
+            (
+                1u64..12,
+                prop_oneof![Just(None), (1u64..16, 1e5f64..1e7).prop_map(Some)],
+                prop_oneof![Just(None), (1e-5f64..1e-2, 1e5f64..1e7).prop_map(Some)],
+            )
+                .prop_map(Some),
         ],
         // vLLM's own CPU tier (chunks of one 4-token block; 1 ms a copy), when LMCache is not drawn.
         native in prop_oneof![Just(None), (1u64..48).prop_map(Some)],
@@ -248,13 +254,15 @@ proptest! {
                 ..crate::engine::EngineConfig::new(crate::engine::EngineVersion::Trtllm10)
             };
         }
-        if let (Some((cpu, disk)), None, false) = (lmcache, hybrid, trtllm) {
+        if let (Some((cpu, disk, remote)), None, false) = (lmcache, hybrid, trtllm) {
             let mut o = crate::engine::vllm_offload::lmcache::scenario_config(cpu);
             o.disk = disk.map(|(chunks, rate)| crate::engine::vllm_offload::DiskConfig {
                 size_gib: 1.0,
                 chunks,
                 bytes_per_s: rate,
             });
+            o.remote = remote
+                .map(|(rtt_s, bytes_per_s)| crate::engine::vllm_offload::lmcache::remote::RemoteConfig { rtt_s, bytes_per_s });
             c.engine.offload = Some(o);
         }
         if let (None, Some(chunks), None, false) = (lmcache, native, hybrid, trtllm) {

@@ -718,6 +718,9 @@ pub fn drive(
     if let Some(st) = hicache.as_mut().and_then(|h| h.storage.as_mut()) {
         shared.add_to(st);
     }
+    if let Some(st) = offload.as_mut().and_then(|h| h.remote.as_mut()) {
+        shared.add_to_remote(st);
+    }
     if let Some(store) = store {
         *store = shared.into_store();
         store.drop_pending();

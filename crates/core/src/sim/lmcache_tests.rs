@@ -2,11 +2,13 @@
 //! affine step-time model (0.01 s a step, 1 ms a prefill token, 2 ms a decode), 4-token blocks,
 //! 8-token chunks and 1 ms to copy a chunk either way: a prefix the GPU lost loaded before the
 //! forward of the step that admits it, the saves after each forward, a hit of every prompt token
-//! keeping the last one to compute, a backend too small to keep the prefix, and the prefix read
-//! back from the local disk behind it.
+//! keeping the last one to compute, a backend too small to keep the prefix, the prefix read
+//! back from the local disk behind it, and from LMCache's remote server — the same instance's
+//! puts, or another instance's.
 
 use super::tests::{cfg, workload, COST};
 use super::*;
+use crate::engine::vllm_offload::lmcache::remote::RemoteConfig;
 use crate::engine::vllm_offload::DiskConfig;
 use crate::engine::EngineVersion;
 use proptest::prelude::*;
@@ -121,6 +123,85 @@ fn a_prefix_the_cpu_lost_is_read_back_from_disk() {
     }
 }
 
+/// A remote server behind the CPU backend: 0.5 ms a round trip, 1 ms to send a chunk.
+const REMOTE: RemoteConfig = RemoteConfig { rtt_s: 5e-4, bytes_per_s: 1e6 };
+
+fn with_remote(mut c: SimConfig) -> SimConfig {
+    if let Some(o) = c.engine.offload.as_mut() {
+        o.remote = Some(REMOTE);
+    }
+    c
+}
+
+/// The 6-chunk CPU backend with LMCache's remote server behind it. Every lookup asks the server
+/// for the chunks the CPU lacks, one round trip each, before the step's forward: A's (one miss,
+/// 0.5 ms) and F's (one miss) find nothing. A's chunks are put when A's step ends (0.0285: done
+/// at 0.0295 and 0.0305), so when F's save evicts them from the CPU the server still holds them:
+/// B's lookup finds both (two round trips, 0.200–0.201), its load gets them (a round trip and a
+/// send each, 0.201–0.204), puts them back into the CPU and copies them to the GPU (2 ms), then
+/// B's 4 new tokens (0.014 s).
+#[test]
+fn a_prefix_the_cpu_lost_is_read_back_from_the_remote_server() {
+    let (w, sends) = after_a(500..504);
+    let r = run(&w, &sends, &with_remote(lmcache(13, Some(6))), &COST, Keep::default());
+    assert!(close(rec(&r, 0).ttft_s(), 0.0285), "{:?}", rec(&r, 0));
+    assert!(close(rec(&r, 1).ttft_s(), 0.0645), "{:?}", rec(&r, 1));
+    let b = rec(&r, 2);
+    assert!(close(b.ttft_s(), 0.020), "{b:?}");
+    assert!(close(b.latency_s(), 0.032), "{b:?}");
+    assert_eq!(b.cached_prompt_tokens, 16);
+    let h = r.offload.expect("the backend's figures");
+    assert_eq!((h.host_hit_tokens, h.loads, h.loaded_chunks), (16, 1, 2));
+    // The CPU: A's 2 and F's 6 saved; A's 2 evicted by F, then 2 of F's by A's read back.
+    assert_eq!((h.tier.stored_chunks, h.tier.evicted_chunks, h.tier.peak_chunks), (8, 4, 6));
+    let x = h.remote.expect("the remote figures");
+    assert_eq!((x.exists_calls, x.read_chunks, x.written_chunks, x.skipped_puts, x.held_chunks), (4, 2, 8, 0, 8));
+    assert!(close(x.lookup_s, 0.002) && close(x.read_s, 0.003) && close(x.write_s, 0.008), "{x:?}");
+}
+
+/// Two instances behind round robin, each with its own 32-chunk CPU backend and one remote
+/// server between them: A on instance 0 at 0, B (A's prompt and 4 more tokens) on instance 1 at
+/// 0.2. B's CPU is empty, but the server holds A's chunks: B loads them as above (0.020 s to its
+/// first token) where, without the server, it computes its 20 tokens and saves 2 chunks
+/// (0.032 s).
+#[test]
+fn the_remote_server_gives_one_instance_the_chunks_another_saved() {
+    use crate::cluster::router::{build, RouterParams};
+    let a: Vec<u32> = (0..16).collect();
+    let b: Vec<u32> = (0..20).collect();
+    let w = workload(&[(a, 1), (b, 2)]);
+    let sends = [(0, 0.0), (1, 0.2)];
+    let two = |c: SimConfig| {
+        let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
+        let mut router = build(RouterKind::RoundRobin, RouterParams::default(), 2);
+        drive(
+            &w,
+            &sends,
+            &Front::of(&c),
+            &[spec; 2],
+            router.as_mut(),
+            None,
+            Fleet::default(),
+            Keep::default(),
+            &|_, _| (),
+        )
+    };
+    let (own, shared) = (two(lmcache(13, Some(32))), two(with_remote(lmcache(13, Some(32)))));
+    for r in [&own, &shared] {
+        assert_eq!(r.assigned[..2], [0, 1]);
+    }
+    assert!(close(rec(&own, 1).ttft_s(), 0.032), "{:?}", rec(&own, 1));
+    assert_eq!(rec(&own, 1).cached_prompt_tokens, 0);
+    let b = rec(&shared, 1);
+    assert!(close(b.ttft_s(), 0.020), "{b:?}");
+    assert_eq!(b.cached_prompt_tokens, 16);
+    let x = shared.offload.expect("the backend's figures").remote.expect("the remote figures");
+    // A's miss, B's two hits; A's two chunks put, and nothing of B's (its 20 tokens reach no
+    // chunk past the 16 it loaded).
+    assert_eq!((x.exists_calls, x.read_chunks, x.written_chunks, x.held_chunks), (3, 2, 2, 2));
+    assert_eq!(format!("{:?}", shared.records), format!("{:?}", two(with_remote(lmcache(13, Some(32)))).records));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -137,6 +218,7 @@ proptest! {
         tokens in 8u32..64,
         cpu in 1u64..12,
         disk in prop_oneof![Just(None), (1u64..16, 1e5f64..1e7).prop_map(Some)],
+        remote in prop_oneof![Just(None), (1e-5f64..1e-2, 1e5f64..1e7).prop_map(Some)],
     ) {
         let specs: Vec<(Vec<u32>, u32)> = reqs
             .iter()
@@ -154,6 +236,7 @@ proptest! {
         c.engine.max_num_batched_tokens = tokens.max(seqs);
         if let Some(o) = c.engine.offload.as_mut() {
             o.disk = disk.map(|(chunks, rate)| DiskConfig { size_gib: 1.0, chunks, bytes_per_s: rate });
+            o.remote = remote.map(|(rtt_s, bytes_per_s)| RemoteConfig { rtt_s, bytes_per_s });
         }
         let r = run(&w, &sends, &c, &COST, Keep::default());
         let h = r.offload.expect("the backend's figures");
@@ -166,6 +249,9 @@ proptest! {
         prop_assert!(h.tier.stored_chunks <= h.tier.evicted_chunks + cpu, "{h:?}");
         if let (Some(d), Some((chunks, _))) = (h.disk, disk) {
             prop_assert!(d.peak_chunks <= chunks && d.read_chunks <= h.loaded_chunks, "{d:?}");
+        }
+        if let Some(x) = h.remote {
+            prop_assert!(x.read_chunks <= h.loaded_chunks && x.held_chunks <= x.written_chunks, "{x:?}");
         }
     }
 }

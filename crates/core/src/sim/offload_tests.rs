@@ -20,6 +20,7 @@ pub(super) fn tier(chunks: u64) -> OffloadConfig {
         chunk_bytes_per_rank: 1000,
         link_bytes_per_s: 1e6,
         disk: None,
+        remote: None,
     }
 }
 

@@ -509,6 +509,20 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
                 thousands(d.peak_chunks)
             );
         }
+        if let Some(r) = &h.remote {
+            let _ = writeln!(
+                s,
+                "LMCache remote: {} exists round trips ({:.2} s waited) · {} chunks read for loads ({:.2} s) · {} chunks put ({:.2} s sending), {} puts dropped as in flight · {} chunks on the server",
+                thousands(r.exists_calls),
+                r.lookup_s,
+                thousands(r.read_chunks),
+                r.read_s,
+                thousands(r.written_chunks),
+                r.write_s,
+                thousands(r.skipped_puts),
+                thousands(r.held_chunks)
+            );
+        }
     }
     if let Some(h) = &o.sim.hicache {
         let _ = writeln!(

@@ -79,6 +79,9 @@ pub struct OffloadConfig {
     /// LMCache's local disk backend, if on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskConfig>,
+    /// LMCache's remote server, if given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<lmcache::remote::RemoteConfig>,
 }
 
 /// LMCache's local disk backend, resolved (`--lmcache-max-local-disk-size`).
@@ -116,8 +119,15 @@ impl OffloadConfig {
                 d.bytes_per_s / 1e9
             )
         });
+        let remote = self.remote.map_or(String::new(), |r| {
+            format!(
+                " · LMCache remote lm:// server ({:.0} µs a round trip, {:.1} GB/s a GPU)",
+                r.rtt_s * 1e6,
+                r.bytes_per_s / 1e9
+            )
+        });
         format!(
-            "{what} {} GiB ({} chunks of {} tokens, host link {:.1} GB/s each way){disk}",
+            "{what} {} GiB ({} chunks of {} tokens, host link {:.1} GB/s each way){disk}{remote}",
             self.size_gib,
             self.chunks,
             self.chunk_tokens,
@@ -127,7 +137,7 @@ impl OffloadConfig {
 }
 
 /// The offloading flags as given.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OffloadOptions {
     /// `--kv-offloading-size` (GiB); `None`: off.
     pub size_gib: Option<f64>,
@@ -142,6 +152,12 @@ pub struct OffloadOptions {
     pub lmcache_disk_gib: Option<f64>,
     /// `--lmcache-disk-gbps`; `None`: [`DEFAULT_DISK_GBPS`].
     pub lmcache_disk_gbps: Option<f64>,
+    /// `--lmcache-remote-url` (`lm://HOST:PORT`); `None`: no remote backend.
+    pub lmcache_remote_url: Option<String>,
+    /// `--lmcache-remote-rtt-us`; `None`: [`lmcache::remote::DEFAULT_RTT_US`].
+    pub lmcache_remote_rtt_us: Option<f64>,
+    /// `--lmcache-remote-gbps`; `None`: [`lmcache::remote::DEFAULT_GBPS`].
+    pub lmcache_remote_gbps: Option<f64>,
 }
 
 /// The share of a PCIe link's per-direction rate a pinned copy-engine copy achieves: NVIDIA's
@@ -198,6 +214,9 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
             (o.lmcache_chunk_size.is_some(), "--lmcache-chunk-size"),
             (o.lmcache_disk_gib.is_some(), "--lmcache-max-local-disk-size"),
             (o.lmcache_disk_gbps.is_some(), "--lmcache-disk-gbps"),
+            (o.lmcache_remote_url.is_some(), "--lmcache-remote-url"),
+            (o.lmcache_remote_rtt_us.is_some(), "--lmcache-remote-rtt-us"),
+            (o.lmcache_remote_gbps.is_some(), "--lmcache-remote-gbps"),
         ] {
             if given {
                 return Err(Error::invalid(flag, "an LMCache setting: give --kv-offloading-backend lmcache too"));
@@ -210,6 +229,8 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
             "prices LMCache's local disk: give --lmcache-max-local-disk-size too",
         ));
     }
+    let remote =
+        lmcache::remote::resolve(o.lmcache_remote_url.as_deref(), o.lmcache_remote_rtt_us, o.lmcache_remote_gbps)?;
     let Some(size) = o.size_gib else {
         if o.backend.is_some() {
             return Err(Error::invalid(
@@ -350,6 +371,7 @@ pub fn resolve(o: &OffloadOptions, m: &TierMachine) -> Result<Option<OffloadConf
         chunk_bytes_per_rank: chunk_bytes,
         link_bytes_per_s,
         disk,
+        remote,
     }))
 }
 
@@ -373,6 +395,9 @@ pub struct OffloadStats {
     /// LMCache's local disk backend, if on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk: Option<lmcache::DiskStats>,
+    /// LMCache's remote server, if on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<lmcache::remote::RemoteStats>,
 }
 
 impl OffloadStats {
@@ -392,6 +417,11 @@ impl OffloadStats {
         match (&mut self.disk, &o.disk) {
             (Some(a), Some(b)) => a.merge(b),
             (None, Some(b)) => self.disk = Some(*b),
+            _ => {}
+        }
+        match (&mut self.remote, &o.remote) {
+            (Some(a), Some(b)) => a.merge(b),
+            (None, Some(b)) => self.remote = Some(*b),
             _ => {}
         }
     }

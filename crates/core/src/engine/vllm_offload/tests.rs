@@ -50,7 +50,7 @@ fn what_vllm_or_cachesim_refuses_is_refused() {
     assert!(err(sized(1e9), machine()).contains("more host memory than any server"));
     assert!(err(sized(0.001), machine()).contains("hold no chunk"));
     let lmcache = OffloadOptions { backend: Some(OffloadBackend::Lmcache), ..sized(8.0) };
-    assert!(err(lmcache, machine()).contains("starts LMCacheMPConnector"));
+    assert!(err(lmcache.clone(), machine()).contains("starts LMCacheMPConnector"));
     let old = TierMachine { version: EngineVersion::Vllm018, ..machine() };
     assert!(err(lmcache, TierMachine { block_size: 48, ..old }).contains("whole number of 48-token blocks"));
     let alone = OffloadOptions { backend: Some(OffloadBackend::Native), ..Default::default() };
@@ -58,7 +58,9 @@ fn what_vllm_or_cachesim_refuses_is_refused() {
     let link = OffloadOptions { host_link_gbps: Some(10.0), ..Default::default() };
     assert!(err(link, machine()).contains("give --kv-offloading-size"));
     let bad_link = OffloadOptions { host_link_gbps: Some(0.0), ..sized(1.0) };
-    assert!(err(bad_link, machine()).contains("--host-link-gbps") || err(bad_link, machine()).contains("above 0"));
+    assert!(
+        err(bad_link.clone(), machine()).contains("--host-link-gbps") || err(bad_link, machine()).contains("above 0")
+    );
     assert!(err(sized(8.0), old).contains("not modelled for vllm@0.18"));
     assert!(err(sized(8.0), TierMachine { paged: false, ..machine() }).contains("prefix caching"));
     assert!(err(sized(8.0), TierMachine { pp: 2, ..machine() }).contains("pipeline parallelism"));
@@ -97,21 +99,61 @@ fn lmcache_chunks_are_the_size_over_every_rank() {
 fn lmcache_settings_are_sized_or_refused() {
     let old = TierMachine { version: EngineVersion::Vllm018, ..machine() };
     let lm = OffloadOptions { backend: Some(OffloadBackend::Lmcache), ..sized(16.0) };
-    let c = resolve(&OffloadOptions { lmcache_chunk_size: Some(64), ..lm }, &old).unwrap().unwrap();
+    let c = resolve(&OffloadOptions { lmcache_chunk_size: Some(64), ..lm.clone() }, &old).unwrap().unwrap();
     assert_eq!((c.chunk_tokens, c.chunks), (64, 2048));
     // 100 GiB of disk a GPU, in chunks of 256 × 128 KiB; 5 GB/s unless given.
-    let d = resolve(&OffloadOptions { lmcache_disk_gib: Some(100.0), ..lm }, &old).unwrap().unwrap().disk.unwrap();
+    let d =
+        resolve(&OffloadOptions { lmcache_disk_gib: Some(100.0), ..lm.clone() }, &old).unwrap().unwrap().disk.unwrap();
     assert_eq!((d.chunks, d.bytes_per_s), (3200, 5e9));
-    let fast = OffloadOptions { lmcache_disk_gib: Some(100.0), lmcache_disk_gbps: Some(12.5), ..lm };
+    let fast = OffloadOptions { lmcache_disk_gib: Some(100.0), lmcache_disk_gbps: Some(12.5), ..lm.clone() };
     assert_eq!(resolve(&fast, &old).unwrap().unwrap().disk.unwrap().bytes_per_s, 12.5e9);
     let err = |o: OffloadOptions| resolve(&o, &old).unwrap_err().to_string();
-    assert!(err(OffloadOptions { lmcache_chunk_size: Some(100), ..lm }).contains("whole number of 16-token blocks"));
-    assert!(err(OffloadOptions { lmcache_chunk_size: Some(0), ..lm }).contains("--lmcache-chunk-size"));
-    assert!(err(OffloadOptions { lmcache_disk_gib: Some(0.0), ..lm }).contains("starts no disk backend"));
-    assert!(err(OffloadOptions { lmcache_disk_gib: Some(0.001), ..lm }).contains("hold no chunk"));
-    assert!(err(OffloadOptions { lmcache_disk_gbps: Some(5.0), ..lm }).contains("give --lmcache-max-local-disk-size"));
-    let bad_rate = OffloadOptions { lmcache_disk_gib: Some(1.0), lmcache_disk_gbps: Some(-1.0), ..lm };
+    assert!(
+        err(OffloadOptions { lmcache_chunk_size: Some(100), ..lm.clone() }).contains("whole number of 16-token blocks")
+    );
+    assert!(err(OffloadOptions { lmcache_chunk_size: Some(0), ..lm.clone() }).contains("--lmcache-chunk-size"));
+    assert!(err(OffloadOptions { lmcache_disk_gib: Some(0.0), ..lm.clone() }).contains("starts no disk backend"));
+    assert!(err(OffloadOptions { lmcache_disk_gib: Some(0.001), ..lm.clone() }).contains("hold no chunk"));
+    assert!(err(OffloadOptions { lmcache_disk_gbps: Some(5.0), ..lm.clone() })
+        .contains("give --lmcache-max-local-disk-size"));
+    let bad_rate = OffloadOptions { lmcache_disk_gib: Some(1.0), lmcache_disk_gbps: Some(-1.0), ..lm.clone() };
     assert!(err(bad_rate).contains("--lmcache-disk-gbps"));
     let native = OffloadOptions { lmcache_disk_gib: Some(1.0), ..sized(16.0) };
+    assert!(resolve(&native, &machine()).unwrap_err().to_string().contains("give --kv-offloading-backend lmcache"));
+}
+
+/// LMCache's remote server: its own lm:// server only, with physical prices; 100 µs and
+/// 12.5 GB/s unless given; refused without LMCache or without the URL its prices are for.
+#[test]
+fn lmcache_remote_server_is_resolved_or_refused() {
+    let old = TierMachine { version: EngineVersion::Vllm018, ..machine() };
+    let lm = |url: &str| OffloadOptions {
+        backend: Some(OffloadBackend::Lmcache),
+        lmcache_remote_url: Some(url.to_string()),
+        ..sized(16.0)
+    };
+    let r = resolve(&lm("lm://localhost:65432"), &old).unwrap().unwrap().remote.unwrap();
+    assert_eq!((r.rtt_s, r.bytes_per_s), (1e-4, 12.5e9));
+    let priced =
+        OffloadOptions { lmcache_remote_rtt_us: Some(20.0), lmcache_remote_gbps: Some(50.0), ..lm("lm://10.0.0.2:7") };
+    let r = resolve(&priced, &old).unwrap().unwrap().remote.unwrap();
+    assert_eq!((r.rtt_s, r.bytes_per_s), (2e-5, 50e9));
+    let err = |o: OffloadOptions| resolve(&o, &old).unwrap_err().to_string();
+    assert!(err(lm("redis://cache:6379")).contains("does not model"));
+    assert!(err(lm("http://cache:80")).contains("not an LMCache remote URL scheme"));
+    assert!(err(lm("localhost:65432")).contains("not a URL"));
+    for bad in ["lm://localhost", "lm://:80", "lm://host:0", "lm://host:70000"] {
+        assert!(err(lm(bad)).contains("lm://HOST:PORT"), "{bad}");
+    }
+    assert!(
+        err(OffloadOptions { lmcache_remote_rtt_us: Some(0.0), ..lm("lm://h:1") }).contains("--lmcache-remote-rtt-us")
+    );
+    assert!(
+        err(OffloadOptions { lmcache_remote_gbps: Some(f64::NAN), ..lm("lm://h:1") }).contains("--lmcache-remote-gbps")
+    );
+    let unpriced =
+        OffloadOptions { lmcache_remote_gbps: Some(10.0), backend: Some(OffloadBackend::Lmcache), ..sized(16.0) };
+    assert!(err(unpriced).contains("give --lmcache-remote-url"));
+    let native = OffloadOptions { lmcache_remote_url: Some("lm://h:1".into()), ..sized(16.0) };
     assert!(resolve(&native, &machine()).unwrap_err().to_string().contains("give --kv-offloading-backend lmcache"));
 }

@@ -41,9 +41,15 @@
 //!   not written. A lookup counts the CPU's leading chunks, then the disk's from the first chunk
 //!   the CPU lacks; a chunk only the disk holds is read synchronously with the load, before the
 //!   copy to the GPU, and put back into the CPU backend.
+//! - **Remote server** (`--lmcache-remote-url lm://…`, [`remote`]): behind the CPU and the disk,
+//!   written through in the background (each saved chunk put, its CPU copy held until sent); a
+//!   lookup asks it from the first chunk the local backends lack, one round trip a chunk, and
+//!   blocks the scheduler meanwhile; a chunk only it holds is read with the load and put back
+//!   into the CPU backend. Instances of a run with alike chunks share one server.
 //!
 //! Not modelled: the pin timeout (300 s) of a request looked up and never admitted, partial
-//! chunks (`save_unfull_chunk`), layerwise and asynchronous modes, the remote backends, and vLLM
+//! chunks (`save_unfull_chunk`), layerwise and asynchronous modes, remote backends other than
+//! LMCache's own server, and vLLM
 //! 0.23 on, where the flag starts `LMCacheMPConnector` against a separate LMCache server whose
 //! size the flag does not set.
 
@@ -51,11 +57,13 @@ use super::{DiskConfig, OffloadConfig, OffloadStats};
 use crate::cache::{PrefixCache, ReqId, ReqSlots};
 use crate::engine::ReqRt;
 use backend::Backend;
+use remote::{LmServer, Remote};
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 use std::collections::VecDeque;
 
 pub mod backend;
+pub mod remote;
 
 /// LMCache's default `chunk_size`, in tokens.
 pub const CHUNK_TOKENS: u32 = 256;
@@ -102,6 +110,9 @@ struct ReqState {
     /// released when it is next scheduled.
     pinned_cpu: Vec<u32>,
     pinned_disk: Vec<u32>,
+    /// The looked-up chunks after the local ones, which only the remote server holds (not
+    /// pinned: the remote backend ignores pins).
+    remote: Vec<u32>,
     /// Whether its tracker exists (it was scheduled once), the tokens it holds, the saved mark,
     /// and whether it is decoding.
     tracked: Option<u32>,
@@ -132,6 +143,12 @@ pub struct Lmcache {
     blocks_per_chunk: usize,
     cpu: Backend,
     disk: Option<Disk>,
+    remote: Option<Box<Remote>>,
+    /// How far the step being formed has blocked the engine: its lookups' round trips and its
+    /// loads run one after another from the time it is formed.
+    cursor: f64,
+    /// Seconds the last lookup blocked the scheduler ([`Lmcache::take_wait`]).
+    wait: f64,
     reqs: ReqSlots<ReqState>,
     /// Buffers: chunk keys, and the slots a save took.
     keys: Vec<u32>,
@@ -157,6 +174,9 @@ impl Lmcache {
                 free_at: 0.0,
                 stats: DiskStats::default(),
             }),
+            remote: cfg.remote.map(|r| Box::new(Remote::new(r))),
+            cursor: 0.0,
+            wait: 0.0,
             reqs: ReqSlots::default(),
             keys: Vec::new(),
             taken: Vec::new(),
@@ -179,7 +199,33 @@ impl Lmcache {
             peak_chunks: d.store.peak,
             ..d.stats
         });
+        s.remote = self.remote.as_ref().map(|r| r.stats());
         s
+    }
+
+    /// Swaps the remote server with `server` (one shared by the instances of a run is lent to
+    /// each for its scheduler pass); whether there is a remote backend to swap with.
+    pub fn server_swap(&mut self, server: &mut LmServer) -> bool {
+        match self.remote.as_mut() {
+            Some(r) => {
+                std::mem::swap(&mut r.server, server);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Where the step formed at `now` has come to: its host work so far runs from `now` (or from
+    /// where an earlier step's left the host, if later).
+    fn at(&mut self, now: f64) -> f64 {
+        self.cursor = self.cursor.max(now);
+        self.cursor
+    }
+
+    /// The seconds the last lookup blocked the scheduler (its remote round trips, waiting behind
+    /// the socket's puts), taken.
+    pub fn take_wait(&mut self) -> f64 {
+        std::mem::take(&mut self.wait)
     }
 
     /// The keys of `r`'s full chunks `from..to` into `keys`.
@@ -221,8 +267,13 @@ impl Lmcache {
         self.reqs.get_mut(id).expect("just put")
     }
 
-    /// The disk writes ended by `now` land: their chunks readable, their CPU copies unpinned.
+    /// The disk writes and remote puts ended by `now` land: their chunks readable (on disk),
+    /// their CPU copies unpinned.
     fn settle(&mut self, now: f64) {
+        if let Some(x) = self.remote.as_mut() {
+            let cpu = &mut self.cpu;
+            x.settle(now, |k| cpu.unpin(k));
+        }
         let Some(d) = self.disk.as_mut() else { return };
         while let Some(&(end, key, slot)) = d.writing.front() {
             if end > now {
@@ -244,20 +295,40 @@ impl Lmcache {
                 self.settle(now);
                 let mut keys = std::mem::take(&mut self.keys);
                 let last = (r.num_tokens / self.cfg.chunk_tokens) as usize;
-                // The chunks walked only as far as they are held: the CPU's run, then the disk's.
-                let (cpu, disk) = (&self.cpu, self.disk.as_ref().map(|d| &d.store));
-                let mut on_cpu = true;
-                self.chunk_keys_while(cache, r, 0, last, &mut keys, |k| {
-                    on_cpu = on_cpu && cpu.contains(k);
-                    on_cpu || disk.is_some_and(|d| d.contains(k))
+                // The chunks walked only as far as they are held (`batched_contains`): the CPU's
+                // run, then the disk's from the first chunk the CPU lacks, then the remote
+                // server's from the first the disk lacks.
+                let (cpu, disk, remote) = (&self.cpu, self.disk.as_ref().map(|d| &d.store), self.remote.as_ref());
+                let mut tier = 0;
+                self.chunk_keys_while(cache, r, 0, last, &mut keys, |k| loop {
+                    let held = match tier {
+                        0 => cpu.contains(k),
+                        1 => disk.is_some_and(|d| d.contains(k)),
+                        2 => remote.is_some_and(|x| x.holds(k, now)),
+                        _ => return false,
+                    };
+                    if held {
+                        return true;
+                    }
+                    tier += 1;
                 });
                 let (on_cpu, on_disk) = self.hit_chunks(&keys);
-                debug_assert_eq!(on_cpu + on_disk, keys.len(), "the walk stopped at the first miss");
+                let local = on_cpu + on_disk;
+                debug_assert!(tier >= 2 || local == keys.len(), "the walk stopped at the first local miss");
+                // One `exists` round trip per remote hit, and one for the miss that ended the walk.
+                if let Some(x) = self.remote.as_mut().filter(|_| tier >= 2) {
+                    let calls = (keys.len() - local) as u64 + u64::from(tier > 2);
+                    let from = self.cursor.max(now);
+                    self.cursor = x.exists(from, calls);
+                    self.wait = self.cursor - from;
+                }
                 let hit = keys.len() as u32 * self.cfg.chunk_tokens;
                 let st = self.state(id);
                 st.looked_up = Some(hit);
                 st.pinned_cpu.extend_from_slice(&keys[..on_cpu]);
-                st.pinned_disk.extend_from_slice(&keys[on_cpu..]);
+                st.pinned_disk.extend_from_slice(&keys[on_cpu..local]);
+                st.remote.clear();
+                st.remote.extend_from_slice(&keys[local..]);
                 self.keys = keys;
                 hit
             }
@@ -308,24 +379,32 @@ impl Lmcache {
         (on_cpu, on_disk)
     }
 
-    /// Waiting request `id` was admitted (`update_state_after_alloc`), loading `external` tokens
-    /// past its GPU hit of `gpu_hit` (0: none): the load's seconds, spent before the forward —
-    /// the chunks only the disk holds read first (and put back into the CPU backend), then every
-    /// loaded chunk copied to the GPU.
-    pub fn admitted(&mut self, id: ReqId, gpu_hit: usize, external: usize) -> f64 {
+    /// Waiting request `id` was admitted (`update_state_after_alloc`) at `now`, loading
+    /// `external` tokens past its GPU hit of `gpu_hit` (0: none): the seconds the load blocks the
+    /// step before its forward (`start_load_kv`, from where the step's lookups left the host) —
+    /// the chunks only the disk holds read first, then those only the remote server holds (each
+    /// a `get`, after the socket's earlier work, and after their `exists` asked again when the
+    /// lookup found chunks in more than one place: `get_block_mapping`), both put back into the
+    /// CPU backend, then every loaded chunk copied to the GPU.
+    pub fn admitted(&mut self, id: ReqId, gpu_hit: usize, external: usize, now: f64) -> f64 {
         let chunk = self.cfg.chunk_tokens as usize;
         let st = self.state(id);
         st.looked_up = None;
         if external == 0 {
             return 0.0;
         }
-        let (hit, on_cpu) = (st.hit as usize / chunk, st.pinned_cpu.len());
+        let (hit, on_cpu, on_disk) = (st.hit as usize / chunk, st.pinned_cpu.len(), st.pinned_disk.len());
         let first = gpu_hit / chunk;
-        let mut read_s = 0.0;
+        // The disk writes and puts done by now free their CPU copies before the reads take slots.
+        self.settle(now);
+        let start = self.at(now);
+        // The seconds are summed part by part (the disk's reads, the remote's wait, the copy).
+        let (mut read_s, mut remote_s) = (0.0, 0.0);
+        let bytes = self.cfg.chunk_bytes_per_rank;
         if let Some(d) = self.disk.as_mut() {
             let st = self.reqs.get(id).expect("live");
-            let from_disk = &st.pinned_disk[first.saturating_sub(on_cpu)..];
-            read_s = from_disk.len() as f64 * self.cfg.chunk_bytes_per_rank as f64 / d.cfg.bytes_per_s;
+            let from_disk = &st.pinned_disk[first.saturating_sub(on_cpu).min(on_disk)..];
+            read_s = from_disk.len() as f64 * bytes as f64 / d.cfg.bytes_per_s;
             d.stats.read_chunks += from_disk.len() as u64;
             d.stats.read_s += read_s;
             for &k in from_disk {
@@ -334,14 +413,33 @@ impl Lmcache {
                 }
             }
         }
+        if let Some(x) = self.remote.as_mut() {
+            let st = self.reqs.get(id).expect("live");
+            let from_remote = &st.remote[first.saturating_sub(on_cpu + on_disk)..];
+            let n = from_remote.len() as u64;
+            let places = usize::from(on_cpu > 0) + usize::from(on_disk > 0) + usize::from(!st.remote.is_empty());
+            let from = start + read_s;
+            let mut t = from;
+            if n > 0 && places > 1 {
+                t = x.exists(t, n);
+            }
+            remote_s = x.get(t, n, bytes) - from;
+            for &k in from_remote {
+                if let Some(s) = self.cpu.take_slot() {
+                    self.cpu.put(s, k);
+                }
+            }
+        }
         let chunks = hit - first;
         self.unpin(id);
-        let t = self.cfg.copy_s(chunks);
+        let copy = self.cfg.copy_s(chunks);
         self.stats.host_hit_tokens += external as u64;
         self.stats.loads += 1;
         self.stats.loaded_chunks += chunks as u64;
-        self.stats.load_s += t;
-        read_s + t
+        self.stats.load_s += copy;
+        let secs = read_s + remote_s + copy;
+        self.cursor = start + secs;
+        secs
     }
 
     fn unpin(&mut self, id: ReqId) {
@@ -373,11 +471,13 @@ impl Lmcache {
         let mut chunks = 0;
         for &(id, n) in items {
             let r = &reqs[id as usize];
-            let st = self.state(id);
-            if st.decoding {
-                // Saves nothing again, and holds no pin (they went at its first step).
+            if self.state(id).decoding {
+                // Saves nothing again; a lookup's pins (it was preempted and looked up again)
+                // go as for any request in the batch (`wait_for_save` unpins each).
+                self.unpin(id);
                 continue;
             }
+            let st = self.state(id);
             let tracked = match st.tracked {
                 None => {
                     st.saved = st.hit;
@@ -439,6 +539,14 @@ impl Lmcache {
         let copied = taken.len();
         self.taken = taken;
         self.write_through(&keys[..copied]);
+        if let Some(x) = self.remote.as_mut() {
+            // Put to the server in the background (`RemoteBackend.submit_put_task`), the CPU
+            // copy held until it is sent.
+            for &k in &keys[..copied] {
+                x.submit(k);
+                self.cpu.pin(k);
+            }
+        }
         copied
     }
 
@@ -470,6 +578,12 @@ impl Lmcache {
     /// submitted start then, each after the one before.
     pub fn priced(&mut self, now: f64, end: Option<f64>) {
         let at = end.unwrap_or(now);
+        if let Some(x) = self.remote.as_mut() {
+            // The puts sent by then free their CPU copies; the step's puts follow on the socket.
+            let cpu = &mut self.cpu;
+            x.settle(at, |k| cpu.unpin(k));
+            x.start_puts(at, self.cfg.chunk_bytes_per_rank, |k| cpu.unpin(k));
+        }
         if let Some(d) = self.disk.as_mut() {
             let per = self.cfg.chunk_bytes_per_rank as f64 / d.cfg.bytes_per_s;
             for (k, slot) in std::mem::take(&mut d.unstarted) {
@@ -493,12 +607,14 @@ impl Lmcache {
     }
 
     /// Checks the backends' bookkeeping; panics when broken (tests, and every step of a debug
-    /// build). Every pin is a lookup's not yet released or a disk write's in flight.
+    /// build). Every pin is a lookup's not yet released, a disk write's or a remote put's in
+    /// flight.
     pub fn check_invariants(&self) {
         self.cpu.check_invariants(0);
         let lookups: usize = self.reqs.live().map(|st| st.pinned_cpu.len()).sum();
         let writes = self.disk.as_ref().map_or(0, |d| d.writing.len() + d.unstarted.len());
-        assert_eq!(self.cpu.pins(), (lookups + writes) as u64, "a CPU pin without its owner");
+        let puts = self.remote.as_ref().map_or(0, |r| r.puts_pending());
+        assert_eq!(self.cpu.pins(), (lookups + writes + puts) as u64, "a CPU pin without its owner");
         if let Some(d) = &self.disk {
             let lookups: usize = self.reqs.live().map(|st| st.pinned_disk.len()).sum();
             assert_eq!(d.store.pins(), lookups as u64, "a disk pin without its owner");
@@ -521,6 +637,7 @@ pub(crate) fn scenario_config(chunks: u64) -> OffloadConfig {
         chunk_bytes_per_rank: 1000,
         link_bytes_per_s: 1e6,
         disk: None,
+        remote: None,
     }
 }
 
