@@ -288,12 +288,10 @@ impl Run<'_> {
                 let a = self.cache.admit_external(i, r.seq, prompt, ext, 0)?;
                 debug_assert_eq!(a.hit_tokens, gpu, "the cache's hit moved under the lookup");
                 self.cache.loaded(i, gpu + ext);
-                let read = |l: &Lmcache| l.stats().disk.map_or(0, |d| d.read_chunks);
+                let read = |l: &Lmcache| l.stats().disk.map_or(0, |d| d.hit_tokens);
                 let before = read(l);
                 l.admitted(i, gpu, ext, h.now);
-                // The chunks read from disk lie within the load (its last may lose a token).
-                let chunk = l.config().chunk_tokens as u64;
-                let disk = (((read(l) - before) * chunk) as usize).min(ext);
+                let disk = (read(l) - before) as usize;
                 return grown(self.cache.as_mut(), h, i, prompt, gpu + ext).then_some(Hits { gpu, host: ext, disk });
             }
         };

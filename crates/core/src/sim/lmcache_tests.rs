@@ -115,6 +115,7 @@ fn a_prefix_the_cpu_lost_is_read_back_from_disk() {
     assert_eq!((h.tier.stored_chunks, h.tier.evicted_chunks), (8, 4));
     let d = h.disk.expect("the disk's figures");
     assert_eq!((d.read_chunks, d.written_chunks, d.skipped_writes, d.evicted_chunks, d.peak_chunks), (2, 8, 0, 0, 8));
+    assert_eq!(d.hit_tokens, 16, "every loaded token came from disk");
     assert!(close(d.read_s, 0.004) && close(d.write_s, 0.016), "{d:?}");
     // A and F are unchanged by the disk: its writes do not hold their steps.
     let plain = run(&w, &sends, &lmcache(13, Some(6)), &COST, Keep::default());
@@ -156,6 +157,7 @@ fn a_prefix_the_cpu_lost_is_read_back_from_the_remote_server() {
     assert_eq!((h.tier.stored_chunks, h.tier.evicted_chunks, h.tier.peak_chunks), (8, 4, 6));
     let x = h.remote.expect("the remote figures");
     assert_eq!((x.exists_calls, x.read_chunks, x.written_chunks, x.skipped_puts, x.held_chunks), (4, 2, 8, 0, 8));
+    assert_eq!(x.hit_tokens, 16, "every loaded token came from the server");
     assert!(close(x.lookup_s, 0.002) && close(x.read_s, 0.003) && close(x.write_s, 0.008), "{x:?}");
 }
 
@@ -253,5 +255,8 @@ proptest! {
         if let Some(x) = h.remote {
             prop_assert!(x.read_chunks <= h.loaded_chunks && x.held_chunks <= x.written_chunks, "{x:?}");
         }
+        // The tokens loaded from the disk and the server are among those loaded.
+        let (disk_tokens, remote_tokens) = (h.disk.map_or(0, |d| d.hit_tokens), h.remote.map_or(0, |x| x.hit_tokens));
+        prop_assert!(disk_tokens + remote_tokens <= h.host_hit_tokens, "{h:?}");
     }
 }

@@ -499,7 +499,8 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
         if let Some(d) = &h.disk {
             let _ = writeln!(
                 s,
-                "LMCache disk:   {} chunks read for loads ({:.2} s) · {} chunks written ({:.2} s), {} writes skipped, {} chunks evicted · peak {} chunks",
+                "LMCache disk:   {} prompt tokens loaded from it · {} chunks read for loads ({:.2} s) · {} chunks written ({:.2} s), {} writes skipped, {} chunks evicted · peak {} chunks",
+                thousands(d.hit_tokens),
                 thousands(d.read_chunks),
                 d.read_s,
                 thousands(d.written_chunks),
@@ -512,7 +513,8 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
         if let Some(r) = &h.remote {
             let _ = writeln!(
                 s,
-                "LMCache remote: {} exists round trips ({:.2} s waited) · {} chunks read for loads ({:.2} s) · {} chunks put ({:.2} s sending), {} puts dropped as in flight · {} chunks on the server",
+                "LMCache remote: {} prompt tokens loaded from it · {} exists round trips ({:.2} s waited) · {} chunks read for loads ({:.2} s) · {} chunks put ({:.2} s sending), {} puts dropped as in flight · {} chunks on the server",
+                thousands(r.hit_tokens),
                 thousands(r.exists_calls),
                 r.lookup_s,
                 thousands(r.read_chunks),

@@ -74,6 +74,8 @@ pub const ALIGN_BYTES: u64 = 4096;
 /// The local disk backend's figures over a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct DiskStats {
+    /// Prompt tokens loaded that only the disk held (of the tier's loaded tokens).
+    pub hit_tokens: u64,
     /// Chunks read from disk for loads, and the seconds the reads took.
     pub read_chunks: u64,
     pub read_s: f64,
@@ -89,6 +91,7 @@ pub struct DiskStats {
 impl DiskStats {
     /// Adds another instance's figures (the peak is the largest instance's).
     pub fn merge(&mut self, o: &DiskStats) {
+        self.hit_tokens += o.hit_tokens;
         self.read_chunks += o.read_chunks;
         self.read_s += o.read_s;
         self.written_chunks += o.written_chunks;
@@ -406,6 +409,8 @@ impl Lmcache {
             let from_disk = &st.pinned_disk[first.saturating_sub(on_cpu).min(on_disk)..];
             read_s = from_disk.len() as f64 * bytes as f64 / d.cfg.bytes_per_s;
             d.stats.read_chunks += from_disk.len() as u64;
+            d.stats.hit_tokens +=
+                Self::tokens_within(gpu_hit..gpu_hit + external, on_cpu * chunk, (on_cpu + on_disk) * chunk);
             d.stats.read_s += read_s;
             for &k in from_disk {
                 if let Some(s) = self.cpu.take_slot() {
@@ -424,6 +429,8 @@ impl Lmcache {
                 t = x.exists(t, n);
             }
             remote_s = x.get(t, n, bytes) - from;
+            x.stats.hit_tokens +=
+                Self::tokens_within(gpu_hit..gpu_hit + external, (on_cpu + on_disk) * chunk, hit * chunk);
             for &k in from_remote {
                 if let Some(s) = self.cpu.take_slot() {
                     self.cpu.put(s, k);
@@ -440,6 +447,12 @@ impl Lmcache {
         let secs = read_s + remote_s + copy;
         self.cursor = start + secs;
         secs
+    }
+
+    /// The tokens of the load `loaded` (from the GPU hit on) within a tier's chunks, tokens
+    /// `from..to`.
+    fn tokens_within(loaded: std::ops::Range<usize>, from: usize, to: usize) -> u64 {
+        loaded.end.min(to).saturating_sub(loaded.start.max(from)) as u64
     }
 
     fn unpin(&mut self, id: ReqId) {

@@ -35,6 +35,8 @@ pub const DEFAULT_GBPS: f64 = 12.5;
 /// The remote backend's figures over a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct RemoteStats {
+    /// Prompt tokens loaded that only the server held (of the tier's loaded tokens).
+    pub hit_tokens: u64,
     /// `exists` round trips of lookups (and of loads mapping their chunks again), and the
     /// seconds steps waited for them.
     pub exists_calls: u64,
@@ -55,6 +57,7 @@ impl RemoteStats {
     /// Adds another instance's figures (the server's chunks are the larger count: instances of
     /// a run share it).
     pub fn merge(&mut self, o: &RemoteStats) {
+        self.hit_tokens += o.hit_tokens;
         self.exists_calls += o.exists_calls;
         self.lookup_s += o.lookup_s;
         self.read_chunks += o.read_chunks;
