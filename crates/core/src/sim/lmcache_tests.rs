@@ -158,6 +158,7 @@ fn a_prefix_the_cpu_lost_is_read_back_from_the_remote_server() {
     let x = h.remote.expect("the remote figures");
     assert_eq!((x.exists_calls, x.read_chunks, x.written_chunks, x.skipped_puts, x.held_chunks), (4, 2, 8, 0, 8));
     assert_eq!(x.hit_tokens, 16, "every loaded token came from the server");
+    assert!(close(x.held_gib_per_rank(), 8000.0 / (1u64 << 30) as f64), "8 chunks of 1000 bytes: {x:?}");
     assert!(close(x.lookup_s, 0.002) && close(x.read_s, 0.003) && close(x.write_s, 0.008), "{x:?}");
 }
 

@@ -513,7 +513,7 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
         if let Some(r) = &h.remote {
             let _ = writeln!(
                 s,
-                "LMCache remote: {} prompt tokens loaded from it · {} exists round trips ({:.2} s waited) · {} chunks read for loads ({:.2} s) · {} chunks put ({:.2} s sending), {} puts dropped as in flight · {} chunks on the server",
+                "LMCache remote: {} prompt tokens loaded from it · {} exists round trips ({:.2} s waited) · {} chunks read for loads ({:.2} s) · {} chunks put ({:.2} s sending), {} puts dropped as in flight · {} chunks on the server ({:.1} GiB a GPU)",
                 thousands(r.hit_tokens),
                 thousands(r.exists_calls),
                 r.lookup_s,
@@ -522,7 +522,8 @@ pub fn cache_outcome(o: &cachesim_core::sim::Outcome) -> String {
                 thousands(r.written_chunks),
                 r.write_s,
                 thousands(r.skipped_puts),
-                thousands(r.held_chunks)
+                thousands(r.held_chunks),
+                r.held_gib_per_rank()
             );
         }
     }

@@ -202,7 +202,7 @@ impl Lmcache {
             peak_chunks: d.store.peak,
             ..d.stats
         });
-        s.remote = self.remote.as_ref().map(|r| r.stats());
+        s.remote = self.remote.as_ref().map(|r| r.stats(self.cfg.chunk_bytes_per_rank));
         s
     }
 

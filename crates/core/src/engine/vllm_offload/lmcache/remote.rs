@@ -49,8 +49,10 @@ pub struct RemoteStats {
     pub write_s: f64,
     /// Puts not sent: the same chunk's put was still in flight (`exists_in_put_tasks`).
     pub skipped_puts: u64,
-    /// Chunks the server held at the end (the run's server: every instance sharing it).
+    /// Chunks the server held at the end (the run's server: every instance sharing it), and
+    /// one chunk's bytes for one GPU rank (the server keeps one such object per rank).
     pub held_chunks: u64,
+    pub chunk_bytes_per_rank: u64,
 }
 
 impl RemoteStats {
@@ -66,6 +68,12 @@ impl RemoteStats {
         self.write_s += o.write_s;
         self.skipped_puts += o.skipped_puts;
         self.held_chunks = self.held_chunks.max(o.held_chunks);
+        self.chunk_bytes_per_rank = self.chunk_bytes_per_rank.max(o.chunk_bytes_per_rank);
+    }
+
+    /// GiB the server holds for each GPU rank.
+    pub fn held_gib_per_rank(&self) -> f64 {
+        self.held_chunks as f64 * self.chunk_bytes_per_rank as f64 / (1u64 << 30) as f64
     }
 }
 
@@ -205,9 +213,9 @@ impl Remote {
         }
     }
 
-    /// The figures so far.
-    pub fn stats(&self) -> RemoteStats {
-        RemoteStats { held_chunks: self.server.len() as u64, ..self.stats }
+    /// The figures so far, for chunks of `chunk_bytes_per_rank` bytes a rank.
+    pub fn stats(&self, chunk_bytes_per_rank: u64) -> RemoteStats {
+        RemoteStats { held_chunks: self.server.len() as u64, chunk_bytes_per_rank, ..self.stats }
     }
 }
 
