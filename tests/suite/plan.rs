@@ -238,7 +238,8 @@ fn host_tiers_are_priced_axes() {
 /// local disk is its size on every rank (TP 2: twice the flag), HiCache's file store its
 /// `max_size` on every rank, and a Mooncake store's segment is host memory; each deployment's
 /// cost is GPUs × price + host GiB × the DRAM price + disk GiB × the SSD price. A disk tier
-/// without --ssd-price, an unbounded file store and --ssd-price without a target are refused.
+/// without --ssd-price, an unbounded file store or LMCache server and --ssd-price without a
+/// target are refused.
 #[test]
 fn disk_tiers_are_priced_axes() {
     let base = [
@@ -319,6 +320,11 @@ fn disk_tiers_are_priced_axes() {
         .collect();
     let err = fails(&unbounded);
     assert!(err.contains("--hicache-storage-backend file without a max_size cannot be priced"), "{err}");
+    // LMCache's lm:// server never evicts: no size prices it.
+    let server: Vec<&str> =
+        base.iter().chain(&lmcache[..8]).chain(&["--lmcache-remote-url", "lm://cache:65432"]).copied().collect();
+    let err = fails(&server);
+    assert!(err.contains("--lmcache-remote-url cannot be priced"), "{err}");
     let no_target = ["plan", "--num-prompts", "4", "--slo", "ttft_p99=60", "--ssd-price", "0.01"];
     assert!(fails(&no_target).contains("--ssd-price prices deployments at a --target-rate"));
     assert!(fails(&["plan", "--slo", "ttft_p99=60", "--target-rate", "10", "--ssd-price", "nan"]).contains("GiB-hour"));

@@ -99,12 +99,7 @@ pub(super) fn target(args: &cli::PlanArgs, plan: &Plan, rate: f64) -> anyhow::Re
         let cfg = cachesim::config::resolve(&a.options());
         if let (Ok(c), true) = (&cfg, priced) {
             prices.of(&c.gpu.name)?;
-            let Some(tiers) = Tiers::of(c) else {
-                anyhow::bail!(
-                    "--hicache-storage-backend file without a max_size cannot be priced: an unbounded store \
-                     takes as much disk as it is given (set max_size in --hicache-storage-backend-extra-config)"
-                );
-            };
+            let tiers = Tiers::of(c).map_err(anyhow::Error::msg)?;
             if let (Some(flag), None) = (tiers.host_flag, args.dram_price) {
                 anyhow::bail!(
                     "{flag} in a priced plan needs --dram-price USD_PER_GIB_HOUR: host memory is not free \

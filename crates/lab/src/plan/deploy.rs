@@ -124,12 +124,18 @@ pub struct Tiers {
 }
 
 impl Tiers {
-    /// The tiers of `c`; `None` with an unbounded file store, which no size prices.
-    pub fn of(c: &cachesim_core::config::RunConfig) -> Option<Self> {
+    /// The tiers of `c`; refused (why) with an unbounded store, which no size prices: a file
+    /// store without a `max_size`, or LMCache's remote server (its `lm://` server never evicts).
+    pub fn of(c: &cachesim_core::config::RunConfig) -> std::result::Result<Self, &'static str> {
         use cachesim_core::cache::storage::Eviction;
         let ranks = c.deployment.parallel.world();
         let mut t = Tiers::default();
         if let Some(o) = &c.engine.offload {
+            if o.remote.is_some() {
+                return Err("--lmcache-remote-url cannot be priced: LMCache's lm:// server never evicts, so it \
+                            takes as much host memory as the chunks put to it (the run's LMCache remote line \
+                            says how much)");
+            }
             t.host_gib += o.size_gib;
             t.host_flag = Some("--kv-offloading-size");
             if let Some(d) = &o.disk {
@@ -143,7 +149,10 @@ impl Tiers {
             t.host_flag = t.host_flag.or(Some("--enable-hierarchical-cache"));
         }
         if let Some(st) = &c.engine.hicache_storage {
-            let gib = st.store_gib()?;
+            let gib = st.store_gib().ok_or(
+                "--hicache-storage-backend file without a max_size cannot be priced: an unbounded store takes as \
+                 much disk as it is given (set max_size in --hicache-storage-backend-extra-config)",
+            )?;
             match st.eviction {
                 Eviction::Mooncake => {
                     t.host_gib += gib;
@@ -155,7 +164,7 @@ impl Tiers {
                 }
             }
         }
-        Some(t)
+        Ok(t)
     }
 }
 
