@@ -802,18 +802,30 @@ fn honest_refits(
     let outside = |m: &Member, p: &profile::Profile| {
         p.fit.cases.iter().all(|c| group_of.get(c.as_str()).is_some_and(|g| *g != m.group))
     };
+    // (only where the run took the composed prior: not under `--calibration none`)
+    let composed_case =
+        |p: &Plan, t: &fit::Target, m: &Member| matches!(p, Plan::Keep) && m.profile.is_none() && t.cfg.composed_prior;
+    // The composed prior of each GPU, engine and model class such cases take, worked out once.
+    let mut whole: HashMap<(String, &'static str, String), cachesim::cost::Efficiency> = HashMap::new();
+    for ((p, t), m) in plans.iter().zip(&chosen).zip(&chosen_members) {
+        if composed_case(p, t, m) {
+            let (gpu, e, class) = (&t.cfg.gpu, t.cfg.engine.engine, t.cfg.model_class());
+            whole
+                .entry((gpu.name.clone(), e.name(), class.clone()))
+                .or_insert_with(|| cachesim::calibration::prior::composed(gpu, e, &class).efficiency);
+        }
+    }
     let sims: Vec<_> = plans
         .par_iter()
         .zip(&chosen)
         .zip(&chosen_members)
         .map(|((p, t), m)| match p {
-            // (only where the run took the composed prior: not under `--calibration none`)
-            Plan::Keep if m.profile.is_none() && cachesim::config::composed_prior_echo(&t.cfg.calibration) => {
+            Plan::Keep if composed_case(p, t, m) => {
                 use cachesim::calibration::prior;
                 let (gpu, e) = (&t.cfg.gpu, t.cfg.engine.engine);
                 let class = t.cfg.model_class();
                 let held = prior::composed_from(gpu, e, &class, |p| outside(m, p)).efficiency;
-                if held == prior::composed(gpu, e, &class).efficiency {
+                if held == whole[&(gpu.name.clone(), e.name(), class)] {
                     Ok(None)
                 } else {
                     fit::simulate(t, held).map(Some)

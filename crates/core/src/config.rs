@@ -130,19 +130,9 @@ pub enum Calibration {
     Kernels,
 }
 
-/// The calibration echo's opening when the composed prior prices a run by default ([`calibration`]).
-const PRIOR_ECHO: &str = "prior (no fitted profile for ";
-/// … and under `--calibration kernels`.
-const KERNELS_ECHO: &str = "kernels (the composed prior, --calibration kernels): ";
-
-/// Whether a run's calibration echo ([`RunConfig::calibration`]) says the composed prior priced
-/// it (`validate` reprices such a case without the engine pieces fitted on its own group).
-pub fn composed_prior_echo(echo: &str) -> bool {
-    echo.starts_with(PRIOR_ECHO) || echo.starts_with(KERNELS_ECHO)
-}
-
-/// The step-time factors for `o` and how they were chosen (echoed with the config).
-fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, String)> {
+/// The step-time factors for `o`, how they were chosen (echoed with the config), and whether the
+/// composed prior chose them ([`RunConfig::composed_prior`]).
+fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, String, bool)> {
     use crate::calibration::profile;
     let family = profile::family(o.engine);
     let speculative = o.layout.speculative_algorithm != SpecAlgorithm::None;
@@ -163,9 +153,9 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
     Ok(match &o.calibration {
         Calibration::Kernels => {
             let (e, words) = prior();
-            (e, format!("{KERNELS_ECHO}{words}"))
+            (e, format!("kernels (the composed prior, --calibration kernels): {words}"), true)
         }
-        Calibration::None => (Efficiency::default(), "none (raw roofline, --calibration none)".into()),
+        Calibration::None => (Efficiency::default(), "none (raw roofline, --calibration none)".into(), false),
         Calibration::File(p) => {
             let prof = profile::read(p)?;
             let how = if prof.fit.cases.is_empty() {
@@ -183,7 +173,7 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
                     ),
                 ));
             }
-            (prof.efficiency, format!("{} ({}, {how})", prof.name, p.display()))
+            (prof.efficiency, format!("{} ({}, {how})", prof.name, p.display()), false)
         }
         Calibration::Auto => match profile::builtin_for(&gpu.name, o.engine, &model.name) {
             Some((file, prof)) => (
@@ -194,10 +184,11 @@ fn calibration(o: &RunOptions, gpu: &Gpu, model: &Model) -> Result<(Efficiency, 
                     prof.fit.cases_named(),
                     prof.quality()
                 ),
+                false,
             ),
             None => {
                 let (e, words) = prior();
-                (e, format!("{PRIOR_ECHO}{} / {family} / {}): {words}", gpu.name, model.name))
+                (e, format!("prior (no fitted profile for {} / {family} / {}): {words}", gpu.name, model.name), true)
             }
         },
     })
@@ -323,6 +314,10 @@ pub struct RunConfig {
     pub efficiency: Efficiency,
     /// Which profile set [`RunConfig::efficiency`], in words.
     pub calibration: String,
+    /// Whether the composed prior set it (by default or under `--calibration kernels`):
+    /// `validate` reprices such a case without the engine pieces fitted on its own group.
+    #[serde(skip)]
+    pub composed_prior: bool,
     /// Instances and the router in front of them.
     pub cluster: ClusterConfig,
     /// Instance failures ([`crate::cluster::faults`]); `None`: every instance serves throughout.
@@ -664,7 +659,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
     };
     let model = catalog::model(&o.model, o.model_file.as_deref())?;
     let gpu = catalog::gpu(&o.gpu, o.gpu_file.as_deref())?;
-    let (efficiency, calibration) = calibration(o, &gpu, &model)?;
+    let (efficiency, calibration, composed_prior) = calibration(o, &gpu, &model)?;
     // Up to 18 nodes of 8: DeepSeek's own decode layout, EP 144 with DP attention.
     if o.tp == 0 || o.tp > MAX_TP {
         return Err(Error::invalid("--tp", format!("{} must be between 1 and {MAX_TP}", o.tp)));
@@ -1136,6 +1131,7 @@ pub fn resolve(o: &RunOptions) -> Result<RunConfig> {
         client_itl: o.client_itl,
         efficiency,
         calibration,
+        composed_prior,
         cluster: ClusterConfig {
             // kv-aware counts blocks of the engines' own size.
             router_params: crate::cluster::router::RouterParams {
@@ -1223,8 +1219,8 @@ mod tests {
         assert_eq!(auto.efficiency, c.efficiency);
         let none = resolve(&RunOptions { calibration: Calibration::None, ..Default::default() }).unwrap();
         let fitted = resolve(&RunOptions { gpu: "a100-80gb".into(), engine: EngineKind::Sglang, ..Default::default() });
-        assert!(composed_prior_echo(&c.calibration) && composed_prior_echo(&auto.calibration));
-        assert!(!composed_prior_echo(&none.calibration) && !composed_prior_echo(&fitted.unwrap().calibration));
+        assert!(c.composed_prior && auto.composed_prior);
+        assert!(!none.composed_prior && !fitted.unwrap().composed_prior);
         assert!(auto.calibration.starts_with("prior (no fitted profile for h100-sxm / vllm / llama-3.1-8b): device:"));
         let moe = RunOptions { model: "deepseek-r1".into(), gpu: "h200".into(), tp: 8, ..o.clone() };
         let m = resolve(&moe).unwrap();

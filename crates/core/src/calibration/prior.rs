@@ -61,7 +61,7 @@ pub enum DeviceSource {
 pub fn device_prior(gpu: &Gpu) -> (Efficiency, DeviceSource, String) {
     let (file, k) = crate::calibration::profile::builtin_kernels();
     let family = crate::catalog::gpu(&k.gpu, None).ok().and_then(|g| g.arch);
-    let source = closeness(&k.gpu, gpu);
+    let source = closeness_of(&k.gpu, family, gpu);
     let what = format!("{} (calibration/profiles/{file}, fitted on {})", k.name, k.fit.cases_named());
     let words = match source {
         DeviceSource::Measured => format!("device: measured on this GPU, {what}"),
@@ -81,7 +81,11 @@ pub fn device_prior(gpu: &Gpu) -> (Efficiency, DeviceSource, String) {
 /// How close a GPU measured on is to `gpu`: the same GPU, one of its architecture family, or
 /// neither.
 pub fn closeness(measured_on: &str, gpu: &Gpu) -> DeviceSource {
-    let family = crate::catalog::gpu(measured_on, None).ok().and_then(|g| g.arch);
+    closeness_of(measured_on, crate::catalog::gpu(measured_on, None).ok().and_then(|g| g.arch), gpu)
+}
+
+/// [`closeness`] with the measured GPU's architecture family already looked up.
+fn closeness_of(measured_on: &str, family: Option<crate::catalog::Arch>, gpu: &Gpu) -> DeviceSource {
     if measured_on == gpu.name {
         DeviceSource::Measured
     } else if gpu.arch.is_some() && gpu.arch == family {
