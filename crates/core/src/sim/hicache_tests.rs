@@ -108,7 +108,6 @@ fn the_sample_under_each_policy_keeps_the_tiers_consistent() {
 #[test]
 fn a_shared_store_gives_one_instance_the_pages_another_wrote() {
     use crate::cache::storage::{Eviction, PrefetchPolicy, StorageConfig};
-    use crate::cluster::router::{build, RouterParams};
     let prompt: Vec<u32> = (0..300).collect();
     let w = workload(&[(prompt.clone(), 1), (prompt, 1)]);
     let sends = [(0, 0.0), (1, 1.0)];
@@ -125,19 +124,7 @@ fn a_shared_store_gives_one_instance_the_pages_another_wrote() {
             true => StorageConfig { shared, eviction: Eviction::Mooncake, max_pages: Some(5000), ..storage },
             false => storage,
         });
-        let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
-        let mut router = build(RouterKind::RoundRobin, RouterParams::default(), 2);
-        drive(
-            &w,
-            &sends,
-            &Front::of(&c),
-            &[spec; 2],
-            router.as_mut(),
-            None,
-            Fleet::default(),
-            Keep::default(),
-            &|_, _| (),
-        )
+        super::tests::round_robin_pair(&w, &sends, &c)
     };
     let (own, shared) = (two(false), two(true));
     for r in [&own, &shared] {

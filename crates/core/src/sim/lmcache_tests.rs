@@ -6,7 +6,7 @@
 //! back from the local disk behind it, and from LMCache's remote server — the same instance's
 //! puts, or another instance's.
 
-use super::tests::{cfg, workload, COST};
+use super::tests::{cfg, round_robin_pair, workload, COST};
 use super::*;
 use crate::engine::vllm_offload::lmcache::remote::RemoteConfig;
 use crate::engine::vllm_offload::DiskConfig;
@@ -169,26 +169,11 @@ fn a_prefix_the_cpu_lost_is_read_back_from_the_remote_server() {
 /// (0.032 s).
 #[test]
 fn the_remote_server_gives_one_instance_the_chunks_another_saved() {
-    use crate::cluster::router::{build, RouterParams};
     let a: Vec<u32> = (0..16).collect();
     let b: Vec<u32> = (0..20).collect();
     let w = workload(&[(a, 1), (b, 2)]);
     let sends = [(0, 0.0), (1, 0.2)];
-    let two = |c: SimConfig| {
-        let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
-        let mut router = build(RouterKind::RoundRobin, RouterParams::default(), 2);
-        drive(
-            &w,
-            &sends,
-            &Front::of(&c),
-            &[spec; 2],
-            router.as_mut(),
-            None,
-            Fleet::default(),
-            Keep::default(),
-            &|_, _| (),
-        )
-    };
+    let two = |c: SimConfig| round_robin_pair(&w, &sends, &c);
     let (own, shared) = (two(lmcache(13, Some(32))), two(with_remote(lmcache(13, Some(32)))));
     for r in [&own, &shared] {
         assert_eq!(r.assigned[..2], [0, 1]);

@@ -65,6 +65,14 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
 }
 
+/// `c` on two instances behind round robin.
+pub(super) fn round_robin_pair(w: &Workload, sends: &[(u32, f64)], c: &SimConfig) -> SimResult {
+    use crate::cluster::router::{build, RouterParams};
+    let spec = InstanceSpec { role: Role::Unified, engine: c.engine, cache: c.cache, cost: &COST };
+    let mut router = build(RouterKind::RoundRobin, RouterParams::default(), 2);
+    drive(w, sends, &Front::of(c), &[spec; 2], router.as_mut(), None, Fleet::default(), Keep::default(), &|_, _| ())
+}
+
 pub(super) fn rec(r: &SimResult, id: u32) -> RequestRecord {
     *r.records.iter().find(|x| x.id == id).expect("request completed")
 }
