@@ -319,9 +319,9 @@ impl Lmcache {
                 let local = on_cpu + on_disk;
                 debug_assert!(tier >= 2 || local == keys.len(), "the walk stopped at the first local miss");
                 // One `exists` round trip per remote hit, and one for the miss that ended the walk.
+                let from = self.at(now);
                 if let Some(x) = self.remote.as_mut().filter(|_| tier >= 2) {
                     let calls = (keys.len() - local) as u64 + u64::from(tier > 2);
-                    let from = self.cursor.max(now);
                     self.cursor = x.exists(from, calls);
                     self.wait = self.cursor - from;
                 }
@@ -591,10 +591,10 @@ impl Lmcache {
     /// submitted start then, each after the one before.
     pub fn priced(&mut self, now: f64, end: Option<f64>) {
         let at = end.unwrap_or(now);
+        // The writes and puts done by then free their CPU copies; the step's own follow.
+        self.settle(at);
         if let Some(x) = self.remote.as_mut() {
-            // The puts sent by then free their CPU copies; the step's puts follow on the socket.
             let cpu = &mut self.cpu;
-            x.settle(at, |k| cpu.unpin(k));
             x.start_puts(at, self.cfg.chunk_bytes_per_rank, |k| cpu.unpin(k));
         }
         if let Some(d) = self.disk.as_mut() {

@@ -140,20 +140,14 @@ impl Remote {
         self.server.holds(key, now)
     }
 
-    /// `calls` round trips starting once the socket is free at or after `at`: when they end.
-    fn round_trips(&mut self, at: f64, calls: u64) -> f64 {
-        let end = self.free_at.max(at) + calls as f64 * self.cfg.rtt_s;
-        self.free_at = end;
-        end
-    }
-
     /// A lookup's `exists` calls, asked at `at`: when the last answer comes.
     pub fn exists(&mut self, at: f64, calls: u64) -> f64 {
         if calls == 0 {
             return at;
         }
         self.stats.exists_calls += calls;
-        let end = self.round_trips(at, calls);
+        let end = self.free_at.max(at) + calls as f64 * self.cfg.rtt_s;
+        self.free_at = end;
         self.stats.lookup_s += end - at;
         end
     }
@@ -164,7 +158,8 @@ impl Remote {
         if chunks == 0 {
             return at;
         }
-        let end = self.round_trips(at, chunks) + chunks as f64 * bytes as f64 / self.cfg.bytes_per_s;
+        let end =
+            self.free_at.max(at) + chunks as f64 * self.cfg.rtt_s + chunks as f64 * bytes as f64 / self.cfg.bytes_per_s;
         self.free_at = end;
         self.stats.read_chunks += chunks;
         self.stats.read_s += end - at;
