@@ -435,8 +435,13 @@ const SEED_DEPLOYMENTS: [&str; 3] = ["h20-dsr1-sglang-tp16-mtp", "h20-dsr1-vllm-
 /// Each seed deployment's built-in profile, fitted on that case alone.
 const SEED_PROFILES: [&str; 3] = ["h20-sglang", "h20-vllm", "v100-vllm"];
 
-const KERNEL_CASES: [&str; 4] =
-    ["h200-gemms", "h200-llama70b-tp4-rank-steps", "h200-llama70b-tp8-rank-steps", "h200-llama8b-steps"];
+const KERNEL_CASES: [&str; 5] = [
+    "h200-attention",
+    "h200-gemms",
+    "h200-llama70b-tp4-rank-steps",
+    "h200-llama70b-tp8-rank-steps",
+    "h200-llama8b-steps",
+];
 const PUBLISHED_HELD_OUT: [&str; 4] = ["P003", "P004", "P007", "P008"];
 const SEED_HELD_OUT: [&str; 2] = ["seed-sweep-plan4", "seed-sweep-plan1"];
 
@@ -1010,6 +1015,7 @@ fn seed_deployments_are_compared_with_their_reports() {
             || SEED_HELD_OUT.contains(&case)
             || case.contains("rank-steps")
             || case == "h200-gemms"
+            || case == "h200-attention"
         {
             "held-out"
         } else if ep_case(&serde_json::json!(case)) {

@@ -34,6 +34,7 @@ pub const FACTORS: &[Factor] = &[
     Factor { name: "comm_latency_s", lo: 1e-6, hi: 1e-4 },
     Factor { name: "kernel_floor_s", lo: 1e-6, hi: 1e-4 },
     Factor { name: "eager_layer_launch_s", lo: 1e-5, hi: 5e-3 },
+    Factor { name: "sdpa_dispatch_s", lo: 1e-7, hi: 1e-4 },
 ];
 
 /// The factors that belong to the serving engine rather than to the device, so that a fit of
@@ -63,6 +64,7 @@ pub const WIDE_FACTORS: &[Factor] = &[
     Factor { name: "comm_latency_s", lo: 1e-7, hi: 1e-3 },
     Factor { name: "kernel_floor_s", lo: 1e-7, hi: 1e-3 },
     Factor { name: "eager_layer_launch_s", lo: 1e-6, hi: 0.05 },
+    Factor { name: "sdpa_dispatch_s", lo: 1e-7, hi: 1e-3 },
 ];
 
 /// The coefficients of the measured step law ([`StepLaw`]) an unknown-hardware fit
@@ -103,6 +105,7 @@ pub fn get(e: &Efficiency, name: &str) -> f64 {
         "comm_latency_s" => e.comm_latency_s,
         "kernel_floor_s" => e.kernel_floor_s,
         "eager_layer_launch_s" => e.eager_layer_launch_s,
+        "sdpa_dispatch_s" => e.sdpa_dispatch_s,
         law => {
             let l = e.law.unwrap_or(NO_LAW);
             match law {
@@ -127,6 +130,7 @@ pub fn set(e: &mut Efficiency, name: &str, v: f64) {
         "comm_latency_s" => e.comm_latency_s = v,
         "kernel_floor_s" => e.kernel_floor_s = v,
         "eager_layer_launch_s" => e.eager_layer_launch_s = v,
+        "sdpa_dispatch_s" => e.sdpa_dispatch_s = v,
         law => {
             let l = e.law.get_or_insert(NO_LAW);
             match law {
@@ -145,7 +149,7 @@ pub fn value_text(e: &Efficiency, name: &str) -> String {
     let v = get(e, name);
     match name {
         "step_overhead_s" | "step_s" => format!("{:.3} ms per step", v * 1e3),
-        "per_seq_overhead_s" | "kernel_floor_s" | "eager_layer_launch_s" | "comm_latency_s" => {
+        "per_seq_overhead_s" | "kernel_floor_s" | "eager_layer_launch_s" | "comm_latency_s" | "sdpa_dispatch_s" => {
             format!("{:.2} µs", v * 1e6)
         }
         "per_prefill_token_s" | "per_decode_seq_s" | "per_ctx_token_s" => format!("{:.4} µs", v * 1e6),
@@ -165,6 +169,7 @@ pub fn factor_text(e: &Efficiency, name: &str) -> String {
         "per_seq_overhead_s" => "per sequence",
         "kernel_floor_s" => "per kernel",
         "eager_layer_launch_s" => "per layer launched eagerly",
+        "sdpa_dispatch_s" => "per attention call dispatched from idle",
         "per_prefill_token_s" => "per prefill token",
         "per_decode_seq_s" => "per decoding sequence",
         "per_ctx_token_s" => "per context token",

@@ -307,6 +307,14 @@ pub struct Efficiency {
     /// time with `step_overhead_s` and never read it (0 = unused).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub eager_layer_launch_s: f64,
+    /// Host seconds PyTorch takes, from an idle GPU, to dispatch one
+    /// `scaled_dot_product_attention` call (it selects its backend on the host first): the
+    /// single attention-kernel rows were timed between two CUDA events around the call, so
+    /// each is this plus the kernel's device time. Those rows only; no step reads it (0 =
+    /// unused). A matmul needs no such term: the single-GEMM rows and the CUDA-graph decode
+    /// steps show the same per-kernel floor (a fit with one gives it 0.1 µs, its bound).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sdpa_dispatch_s: f64,
     /// A measured step law that replaces the roofline's device time ([`StepLaw`]); `None` (the
     /// default) = the roofline. A profile fitted with `--unknown-hardware` states one, and its
     /// host overheads are then 0: the law times the whole step.
@@ -338,6 +346,28 @@ pub fn gemm_s(gpu: &Gpu, eff: &Efficiency, [m, k, n]: [u64; 3], dtype: Dtype) ->
     let weight_bytes = k * n * dtype.bytes() as f64;
     let flops_per_s = gemm_peak(gpu, dtype) * eff.gemm_flops;
     eff.kernel_floor_s + bound_s(2.0 * m * k * n, flops_per_s, weight_bytes, gpu.mem_bw_gbps * 1e9 * eff.mem_bw)
+}
+
+/// One attention kernel timed alone on `gpu`: `heads` query heads over `kv_heads` key-value
+/// heads of `head_dim`, for `seqs` sequences each computing `new` query tokens after `context`
+/// cached ones (causal within the new tokens). One per-kernel floor plus the slower of its
+/// FLOPs (4 × head_dim per head per query-key pair: QKᵀ and AV) at the attention efficiency
+/// of the BF16 peak and the bytes of K and V it reads at the bandwidth efficiency — the rule
+/// [`Roofline`] prices one layer's prefill and decode attention by.
+pub fn attention_kernel_s(
+    gpu: &Gpu,
+    eff: &Efficiency,
+    [heads, kv_heads, head_dim]: [u64; 3],
+    seqs: u64,
+    new: u64,
+    context: u64,
+) -> f64 {
+    let (new_f, context_f) = (new as f64, context as f64);
+    let pairs = seqs as f64 * new_f * (context_f + (new_f + 1.0) / 2.0);
+    let flops = 4.0 * (heads * head_dim) as f64 * pairs;
+    let kv_bytes = 2.0 * 2.0 * (kv_heads * head_dim) as f64 * seqs as f64 * (context_f + new_f);
+    let (flops_per_s, bytes_per_s) = (gpu.bf16_tflops * 1e12 * eff.attn_flops, gpu.mem_bw_gbps * 1e9 * eff.mem_bw);
+    eff.kernel_floor_s + bound_s(flops, flops_per_s, kv_bytes, bytes_per_s)
 }
 
 fn is_default<T: Default + PartialEq>(x: &T) -> bool {
@@ -376,6 +406,7 @@ impl Default for Efficiency {
             per_seq_overhead_s: 15e-6,
             kernel_floor_s: 0.0,
             eager_layer_launch_s: 0.0,
+            sdpa_dispatch_s: 0.0,
             law: None,
         }
     }
@@ -1143,6 +1174,23 @@ mod tests {
             gemm_peak(&gpu("v100", None).unwrap(), Dtype::Fp8),
             gemm_peak(&gpu("v100", None).unwrap(), Dtype::Bf16)
         );
+    }
+
+    /// One attention kernel by hand on an H200, floor 20 µs, attention 0.4 and bandwidth 0.8
+    /// of peak (the defaults): a causal prefill of 8,192 tokens with 32 heads of 128 is bound by
+    /// its 8192 × 8193 / 2 query-key pairs at 4 × 128 FLOPs per head each; a decode of 64
+    /// sequences over 4,096 keys with 8 KV heads by the 64 × 4,096 × 8 × 128 keys and values
+    /// it reads at 2 bytes each.
+    #[test]
+    fn one_attention_kernel_by_hand() {
+        let h200 = gpu("h200", None).unwrap();
+        let eff = Efficiency { kernel_floor_s: 20e-6, ..Efficiency::default() };
+        let prefill = attention_kernel_s(&h200, &eff, [32, 8, 128], 1, 8192, 0);
+        let flops = 4.0 * 32.0 * 128.0 * 8192.0 * 8193.0 / 2.0;
+        assert!((prefill - (20e-6 + flops / (989.4e12 * 0.4))).abs() < 1e-12, "{prefill}");
+        let decode = attention_kernel_s(&h200, &eff, [32, 8, 128], 64, 1, 4095);
+        let bytes = 2.0 * 2.0 * 64.0 * 4096.0 * 8.0 * 128.0;
+        assert!((decode - (20e-6 + bytes / (4.8e12 * 0.8))).abs() < 1e-12, "{decode}");
     }
 
     proptest::proptest! {

@@ -164,8 +164,10 @@ pub const EXTRA: &[&str] = &["input_throughput", "p99_e2e_latency_ms"];
 pub const STEP_SOURCE: &str = "kernel profiling";
 
 /// The metrics of kernel rows: milliseconds of one decode step, of one prefill step;
-/// microseconds of one GEMM with BF16 weights, with FP8 weights.
-pub const STEP_METRICS: &[&str] = &["decode_step_ms", "prefill_step_ms", "gemm_bf16_us", "gemm_fp8_us"];
+/// microseconds of one GEMM with BF16 weights, with FP8 weights; microseconds of one causal
+/// prefill attention kernel, of one decode attention kernel.
+pub const STEP_METRICS: &[&str] =
+    &["decode_step_ms", "prefill_step_ms", "gemm_bf16_us", "gemm_fp8_us", "attn_prefill_us", "attn_decode_us"];
 
 /// Which phase the nodes run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]

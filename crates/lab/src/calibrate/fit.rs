@@ -222,6 +222,11 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     // Attention runs in every serving step and kernel step, never in a GEMM row.
     let attention =
         serving || steps.iter().any(|s| s.rows.iter().any(|r| r.gemm.is_none() && o.weights.contains_key(r.metric)));
+    // Single attention-kernel rows, weighted: what times SDPA's host dispatch.
+    let sdpa = steps.iter().any(|s| s.rows.iter().any(|r| r.attention.is_some() && o.weights.contains_key(r.metric)));
+    // GEMMs run in every serving step, kernel step and GEMM row, never in an attention row.
+    let gemms = serving
+        || steps.iter().any(|s| s.rows.iter().any(|r| r.attention.is_none() && o.weights.contains_key(r.metric)));
     let mut held = Vec::new();
     let hold = |f: &Factor, held: &mut Vec<String>| {
         let keep = o.hold.contains(&f.name);
@@ -261,6 +266,10 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
                         format!("no kernel step case: kept at the start's {:.2} µs", o.start.kernel_floor_s * 1e6)
                     }
                     "attn_flops" if !attention => "only GEMM rows, which run no attention".to_string(),
+                    "gemm_flops" if !gemms => "only attention-kernel rows, which run no GEMM".to_string(),
+                    // Only kernel rows read it: a serving fit holds it at 0 without a word.
+                    "sdpa_dispatch_s" if steps.is_empty() => return false,
+                    "sdpa_dispatch_s" if !sdpa => "no single attention-kernel row (no step runs it)".to_string(),
                     "eager_layer_launch_s" if !eager => {
                         "no eager kernel step row (serving runs never use it)".to_string()
                     }
@@ -274,6 +283,9 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     // Without eager rows the eager launch time means nothing: not carried into the profile.
     if !eager {
         base.eager_layer_launch_s = 0.0;
+    }
+    if !sdpa {
+        base.sdpa_dispatch_s = 0.0;
     }
     let problem = Problem { targets, weights: &o.weights, factors: factors.clone(), base, evaluations: 0.into() };
     // A start outside a factor's bounds (a floor of 0 = off) starts from the middle of them.

@@ -9,7 +9,10 @@
 //! An eager row takes the larger of the device time and plain PyTorch's launch time
 //! ([`Roofline::eager_launch_s`]). A case may also list GEMM CSVs (`gemm = [...]`): single
 //! `[M, K] × [K, N]` GEMMs of BF16 or FP8 weights, each compared with [`cost::gemm_s`], the
-//! roofline's rule for one linear layer (its per-kernel floor included). The rows enter `cachesim
+//! roofline's rule for one linear layer (its per-kernel floor included), and attention CSVs
+//! (`attention = [...]`): single SDPA calls, causal prefill or one query per sequence, each
+//! compared with [`cost::attention_kernel_s`] plus SDPA's host dispatch
+//! ([`Efficiency::sdpa_dispatch_s`]). The rows enter `cachesim
 //! validate` and `calibrate --fit` like a serving case's metrics, one row per shape.
 
 use super::case::{STEP_METRICS, STEP_SOURCE};
@@ -60,6 +63,11 @@ pub struct StepCase {
     /// assumptions).
     #[serde(default)]
     pub skip_shapes: Vec<String>,
+    /// Attention-kernel CSVs, relative to the data folder: causal prefill over one sequence
+    /// (`heads,kv_heads,head_dim,seq_len,time_us`) or one query per sequence
+    /// (`batch,kv_len,heads,kv_heads,head_dim,time_us`), told apart by their columns.
+    #[serde(default)]
+    pub attention: Vec<String>,
     /// The step-time profile that prices the case, relative to the case file's folder; the
     /// raw roofline without one.
     pub profile: Option<PathBuf>,
@@ -90,10 +98,24 @@ pub struct StepRow {
     pub batch: BatchShape,
     /// A GEMM row: `[M, K, N]` and the weights' type.
     pub gemm: Option<([u64; 3], Dtype)>,
+    /// An attention-kernel row.
+    pub attention: Option<AttentionShape>,
     /// Plain PyTorch launched it eagerly (the host's launch time may bound it).
     pub eager: bool,
     /// In the metric's unit (ms for steps, µs for GEMMs).
     pub measured: f64,
+}
+
+/// One attention kernel's work ([`cost::attention_kernel_s`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionShape {
+    /// Query heads, key-value heads, head dimension.
+    pub heads: [u64; 3],
+    pub seqs: u64,
+    /// Query tokens per sequence (1 for decode).
+    pub new: u64,
+    /// Cached tokens before them.
+    pub context: u64,
 }
 
 /// The rows of a case, ready to price.
@@ -126,8 +148,10 @@ pub fn load(file: &Path) -> Result<LoadedSteps> {
     if case.kind != "steps" {
         return Err(fail(format!("kind `{}`: a step case has kind = \"steps\"", case.kind)));
     }
-    if case.decode.is_none() && case.prefill.is_none() && case.gemm.is_empty() {
-        return Err(fail("a step case needs `decode`, `prefill` or `gemm` (CSVs under the data folder)".into()));
+    if case.decode.is_none() && case.prefill.is_none() && case.gemm.is_empty() && case.attention.is_empty() {
+        return Err(fail(
+            "a step case needs `decode`, `prefill`, `gemm` or `attention` (CSVs under the data folder)".into(),
+        ));
     }
     Ok(LoadedSteps { file: file.to_path_buf(), case })
 }
@@ -186,7 +210,7 @@ pub fn parse_decode(text: &str, path: &Path) -> Result<Vec<StepRow>> {
             batch.add(l.context, 1);
         }
         let shape = format!("B={} L={}", l.batch, l.context);
-        Ok(Some(StepRow { metric: STEP_METRICS[0], shape, batch, gemm: None, eager: false, measured }))
+        Ok(Some(StepRow { metric: STEP_METRICS[0], shape, batch, gemm: None, attention: None, eager: false, measured }))
     })
 }
 
@@ -201,7 +225,7 @@ pub fn parse_prefill(text: &str, path: &Path, eager: bool) -> Result<Vec<StepRow
         let mut batch = BatchShape::default();
         batch.add(0, l.tokens);
         let shape = format!("T={}", l.tokens);
-        Ok(Some(StepRow { metric: STEP_METRICS[1], shape, batch, gemm: None, eager, measured }))
+        Ok(Some(StepRow { metric: STEP_METRICS[1], shape, batch, gemm: None, attention: None, eager, measured }))
     })
 }
 
@@ -244,7 +268,53 @@ pub fn parse_gemm(text: &str, path: &Path, skip: &[String]) -> Result<Vec<StepRo
         };
         let shape = format!("{name} {} M={}", if dtype == Dtype::Fp8 { "fp8" } else { "bf16" }, l.m);
         let gemm = Some(([l.m, l.k, l.n], dtype));
-        Ok(Some(StepRow { metric, shape, batch: BatchShape::default(), gemm, eager: false, measured }))
+        Ok(Some(StepRow { metric, shape, batch: BatchShape::default(), gemm, attention: None, eager: false, measured }))
+    })
+}
+
+#[derive(Deserialize)]
+struct AttentionLine {
+    batch: Option<u64>,
+    kv_len: Option<u64>,
+    seq_len: Option<u64>,
+    heads: u64,
+    kv_heads: u64,
+    head_dim: u64,
+    time_us: f64,
+}
+
+/// Attention-kernel rows from CSV text with `heads`, `kv_heads`, `head_dim` and `time_us`
+/// columns, and either `seq_len` (one causal prefill of that many tokens) or `batch` and
+/// `kv_len` (one query per sequence over that many keys).
+pub fn parse_attention(text: &str, path: &Path) -> Result<Vec<StepRow>> {
+    read_rows(text, path, |l: AttentionLine, fail| {
+        let measured = time_us(l.time_us, fail)?;
+        if l.heads == 0 || l.kv_heads == 0 || l.head_dim == 0 || !l.heads.is_multiple_of(l.kv_heads) {
+            return Err(fail(format!(
+                "heads {}, kv_heads {}, head_dim {}: positive, heads a multiple of kv_heads",
+                l.heads, l.kv_heads, l.head_dim
+            )));
+        }
+        let heads = [l.heads, l.kv_heads, l.head_dim];
+        let (metric, shape, attention) = match (l.seq_len, l.batch, l.kv_len) {
+            (Some(n), None, None) if n > 0 => (
+                STEP_METRICS[4],
+                format!("attn {}/{} prefill L={n}", l.heads, l.kv_heads),
+                AttentionShape { heads, seqs: 1, new: n, context: 0 },
+            ),
+            (None, Some(b), Some(k)) if b > 0 && k > 0 => (
+                STEP_METRICS[5],
+                format!("attn {}/{} decode B={b} L={k}", l.heads, l.kv_heads),
+                AttentionShape { heads, seqs: b, new: 1, context: k - 1 },
+            ),
+            _ => {
+                return Err(fail(
+                    "an attention row has a positive `seq_len`, or a positive `batch` and `kv_len`".into(),
+                ))
+            }
+        };
+        let attention = Some(attention);
+        Ok(Some(StepRow { metric, shape, batch: BatchShape::default(), gemm: None, attention, eager: false, measured }))
     })
 }
 
@@ -252,7 +322,14 @@ impl LoadedSteps {
     /// The CSV files the case reads, resolved under the data folder; an error saying which is
     /// absent (the case is then listed as not run).
     pub fn csv_paths(&self, data: Option<&Path>) -> Result<Vec<PathBuf>> {
-        let rels: Vec<&String> = self.case.decode.iter().chain(&self.case.prefill).chain(&self.case.gemm).collect();
+        let rels: Vec<&String> = self
+            .case
+            .decode
+            .iter()
+            .chain(&self.case.prefill)
+            .chain(&self.case.gemm)
+            .chain(&self.case.attention)
+            .collect();
         let fail = |message: String| Error::Report { path: self.file.clone(), message };
         let data = data.ok_or_else(|| {
             fail(format!("needs the data folder (--data or CACHESIM_DATA) for {}, which is not given", rels[0]))
@@ -296,6 +373,10 @@ impl LoadedSteps {
             let (p, t) = text(rel)?;
             rows.extend(parse_gemm(&t, &p, &self.case.skip_shapes)?);
         }
+        for rel in &self.case.attention {
+            let (p, t) = text(rel)?;
+            rows.extend(parse_attention(&t, &p)?);
+        }
         let c = &self.case;
         Ok(StepSet {
             case: c.case.clone(),
@@ -318,8 +399,13 @@ impl StepSet {
     /// time in ms (a rank's compute alone for a rank case), or for an eager row the larger of
     /// that and the eager launch time.
     pub fn predict(&self, r: &Roofline, row: &StepRow) -> f64 {
+        let e = &r.eff;
         if let Some((mkn, dtype)) = row.gemm {
-            return cost::gemm_s(&self.gpu, &r.eff, mkn, dtype) * 1e6;
+            return cost::gemm_s(&self.gpu, e, mkn, dtype) * 1e6;
+        }
+        if let Some(a) = row.attention {
+            return (e.sdpa_dispatch_s + cost::attention_kernel_s(&self.gpu, e, a.heads, a.seqs, a.new, a.context))
+                * 1e6;
         }
         let device = if self.rank { r.rank_compute_s(&row.batch) } else { r.step_parts(&row.batch).device_s };
         let s = if row.eager { device.max(r.eager_launch_s()) } else { device };
@@ -461,6 +547,45 @@ mod tests {
         };
         let eff = Efficiency { kernel_floor_s: 20e-6, ..Efficiency::default() };
         let want = cost::gemm_s(&set.gpu, &eff, [16, 7168, 1536], Dtype::Fp8) * 1e6;
+        assert_eq!(set.predict(&set.roofline(eff), &set.rows[0]), want);
+    }
+
+    /// Attention rows of both layouts (the data folder's `attn_prefill.csv` and
+    /// `attn_decode.csv`), priced as SDPA's host dispatch plus the one-kernel rule; rows
+    /// that cannot be one are refused with the file and row.
+    #[test]
+    fn attention_rows_in_both_layouts() {
+        let p = Path::new("a.csv");
+        let pre = parse_attention("heads,kv_heads,head_dim,seq_len,time_us,tflops_causal\n32,8,128,4096,312.4,1\n", p);
+        let pre = pre.unwrap();
+        assert_eq!(
+            (pre[0].metric, pre[0].shape.as_str(), pre[0].measured),
+            ("attn_prefill_us", "attn 32/8 prefill L=4096", 312.4)
+        );
+        assert_eq!(pre[0].attention, Some(AttentionShape { heads: [32, 8, 128], seqs: 1, new: 4096, context: 0 }));
+        let dec = parse_attention("batch,kv_len,heads,kv_heads,head_dim,time_us,GBps_kv\n64,1024,8,1,128,53.3,1\n", p);
+        let dec = dec.unwrap();
+        assert_eq!((dec[0].metric, dec[0].shape.as_str()), ("attn_decode_us", "attn 8/1 decode B=64 L=1024"));
+        assert_eq!(dec[0].attention, Some(AttentionShape { heads: [8, 1, 128], seqs: 64, new: 1, context: 1023 }));
+        for (text, want) in [
+            ("heads,kv_heads,head_dim,seq_len,time_us\n32,6,128,64,5\n", "row 2: heads 32, kv_heads 6"),
+            ("heads,kv_heads,head_dim,seq_len,time_us\n32,8,128,0,5\n", "row 2: an attention row has a positive"),
+            ("batch,kv_len,heads,kv_heads,head_dim,time_us\n4,0,8,1,128,5\n", "row 2: an attention row"),
+            ("heads,kv_heads,head_dim,seq_len,time_us\n8,1,128,64,-1\n", "row 2: time_us -1"),
+        ] {
+            let e = parse_attention(text, p).unwrap_err().to_string();
+            assert!(e.contains("a.csv") && e.contains(want), "{e}");
+        }
+        let set = StepSet {
+            case: "a".into(),
+            gpu: cachesim_core::catalog::gpu("h200", None).unwrap(),
+            model: cachesim_core::catalog::model("llama-3.1-8b", None).unwrap(),
+            tp: 1,
+            rank: false,
+            rows: dec,
+        };
+        let eff = Efficiency { kernel_floor_s: 20e-6, sdpa_dispatch_s: 15e-6, ..Efficiency::default() };
+        let want = (15e-6 + cost::attention_kernel_s(&set.gpu, &eff, [8, 1, 128], 64, 1, 1023)) * 1e6;
         assert_eq!(set.predict(&set.roofline(eff), &set.rows[0]), want);
     }
 
