@@ -25,6 +25,17 @@ fn h200_profile() -> profile::Profile {
     profile::read(&crate_dir().join("calibration/profiles/h200-kernels.toml")).unwrap()
 }
 
+/// A fit of the kernel case `name` alone, every kernel metric weighted 1, from the defaults.
+fn fit_alone(name: &str, data: &std::path::Path) -> fit::Fit {
+    let t = fit::Target::from_steps(&case(name), Some(data)).unwrap();
+    let o = cachesim::calibration::factors::FitOptions {
+        weights: kernels::default_weights(),
+        max_iters: 400,
+        ..Default::default()
+    };
+    fit::fit(std::slice::from_ref(&t), &o).unwrap()
+}
+
 fn median(mut e: Vec<f64>) -> f64 {
     e.sort_by(f64::total_cmp);
     let n = e.len();
@@ -261,13 +272,7 @@ fn gemm_rows_hold_the_per_kernel_floor() {
     let small_fp8 = abs(&|r, row| r.metric == "gemm_fp8_us" && row.gemm.is_some_and(|(mkn, _)| mkn[0] <= 64));
     assert!(small_fp8 < 5.0, "FP8 at M ≤ 64: {small_fp8:.2} %");
     assert!(!rows.iter().any(|r| r.case.contains("looped")), "the looped expert rows are left out");
-    let t = fit::Target::from_steps(&case("h200-gemms"), Some(&data)).unwrap();
-    let o = cachesim::calibration::factors::FitOptions {
-        weights: kernels::default_weights(),
-        max_iters: 400,
-        ..Default::default()
-    };
-    let f = fit::fit(std::slice::from_ref(&t), &o).unwrap();
+    let f = fit_alone("h200-gemms", &data);
     let e = f.efficiency;
     assert!((e.kernel_floor_s / p.efficiency.kernel_floor_s - 1.0).abs() < 0.2, "{e:?}");
     assert!(e.gemm_flops > p.efficiency.gemm_flops + 0.1, "{e:?}");
@@ -348,13 +353,7 @@ fn attention_kernels_show_what_the_step_fit_leans_on() {
         let m = median(e.iter().map(|e| e.abs()).collect());
         assert!(m > lo, "{metric}: median |error| {m:.2} %");
     }
-    let t = fit::Target::from_steps(&case("h200-attention"), Some(&data)).unwrap();
-    let o = cachesim::calibration::factors::FitOptions {
-        weights: kernels::default_weights(),
-        max_iters: 400,
-        ..Default::default()
-    };
-    let f = fit::fit(std::slice::from_ref(&t), &o).unwrap();
+    let f = fit_alone("h200-attention", &data);
     let e = f.efficiency;
     assert!((0.5..0.65).contains(&e.attn_flops), "{e:?}");
     assert!((15e-6..35e-6).contains(&e.sdpa_dispatch_s), "{e:?}");

@@ -510,6 +510,18 @@ mod tests {
     /// Both GEMM layouts of the data folder: `model,layer,…` (BF16) and `shape,dtype,…`; a
     /// skipped name is left out; an unknown dtype or a nameless row is an error naming the
     /// file and row.
+    /// Rows priced as Llama-3.1-8B on one H200.
+    fn h200_8b(rows: Vec<StepRow>) -> StepSet {
+        StepSet {
+            case: "t".into(),
+            gpu: cachesim_core::catalog::gpu("h200", None).unwrap(),
+            model: cachesim_core::catalog::model("llama-3.1-8b", None).unwrap(),
+            tp: 1,
+            rank: false,
+            rows,
+        }
+    }
+
     #[test]
     fn gemm_rows_in_both_layouts() {
         let p = Path::new("g.csv");
@@ -537,14 +549,7 @@ mod tests {
         let e = parse_prefill("tokens,time_us\n0,5\n", p, false).unwrap_err().to_string();
         assert!(e.contains("row 2: tokens 0"), "{e}");
         // Priced by the one-GEMM rule, in µs.
-        let set = StepSet {
-            case: "g".into(),
-            gpu: cachesim_core::catalog::gpu("h200", None).unwrap(),
-            model: cachesim_core::catalog::model("llama-3.1-8b", None).unwrap(),
-            tp: 1,
-            rank: false,
-            rows: b,
-        };
+        let set = h200_8b(b);
         let eff = Efficiency { kernel_floor_s: 20e-6, ..Efficiency::default() };
         let want = cost::gemm_s(&set.gpu, &eff, [16, 7168, 1536], Dtype::Fp8) * 1e6;
         assert_eq!(set.predict(&set.roofline(eff), &set.rows[0]), want);
@@ -576,14 +581,7 @@ mod tests {
             let e = parse_attention(text, p).unwrap_err().to_string();
             assert!(e.contains("a.csv") && e.contains(want), "{e}");
         }
-        let set = StepSet {
-            case: "a".into(),
-            gpu: cachesim_core::catalog::gpu("h200", None).unwrap(),
-            model: cachesim_core::catalog::model("llama-3.1-8b", None).unwrap(),
-            tp: 1,
-            rank: false,
-            rows: dec,
-        };
+        let set = h200_8b(dec);
         let eff = Efficiency { kernel_floor_s: 20e-6, sdpa_dispatch_s: 15e-6, ..Efficiency::default() };
         let want = (15e-6 + cost::attention_kernel_s(&set.gpu, &eff, [8, 1, 128], 64, 1, 1023)) * 1e6;
         assert_eq!(set.predict(&set.roofline(eff), &set.rows[0]), want);
