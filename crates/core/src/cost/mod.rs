@@ -82,7 +82,7 @@ impl BatchShape {
         } else {
             self.prefill_tokens += new;
             self.prefill_ctx_tokens += context;
-            self.prefill_attn_pairs += new as f64 * (context as f64 + (new as f64 + 1.0) / 2.0);
+            self.prefill_attn_pairs += causal_pairs(context, new);
         }
         if let Some(w) = self.local {
             if new == 1 {
@@ -348,6 +348,13 @@ pub fn gemm_s(gpu: &Gpu, eff: &Efficiency, [m, k, n]: [u64; 3], dtype: Dtype) ->
     eff.kernel_floor_s + bound_s(2.0 * m * k * n, flops_per_s, weight_bytes, gpu.mem_bw_gbps * 1e9 * eff.mem_bw)
 }
 
+/// Query-key pairs of causal attention for `new` tokens after `context` cached ones:
+/// new × (context + (new + 1) / 2).
+#[inline]
+fn causal_pairs(context: u64, new: u64) -> f64 {
+    new as f64 * (context as f64 + (new as f64 + 1.0) / 2.0)
+}
+
 /// One attention kernel timed alone on `gpu`: `heads` query heads over `kv_heads` key-value
 /// heads of `head_dim`, for `seqs` sequences each computing `new` query tokens after `context`
 /// cached ones (causal within the new tokens). One per-kernel floor plus the slower of its
@@ -363,7 +370,7 @@ pub fn attention_kernel_s(
     context: u64,
 ) -> f64 {
     let (new_f, context_f) = (new as f64, context as f64);
-    let pairs = seqs as f64 * new_f * (context_f + (new_f + 1.0) / 2.0);
+    let pairs = seqs as f64 * causal_pairs(context, new);
     let flops = 4.0 * (heads * head_dim) as f64 * pairs;
     let kv_bytes = 2.0 * 2.0 * (kv_heads * head_dim) as f64 * seqs as f64 * (context_f + new_f);
     let (flops_per_s, bytes_per_s) = (gpu.bf16_tflops * 1e12 * eff.attn_flops, gpu.mem_bw_gbps * 1e9 * eff.mem_bw);
