@@ -2212,6 +2212,12 @@ pub struct CalibrateArgs {
     /// with the device factors held at a kernel profile's.
     #[arg(long, value_name = "LIST")]
     pub factors: Option<String>,
+    /// A prior on every fitted factor: pull it toward its --start value (the priors without
+    /// one) in log space, as if one more case measured it there within a factor of e^SIGMA
+    /// (0.5: about 1.65×). Where few cases constrain a factor it stays near physics; many
+    /// cases still move it. Kept in the profile's record; without it, no pull.
+    #[arg(allow_negative_numbers = true, long, value_name = "SIGMA")]
+    pub prior_sigma: Option<f64>,
     /// The data folder the cases' data sets are relative to [default: $CACHESIM_DATA].
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,

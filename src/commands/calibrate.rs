@@ -293,6 +293,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<Answer> {
         start,
         hold: Vec::new(),
         only: Vec::new(),
+        prior_sigma: args.prior_sigma,
     };
     let o = match &args.factors {
         Some(list) => {
@@ -324,6 +325,9 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<Answer> {
     }
     if let Some(f) = &args.factors {
         command += &format!(" --factors {f}");
+    }
+    if let Some(s) = args.prior_sigma {
+        command += &format!(" --prior-sigma {s}");
     }
     if args.no_loo {
         command += " --no-loo";

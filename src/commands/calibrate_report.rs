@@ -91,6 +91,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
         max_iters: args.max_iters,
         unknown_hardware: args.unknown_hardware,
         wide_bounds: args.wide_bounds,
+        prior_sigma: args.prior_sigma,
         ..Default::default()
     };
     let targets = [target];

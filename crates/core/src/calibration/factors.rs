@@ -210,6 +210,12 @@ pub struct FitOptions {
     /// The factors to fit (`calibrate --fit --factors`), every other one held at its `start`
     /// value whatever the cases constrain; empty: the factors the cases constrain.
     pub only: Vec<&'static str>,
+    /// A prior on every fitted factor (`calibrate --fit --prior-sigma`): the objective adds
+    /// (ln(value / start) / σ)² for each, one pseudo-measurement of weight 1 saying the factor
+    /// is its `start` value (the composed prior) within a factor of e^σ. It keeps a factor near
+    /// physics where few cases constrain it and lets many cases move it. A factor whose start
+    /// is not inside its bounds (a floor of 0, off) has no prior. `None`: no prior.
+    pub prior_sigma: Option<f64>,
 }
 
 impl Default for FitOptions {
@@ -222,6 +228,7 @@ impl Default for FitOptions {
             wide_bounds: false,
             hold: Vec::new(),
             only: Vec::new(),
+            prior_sigma: None,
         }
     }
 }

@@ -66,6 +66,10 @@ pub struct FitInfo {
     /// the factors the cases constrain.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub only: Vec<String>,
+    /// The prior's width in ln units (`--prior-sigma`, [`FitOptions::prior_sigma`]): every
+    /// fitted factor was pulled toward its `start` value; absent: no prior.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior_sigma: Option<f64>,
     /// What the fit assumed beyond its cases (e.g. a report whose totals differ from the rebuilt
     /// workload's, accepted by `--accept-totals-mismatch`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -125,6 +129,7 @@ impl FitInfo {
             wide_bounds,
             hold: Vec::new(),
             only,
+            prior_sigma: self.prior_sigma,
         }
     }
 }
@@ -290,8 +295,9 @@ mod tests {
         info.max_iters = Some(20);
         info.unknown_hardware = Some(false);
         info.weights = [("median_ttft_ms".to_string(), 2.0)].into_iter().collect();
+        info.prior_sigma = Some(0.5);
         let o = info.options();
-        assert_eq!((o.max_iters, o.unknown_hardware, o.weights.len()), (20, false, 1));
+        assert_eq!((o.max_iters, o.unknown_hardware, o.weights.len(), o.prior_sigma), (20, false, 1, Some(0.5)));
         let o = FitInfo::default().options();
         assert_eq!((o.max_iters, o.unknown_hardware), (150, false));
     }

@@ -47,10 +47,14 @@ impl Target {
     /// A fit target of a kernel step case's rows (`calibrate --fit`): its GPU, model and TP resolved as
     /// `cachesim run` would (raw roofline, no profile), a stand-in workload never simulated.
     pub fn from_steps(case: &LoadedSteps, data: Option<&std::path::Path>) -> Result<Target> {
-        let set = case.read(data)?;
+        Target::of_steps(case.read(data)?, &case.case.gpu, &case.case.model)
+    }
+
+    /// A fit target of the rows of `set`, run on `gpu` by `model` at the set's TP.
+    pub fn of_steps(set: StepSet, gpu: &str, model: &str) -> Result<Target> {
         let o = cachesim_core::config::RunOptions {
-            gpu: case.case.gpu.clone(),
-            model: case.case.model.clone(),
+            gpu: gpu.to_string(),
+            model: model.to_string(),
             tp: set.tp,
             calibration: cachesim_core::config::Calibration::None,
             ..Default::default()
@@ -66,14 +70,14 @@ impl Target {
             seed: 0,
         };
         let records = cachesim_core::workload::gen::random(&spec)?;
-        let workload = std::sync::Arc::new(cachesim_core::workload::gen::workload(&case.case.case, &records)?);
+        let workload = Arc::new(cachesim_core::workload::gen::workload(&set.case, &records)?);
         Ok(Target {
-            case: case.case.case.clone(),
+            case: set.case.clone(),
             cfg,
             workload,
             measured: BTreeMap::new(),
             seeds: Vec::new(),
-            steps: Some(std::sync::Arc::new(set)),
+            steps: Some(Arc::new(set)),
         })
     }
 }
@@ -133,6 +137,9 @@ struct Problem<'a> {
     weights: &'a BTreeMap<String, f64>,
     factors: Vec<Factor>,
     base: Efficiency,
+    /// Per fitted factor, ln of its prior value (`None`: no prior), and the prior's σ.
+    prior: Vec<Option<f64>>,
+    sigma: f64,
     evaluations: AtomicU64,
 }
 
@@ -144,6 +151,14 @@ impl Problem<'_> {
         }
         e
     }
+
+    /// Σ (ln(value / prior) / σ)² over the fitted factors with a prior.
+    fn prior_penalty(&self, x: &[f64]) -> f64 {
+        let pull = |(f, (&xi, p)): (&Factor, (&f64, &Option<f64>))| {
+            p.map(|p| ((to_value(f, xi).ln() - p) / self.sigma).powi(2))
+        };
+        self.factors.iter().zip(x.iter().zip(&self.prior)).filter_map(pull).sum()
+    }
 }
 
 impl CostFunction for Problem<'_> {
@@ -153,7 +168,7 @@ impl CostFunction for Problem<'_> {
         self.evaluations.fetch_add(1, Ordering::Relaxed);
         let rows = residuals(self.targets, self.efficiency(x), self.weights)
             .map_err(|e| argmin::core::Error::msg(e.to_string()))?;
-        Ok(loss(&rows, self.weights))
+        Ok(loss(&rows, self.weights) + self.prior_penalty(x))
     }
 }
 
@@ -163,14 +178,18 @@ pub struct Fit {
     pub efficiency: Efficiency,
     pub fitted: Vec<&'static str>,
     pub held: Vec<String>,
+    /// What the prior ([`FitOptions::prior_sigma`]) pulled, in words; empty without one.
+    pub priors: Vec<String>,
+    /// Σ weight × ln(predicted / measured)² of the rows, without the prior's pull.
     pub objective: f64,
     pub evaluations: u64,
     pub residuals: Vec<Residual>,
 }
 
 impl Fit {
-    /// The profile's `[fit]` record of this fit under `o`, made by `command` on `cases`; what
-    /// only some fits have (the start factors, assumptions, leave-one-out rows) is left empty.
+    /// The profile's `[fit]` record of this fit under `o`, made by `command` on `cases`, its
+    /// prior among the assumptions; what only some fits have (the start factors, other
+    /// assumptions, leave-one-out rows) is left empty.
     pub fn record(
         &self,
         command: String,
@@ -191,6 +210,8 @@ impl Fit {
             unknown_hardware: Some(o.unknown_hardware),
             wide_bounds: o.wide_bounds.then_some(true),
             only: o.only.iter().map(|s| s.to_string()).collect(),
+            prior_sigma: o.prior_sigma,
+            assumptions: self.priors.clone(),
             residuals: self.residuals.clone(),
             ..Default::default()
         }
@@ -204,6 +225,9 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     }
     if o.weights.values().any(|w| !(w.is_finite() && *w >= 0.0)) {
         return Err(Error::invalid("--weights", "weights must be finite and not negative"));
+    }
+    if o.prior_sigma.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
+        return Err(Error::invalid("--prior-sigma", "the prior's width must be positive and finite"));
     }
     if let Some(n) = o.hold.iter().find(|n| !o.bounds().iter().any(|f| f.name == **n)) {
         return Err(Error::invalid("fit", format!("cannot hold `{n}`: not a factor")));
@@ -287,19 +311,37 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     if !sdpa {
         base.sdpa_dispatch_s = 0.0;
     }
-    let problem = Problem { targets, weights: &o.weights, factors: factors.clone(), base, evaluations: 0.into() };
-    // A start outside a factor's bounds (a floor of 0 = off) starts from the middle of them.
-    let x0: Vec<f64> = factors
-        .iter()
-        .map(|f| {
-            let v = get(&base, f.name);
-            if (f.lo..=f.hi).contains(&v) {
-                to_coord(f, v)
-            } else {
-                0.0
+    let inside = |f: &Factor| {
+        let v = get(&base, f.name);
+        (f.lo..=f.hi).contains(&v).then_some(v)
+    };
+    let (prior, priors) = match o.prior_sigma {
+        Some(sigma) => {
+            let (with, without): (Vec<&Factor>, Vec<&Factor>) = factors.iter().partition(|f| inside(f).is_some());
+            let names = |fs: &[&Factor]| fs.iter().map(|f| f.name).collect::<Vec<_>>().join(", ");
+            let mut words = vec![format!(
+                "prior (--prior-sigma {sigma}): {} pulled toward the start's values, each within a factor of e^σ = {:.2}",
+                names(&with),
+                sigma.exp()
+            )];
+            if !without.is_empty() {
+                words.push(format!("no prior on {}: the start's value is outside its bounds", names(&without)));
             }
-        })
-        .collect();
+            (factors.iter().map(|f| inside(f).map(f64::ln)).collect(), words)
+        }
+        None => (vec![None; factors.len()], Vec::new()),
+    };
+    let problem = Problem {
+        targets,
+        weights: &o.weights,
+        factors: factors.clone(),
+        base,
+        prior,
+        sigma: o.prior_sigma.unwrap_or(1.0),
+        evaluations: 0.into(),
+    };
+    // A start outside a factor's bounds (a floor of 0 = off) starts from the middle of them.
+    let x0: Vec<f64> = factors.iter().map(|f| inside(f).map_or(0.0, |v| to_coord(f, v))).collect();
     let mut simplex = vec![x0.clone()];
     for i in 0..x0.len() {
         let mut x = x0.clone();
@@ -320,6 +362,7 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
         efficiency,
         fitted: factors.iter().map(|f| f.name).collect(),
         held,
+        priors,
         objective: loss(&residuals, &o.weights),
         evaluations,
         residuals,
@@ -379,5 +422,68 @@ mod tests {
         let want = ((1.1f64.ln().powi(2) + 0.5f64.ln().powi(2)) / 3.0).sqrt();
         assert!((rms_log_error(&rows) - want).abs() < 1e-12);
         assert_eq!(median_abs_error(&[]), None);
+    }
+
+    /// One compute-bound BF16 GEMM (8,192 × 4,096 × 4,096 on an H200, floor 0), fitted on
+    /// `gemm_flops` alone: its time is FLOPs / (peak × g), so the row alone wants the g that
+    /// prices it exactly, g_d; with a prior g₀ of width σ the optimum of
+    /// (ln g − ln g_d)² + ((ln g − ln g₀) / σ)² is ln g = (ln g_d + ln g₀ / σ²) / (1 + 1 / σ²).
+    /// Measured at g_d = 0.8 with the prior at 0.4: σ = 1 gives the geometric mean √0.32, a
+    /// wide σ the row's 0.8, a narrow one the prior's 0.4.
+    #[test]
+    fn a_prior_pulls_a_factor_by_its_width() {
+        use super::super::kernels::{StepRow, StepSet};
+        use cachesim_core::catalog::{gpu, model, Dtype};
+        let (h200, m8) = (gpu("h200", None).unwrap(), model("llama-3.1-8b", None).unwrap());
+        let mkn = [8192, 4096, 4096];
+        let want = Efficiency { gemm_flops: 0.8, kernel_floor_s: 0.0, ..Efficiency::default() };
+        let measured = cachesim_core::cost::gemm_s(&h200, &want, mkn, Dtype::Bf16) * 1e6;
+        let row = StepRow {
+            metric: "gemm_bf16_us",
+            shape: "M=8192".into(),
+            batch: Default::default(),
+            gemm: Some((mkn, Dtype::Bf16)),
+            attention: None,
+            eager: false,
+            measured,
+        };
+        let set = StepSet { case: "g".into(), gpu: h200, model: m8, tp: 1, rank: false, rows: vec![row] };
+        let targets = [Target::of_steps(set, "h200", "llama-3.1-8b").unwrap()];
+        let o = FitOptions {
+            weights: [("gemm_bf16_us".to_string(), 1.0)].into_iter().collect(),
+            max_iters: 400,
+            start: Efficiency { gemm_flops: 0.4, kernel_floor_s: 0.0, ..Efficiency::default() },
+            only: vec!["gemm_flops"],
+            ..FitOptions::default()
+        };
+        let fitted = |prior_sigma: Option<f64>| fit(&targets, &FitOptions { prior_sigma, ..o.clone() }).unwrap();
+        let free = fitted(None);
+        assert!((free.efficiency.gemm_flops - 0.8).abs() < 1e-3, "{}", free.efficiency.gemm_flops);
+        assert!(free.priors.is_empty());
+        for (sigma, g) in [
+            (1.0, 0.32f64.sqrt()),
+            (10.0, (0.8f64.ln() * 100.0 + 0.4f64.ln()).exp().powf(1.0 / 101.0)),
+            (0.1, 0.4f64 * 2f64.powf(1.0 / 101.0)),
+        ] {
+            let f = fitted(Some(sigma));
+            assert!(
+                (f.efficiency.gemm_flops / g - 1.0).abs() < 2e-3,
+                "σ {sigma}: {} want {g}",
+                f.efficiency.gemm_flops
+            );
+            assert!(f.priors[0].contains("gemm_flops pulled toward"), "{:?}", f.priors);
+            // The objective is the rows' alone: ln(g / g_d)².
+            assert!((f.objective - (f.efficiency.gemm_flops / 0.8).ln().powi(2)).abs() < 1e-9);
+        }
+        // A start outside the bounds has no prior: the row alone decides.
+        let outside =
+            FitOptions { start: Efficiency { gemm_flops: 0.0, ..o.start }, prior_sigma: Some(0.1), ..o.clone() };
+        let f = fit(&targets, &outside).unwrap();
+        assert!((f.efficiency.gemm_flops - 0.8).abs() < 1e-2, "{}", f.efficiency.gemm_flops);
+        assert!(f.priors[1].contains("no prior on gemm_flops"), "{:?}", f.priors);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let e = fit(&targets, &FitOptions { prior_sigma: Some(bad), ..o.clone() }).unwrap_err().to_string();
+            assert!(e.contains("--prior-sigma"), "{e}");
+        }
     }
 }
