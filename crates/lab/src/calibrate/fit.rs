@@ -9,7 +9,7 @@
 //! the four coefficients of a measured step law ([`StepLaw`], [`LAW_FACTORS`]).
 //! Leave-one-out refits without each case and predicts it: the honest error.
 
-use super::kernels::{LoadedSteps, StepSet};
+use super::kernels::{LoadedSteps, StepSet, Work};
 use super::prediction::Prediction;
 use argmin::core::{CostFunction, Executor, State};
 use argmin::solver::neldermead::NelderMead;
@@ -239,18 +239,20 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     let serving = targets.iter().any(|t| t.steps.is_none());
     let steps: Vec<&StepSet> = targets.iter().filter_map(|t| t.steps.as_deref()).collect();
     let tp = targets.iter().any(|t| t.cfg.tp > 1 && t.steps.as_ref().is_none_or(|s| !s.rank));
+    // Whether a weighted kernel row's work is of a kind.
+    let weighted = |run: fn(&Work) -> bool| {
+        steps.iter().any(|s| s.rows.iter().any(|r| run(&r.work) && o.weights.contains_key(r.metric)))
+    };
     // Eager launches are timed by the kernel steps' eager rows, and by a serving run whose engine
     // runs some decode batches without a CUDA graph (`DecodeGraphs`).
-    let eager = steps.iter().any(|s| s.rows.iter().any(|r| r.eager && o.weights.contains_key(r.metric)))
+    let eager = weighted(|w| matches!(w, Work::Step { eager: true, .. }))
         || targets.iter().any(|t| t.steps.is_none() && t.cfg.engine.decode_graphs != DecodeGraphs::Padded);
     // Attention runs in every serving step and kernel step, never in a GEMM row.
-    let attention =
-        serving || steps.iter().any(|s| s.rows.iter().any(|r| r.gemm.is_none() && o.weights.contains_key(r.metric)));
+    let attention = serving || weighted(Work::runs_attention);
     // Single attention-kernel rows, weighted: what times SDPA's host dispatch.
-    let sdpa = steps.iter().any(|s| s.rows.iter().any(|r| r.attention.is_some() && o.weights.contains_key(r.metric)));
+    let sdpa = weighted(|w| matches!(w, Work::Attention(_)));
     // GEMMs run in every serving step, kernel step and GEMM row, never in an attention row.
-    let gemms = serving
-        || steps.iter().any(|s| s.rows.iter().any(|r| r.attention.is_none() && o.weights.contains_key(r.metric)));
+    let gemms = serving || weighted(Work::runs_gemms);
     let mut held = Vec::new();
     let hold = |f: &Factor, held: &mut Vec<String>| {
         let keep = o.hold.contains(&f.name);
@@ -441,10 +443,7 @@ mod tests {
         let row = StepRow {
             metric: "gemm_bf16_us",
             shape: "M=8192".into(),
-            batch: Default::default(),
-            gemm: Some((mkn, Dtype::Bf16)),
-            attention: None,
-            eager: false,
+            work: Work::Gemm { mkn, dtype: Dtype::Bf16 },
             measured,
         };
         let set = StepSet { case: "g".into(), gpu: h200, model: m8, tp: 1, rank: false, rows: vec![row] };

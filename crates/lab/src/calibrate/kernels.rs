@@ -86,24 +86,48 @@ pub struct LoadedSteps {
     pub case: StepCase,
 }
 
-/// One measured step or GEMM.
+/// One measured step, GEMM or attention kernel.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRow {
     /// One of [`STEP_METRICS`].
     pub metric: &'static str,
-    /// The shape in words: `B=8 L=512` (sequences, context), `T=2048` (new tokens) or
-    /// `llama8b.qkv fp8 M=64` (a GEMM).
+    /// The shape in words: `B=8 L=512` (sequences, context), `T=2048` (new tokens),
+    /// `llama8b.qkv fp8 M=64` (a GEMM) or `attn 32/8 decode B=64 L=1024` (an attention kernel).
     pub shape: String,
-    /// The step's batch (empty for a GEMM row).
-    pub batch: BatchShape,
-    /// A GEMM row: `[M, K, N]` and the weights' type.
-    pub gemm: Option<([u64; 3], Dtype)>,
-    /// An attention-kernel row.
-    pub attention: Option<AttentionShape>,
-    /// Plain PyTorch launched it eagerly (the host's launch time may bound it).
-    pub eager: bool,
-    /// In the metric's unit (ms for steps, µs for GEMMs).
+    /// What ran.
+    pub work: Work,
+    /// In the metric's unit (ms for steps, µs for GEMMs and attention kernels).
     pub measured: f64,
+}
+
+/// What a measured row ran, each priced by its own rule ([`StepSet::predict`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Work {
+    /// A whole forward pass over `batch`; `eager`: plain PyTorch launched it without a CUDA
+    /// graph (the host's launch time may bound it).
+    Step { batch: BatchShape, eager: bool },
+    /// One GEMM of `[M, K, N]` with weights of `dtype`.
+    Gemm { mkn: [u64; 3], dtype: Dtype },
+    /// One attention kernel.
+    Attention(AttentionShape),
+}
+
+impl Work {
+    /// A whole step's batch and whether it ran eagerly; `None` for a single kernel.
+    pub fn step(&self) -> Option<(&BatchShape, bool)> {
+        match self {
+            Work::Step { batch, eager } => Some((batch, *eager)),
+            _ => None,
+        }
+    }
+    /// Whether it runs a GEMM (a step or a GEMM row).
+    pub fn runs_gemms(&self) -> bool {
+        !matches!(self, Work::Attention(_))
+    }
+    /// Whether it runs attention (a step or an attention row).
+    pub fn runs_attention(&self) -> bool {
+        !matches!(self, Work::Gemm { .. })
+    }
 }
 
 /// One attention kernel's work ([`cost::attention_kernel_s`]).
@@ -210,7 +234,7 @@ pub fn parse_decode(text: &str, path: &Path) -> Result<Vec<StepRow>> {
             batch.add(l.context, 1);
         }
         let shape = format!("B={} L={}", l.batch, l.context);
-        Ok(Some(StepRow { metric: STEP_METRICS[0], shape, batch, gemm: None, attention: None, eager: false, measured }))
+        Ok(Some(StepRow { metric: STEP_METRICS[0], shape, work: Work::Step { batch, eager: false }, measured }))
     })
 }
 
@@ -225,7 +249,7 @@ pub fn parse_prefill(text: &str, path: &Path, eager: bool) -> Result<Vec<StepRow
         let mut batch = BatchShape::default();
         batch.add(0, l.tokens);
         let shape = format!("T={}", l.tokens);
-        Ok(Some(StepRow { metric: STEP_METRICS[1], shape, batch, gemm: None, attention: None, eager, measured }))
+        Ok(Some(StepRow { metric: STEP_METRICS[1], shape, work: Work::Step { batch, eager }, measured }))
     })
 }
 
@@ -267,8 +291,7 @@ pub fn parse_gemm(text: &str, path: &Path, skip: &[String]) -> Result<Vec<StepRo
             Some(d) => return Err(fail(format!("dtype `{d}`: bf16 or fp8"))),
         };
         let shape = format!("{name} {} M={}", if dtype == Dtype::Fp8 { "fp8" } else { "bf16" }, l.m);
-        let gemm = Some(([l.m, l.k, l.n], dtype));
-        Ok(Some(StepRow { metric, shape, batch: BatchShape::default(), gemm, attention: None, eager: false, measured }))
+        Ok(Some(StepRow { metric, shape, work: Work::Gemm { mkn: [l.m, l.k, l.n], dtype }, measured }))
     })
 }
 
@@ -313,8 +336,7 @@ pub fn parse_attention(text: &str, path: &Path) -> Result<Vec<StepRow>> {
                 ))
             }
         };
-        let attention = Some(attention);
-        Ok(Some(StepRow { metric, shape, batch: BatchShape::default(), gemm: None, attention, eager: false, measured }))
+        Ok(Some(StepRow { metric, shape, work: Work::Attention(attention), measured }))
     })
 }
 
@@ -400,16 +422,17 @@ impl StepSet {
     /// that and the eager launch time.
     pub fn predict(&self, r: &Roofline, row: &StepRow) -> f64 {
         let e = &r.eff;
-        if let Some((mkn, dtype)) = row.gemm {
-            return cost::gemm_s(&self.gpu, e, mkn, dtype) * 1e6;
+        match &row.work {
+            Work::Gemm { mkn, dtype } => cost::gemm_s(&self.gpu, e, *mkn, *dtype) * 1e6,
+            Work::Attention(a) => {
+                (e.sdpa_dispatch_s + cost::attention_kernel_s(&self.gpu, e, a.heads, a.seqs, a.new, a.context)) * 1e6
+            }
+            Work::Step { batch, eager } => {
+                let device = if self.rank { r.rank_compute_s(batch) } else { r.step_parts(batch).device_s };
+                let s = if *eager { device.max(r.eager_launch_s()) } else { device };
+                s * 1e3
+            }
         }
-        if let Some(a) = row.attention {
-            return (e.sdpa_dispatch_s + cost::attention_kernel_s(&self.gpu, e, a.heads, a.seqs, a.new, a.context))
-                * 1e6;
-        }
-        let device = if self.rank { r.rank_compute_s(&row.batch) } else { r.step_parts(&row.batch).device_s };
-        let s = if row.eager { device.max(r.eager_launch_s()) } else { device };
-        s * 1e3
     }
 
     /// The residual rows of the weighted metrics (`case` = the case and the shape).
@@ -494,15 +517,14 @@ mod tests {
         assert_eq!(d.len(), 2);
         assert_eq!((d[0].metric, d[0].shape.as_str(), d[0].measured), ("decode_step_ms", "B=2 L=512", 6.9672));
         let want = BatchShape { seqs: 2, decode_seqs: 2, decode_ctx_tokens: 1024, ..Default::default() };
-        assert_eq!(d[0].batch, want);
-        assert!(!d[0].eager);
+        assert_eq!(d[0].work, Work::Step { batch: want, eager: false });
         let f = parse_prefill("model,tokens,time_us,note\nm,128,19330.8,\"eager, one\"\n", p, true).unwrap();
         assert_eq!(f.len(), 1);
-        assert_eq!((f[0].metric, f[0].shape.as_str(), f[0].eager), ("prefill_step_ms", "T=128", true));
+        assert_eq!((f[0].metric, f[0].shape.as_str()), ("prefill_step_ms", "T=128"));
         assert!((f[0].measured - 19.3308).abs() < 1e-12);
         // 128 new tokens, no context: 128 × (0 + 129 / 2) query-key pairs.
         let want = BatchShape { seqs: 1, prefill_tokens: 128, prefill_attn_pairs: 128.0 * 64.5, ..Default::default() };
-        assert_eq!(f[0].batch, want);
+        assert_eq!(f[0].work, Work::Step { batch: want, eager: true });
         let e = parse_decode("batch,context,time_us\n1,x,3\n", p).unwrap_err().to_string();
         assert!(e.contains("t.csv"), "{e}");
     }
@@ -531,7 +553,7 @@ mod tests {
             (a[0].metric, a[0].shape.as_str(), a[0].measured),
             ("gemm_bf16_us", "llama@tp1.qkv bf16 M=64", 35.4)
         );
-        assert_eq!(a[0].gemm, Some(([64, 4096, 6144], Dtype::Bf16)));
+        assert_eq!(a[0].work, Work::Gemm { mkn: [64, 4096, 6144], dtype: Dtype::Bf16 });
         let text = "shape,dtype,M,K,N,time_us\nx.q_a,fp8,16,7168,1536,31.3\nx.looped.e8,bf16,1,7168,4096,160\n";
         let b = parse_gemm(text, p, &["looped".to_string()]).unwrap();
         assert_eq!(b.len(), 1);
@@ -567,11 +589,17 @@ mod tests {
             (pre[0].metric, pre[0].shape.as_str(), pre[0].measured),
             ("attn_prefill_us", "attn 32/8 prefill L=4096", 312.4)
         );
-        assert_eq!(pre[0].attention, Some(AttentionShape { heads: [32, 8, 128], seqs: 1, new: 4096, context: 0 }));
+        assert_eq!(
+            pre[0].work,
+            Work::Attention(AttentionShape { heads: [32, 8, 128], seqs: 1, new: 4096, context: 0 })
+        );
         let dec = parse_attention("batch,kv_len,heads,kv_heads,head_dim,time_us,GBps_kv\n64,1024,8,1,128,53.3,1\n", p);
         let dec = dec.unwrap();
         assert_eq!((dec[0].metric, dec[0].shape.as_str()), ("attn_decode_us", "attn 8/1 decode B=64 L=1024"));
-        assert_eq!(dec[0].attention, Some(AttentionShape { heads: [8, 1, 128], seqs: 64, new: 1, context: 1023 }));
+        assert_eq!(
+            dec[0].work,
+            Work::Attention(AttentionShape { heads: [8, 1, 128], seqs: 64, new: 1, context: 1023 })
+        );
         for (text, want) in [
             ("heads,kv_heads,head_dim,seq_len,time_us\n32,6,128,64,5\n", "row 2: heads 32, kv_heads 6"),
             ("heads,kv_heads,head_dim,seq_len,time_us\n32,8,128,0,5\n", "row 2: an attention row has a positive"),
@@ -610,12 +638,14 @@ mod tests {
         std::fs::write(dir.path().join("p.csv"), "tokens,time_us\n512,20000\n").unwrap();
         let s = all[0].read(Some(dir.path())).unwrap();
         assert_eq!(s.rows.iter().map(|r| r.shape.as_str()).collect::<Vec<_>>(), ["B=4 L=100", "T=512"]);
-        assert_eq!((s.tp, s.rank, s.rows[1].eager), (1, false, true));
+        assert_eq!((s.tp, s.rank), (1, false));
+        assert_eq!(s.rows[1].work.step().map(|(_, eager)| eager), Some(true));
         // The eager row is bound by 32 layers × 1 ms of launches; the decode row by the device.
         let eff = Efficiency { eager_layer_launch_s: 1e-3, ..Efficiency::default() };
         let r = s.roofline(eff);
         assert_eq!(s.predict(&r, &s.rows[1]), 32.0);
-        assert_eq!(s.predict(&r, &s.rows[0]), r.step_parts(&s.rows[0].batch).device_s * 1e3);
+        let (batch, _) = s.rows[0].work.step().unwrap();
+        assert_eq!(s.predict(&r, &s.rows[0]), r.step_parts(batch).device_s * 1e3);
         let rows = s.residuals(eff, &default_weights());
         assert_eq!(rows[1].case, "s T=512");
         assert!((rows[1].error_pct - 60.0).abs() < 1e-9, "{rows:?}");
