@@ -111,7 +111,11 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
         engine: profile::family(cfg.engine.engine).to_string(),
         models: vec![cfg.model.name.clone()],
         efficiency: f.efficiency,
-        fit: profile::FitInfo { assumptions, notes, ..f.record(command, vec![name], &o) },
+        fit: {
+            let record = f.record(command, vec![name], &o);
+            let assumptions = record.assumptions.iter().cloned().chain(assumptions).collect();
+            profile::FitInfo { assumptions, notes, ..record }
+        },
     };
     let text = format!(
         "# Step-time profile fitted to one report (cachesim calibrate --report … -o); regenerate with the command in [fit].\n{}",
@@ -133,9 +137,6 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
         out.display()
     )?;
     write_factors(&mut o, &p)?;
-    for a in &p.fit.assumptions {
-        writeln!(o, "  assumed: {a}")?;
-    }
     writeln!(
         o,
         "{} simulations: objective {:.4}, rms log error {:.3}, median |error| {:.1} %",

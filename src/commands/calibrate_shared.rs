@@ -35,7 +35,8 @@ pub fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
     Ok(weights)
 }
 
-/// A fitted profile's factors, one a line, then the held ones with why, and a warning when fewer
+/// A fitted profile's factors, one a line, then the held ones with why, what the fit assumed
+/// (its prior, a totals mismatch accepted), and a warning when fewer
 /// figures were fitted than factors.
 pub fn write_factors(o: &mut impl std::fmt::Write, p: &profile::Profile) -> std::fmt::Result {
     for name in &p.fit.fitted {
@@ -43,6 +44,9 @@ pub fn write_factors(o: &mut impl std::fmt::Write, p: &profile::Profile) -> std:
     }
     for h in &p.fit.held {
         writeln!(o, "  held: {h}")?;
+    }
+    for a in &p.fit.assumptions {
+        writeln!(o, "  assumed: {a}")?;
     }
     for b in cachesim::calibration::factors::at_bounds(&p.efficiency, &p.fit.fitted, &p.fit.options()) {
         writeln!(
