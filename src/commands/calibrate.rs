@@ -4,7 +4,7 @@
 //! measurements with the profile `cachesim run` would use — or, with `--leave-one-out` and
 //! `--leave-group-out`, with that profile refitted without the case or its group.
 
-use super::calibrate_shared::{kept_notes, parse_weights, write_factors};
+use super::calibrate_shared::{kept_notes, parse_weights, spread_record, write_factors};
 use super::Answer;
 use crate::cli::{CalibrateArgs, CaseRun, GroupBy, ValidateArgs};
 use anyhow::Context;
@@ -306,6 +306,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<Answer> {
     // Read before the fit, so that a file at `out` that is not a profile stops it early.
     let notes = kept_notes(out, &args.note)?;
     let f = fit::fit(&targets, &o)?;
+    let spread = cachesim::calibrate::spread::spread(&targets, &o, &f)?;
     let loo = if args.no_loo { Vec::new() } else { fit::leave_one_out(&targets, &o)? };
     let mut command = format!("cachesim calibrate --fit --cases '{pattern}' --out {}", out.display());
     if let Some(w) = &args.weights {
@@ -345,6 +346,7 @@ fn fit_profile(args: &CalibrateArgs) -> anyhow::Result<Answer> {
         fit: profile::FitInfo {
             start: args.start.is_some().then_some(start),
             notes,
+            spread: spread_record(&spread),
             loo_median_abs_error_pct: fit::median_abs_error(&loo),
             leave_one_out: loo,
             ..f.record(command, targets.iter().map(|t| t.case.clone()).collect(), &o)

@@ -3,7 +3,7 @@
 //! run, checks that the report's totals match the rebuilt run's, fits the step-time factors to
 //! the report's metrics, writes the profile with its fit record and prints the residuals.
 
-use super::calibrate_shared::{kept_notes, parse_weights, write_factors};
+use super::calibrate_shared::{kept_notes, parse_weights, spread_record, write_factors};
 use super::Answer;
 use crate::cli::CalibrateArgs;
 use anyhow::Context;
@@ -99,6 +99,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
     // Read before the fit, so that a file at `out` that is not a profile stops it early.
     let notes = kept_notes(out, &args.note)?;
     let f = fit::fit(&targets, &o)?;
+    let spread = cachesim::calibrate::spread::spread(&targets, &o, &f)?;
     let words: Vec<String> = std::env::args().map(|a| shell_word(&a)).collect();
     let command = match words.split_first() {
         Some((_, rest)) => format!("cachesim {}", rest.join(" ")),
@@ -114,7 +115,7 @@ pub fn fit_report(args: &CalibrateArgs, r: &BenchReport, out: &Path) -> anyhow::
         fit: {
             let record = f.record(command, vec![name], &o);
             let assumptions = record.assumptions.iter().cloned().chain(assumptions).collect();
-            profile::FitInfo { assumptions, notes, ..record }
+            profile::FitInfo { assumptions, notes, spread: spread_record(&spread), ..record }
         },
     };
     let text = format!(

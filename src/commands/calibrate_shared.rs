@@ -35,12 +35,35 @@ pub fn parse_weights(s: &str) -> anyhow::Result<BTreeMap<String, f64>> {
     Ok(weights)
 }
 
-/// A fitted profile's factors, one a line, then the held ones with why, what the fit assumed
+/// A factor whose cases leave it uncertain by more than this factor at one standard error is
+/// said to be poorly determined.
+const POORLY_DETERMINED: f64 = 2.0;
+
+/// The `[fit] spread` record of a fit's spreads: ln standard error by factor (`inf`: not
+/// determined), the ones at a bound left out.
+pub fn spread_record(spread: &[cachesim::calibrate::spread::Spread]) -> std::collections::BTreeMap<String, f64> {
+    spread.iter().filter_map(|s| s.ln_se.map(|v| (s.name.to_string(), v))).collect()
+}
+
+/// A fitted profile's factors, one a line with how well the cases determine it, then the held ones with why, what the fit assumed
 /// (its prior, a totals mismatch accepted), and a warning when fewer
 /// figures were fitted than factors.
 pub fn write_factors(o: &mut impl std::fmt::Write, p: &profile::Profile) -> std::fmt::Result {
     for name in &p.fit.fitted {
-        writeln!(o, "  {name:<20} {}", cachesim::calibration::factors::factor_text(&p.efficiency, name))?;
+        let value = cachesim::calibration::factors::factor_text(&p.efficiency, name);
+        let spread = match p.fit.spread.get(name).map(|s| s.exp()) {
+            Some(x) if x.is_infinite() => {
+                "  not determined: no row moves with it alone (host time hidden behind the device, or a \
+                 combination of factors only)"
+                    .to_string()
+            }
+            Some(x) if x > POORLY_DETERMINED => format!("  ×/÷ {x:.2} at one standard error: poorly determined"),
+            Some(x) => format!("  ×/÷ {x:.2} at one standard error"),
+            // A profile with spreads leaves out a factor within a step (5 %) of a bound.
+            None if !p.fit.spread.is_empty() => "  no spread: within 5 % of a bound".to_string(),
+            None => String::new(),
+        };
+        writeln!(o, "  {name:<20} {value}{spread}")?;
     }
     for h in &p.fit.held {
         writeln!(o, "  held: {h}")?;

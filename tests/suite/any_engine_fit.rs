@@ -25,7 +25,8 @@ fn cases(d: &Path) -> std::path::PathBuf {
 /// families and stops; with it, one profile of engine `any` reproduces both reports (every
 /// fitted metric within 2 %), records the flag in its command and a leave-one-out row per case
 /// and metric, is used by `run --calibration FILE` for either engine, and matches no built-in
-/// selection. Cases on two GPUs stay refused with the flag.
+/// selection; it says how well the reports determine each factor. Cases on two GPUs stay refused
+/// with the flag, and a prior of no width is refused.
 #[test]
 fn any_engine_fits_one_gpu_over_two_engines() {
     let dir = tempfile::tempdir().unwrap();
@@ -56,6 +57,13 @@ fn any_engine_fits_one_gpu_over_two_engines() {
         assert_eq!(p.fit.leave_one_out.iter().filter(|r| r.case == case).count(), rows, "{case}");
     }
     assert!(p.fit.loo_median_abs_error_pct.is_some());
+    // How well the two reports determine each fitted factor: said beside it and recorded.
+    assert!(!p.fit.spread.is_empty() && p.fit.spread.keys().all(|k| p.fit.fitted.contains(k)), "{:?}", p.fit.spread);
+    assert!(text.contains("at one standard error") || text.contains("not determined"), "{text}");
+    // A prior of no width is refused by name, and no profile written.
+    let flat = d.join("flat.toml");
+    let err = fails(&[&base[..], &["--out", flat.to_str().unwrap(), "--any-engine", "--prior-sigma", "0"]].concat());
+    assert!(err.contains("--prior-sigma") && !flat.exists(), "{err}");
 
     // Used when named, by either engine; never picked on its own.
     for engine in ["vllm", "sglang"] {

@@ -70,6 +70,12 @@ pub struct FitInfo {
     /// fitted factor was pulled toward its `start` value; absent: no prior.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prior_sigma: Option<f64>,
+    /// How well the cases determine each fitted factor: the standard error of its natural
+    /// logarithm at the optimum (the factor × or ÷ e^this at one standard error), from
+    /// `calibrate --fit` and `--report`; a factor missing was within a step of a bound or not
+    /// determined at all. Absent in a profile written before it was kept.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spread: BTreeMap<String, f64>,
     /// What the fit assumed beyond its cases (e.g. a report whose totals differ from the rebuilt
     /// workload's, accepted by `--accept-totals-mismatch`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

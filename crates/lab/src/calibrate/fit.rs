@@ -407,8 +407,27 @@ pub fn rms_log_error(rows: &[Residual]) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use cachesim_core::catalog::Dtype;
+
+    /// A target of BF16 GEMMs on one H200 ([M, K, N], measured µs): priced by the model alone.
+    pub(crate) fn gemm_target(rows: &[([u64; 3], f64)]) -> Target {
+        use super::super::kernels::{StepRow, StepSet};
+        use cachesim_core::catalog::{gpu, model};
+        let rows = rows
+            .iter()
+            .map(|&(mkn, measured)| StepRow {
+                metric: "gemm_bf16_us",
+                shape: format!("M={}", mkn[0]),
+                work: Work::Gemm { mkn, dtype: Dtype::Bf16 },
+                measured,
+            })
+            .collect();
+        let (h200, m8) = (gpu("h200", None).unwrap(), model("llama-3.1-8b", None).unwrap());
+        let set = StepSet { case: "g".into(), gpu: h200, model: m8, tp: 1, rank: false, rows };
+        Target::of_steps(set, "h200", "llama-3.1-8b").unwrap()
+    }
 
     #[test]
     fn median_and_rms_by_hand() {
@@ -434,20 +453,10 @@ mod tests {
     /// wide σ the row's 0.8, a narrow one the prior's 0.4.
     #[test]
     fn a_prior_pulls_a_factor_by_its_width() {
-        use super::super::kernels::{StepRow, StepSet};
-        use cachesim_core::catalog::{gpu, model, Dtype};
-        let (h200, m8) = (gpu("h200", None).unwrap(), model("llama-3.1-8b", None).unwrap());
         let mkn = [8192, 4096, 4096];
         let want = Efficiency { gemm_flops: 0.8, kernel_floor_s: 0.0, ..Efficiency::default() };
-        let measured = cachesim_core::cost::gemm_s(&h200, &want, mkn, Dtype::Bf16) * 1e6;
-        let row = StepRow {
-            metric: "gemm_bf16_us",
-            shape: "M=8192".into(),
-            work: Work::Gemm { mkn, dtype: Dtype::Bf16 },
-            measured,
-        };
-        let set = StepSet { case: "g".into(), gpu: h200, model: m8, tp: 1, rank: false, rows: vec![row] };
-        let targets = [Target::of_steps(set, "h200", "llama-3.1-8b").unwrap()];
+        let h200 = cachesim_core::catalog::gpu("h200", None).unwrap();
+        let targets = [gemm_target(&[(mkn, cachesim_core::cost::gemm_s(&h200, &want, mkn, Dtype::Bf16) * 1e6)])];
         let o = FitOptions {
             weights: [("gemm_bf16_us".to_string(), 1.0)].into_iter().collect(),
             max_iters: 400,
