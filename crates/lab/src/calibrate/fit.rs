@@ -122,14 +122,18 @@ pub fn residuals(targets: &[Target], eff: Efficiency, weights: &BTreeMap<String,
     Ok(rows)
 }
 
-/// Σ weight × ln(predicted / measured)²; a prediction of zero or NaN counts as a log error of 10.
+/// ln(predicted / measured); a prediction of zero or NaN counts as a log error of 10.
+pub fn log_error(r: &Residual) -> f64 {
+    if r.predicted > 0.0 && r.measured > 0.0 {
+        (r.predicted / r.measured).ln()
+    } else {
+        10.0
+    }
+}
+
+/// Σ weight × [`log_error`]².
 fn loss(rows: &[Residual], weights: &BTreeMap<String, f64>) -> f64 {
-    rows.iter()
-        .map(|r| {
-            let e = if r.predicted > 0.0 && r.measured > 0.0 { (r.predicted / r.measured).ln() } else { 10.0 };
-            weights[&r.metric] * e * e
-        })
-        .sum()
+    rows.iter().map(|r| weights[&r.metric] * log_error(r).powi(2)).sum()
 }
 
 struct Problem<'a> {
@@ -396,13 +400,12 @@ pub fn median_abs_error(rows: &[Residual]) -> Option<f64> {
     Some(if n % 2 == 1 { e[n / 2] } else { (e[n / 2 - 1] + e[n / 2]) / 2.0 })
 }
 
-/// Root mean square of ln(predicted / measured).
+/// Root mean square of [`log_error`].
 pub fn rms_log_error(rows: &[Residual]) -> f64 {
     if rows.is_empty() {
         return 0.0;
     }
-    let s: f64 =
-        rows.iter().map(|r| if r.predicted > 0.0 { (r.predicted / r.measured).ln().powi(2) } else { 100.0 }).sum();
+    let s: f64 = rows.iter().map(|r| log_error(r).powi(2)).sum();
     (s / rows.len() as f64).sqrt()
 }
 

@@ -9,7 +9,7 @@
 //! step of its bound has none (the fit would have pushed it further:
 //! [`cachesim_core::calibration::factors::at_bounds`]).
 
-use super::fit::{residuals, Fit, Target};
+use super::fit::{log_error, residuals, Fit, Target};
 use cachesim_core::calibration::factors::{get, set, FitOptions};
 use cachesim_core::error::Result;
 use nalgebra::DMatrix;
@@ -38,13 +38,7 @@ impl Spread {
 pub fn spread(targets: &[Target], o: &FitOptions, f: &Fit) -> Result<Vec<Spread>> {
     let weights = &o.weights;
     let rows = |e| -> Result<Vec<f64>> {
-        Ok(residuals(targets, e, weights)?
-            .iter()
-            .map(|r| {
-                let e = if r.predicted > 0.0 && r.measured > 0.0 { (r.predicted / r.measured).ln() } else { 10.0 };
-                weights[&r.metric].sqrt() * e
-            })
-            .collect())
+        Ok(residuals(targets, e, weights)?.iter().map(|r| weights[&r.metric].sqrt() * log_error(r)).collect())
     };
     let at = rows(f.efficiency)?;
     let bounds = o.bounds();
