@@ -45,9 +45,9 @@ pub fn spread_record(spread: &[cachesim::calibrate::spread::Spread]) -> std::col
     spread.iter().filter_map(|s| s.ln_se.map(|v| (s.name.to_string(), v))).collect()
 }
 
-/// A fitted profile's factors, one a line with how well the cases determine it, then the held ones with why, what the fit assumed
-/// (its prior, a totals mismatch accepted), and a warning when fewer
-/// figures were fitted than factors.
+/// A fitted profile's factors, one a line with how well the cases determine it, then the held
+/// ones with why, what the fit assumed (its prior, a totals mismatch accepted), and a warning
+/// when fewer figures were fitted than factors.
 pub fn write_factors(o: &mut impl std::fmt::Write, p: &profile::Profile) -> std::fmt::Result {
     for name in &p.fit.fitted {
         let value = cachesim::calibration::factors::factor_text(&p.efficiency, name);

@@ -25,6 +25,13 @@ fn h200_profile() -> profile::Profile {
     profile::read(&crate_dir().join("calibration/profiles/h200-kernels.toml")).unwrap()
 }
 
+/// The kernel case `name`'s rows and their residuals priced by the H200 kernel profile.
+fn priced_by_h200_profile(name: &str, data: &std::path::Path) -> (kernels::StepSet, Vec<profile::Residual>) {
+    let set = case(name).read(Some(data)).unwrap();
+    let rows = set.residuals(h200_profile().efficiency, &kernels::default_weights());
+    (set, rows)
+}
+
 /// A fit of the kernel case `name` alone, every kernel metric weighted 1, from the defaults.
 fn fit_alone(name: &str, data: &std::path::Path) -> fit::Fit {
     let t = fit::Target::from_steps(&case(name), Some(data)).unwrap();
@@ -53,8 +60,7 @@ fn h200_profile_reproduces_the_8b_steps() {
     let Some(data) = common::data_dir() else { return };
     let p = h200_profile();
     assert_eq!(p.fit.cases, ["h200-llama8b-steps"]);
-    let set = case("h200-llama8b-steps").read(Some(&data)).unwrap();
-    let rows = set.residuals(p.efficiency, &kernels::default_weights());
+    let (_, rows) = priced_by_h200_profile("h200-llama8b-steps", &data);
     assert_eq!(rows.len(), 17 + 8);
     for m in ["decode_step_ms", "prefill_step_ms"] {
         let e: Vec<f64> = rows.iter().filter(|r| r.metric == *m).map(|r| r.error_pct.abs()).collect();
@@ -265,8 +271,7 @@ fn fit_on_step_rows_recovers_known_factors() {
 fn gemm_rows_hold_the_per_kernel_floor() {
     let Some(data) = common::data_dir() else { return };
     let p = h200_profile();
-    let set = case("h200-gemms").read(Some(&data)).unwrap();
-    let rows = set.residuals(p.efficiency, &kernels::default_weights());
+    let (set, rows) = priced_by_h200_profile("h200-gemms", &data);
     let abs = |f: &dyn Fn(&cachesim::calibration::profile::Residual, &kernels::StepRow) -> bool| {
         median(rows.iter().zip(&set.rows).filter(|(r, row)| f(r, row)).map(|(r, _)| r.error_pct.abs()).collect())
     };
@@ -350,9 +355,7 @@ fn own_gemm_timings_fit_a_device_profile() {
 #[cfg_attr(cachesim_no_data, ignore = "needs the real data beside the repository (../shared)")]
 fn attention_kernels_show_what_the_step_fit_leans_on() {
     let Some(data) = common::data_dir() else { return };
-    let p = h200_profile();
-    let set = case("h200-attention").read(Some(&data)).unwrap();
-    let rows = set.residuals(p.efficiency, &kernels::default_weights());
+    let (_, rows) = priced_by_h200_profile("h200-attention", &data);
     for (metric, n, lo) in [("attn_prefill_us", 27, 45.0), ("attn_decode_us", 72, 15.0)] {
         let e: Vec<f64> = rows.iter().filter(|r| r.metric == metric).map(|r| r.error_pct).collect();
         assert_eq!(e.len(), n, "{metric}");

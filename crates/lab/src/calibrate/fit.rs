@@ -47,14 +47,14 @@ impl Target {
     /// A fit target of a kernel step case's rows (`calibrate --fit`): its GPU, model and TP resolved as
     /// `cachesim run` would (raw roofline, no profile), a stand-in workload never simulated.
     pub fn from_steps(case: &LoadedSteps, data: Option<&std::path::Path>) -> Result<Target> {
-        Target::of_steps(case.read(data)?, &case.case.gpu, &case.case.model)
+        Target::of_steps(case.read(data)?)
     }
 
-    /// A fit target of the rows of `set`, run on `gpu` by `model` at the set's TP.
-    pub fn of_steps(set: StepSet, gpu: &str, model: &str) -> Result<Target> {
+    /// A fit target of the rows of `set`, run on its GPU by its model at its TP.
+    pub fn of_steps(set: StepSet) -> Result<Target> {
         let o = cachesim_core::config::RunOptions {
-            gpu: gpu.to_string(),
-            model: model.to_string(),
+            gpu: set.gpu.name.clone(),
+            model: set.model.name.clone(),
             tp: set.tp,
             calibration: cachesim_core::config::Calibration::None,
             ..Default::default()
@@ -317,10 +317,7 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     if !sdpa {
         base.sdpa_dispatch_s = 0.0;
     }
-    let inside = |f: &Factor| {
-        let v = get(&base, f.name);
-        (f.lo..=f.hi).contains(&v).then_some(v)
-    };
+    let inside = |f: &Factor| start_inside(&base, f);
     let (prior, priors) = match o.prior_sigma {
         Some(sigma) => {
             let (with, without): (Vec<&Factor>, Vec<&Factor>) = factors.iter().partition(|f| inside(f).is_some());
@@ -375,6 +372,13 @@ pub fn fit(targets: &[Target], o: &FitOptions) -> Result<Fit> {
     })
 }
 
+/// `f`'s value in `start` when it lies within `f`'s bounds: where the search starts, and what
+/// the prior pulls toward (a start outside, such as a floor of 0 = off, gives neither).
+pub fn start_inside(start: &Efficiency, f: &Factor) -> Option<f64> {
+    let v = get(start, f.name);
+    (f.lo..=f.hi).contains(&v).then_some(v)
+}
+
 /// Leave-one-out: for each target, fit on the others and predict it (empty with one target).
 pub fn leave_one_out(targets: &[Target], o: &FitOptions) -> Result<Vec<Residual>> {
     if targets.len() < 2 {
@@ -416,8 +420,7 @@ pub(crate) mod tests {
 
     /// A target of BF16 GEMMs on one H200 ([M, K, N], measured µs): priced by the model alone.
     pub(crate) fn gemm_target(rows: &[([u64; 3], f64)]) -> Target {
-        use super::super::kernels::{StepRow, StepSet};
-        use cachesim_core::catalog::{gpu, model};
+        use super::super::kernels::{tests::h200_8b, StepRow};
         let rows = rows
             .iter()
             .map(|&(mkn, measured)| StepRow {
@@ -427,9 +430,7 @@ pub(crate) mod tests {
                 measured,
             })
             .collect();
-        let (h200, m8) = (gpu("h200", None).unwrap(), model("llama-3.1-8b", None).unwrap());
-        let set = StepSet { case: "g".into(), gpu: h200, model: m8, tp: 1, rank: false, rows };
-        Target::of_steps(set, "h200", "llama-3.1-8b").unwrap()
+        Target::of_steps(h200_8b(rows)).unwrap()
     }
 
     #[test]

@@ -507,7 +507,7 @@ pub fn row_case(case: &str, row: &StepRow) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -529,11 +529,8 @@ mod tests {
         assert!(e.contains("t.csv"), "{e}");
     }
 
-    /// Both GEMM layouts of the data folder: `model,layer,…` (BF16) and `shape,dtype,…`; a
-    /// skipped name is left out; an unknown dtype or a nameless row is an error naming the
-    /// file and row.
     /// Rows priced as Llama-3.1-8B on one H200.
-    fn h200_8b(rows: Vec<StepRow>) -> StepSet {
+    pub(crate) fn h200_8b(rows: Vec<StepRow>) -> StepSet {
         StepSet {
             case: "t".into(),
             gpu: cachesim_core::catalog::gpu("h200", None).unwrap(),
@@ -544,6 +541,9 @@ mod tests {
         }
     }
 
+    /// Both GEMM layouts of the data folder: `model,layer,…` (BF16) and `shape,dtype,…`; a
+    /// skipped name is left out; an unknown dtype or a nameless row is an error naming the
+    /// file and row.
     #[test]
     fn gemm_rows_in_both_layouts() {
         let p = Path::new("g.csv");

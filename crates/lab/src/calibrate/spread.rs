@@ -9,7 +9,7 @@
 //! step of its bound has none (the fit would have pushed it further:
 //! [`cachesim_core::calibration::factors::at_bounds`]).
 
-use super::fit::{log_error, residuals, Fit, Target};
+use super::fit::{log_error, residuals, start_inside, Fit, Target};
 use cachesim_core::calibration::factors::{get, set, FitOptions};
 use cachesim_core::error::Result;
 use nalgebra::DMatrix;
@@ -61,10 +61,9 @@ pub fn spread(targets: &[Target], o: &FitOptions, f: &Fit) -> Result<Vec<Spread>
         columns.push(hi.iter().zip(&lo).map(|(h, l)| (h - l) / (2.0 * STEP)).collect::<Vec<f64>>());
         free.push(name);
     }
+    // The prior pulls a factor whose start lies inside its bounds, as the fit does.
     let prior = |name: &str| {
-        // The prior pulls a factor whose start lies inside its bounds (as the fit does).
-        let start = get(&o.start, name);
-        o.prior_sigma.filter(|_| bounds.iter().any(|b| b.name == name && (b.lo..=b.hi).contains(&start)))
+        o.prior_sigma.filter(|_| bounds.iter().any(|b| b.name == name && start_inside(&o.start, b).is_some()))
     };
     let mut out: Vec<Spread> = f.fitted.iter().map(|&name| Spread { name, ln_se: None }).collect();
     // A factor no row moves with, and no prior holds, is not determined at all.
